@@ -1,0 +1,163 @@
+//! Terminate error codes of every layer (spec §2.11 for DDP, §3.6 for RDMAP and MPA).
+//!
+//! A validation failure anywhere in the stack is expressed as exactly one
+//! [`TerminateCode`]; the tables below are the only place the numbers live.
+
+use core::fmt;
+
+/// Layer field of a Terminate message (spec §3.5).
+pub mod layer {
+    pub const RDMAP: u8 = 0;
+    pub const DDP: u8 = 1;
+    pub const LLP: u8 = 2;
+}
+
+/// Layer / Error Type / Error Code triple carried by a Terminate message.
+///
+/// Unknown code points survive as plain values (the struct is not an enum) so that a
+/// received Terminate round-trips exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TerminateCode {
+    /// 4 bits: 0 RDMAP, 1 DDP, 2 LLP.
+    pub layer: u8,
+    /// 4 bits; meaning depends on the layer.
+    pub etype: u8,
+    /// 8 bits; meaning depends on layer and etype.
+    pub code: u8,
+}
+
+const fn tc(layer: u8, etype: u8, code: u8) -> TerminateCode {
+    TerminateCode { layer, etype, code }
+}
+
+impl TerminateCode {
+    // ---- DDP, spec §2.11 (RFC 5041 §7.2) ----
+    pub const DDP_LOCAL_CATASTROPHIC: Self = tc(1, 0, 0x00);
+    pub const DDP_INVALID_STAG: Self = tc(1, 1, 0x00);
+    pub const DDP_BASE_BOUNDS: Self = tc(1, 1, 0x01);
+    pub const DDP_STAG_NOT_ASSOCIATED: Self = tc(1, 1, 0x02);
+    pub const DDP_TO_WRAP: Self = tc(1, 1, 0x03);
+    pub const DDP_TAGGED_INVALID_VERSION: Self = tc(1, 1, 0x04);
+    pub const DDP_INVALID_QN: Self = tc(1, 2, 0x01);
+    pub const DDP_INVALID_MSN_NO_BUFFER: Self = tc(1, 2, 0x02);
+    pub const DDP_INVALID_MSN_RANGE: Self = tc(1, 2, 0x03);
+    pub const DDP_INVALID_MO: Self = tc(1, 2, 0x04);
+    pub const DDP_MSG_TOO_LONG: Self = tc(1, 2, 0x05);
+    pub const DDP_UNTAGGED_INVALID_VERSION: Self = tc(1, 2, 0x06);
+
+    // ---- RDMAP, spec §3.6 (RFC 5040 §4.8) ----
+    pub const RDMAP_LOCAL_CATASTROPHIC: Self = tc(0, 0, 0x00);
+    pub const RDMAP_INVALID_STAG: Self = tc(0, 1, 0x00);
+    pub const RDMAP_BASE_BOUNDS: Self = tc(0, 1, 0x01);
+    pub const RDMAP_ACCESS_VIOLATION: Self = tc(0, 1, 0x02);
+    pub const RDMAP_STAG_NOT_ASSOCIATED: Self = tc(0, 1, 0x03);
+    pub const RDMAP_TO_WRAP: Self = tc(0, 1, 0x04);
+    pub const RDMAP_PROT_CANNOT_INVALIDATE: Self = tc(0, 1, 0x09);
+    pub const RDMAP_PROT_UNSPECIFIED: Self = tc(0, 1, 0xFF);
+    pub const RDMAP_INVALID_VERSION: Self = tc(0, 2, 0x05);
+    pub const RDMAP_UNEXPECTED_OPCODE: Self = tc(0, 2, 0x06);
+    pub const RDMAP_CATASTROPHIC_STREAM: Self = tc(0, 2, 0x07);
+    pub const RDMAP_CATASTROPHIC_GLOBAL: Self = tc(0, 2, 0x08);
+    pub const RDMAP_OP_CANNOT_INVALIDATE: Self = tc(0, 2, 0x09);
+    pub const RDMAP_OP_UNSPECIFIED: Self = tc(0, 2, 0xFF);
+
+    // ---- LLP = MPA, spec §3.6 (RFC 5044 §8, RFC 6581). EType 0 is sent (spec §8). ----
+    pub const MPA_CONNECTION_LOST: Self = tc(2, 0, 0x01);
+    pub const MPA_CRC_ERROR: Self = tc(2, 0, 0x02);
+    pub const MPA_MARKER_MISMATCH: Self = tc(2, 0, 0x03);
+    pub const MPA_INVALID_REQ_REP: Self = tc(2, 0, 0x04);
+    pub const MPA_LOCAL_CATASTROPHIC: Self = tc(2, 0, 0x05);
+    pub const MPA_INSUFFICIENT_IRD: Self = tc(2, 0, 0x06);
+    pub const MPA_NO_MATCHING_RTR: Self = tc(2, 0, 0x07);
+
+    /// The twelve DDP error codes of spec §2.11, in table order.
+    pub const ALL_DDP: [Self; 12] = [
+        Self::DDP_LOCAL_CATASTROPHIC,
+        Self::DDP_INVALID_STAG,
+        Self::DDP_BASE_BOUNDS,
+        Self::DDP_STAG_NOT_ASSOCIATED,
+        Self::DDP_TO_WRAP,
+        Self::DDP_TAGGED_INVALID_VERSION,
+        Self::DDP_INVALID_QN,
+        Self::DDP_INVALID_MSN_NO_BUFFER,
+        Self::DDP_INVALID_MSN_RANGE,
+        Self::DDP_INVALID_MO,
+        Self::DDP_MSG_TOO_LONG,
+        Self::DDP_UNTAGGED_INVALID_VERSION,
+    ];
+
+    /// Human-readable meaning, for error messages and the `rddp` tool.
+    pub fn describe(&self) -> &'static str {
+        match (self.layer, self.etype, self.code) {
+            (0, 0, 0x00) => "RDMAP local catastrophic error",
+            (0, 1, 0x00) => "RDMAP invalid STag",
+            (0, 1, 0x01) => "RDMAP base or bounds violation",
+            (0, 1, 0x02) => "RDMAP access rights violation",
+            (0, 1, 0x03) => "RDMAP STag not associated with RDMAP stream",
+            (0, 1, 0x04) => "RDMAP TO wrap",
+            (0, 1, 0x09) | (0, 2, 0x09) => "RDMAP STag cannot be invalidated",
+            (0, 1, 0xFF) => "RDMAP unspecified protection error",
+            (0, 2, 0x05) => "RDMAP invalid RDMAP version",
+            (0, 2, 0x06) => "RDMAP unexpected opcode",
+            (0, 2, 0x07) => "RDMAP catastrophic error, localized to stream",
+            (0, 2, 0x08) => "RDMAP catastrophic error, global",
+            (0, 2, 0xFF) => "RDMAP unspecified operation error",
+            (1, 0, 0x00) => "DDP local catastrophic error",
+            (1, 1, 0x00) => "DDP invalid STag",
+            (1, 1, 0x01) => "DDP base or bounds violation",
+            (1, 1, 0x02) => "DDP STag not associated with DDP stream",
+            (1, 1, 0x03) => "DDP TO wrap",
+            (1, 1, 0x04) => "DDP invalid DDP version (tagged)",
+            (1, 2, 0x01) => "DDP invalid QN",
+            (1, 2, 0x02) => "DDP invalid MSN: no buffer available",
+            (1, 2, 0x03) => "DDP invalid MSN: MSN range is not valid",
+            (1, 2, 0x04) => "DDP invalid MO",
+            (1, 2, 0x05) => "DDP message too long for available buffer",
+            (1, 2, 0x06) => "DDP invalid DDP version (untagged)",
+            // Spec §8: accept any EType when Layer = 2.
+            (2, _, 0x01) => "LLP connection closed, terminated or lost",
+            (2, _, 0x02) => "MPA CRC error",
+            (2, _, 0x03) => "MPA marker and ULPDU_Length mismatch",
+            (2, _, 0x04) => "invalid MPA Request or Reply frame",
+            (2, _, 0x05) => "LLP local catastrophic error",
+            (2, _, 0x06) => "insufficient IRD resources",
+            (2, _, 0x07) => "no matching RTR option",
+            _ => "unknown error code",
+        }
+    }
+}
+
+impl fmt::Display for TerminateCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ({}/{}/{:#04x})",
+            self.describe(),
+            self.layer,
+            self.etype,
+            self.code
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ddp_table_is_distinct_and_known() {
+        for (i, a) in TerminateCode::ALL_DDP.iter().enumerate() {
+            assert_eq!(a.layer, layer::DDP);
+            assert_ne!(a.describe(), "unknown error code");
+            for b in &TerminateCode::ALL_DDP[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+    }
+
+    #[test]
+    fn display_names_the_triple() {
+        let s = TerminateCode::DDP_TO_WRAP.to_string();
+        assert_eq!(s, "DDP TO wrap (1/1/0x03)");
+    }
+}

@@ -1,0 +1,18 @@
+//! Wire formats of the iWARP protocol family, parsed and emitted without panics.
+//!
+//! Every type here is a plain value (`Repr` in smoltcp's terms): `parse` takes a byte
+//! slice and never panics on any input, `emit` writes exactly `buffer_len()` octets.
+//! Reserved bits are kept so that `emit(parse(b)) == b` for every valid `b`.
+//!
+//! Sections cited as "spec §x" refer to the project's digest of RFC 5040-5044/6581;
+//! "seed 000" is the DDP requirements document.
+
+pub mod codes;
+pub mod ddp;
+pub mod error;
+pub mod rdmap;
+
+pub use codes::TerminateCode;
+pub use ddp::{DdpControl, DdpHeader, TaggedHeader, UntaggedHeader};
+pub use error::WireError;
+pub use rdmap::{Opcode, RdmapControl};
