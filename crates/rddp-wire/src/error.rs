@@ -17,6 +17,39 @@ pub enum WireError {
     /// Octets left over after a complete message.
     #[error("{extra} unexpected trailing octets after {what}")]
     Trailing { what: &'static str, extra: usize },
+    /// The first 16 octets are neither MPA key (spec §4.7): not an MPA peer.
+    #[error("not an MPA Request/Reply key")]
+    MpaBadKey,
+    /// An MPA revision this crate cannot lay out (spec §4.7: 0, 1, 2 are known).
+    #[error("unsupported MPA revision {rev}")]
+    MpaBadRev { rev: u8 },
+    /// Private data longer than the protocol allows (MPA spec §4.7, SCTP spec §5.4).
+    #[error("private data of {len} octets exceeds the limit of {max}")]
+    PrivateDataTooLong { len: usize, max: usize },
+    /// The MPA CRC field does not match the octets it covers (spec §4.3).
+    #[error("MPA CRC mismatch: wire {wire:#010x}, computed {computed:#010x}")]
+    CrcMismatch { wire: u32, computed: u32 },
+    /// A Marker's FPDUPTR disagrees with the framing from ULPDU_Length (spec §4.4).
+    #[error("MPA marker FPDUPTR {fpduptr:#x}, framing says {expected:#x}")]
+    MarkerMismatch { fpduptr: u16, expected: u16 },
+    /// ULPDU_Length below a tagged DDP header or above the local receive limit (§4.6, §6.6).
+    #[error("ULPDU_Length {len} outside {min}..={max}")]
+    UlpduLength { len: u16, min: usize, max: usize },
+}
+
+impl WireError {
+    /// The Terminate code an LLP error maps to (spec §3.6, §4.11), if it has one.
+    /// Errors without a defined code (e.g. a bad ULPDU_Length) return `None`;
+    /// the caller picks a code for those.
+    pub fn terminate_code(&self) -> Option<crate::TerminateCode> {
+        use crate::TerminateCode as T;
+        match self {
+            Self::CrcMismatch { .. } => Some(T::MPA_CRC_ERROR),
+            Self::MarkerMismatch { .. } => Some(T::MPA_MARKER_MISMATCH),
+            Self::MpaBadKey | Self::MpaBadRev { .. } => Some(T::MPA_INVALID_REQ_REP),
+            _ => None,
+        }
+    }
 }
 
 /// Return `Truncated` unless `buf` holds at least `need` octets.

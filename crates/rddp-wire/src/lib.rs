@@ -8,11 +8,17 @@
 //! "seed 000" is the DDP requirements document.
 
 pub mod codes;
+pub mod crc;
 pub mod ddp;
 pub mod error;
 pub mod rdmap;
+pub mod read_request;
+pub mod terminate;
 
 pub use codes::TerminateCode;
+pub use crc::{Crc32c, crc32c};
 pub use ddp::{DdpControl, DdpHeader, TaggedHeader, UntaggedHeader};
 pub use error::WireError;
 pub use rdmap::{Opcode, RdmapControl};
+pub use read_request::{READ_REQ_HDR_LEN, ReadRequestHeader};
+pub use terminate::Terminate;
