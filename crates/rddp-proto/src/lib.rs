@@ -1,1 +1,13 @@
-//! placeholder
+//! Sans-IO protocol engines of rddp.
+//!
+//! Nothing in this crate opens a socket, spawns a thread or reads a clock: engines
+//! take segments and octets in and hand segments, placements and deliveries out, so
+//! the same code runs under real drivers, the in-memory simulator, fuzzers and
+//! benchmarks (see the architecture note).
+//!
+//! * [`mem`]: protection domains, the STag table, memory regions (RFC 5042; seed 000).
+//! * [`ddp`]: the DDP data source (segmentation) and data sink (validate, place,
+//!   deliver in order), stream state and teardown (RFC 5041; seed 000).
+
+pub mod ddp;
+pub mod mem;

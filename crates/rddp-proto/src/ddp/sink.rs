@@ -1,0 +1,458 @@
+//! The DDP Data Sink: validate, place, deliver (RFC 5041 §5-§7; seed 000; spec
+//! §2.9-2.10).
+//!
+//! Every segment is validated completely before a single octet is placed. Placement
+//! happens on arrival, whatever the order; delivery happens in the sender's order:
+//! a message is delivered iff its L=1 segment and all its other segments are placed,
+//! all earlier messages are placed, and each earlier message was delivered.
+
+use super::error::{DdpError, SourceError};
+use super::order::{OrderError, SegMeta, SenderOrder};
+use super::recv_queue::{RecvBuffer, UntaggedQueue};
+use super::{DdpConfig, SenderSeq};
+use crate::mem::{Access, AccessFault, MemoryTable, PdId, Stag, StreamId};
+use rddp_wire::ddp::{DDP_VERSION, TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
+use rddp_wire::{DdpControl, DdpHeader, TaggedHeader, TerminateCode, UntaggedHeader};
+use std::collections::VecDeque;
+
+/// A message handed to the ULP, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// A tagged message is complete: an internal event for RDMAP (Read Response
+    /// completion, ordering of later Sends); its data is already in place.
+    Tagged {
+        rsvd_ulp: u8,
+        stag: u32,
+        /// TO of the message's first octet.
+        to: u64,
+        len: u64,
+    },
+    /// An untagged message filled `buffer.data[..len]`.
+    Untagged {
+        rsvd_ulp: [u8; 5],
+        qn: u32,
+        msn: u32,
+        len: u32,
+        buffer: RecvBuffer,
+    },
+}
+
+/// Counters for tests, the tool and benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SinkStats {
+    pub segments_placed: u64,
+    pub bytes_placed: u64,
+    /// Segments placed while an earlier segment (in sender order) was still missing.
+    pub placed_out_of_order: u64,
+    pub messages_delivered: u64,
+}
+
+/// The receiving half of a DDP stream.
+#[derive(Debug)]
+pub struct DdpSink {
+    stream: StreamId,
+    pd: PdId,
+    queues: Vec<UntaggedQueue>,
+    order: SenderOrder,
+    tagged: Option<TaggedAcc>,
+    deliveries: VecDeque<Delivery>,
+    stats: SinkStats,
+}
+
+/// The tagged message being assembled in sender order.
+#[derive(Debug)]
+struct TaggedAcc {
+    rsvd_ulp: u8,
+    stag: u32,
+    to: u64,
+    len: u64,
+}
+
+impl DdpSink {
+    pub fn new(stream: StreamId, pd: PdId, cfg: &DdpConfig) -> Self {
+        Self {
+            stream,
+            pd,
+            queues: (0..cfg.num_qns).map(|_| UntaggedQueue::new()).collect(),
+            order: SenderOrder::new(cfg.max_reorder),
+            tagged: None,
+            deliveries: VecDeque::new(),
+            stats: SinkStats::default(),
+        }
+    }
+
+    pub fn stream(&self) -> StreamId {
+        self.stream
+    }
+
+    pub fn pd(&self) -> PdId {
+        self.pd
+    }
+
+    /// Post a receive buffer on `qn`; it is assigned to the next MSN without one.
+    pub fn post_recv(&mut self, qn: u32, buf: RecvBuffer) -> Result<(), SourceError> {
+        let count = self.queues.len() as u32;
+        self.queues
+            .get_mut(qn as usize)
+            .ok_or(SourceError::InvalidQn { qn, count })?
+            .post(buf);
+        Ok(())
+    }
+
+    /// Buffers posted on `qn` and not yet delivered.
+    pub fn posted(&self, qn: u32) -> usize {
+        self.queues.get(qn as usize).map_or(0, |q| q.posted())
+    }
+
+    /// MSN of the next message to be delivered on `qn`.
+    pub fn expected_msn(&self, qn: u32) -> Option<u32> {
+        self.queues.get(qn as usize).map(|q| q.expected_msn())
+    }
+
+    /// Segments placed but waiting for an earlier one before their delivery effects.
+    pub fn reorder_waiting(&self) -> usize {
+        self.order.waiting()
+    }
+
+    pub fn stats(&self) -> SinkStats {
+        self.stats
+    }
+
+    /// The next message delivered in order, if any.
+    pub fn poll_delivery(&mut self) -> Option<Delivery> {
+        self.deliveries.pop_front()
+    }
+
+    /// Take every posted buffer back (teardown); undelivered data is discarded.
+    pub fn flush(&mut self) -> Vec<RecvBuffer> {
+        self.queues.iter_mut().flat_map(|q| q.flush()).collect()
+    }
+
+    /// Handle one DDP segment (header + payload) that the LLP received whole, `seq`
+    /// being its position in the sender's order. Nothing is placed unless every
+    /// check passes; on error the caller must treat the stream as erroneous.
+    pub fn on_segment(
+        &mut self,
+        mem: &mut MemoryTable,
+        seq: SenderSeq,
+        seg: &[u8],
+    ) -> Result<(), DdpError> {
+        // LLP-level order information first (spec §2.10 step 1).
+        self.order
+            .check(seq)
+            .map_err(|e| order_error(e, seg.len()))?;
+        let hdr = parse_header(seg)?;
+        let payload = &seg[hdr.len()..];
+        let len = u32::try_from(payload.len()).map_err(|_| {
+            DdpError::new(
+                TerminateCode::DDP_LOCAL_CATASTROPHIC,
+                Some(hdr),
+                seg.len(),
+                format!(
+                    "segment of {} octets is longer than DDP can describe",
+                    seg.len()
+                ),
+            )
+        })?;
+        let in_sender_order = seq == self.order.next();
+        let meta = match hdr {
+            DdpHeader::Tagged(h) => self.place_tagged(mem, &h, payload, seg.len())?,
+            DdpHeader::Untagged(h) => self.place_untagged(&h, payload, seg.len())?,
+        };
+        self.stats.segments_placed += 1;
+        self.stats.bytes_placed += u64::from(len);
+        if !in_sender_order {
+            self.stats.placed_out_of_order += 1;
+        }
+        let Self {
+            order,
+            queues,
+            tagged,
+            deliveries,
+            stats,
+            ..
+        } = self;
+        order.arrive(seq, meta, |m| {
+            in_order(queues, tagged, deliveries, stats, m)
+        })
+    }
+
+    /// Tagged checks of spec §2.10 step 5, then placement.
+    fn place_tagged(
+        &self,
+        mem: &mut MemoryTable,
+        h: &TaggedHeader,
+        payload: &[u8],
+        seg_len: usize,
+    ) -> Result<SegMeta, DdpError> {
+        let meta = SegMeta::Tagged {
+            last: h.ctrl.last(),
+            rsvd_ulp: h.rsvd_ulp,
+            stag: h.stag,
+            to: h.to,
+            len: payload.len() as u32,
+        };
+        // A zero-length tagged segment's STag and TO are not checked (seed 000).
+        if payload.is_empty() {
+            return Ok(meta);
+        }
+        let region = mem
+            .remote_region_mut(
+                Stag(h.stag),
+                self.pd,
+                self.stream,
+                Access::REMOTE_WRITE,
+                h.to,
+                payload.len() as u64,
+            )
+            .map_err(|f| {
+                let (code, what) = match f {
+                    AccessFault::InvalidStag => (
+                        TerminateCode::DDP_INVALID_STAG,
+                        "does not name a valid region",
+                    ),
+                    AccessFault::NotAssociated => (
+                        TerminateCode::DDP_STAG_NOT_ASSOCIATED,
+                        "belongs to another protection domain or stream",
+                    ),
+                    // DDP has no code for rights; spec §2.10 recommends RDMAP's.
+                    AccessFault::AccessRights => (
+                        TerminateCode::RDMAP_ACCESS_VIOLATION,
+                        "does not allow remote write",
+                    ),
+                    AccessFault::ToWrap => (
+                        TerminateCode::DDP_TO_WRAP,
+                        "with this TO and length wraps 2^64",
+                    ),
+                    AccessFault::BaseBounds => (
+                        TerminateCode::DDP_BASE_BOUNDS,
+                        "does not cover this TO range",
+                    ),
+                };
+                DdpError::new(
+                    code,
+                    Some(DdpHeader::Tagged(*h)),
+                    seg_len,
+                    format!(
+                        "peer wrote {} octets at STag {:#010x} TO {:#x}: the STag {what}",
+                        payload.len(),
+                        h.stag,
+                        h.to
+                    ),
+                )
+            })?;
+        region.place(h.to, payload);
+        Ok(meta)
+    }
+
+    /// Untagged checks of spec §2.10 step 4 (QN, MSN, MO, length), then placement.
+    fn place_untagged(
+        &mut self,
+        h: &UntaggedHeader,
+        payload: &[u8],
+        seg_len: usize,
+    ) -> Result<SegMeta, DdpError> {
+        let err = |code, detail: String| {
+            DdpError::new(code, Some(DdpHeader::Untagged(*h)), seg_len, detail)
+        };
+        let count = self.queues.len();
+        let q = self.queues.get_mut(h.qn as usize).ok_or_else(|| {
+            err(
+                TerminateCode::DDP_INVALID_QN,
+                format!("QN {} is not one of the {count} queues", h.qn),
+            )
+        })?;
+        let expected = q.expected_msn();
+        let slot = q.slot(h.msn).ok_or_else(|| {
+            err(
+                TerminateCode::DDP_INVALID_MSN_NO_BUFFER,
+                format!(
+                    "no receive buffer for QN {} MSN {} (next expected {expected})",
+                    h.qn, h.msn
+                ),
+            )
+        })?;
+        if slot.end.is_some() {
+            return Err(err(
+                TerminateCode::DDP_INVALID_MO,
+                format!(
+                    "segment for QN {} MSN {} after that message's last segment",
+                    h.qn, h.msn
+                ),
+            ));
+        }
+        let cap = slot.buf.data.len() as u64;
+        let mo = u64::from(h.mo);
+        if mo > cap {
+            return Err(err(
+                TerminateCode::DDP_INVALID_MO,
+                format!("MO {} is past the end of the {cap}-octet buffer", h.mo),
+            ));
+        }
+        if mo + payload.len() as u64 > cap {
+            return Err(err(
+                TerminateCode::DDP_MSG_TOO_LONG,
+                format!(
+                    "{} octets at MO {} overflow the {cap}-octet buffer",
+                    payload.len(),
+                    h.mo
+                ),
+            ));
+        }
+        let at = h.mo as usize;
+        slot.buf.data[at..at + payload.len()].copy_from_slice(payload);
+        Ok(SegMeta::Untagged {
+            last: h.ctrl.last(),
+            rsvd_ulp: h.rsvd_ulp,
+            qn: h.qn,
+            msn: h.msn,
+            mo: h.mo,
+            len: payload.len() as u32,
+        })
+    }
+}
+
+/// Parse the header, with the DDP version check of spec §2.10 step 2. A version
+/// error's header is not echoed: its layout cannot be trusted.
+fn parse_header(seg: &[u8]) -> Result<DdpHeader, DdpError> {
+    let Some(&c) = seg.first() else {
+        return Err(DdpError::new(
+            TerminateCode::DDP_LOCAL_CATASTROPHIC,
+            None,
+            0,
+            "empty DDP segment".into(),
+        ));
+    };
+    let ctrl = DdpControl(c);
+    if ctrl.dv() != DDP_VERSION {
+        let code = if ctrl.tagged() {
+            TerminateCode::DDP_TAGGED_INVALID_VERSION
+        } else {
+            TerminateCode::DDP_UNTAGGED_INVALID_VERSION
+        };
+        return Err(DdpError::new(
+            code,
+            None,
+            seg.len(),
+            format!("DDP version {} (only 1 exists)", ctrl.dv()),
+        ));
+    }
+    // No DDP code names a segment shorter than its header; it is a local
+    // catastrophic error of the stream (the LLP should have caught it).
+    DdpHeader::parse(seg).map_err(|_| {
+        let need = if ctrl.tagged() {
+            TAGGED_HDR_LEN
+        } else {
+            UNTAGGED_HDR_LEN
+        };
+        DdpError::new(
+            TerminateCode::DDP_LOCAL_CATASTROPHIC,
+            None,
+            seg.len(),
+            format!(
+                "{}-octet segment is shorter than its {need}-octet DDP header",
+                seg.len()
+            ),
+        )
+    })
+}
+
+fn order_error(e: OrderError, seg_len: usize) -> DdpError {
+    let detail = match e {
+        OrderError::Duplicate(s) => format!("LLP handed up segment {s} twice"),
+        OrderError::OutOfWindow { seq, next } => {
+            format!(
+                "LLP handed up segment {seq} while {next} is missing: beyond the reorder window"
+            )
+        }
+    };
+    DdpError::new(TerminateCode::DDP_LOCAL_CATASTROPHIC, None, seg_len, detail)
+}
+
+/// Process one segment in sender order: complete messages and deliver them.
+fn in_order(
+    queues: &mut [UntaggedQueue],
+    tagged: &mut Option<TaggedAcc>,
+    deliveries: &mut VecDeque<Delivery>,
+    stats: &mut SinkStats,
+    m: SegMeta,
+) -> Result<(), DdpError> {
+    match m {
+        SegMeta::Tagged {
+            last,
+            rsvd_ulp,
+            stag,
+            to,
+            len,
+        } => {
+            let acc = tagged.get_or_insert(TaggedAcc {
+                rsvd_ulp,
+                stag,
+                to,
+                len: 0,
+            });
+            acc.len += u64::from(len);
+            if last && let Some(acc) = tagged.take() {
+                deliveries.push_back(Delivery::Tagged {
+                    rsvd_ulp: acc.rsvd_ulp,
+                    stag: acc.stag,
+                    to: acc.to,
+                    len: acc.len,
+                });
+                stats.messages_delivered += 1;
+            }
+            Ok(())
+        }
+        SegMeta::Untagged {
+            last,
+            rsvd_ulp,
+            qn,
+            msn,
+            mo,
+            len,
+        } => {
+            let hdr = DdpHeader::Untagged(UntaggedHeader::new(last, rsvd_ulp, qn, msn, mo));
+            let bad = |detail: String| {
+                DdpError::new(
+                    TerminateCode::DDP_INVALID_MO,
+                    Some(hdr),
+                    UNTAGGED_HDR_LEN + len as usize,
+                    detail,
+                )
+            };
+            // Validated on arrival; a message is only delivered after this segment.
+            let q = &mut queues[qn as usize];
+            let slot = q
+                .slot(msn)
+                .ok_or_else(|| bad(format!("segment of QN {qn} MSN {msn} follows its delivery")))?;
+            if slot.end.is_some() {
+                return Err(bad(format!(
+                    "segment of QN {qn} MSN {msn} follows its last segment"
+                )));
+            }
+            slot.ordered_bytes += u64::from(len);
+            if last {
+                let end = u64::from(mo) + u64::from(len);
+                if slot.ordered_bytes != end {
+                    return Err(bad(format!(
+                        "QN {qn} MSN {msn} ends at {end} but its segments carry {} octets",
+                        slot.ordered_bytes
+                    )));
+                }
+                slot.end = Some(end as u32);
+                slot.rsvd_ulp = rsvd_ulp;
+                while let Some((msn, s)) = q.pop_complete() {
+                    deliveries.push_back(Delivery::Untagged {
+                        rsvd_ulp: s.rsvd_ulp,
+                        qn,
+                        msn,
+                        len: s.end.unwrap_or(0),
+                        buffer: s.buf,
+                    });
+                    stats.messages_delivered += 1;
+                }
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! The DDP Data Source: segmentation (RFC 5041 §5; seed 000; spec §2.6).
+
+use super::error::SourceError;
+use bytes::Bytes;
+use rddp_wire::ddp::{TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
+use rddp_wire::{DdpHeader, TaggedHeader, UntaggedHeader};
+use std::collections::VecDeque;
+
+/// One segment for the LLP: a header and a view of the message payload (no copy).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutSegment {
+    pub header: DdpHeader,
+    pub payload: Bytes,
+}
+
+impl OutSegment {
+    /// Header plus payload octets, as one DDP segment.
+    pub fn len(&self) -> usize {
+        self.header.len() + self.payload.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Append the segment's octets to `out`.
+    pub fn write_to(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.resize(start + self.header.len(), 0);
+        // The slice was sized for the header just above.
+        let _ = self.header.emit(&mut out[start..]);
+        out.extend_from_slice(&self.payload);
+    }
+
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.len());
+        self.write_to(&mut v);
+        v
+    }
+}
+
+#[derive(Debug)]
+enum Target {
+    Tagged {
+        rsvd_ulp: u8,
+        stag: u32,
+        to: u64,
+    },
+    Untagged {
+        rsvd_ulp: [u8; 5],
+        qn: u32,
+        msn: u32,
+    },
+}
+
+#[derive(Debug)]
+struct OutMessage {
+    target: Target,
+    payload: Bytes,
+    /// Octets of the payload already handed to the LLP.
+    sent: usize,
+    /// Whether at least one segment went out (a zero-length message needs one).
+    started: bool,
+}
+
+/// Cuts messages into segments of at most the current MULPDU, in submission order.
+#[derive(Debug)]
+pub struct DdpSource {
+    mulpdu: usize,
+    /// Next MSN per QN; starts at 1, wraps 0xFFFFFFFF -> 0 (spec §2.7).
+    next_msn: Vec<u32>,
+    queue: VecDeque<OutMessage>,
+}
+
+impl DdpSource {
+    pub fn new(num_qns: u32, mulpdu: usize) -> Result<Self, SourceError> {
+        check_mulpdu(mulpdu)?;
+        Ok(Self {
+            mulpdu,
+            next_msn: vec![1; num_qns as usize],
+            queue: VecDeque::new(),
+        })
+    }
+
+    /// The MULPDU changed: later segments use the new value; segments already handed
+    /// to the LLP are never re-cut (seed 000).
+    pub fn set_mulpdu(&mut self, mulpdu: usize) -> Result<(), SourceError> {
+        check_mulpdu(mulpdu)?;
+        self.mulpdu = mulpdu;
+        Ok(())
+    }
+
+    pub fn mulpdu(&self) -> usize {
+        self.mulpdu
+    }
+
+    /// Queue a tagged message for (`stag`, `to`).
+    pub fn submit_tagged(
+        &mut self,
+        rsvd_ulp: u8,
+        stag: u32,
+        to: u64,
+        payload: Bytes,
+    ) -> Result<(), SourceError> {
+        let len = check_len(&payload)?;
+        if to.checked_add(len).is_none() {
+            return Err(SourceError::ToWrap { to, len });
+        }
+        self.push(Target::Tagged { rsvd_ulp, stag, to }, payload);
+        Ok(())
+    }
+
+    /// Queue an untagged message on `qn`; returns the MSN it takes.
+    pub fn submit_untagged(
+        &mut self,
+        qn: u32,
+        rsvd_ulp: [u8; 5],
+        payload: Bytes,
+    ) -> Result<u32, SourceError> {
+        check_len(&payload)?;
+        let count = self.next_msn.len() as u32;
+        let slot = self
+            .next_msn
+            .get_mut(qn as usize)
+            .ok_or(SourceError::InvalidQn { qn, count })?;
+        let msn = *slot;
+        *slot = msn.wrapping_add(1);
+        self.push(Target::Untagged { rsvd_ulp, qn, msn }, payload);
+        Ok(msn)
+    }
+
+    fn push(&mut self, target: Target, payload: Bytes) {
+        self.queue.push_back(OutMessage {
+            target,
+            payload,
+            sent: 0,
+            started: false,
+        });
+    }
+
+    /// The next segment for the LLP, if any. Segments leave in submission order, each
+    /// message's in offset order, L=1 only on (and after all others of) the last.
+    pub fn poll_segment(&mut self) -> Option<OutSegment> {
+        let msg = self.queue.front_mut()?;
+        let room = self.mulpdu
+            - match msg.target {
+                Target::Tagged { .. } => TAGGED_HDR_LEN,
+                Target::Untagged { .. } => UNTAGGED_HDR_LEN,
+            };
+        let off = msg.sent;
+        let n = room.min(msg.payload.len() - off);
+        let last = off + n == msg.payload.len();
+        let header = match msg.target {
+            Target::Tagged { rsvd_ulp, stag, to } => {
+                DdpHeader::Tagged(TaggedHeader::new(last, rsvd_ulp, stag, to + off as u64))
+            }
+            // MO fits: the message length was checked below 2^32 on submission.
+            Target::Untagged { rsvd_ulp, qn, msn } => {
+                DdpHeader::Untagged(UntaggedHeader::new(last, rsvd_ulp, qn, msn, off as u32))
+            }
+        };
+        let payload = msg.payload.slice(off..off + n);
+        msg.sent += n;
+        msg.started = true;
+        if last {
+            self.queue.pop_front();
+        }
+        Some(OutSegment { header, payload })
+    }
+
+    /// Messages (whole or partly sent) still queued.
+    pub fn pending(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Whether a message is partly handed to the LLP (some segments out, not L=1).
+    pub fn mid_message(&self) -> bool {
+        self.queue.front().is_some_and(|m| m.started)
+    }
+
+    /// Drop every queued message (abortive teardown); returns how many were dropped.
+    pub fn discard(&mut self) -> usize {
+        let n = self.queue.len();
+        self.queue.clear();
+        n
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_next_msn(&mut self, qn: u32, msn: u32) {
+        self.next_msn[qn as usize] = msn;
+    }
+}
+
+fn check_len(payload: &Bytes) -> Result<u64, SourceError> {
+    let len = payload.len() as u64;
+    if len > u64::from(u32::MAX) {
+        return Err(SourceError::MessageTooLong(len));
+    }
+    Ok(len)
+}
+
+fn check_mulpdu(mulpdu: usize) -> Result<(), SourceError> {
+    if mulpdu <= UNTAGGED_HDR_LEN {
+        return Err(SourceError::MulpduTooSmall(mulpdu));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn msn_starts_at_one_and_wraps_to_zero() {
+        let mut s = DdpSource::new(3, 100).unwrap();
+        assert_eq!(s.submit_untagged(0, [0; 5], Bytes::new()).unwrap(), 1);
+        assert_eq!(s.submit_untagged(1, [0; 5], Bytes::new()).unwrap(), 1);
+        s.set_next_msn(0, 0xFFFF_FFFF);
+        assert_eq!(
+            s.submit_untagged(0, [0; 5], Bytes::new()).unwrap(),
+            0xFFFF_FFFF
+        );
+        assert_eq!(s.submit_untagged(0, [0; 5], Bytes::new()).unwrap(), 0);
+        assert_eq!(s.submit_untagged(0, [0; 5], Bytes::new()).unwrap(), 1);
+    }
+}

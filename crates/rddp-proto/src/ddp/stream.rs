@@ -1,0 +1,215 @@
+//! A DDP stream: source and sink under one state machine, with teardown
+//! (seed 000; spec §2.12).
+//!
+//! * Errors are reported to the ULP; DDP never starts a teardown by itself.
+//! * After a fatal error the stream is `Erroneous`: it accepts no more data and
+//!   stays until the ULP asks for abortive teardown ([`DdpStream::abort`]).
+//! * Graceful teardown ([`DdpStream::close`]) lets queued messages finish and fails
+//!   later requests; abortive teardown (ULP request, LLP loss, bad header) discards.
+
+use super::error::{DdpError, SourceError, StreamError};
+use super::recv_queue::RecvBuffer;
+use super::sink::{DdpSink, Delivery, SinkStats};
+use super::source::{DdpSource, OutSegment};
+use super::{DdpConfig, SenderSeq};
+use crate::mem::{MemoryTable, PdId, StreamId};
+use bytes::Bytes;
+use rddp_wire::TerminateCode;
+use std::collections::VecDeque;
+
+/// Where a stream is in its life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamState {
+    Open,
+    /// Graceful teardown requested: queued messages still leave, new ones are refused.
+    Closing,
+    /// A fatal error was reported; waiting for the ULP's abortive teardown.
+    Erroneous(TerminateCode),
+    Closed,
+}
+
+/// Things the ULP learns from the stream, besides deliveries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamEvent {
+    /// A fatal error on received data (reported once).
+    Error(DdpError),
+    /// A posted receive buffer handed back unused by teardown.
+    Flushed(RecvBuffer),
+    /// The stream is closed; `graceful` tells which teardown ended it.
+    Closed { graceful: bool },
+}
+
+/// One DDP stream (one MPA connection or one SCTP stream pair).
+#[derive(Debug)]
+pub struct DdpStream {
+    source: DdpSource,
+    sink: DdpSink,
+    state: StreamState,
+    events: VecDeque<StreamEvent>,
+}
+
+impl DdpStream {
+    pub fn new(stream: StreamId, pd: PdId, cfg: DdpConfig) -> Result<Self, SourceError> {
+        Ok(Self {
+            source: DdpSource::new(cfg.num_qns, cfg.mulpdu)?,
+            sink: DdpSink::new(stream, pd, &cfg),
+            state: StreamState::Open,
+            events: VecDeque::new(),
+        })
+    }
+
+    pub fn id(&self) -> StreamId {
+        self.sink.stream()
+    }
+
+    pub fn pd(&self) -> PdId {
+        self.sink.pd()
+    }
+
+    pub fn state(&self) -> &StreamState {
+        &self.state
+    }
+
+    fn may_submit(&self) -> Result<(), StreamError> {
+        match self.state {
+            StreamState::Open => Ok(()),
+            StreamState::Closing => Err(StreamError::Closing),
+            StreamState::Erroneous(c) => Err(StreamError::Erroneous(c)),
+            StreamState::Closed => Err(StreamError::Closed),
+        }
+    }
+
+    // ---- Data Source ----
+
+    /// The LLP's MULPDU changed (seed 000: MULPDU and its changes are exposed).
+    pub fn set_mulpdu(&mut self, mulpdu: usize) -> Result<(), SourceError> {
+        self.source.set_mulpdu(mulpdu)
+    }
+
+    pub fn mulpdu(&self) -> usize {
+        self.source.mulpdu()
+    }
+
+    pub fn send_tagged(
+        &mut self,
+        rsvd_ulp: u8,
+        stag: u32,
+        to: u64,
+        payload: Bytes,
+    ) -> Result<(), StreamError> {
+        self.may_submit()?;
+        Ok(self.source.submit_tagged(rsvd_ulp, stag, to, payload)?)
+    }
+
+    /// Returns the MSN the message takes on `qn`.
+    pub fn send_untagged(
+        &mut self,
+        qn: u32,
+        rsvd_ulp: [u8; 5],
+        payload: Bytes,
+    ) -> Result<u32, StreamError> {
+        self.may_submit()?;
+        Ok(self.source.submit_untagged(qn, rsvd_ulp, payload)?)
+    }
+
+    /// Next segment for the LLP. Also drains during graceful teardown; nothing more
+    /// leaves once the stream is erroneous or closed.
+    pub fn poll_segment(&mut self) -> Option<OutSegment> {
+        match self.state {
+            StreamState::Open | StreamState::Closing => self.source.poll_segment(),
+            StreamState::Erroneous(_) | StreamState::Closed => None,
+        }
+    }
+
+    /// Messages not yet fully handed to the LLP.
+    pub fn pending_out(&self) -> usize {
+        self.source.pending()
+    }
+
+    // ---- Data Sink ----
+
+    pub fn post_recv(&mut self, qn: u32, buf: RecvBuffer) -> Result<(), StreamError> {
+        match self.state {
+            StreamState::Open | StreamState::Closing => Ok(self.sink.post_recv(qn, buf)?),
+            StreamState::Erroneous(c) => Err(StreamError::Erroneous(c)),
+            StreamState::Closed => Err(StreamError::Closed),
+        }
+    }
+
+    /// A segment from the LLP. On a validation failure nothing is placed, the stream
+    /// becomes erroneous, the error is returned (and queued as an event once), and
+    /// every later segment is refused unplaced.
+    pub fn on_segment(
+        &mut self,
+        mem: &mut MemoryTable,
+        seq: SenderSeq,
+        seg: &[u8],
+    ) -> Result<(), StreamError> {
+        match self.state {
+            StreamState::Open | StreamState::Closing => {}
+            StreamState::Erroneous(c) => return Err(StreamError::Erroneous(c)),
+            StreamState::Closed => return Err(StreamError::Closed),
+        }
+        self.sink.on_segment(mem, seq, seg).map_err(|e| {
+            let code = e.code;
+            self.state = StreamState::Erroneous(code);
+            self.events.push_back(StreamEvent::Error(e));
+            StreamError::Erroneous(code)
+        })
+    }
+
+    pub fn poll_delivery(&mut self) -> Option<Delivery> {
+        self.sink.poll_delivery()
+    }
+
+    pub fn poll_event(&mut self) -> Option<StreamEvent> {
+        self.events.pop_front()
+    }
+
+    pub fn sink(&self) -> &DdpSink {
+        &self.sink
+    }
+
+    pub fn sink_stats(&self) -> SinkStats {
+        self.sink.stats()
+    }
+
+    // ---- Teardown ----
+
+    /// Graceful teardown by the ULP: queued messages still leave; new requests fail.
+    /// The LLP closes once [`Self::drained`] is true, then calls [`Self::on_llp_closed`].
+    pub fn close(&mut self) {
+        if self.state == StreamState::Open {
+            self.state = StreamState::Closing;
+        }
+    }
+
+    /// Whether every queued message has been handed to the LLP.
+    pub fn drained(&self) -> bool {
+        self.source.pending() == 0
+    }
+
+    /// Abortive teardown by the ULP (the only way out of `Erroneous`): queued sends
+    /// are dropped and posted receive buffers are flushed back.
+    pub fn abort(&mut self) {
+        self.shut(false);
+    }
+
+    /// The LLP closed the stream. A graceful close keeps every delivered message
+    /// (partial ones are discarded); a lost connection is an abortive teardown.
+    pub fn on_llp_closed(&mut self, graceful: bool) {
+        self.shut(graceful && matches!(self.state, StreamState::Open | StreamState::Closing));
+    }
+
+    fn shut(&mut self, graceful: bool) {
+        if self.state == StreamState::Closed {
+            return;
+        }
+        self.source.discard();
+        for b in self.sink.flush() {
+            self.events.push_back(StreamEvent::Flushed(b));
+        }
+        self.state = StreamState::Closed;
+        self.events.push_back(StreamEvent::Closed { graceful });
+    }
+}

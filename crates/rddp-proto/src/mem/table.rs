@@ -1,0 +1,348 @@
+//! The STag table: registration, lookup with the checks of spec §2.10, invalidation.
+
+use super::{Access, PdId, Region, Stag, StagScope, StreamId};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::VecDeque;
+
+/// Largest table index: STag index is 24 bits; index 0 is never used.
+const MAX_INDEX: u32 = (1 << 24) - 1;
+
+/// Why a remote access to tagged memory is refused, in the check order of spec §2.10
+/// step 5. Each layer maps it to its own Terminate code (DDP for placement, RDMAP for
+/// a Read Request's source).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessFault {
+    /// No region under that STag, wrong key, or invalidated.
+    InvalidStag,
+    /// The region belongs to another PD, or is bound to another stream.
+    NotAssociated,
+    /// The region lacks the right (remote read or remote write) the access needs.
+    AccessRights,
+    /// TO + length wraps 2^64 (checked before bounds: a wrapped sum can look in bounds).
+    ToWrap,
+    /// Outside `[base_to, base_to + len)`.
+    BaseBounds,
+}
+
+/// Errors of local table operations.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MemError {
+    #[error("STag {0} does not name a registered region")]
+    UnknownStag(Stag),
+    #[error("the region limit of {0} is reached; deregister a region first")]
+    TooManyRegions(usize),
+    #[error("registering {asked} octets would exceed the limit of {limit} registered octets")]
+    TooManyBytes { asked: u64, limit: u64 },
+    #[error("region [{base_to:#x}, +{len}) wraps the 64-bit tagged offset space")]
+    RangeWraps { base_to: u64, len: u64 },
+}
+
+/// Limits the table enforces (the resource manager sets them per consumer).
+#[derive(Debug, Clone, Copy)]
+pub struct TableLimits {
+    pub max_regions: usize,
+    pub max_bytes: u64,
+}
+
+impl Default for TableLimits {
+    fn default() -> Self {
+        Self {
+            max_regions: 1 << 16,
+            max_bytes: 1 << 36,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    /// Keys this index has ever carried; never handed out twice, so a stale STag
+    /// can never match a later region at the same index.
+    used_keys: [u64; 4],
+    current: Option<(u8, Region)>,
+}
+
+impl Slot {
+    fn key_used(&self, k: u8) -> bool {
+        self.used_keys[usize::from(k >> 6)] & (1 << (k & 63)) != 0
+    }
+    fn mark_used(&mut self, k: u8) {
+        self.used_keys[usize::from(k >> 6)] |= 1 << (k & 63);
+    }
+    fn exhausted(&self) -> bool {
+        self.used_keys.iter().all(|w| *w == u64::MAX)
+    }
+}
+
+/// Every region of one device, by STag.
+#[derive(Debug)]
+pub struct MemoryTable {
+    /// Slot `i` holds index `i + 1`.
+    slots: Vec<Slot>,
+    /// Free indices, reused oldest first so a freed index rests as long as possible.
+    free: VecDeque<u32>,
+    rng: StdRng,
+    limits: TableLimits,
+    regions: usize,
+    bytes: u64,
+}
+
+impl Default for MemoryTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryTable {
+    /// A table whose STag keys come from the operating system's entropy.
+    pub fn new() -> Self {
+        Self::with_rng(rand::make_rng())
+    }
+
+    /// A table with reproducible keys, for tests and the simulator.
+    pub fn with_seed(seed: u64) -> Self {
+        Self::with_rng(StdRng::seed_from_u64(seed))
+    }
+
+    fn with_rng(rng: StdRng) -> Self {
+        Self {
+            slots: Vec::new(),
+            free: VecDeque::new(),
+            rng,
+            limits: TableLimits::default(),
+            regions: 0,
+            bytes: 0,
+        }
+    }
+
+    pub fn set_limits(&mut self, limits: TableLimits) {
+        self.limits = limits;
+    }
+
+    /// Register `data` as a region and return its new STag.
+    pub fn register(
+        &mut self,
+        pd: PdId,
+        scope: StagScope,
+        access: Access,
+        base_to: u64,
+        data: Vec<u8>,
+    ) -> Result<Stag, MemError> {
+        let len = data.len() as u64;
+        if base_to.checked_add(len).is_none() {
+            return Err(MemError::RangeWraps { base_to, len });
+        }
+        if self.regions >= self.limits.max_regions {
+            return Err(MemError::TooManyRegions(self.limits.max_regions));
+        }
+        if self.bytes + len > self.limits.max_bytes {
+            return Err(MemError::TooManyBytes {
+                asked: len,
+                limit: self.limits.max_bytes,
+            });
+        }
+        let index = self.take_index()?;
+        let slot = &mut self.slots[(index - 1) as usize];
+        // Draw an unused key; a slot is only taken while it has one left.
+        let key = loop {
+            let k = self.rng.next_u32() as u8;
+            if !slot.key_used(k) {
+                break k;
+            }
+        };
+        slot.mark_used(key);
+        slot.current = Some((key, Region::new(pd, scope, access, base_to, data)));
+        self.regions += 1;
+        self.bytes += len;
+        Ok(Stag::new(index, key))
+    }
+
+    fn take_index(&mut self) -> Result<u32, MemError> {
+        if let Some(i) = self.free.pop_front() {
+            return Ok(i);
+        }
+        let next = self.slots.len() as u32 + 1;
+        if next > MAX_INDEX {
+            return Err(MemError::TooManyRegions(MAX_INDEX as usize));
+        }
+        self.slots.push(Slot::default());
+        Ok(next)
+    }
+
+    fn slot(&self, stag: Stag) -> Option<&Region> {
+        let i = stag.index().checked_sub(1)? as usize;
+        match &self.slots.get(i)?.current {
+            Some((k, r)) if *k == stag.key() => Some(r),
+            _ => None,
+        }
+    }
+
+    fn slot_mut(&mut self, stag: Stag) -> Option<&mut Region> {
+        let i = stag.index().checked_sub(1)? as usize;
+        match &mut self.slots.get_mut(i)?.current {
+            Some((k, r)) if *k == stag.key() => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Local access to a region (valid or invalidated) by its STag.
+    pub fn region(&self, stag: Stag) -> Option<&Region> {
+        self.slot(stag)
+    }
+
+    /// Local mutable access to a region (valid or invalidated) by its STag.
+    pub fn region_mut(&mut self, stag: Stag) -> Option<&mut Region> {
+        self.slot_mut(stag)
+    }
+
+    /// Invalidate an STag: every later remote use fails as Invalid STag. The region
+    /// stays registered for local access until deregistered.
+    pub fn invalidate(&mut self, stag: Stag) -> Result<(), MemError> {
+        let r = self.slot_mut(stag).ok_or(MemError::UnknownStag(stag))?;
+        r.valid = false;
+        Ok(())
+    }
+
+    /// Invalidate on behalf of a remote peer (Send with Invalidate, spec §3.7 rule 7):
+    /// only a valid STag the stream is associated with may be invalidated.
+    pub fn remote_invalidate(
+        &mut self,
+        stag: Stag,
+        pd: PdId,
+        stream: StreamId,
+    ) -> Result<(), AccessFault> {
+        let r = self
+            .slot_mut(stag)
+            .filter(|r| r.valid)
+            .ok_or(AccessFault::InvalidStag)?;
+        if !r.associated_with(pd, stream) {
+            return Err(AccessFault::NotAssociated);
+        }
+        r.valid = false;
+        Ok(())
+    }
+
+    /// Remove a region and hand its memory back.
+    pub fn deregister(&mut self, stag: Stag) -> Result<Vec<u8>, MemError> {
+        self.slot(stag).ok_or(MemError::UnknownStag(stag))?;
+        let index = stag.index();
+        let slot = &mut self.slots[(index - 1) as usize];
+        let (_, region) = slot.current.take().ok_or(MemError::UnknownStag(stag))?;
+        if !slot.exhausted() {
+            self.free.push_back(index);
+        }
+        self.regions -= 1;
+        self.bytes -= region.len;
+        Ok(region.into_data())
+    }
+
+    /// Number of registered regions.
+    pub fn len(&self) -> usize {
+        self.regions
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.regions == 0
+    }
+
+    /// Registered octets in all regions.
+    pub fn registered_bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// The region a remote access may use, after every check of spec §2.10 step 5,
+    /// in that order: STag valid, associated, access right, TO wrap, base and bounds.
+    pub fn remote_region_mut(
+        &mut self,
+        stag: Stag,
+        pd: PdId,
+        stream: StreamId,
+        need: Access,
+        to: u64,
+        len: u64,
+    ) -> Result<&mut Region, AccessFault> {
+        let r = self
+            .slot_mut(stag)
+            .filter(|r| r.valid)
+            .ok_or(AccessFault::InvalidStag)?;
+        check_access(r, pd, stream, need, to, len)?;
+        Ok(r)
+    }
+
+    /// Read-only variant of [`Self::remote_region_mut`] (an RDMA Read's source).
+    pub fn remote_region(
+        &self,
+        stag: Stag,
+        pd: PdId,
+        stream: StreamId,
+        need: Access,
+        to: u64,
+        len: u64,
+    ) -> Result<&Region, AccessFault> {
+        let r = self
+            .slot(stag)
+            .filter(|r| r.valid)
+            .ok_or(AccessFault::InvalidStag)?;
+        check_access(r, pd, stream, need, to, len)?;
+        Ok(r)
+    }
+
+    /// Place `src` at (`stag`, `to`) after the checks of [`Self::remote_region_mut`]
+    /// with the remote-write right.
+    pub fn place(
+        &mut self,
+        stag: Stag,
+        pd: PdId,
+        stream: StreamId,
+        to: u64,
+        src: &[u8],
+    ) -> Result<(), AccessFault> {
+        let r =
+            self.remote_region_mut(stag, pd, stream, Access::REMOTE_WRITE, to, src.len() as u64)?;
+        r.place(to, src);
+        Ok(())
+    }
+
+    /// Copy out `n` octets at (`stag`, `to`) after the checks with the remote-read right.
+    pub fn read_remote(
+        &self,
+        stag: Stag,
+        pd: PdId,
+        stream: StreamId,
+        to: u64,
+        n: usize,
+    ) -> Result<&[u8], AccessFault> {
+        let r = self.remote_region(stag, pd, stream, Access::REMOTE_READ, to, n as u64)?;
+        Ok(r.read(to, n))
+    }
+
+    /// True if every region's guard octets are untouched (test support).
+    pub fn all_guards_intact(&self) -> bool {
+        self.slots
+            .iter()
+            .filter_map(|s| s.current.as_ref())
+            .all(|(_, r)| r.guards_intact())
+    }
+}
+
+fn check_access(
+    r: &Region,
+    pd: PdId,
+    stream: StreamId,
+    need: Access,
+    to: u64,
+    len: u64,
+) -> Result<(), AccessFault> {
+    if !r.associated_with(pd, stream) {
+        return Err(AccessFault::NotAssociated);
+    }
+    if !r.access.contains(need) {
+        return Err(AccessFault::AccessRights);
+    }
+    let end = to.checked_add(len).ok_or(AccessFault::ToWrap)?;
+    if to < r.base_to || end > r.base_to + r.len {
+        return Err(AccessFault::BaseBounds);
+    }
+    Ok(())
+}
