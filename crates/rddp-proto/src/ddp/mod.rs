@@ -18,7 +18,7 @@ mod source;
 mod stream;
 
 pub use error::{DdpError, SourceError, StreamError};
-pub use recv_queue::RecvBuffer;
+pub use recv_queue::{RecvBuffer, RecvModel};
 pub use sink::{DdpSink, Delivery, SinkStats};
 pub use source::{DdpSource, OutSegment};
 pub use stream::{DdpStream, StreamEvent, StreamState};

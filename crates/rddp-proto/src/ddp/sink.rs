@@ -8,7 +8,7 @@
 
 use super::error::{DdpError, SourceError};
 use super::order::{OrderError, SegMeta, SenderOrder};
-use super::recv_queue::{RecvBuffer, UntaggedQueue};
+use super::recv_queue::{RecvBuffer, RecvModel, UntaggedQueue};
 use super::{DdpConfig, SenderSeq};
 use crate::mem::{Access, AccessFault, MemoryTable, PdId, Stag, StreamId};
 use rddp_wire::ddp::{DDP_VERSION, TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
@@ -73,7 +73,9 @@ impl DdpSink {
         Self {
             stream,
             pd,
-            queues: (0..cfg.num_qns).map(|_| UntaggedQueue::new()).collect(),
+            queues: (0..cfg.num_qns)
+                .map(|_| UntaggedQueue::new(RecvModel::default()))
+                .collect(),
             order: SenderOrder::new(cfg.max_reorder),
             tagged: None,
             deliveries: VecDeque::new(),
@@ -87,6 +89,22 @@ impl DdpSink {
 
     pub fn pd(&self) -> PdId {
         self.pd
+    }
+
+    /// Choose how `qn` validates MSNs (seed 003). Only before any traffic on it.
+    pub fn set_recv_model(&mut self, qn: u32, model: RecvModel) -> Result<(), SourceError> {
+        let count = self.queues.len() as u32;
+        let q = self
+            .queues
+            .get_mut(qn as usize)
+            .ok_or(SourceError::InvalidQn { qn, count })?;
+        *q = UntaggedQueue::new(model);
+        Ok(())
+    }
+
+    /// Credits model: enable the next `n` MSNs of `qn`. False if `qn` is not credited.
+    pub fn grant_credits(&mut self, qn: u32, n: u32) -> bool {
+        self.queues.get_mut(qn as usize).is_some_and(|q| q.grant(n))
     }
 
     /// Post a receive buffer on `qn`; it is assigned to the next MSN without one.
@@ -263,13 +281,15 @@ impl DdpSink {
             )
         })?;
         let expected = q.expected_msn();
-        let slot = q.slot(h.msn).ok_or_else(|| {
+        let slot = q.slot_for_arrival(h.msn).map_err(|code| {
+            let why = if code == TerminateCode::DDP_INVALID_MSN_RANGE {
+                "is outside the granted range"
+            } else {
+                "has no receive buffer"
+            };
             err(
-                TerminateCode::DDP_INVALID_MSN_NO_BUFFER,
-                format!(
-                    "no receive buffer for QN {} MSN {} (next expected {expected})",
-                    h.qn, h.msn
-                ),
+                code,
+                format!("QN {} MSN {} {why} (next expected {expected})", h.qn, h.msn),
             )
         })?;
         if slot.end.is_some() {

@@ -128,6 +128,16 @@ impl DdpStream {
 
     // ---- Data Sink ----
 
+    /// Choose how `qn` validates MSNs (seed 003); before any traffic on it.
+    pub fn set_recv_model(&mut self, qn: u32, model: super::RecvModel) -> Result<(), StreamError> {
+        Ok(self.sink.set_recv_model(qn, model)?)
+    }
+
+    /// Credits model: enable the next `n` MSNs of `qn`.
+    pub fn grant_credits(&mut self, qn: u32, n: u32) -> bool {
+        self.sink.grant_credits(qn, n)
+    }
+
     pub fn post_recv(&mut self, qn: u32, buf: RecvBuffer) -> Result<(), StreamError> {
         match self.state {
             StreamState::Open | StreamState::Closing => Ok(self.sink.post_recv(qn, buf)?),

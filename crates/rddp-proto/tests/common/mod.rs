@@ -1,0 +1,56 @@
+//! Helpers shared by the engine's integration tests.
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use rddp_proto::ddp::{DdpConfig, DdpStream, StreamError};
+use rddp_proto::mem::{Access, MemoryTable, PdId, Stag, StagScope, StreamId};
+use rddp_wire::{TaggedHeader, TerminateCode, UntaggedHeader};
+
+pub const PD: PdId = PdId(1);
+pub const STREAM: StreamId = StreamId(7);
+
+pub fn stream() -> DdpStream {
+    DdpStream::new(STREAM, PD, DdpConfig::default()).unwrap()
+}
+
+pub fn rw() -> Access {
+    Access::REMOTE_READ | Access::REMOTE_WRITE
+}
+
+/// A 64-octet zeroed region at TO 0x1000 in PD, scoped to the PD.
+pub fn region(mem: &mut MemoryTable) -> Stag {
+    mem.register(PD, StagScope::Pd, rw(), 0x1000, vec![0; 64])
+        .unwrap()
+}
+
+pub fn tagged(last: bool, stag: u32, to: u64, payload: &[u8]) -> Vec<u8> {
+    let mut v = TaggedHeader::new(last, 0x40, stag, to).to_bytes().to_vec();
+    v.extend_from_slice(payload);
+    v
+}
+
+pub fn untagged(last: bool, qn: u32, msn: u32, mo: u32, payload: &[u8]) -> Vec<u8> {
+    let mut v = UntaggedHeader::new(last, [0x43, 0, 0, 0, 0], qn, msn, mo)
+        .to_bytes()
+        .to_vec();
+    v.extend_from_slice(payload);
+    v
+}
+
+/// Feed one segment at `seq`; return the Terminate code if it was refused.
+pub fn feed(
+    s: &mut DdpStream,
+    mem: &mut MemoryTable,
+    seq: u64,
+    seg: &[u8],
+) -> Option<TerminateCode> {
+    match s.on_segment(mem, seq, seg) {
+        Ok(()) => None,
+        Err(StreamError::Erroneous(c)) => Some(c),
+        Err(e) => panic!("unexpected error {e}"),
+    }
+}
+
+pub fn bytes(v: &[u8]) -> Bytes {
+    Bytes::copy_from_slice(v)
+}
