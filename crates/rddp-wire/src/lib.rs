@@ -11,14 +11,23 @@ pub mod codes;
 pub mod crc;
 pub mod ddp;
 pub mod error;
+pub mod mpa;
 pub mod rdmap;
 pub mod read_request;
+pub mod sctp;
 pub mod terminate;
 
 pub use codes::TerminateCode;
 pub use crc::{Crc32c, crc32c};
 pub use ddp::{DdpControl, DdpHeader, TaggedHeader, UntaggedHeader};
 pub use error::WireError;
+pub use mpa::{
+    EnhancedBlock, FpduDecoder, FpduEncoder, FrameKind, Marker, MpaFlags, MpaFrame, encode_fpdu,
+    frame_len, mulpdu, pad_len,
+};
 pub use rdmap::{Opcode, RdmapControl};
 pub use read_request::{READ_REQ_HDR_LEN, ReadRequestHeader};
+pub use sctp::{
+    AdaptationIndication, DdpSegmentChunk, SctpPayload, SessionControl, SessionFunction,
+};
 pub use terminate::Terminate;
