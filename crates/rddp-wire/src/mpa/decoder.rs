@@ -298,3 +298,58 @@ impl FpduDecoder {
         Ok(std::mem::take(&mut self.ulpdu))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mpa::FpduEncoder;
+
+    #[test]
+    fn partial_exposes_header_before_crc() {
+        let ulpdu: Vec<u8> = (0..40).collect();
+        let mut enc = FpduEncoder::new(true, false);
+        let mut wire = Vec::new();
+        enc.encode(&ulpdu, &mut wire).unwrap();
+        let mut d = FpduDecoder::new(true, false, 100);
+        assert_eq!(d.partial(), None);
+        assert_eq!(d.decode(&wire[..20]), Ok((20, None)));
+        let p = d.partial().unwrap();
+        assert_eq!((p.ulpdu_len, p.received), (40, &ulpdu[..18]));
+        assert!(!d.at_boundary());
+        let (n, u) = d.decode(&wire[20..]).unwrap();
+        assert_eq!((n, u), (wire.len() - 20, Some(ulpdu)));
+        assert!(d.at_boundary() && d.partial().is_none());
+    }
+
+    #[test]
+    fn largest_ulpdu_with_markers() {
+        // FPDUPTR wraps modulo 2^16 in FPDUs longer than 64 KiB; both sides agree.
+        let ulpdu = vec![0xA5; MAX_ULPDU];
+        for start in [0u32, 4, 508] {
+            let mut enc = FpduEncoder {
+                crc: true,
+                markers: true,
+                offset: start,
+            };
+            let mut wire = Vec::new();
+            enc.encode(&ulpdu, &mut wire).unwrap();
+            enc.encode(&ulpdu[..14], &mut wire).unwrap();
+            let mut d = FpduDecoder::with_offset(true, true, MAX_ULPDU, start);
+            let mut out = Vec::new();
+            d.feed(&wire, &mut out).unwrap();
+            assert_eq!(out, vec![ulpdu.clone(), ulpdu[..14].to_vec()]);
+        }
+    }
+
+    #[test]
+    fn one_decode_call_stops_after_each_fpdu() {
+        let mut enc = FpduEncoder::new(false, true);
+        let mut wire = Vec::new();
+        for len in [14, 15, 16] {
+            enc.encode(&vec![1; len], &mut wire).unwrap();
+        }
+        let mut d = FpduDecoder::new(false, true, 16);
+        let (n, u) = d.decode(&wire).unwrap();
+        assert_eq!((n, u.map(|u| u.len())), (24, Some(14)));
+    }
+}
