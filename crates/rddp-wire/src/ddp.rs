@@ -168,7 +168,7 @@ impl DdpHeader {
         self.ctrl().last()
     }
 
-    /// The RDMAP control octet (RsvdULP[0:7]) of either model.
+    /// The RDMAP control octet (`RsvdULP[0:7]`) of either model.
     pub fn rdmap_octet(&self) -> u8 {
         match self {
             Self::Tagged(h) => h.rsvd_ulp,

@@ -36,7 +36,7 @@ impl Opcode {
         self.0 <= 7
     }
 
-    /// Whether RsvdULP[8:39] carries an Invalidate STag (spec §2.5).
+    /// Whether `RsvdULP[8:39]` carries an Invalidate STag (spec §2.5).
     pub fn carries_invalidate_stag(self) -> bool {
         matches!(self, Self::SEND_INVALIDATE | Self::SEND_SE_INVALIDATE)
     }

@@ -73,6 +73,16 @@ pub fn fpduptr(marker_off: u32, len_off: u32) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn marker_roundtrips(r in any::<u16>(), p in any::<u16>(), raw in any::<[u8; 4]>()) {
+            let m = Marker { reserved: r, fpduptr: p };
+            prop_assert_eq!(Marker::parse(&m.to_bytes()), Ok(m));
+            prop_assert_eq!(Marker::parse(&raw).unwrap().to_bytes(), raw);
+        }
+    }
 
     #[test]
     fn grid() {
