@@ -50,7 +50,8 @@ fn each_ddp_error_code() {
         v[2..6].copy_from_slice(&0u32.to_be_bytes());
         v
     };
-    let cases: Vec<(T, Box<dyn Fn(u32) -> Vec<u8>>)> = vec![
+    type Build = Box<dyn Fn(u32) -> Vec<u8>>;
+    let cases: Vec<(T, Build)> = vec![
         (
             T::DDP_LOCAL_CATASTROPHIC,
             Box::new(|_| vec![0xC1, 0x40, 0, 0]),
