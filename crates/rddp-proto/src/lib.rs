@@ -8,6 +8,9 @@
 //! * [`mem`]: protection domains, the STag table, memory regions (RFC 5042; seed 000).
 //! * [`ddp`]: the DDP data source (segmentation) and data sink (validate, place,
 //!   deliver in order), stream state and teardown (RFC 5041; seed 000).
+//! * [`rdmap`]: RDMAP over a DDP stream: Send, Write, Read, Terminate, ORD/IRD,
+//!   completions (RFC 5040).
 
 pub mod ddp;
 pub mod mem;
+pub mod rdmap;

@@ -45,6 +45,8 @@ pub struct DdpStream {
     source: DdpSource,
     sink: DdpSink,
     state: StreamState,
+    /// A last message (a Terminate) is queued: only it may still leave.
+    last_queued: bool,
     events: VecDeque<StreamEvent>,
 }
 
@@ -54,6 +56,7 @@ impl DdpStream {
             source: DdpSource::new(cfg.num_qns, cfg.mulpdu)?,
             sink: DdpSink::new(stream, pd, &cfg),
             state: StreamState::Open,
+            last_queued: false,
             events: VecDeque::new(),
         })
     }
@@ -117,8 +120,40 @@ impl DdpStream {
     pub fn poll_segment(&mut self) -> Option<OutSegment> {
         match self.state {
             StreamState::Open | StreamState::Closing => self.source.poll_segment(),
+            StreamState::Erroneous(_) if self.last_queued => self.source.poll_segment(),
             StreamState::Erroneous(_) | StreamState::Closed => None,
         }
+    }
+
+    /// A fatal error found above DDP (by the ULP, e.g. RDMAP): the stream becomes
+    /// erroneous exactly as for a DDP validation failure, and accepts no more data.
+    pub fn fail(&mut self, code: TerminateCode) {
+        if matches!(self.state, StreamState::Open | StreamState::Closing) {
+            self.state = StreamState::Erroneous(code);
+        }
+    }
+
+    /// Queue the stream's last message (RDMAP's Terminate, spec §3.5): every message
+    /// not yet fully handed to the LLP is dropped, this one goes out, then nothing
+    /// more. Allowed once, on an open or erroneous stream; makes it erroneous.
+    pub fn send_last(
+        &mut self,
+        code: TerminateCode,
+        qn: u32,
+        rsvd_ulp: [u8; 5],
+        payload: Bytes,
+    ) -> Result<(), StreamError> {
+        if self.state == StreamState::Closed {
+            return Err(StreamError::Closed);
+        }
+        if self.last_queued {
+            return Err(StreamError::Erroneous(code));
+        }
+        self.fail(code);
+        self.source.discard();
+        self.source.submit_untagged(qn, rsvd_ulp, payload)?;
+        self.last_queued = true;
+        Ok(())
     }
 
     /// Messages not yet fully handed to the LLP.

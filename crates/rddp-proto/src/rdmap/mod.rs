@@ -1,0 +1,259 @@
+//! RDMAP (RFC 5040; spec §3): Send (with Solicited Event and/or Invalidate), RDMA
+//! Write, RDMA Read and Terminate over one DDP stream, sans-IO.
+//!
+//! * [`RdmapStream::post`] takes work requests; [`RdmapStream::poll_segment`] hands
+//!   DDP segments to the LLP; [`RdmapStream::on_segment`] takes received segments.
+//! * Completions ([`RdmapStream::poll_completion`]) and asynchronous events
+//!   ([`RdmapStream::poll_event`]) come out in order.
+//! * Ordering (spec §3.7): DDP delivers in order, so a Send is never delivered before
+//!   earlier Writes and Read Responses are placed; Read Requests are served in arrival
+//!   order; Read Responses are matched first-in first-out to outstanding requests.
+//!   ORD bounds our outstanding Reads, IRD the peer's; fencing waits for Reads.
+
+mod rx;
+mod terminate;
+mod tx;
+mod wr;
+
+pub use wr::{AsyncEvent, Completion, WcOpcode, WcStatus, WorkRequest};
+
+use crate::ddp::{DdpConfig, DdpStream, RecvBuffer, SourceError, StreamError};
+use crate::mem::{PdId, StreamId};
+use rddp_wire::rdmap::qn;
+use std::collections::VecDeque;
+
+/// Receive-buffer ids at or above this are RDMAP's own (Read Request and Terminate
+/// queues); the ULP's wr_ids for receives must stay below it.
+pub const INTERNAL_WR_ID: u64 = 1 << 63;
+
+/// Per-stream RDMAP settings; IRD/ORD come from connection setup (RFC 6581).
+#[derive(Debug, Clone, Copy)]
+pub struct RdmapConfig {
+    pub ddp: DdpConfig,
+    /// Inbound RDMA Read queue depth: Read Requests we serve at once.
+    pub ird: u32,
+    /// Outbound RDMA Read queue depth: our Read Requests outstanding at once.
+    pub ord: u32,
+}
+
+impl Default for RdmapConfig {
+    fn default() -> Self {
+        Self {
+            ddp: DdpConfig::default(),
+            ird: 16,
+            ord: 16,
+        }
+    }
+}
+
+/// A DDP message handed to DDP, awaiting its L=1 segment's departure.
+#[derive(Debug)]
+enum TxTrack {
+    Send { wr_id: u64, len: u32 },
+    Write { wr_id: u64, len: u32 },
+    ReadRequest,
+    ReadResponse,
+    Terminate,
+}
+
+/// One of our RDMA Reads whose response has not been delivered.
+#[derive(Debug, Clone, Copy)]
+struct OutRead {
+    wr_id: u64,
+    sink_stag: u32,
+    sink_to: u64,
+    len: u32,
+}
+
+/// One RDMAP stream over one DDP stream.
+#[derive(Debug)]
+pub struct RdmapStream {
+    ddp: DdpStream,
+    cfg: RdmapConfig,
+    /// Requests waiting for an ORD slot or a fence, in posting order.
+    sq: VecDeque<WorkRequest>,
+    /// Messages given to DDP, in order, until their last segment leaves.
+    tx: VecDeque<TxTrack>,
+    /// Our Reads in flight (at most ORD), oldest first.
+    orq: VecDeque<OutRead>,
+    /// Peer Reads accepted whose Read Response has not fully left (at most IRD).
+    irq_active: u32,
+    completions: VecDeque<Completion>,
+    events: VecDeque<AsyncEvent>,
+    /// A Terminate was sent or received: the stream is dead.
+    terminated: bool,
+    /// The Terminate we queued has left: the LLP may close now.
+    terminate_sent: bool,
+    /// The first flushed receive gets this status instead of Flushed.
+    first_recv_status: Option<WcStatus>,
+}
+
+impl RdmapStream {
+    pub fn new(stream: StreamId, pd: PdId, cfg: RdmapConfig) -> Result<Self, SourceError> {
+        let mut ddp = DdpStream::new(stream, pd, cfg.ddp)?;
+        // RDMAP's own untagged buffers: IRD + 1 for Read Requests (one spare, so an
+        // IRD overflow is seen by RDMAP, spec §3.7 rule 6, rather than as a DDP
+        // buffer error), one for the single Terminate (spec §2.7).
+        for i in 0..=cfg.ird {
+            let buf = RecvBuffer {
+                id: INTERNAL_WR_ID | u64::from(i),
+                data: vec![0; rddp_wire::read_request::READ_REQ_HDR_LEN],
+            };
+            ddp.post_recv(qn::READ_REQUEST, buf).map_err(internal)?;
+        }
+        let term = RecvBuffer {
+            id: INTERNAL_WR_ID,
+            data: vec![0; rddp_wire::terminate::TERM_MAX_BODY],
+        };
+        ddp.post_recv(qn::TERMINATE, term).map_err(internal)?;
+        Ok(Self {
+            ddp,
+            cfg,
+            sq: VecDeque::new(),
+            tx: VecDeque::new(),
+            orq: VecDeque::new(),
+            irq_active: 0,
+            completions: VecDeque::new(),
+            events: VecDeque::new(),
+            terminated: false,
+            terminate_sent: false,
+            first_recv_status: None,
+        })
+    }
+
+    pub fn ddp(&self) -> &DdpStream {
+        &self.ddp
+    }
+
+    pub fn ddp_mut(&mut self) -> &mut DdpStream {
+        &mut self.ddp
+    }
+
+    pub fn config(&self) -> &RdmapConfig {
+        &self.cfg
+    }
+
+    /// Whether the stream is dead (Terminate sent or received, or closed).
+    pub fn is_terminated(&self) -> bool {
+        self.terminated
+    }
+
+    /// Whether the LLP should now close: our Terminate has left, or the peer's
+    /// arrived.
+    pub fn should_close(&self) -> bool {
+        self.terminate_sent || (self.terminated && self.ddp.pending_out() == 0)
+    }
+
+    /// Our Reads outstanding.
+    pub fn reads_outstanding(&self) -> usize {
+        self.orq.len()
+    }
+
+    /// Post a receive buffer for Sends. `wr_id` must be below [`INTERNAL_WR_ID`].
+    /// After the stream died it completes at once as flushed.
+    pub fn post_recv(&mut self, wr_id: u64, buf: Vec<u8>) -> Result<(), StreamError> {
+        if wr_id >= INTERNAL_WR_ID {
+            return Err(StreamError::Source(SourceError::InvalidQn {
+                qn: qn::SEND,
+                count: qn::COUNT,
+            }));
+        }
+        if self.terminated {
+            let mut c = Completion::new(wr_id, WcOpcode::Recv, WcStatus::Flushed, 0);
+            c.buffer = Some(buf);
+            self.completions.push_back(c);
+            return Ok(());
+        }
+        self.ddp.post_recv(
+            qn::SEND,
+            RecvBuffer {
+                id: wr_id,
+                data: buf,
+            },
+        )
+    }
+
+    pub fn poll_completion(&mut self) -> Option<Completion> {
+        self.completions.pop_front()
+    }
+
+    pub fn poll_event(&mut self) -> Option<AsyncEvent> {
+        self.events.pop_front()
+    }
+
+    /// Abortive teardown (the ULP's call, or the LLP is gone): everything pending
+    /// completes as flushed.
+    pub fn abort(&mut self) {
+        self.terminated = true;
+        self.flush_all();
+        self.ddp.abort();
+        self.drain_ddp_events();
+    }
+
+    /// The LLP closed (gracefully or not).
+    pub fn on_llp_closed(&mut self, graceful: bool) {
+        if !graceful {
+            self.terminated = true;
+        }
+        self.flush_all();
+        self.ddp.on_llp_closed(graceful);
+        self.drain_ddp_events();
+    }
+
+    fn flush_all(&mut self) {
+        for wr in std::mem::take(&mut self.sq) {
+            self.completions.push_back(Completion::new(
+                wr.wr_id(),
+                wr.opcode(),
+                WcStatus::Flushed,
+                0,
+            ));
+        }
+        self.flush_in_flight();
+    }
+
+    /// Flush what was handed to DDP but not finished: unsent Sends and Writes, and
+    /// Reads awaiting their response.
+    fn flush_in_flight(&mut self) {
+        for t in std::mem::take(&mut self.tx) {
+            match t {
+                TxTrack::Send { wr_id, .. } => {
+                    self.completions.push_back(Completion::new(
+                        wr_id,
+                        WcOpcode::Send,
+                        WcStatus::Flushed,
+                        0,
+                    ));
+                }
+                TxTrack::Write { wr_id, .. } => {
+                    self.completions.push_back(Completion::new(
+                        wr_id,
+                        WcOpcode::RdmaWrite,
+                        WcStatus::Flushed,
+                        0,
+                    ));
+                }
+                TxTrack::ReadRequest | TxTrack::ReadResponse | TxTrack::Terminate => {}
+            }
+        }
+        for r in std::mem::take(&mut self.orq) {
+            self.completions.push_back(Completion::new(
+                r.wr_id,
+                WcOpcode::RdmaRead,
+                WcStatus::Flushed,
+                0,
+            ));
+        }
+    }
+}
+
+fn internal(e: StreamError) -> SourceError {
+    match e {
+        StreamError::Source(s) => s,
+        // A fresh stream accepts buffers; anything else is a bug in this file.
+        _ => SourceError::InvalidQn {
+            qn: qn::READ_REQUEST,
+            count: qn::COUNT,
+        },
+    }
+}

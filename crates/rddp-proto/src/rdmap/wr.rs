@@ -1,0 +1,134 @@
+//! Work requests in, completions and asynchronous events out (the verbs vocabulary).
+
+use bytes::Bytes;
+use rddp_wire::{Terminate, TerminateCode};
+
+/// A local request on a stream's send side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkRequest {
+    /// Send (RFC 5040 §5.3), optionally with Solicited Event and/or Invalidate STag.
+    Send {
+        wr_id: u64,
+        payload: Bytes,
+        solicited: bool,
+        invalidate: Option<u32>,
+        fence: bool,
+    },
+    /// RDMA Write of `payload` to the peer's (`remote_stag`, `remote_to`).
+    Write {
+        wr_id: u64,
+        payload: Bytes,
+        remote_stag: u32,
+        remote_to: u64,
+        fence: bool,
+    },
+    /// RDMA Read of `len` octets at the peer's (`remote_stag`, `remote_to`) into our
+    /// own region (`local_stag`, `local_to`), which must allow remote write: the Read
+    /// Response is a tagged placement like any other (spec §3.4).
+    Read {
+        wr_id: u64,
+        local_stag: u32,
+        local_to: u64,
+        len: u32,
+        remote_stag: u32,
+        remote_to: u64,
+        fence: bool,
+    },
+}
+
+impl WorkRequest {
+    pub fn wr_id(&self) -> u64 {
+        match self {
+            Self::Send { wr_id, .. } | Self::Write { wr_id, .. } | Self::Read { wr_id, .. } => {
+                *wr_id
+            }
+        }
+    }
+
+    /// Whether the request waits until every earlier RDMA Read has completed.
+    pub fn fenced(&self) -> bool {
+        match self {
+            Self::Send { fence, .. } | Self::Write { fence, .. } | Self::Read { fence, .. } => {
+                *fence
+            }
+        }
+    }
+
+    pub(crate) fn opcode(&self) -> WcOpcode {
+        match self {
+            Self::Send { .. } => WcOpcode::Send,
+            Self::Write { .. } => WcOpcode::RdmaWrite,
+            Self::Read { .. } => WcOpcode::RdmaRead,
+        }
+    }
+}
+
+/// Completion status, as ibverbs users know them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WcStatus {
+    Success,
+    /// The message did not fit the posted receive buffer (IBV_WC_LOC_LEN_ERR).
+    LocalLength,
+    /// A local STag was not usable for the operation (IBV_WC_LOC_PROT_ERR).
+    LocalProtection,
+    /// The peer refused an access to its memory (IBV_WC_REM_ACCESS_ERR).
+    RemoteAccess,
+    /// The peer reported another error (IBV_WC_REM_OP_ERR).
+    RemoteOperation,
+    /// The stream failed or closed before the request ran (IBV_WC_WR_FLUSH_ERR).
+    Flushed,
+    /// A local catastrophic error (IBV_WC_FATAL_ERR).
+    Fatal,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WcOpcode {
+    Send,
+    RdmaWrite,
+    RdmaRead,
+    Recv,
+}
+
+/// The outcome of one work request or one received message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    pub wr_id: u64,
+    pub opcode: WcOpcode,
+    pub status: WcStatus,
+    pub byte_len: u32,
+    /// Recv of a Send with Solicited Event.
+    pub solicited: bool,
+    /// Recv of a Send with Invalidate: the STag now invalid.
+    pub invalidated_stag: Option<u32>,
+    /// Recv: the receive buffer, handed back.
+    pub buffer: Option<Vec<u8>>,
+}
+
+impl Completion {
+    pub(crate) fn new(wr_id: u64, opcode: WcOpcode, status: WcStatus, byte_len: u32) -> Self {
+        Self {
+            wr_id,
+            opcode,
+            status,
+            byte_len,
+            solicited: false,
+            invalidated_stag: None,
+            buffer: None,
+        }
+    }
+}
+
+/// Asynchronous events: the stream's fatal errors, never answered by the ULP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AsyncEvent {
+    /// We found a fatal error on the peer's data and queued a Terminate as the last
+    /// message; the LLP should close once it has left.
+    TerminateSent { code: TerminateCode, detail: String },
+    /// The peer sent a Terminate (parsed if well formed); the stream is dead.
+    TerminateReceived {
+        code: Option<TerminateCode>,
+        terminate: Option<Terminate>,
+    },
+    /// The stream is closed.
+    Closed { graceful: bool },
+}
