@@ -1,0 +1,30 @@
+//! Errors of the verbs API: each says what was wrong and what to do.
+
+use crate::quota::Resource;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error(
+        "consumer {consumer:?} has used its quota of {limit} {what}; release some or ask for a larger quota"
+    )]
+    Quota {
+        consumer: String,
+        what: Resource,
+        limit: u64,
+    },
+    #[error(
+        "the device cannot grant quota {asked} {what}: only {left} of its capacity is unreserved"
+    )]
+    DeviceFull {
+        what: Resource,
+        asked: u64,
+        left: u64,
+    },
+    #[error("range [{offset}, +{len}) is outside the region's {size} octets")]
+    OutOfRange { offset: u64, len: u64, size: u64 },
+    #[error("memory registration failed: {0}")]
+    Mem(#[from] rddp_proto::mem::MemError),
+    #[error("the memory region was invalidated or deregistered")]
+    RegionGone,
+}

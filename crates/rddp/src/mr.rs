@@ -1,0 +1,164 @@
+//! Memory regions: own their memory; the peer reaches them by STag.
+
+use crate::device::Device;
+use crate::error::Error;
+use crate::pd::ProtectionDomain;
+use crate::quota::Resource;
+use rddp_proto::mem::{Access, Stag, StagScope, StreamId};
+
+/// What the peer needs to reach a region: advertise it (e.g. in a Send).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteBuf {
+    pub stag: u32,
+    pub to: u64,
+    pub len: u64,
+}
+
+impl RemoteBuf {
+    /// The 16-octet advertisement used by the tool and examples:
+    /// STag (u32 BE) || TO (u64 BE) || length (u32 BE).
+    pub fn to_bytes(&self) -> [u8; 16] {
+        let mut b = [0; 16];
+        b[..4].copy_from_slice(&self.stag.to_be_bytes());
+        b[4..12].copy_from_slice(&self.to.to_be_bytes());
+        b[12..].copy_from_slice(&(self.len as u32).to_be_bytes());
+        b
+    }
+
+    pub fn from_bytes(b: &[u8]) -> Option<Self> {
+        let b: &[u8; 16] = b.get(..16)?.try_into().ok()?;
+        Some(Self {
+            stag: u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
+            to: u64::from_be_bytes([b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11]]),
+            len: u64::from(u32::from_be_bytes([b[12], b[13], b[14], b[15]])),
+        })
+    }
+}
+
+/// A registered memory region. It owns its memory (inside the device's table);
+/// dropping it deregisters the memory and returns the quota.
+pub struct MemoryRegion {
+    stag: Stag,
+    len: u64,
+    access: Access,
+    pd: ProtectionDomain,
+}
+
+impl MemoryRegion {
+    pub(crate) fn register(
+        pd: &ProtectionDomain,
+        buf: Vec<u8>,
+        access: Access,
+        stream: Option<StreamId>,
+    ) -> Result<Self, Error> {
+        let consumer = &pd.inner.consumer;
+        let len = buf.len() as u64;
+        consumer.charge(Resource::MemoryRegions, 1)?;
+        if let Err(e) = consumer.charge(Resource::RegisteredBytes, len) {
+            consumer.refund(Resource::MemoryRegions, 1);
+            return Err(e);
+        }
+        let scope = stream.map_or(StagScope::Pd, StagScope::Stream);
+        let res = consumer
+            .device()
+            .mem()
+            .register(pd.id(), scope, access, 0, buf);
+        match res {
+            Ok(stag) => Ok(Self {
+                stag,
+                len,
+                access,
+                pd: pd.clone(),
+            }),
+            Err(e) => {
+                consumer.refund(Resource::MemoryRegions, 1);
+                consumer.refund(Resource::RegisteredBytes, len);
+                Err(e.into())
+            }
+        }
+    }
+
+    fn device(&self) -> &Device {
+        self.pd.inner.consumer.device()
+    }
+
+    pub fn stag(&self) -> u32 {
+        self.stag.0
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    pub fn pd(&self) -> &ProtectionDomain {
+        &self.pd
+    }
+
+    /// (STag, TO, length) for the peer.
+    pub fn remote(&self) -> RemoteBuf {
+        RemoteBuf {
+            stag: self.stag.0,
+            to: 0,
+            len: self.len,
+        }
+    }
+
+    fn check(&self, offset: u64, len: u64) -> Result<(), Error> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(Error::OutOfRange {
+                offset,
+                len,
+                size: self.len,
+            }),
+        }
+    }
+
+    /// Copy `len` octets out of the region at `offset` (local access).
+    pub fn read(&self, offset: u64, len: u64) -> Result<Vec<u8>, Error> {
+        self.check(offset, len)?;
+        let mem = self.device().mem();
+        let r = mem.region(self.stag).ok_or(Error::RegionGone)?;
+        Ok(r.data()[offset as usize..(offset + len) as usize].to_vec())
+    }
+
+    /// Copy `data` into the region at `offset` (local access).
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), Error> {
+        self.check(offset, data.len() as u64)?;
+        let mut mem = self.device().mem();
+        let r = mem.region_mut(self.stag).ok_or(Error::RegionGone)?;
+        r.data_mut()[offset as usize..offset as usize + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    /// Whether remote access by STag still works (false after invalidation).
+    pub fn is_valid(&self) -> bool {
+        self.device()
+            .mem()
+            .region(self.stag)
+            .is_some_and(|r| r.is_valid())
+    }
+
+    /// Invalidate the STag: every later remote use fails as Invalid STag. Local
+    /// access keeps working until the region is dropped.
+    pub fn invalidate(&self) -> Result<(), Error> {
+        Ok(self.device().mem().invalidate(self.stag)?)
+    }
+}
+
+impl Drop for MemoryRegion {
+    fn drop(&mut self) {
+        let _ = self.device().mem().deregister(self.stag);
+        let consumer = &self.pd.inner.consumer;
+        consumer.refund(Resource::MemoryRegions, 1);
+        consumer.refund(Resource::RegisteredBytes, self.len);
+    }
+}

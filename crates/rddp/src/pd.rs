@@ -1,0 +1,39 @@
+//! Protection domains.
+
+use crate::device::Consumer;
+use crate::error::Error;
+use crate::mr::MemoryRegion;
+use rddp_proto::mem::{Access, PdId};
+use std::sync::Arc;
+
+pub(crate) struct PdInner {
+    pub(crate) id: PdId,
+    pub(crate) consumer: Consumer,
+}
+
+/// A protection domain: streams and memory regions of one PD only ever meet each
+/// other (RFC 5042). Cloning gives another handle to the same PD; regions and queue
+/// pairs keep their PD alive.
+#[derive(Clone)]
+pub struct ProtectionDomain {
+    pub(crate) inner: Arc<PdInner>,
+}
+
+impl ProtectionDomain {
+    pub(crate) fn new(id: PdId, consumer: Consumer) -> Self {
+        Self {
+            inner: Arc::new(PdInner { id, consumer }),
+        }
+    }
+
+    pub fn id(&self) -> PdId {
+        self.inner.id
+    }
+
+    /// Register `buf` (the region takes ownership of it, which is the proof that the
+    /// caller may expose it) with `access` rights, usable by every queue pair of this
+    /// PD. Tagged offsets start at 0.
+    pub fn register(&self, buf: Vec<u8>, access: Access) -> Result<MemoryRegion, Error> {
+        MemoryRegion::register(self, buf, access, None)
+    }
+}
