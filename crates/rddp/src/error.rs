@@ -27,4 +27,10 @@ pub enum Error {
     Mem(#[from] rddp_proto::mem::MemError),
     #[error("the memory region was invalidated or deregistered")]
     RegionGone,
+    #[error("the memory region belongs to another protection domain than the queue pair")]
+    WrongPd,
+    #[error("queue pair setup failed: {0}")]
+    Setup(rddp_proto::ddp::SourceError),
+    #[error(transparent)]
+    Stream(#[from] rddp_proto::ddp::StreamError),
 }

@@ -19,15 +19,22 @@
 //! * [`Consumer`]: one user of the device (like one process's ibverbs context).
 //! * [`ProtectionDomain`], [`MemoryRegion`]: memory the peer may reach, by STag.
 
+mod cq;
 mod device;
 mod error;
 mod mr;
 mod pd;
+mod qp;
 mod quota;
+pub mod transport;
 
+pub use cq::{CompletionQueue, WorkCompletion};
 pub use device::{Consumer, Device, DeviceLimits};
 pub use error::Error;
 pub use mr::{MemoryRegion, RemoteBuf};
 pub use pd::ProtectionDomain;
+pub use qp::{PreparedQueuePair, QueuePair, QueuePairBuilder, SendFlags};
 pub use quota::{Quota, Usage};
 pub use rddp_proto::mem::Access;
+pub use rddp_proto::rdmap::{AsyncEvent, WcOpcode, WcStatus};
+pub use rddp_wire::TerminateCode;

@@ -72,6 +72,14 @@ impl RdmapStream {
             .push_back(AsyncEvent::TerminateSent { code, detail });
     }
 
+    /// A fatal error found below DDP by the LLP (e.g. an MPA CRC error, spec §4.3):
+    /// a Terminate with the code alone goes out as the last message, then the LLP
+    /// closes.
+    pub fn llp_error(&mut self, code: TerminateCode, detail: String) {
+        self.ddp.fail(code);
+        self.fatal(Terminate::bare(code), detail);
+    }
+
     /// The peer's Terminate arrived (QN 2): stop, report, never answer (spec §3.5).
     pub(super) fn on_terminate_received(&mut self, body: &[u8]) {
         let terminate = Terminate::parse(body).ok();

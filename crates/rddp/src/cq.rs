@@ -1,0 +1,98 @@
+//! Completion queues: poll, or wait with a timeout.
+
+use crate::device::lock;
+use rddp_proto::rdmap::Completion;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// One completion, with the queue pair it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkCompletion {
+    pub qp_num: u32,
+    pub c: Completion,
+}
+
+impl std::ops::Deref for WorkCompletion {
+    type Target = Completion;
+    fn deref(&self) -> &Completion {
+        &self.c
+    }
+}
+
+struct CqInner {
+    q: Mutex<VecDeque<WorkCompletion>>,
+    ready: Condvar,
+    capacity: usize,
+    /// Completions that did not fit (never silent: see [`CompletionQueue::overflows`]).
+    overflows: AtomicU64,
+}
+
+/// A completion queue of bounded capacity, shared by any number of queue pairs.
+#[derive(Clone)]
+pub struct CompletionQueue {
+    inner: Arc<CqInner>,
+}
+
+impl CompletionQueue {
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            inner: Arc::new(CqInner {
+                q: Mutex::new(VecDeque::new()),
+                ready: Condvar::new(),
+                capacity,
+                overflows: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.inner.capacity
+    }
+
+    /// Take up to `max` completions, oldest first, without waiting.
+    pub fn poll(&self, max: usize) -> Vec<WorkCompletion> {
+        let mut q = lock(&self.inner.q);
+        let n = max.min(q.len());
+        q.drain(..n).collect()
+    }
+
+    /// Wait up to `timeout` for at least one completion, then take up to `max`.
+    pub fn wait(&self, max: usize, timeout: Duration) -> Vec<WorkCompletion> {
+        let deadline = Instant::now() + timeout;
+        let mut q = lock(&self.inner.q);
+        while q.is_empty() {
+            let now = Instant::now();
+            if now >= deadline {
+                return Vec::new();
+            }
+            q = self
+                .inner
+                .ready
+                .wait_timeout(q, deadline - now)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
+        let n = max.min(q.len());
+        q.drain(..n).collect()
+    }
+
+    /// How many completions were lost because the queue was full. Non-zero means
+    /// the queue was sized too small for the work posted against it.
+    pub fn overflows(&self) -> u64 {
+        self.inner.overflows.load(Ordering::Relaxed)
+    }
+
+    /// Add a completion; false (and counted) if the queue is full.
+    pub(crate) fn push(&self, wc: WorkCompletion) -> bool {
+        let mut q = lock(&self.inner.q);
+        if q.len() >= self.inner.capacity {
+            self.inner.overflows.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        q.push_back(wc);
+        self.inner.ready.notify_all();
+        true
+    }
+}

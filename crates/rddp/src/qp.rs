@@ -1,0 +1,428 @@
+//! Queue pairs: builder, then attach to a connected LLP; post work, get completions.
+//!
+//! Each connected queue pair runs two threads: one reads segments from the LLP and
+//! feeds the RDMAP engine, one writes the segments the engine produces. The engine
+//! is behind a mutex that is never held while a socket blocks.
+
+use crate::cq::{CompletionQueue, WorkCompletion};
+use crate::device::lock;
+use crate::error::Error;
+use crate::mr::{MemoryRegion, RemoteBuf};
+use crate::pd::ProtectionDomain;
+use crate::quota::Resource;
+use crate::transport::{Connection, Inbound, SegmentReader, SegmentWriter};
+use bytes::Bytes;
+use rddp_proto::ddp::{DdpConfig, OutSegment};
+use rddp_proto::mem::StreamId;
+use rddp_proto::rdmap::{AsyncEvent, Completion, RdmapConfig, RdmapStream, WcOpcode, WorkRequest};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+static NEXT_QP: AtomicU32 = AtomicU32::new(1);
+
+/// Options of a Send.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SendFlags {
+    /// Send with Solicited Event.
+    pub solicited: bool,
+    /// Send with Invalidate: the peer invalidates this STag of its own.
+    pub invalidate: Option<u32>,
+    /// Wait until every earlier RDMA Read has completed.
+    pub fence: bool,
+}
+
+/// Builds a queue pair in a protection domain.
+pub struct QueuePairBuilder {
+    pd: ProtectionDomain,
+    send_cq: CompletionQueue,
+    recv_cq: CompletionQueue,
+    ird: u32,
+    ord: u32,
+}
+
+impl QueuePairBuilder {
+    pub fn new(
+        pd: &ProtectionDomain,
+        send_cq: &CompletionQueue,
+        recv_cq: &CompletionQueue,
+    ) -> Self {
+        Self {
+            pd: pd.clone(),
+            send_cq: send_cq.clone(),
+            recv_cq: recv_cq.clone(),
+            ird: 16,
+            ord: 16,
+        }
+    }
+
+    /// Inbound RDMA Read queue depth offered to the peer.
+    pub fn ird(mut self, n: u32) -> Self {
+        self.ird = n;
+        self
+    }
+
+    /// Outbound RDMA Read queue depth wanted.
+    pub fn ord(mut self, n: u32) -> Self {
+        self.ord = n;
+        self
+    }
+
+    /// Reserve the queue pair (charged to the consumer's quota).
+    pub fn build(self) -> Result<PreparedQueuePair, Error> {
+        self.pd.inner.consumer.charge(Resource::QueuePairs, 1)?;
+        Ok(PreparedQueuePair {
+            b: self,
+            qp_num: NEXT_QP.fetch_add(1, Ordering::Relaxed),
+        })
+    }
+}
+
+/// A queue pair not yet connected. Dropping it returns the quota.
+pub struct PreparedQueuePair {
+    b: QueuePairBuilder,
+    qp_num: u32,
+}
+
+impl Drop for PreparedQueuePair {
+    fn drop(&mut self) {
+        self.b.pd.inner.consumer.refund(Resource::QueuePairs, 1);
+    }
+}
+
+impl PreparedQueuePair {
+    pub fn qp_num(&self) -> u32 {
+        self.qp_num
+    }
+
+    /// The IRD/ORD this queue pair asks for at connection setup.
+    pub fn ird_ord(&self) -> (u32, u32) {
+        (self.b.ird, self.b.ord)
+    }
+
+    /// Run the queue pair over a connected LLP (MPA/TCP, SCTP or in memory).
+    pub fn attach(self, conn: Connection) -> Result<QueuePair, Error> {
+        let cfg = RdmapConfig {
+            ddp: DdpConfig {
+                mulpdu: conn.mulpdu,
+                ..DdpConfig::default()
+            },
+            ird: conn.ird,
+            ord: conn.ord,
+        };
+        let rdmap =
+            RdmapStream::new(StreamId(self.qp_num), self.b.pd.id(), cfg).map_err(Error::Setup)?;
+        let (tx, rx) = channel();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                rdmap,
+                events: VecDeque::new(),
+                close_sent: false,
+            }),
+            tx: Mutex::new(tx),
+            pd: self.b.pd.clone(),
+            send_cq: self.b.send_cq.clone(),
+            recv_cq: self.b.recv_cq.clone(),
+            qp_num: self.qp_num,
+            peer_private_data: conn.peer_private_data,
+        });
+        let Connection { reader, writer, .. } = conn;
+        let w = std::thread::spawn(move || write_loop(writer, rx));
+        let s2 = shared.clone();
+        let r = std::thread::spawn(move || read_loop(reader, &s2));
+        // The quota charge moves to the connected queue pair.
+        std::mem::forget(self);
+        Ok(QueuePair {
+            shared,
+            threads: Some((r, w)),
+        })
+    }
+}
+
+struct State {
+    rdmap: RdmapStream,
+    events: VecDeque<AsyncEvent>,
+    close_sent: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    tx: Mutex<Sender<TxCmd>>,
+    pd: ProtectionDomain,
+    send_cq: CompletionQueue,
+    recv_cq: CompletionQueue,
+    qp_num: u32,
+    peer_private_data: Vec<u8>,
+}
+
+enum TxCmd {
+    Segment(OutSegment),
+    Close { abortive: bool },
+}
+
+/// A connected queue pair.
+pub struct QueuePair {
+    shared: Arc<Shared>,
+    threads: Option<(JoinHandle<()>, JoinHandle<()>)>,
+}
+
+impl QueuePair {
+    pub fn qp_num(&self) -> u32 {
+        self.shared.qp_num
+    }
+
+    /// Private data the peer sent at connection setup.
+    pub fn peer_private_data(&self) -> &[u8] {
+        &self.shared.peer_private_data
+    }
+
+    /// IRD and ORD in force.
+    pub fn ird_ord(&self) -> (u32, u32) {
+        let st = lock(&self.shared.state);
+        (st.rdmap.config().ird, st.rdmap.config().ord)
+    }
+
+    /// Send `len` octets of `mr` from `offset`. The payload is copied at posting.
+    pub fn post_send(
+        &self,
+        wr_id: u64,
+        mr: &MemoryRegion,
+        offset: u64,
+        len: u64,
+        flags: SendFlags,
+    ) -> Result<(), Error> {
+        let payload = self.payload(mr, offset, len)?;
+        self.post(WorkRequest::Send {
+            wr_id,
+            payload,
+            solicited: flags.solicited,
+            invalidate: flags.invalidate,
+            fence: flags.fence,
+        })
+    }
+
+    /// RDMA Write `len` octets of `mr` from `offset` to the peer's `remote` at
+    /// `remote_offset`.
+    pub fn post_write(
+        &self,
+        wr_id: u64,
+        mr: &MemoryRegion,
+        offset: u64,
+        len: u64,
+        remote: RemoteBuf,
+        remote_offset: u64,
+    ) -> Result<(), Error> {
+        let payload = self.payload(mr, offset, len)?;
+        self.post(WorkRequest::Write {
+            wr_id,
+            payload,
+            remote_stag: remote.stag,
+            remote_to: remote.to.wrapping_add(remote_offset),
+            fence: false,
+        })
+    }
+
+    /// RDMA Read `len` octets of the peer's `remote` at `remote_offset` into `mr`
+    /// at `offset`. `mr` needs remote write access: the Read Response is a tagged
+    /// placement (RFC 5040; unlike InfiniBand).
+    pub fn post_read(
+        &self,
+        wr_id: u64,
+        mr: &MemoryRegion,
+        offset: u64,
+        len: u32,
+        remote: RemoteBuf,
+        remote_offset: u64,
+    ) -> Result<(), Error> {
+        self.same_pd(mr)?;
+        let consumer = &self.shared.pd.inner.consumer;
+        consumer.charge(Resource::OutstandingReads, 1)?;
+        self.post(WorkRequest::Read {
+            wr_id,
+            local_stag: mr.stag(),
+            local_to: mr.remote().to.wrapping_add(offset),
+            len,
+            remote_stag: remote.stag,
+            remote_to: remote.to.wrapping_add(remote_offset),
+            fence: false,
+        })
+    }
+
+    /// Post a receive buffer of `len` octets for one incoming Send; the completion
+    /// hands it back filled.
+    pub fn post_recv(&self, wr_id: u64, len: usize) -> Result<(), Error> {
+        let consumer = &self.shared.pd.inner.consumer;
+        consumer.charge(Resource::ReceiveBuffers, 1)?;
+        let mut st = lock(&self.shared.state);
+        if let Err(e) = st.rdmap.post_recv(wr_id, vec![0; len]) {
+            consumer.refund(Resource::ReceiveBuffers, 1);
+            return Err(Error::Stream(e));
+        }
+        self.shared.pump(&mut st);
+        Ok(())
+    }
+
+    /// Asynchronous events so far (Terminate sent or received, close).
+    pub fn async_events(&self) -> Vec<AsyncEvent> {
+        lock(&self.shared.state).events.drain(..).collect()
+    }
+
+    /// Graceful disconnect: posted work finishes, then the LLP closes.
+    pub fn disconnect(&self) {
+        let mut st = lock(&self.shared.state);
+        st.rdmap.ddp_mut().close();
+        self.shared.pump(&mut st);
+        if !st.close_sent && st.rdmap.ddp().drained() {
+            st.close_sent = true;
+            let _ = lock(&self.shared.tx).send(TxCmd::Close { abortive: false });
+        }
+    }
+
+    fn same_pd(&self, mr: &MemoryRegion) -> Result<(), Error> {
+        if mr.pd().id() != self.shared.pd.id() {
+            return Err(Error::WrongPd);
+        }
+        Ok(())
+    }
+
+    fn payload(&self, mr: &MemoryRegion, offset: u64, len: u64) -> Result<Bytes, Error> {
+        self.same_pd(mr)?;
+        Ok(Bytes::from(mr.read(offset, len)?))
+    }
+
+    fn post(&self, wr: WorkRequest) -> Result<(), Error> {
+        let mut st = lock(&self.shared.state);
+        {
+            let mem = self.shared.pd.inner.consumer.device().mem();
+            st.rdmap.post(&mem, wr);
+        }
+        self.shared.pump(&mut st);
+        Ok(())
+    }
+}
+
+impl Drop for QueuePair {
+    fn drop(&mut self) {
+        {
+            let mut st = lock(&self.shared.state);
+            st.rdmap.abort();
+            self.shared.pump(&mut st);
+            if !st.close_sent {
+                st.close_sent = true;
+                let _ = lock(&self.shared.tx).send(TxCmd::Close { abortive: true });
+            }
+        }
+        if let Some((r, w)) = self.threads.take() {
+            let _ = w.join();
+            let _ = r.join();
+        }
+        self.shared
+            .pd
+            .inner
+            .consumer
+            .refund(Resource::QueuePairs, 1);
+    }
+}
+
+impl Shared {
+    /// Move what the engine produced: segments to the writer, completions to the
+    /// CQs (returning quota), events to the ULP; close once a Terminate has left.
+    fn pump(&self, st: &mut State) {
+        let tx = lock(&self.tx);
+        while let Some(seg) = st.rdmap.poll_segment() {
+            let _ = tx.send(TxCmd::Segment(seg));
+        }
+        if st.rdmap.should_close() && !st.close_sent {
+            st.close_sent = true;
+            let _ = tx.send(TxCmd::Close { abortive: true });
+        }
+        drop(tx);
+        while let Some(c) = st.rdmap.poll_completion() {
+            self.complete(c);
+        }
+        while let Some(e) = st.rdmap.poll_event() {
+            st.events.push_back(e);
+        }
+    }
+
+    fn complete(&self, c: Completion) {
+        let consumer = &self.pd.inner.consumer;
+        let cq = match c.opcode {
+            WcOpcode::Recv => {
+                consumer.refund(Resource::ReceiveBuffers, 1);
+                &self.recv_cq
+            }
+            WcOpcode::RdmaRead => {
+                consumer.refund(Resource::OutstandingReads, 1);
+                &self.send_cq
+            }
+            WcOpcode::Send | WcOpcode::RdmaWrite => &self.send_cq,
+        };
+        cq.push(WorkCompletion {
+            qp_num: self.qp_num,
+            c,
+        });
+    }
+}
+
+fn write_loop(mut w: Box<dyn SegmentWriter>, rx: Receiver<TxCmd>) {
+    for cmd in rx {
+        match cmd {
+            TxCmd::Segment(seg) => {
+                if w.write_segment(&seg).is_err() {
+                    w.close(true);
+                    return;
+                }
+            }
+            TxCmd::Close { abortive } => {
+                w.close(abortive);
+                return;
+            }
+        }
+    }
+    w.close(true);
+}
+
+fn read_loop(mut r: Box<dyn SegmentReader>, shared: &Shared) {
+    loop {
+        let got = r.read();
+        let mut st = lock(&shared.state);
+        let done = match got {
+            Ok(Inbound::Segment { seq, bytes }) => {
+                {
+                    let mut mem = shared.pd.inner.consumer.device().mem();
+                    // Refusals are handled inside the engine (Terminate, events).
+                    let _ = st.rdmap.on_segment(&mut mem, seq, &bytes);
+                }
+                false
+            }
+            Ok(Inbound::Mulpdu(n)) => {
+                let _ = st.rdmap.ddp_mut().set_mulpdu(n);
+                false
+            }
+            Ok(Inbound::Error { code, detail }) => {
+                st.rdmap.llp_error(code, detail);
+                false
+            }
+            Ok(Inbound::Closed) => {
+                st.rdmap.on_llp_closed(true);
+                true
+            }
+            Err(_) => {
+                st.rdmap.on_llp_closed(false);
+                true
+            }
+        };
+        shared.pump(&mut st);
+        if done {
+            // The LLP is gone or the peer closed: close our side too.
+            if !st.close_sent {
+                st.close_sent = true;
+                let _ = lock(&shared.tx).send(TxCmd::Close { abortive: false });
+            }
+            return;
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! An in-process LLP: two connected halves joined by channels, in order. For tests,
+//! examples and the demo; a real deployment uses MPA/TCP or SCTP.
+
+use super::{Connection, Inbound, SegmentReader, SegmentWriter};
+use rddp_proto::ddp::OutSegment;
+use std::io;
+use std::sync::mpsc::{Receiver, Sender, channel};
+
+enum Msg {
+    Segment(Vec<u8>),
+    /// An abortive close: the reader sees a lost connection.
+    Reset,
+}
+
+struct Reader {
+    rx: Receiver<Msg>,
+    seq: u64,
+}
+
+struct Writer {
+    tx: Option<Sender<Msg>>,
+}
+
+impl SegmentReader for Reader {
+    fn read(&mut self) -> io::Result<Inbound> {
+        match self.rx.recv() {
+            Ok(Msg::Segment(bytes)) => {
+                let seq = self.seq;
+                self.seq += 1;
+                Ok(Inbound::Segment { seq, bytes })
+            }
+            Ok(Msg::Reset) => Err(io::Error::from(io::ErrorKind::ConnectionReset)),
+            Err(_) => Ok(Inbound::Closed),
+        }
+    }
+}
+
+impl SegmentWriter for Writer {
+    fn write_segment(&mut self, seg: &OutSegment) -> io::Result<()> {
+        let tx = self.tx.as_ref().ok_or(io::ErrorKind::NotConnected)?;
+        tx.send(Msg::Segment(seg.to_vec()))
+            .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
+    }
+
+    fn close(&mut self, abortive: bool) {
+        if let Some(tx) = self.tx.take()
+            && abortive
+        {
+            let _ = tx.send(Msg::Reset);
+        }
+    }
+}
+
+/// Two connected in-memory LLP endpoints with the given MULPDU and IRD = ORD = 16.
+pub fn memory_pair(mulpdu: usize) -> (Connection, Connection) {
+    let (a_tx, b_rx) = channel();
+    let (b_tx, a_rx) = channel();
+    let conn = |rx, tx| Connection {
+        reader: Box::new(Reader { rx, seq: 0 }),
+        writer: Box::new(Writer { tx: Some(tx) }),
+        mulpdu,
+        ird: 16,
+        ord: 16,
+        peer_private_data: Vec::new(),
+    };
+    (conn(a_rx, a_tx), conn(b_rx, b_tx))
+}

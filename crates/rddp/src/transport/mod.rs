@@ -1,0 +1,52 @@
+//! What a queue pair needs from a lower-layer protocol: whole DDP segments each way.
+//!
+//! MPA over TCP and DDP over SCTP both implement these two halves; the queue pair
+//! runs one thread reading and one writing, so neither half is shared.
+
+use rddp_proto::ddp::{OutSegment, SenderSeq};
+use rddp_wire::TerminateCode;
+use std::io;
+
+/// What the reading half hands up.
+#[derive(Debug)]
+pub enum Inbound {
+    /// One whole DDP segment and its place in the sender's order.
+    Segment { seq: SenderSeq, bytes: Vec<u8> },
+    /// The LLP's largest segment changed (seed 000: MULPDU changes are exposed).
+    Mulpdu(usize),
+    /// The LLP found a fatal error in the peer's octets (e.g. an MPA CRC error): a
+    /// Terminate with this code goes out, then the connection closes.
+    Error { code: TerminateCode, detail: String },
+    /// The peer closed the connection gracefully.
+    Closed,
+}
+
+/// The reading half of a connected LLP.
+pub trait SegmentReader: Send + 'static {
+    /// Block until something arrives. An `Err` means the connection is lost.
+    fn read(&mut self) -> io::Result<Inbound>;
+}
+
+/// The writing half of a connected LLP.
+pub trait SegmentWriter: Send + 'static {
+    /// Write one DDP segment whole.
+    fn write_segment(&mut self, seg: &OutSegment) -> io::Result<()>;
+    /// Close the connection: abortive (after a Terminate) or graceful.
+    fn close(&mut self, abortive: bool);
+}
+
+/// A connected LLP, ready to carry DDP segments.
+pub struct Connection {
+    pub reader: Box<dyn SegmentReader>,
+    pub writer: Box<dyn SegmentWriter>,
+    /// Largest DDP segment the LLP carries now.
+    pub mulpdu: usize,
+    /// IRD/ORD agreed at connection setup (RFC 6581), if the LLP negotiated them.
+    pub ird: u32,
+    pub ord: u32,
+    /// Private data the peer sent during setup.
+    pub peer_private_data: Vec<u8>,
+}
+
+mod memory;
+pub use memory::memory_pair;
