@@ -21,4 +21,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
-cargo test --workspace --locked "$@"
+cargo test --workspace --all-features --locked "$@"

@@ -24,6 +24,8 @@ impl std::ops::Deref for WorkCompletion {
 struct CqInner {
     q: Mutex<VecDeque<WorkCompletion>>,
     ready: Condvar,
+    #[cfg(feature = "tokio")]
+    notify: tokio::sync::Notify,
     capacity: usize,
     /// Completions that did not fit (never silent: see [`CompletionQueue::overflows`]).
     overflows: AtomicU64,
@@ -41,6 +43,8 @@ impl CompletionQueue {
             inner: Arc::new(CqInner {
                 q: Mutex::new(VecDeque::new()),
                 ready: Condvar::new(),
+                #[cfg(feature = "tokio")]
+                notify: tokio::sync::Notify::new(),
                 capacity,
                 overflows: AtomicU64::new(0),
             }),
@@ -78,6 +82,23 @@ impl CompletionQueue {
         q.drain(..n).collect()
     }
 
+    /// Wait (asynchronously) for at least one completion, then take up to `max`.
+    /// Wrap it in `tokio::time::timeout` for a deadline.
+    #[cfg(feature = "tokio")]
+    pub async fn wait_async(&self, max: usize) -> Vec<WorkCompletion> {
+        loop {
+            let notified = self.inner.notify.notified();
+            tokio::pin!(notified);
+            // Register interest before looking, so a push in between is not missed.
+            notified.as_mut().enable();
+            let got = self.poll(max);
+            if !got.is_empty() {
+                return got;
+            }
+            notified.await;
+        }
+    }
+
     /// How many completions were lost because the queue was full. Non-zero means
     /// the queue was sized too small for the work posted against it.
     pub fn overflows(&self) -> u64 {
@@ -93,6 +114,8 @@ impl CompletionQueue {
         }
         q.push_back(wc);
         self.inner.ready.notify_all();
+        #[cfg(feature = "tokio")]
+        self.inner.notify.notify_waiters();
         true
     }
 }

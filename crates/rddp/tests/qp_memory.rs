@@ -186,3 +186,21 @@ fn a_region_of_another_pd_is_refused_locally() {
         Err(rddp::Error::OutOfRange { .. })
     ));
 }
+
+#[cfg(feature = "tokio")]
+#[tokio::test]
+async fn completion_queue_async_wait() {
+    let (a, b) = pair();
+    let src = a.pd.register(vec![5; 8], Access::NONE).unwrap();
+    b.qp.post_recv(1, 8).unwrap();
+    let waiter = {
+        let cq = b.cq.clone();
+        tokio::spawn(async move { cq.wait_async(4).await })
+    };
+    a.qp.post_send(9, &src, 0, 8, SendFlags::default()).unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got[0].wr_id, 1);
+}
