@@ -120,7 +120,7 @@ fn shared_arrival_takes_one_buffer_per_new_msn() {
             &mut a,
             &mut mem,
             1,
-            &untagged(true, 0, 4_000_000_000, 0, b"far")
+            &untagged(true, 0, 2_000_000_000, 0, b"far")
         ),
         None
     );
@@ -222,7 +222,9 @@ fn arrival_ordering_hazard_is_detected_and_reported() {
     let mut mem = MemoryTable::with_seed(6);
     let pool = pool_with(PoolConfig::shared(BufferOrdering::Arrival, 4, 100), 4);
     let mut a = on(&pool, 42);
-    for (seq, msn) in (0..).zip(2..=5) {
+    // The sender sent MSN m as segment m - 1; the LLP hands up segments 1..=4 first.
+    for msn in 2..=5 {
+        let seq = u64::from(msn) - 1;
         assert_eq!(
             feed(&mut a, &mut mem, seq, &untagged(true, 0, msn, 0, b"later")),
             None
@@ -245,7 +247,7 @@ fn arrival_ordering_hazard_is_detected_and_reported() {
     );
     // Had the ULP not acted, MSN 1 would fail for want of a buffer.
     assert_eq!(
-        feed(&mut a, &mut mem, 4, &untagged(true, 0, 1, 0, b"first")),
+        feed(&mut a, &mut mem, 0, &untagged(true, 0, 1, 0, b"first")),
         Some(T::DDP_INVALID_MSN_NO_BUFFER)
     );
 }
@@ -282,6 +284,63 @@ fn hazard_resolved_by_the_ulp_posting_a_buffer() {
         None
     );
     assert_eq!(std::iter::from_fn(|| a.poll_delivery()).count(), 2);
+}
+
+#[test]
+fn shared_pool_refuses_an_msn_behind_the_next_expected() {
+    let mut mem = MemoryTable::with_seed(13);
+    let pool = pool_with(PoolConfig::shared(BufferOrdering::Arrival, 8, 8), 8);
+    let mut a = on(&pool, 1);
+    assert_eq!(
+        feed(&mut a, &mut mem, 0, &untagged(true, 0, 1, 0, b"1")),
+        None
+    );
+    // MSN 1 again: already delivered, not a new MSN to presume valid.
+    assert_eq!(
+        feed(&mut a, &mut mem, 1, &untagged(true, 0, 1, 0, b"1")),
+        Some(T::DDP_INVALID_MSN_RANGE)
+    );
+    assert_eq!(pool.free(), 7);
+}
+
+#[test]
+fn stranded_is_reported_once_per_empty_spell() {
+    let mut mem = MemoryTable::with_seed(14);
+    let pool = pool_with(PoolConfig::shared(BufferOrdering::Arrival, 8, 100), 1);
+    let mut a = on(&pool, 1);
+    let mut b = on(&pool, 2);
+    assert_eq!(
+        feed(&mut a, &mut mem, 0, &untagged(true, 0, 3, 0, b"3")),
+        None
+    );
+    assert_eq!(events(&pool).len(), 1);
+    // A new buffer ends the empty spell; B takes it, the pool is empty again and
+    // A, still stranded, is reported again (B holds its oldest MSN: no deadlock).
+    pool.post(buf(7)).unwrap();
+    assert!(events(&pool).is_empty());
+    assert_eq!(
+        feed(&mut b, &mut mem, 0, &untagged(false, 0, 1, 0, b"b")),
+        None
+    );
+    let ev = events(&pool);
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert!(matches!(
+        ev[0],
+        PoolEvent::Stranded {
+            stream: StreamId(1),
+            deadlock: false,
+            ..
+        }
+    ));
+    // B completes and delivers its message within the same spell: A is not
+    // repeated.
+    assert_eq!(
+        feed(&mut b, &mut mem, 1, &untagged(true, 0, 1, 1, b"b")),
+        None
+    );
+    assert!(b.poll_delivery().is_some());
+    assert!(events(&pool).is_empty());
+    assert_eq!(pool.stats().stranded_events, 2);
 }
 
 #[test]

@@ -144,7 +144,8 @@ pub struct BufferPool {
 struct Gap {
     missing_msn: u32,
     held: usize,
-    reported: bool,
+    /// The empty spell in which it was reported (0: not yet).
+    reported_in: u64,
 }
 
 #[derive(Debug)]
@@ -155,6 +156,11 @@ pub(crate) struct PoolInner {
     holders: usize,
     /// Queues whose oldest undelivered MSN has no buffer while later MSNs hold some.
     gapped: BTreeMap<(StreamId, u32), Gap>,
+    /// Number of the current (or next) empty spell, from 1.
+    spell: u64,
+    /// Whether every gapped queue was checked in this empty spell; afterwards only
+    /// the queue that changed needs a look.
+    scanned: bool,
     events: VecDeque<PoolEvent>,
     lost: u64,
     stats: PoolStats,
@@ -170,6 +176,8 @@ impl BufferPool {
                 free: VecDeque::new(),
                 holders: 0,
                 gapped: BTreeMap::new(),
+                spell: 1,
+                scanned: false,
                 events: VecDeque::new(),
                 lost: 0,
                 stats: PoolStats::default(),
@@ -233,11 +241,12 @@ impl PoolInner {
         if self.free.len() >= self.cfg.max_buffers {
             return Err(PoolError::Full(self.cfg.max_buffers));
         }
-        self.free.push_back(buf);
-        // A new empty spell may report stranded streams again.
-        for g in self.gapped.values_mut() {
-            g.reported = false;
+        if self.free.is_empty() {
+            // The empty spell ends; the next one reports stranded queues afresh.
+            self.spell += 1;
+            self.scanned = false;
         }
+        self.free.push_back(buf);
         Ok(())
     }
 
@@ -294,10 +303,10 @@ impl PoolInner {
                 let g = self.gapped.entry(key).or_insert(Gap {
                     missing_msn,
                     held: now,
-                    reported: false,
+                    reported_in: 0,
                 });
                 if g.missing_msn != missing_msn {
-                    g.reported = false;
+                    g.reported_in = 0;
                 }
                 g.missing_msn = missing_msn;
                 g.held = now;
@@ -306,20 +315,22 @@ impl PoolInner {
                 self.gapped.remove(&key);
             }
         }
-        self.check_stranded();
+        self.check_stranded(key);
     }
 
     /// Seed 003: with arrival ordering, later MSNs can hold every buffer so that
-    /// intermediate MSNs cannot be received. Tell the ULP instead of hanging.
-    fn check_stranded(&mut self) {
+    /// intermediate MSNs cannot be received. Tell the ULP instead of hanging: once
+    /// per queue per empty spell. `changed` is the queue just updated.
+    fn check_stranded(&mut self, changed: (StreamId, u32)) {
         if !self.free.is_empty() || self.gapped.is_empty() {
             return;
         }
         let deadlock = self.gapped.len() >= self.holders;
+        let spell = self.spell;
         let mut out = Vec::new();
-        for (&(stream, qn), g) in self.gapped.iter_mut() {
-            if !g.reported {
-                g.reported = true;
+        let mut report = |&(stream, qn): &(StreamId, u32), g: &mut Gap| {
+            if g.reported_in != spell {
+                g.reported_in = spell;
                 out.push(PoolEvent::Stranded {
                     stream,
                     qn,
@@ -327,6 +338,16 @@ impl PoolInner {
                     held: g.held,
                     deadlock,
                 });
+            }
+        };
+        if self.scanned {
+            if let Some(g) = self.gapped.get_mut(&changed) {
+                report(&changed, g);
+            }
+        } else {
+            self.scanned = true;
+            for (k, g) in self.gapped.iter_mut() {
+                report(k, g);
             }
         }
         for e in out {

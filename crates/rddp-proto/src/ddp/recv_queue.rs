@@ -213,8 +213,14 @@ impl UntaggedQueue {
                 .get_mut(&key)
                 .ok_or(TerminateCode::DDP_INVALID_MSN_NO_BUFFER);
         };
-        // Strategy 3: valid iff within the granted range. Strategy 2: presumed valid.
-        if *strategy == PoolStrategy::StreamCredits && d >= self.window {
+        // Strategy 3: valid iff within the granted range. Strategy 2: a new MSN is
+        // presumed valid; one in the half of the MSN space behind the next expected
+        // (serial number arithmetic) is a delivered one replayed, not a new one.
+        let range = match strategy {
+            PoolStrategy::StreamCredits => self.window,
+            PoolStrategy::SharedCredits => 1 << 31,
+        };
+        if d >= range {
             return Err(TerminateCode::DDP_INVALID_MSN_RANGE);
         }
         if !self.slots.contains_key(&key) {
