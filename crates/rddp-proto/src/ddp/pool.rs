@@ -155,7 +155,7 @@ pub(crate) struct PoolInner {
     /// Queues holding at least one buffer.
     holders: usize,
     /// Queues whose oldest undelivered MSN has no buffer while later MSNs hold some.
-    gapped: BTreeMap<(StreamId, u32), Gap>,
+    gapped: BTreeMap<QueueKey, Gap>,
     /// Number of the current (or next) empty spell, from 1.
     spell: u64,
     /// Whether every gapped queue was checked in this empty spell; afterwards only
@@ -167,6 +167,26 @@ pub(crate) struct PoolInner {
 }
 
 static NEXT_POOL: AtomicU64 = AtomicU64::new(1);
+static NEXT_QUEUE: AtomicU64 = AtomicU64::new(1);
+
+/// A queue as its pool knows it: unique even when two streams on the pool share a
+/// local StreamId (stream ids are the ULP's, not the pool's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct QueueKey {
+    id: u64,
+    pub stream: StreamId,
+    pub qn: u32,
+}
+
+impl QueueKey {
+    pub fn new(stream: StreamId, qn: u32) -> Self {
+        Self {
+            id: NEXT_QUEUE.fetch_add(1, AtomicOrdering::Relaxed),
+            stream,
+            qn,
+        }
+    }
+}
 
 impl BufferPool {
     pub fn new(cfg: PoolConfig) -> Self {
@@ -280,11 +300,11 @@ impl PoolInner {
         }
     }
 
-    pub fn soft_limit(&mut self, stream: StreamId, qn: u32, held: usize, limit: usize) {
+    pub fn soft_limit(&mut self, key: QueueKey, held: usize, limit: usize) {
         self.stats.soft_limit_events += 1;
         self.push_event(PoolEvent::SoftLimit {
-            stream,
-            qn,
+            stream: key.stream,
+            qn: key.qn,
             held,
             limit,
         });
@@ -292,7 +312,7 @@ impl PoolInner {
 
     /// A queue's holding changed: `was`/`now` held counts, `gap` its missing oldest
     /// MSN when it holds only later ones.
-    pub fn update(&mut self, key: (StreamId, u32), was: usize, now: usize, gap: Option<u32>) {
+    pub fn update(&mut self, key: QueueKey, was: usize, now: usize, gap: Option<u32>) {
         match (was > 0, now > 0) {
             (false, true) => self.holders += 1,
             (true, false) => self.holders = self.holders.saturating_sub(1),
@@ -321,19 +341,19 @@ impl PoolInner {
     /// Seed 003: with arrival ordering, later MSNs can hold every buffer so that
     /// intermediate MSNs cannot be received. Tell the ULP instead of hanging: once
     /// per queue per empty spell. `changed` is the queue just updated.
-    fn check_stranded(&mut self, changed: (StreamId, u32)) {
+    fn check_stranded(&mut self, changed: QueueKey) {
         if !self.free.is_empty() || self.gapped.is_empty() {
             return;
         }
         let deadlock = self.gapped.len() >= self.holders;
         let spell = self.spell;
         let mut out = Vec::new();
-        let mut report = |&(stream, qn): &(StreamId, u32), g: &mut Gap| {
+        let mut report = |k: &QueueKey, g: &mut Gap| {
             if g.reported_in != spell {
                 g.reported_in = spell;
                 out.push(PoolEvent::Stranded {
-                    stream,
-                    qn,
+                    stream: k.stream,
+                    qn: k.qn,
                     missing_msn: g.missing_msn,
                     held: g.held,
                     deadlock,

@@ -12,7 +12,7 @@
 //!   strategy 3 (per-stream credits, buffers from the pool), with the pool's
 //!   [`BufferOrdering`].
 
-use super::pool::{BufferOrdering, BufferPool, PoolStrategy};
+use super::pool::{BufferOrdering, BufferPool, PoolStrategy, QueueKey};
 use crate::cq::{CompletionQueue, CqError, CqReservation, CqSource};
 use crate::mem::StreamId;
 use rddp_wire::TerminateCode;
@@ -85,8 +85,7 @@ enum Model {
 
 #[derive(Debug)]
 pub(crate) struct UntaggedQueue {
-    stream: StreamId,
-    qn: u32,
+    key: QueueKey,
     model: Model,
     /// MSN of the oldest undelivered message.
     expected_msn: u32,
@@ -143,8 +142,7 @@ impl UntaggedQueue {
 
     fn with_model(stream: StreamId, qn: u32, model: Model) -> Self {
         Self {
-            stream,
-            qn,
+            key: QueueKey::new(stream, qn),
             model,
             expected_msn: 1,
             expected_abs: 1,
@@ -254,10 +252,10 @@ impl UntaggedQueue {
                 && !self.over_soft
             {
                 self.over_soft = true;
-                p.soft_limit(self.stream, self.qn, now, limit);
+                p.soft_limit(self.key, now, limit);
             }
             self.gap = gap_of(&self.slots, self.expected_abs, self.expected_msn);
-            p.update((self.stream, self.qn), was, now, self.gap);
+            p.update(self.key, was, now, self.gap);
         }
         self.slots
             .get_mut(&key)
@@ -301,7 +299,7 @@ impl UntaggedQueue {
         let gap = gap_of(&self.slots, self.expected_abs, self.expected_msn);
         if gap != self.gap || (now == 0) != (was == 0) {
             self.gap = gap;
-            pool.lock().update((self.stream, self.qn), was, now, gap);
+            pool.lock().update(self.key, was, now, gap);
         }
     }
 
@@ -352,8 +350,8 @@ impl UntaggedQueue {
     /// `limit`.
     pub fn bind_cq(&mut self, cq: &CompletionQueue, limit: u64) -> Result<(), CqError> {
         let queue = CqSource::Queue {
-            stream: self.stream,
-            qn: self.qn,
+            stream: self.key.stream,
+            qn: self.key.qn,
         };
         let (source, need, now) = match &self.model {
             Model::Ordered => (queue, limit, self.slots.len() as u64),
@@ -397,8 +395,7 @@ impl Drop for UntaggedQueue {
         if let Model::Pooled { pool, .. } = &self.model
             && (!self.slots.is_empty() || self.gap.is_some())
         {
-            pool.lock()
-                .update((self.stream, self.qn), self.slots.len(), 0, None);
+            pool.lock().update(self.key, self.slots.len(), 0, None);
         }
     }
 }
