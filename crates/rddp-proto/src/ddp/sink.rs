@@ -136,7 +136,8 @@ impl DdpSink {
         self.queues.get_mut(qn as usize).is_some_and(|q| q.grant(n))
     }
 
-    /// Post a receive buffer on `qn`; it is assigned to the next MSN without one.
+    /// Post a receive buffer on `qn`; it is assigned to the next MSN without one
+    /// (ordered queue) or goes to the queue's pool (credits, shared pool).
     pub fn post_recv(&mut self, qn: u32, buf: RecvBuffer) -> Result<(), SourceError> {
         let count = self.queues.len() as u32;
         self.queues
@@ -149,7 +150,8 @@ impl DdpSink {
             })
     }
 
-    /// Buffers posted on `qn` and not yet delivered.
+    /// Buffers posted on `qn` and not yet delivered. For a queue on a shared pool:
+    /// the buffers it holds (associated with its undelivered messages).
     pub fn posted(&self, qn: u32) -> usize {
         self.queues.get(qn as usize).map_or(0, |q| q.posted())
     }
