@@ -287,7 +287,7 @@ impl PoolInner {
         true
     }
 
-    /// Give a buffer back unused (a private pool's teardown).
+    /// Every free buffer, for the teardown of a queue that owns its pool alone.
     pub fn drain_free(&mut self) -> impl Iterator<Item = RecvBuffer> + '_ {
         self.free.drain(..)
     }
