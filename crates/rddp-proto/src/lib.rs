@@ -7,10 +7,13 @@
 //!
 //! * [`mem`]: protection domains, the STag table, memory regions (RFC 5042; seed 000).
 //! * [`ddp`]: the DDP data source (segmentation) and data sink (validate, place,
-//!   deliver in order), stream state and teardown (RFC 5041; seed 000).
+//!   deliver in order), stream state and teardown (RFC 5041; seed 000), and the
+//!   untagged receive strategies with shared buffer pools (seed 003).
+//! * [`cq`]: completion queues that refuse attachments they could not hold (seed 003).
 //! * [`rdmap`]: RDMAP over a DDP stream: Send, Write, Read, Terminate, ORD/IRD,
 //!   completions (RFC 5040).
 
+pub mod cq;
 pub mod ddp;
 pub mod mem;
 pub mod rdmap;

@@ -52,6 +52,10 @@ pub enum SourceError {
     InvalidQn { qn: u32, count: u32 },
     #[error("TO {to:#x} + length {len} wraps the 64-bit tagged offset space")]
     ToWrap { to: u64, len: u64 },
+    #[error("receive queue {qn} already holds its limit of {limit} buffers")]
+    RecvQueueFull { qn: u32, limit: usize },
+    #[error("the shared buffer pool already holds its maximum of {0} buffers")]
+    PoolFull(usize),
     #[error("MULPDU {0} is too small: it must hold an 18-octet untagged header and one octet")]
     MulpduTooSmall(usize),
 }

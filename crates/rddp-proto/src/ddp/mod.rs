@@ -12,12 +12,16 @@
 
 mod error;
 mod order;
+mod pool;
 mod recv_queue;
 mod sink;
 mod source;
 mod stream;
 
 pub use error::{DdpError, SourceError, StreamError};
+pub use pool::{
+    BufferOrdering, BufferPool, PoolConfig, PoolError, PoolEvent, PoolId, PoolStats, PoolStrategy,
+};
 pub use recv_queue::{RecvBuffer, RecvModel};
 pub use sink::{DdpSink, Delivery, SinkStats};
 pub use source::{DdpSource, OutSegment};

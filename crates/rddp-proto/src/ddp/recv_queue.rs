@@ -7,9 +7,16 @@
 //!   next MSN; an MSN is valid iff it lies in the granted range (else 1/2/0x03); a
 //!   buffer is taken from the queue's pool when the MSN's first segment arrives, and
 //!   a valid MSN with no buffer left is a fault (1/2/0x02).
+//! * A queue attached to a shared [`BufferPool`] follows the pool's strategy:
+//!   strategy 2 (every new MSN presumed valid, buffers from the pool, soft limit) or
+//!   strategy 3 (per-stream credits, buffers from the pool), with the pool's
+//!   [`BufferOrdering`].
 
+use super::pool::{BufferOrdering, BufferPool, PoolStrategy, QueueKey};
+use crate::cq::{CompletionQueue, CqError, CqReservation, CqSource};
+use crate::mem::StreamId;
 use rddp_wire::TerminateCode;
-use std::collections::VecDeque;
+use std::collections::BTreeMap;
 
 /// A receive buffer the ULP posts for one untagged message. Owned by DDP from
 /// posting until delivery (or flush), then handed back.
@@ -52,107 +59,343 @@ impl MsgSlot {
     }
 }
 
+/// Why a queue refuses a local request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PostRefused {
+    /// The queue's (CQ-reserved) depth is reached.
+    Depth(usize),
+    /// The pool holds its maximum.
+    PoolFull(usize),
+}
+
+#[derive(Debug)]
+enum Model {
+    /// Strategy 1.
+    Ordered,
+    /// Strategies 2 and 3. `private`: the pool belongs to this queue alone
+    /// ([`RecvModel::Credits`]) and its free buffers are flushed with it.
+    Pooled {
+        pool: BufferPool,
+        private: bool,
+        strategy: PoolStrategy,
+        ordering: BufferOrdering,
+        soft_limit: Option<usize>,
+    },
+}
+
 #[derive(Debug)]
 pub(crate) struct UntaggedQueue {
-    model: RecvModel,
-    /// MSN of the oldest undelivered message = MSN of `slots[0]`.
+    key: QueueKey,
+    model: Model,
+    /// MSN of the oldest undelivered message.
     expected_msn: u32,
-    /// Slot `i` belongs to MSN `expected_msn + i`; `None` = no buffer associated yet.
-    slots: VecDeque<Option<MsgSlot>>,
-    /// Credits model: buffers not yet associated with an MSN.
-    pool: VecDeque<RecvBuffer>,
-    /// Credits model: MSNs `expected_msn .. expected_msn + window` are valid.
+    /// `expected_msn` counted without wrapping: the key of its slot.
+    expected_abs: u64,
+    /// Messages with a buffer, keyed by unwrapped MSN. Sparse: under arrival
+    /// ordering an MSN far ahead holds one entry, not the gap before it.
+    slots: BTreeMap<u64, MsgSlot>,
+    /// Strategy 3: MSNs `expected_msn .. expected_msn + window` are valid.
     window: u64,
+    /// Most buffers (ordered) or credits (strategy 3) the queue may have: the
+    /// worst case reserved on its CQ.
+    limit: Option<u64>,
+    /// Strategy 2: above the soft limit since the last event.
+    over_soft: bool,
+    /// Gap last reported to the pool.
+    gap: Option<u32>,
+    cq: Option<CqReservation>,
 }
 
 impl UntaggedQueue {
-    pub fn new(model: RecvModel) -> Self {
+    pub fn new(stream: StreamId, qn: u32, model: RecvModel) -> Self {
+        let model = match model {
+            RecvModel::OrderedQueue => Model::Ordered,
+            RecvModel::Credits => Model::Pooled {
+                pool: BufferPool::new(super::pool::PoolConfig::credits(
+                    BufferOrdering::Arrival,
+                    usize::MAX,
+                )),
+                private: true,
+                strategy: PoolStrategy::StreamCredits,
+                ordering: BufferOrdering::Arrival,
+                soft_limit: None,
+            },
+        };
+        Self::with_model(stream, qn, model)
+    }
+
+    /// A queue drawing its buffers from a shared pool.
+    pub fn pooled(stream: StreamId, qn: u32, pool: &BufferPool) -> Self {
+        let cfg = pool.config();
+        Self::with_model(
+            stream,
+            qn,
+            Model::Pooled {
+                pool: pool.clone(),
+                private: false,
+                strategy: cfg.strategy,
+                ordering: cfg.ordering,
+                soft_limit: cfg.soft_limit,
+            },
+        )
+    }
+
+    fn with_model(stream: StreamId, qn: u32, model: Model) -> Self {
         Self {
+            key: QueueKey::new(stream, qn),
             model,
             expected_msn: 1,
-            slots: VecDeque::new(),
-            pool: VecDeque::new(),
+            expected_abs: 1,
+            slots: BTreeMap::new(),
             window: 0,
+            limit: None,
+            over_soft: false,
+            gap: None,
+            cq: None,
         }
     }
 
-    pub fn post(&mut self, buf: RecvBuffer) {
-        match self.model {
-            RecvModel::OrderedQueue => self.slots.push_back(Some(MsgSlot::new(buf))),
-            RecvModel::Credits => self.pool.push_back(buf),
+    pub fn post(&mut self, buf: RecvBuffer) -> Result<(), PostRefused> {
+        match &self.model {
+            Model::Ordered => {
+                let n = self.slots.len() as u64;
+                if self.limit.is_some_and(|l| n >= l) {
+                    return Err(PostRefused::Depth(n as usize));
+                }
+                self.slots.insert(self.expected_abs + n, MsgSlot::new(buf));
+                Ok(())
+            }
+            Model::Pooled { pool, .. } => pool.post(buf).map_err(|e| match e {
+                super::pool::PoolError::Full(n) => PostRefused::PoolFull(n),
+            }),
         }
     }
 
-    /// Credits model: enable the next `n` MSNs. Returns false under the ordered model.
+    /// Strategy 3: enable the next `n` MSNs. False under other strategies, or if
+    /// the window would pass the credit limit reserved on the CQ (nothing granted).
     pub fn grant(&mut self, n: u32) -> bool {
-        if self.model != RecvModel::Credits {
+        if !matches!(
+            self.model,
+            Model::Pooled {
+                strategy: PoolStrategy::StreamCredits,
+                ..
+            }
+        ) {
             return false;
         }
-        self.window = (self.window + u64::from(n)).min(u64::from(u32::MAX));
+        let w = (self.window + u64::from(n)).min(u64::from(u32::MAX));
+        if self.limit.is_some_and(|l| w > l) {
+            return false;
+        }
+        self.window = w;
         true
     }
 
     /// Validate `msn` for a newly arrived segment and return its buffer, associating
-    /// one from the pool on the MSN's first segment (credits model).
+    /// buffers from the pool on the MSN's first segment.
     pub fn slot_for_arrival(&mut self, msn: u32) -> Result<&mut MsgSlot, TerminateCode> {
         // MSNs behind `expected_msn` (delivered) wrap to a huge distance.
-        let d = msn.wrapping_sub(self.expected_msn) as usize;
-        match self.model {
-            RecvModel::OrderedQueue => self
+        let d = u64::from(msn.wrapping_sub(self.expected_msn));
+        let key = self.expected_abs + d;
+        let Model::Pooled {
+            pool,
+            strategy,
+            ordering,
+            soft_limit,
+            ..
+        } = &self.model
+        else {
+            // Strategy 1: valid iff a buffer is already associated.
+            return self
                 .slots
-                .get_mut(d)
-                .and_then(Option::as_mut)
-                .ok_or(TerminateCode::DDP_INVALID_MSN_NO_BUFFER),
-            RecvModel::Credits => {
-                if d as u64 >= self.window {
-                    return Err(TerminateCode::DDP_INVALID_MSN_RANGE);
-                }
-                if self.slots.len() <= d {
-                    self.slots.resize_with(d + 1, || None);
-                }
-                let slot = &mut self.slots[d];
-                if slot.is_none() {
-                    let buf = self
-                        .pool
-                        .pop_front()
-                        .ok_or(TerminateCode::DDP_INVALID_MSN_NO_BUFFER)?;
-                    *slot = Some(MsgSlot::new(buf));
-                }
-                slot.as_mut()
-                    .ok_or(TerminateCode::DDP_INVALID_MSN_NO_BUFFER)
-            }
+                .get_mut(&key)
+                .ok_or(TerminateCode::DDP_INVALID_MSN_NO_BUFFER);
+        };
+        // Strategy 3: valid iff within the granted range. Strategy 2: a new MSN is
+        // presumed valid; one in the half of the MSN space behind the next expected
+        // (serial number arithmetic) is a delivered one replayed, not a new one.
+        let range = match strategy {
+            PoolStrategy::StreamCredits => self.window,
+            PoolStrategy::SharedCredits => 1 << 31,
+        };
+        if d >= range {
+            return Err(TerminateCode::DDP_INVALID_MSN_RANGE);
         }
+        if !self.slots.contains_key(&key) {
+            // First segment of this MSN: associate buffers now.
+            let first = match ordering {
+                // Seed 003: a buffer for MSN x takes one for every earlier MSN not
+                // yet seen. Sequential slots form a run from `expected_abs`.
+                BufferOrdering::Sequential => self
+                    .slots
+                    .last_key_value()
+                    .map_or(self.expected_abs, |(k, _)| k + 1),
+                // Seed 003: a new MSN consumes at most one buffer.
+                BufferOrdering::Arrival => key,
+            };
+            let was = self.slots.len();
+            let mut p = pool.lock();
+            let n = usize::try_from(key - first + 1).unwrap_or(usize::MAX);
+            let mut k = first;
+            let slots = &mut self.slots;
+            let ok = p.take(n, |b| {
+                slots.insert(k, MsgSlot::new(b));
+                k += 1;
+            });
+            if !ok {
+                // An empty pool: 1/2/0x02 on the stream that needed the buffer.
+                return Err(TerminateCode::DDP_INVALID_MSN_NO_BUFFER);
+            }
+            let now = self.slots.len();
+            if let Some(limit) = *soft_limit
+                && now > limit
+                && !self.over_soft
+            {
+                self.over_soft = true;
+                p.soft_limit(self.key, now, limit);
+            }
+            self.gap = gap_of(&self.slots, self.expected_abs, self.expected_msn);
+            p.update(self.key, was, now, self.gap);
+        }
+        self.slots
+            .get_mut(&key)
+            .ok_or(TerminateCode::DDP_INVALID_MSN_NO_BUFFER)
     }
 
     /// The buffer already associated with `msn`, if any.
     pub fn slot(&mut self, msn: u32) -> Option<&mut MsgSlot> {
-        let d = msn.wrapping_sub(self.expected_msn) as usize;
-        self.slots.get_mut(d)?.as_mut()
+        let d = u64::from(msn.wrapping_sub(self.expected_msn));
+        self.slots.get_mut(&(self.expected_abs + d))
     }
 
     /// Pop the oldest message if it is complete; returns its MSN and slot.
     pub fn pop_complete(&mut self) -> Option<(u32, MsgSlot)> {
-        self.slots.front()?.as_ref()?.end?;
-        let slot = self.slots.pop_front()??;
+        let was = self.slots.len();
+        let e = self.slots.first_entry()?;
+        if *e.key() != self.expected_abs || e.get().end.is_none() {
+            return None;
+        }
+        let slot = e.remove();
         let msn = self.expected_msn;
         self.expected_msn = msn.wrapping_add(1);
+        self.expected_abs += 1;
         self.window = self.window.saturating_sub(1);
+        self.after_release(was);
         Some((msn, slot))
+    }
+
+    /// Tell the pool about a release when it changes what the pool tracks.
+    fn after_release(&mut self, was: usize) {
+        let Model::Pooled {
+            pool, soft_limit, ..
+        } = &self.model
+        else {
+            return;
+        };
+        let now = self.slots.len();
+        if soft_limit.is_some_and(|l| now <= l) {
+            self.over_soft = false;
+        }
+        let gap = gap_of(&self.slots, self.expected_abs, self.expected_msn);
+        if gap != self.gap || (now == 0) != (was == 0) {
+            self.gap = gap;
+            pool.lock().update(self.key, was, now, gap);
+        }
     }
 
     /// Hand every buffer back (teardown).
     pub fn flush(&mut self) -> Vec<RecvBuffer> {
-        let mut out: Vec<RecvBuffer> = self.slots.drain(..).flatten().map(|s| s.buf).collect();
-        out.extend(self.pool.drain(..));
+        let was = self.slots.len();
+        let mut out: Vec<RecvBuffer> = std::mem::take(&mut self.slots)
+            .into_values()
+            .map(|s| s.buf)
+            .collect();
+        self.after_release(was);
+        if let Model::Pooled {
+            pool,
+            private: true,
+            ..
+        } = &self.model
+        {
+            out.extend(pool.lock().drain_free());
+        }
         out
     }
 
-    /// Buffers posted and not yet delivered.
+    /// Buffers posted and not yet delivered (for a shared pool: held by this queue).
     pub fn posted(&self) -> usize {
-        self.slots.iter().flatten().count() + self.pool.len()
+        match &self.model {
+            Model::Pooled {
+                pool,
+                private: true,
+                ..
+            } => self.slots.len() + pool.lock().free_len(),
+            _ => self.slots.len(),
+        }
     }
 
     pub fn expected_msn(&self) -> u32 {
         self.expected_msn
+    }
+
+    /// Strategy 3: MSNs still enabled (granted and not yet delivered).
+    pub fn credits(&self) -> u64 {
+        self.window
+    }
+
+    /// Reserve this queue's worst-case completions on `cq`. `limit` is the depth of
+    /// an ordered queue or the credit limit of a strategy-3 stream; a strategy-2
+    /// queue reserves its whole pool (shared with the pool's other queues) and
+    /// ignores it. Refused if the CQ cannot hold them or the queue already passes
+    /// `limit`.
+    pub fn bind_cq(&mut self, cq: &CompletionQueue, limit: u64) -> Result<(), CqError> {
+        let queue = CqSource::Queue {
+            stream: self.key.stream,
+            qn: self.key.qn,
+        };
+        let (source, need, now) = match &self.model {
+            Model::Ordered => (queue, limit, self.slots.len() as u64),
+            Model::Pooled {
+                strategy: PoolStrategy::StreamCredits,
+                ..
+            } => (queue, limit, self.window),
+            Model::Pooled { pool, .. } => {
+                let max = pool.config().max_buffers as u64;
+                (CqSource::Pool(pool.id()), max, 0)
+            }
+        };
+        let need_us = usize::try_from(need).unwrap_or(usize::MAX);
+        if now > need {
+            return Err(CqError::AboveLimit {
+                from: source,
+                now,
+                limit: need,
+            });
+        }
+        let r = cq.reserve(source, need_us)?;
+        if matches!(source, CqSource::Queue { .. }) {
+            self.limit = Some(need);
+        }
+        self.cq = Some(r);
+        Ok(())
+    }
+}
+
+/// The missing oldest MSN of a queue that holds buffers only for later ones.
+fn gap_of(slots: &BTreeMap<u64, MsgSlot>, expected_abs: u64, expected_msn: u32) -> Option<u32> {
+    match slots.first_key_value() {
+        Some((&k, _)) if k != expected_abs => Some(expected_msn),
+        _ => None,
+    }
+}
+
+impl Drop for UntaggedQueue {
+    fn drop(&mut self) {
+        // The pool forgets a queue that goes away with buffers.
+        if let Model::Pooled { pool, .. } = &self.model
+            && (!self.slots.is_empty() || self.gap.is_some())
+        {
+            pool.lock().update(self.key, self.slots.len(), 0, None);
+        }
     }
 }

@@ -8,8 +8,10 @@
 
 use super::error::{DdpError, SourceError};
 use super::order::{OrderError, SegMeta, SenderOrder};
-use super::recv_queue::{RecvBuffer, RecvModel, UntaggedQueue};
+use super::pool::BufferPool;
+use super::recv_queue::{PostRefused, RecvBuffer, RecvModel, UntaggedQueue};
 use super::{DdpConfig, SenderSeq};
+use crate::cq::{CompletionQueue, CqError};
 use crate::mem::{Access, AccessFault, MemoryTable, PdId, Stag, StreamId};
 use rddp_wire::ddp::{DDP_VERSION, TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
 use rddp_wire::{DdpControl, DdpHeader, TaggedHeader, TerminateCode, UntaggedHeader};
@@ -74,7 +76,7 @@ impl DdpSink {
             stream,
             pd,
             queues: (0..cfg.num_qns)
-                .map(|_| UntaggedQueue::new(RecvModel::default()))
+                .map(|qn| UntaggedQueue::new(stream, qn, RecvModel::default()))
                 .collect(),
             order: SenderOrder::new(cfg.max_reorder),
             tagged: None,
@@ -98,8 +100,35 @@ impl DdpSink {
             .queues
             .get_mut(qn as usize)
             .ok_or(SourceError::InvalidQn { qn, count })?;
-        *q = UntaggedQueue::new(model);
+        *q = UntaggedQueue::new(self.stream, qn, model);
         Ok(())
+    }
+
+    /// Draw `qn`'s buffers from a shared pool, following the pool's strategy and
+    /// ordering (seed 003, strategies 2 and 3). Only before any traffic on it.
+    pub fn set_recv_pool(&mut self, qn: u32, pool: &BufferPool) -> Result<(), SourceError> {
+        let count = self.queues.len() as u32;
+        let q = self
+            .queues
+            .get_mut(qn as usize)
+            .ok_or(SourceError::InvalidQn { qn, count })?;
+        *q = UntaggedQueue::pooled(self.stream, qn, pool);
+        Ok(())
+    }
+
+    /// Reserve `qn`'s worst-case completions on `cq` (see [`crate::cq`]): `limit`
+    /// is the depth of an ordered queue or the credit limit of a strategy-3 queue,
+    /// and is enforced from now on; a strategy-2 queue reserves its pool's size.
+    pub fn bind_cq(&mut self, qn: u32, cq: &CompletionQueue, limit: u64) -> Result<(), CqError> {
+        match self.queues.get_mut(qn as usize) {
+            Some(q) => q.bind_cq(cq, limit),
+            None => Err(CqError::InvalidQn(qn)),
+        }
+    }
+
+    /// Strategy 3: MSNs of `qn` still enabled.
+    pub fn credits(&self, qn: u32) -> u64 {
+        self.queues.get(qn as usize).map_or(0, |q| q.credits())
     }
 
     /// Credits model: enable the next `n` MSNs of `qn`. False if `qn` is not credited.
@@ -107,17 +136,22 @@ impl DdpSink {
         self.queues.get_mut(qn as usize).is_some_and(|q| q.grant(n))
     }
 
-    /// Post a receive buffer on `qn`; it is assigned to the next MSN without one.
+    /// Post a receive buffer on `qn`; it is assigned to the next MSN without one
+    /// (ordered queue) or goes to the queue's pool (credits, shared pool).
     pub fn post_recv(&mut self, qn: u32, buf: RecvBuffer) -> Result<(), SourceError> {
         let count = self.queues.len() as u32;
         self.queues
             .get_mut(qn as usize)
             .ok_or(SourceError::InvalidQn { qn, count })?
-            .post(buf);
-        Ok(())
+            .post(buf)
+            .map_err(|r| match r {
+                PostRefused::Depth(limit) => SourceError::RecvQueueFull { qn, limit },
+                PostRefused::PoolFull(n) => SourceError::PoolFull(n),
+            })
     }
 
-    /// Buffers posted on `qn` and not yet delivered.
+    /// Buffers posted on `qn` and not yet delivered. For a queue on a shared pool:
+    /// the buffers it holds (associated with its undelivered messages).
     pub fn posted(&self, qn: u32) -> usize {
         self.queues.get(qn as usize).map_or(0, |q| q.posted())
     }

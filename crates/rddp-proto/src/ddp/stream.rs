@@ -8,10 +8,12 @@
 //!   later requests; abortive teardown (ULP request, LLP loss, bad header) discards.
 
 use super::error::{DdpError, SourceError, StreamError};
+use super::pool::BufferPool;
 use super::recv_queue::RecvBuffer;
 use super::sink::{DdpSink, Delivery, SinkStats};
 use super::source::{DdpSource, OutSegment};
 use super::{DdpConfig, SenderSeq};
+use crate::cq::{CompletionQueue, CqError};
 use crate::mem::{MemoryTable, PdId, StreamId};
 use bytes::Bytes;
 use rddp_wire::TerminateCode;
@@ -171,6 +173,17 @@ impl DdpStream {
     /// Credits model: enable the next `n` MSNs of `qn`.
     pub fn grant_credits(&mut self, qn: u32, n: u32) -> bool {
         self.sink.grant_credits(qn, n)
+    }
+
+    /// Draw `qn`'s receive buffers from a pool that other streams may share (seed
+    /// 003, strategies 2 and 3); before any traffic on it.
+    pub fn set_recv_pool(&mut self, qn: u32, pool: &BufferPool) -> Result<(), StreamError> {
+        Ok(self.sink.set_recv_pool(qn, pool)?)
+    }
+
+    /// Reserve `qn`'s worst-case completions on `cq`; see [`DdpSink::bind_cq`].
+    pub fn bind_cq(&mut self, qn: u32, cq: &CompletionQueue, limit: u64) -> Result<(), CqError> {
+        self.sink.bind_cq(qn, cq, limit)
     }
 
     pub fn post_recv(&mut self, qn: u32, buf: RecvBuffer) -> Result<(), StreamError> {

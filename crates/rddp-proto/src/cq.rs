@@ -1,0 +1,254 @@
+//! Completion queues and the rule that keeps them from overflowing (seed 003).
+//!
+//! A [`CompletionQueue`] may serve one stream or many. Every source of completions
+//! attached to it reserves its worst case first ([`CompletionQueue::reserve`]); a
+//! reservation that does not fit is refused. What bounds a source's completions is
+//! the thing that bounds its buffers:
+//!
+//! * an ordered receive queue: its depth (the queue refuses posts beyond it);
+//! * a shared receive queue (strategy 2): the whole pool, because one peer may
+//!   complete every buffer of it. Seed 003: the CQ "may be sized to allow for every
+//!   buffer in the pool to be completed to it"; streams of the same pool share one
+//!   reservation, so a CQ with the pool's scope pays for the pool once;
+//! * per-stream credits (strategy 3): the stream's credit limit (grants beyond it are
+//!   refused). Seed 003: this "allows safe pooling of completion queues across
+//!   multiple DDP Streams without having to match the scope of the Buffer Pool".
+//!
+//! Completions pushed without a reservation can still overflow; an overflow is
+//! refused, counted and returned as an error, never dropped silently.
+
+use crate::ddp::{Delivery, PoolId};
+use crate::mem::StreamId;
+use rddp_wire::TerminateCode;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// What a completion reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompletionStatus {
+    Success,
+    /// The buffer was handed back by teardown.
+    Flushed,
+    /// The stream failed with this code.
+    Error(TerminateCode),
+}
+
+/// One completion. Minimal on purpose: the verbs layer wraps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// The ULP's identifier of the work request (the buffer's id for receives).
+    pub wr_id: u64,
+    pub status: CompletionStatus,
+    /// ULP opcode (RDMAP puts its opcode here; DDP receives use the RsvdULP's first
+    /// octet).
+    pub opcode: u8,
+    pub byte_len: u32,
+    pub qn: u32,
+    pub msn: u32,
+    pub stream: StreamId,
+}
+
+impl Completion {
+    /// The receive completion of an untagged delivery; `None` for tagged ones.
+    pub fn recv(stream: StreamId, d: &Delivery) -> Option<Self> {
+        match d {
+            Delivery::Untagged {
+                rsvd_ulp,
+                qn,
+                msn,
+                len,
+                buffer,
+            } => Some(Self {
+                wr_id: buffer.id,
+                status: CompletionStatus::Success,
+                opcode: rsvd_ulp[0],
+                byte_len: *len,
+                qn: *qn,
+                msn: *msn,
+                stream,
+            }),
+            Delivery::Tagged { .. } => None,
+        }
+    }
+}
+
+/// Who generates completions into a CQ; the unit of reservation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CqSource {
+    /// One untagged queue of one stream (ordered RQ or per-stream credits).
+    Queue { stream: StreamId, qn: u32 },
+    /// Every queue drawing on one shared receive queue.
+    Pool(PoolId),
+    /// Anything else the ULP accounts for (e.g. a send queue), by its own number.
+    Ulp(u64),
+}
+
+/// Why a CQ refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CqError {
+    #[error(
+        "the CQ cannot hold the {need} completions {from:?} can generate: {free} of {capacity} unreserved"
+    )]
+    WouldOverflow {
+        from: CqSource,
+        need: usize,
+        free: usize,
+        capacity: usize,
+    },
+    #[error("{from:?} already reserved {reserved} completions on this CQ; asked {asked}")]
+    Mismatch {
+        from: CqSource,
+        reserved: usize,
+        asked: usize,
+    },
+    #[error("{from:?} already has {now} buffers or credits, more than the limit {limit}")]
+    AboveLimit {
+        from: CqSource,
+        now: u64,
+        limit: u64,
+    },
+    #[error("queue {0} does not exist")]
+    InvalidQn(u32),
+    #[error("CQ overflow: {capacity} completions are waiting")]
+    Overflow { capacity: usize },
+}
+
+/// A completion queue; clones are handles to the same queue.
+#[derive(Debug, Clone)]
+pub struct CompletionQueue {
+    inner: Arc<Mutex<CqInner>>,
+}
+
+#[derive(Debug)]
+struct CqInner {
+    capacity: usize,
+    reserved: usize,
+    /// Reserved amount and number of holders of each source.
+    sources: BTreeMap<CqSource, (usize, usize)>,
+    entries: VecDeque<Completion>,
+    overflows: u64,
+}
+
+impl CompletionQueue {
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            inner: Arc::new(Mutex::new(CqInner {
+                capacity,
+                reserved: 0,
+                sources: BTreeMap::new(),
+                entries: VecDeque::new(),
+                overflows: 0,
+            })),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, CqInner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.lock().capacity
+    }
+
+    /// Completions reserved by attached sources.
+    pub fn reserved(&self) -> usize {
+        self.lock().reserved
+    }
+
+    /// Completions waiting to be polled.
+    pub fn len(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Completions refused because the queue was full.
+    pub fn overflows(&self) -> u64 {
+        self.lock().overflows
+    }
+
+    /// Reserve room for the `worst_case` completions `source` can have waiting.
+    /// Refused if the CQ cannot hold them on top of what is reserved. A source that
+    /// already holds a reservation (another stream of the same pool) shares it.
+    pub fn reserve(&self, source: CqSource, worst_case: usize) -> Result<CqReservation, CqError> {
+        let mut q = self.lock();
+        if let Some((amount, refs)) = q.sources.get_mut(&source) {
+            if *amount != worst_case {
+                return Err(CqError::Mismatch {
+                    from: source,
+                    reserved: *amount,
+                    asked: worst_case,
+                });
+            }
+            *refs += 1;
+        } else {
+            let free = q.capacity - q.reserved;
+            if worst_case > free {
+                return Err(CqError::WouldOverflow {
+                    from: source,
+                    need: worst_case,
+                    free,
+                    capacity: q.capacity,
+                });
+            }
+            q.reserved += worst_case;
+            q.sources.insert(source, (worst_case, 1));
+        }
+        Ok(CqReservation {
+            cq: self.clone(),
+            source,
+        })
+    }
+
+    /// Queue a completion. A full queue refuses it, counts it and says so.
+    pub fn push(&self, c: Completion) -> Result<(), CqError> {
+        let mut q = self.lock();
+        if q.entries.len() >= q.capacity {
+            q.overflows += 1;
+            return Err(CqError::Overflow {
+                capacity: q.capacity,
+            });
+        }
+        q.entries.push_back(c);
+        Ok(())
+    }
+
+    pub fn poll(&self) -> Option<Completion> {
+        self.lock().entries.pop_front()
+    }
+}
+
+/// A source's reservation on a CQ; released when dropped.
+#[derive(Debug)]
+pub struct CqReservation {
+    cq: CompletionQueue,
+    source: CqSource,
+}
+
+impl CqReservation {
+    pub fn source(&self) -> CqSource {
+        self.source
+    }
+
+    pub fn cq(&self) -> &CompletionQueue {
+        &self.cq
+    }
+}
+
+impl Drop for CqReservation {
+    fn drop(&mut self) {
+        let mut q = self.cq.lock();
+        let Some((amount, refs)) = q.sources.get_mut(&self.source) else {
+            return;
+        };
+        *refs -= 1;
+        if *refs == 0 {
+            let amount = *amount;
+            q.sources.remove(&self.source);
+            q.reserved -= amount;
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! A hostile MPA peer on a raw TCP socket: does the Rev 1 handshake as initiator,
+//! then sends whatever octets a test crafts and reads back what the rddp side says.
+#![allow(dead_code)]
+
+use rddp_wire::mpa::{FrameKind, MpaFlags, MpaFrame};
+use rddp_wire::{FpduDecoder, FpduEncoder, Terminate};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+pub struct RawPeer {
+    pub sock: TcpStream,
+    enc: FpduEncoder,
+    dec: FpduDecoder,
+    /// The responder's private data from its Reply.
+    pub reply_private_data: Vec<u8>,
+}
+
+impl RawPeer {
+    /// TCP connect, send an MPA Request (Rev 1, C as given), read the Reply.
+    pub fn connect(addr: SocketAddr, crc: bool) -> Self {
+        let mut sock = TcpStream::connect(addr).unwrap();
+        sock.set_nodelay(true).unwrap();
+        let req = MpaFrame::new(FrameKind::Request, MpaFlags::new(false, crc, false, false), 1, None, Vec::new());
+        sock.write_all(&req.to_vec().unwrap()).unwrap();
+        let mut hdr = [0u8; 20];
+        sock.read_exact(&mut hdr).unwrap();
+        let pd_len = usize::from(u16::from_be_bytes([hdr[18], hdr[19]]));
+        let mut rest = vec![0u8; pd_len];
+        sock.read_exact(&mut rest).unwrap();
+        let mut all = hdr.to_vec();
+        all.extend_from_slice(&rest);
+        let rep = MpaFrame::parse(&all).unwrap();
+        assert!(!rep.flags.reject(), "the rddp side refused the connection");
+        let crc = crc || rep.flags.crc();
+        Self {
+            sock,
+            enc: FpduEncoder::new(crc, rep.flags.markers()),
+            dec: FpduDecoder::new(crc, false, 65535),
+            reply_private_data: rep.private_data,
+        }
+    }
+
+    /// Send one DDP segment as a well-formed FPDU.
+    pub fn send_segment(&mut self, seg: &[u8]) {
+        let mut out = Vec::new();
+        self.enc.encode(seg, &mut out).unwrap();
+        self.sock.write_all(&out).unwrap();
+    }
+
+    /// Send raw octets (a broken FPDU, say).
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.sock.write_all(bytes).unwrap();
+    }
+
+    /// Read FPDUs until the connection closes or `timeout` passes; returns the DDP
+    /// segments received and whether the peer closed.
+    pub fn read_all(&mut self, timeout: Duration) -> (Vec<Vec<u8>>, bool) {
+        let deadline = Instant::now() + timeout;
+        let mut segs = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return (segs, false);
+            }
+            self.sock.set_read_timeout(Some(left)).unwrap();
+            match self.sock.read(&mut buf) {
+                Ok(0) => return (segs, true),
+                Ok(n) => {
+                    if self.dec.feed(&buf[..n], &mut segs).is_err() {
+                        return (segs, false);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {
+                    return (segs, false);
+                }
+                Err(_) => return (segs, true),
+            }
+        }
+    }
+
+    /// Read until closed; return the Terminate the rddp side sent, if any.
+    pub fn terminate(&mut self) -> (Option<Terminate>, bool) {
+        let (segs, closed) = self.read_all(Duration::from_secs(5));
+        let term = segs
+            .iter()
+            .find(|s| s.len() >= 18 && s[0] & 0x80 == 0 && s[1] & 0x0F == 7)
+            .and_then(|s| Terminate::parse(&s[18..]).ok());
+        (term, closed)
+    }
+}
