@@ -114,36 +114,34 @@ pub enum CqError {
     Overflow { capacity: usize },
 }
 
-/// A completion queue; clones are handles to the same queue.
+/// The reservation book of a completion queue: its capacity and what attached
+/// sources reserved. Kept apart from the entries so that any queue of completions
+/// (this crate's [`CompletionQueue`], the verbs layer's) applies the same rule.
 #[derive(Debug, Clone)]
-pub struct CompletionQueue {
-    inner: Arc<Mutex<CqInner>>,
+pub struct CqLedger {
+    inner: Arc<Mutex<LedgerInner>>,
 }
 
 #[derive(Debug)]
-struct CqInner {
+struct LedgerInner {
     capacity: usize,
     reserved: usize,
     /// Reserved amount and number of holders of each source.
     sources: BTreeMap<CqSource, (usize, usize)>,
-    entries: VecDeque<Completion>,
-    overflows: u64,
 }
 
-impl CompletionQueue {
+impl CqLedger {
     pub fn new(capacity: usize) -> Self {
         Self {
-            inner: Arc::new(Mutex::new(CqInner {
+            inner: Arc::new(Mutex::new(LedgerInner {
                 capacity,
                 reserved: 0,
                 sources: BTreeMap::new(),
-                entries: VecDeque::new(),
-                overflows: 0,
             })),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, CqInner> {
+    fn lock(&self) -> MutexGuard<'_, LedgerInner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -154,20 +152,6 @@ impl CompletionQueue {
     /// Completions reserved by attached sources.
     pub fn reserved(&self) -> usize {
         self.lock().reserved
-    }
-
-    /// Completions waiting to be polled.
-    pub fn len(&self) -> usize {
-        self.lock().entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Completions refused because the queue was full.
-    pub fn overflows(&self) -> u64 {
-        self.lock().overflows
     }
 
     /// Reserve room for the `worst_case` completions `source` can have waiting.
@@ -198,33 +182,101 @@ impl CompletionQueue {
             q.sources.insert(source, (worst_case, 1));
         }
         Ok(CqReservation {
-            cq: self.clone(),
+            ledger: self.clone(),
             source,
         })
+    }
+}
+
+impl AsRef<CqLedger> for CqLedger {
+    fn as_ref(&self) -> &CqLedger {
+        self
+    }
+}
+
+/// A completion queue; clones are handles to the same queue.
+#[derive(Debug, Clone)]
+pub struct CompletionQueue {
+    ledger: CqLedger,
+    entries: Arc<Mutex<Entries>>,
+}
+
+#[derive(Debug)]
+struct Entries {
+    q: VecDeque<Completion>,
+    overflows: u64,
+}
+
+impl AsRef<CqLedger> for CompletionQueue {
+    fn as_ref(&self) -> &CqLedger {
+        &self.ledger
+    }
+}
+
+impl CompletionQueue {
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            ledger: CqLedger::new(capacity),
+            entries: Arc::new(Mutex::new(Entries {
+                q: VecDeque::new(),
+                overflows: 0,
+            })),
+        }
+    }
+
+    fn entries(&self) -> MutexGuard<'_, Entries> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.ledger.capacity()
+    }
+
+    /// Completions reserved by attached sources.
+    pub fn reserved(&self) -> usize {
+        self.ledger.reserved()
+    }
+
+    /// Completions waiting to be polled.
+    pub fn len(&self) -> usize {
+        self.entries().q.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Completions refused because the queue was full.
+    pub fn overflows(&self) -> u64 {
+        self.entries().overflows
+    }
+
+    /// See [`CqLedger::reserve`].
+    pub fn reserve(&self, source: CqSource, worst_case: usize) -> Result<CqReservation, CqError> {
+        self.ledger.reserve(source, worst_case)
     }
 
     /// Queue a completion. A full queue refuses it, counts it and says so.
     pub fn push(&self, c: Completion) -> Result<(), CqError> {
-        let mut q = self.lock();
-        if q.entries.len() >= q.capacity {
-            q.overflows += 1;
-            return Err(CqError::Overflow {
-                capacity: q.capacity,
-            });
+        let capacity = self.ledger.capacity();
+        let mut e = self.entries();
+        if e.q.len() >= capacity {
+            e.overflows += 1;
+            return Err(CqError::Overflow { capacity });
         }
-        q.entries.push_back(c);
+        e.q.push_back(c);
         Ok(())
     }
 
     pub fn poll(&self) -> Option<Completion> {
-        self.lock().entries.pop_front()
+        self.entries().q.pop_front()
     }
 }
 
 /// A source's reservation on a CQ; released when dropped.
 #[derive(Debug)]
 pub struct CqReservation {
-    cq: CompletionQueue,
+    ledger: CqLedger,
     source: CqSource,
 }
 
@@ -233,14 +285,14 @@ impl CqReservation {
         self.source
     }
 
-    pub fn cq(&self) -> &CompletionQueue {
-        &self.cq
+    pub fn ledger(&self) -> &CqLedger {
+        &self.ledger
     }
 }
 
 impl Drop for CqReservation {
     fn drop(&mut self) {
-        let mut q = self.cq.lock();
+        let mut q = self.ledger.lock();
         let Some((amount, refs)) = q.sources.get_mut(&self.source) else {
             return;
         };

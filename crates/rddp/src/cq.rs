@@ -1,6 +1,7 @@
 //! Completion queues: poll, or wait with a timeout.
 
 use crate::device::lock;
+use rddp_proto::cq::CqLedger;
 use rddp_proto::rdmap::Completion;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,12 +27,17 @@ struct CqInner {
     ready: Condvar,
     #[cfg(feature = "tokio")]
     notify: tokio::sync::Notify,
-    capacity: usize,
+    /// Capacity and the worst cases reserved by attached queue pairs (seed 003):
+    /// attaching more than the queue can hold is refused.
+    ledger: CqLedger,
     /// Completions that did not fit (never silent: see [`CompletionQueue::overflows`]).
     overflows: AtomicU64,
 }
 
 /// A completion queue of bounded capacity, shared by any number of queue pairs.
+/// Each queue pair reserves its worst case when it attaches (its send queue depth,
+/// its receive queue depth, or its shared receive queue's whole pool), so a CQ that
+/// accepted its queue pairs cannot overflow; overflows are still counted.
 #[derive(Clone)]
 pub struct CompletionQueue {
     inner: Arc<CqInner>,
@@ -45,14 +51,19 @@ impl CompletionQueue {
                 ready: Condvar::new(),
                 #[cfg(feature = "tokio")]
                 notify: tokio::sync::Notify::new(),
-                capacity,
+                ledger: CqLedger::new(capacity),
                 overflows: AtomicU64::new(0),
             }),
         }
     }
 
     pub fn capacity(&self) -> usize {
-        self.inner.capacity
+        self.inner.ledger.capacity()
+    }
+
+    /// Completions reserved by attached queue pairs and receive queues.
+    pub fn reserved(&self) -> usize {
+        self.inner.ledger.reserved()
     }
 
     /// Take up to `max` completions, oldest first, without waiting.
@@ -108,7 +119,7 @@ impl CompletionQueue {
     /// Add a completion; false (and counted) if the queue is full.
     pub(crate) fn push(&self, wc: WorkCompletion) -> bool {
         let mut q = lock(&self.inner.q);
-        if q.len() >= self.inner.capacity {
+        if q.len() >= self.inner.ledger.capacity() {
             self.inner.overflows.fetch_add(1, Ordering::Relaxed);
             return false;
         }
@@ -117,5 +128,11 @@ impl CompletionQueue {
         #[cfg(feature = "tokio")]
         self.inner.notify.notify_waiters();
         true
+    }
+}
+
+impl AsRef<CqLedger> for CompletionQueue {
+    fn as_ref(&self) -> &CqLedger {
+        &self.inner.ledger
     }
 }

@@ -33,4 +33,18 @@ pub enum Error {
     Setup(rddp_proto::ddp::SourceError),
     #[error(transparent)]
     Stream(#[from] rddp_proto::ddp::StreamError),
+    #[error("completion queue: {0}")]
+    Cq(#[from] rddp_proto::cq::CqError),
+    #[error("shared receive queue: {0}")]
+    Srq(rddp_proto::ddp::PoolError),
+    #[error(
+        "the send queue holds its maximum of {depth} outstanding work requests; poll the send CQ first"
+    )]
+    SendQueueFull { depth: u32 },
+    #[error("the shared receive queue belongs to another protection domain than the queue pair")]
+    SrqWrongPd,
+    #[error(
+        "credits can only be granted on a queue pair attached to a credits-mode shared receive queue"
+    )]
+    NotCredits,
 }

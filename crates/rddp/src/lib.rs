@@ -25,7 +25,7 @@
 //! let (link_a, link_b) = memory_pair(1024);
 //! let pd_a = dev.consumer("a", Quota::default())?.alloc_pd()?;
 //! let pd_b = dev.consumer("b", Quota::default())?.alloc_pd()?;
-//! let (cq_a, cq_b) = (CompletionQueue::new(16), CompletionQueue::new(16));
+//! let (cq_a, cq_b) = (CompletionQueue::new(32), CompletionQueue::new(32));
 //! let qp_a = QueuePairBuilder::new(&pd_a, &cq_a, &cq_a).build()?.attach(link_a)?;
 //! let qp_b = QueuePairBuilder::new(&pd_b, &cq_b, &cq_b).build()?.attach(link_b)?;
 //!
@@ -67,6 +67,7 @@ mod mr;
 mod pd;
 mod qp;
 mod quota;
+mod srq;
 pub mod transport;
 
 pub use cq::{CompletionQueue, WorkCompletion};
@@ -76,6 +77,8 @@ pub use mr::{MemoryRegion, RemoteBuf};
 pub use pd::ProtectionDomain;
 pub use qp::{PreparedQueuePair, QueuePair, QueuePairBuilder, SendFlags};
 pub use quota::{Quota, Usage};
+pub use rddp_proto::ddp::{BufferOrdering, PoolEvent};
 pub use rddp_proto::mem::Access;
 pub use rddp_proto::rdmap::{AsyncEvent, WcOpcode, WcStatus};
 pub use rddp_wire::TerminateCode;
+pub use srq::{SharedReceiveQueue, SrqMode};

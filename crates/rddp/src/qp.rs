@@ -10,11 +10,15 @@ use crate::error::Error;
 use crate::mr::{MemoryRegion, RemoteBuf};
 use crate::pd::ProtectionDomain;
 use crate::quota::Resource;
+use crate::srq::{SharedReceiveQueue, SrqMode};
 use crate::transport::{Connection, Inbound, SegmentReader, SegmentWriter};
 use bytes::Bytes;
+use rddp_proto::cq::{CqReservation, CqSource};
+use rddp_proto::ddp::BufferPool;
 use rddp_proto::ddp::{DdpConfig, OutSegment};
 use rddp_proto::mem::StreamId;
 use rddp_proto::rdmap::{AsyncEvent, Completion, RdmapConfig, RdmapStream, WcOpcode, WorkRequest};
+use rddp_wire::rdmap::qn;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -41,6 +45,9 @@ pub struct QueuePairBuilder {
     recv_cq: CompletionQueue,
     ird: u32,
     ord: u32,
+    max_send_wr: u32,
+    max_recv_wr: u32,
+    srq: Option<(BufferPool, SrqMode, ProtectionDomain)>,
 }
 
 impl QueuePairBuilder {
@@ -55,7 +62,29 @@ impl QueuePairBuilder {
             recv_cq: recv_cq.clone(),
             ird: 16,
             ord: 16,
+            max_send_wr: 16,
+            max_recv_wr: 16,
+            srq: None,
         }
+    }
+
+    /// Most work requests outstanding on the send queue (reserved on the send CQ).
+    pub fn max_send_wr(mut self, n: u32) -> Self {
+        self.max_send_wr = n;
+        self
+    }
+
+    /// Most receives posted at once (reserved on the receive CQ). With a credits
+    /// shared receive queue: the most credits outstanding.
+    pub fn max_recv_wr(mut self, n: u32) -> Self {
+        self.max_recv_wr = n;
+        self
+    }
+
+    /// Receive Sends from a shared receive queue instead of the QP's own.
+    pub fn srq(mut self, srq: &SharedReceiveQueue) -> Self {
+        self.srq = Some((srq.pool.clone(), srq.mode, srq.pd.clone()));
+        self
     }
 
     /// Inbound RDMA Read queue depth offered to the peer.
@@ -72,6 +101,11 @@ impl QueuePairBuilder {
 
     /// Reserve the queue pair (charged to the consumer's quota).
     pub fn build(self) -> Result<PreparedQueuePair, Error> {
+        if let Some((_, _, pd)) = &self.srq
+            && pd.id() != self.pd.id()
+        {
+            return Err(Error::SrqWrongPd);
+        }
         self.pd.inner.consumer.charge(Resource::QueuePairs, 1)?;
         Ok(PreparedQueuePair {
             b: self,
@@ -112,15 +146,30 @@ impl PreparedQueuePair {
             ird: conn.ird,
             ord: conn.ord,
         };
-        let rdmap =
+        let mut rdmap =
             RdmapStream::new(StreamId(self.qp_num), self.b.pd.id(), cfg).map_err(Error::Setup)?;
+        // Seed 003: a CQ refuses what it could not hold. The send side reserves its
+        // depth; the receive side its depth, its credit limit, or its whole SRQ pool.
+        let send_reservation = self.b.send_cq.as_ref().reserve(
+            CqSource::Ulp(u64::from(self.qp_num)),
+            self.b.max_send_wr as usize,
+        )?;
+        if let Some((pool, _, _)) = &self.b.srq {
+            rdmap.ddp_mut().set_recv_pool(qn::SEND, pool)?;
+        }
+        rdmap
+            .ddp_mut()
+            .bind_cq(qn::SEND, &self.b.recv_cq, u64::from(self.b.max_recv_wr))?;
         let (tx, rx) = channel();
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 rdmap,
                 events: VecDeque::new(),
                 close_sent: false,
+                send_outstanding: 0,
             }),
+            max_send_wr: self.b.max_send_wr,
+            _send_reservation: send_reservation,
             tx: Mutex::new(tx),
             pd: self.b.pd.clone(),
             send_cq: self.b.send_cq.clone(),
@@ -128,7 +177,12 @@ impl PreparedQueuePair {
             qp_num: self.qp_num,
             peer_private_data: conn.peer_private_data,
         });
-        let Connection { reader, writer, .. } = conn;
+        let Connection {
+            reader,
+            writer,
+            abort,
+            ..
+        } = conn;
         let w = std::thread::spawn(move || write_loop(writer, rx));
         let s2 = shared.clone();
         let r = std::thread::spawn(move || read_loop(reader, &s2));
@@ -137,6 +191,7 @@ impl PreparedQueuePair {
         Ok(QueuePair {
             shared,
             threads: Some((r, w)),
+            abort,
         })
     }
 }
@@ -145,10 +200,14 @@ struct State {
     rdmap: RdmapStream,
     events: VecDeque<AsyncEvent>,
     close_sent: bool,
+    /// Send-queue work requests posted and not yet completed.
+    send_outstanding: u32,
 }
 
 struct Shared {
     state: Mutex<State>,
+    max_send_wr: u32,
+    _send_reservation: CqReservation,
     tx: Mutex<Sender<TxCmd>>,
     pd: ProtectionDomain,
     send_cq: CompletionQueue,
@@ -166,6 +225,7 @@ enum TxCmd {
 pub struct QueuePair {
     shared: Arc<Shared>,
     threads: Option<(JoinHandle<()>, JoinHandle<()>)>,
+    abort: Box<dyn FnMut() + Send>,
 }
 
 impl QueuePair {
@@ -264,6 +324,17 @@ impl QueuePair {
         Ok(())
     }
 
+    /// Enable the next `n` MSNs of incoming Sends (credits-mode shared receive
+    /// queue, seed 003 strategy 3). Tell the peer how many it may send.
+    pub fn grant_credits(&self, n: u32) -> Result<(), Error> {
+        let mut st = lock(&self.shared.state);
+        if st.rdmap.ddp_mut().grant_credits(qn::SEND, n) {
+            Ok(())
+        } else {
+            Err(Error::NotCredits)
+        }
+    }
+
     /// Asynchronous events so far (Terminate sent or received, close).
     pub fn async_events(&self) -> Vec<AsyncEvent> {
         lock(&self.shared.state).events.drain(..).collect()
@@ -294,6 +365,19 @@ impl QueuePair {
 
     fn post(&self, wr: WorkRequest) -> Result<(), Error> {
         let mut st = lock(&self.shared.state);
+        if st.send_outstanding >= self.shared.max_send_wr {
+            if let WorkRequest::Read { .. } = wr {
+                self.shared
+                    .pd
+                    .inner
+                    .consumer
+                    .refund(Resource::OutstandingReads, 1);
+            }
+            return Err(Error::SendQueueFull {
+                depth: self.shared.max_send_wr,
+            });
+        }
+        st.send_outstanding += 1;
         {
             let mem = self.shared.pd.inner.consumer.device().mem();
             st.rdmap.post(&mem, wr);
@@ -316,6 +400,8 @@ impl Drop for QueuePair {
         }
         if let Some((r, w)) = self.threads.take() {
             let _ = w.join();
+            // Whatever the peer does, our reader must return.
+            (self.abort)();
             let _ = r.join();
         }
         self.shared
@@ -340,6 +426,9 @@ impl Shared {
         }
         drop(tx);
         while let Some(c) = st.rdmap.poll_completion() {
+            if c.opcode != WcOpcode::Recv {
+                st.send_outstanding = st.send_outstanding.saturating_sub(1);
+            }
             self.complete(c);
         }
         while let Some(e) = st.rdmap.poll_event() {

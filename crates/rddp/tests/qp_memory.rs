@@ -204,3 +204,202 @@ async fn completion_queue_async_wait() {
         .unwrap();
     assert_eq!(got[0].wr_id, 1);
 }
+
+#[test]
+fn a_cq_too_small_for_its_queue_pairs_is_refused() {
+    let dev = Device::new();
+    let pd = dev
+        .consumer("x", Quota::default())
+        .unwrap()
+        .alloc_pd()
+        .unwrap();
+    let cq = CompletionQueue::new(40);
+    let (c1, _k1) = memory_pair(256);
+    let (c2, _k2) = memory_pair(256);
+    let qp1 = QueuePairBuilder::new(&pd, &cq, &cq)
+        .max_send_wr(10)
+        .max_recv_wr(10)
+        .build()
+        .unwrap()
+        .attach(c1)
+        .unwrap();
+    assert_eq!(cq.reserved(), 20);
+    let err = QueuePairBuilder::new(&pd, &cq, &cq)
+        .max_send_wr(10)
+        .max_recv_wr(11)
+        .build()
+        .unwrap()
+        .attach(c2);
+    assert!(
+        matches!(err, Err(rddp::Error::Cq(_))),
+        "the second QP would let the CQ overflow"
+    );
+    drop(qp1);
+}
+
+#[test]
+fn the_send_queue_depth_is_enforced() {
+    let dev = Device::new();
+    let pd = dev
+        .consumer("x", Quota::default())
+        .unwrap()
+        .alloc_pd()
+        .unwrap();
+    let cq = CompletionQueue::new(64);
+    // The peer end is never attached: nothing completes.
+    let (c, _peer) = memory_pair(256);
+    let qp = QueuePairBuilder::new(&pd, &cq, &cq)
+        .max_send_wr(2)
+        .build()
+        .unwrap()
+        .attach(c)
+        .unwrap();
+    let sink = pd.register(vec![0; 8], Access::REMOTE_WRITE).unwrap();
+    let remote = rddp::RemoteBuf {
+        stag: 1,
+        to: 0,
+        len: 8,
+    };
+    qp.post_read(1, &sink, 0, 8, remote, 0).unwrap();
+    qp.post_read(2, &sink, 0, 8, remote, 0).unwrap();
+    assert!(matches!(
+        qp.post_read(3, &sink, 0, 8, remote, 0),
+        Err(rddp::Error::SendQueueFull { depth: 2 })
+    ));
+}
+
+#[test]
+fn queue_pairs_share_a_receive_queue() {
+    use rddp::{BufferOrdering, SharedReceiveQueue, SrqMode};
+    let dev = Device::new();
+    let pd = dev
+        .consumer("server", Quota::default())
+        .unwrap()
+        .alloc_pd()
+        .unwrap();
+    let client_pd = dev
+        .consumer("client", Quota::default())
+        .unwrap()
+        .alloc_pd()
+        .unwrap();
+    let srq = SharedReceiveQueue::new(
+        &pd,
+        SrqMode::Shared { soft_limit: 2 },
+        BufferOrdering::Arrival,
+        8,
+    );
+    let cq = CompletionQueue::new(64);
+    let ccq = CompletionQueue::new(64);
+    let mut servers = Vec::new();
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        let (s, c) = memory_pair(256);
+        servers.push(
+            QueuePairBuilder::new(&pd, &cq, &cq)
+                .srq(&srq)
+                .build()
+                .unwrap()
+                .attach(s)
+                .unwrap(),
+        );
+        clients.push(
+            QueuePairBuilder::new(&client_pd, &ccq, &ccq)
+                .build()
+                .unwrap()
+                .attach(c)
+                .unwrap(),
+        );
+    }
+    for id in 0..4 {
+        srq.post_recv(id, 16).unwrap();
+    }
+    let src = client_pd
+        .register(b"from client".to_vec(), Access::NONE)
+        .unwrap();
+    clients[0]
+        .post_send(1, &src, 0, 11, SendFlags::default())
+        .unwrap();
+    clients[1]
+        .post_send(2, &src, 0, 4, SendFlags::default())
+        .unwrap();
+    let got = wait(&cq, 2);
+    let mut by_qp: Vec<(u32, u32)> = got.iter().map(|w| (w.qp_num, w.byte_len)).collect();
+    by_qp.sort();
+    let mut want = vec![(servers[0].qp_num(), 11), (servers[1].qp_num(), 4)];
+    want.sort();
+    assert_eq!(by_qp, want);
+    assert_eq!(srq.free(), 2);
+    // A QP of another PD cannot use this SRQ.
+    assert!(matches!(
+        QueuePairBuilder::new(&client_pd, &ccq, &ccq)
+            .srq(&srq)
+            .build(),
+        Err(rddp::Error::SrqWrongPd)
+    ));
+}
+
+#[test]
+fn credits_mode_srq_only_accepts_granted_msns() {
+    use rddp::{BufferOrdering, SharedReceiveQueue, SrqMode};
+    let dev = Device::new();
+    let pd = dev
+        .consumer("server", Quota::default())
+        .unwrap()
+        .alloc_pd()
+        .unwrap();
+    let cpd = dev
+        .consumer("client", Quota::default())
+        .unwrap()
+        .alloc_pd()
+        .unwrap();
+    let srq = SharedReceiveQueue::new(&pd, SrqMode::Credits, BufferOrdering::Arrival, 8);
+    let (cq, ccq) = (CompletionQueue::new(64), CompletionQueue::new(64));
+    let (s, c) = memory_pair(256);
+    let server = QueuePairBuilder::new(&pd, &cq, &cq)
+        .srq(&srq)
+        .max_recv_wr(4)
+        .build()
+        .unwrap()
+        .attach(s)
+        .unwrap();
+    let client = QueuePairBuilder::new(&cpd, &ccq, &ccq)
+        .build()
+        .unwrap()
+        .attach(c)
+        .unwrap();
+    for id in 0..4 {
+        srq.post_recv(id, 16).unwrap();
+    }
+    server.grant_credits(1).unwrap();
+    let src = cpd.register(b"x".to_vec(), Access::NONE).unwrap();
+    client
+        .post_send(1, &src, 0, 1, SendFlags::default())
+        .unwrap();
+    assert_eq!(wait(&cq, 1)[0].status, WcStatus::Success);
+    // A second Send without a credit: MSN 2 is outside the granted range.
+    client
+        .post_send(2, &src, 0, 1, SendFlags::default())
+        .unwrap();
+    let mut code = None;
+    for _ in 0..100 {
+        code = server.async_events().into_iter().find_map(|e| match e {
+            AsyncEvent::TerminateSent { code, .. } => Some(code),
+            _ => None,
+        });
+        if code.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(code, Some(TerminateCode::DDP_INVALID_MSN_RANGE));
+    let (c2, _k) = memory_pair(256);
+    let plain = QueuePairBuilder::new(&cpd, &ccq, &ccq)
+        .build()
+        .unwrap()
+        .attach(c2)
+        .unwrap();
+    assert!(matches!(
+        plain.grant_credits(1),
+        Err(rddp::Error::NotCredits)
+    ));
+}

@@ -13,7 +13,7 @@
 //!   [`BufferOrdering`].
 
 use super::pool::{BufferOrdering, BufferPool, PoolStrategy, QueueKey};
-use crate::cq::{CompletionQueue, CqError, CqReservation, CqSource};
+use crate::cq::{CqError, CqLedger, CqReservation, CqSource};
 use crate::mem::StreamId;
 use rddp_wire::TerminateCode;
 use std::collections::BTreeMap;
@@ -348,7 +348,7 @@ impl UntaggedQueue {
     /// queue reserves its whole pool (shared with the pool's other queues) and
     /// ignores it. Refused if the CQ cannot hold them or the queue already passes
     /// `limit`.
-    pub fn bind_cq(&mut self, cq: &CompletionQueue, limit: u64) -> Result<(), CqError> {
+    pub fn bind_cq(&mut self, cq: &impl AsRef<CqLedger>, limit: u64) -> Result<(), CqError> {
         let queue = CqSource::Queue {
             stream: self.key.stream,
             qn: self.key.qn,
@@ -372,7 +372,7 @@ impl UntaggedQueue {
                 limit: need,
             });
         }
-        let r = cq.reserve(source, need_us)?;
+        let r = cq.as_ref().reserve(source, need_us)?;
         if matches!(source, CqSource::Queue { .. }) {
             self.limit = Some(need);
         }

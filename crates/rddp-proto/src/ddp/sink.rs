@@ -11,7 +11,7 @@ use super::order::{OrderError, SegMeta, SenderOrder};
 use super::pool::BufferPool;
 use super::recv_queue::{PostRefused, RecvBuffer, RecvModel, UntaggedQueue};
 use super::{DdpConfig, SenderSeq};
-use crate::cq::{CompletionQueue, CqError};
+use crate::cq::{CqError, CqLedger};
 use crate::mem::{Access, AccessFault, MemoryTable, PdId, Stag, StreamId};
 use rddp_wire::ddp::{DDP_VERSION, TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
 use rddp_wire::{DdpControl, DdpHeader, TaggedHeader, TerminateCode, UntaggedHeader};
@@ -119,7 +119,12 @@ impl DdpSink {
     /// Reserve `qn`'s worst-case completions on `cq` (see [`crate::cq`]): `limit`
     /// is the depth of an ordered queue or the credit limit of a strategy-3 queue,
     /// and is enforced from now on; a strategy-2 queue reserves its pool's size.
-    pub fn bind_cq(&mut self, qn: u32, cq: &CompletionQueue, limit: u64) -> Result<(), CqError> {
+    pub fn bind_cq(
+        &mut self,
+        qn: u32,
+        cq: &impl AsRef<CqLedger>,
+        limit: u64,
+    ) -> Result<(), CqError> {
         match self.queues.get_mut(qn as usize) {
             Some(q) => q.bind_cq(cq, limit),
             None => Err(CqError::InvalidQn(qn)),

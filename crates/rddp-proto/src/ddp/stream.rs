@@ -13,7 +13,7 @@ use super::recv_queue::RecvBuffer;
 use super::sink::{DdpSink, Delivery, SinkStats};
 use super::source::{DdpSource, OutSegment};
 use super::{DdpConfig, SenderSeq};
-use crate::cq::{CompletionQueue, CqError};
+use crate::cq::{CqError, CqLedger};
 use crate::mem::{MemoryTable, PdId, StreamId};
 use bytes::Bytes;
 use rddp_wire::TerminateCode;
@@ -182,7 +182,12 @@ impl DdpStream {
     }
 
     /// Reserve `qn`'s worst-case completions on `cq`; see [`DdpSink::bind_cq`].
-    pub fn bind_cq(&mut self, qn: u32, cq: &CompletionQueue, limit: u64) -> Result<(), CqError> {
+    pub fn bind_cq(
+        &mut self,
+        qn: u32,
+        cq: &impl AsRef<CqLedger>,
+        limit: u64,
+    ) -> Result<(), CqError> {
         self.sink.bind_cq(qn, cq, limit)
     }
 

@@ -10,6 +10,8 @@ enum Msg {
     Segment(Vec<u8>),
     /// An abortive close: the reader sees a lost connection.
     Reset,
+    /// Our own side closed: our reader stops too (as a TCP shutdown would do).
+    LocalClose,
 }
 
 struct Reader {
@@ -19,6 +21,8 @@ struct Reader {
 
 struct Writer {
     tx: Option<Sender<Msg>>,
+    /// Into our own reader's channel, to wake it when we close.
+    own: Sender<Msg>,
 }
 
 impl SegmentReader for Reader {
@@ -30,6 +34,7 @@ impl SegmentReader for Reader {
                 Ok(Inbound::Segment { seq, bytes })
             }
             Ok(Msg::Reset) => Err(io::Error::from(io::ErrorKind::ConnectionReset)),
+            Ok(Msg::LocalClose) => Err(io::Error::from(io::ErrorKind::ConnectionAborted)),
             Err(_) => Ok(Inbound::Closed),
         }
     }
@@ -43,10 +48,12 @@ impl SegmentWriter for Writer {
     }
 
     fn close(&mut self, abortive: bool) {
+        // Dropping the sender is the graceful close (the peer reads `Closed`).
         if let Some(tx) = self.tx.take()
             && abortive
         {
             let _ = tx.send(Msg::Reset);
+            let _ = self.own.send(Msg::LocalClose);
         }
     }
 }
@@ -55,13 +62,21 @@ impl SegmentWriter for Writer {
 pub fn memory_pair(mulpdu: usize) -> (Connection, Connection) {
     let (a_tx, b_rx) = channel();
     let (b_tx, a_rx) = channel();
-    let conn = |rx, tx| Connection {
+    let conn = |rx, tx: Sender<Msg>, own: Sender<Msg>| Connection {
+        abort: {
+            let (peer, me) = (tx.clone(), own.clone());
+            Box::new(move || {
+                let _ = peer.send(Msg::Reset);
+                let _ = me.send(Msg::LocalClose);
+            })
+        },
         reader: Box::new(Reader { rx, seq: 0 }),
-        writer: Box::new(Writer { tx: Some(tx) }),
+        writer: Box::new(Writer { tx: Some(tx), own }),
         mulpdu,
         ird: 16,
         ord: 16,
         peer_private_data: Vec::new(),
     };
-    (conn(a_rx, a_tx), conn(b_rx, b_tx))
+    let (a_own, b_own) = (b_tx.clone(), a_tx.clone());
+    (conn(a_rx, a_tx, a_own), conn(b_rx, b_tx, b_own))
 }

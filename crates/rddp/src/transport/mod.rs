@@ -46,6 +46,9 @@ pub struct Connection {
     pub ord: u32,
     /// Private data the peer sent during setup.
     pub peer_private_data: Vec<u8>,
+    /// Stop both halves at once (TCP: shutdown of both directions), so that a
+    /// blocked reader returns. Called when the queue pair is dropped.
+    pub abort: Box<dyn FnMut() + Send>,
 }
 
 mod memory;

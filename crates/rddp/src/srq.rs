@@ -1,0 +1,83 @@
+//! Shared receive queues: one pool of receive buffers for many queue pairs
+//! (seed 003 strategies 2 and 3).
+
+use crate::error::Error;
+use crate::pd::ProtectionDomain;
+use crate::quota::Resource;
+use rddp_proto::ddp::{BufferOrdering, BufferPool, PoolConfig, PoolEvent, RecvBuffer};
+
+/// How queue pairs draw on the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SrqMode {
+    /// Strategy 2: a new MSN takes a buffer when it first arrives; a stream holding
+    /// more than `soft_limit` undelivered buffers raises an event (no hard action).
+    Shared { soft_limit: usize },
+    /// Strategy 3: each queue pair's MSNs are enabled by explicit credits
+    /// ([`crate::QueuePair::grant_credits`]); no peer can cause a shortage elsewhere.
+    Credits,
+}
+
+/// A shared receive queue in one protection domain.
+pub struct SharedReceiveQueue {
+    pub(crate) pool: BufferPool,
+    pub(crate) pd: ProtectionDomain,
+    pub(crate) mode: SrqMode,
+}
+
+impl SharedReceiveQueue {
+    /// A pool of at most `max_wr` buffers, `ordering` as seed 003 describes.
+    pub fn new(
+        pd: &ProtectionDomain,
+        mode: SrqMode,
+        ordering: BufferOrdering,
+        max_wr: usize,
+    ) -> Self {
+        let cfg = match mode {
+            SrqMode::Shared { soft_limit } => PoolConfig::shared(ordering, max_wr, soft_limit),
+            SrqMode::Credits => PoolConfig::credits(ordering, max_wr),
+        };
+        Self {
+            pool: BufferPool::new(cfg),
+            pd: pd.clone(),
+            mode,
+        }
+    }
+
+    pub fn mode(&self) -> SrqMode {
+        self.mode
+    }
+
+    /// Post a receive buffer of `len` octets (charged to the PD's consumer until its
+    /// completion).
+    pub fn post_recv(&self, wr_id: u64, len: usize) -> Result<(), Error> {
+        let consumer = &self.pd.inner.consumer;
+        consumer.charge(Resource::ReceiveBuffers, 1)?;
+        self.pool
+            .post(RecvBuffer {
+                id: wr_id,
+                data: vec![0; len],
+            })
+            .map_err(|e| {
+                consumer.refund(Resource::ReceiveBuffers, 1);
+                Error::Srq(e)
+            })
+    }
+
+    /// Buffers posted and not yet taken by a message.
+    pub fn free(&self) -> usize {
+        self.pool.free()
+    }
+
+    /// The next asynchronous event: a stream over its soft limit, or a stream whose
+    /// oldest message can no longer get a buffer (arrival ordering's hazard).
+    pub fn poll_event(&self) -> Option<PoolEvent> {
+        self.pool.poll_event()
+    }
+}
+
+impl Drop for SharedReceiveQueue {
+    fn drop(&mut self) {
+        let n = self.pool.drain().len() as u64;
+        self.pd.inner.consumer.refund(Resource::ReceiveBuffers, n);
+    }
+}
