@@ -11,12 +11,12 @@ use crate::mr::{MemoryRegion, RemoteBuf};
 use crate::pd::ProtectionDomain;
 use crate::quota::Resource;
 use crate::srq::{SharedReceiveQueue, SrqMode};
-use crate::transport::{Connection, Inbound, SegmentReader, SegmentWriter};
+use crate::transport::{Connection, Inbound, LlpInfo, SegmentReader, SegmentWriter};
 use bytes::Bytes;
 use rddp_proto::cq::{CqReservation, CqSource};
 use rddp_proto::ddp::BufferPool;
 use rddp_proto::ddp::{DdpConfig, OutSegment};
-use rddp_proto::mem::StreamId;
+use rddp_proto::mem::{Access, StreamId};
 use rddp_proto::rdmap::{AsyncEvent, Completion, RdmapConfig, RdmapStream, WcOpcode, WorkRequest};
 use rddp_wire::rdmap::qn;
 use std::collections::VecDeque;
@@ -176,6 +176,7 @@ impl PreparedQueuePair {
             recv_cq: self.b.recv_cq.clone(),
             qp_num: self.qp_num,
             peer_private_data: conn.peer_private_data,
+            info: conn.info,
         });
         let Connection {
             reader,
@@ -214,6 +215,7 @@ struct Shared {
     recv_cq: CompletionQueue,
     qp_num: u32,
     peer_private_data: Vec<u8>,
+    info: LlpInfo,
 }
 
 enum TxCmd {
@@ -236,6 +238,34 @@ impl QueuePair {
     /// Private data the peer sent at connection setup.
     pub fn peer_private_data(&self) -> &[u8] {
         &self.shared.peer_private_data
+    }
+
+    /// What the LLP's setup agreed (transport, MPA revision, CRC, Markers, peer).
+    pub fn llp_info(&self) -> &LlpInfo {
+        &self.shared.info
+    }
+
+    /// Register `buf` with an STag bound to this queue pair's stream only (RFC 5042:
+    /// stream association): no other queue pair, even in the same PD, can use it.
+    pub fn register_bound(&self, buf: Vec<u8>, access: Access) -> Result<MemoryRegion, Error> {
+        MemoryRegion::register(
+            &self.shared.pd,
+            buf,
+            access,
+            Some(StreamId(self.shared.qp_num)),
+        )
+    }
+
+    /// Send `data` without a memory region (like ibverbs' IBV_SEND_INLINE): the
+    /// octets are copied at posting.
+    pub fn post_send_inline(&self, wr_id: u64, data: &[u8], flags: SendFlags) -> Result<(), Error> {
+        self.post(WorkRequest::Send {
+            wr_id,
+            payload: Bytes::copy_from_slice(data),
+            solicited: flags.solicited,
+            invalidate: flags.invalidate,
+            fence: flags.fence,
+        })
     }
 
     /// IRD and ORD in force.

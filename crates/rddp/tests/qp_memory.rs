@@ -403,3 +403,59 @@ fn credits_mode_srq_only_accepts_granted_msns() {
         Err(rddp::Error::NotCredits)
     ));
 }
+
+#[test]
+fn a_region_bound_to_one_queue_pair_refuses_the_others() {
+    let dev = Device::new();
+    let pd = dev
+        .consumer("server", Quota::default())
+        .unwrap()
+        .alloc_pd()
+        .unwrap();
+    let cpd = dev
+        .consumer("client", Quota::default())
+        .unwrap()
+        .alloc_pd()
+        .unwrap();
+    let (cq, ccq) = (CompletionQueue::new(64), CompletionQueue::new(64));
+    let (s1, c1) = memory_pair(256);
+    let (s2, c2) = memory_pair(256);
+    let q1 = QueuePairBuilder::new(&pd, &cq, &cq)
+        .build()
+        .unwrap()
+        .attach(s1)
+        .unwrap();
+    let _q2 = QueuePairBuilder::new(&pd, &cq, &cq)
+        .build()
+        .unwrap()
+        .attach(s2)
+        .unwrap();
+    let k1 = QueuePairBuilder::new(&cpd, &ccq, &ccq)
+        .build()
+        .unwrap()
+        .attach(c1)
+        .unwrap();
+    let k2 = QueuePairBuilder::new(&cpd, &ccq, &ccq)
+        .build()
+        .unwrap()
+        .attach(c2)
+        .unwrap();
+    let bound = q1.register_bound(vec![0; 8], Access::REMOTE_WRITE).unwrap();
+    let src = cpd.register(b"12345678".to_vec(), Access::NONE).unwrap();
+    k1.post_write(1, &src, 0, 4, bound.remote(), 0).unwrap();
+    k2.post_write(2, &src, 4, 4, bound.remote(), 4).unwrap();
+    wait(&ccq, 2);
+    let mut code = None;
+    for _ in 0..100 {
+        code = k2.async_events().into_iter().find_map(|e| match e {
+            AsyncEvent::TerminateReceived { code, .. } => code,
+            _ => None,
+        });
+        if code.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(code, Some(TerminateCode::DDP_STAG_NOT_ASSOCIATED));
+    assert_eq!(bound.read(0, 8).unwrap(), b"1234\0\0\0\0".to_vec());
+}

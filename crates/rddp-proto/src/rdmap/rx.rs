@@ -259,6 +259,7 @@ impl RdmapStream {
     ) {
         let op = RdmapControl(hdr.rsvd_ulp[0]).opcode();
         let mut c = Completion::new(buffer.id, WcOpcode::Recv, WcStatus::Success, len);
+        c.qn_msn = Some((hdr.qn, hdr.msn));
         c.solicited = matches!(op, Opcode::SEND_SE | Opcode::SEND_SE_INVALIDATE);
         if op.carries_invalidate_stag() {
             let s = hdr.rsvd_ulp;

@@ -102,6 +102,8 @@ pub struct Completion {
     pub invalidated_stag: Option<u32>,
     /// Recv: the receive buffer, handed back.
     pub buffer: Option<Vec<u8>>,
+    /// Recv: the message's queue number and MSN (spec §2.7).
+    pub qn_msn: Option<(u32, u32)>,
 }
 
 impl Completion {
@@ -114,6 +116,7 @@ impl Completion {
             solicited: false,
             invalidated_stag: None,
             buffer: None,
+            qn_msn: None,
         }
     }
 }

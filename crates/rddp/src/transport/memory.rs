@@ -1,7 +1,7 @@
 //! An in-process LLP: two connected halves joined by channels, in order. For tests,
 //! examples and the demo; a real deployment uses MPA/TCP or SCTP.
 
-use super::{Connection, Inbound, SegmentReader, SegmentWriter};
+use super::{Connection, Inbound, LlpInfo, SegmentReader, SegmentWriter};
 use rddp_proto::ddp::OutSegment;
 use std::io;
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -76,6 +76,10 @@ pub fn memory_pair(mulpdu: usize) -> (Connection, Connection) {
         ird: 16,
         ord: 16,
         peer_private_data: Vec::new(),
+        info: LlpInfo {
+            transport: "memory",
+            ..LlpInfo::default()
+        },
     };
     let (a_own, b_own) = (b_tx.clone(), a_tx.clone());
     (conn(a_rx, a_tx, a_own), conn(b_rx, b_tx, b_own))

@@ -35,6 +35,22 @@ pub trait SegmentWriter: Send + 'static {
     fn close(&mut self, abortive: bool);
 }
 
+/// What connection setup agreed, for the ULP and tools to show.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LlpInfo {
+    /// "mpa", "sctp" or "memory".
+    pub transport: &'static str,
+    /// The peer's address, if it has one.
+    pub peer: Option<std::net::SocketAddr>,
+    /// MPA revision in use (1 or 2), for MPA.
+    pub mpa_rev: Option<u8>,
+    /// CRC32c on FPDUs (MPA).
+    pub crc: bool,
+    /// Markers in FPDUs we receive / we send (MPA).
+    pub markers_rx: bool,
+    pub markers_tx: bool,
+}
+
 /// A connected LLP, ready to carry DDP segments.
 pub struct Connection {
     pub reader: Box<dyn SegmentReader>,
@@ -46,6 +62,8 @@ pub struct Connection {
     pub ord: u32,
     /// Private data the peer sent during setup.
     pub peer_private_data: Vec<u8>,
+    /// What setup agreed.
+    pub info: LlpInfo,
     /// Stop both halves at once (TCP: shutdown of both directions), so that a
     /// blocked reader returns. Called when the queue pair is dropped.
     pub abort: Box<dyn FnMut() + Send>,
