@@ -2,6 +2,8 @@
 //! MPA and verbs work (see the README's status table).
 
 mod demo;
+mod llp;
+mod target;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -21,12 +23,15 @@ struct Cli {
 enum Cmd {
     /// Show DDP at work between two in-memory endpoints, step by step.
     Demo,
+    /// A conformance responder: registered buffer, echo, Reads, events.
+    Target(target::TargetArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Demo => demo::run(),
+        Cmd::Target(a) => target::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

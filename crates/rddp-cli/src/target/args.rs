@@ -1,0 +1,77 @@
+//! The `rddp target` contract (issue: the rddp tool, point 3), as clap arguments.
+
+use clap::{Args, ValueEnum};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TargetTransport {
+    Mpa,
+    Sctp,
+}
+
+/// Receive strategy for Sends (seed 003).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Rq {
+    /// Each buffer pre-assigned to one of the next --recv-count MSNs.
+    Ordered,
+    /// One pool shared by all connections, --soft-limit per stream.
+    Shared,
+    /// Per-connection pool; --credits grants the next N MSNs.
+    Pool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CrcPolicy {
+    Required,
+    Optional,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MarkerPolicy {
+    Allow,
+    Refuse,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EventFormat {
+    Json,
+}
+
+/// A conformance responder: answers every connection with a registered buffer,
+/// echoes Sends, serves RDMA Reads, and reports every event.
+#[derive(Debug, Clone, Args)]
+pub struct TargetArgs {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long)]
+    pub listen: String,
+    #[arg(long, value_enum, default_value = "mpa")]
+    pub transport: TargetTransport,
+    #[arg(long, value_enum, default_value = "ordered")]
+    pub rq: Rq,
+    /// Octets of the per-connection buffer registered with remote read and write.
+    #[arg(long, default_value_t = 1_048_576)]
+    pub buffer_size: usize,
+    /// Receive buffers per connection (ordered, pool) or in the shared pool.
+    #[arg(long, default_value_t = 8)]
+    pub recv_count: usize,
+    #[arg(long, default_value_t = 4096)]
+    pub recv_size: usize,
+    /// Pool only: MSNs granted (default: --recv-count).
+    #[arg(long)]
+    pub credits: Option<u32>,
+    /// Shared only: per-stream soft limit (default: --recv-count / 2).
+    #[arg(long)]
+    pub soft_limit: Option<usize>,
+    #[arg(long, value_enum, default_value = "optional")]
+    pub crc: CrcPolicy,
+    #[arg(long, value_enum, default_value = "allow")]
+    pub markers: MarkerPolicy,
+    /// Print every event as one JSON object per line.
+    #[arg(long, value_enum)]
+    pub events: Option<EventFormat>,
+    #[arg(long, default_value_t = 16)]
+    pub sctp_max_pending: usize,
+    #[arg(long, default_value_t = 0)]
+    pub sctp_accept_delay: u64,
+    #[arg(long)]
+    pub sctp_reject: bool,
+}

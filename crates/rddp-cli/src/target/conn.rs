@@ -1,0 +1,182 @@
+//! One target connection: buffer, receives, advertisement, echo, events.
+
+use super::args::{Rq, TargetArgs};
+use super::events::Events;
+use rddp::transport::Connection;
+use rddp::{
+    Access, AsyncEvent, BufferOrdering, CompletionQueue, ProtectionDomain, QueuePair,
+    QueuePairBuilder, SendFlags, SharedReceiveQueue, SrqMode, TerminateCode, WcOpcode, WcStatus,
+};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Send-queue depth of a target connection.
+const SEND_DEPTH: u32 = 64;
+
+/// Where this connection's receive buffers come from.
+enum Receives {
+    Own,
+    Shared(Arc<SharedReceiveQueue>),
+    Credits(SharedReceiveQueue),
+}
+
+/// Serve one accepted connection until it closes.
+pub fn serve(
+    id: u64,
+    conn: Connection,
+    pd: &ProtectionDomain,
+    args: &TargetArgs,
+    srq: Option<Arc<SharedReceiveQueue>>,
+    ev: &Events,
+) {
+    if let Err(e) = run(id, conn, pd, args, srq, ev) {
+        ev.emit(
+            "closed",
+            json!({ "conn": id, "reason": format!("setup failed: {e}") }),
+        );
+    }
+}
+
+fn run(
+    id: u64,
+    conn: Connection,
+    pd: &ProtectionDomain,
+    args: &TargetArgs,
+    shared: Option<Arc<SharedReceiveQueue>>,
+    ev: &Events,
+) -> Result<(), rddp::Error> {
+    let credits = args.credits.unwrap_or(args.recv_count as u32);
+    let (receives, depth) = match (args.rq, shared) {
+        (Rq::Shared, Some(srq)) => (Receives::Shared(srq), args.recv_count as u32),
+        (Rq::Pool, _) => {
+            let srq = SharedReceiveQueue::new(
+                pd,
+                SrqMode::Credits,
+                BufferOrdering::Arrival,
+                args.recv_count,
+            );
+            (Receives::Credits(srq), credits)
+        }
+        _ => (Receives::Own, args.recv_count as u32),
+    };
+    let cq = CompletionQueue::new((SEND_DEPTH + depth.max(args.recv_count as u32)) as usize);
+    let mut b = QueuePairBuilder::new(pd, &cq, &cq)
+        .max_send_wr(SEND_DEPTH)
+        .max_recv_wr(depth);
+    match &receives {
+        Receives::Shared(s) => b = b.srq(s),
+        Receives::Credits(s) => b = b.srq(s),
+        Receives::Own => {}
+    }
+    let info = conn.info.clone();
+    let qp = b.build()?.attach(conn)?;
+    let (ird, ord) = qp.ird_ord();
+    ev.emit(
+        "connected",
+        json!({
+            "conn": id,
+            "peer": info.peer.map(|p| p.to_string()),
+            "transport": info.transport,
+            "mpa_rev": info.mpa_rev,
+            "crc": info.crc,
+            "markers_rx": info.markers_rx,
+            "markers_tx": info.markers_tx,
+            "ird": ird,
+            "ord": ord,
+        }),
+    );
+    // One zero-filled buffer, remote read and write, valid on this connection only.
+    let buf = qp.register_bound(
+        vec![0; args.buffer_size],
+        Access::REMOTE_READ | Access::REMOTE_WRITE,
+    )?;
+    match &receives {
+        Receives::Own => {
+            for i in 0..args.recv_count {
+                qp.post_recv(i as u64, args.recv_size)?;
+            }
+        }
+        Receives::Credits(s) => {
+            for i in 0..args.recv_count {
+                s.post_recv(i as u64, args.recv_size)?;
+            }
+            qp.grant_credits(credits)?;
+        }
+        Receives::Shared(_) => {}
+    }
+    // The first Send (MSN 1): STag || TO || length. MPA holds it until the
+    // initiator's first FPDU or RTR has arrived.
+    qp.post_send_inline(0, &buf.remote().to_bytes(), SendFlags::default())?;
+    let reason = serve_loop(id, &qp, &cq, &receives, args, ev);
+    ev.emit("closed", json!({ "conn": id, "reason": reason }));
+    Ok(())
+}
+
+fn serve_loop(
+    id: u64,
+    qp: &QueuePair,
+    cq: &CompletionQueue,
+    rx: &Receives,
+    args: &TargetArgs,
+    ev: &Events,
+) -> String {
+    let mut terminated: Option<&'static str> = None;
+    loop {
+        for wc in cq.wait(32, Duration::from_millis(50)) {
+            if wc.opcode != WcOpcode::Recv || wc.status != WcStatus::Success {
+                continue;
+            }
+            let (qn, msn) = wc.qn_msn.unwrap_or((0, 0));
+            ev.emit(
+                "completion",
+                json!({ "conn": id, "op": "recv", "bytes": wc.byte_len, "qn": qn, "msn": msn }),
+            );
+            let data = wc
+                .buffer
+                .as_deref()
+                .map_or(&[][..], |b| &b[..wc.byte_len as usize]);
+            // Echo, then give the buffer back to the strategy (a failure here means
+            // the connection is going away; the events below say why).
+            let _ = qp.post_send_inline(wc.wr_id, data, SendFlags::default());
+            let _ = match rx {
+                Receives::Own => qp.post_recv(wc.wr_id, args.recv_size),
+                Receives::Shared(s) => s.post_recv(wc.wr_id, args.recv_size),
+                Receives::Credits(s) => s
+                    .post_recv(wc.wr_id, args.recv_size)
+                    .and_then(|()| qp.grant_credits(1)),
+            };
+        }
+        for e in qp.async_events() {
+            match e {
+                AsyncEvent::TerminateSent { code, .. } => {
+                    terminated = Some("terminate sent");
+                    ev.emit("terminate", term(id, "sent", Some(code)));
+                }
+                AsyncEvent::TerminateReceived { code, .. } => {
+                    terminated = Some("terminate received");
+                    ev.emit("terminate", term(id, "received", code));
+                }
+                AsyncEvent::Closed { graceful } => {
+                    return terminated
+                        .unwrap_or(if graceful {
+                            "peer closed"
+                        } else {
+                            "connection lost"
+                        })
+                        .to_string();
+                }
+            }
+        }
+    }
+}
+
+fn term(id: u64, direction: &str, code: Option<TerminateCode>) -> Value {
+    json!({
+        "conn": id,
+        "direction": direction,
+        "layer": code.map(|c| c.layer),
+        "etype": code.map(|c| c.etype),
+        "code": code.map(|c| c.code),
+    })
+}

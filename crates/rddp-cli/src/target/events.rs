@@ -1,0 +1,48 @@
+//! Target events: one JSON object per stdout line, flushed at once; or one readable
+//! line each without `--events json`.
+
+use serde_json::{Value, json};
+use std::io::Write;
+use std::sync::Mutex;
+
+pub struct Events {
+    json: bool,
+    out: Mutex<()>,
+}
+
+impl Events {
+    pub fn new(json: bool) -> Self {
+        Self {
+            json,
+            out: Mutex::new(()),
+        }
+    }
+
+    /// Emit `{"event": name, ...fields}`.
+    pub fn emit(&self, name: &str, fields: Value) {
+        let mut obj = json!({ "event": name });
+        if let (Some(o), Value::Object(f)) = (obj.as_object_mut(), fields) {
+            o.extend(f);
+        }
+        let _g = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        let mut stdout = std::io::stdout().lock();
+        let line = if self.json {
+            obj.to_string()
+        } else {
+            human(name, &obj)
+        };
+        // A closed stdout (the harness went away) is not our error to report.
+        let _ = writeln!(stdout, "{line}");
+        let _ = stdout.flush();
+    }
+}
+
+fn human(name: &str, obj: &Value) -> String {
+    let mut s = format!("{name:>10}");
+    if let Some(o) = obj.as_object() {
+        for (k, v) in o.iter().filter(|(k, _)| *k != "event") {
+            s.push_str(&format!(" {k}={v}"));
+        }
+    }
+    s
+}

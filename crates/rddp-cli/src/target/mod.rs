@@ -1,0 +1,100 @@
+//! `rddp target`: a conformance responder (issue: the rddp tool, point 3).
+
+mod args;
+mod conn;
+mod events;
+
+pub use args::TargetArgs;
+
+use crate::llp;
+use args::{CrcPolicy, MarkerPolicy, Rq};
+use events::Events;
+use rddp::{BufferOrdering, Device, PoolEvent, Quota, SharedReceiveQueue, SrqMode};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub fn run(args: TargetArgs) -> Result<(), String> {
+    let ev = Arc::new(Events::new(args.events.is_some()));
+    let opts = llp::ListenOpts {
+        crc_required: args.crc == CrcPolicy::Required,
+        refuse_markers: args.markers == MarkerPolicy::Refuse,
+        sctp_max_pending: args.sctp_max_pending,
+        sctp_accept_delay: Duration::from_millis(args.sctp_accept_delay),
+        sctp_reject: args.sctp_reject,
+    };
+    let listener = llp::listen(args.transport.into(), &args.listen, &opts)?;
+    ev.emit("listening", json!({ "addr": listener.local_addr() }));
+
+    let dev = Device::new();
+    let quota = Quota {
+        queue_pairs: 4096,
+        receive_buffers: 1 << 20,
+        ..Quota::default()
+    };
+    let pd = dev
+        .consumer("target", quota)
+        .map_err(|e| e.to_string())?
+        .alloc_pd()
+        .map_err(|e| e.to_string())?;
+    let shared = if args.rq == Rq::Shared {
+        let soft = args.soft_limit.unwrap_or(args.recv_count / 2).max(1);
+        let srq = Arc::new(SharedReceiveQueue::new(
+            &pd,
+            SrqMode::Shared { soft_limit: soft },
+            BufferOrdering::Arrival,
+            args.recv_count,
+        ));
+        for i in 0..args.recv_count {
+            srq.post_recv(i as u64, args.recv_size)
+                .map_err(|e| e.to_string())?;
+        }
+        watch_srq(srq.clone(), ev.clone());
+        Some(srq)
+    } else {
+        None
+    };
+    let mut next = 1u64;
+    loop {
+        match listener.accept() {
+            Ok(conn) => {
+                let id = next;
+                next += 1;
+                let (pd, args, srq, ev) = (pd.clone(), args.clone(), shared.clone(), ev.clone());
+                std::thread::spawn(move || conn::serve(id, conn, &pd, &args, srq, &ev));
+            }
+            // A refused or failed setup ends that connection only.
+            Err(e) => ev.emit("closed", json!({ "conn": null, "reason": e })),
+        }
+    }
+}
+
+/// Report the shared pool's asynchronous events (soft limit crossed, a stream whose
+/// oldest message can no longer get a buffer).
+fn watch_srq(srq: Arc<SharedReceiveQueue>, ev: Arc<Events>) {
+    std::thread::spawn(move || {
+        loop {
+            while let Some(e) = srq.poll_event() {
+                let (kind, stream) = match e {
+                    PoolEvent::SoftLimit { stream, .. } => ("srq_limit_reached", Some(stream.0)),
+                    PoolEvent::Stranded { stream, .. } => ("srq_stranded", Some(stream.0)),
+                    PoolEvent::Lost(_) => ("srq_events_lost", None),
+                };
+                ev.emit(
+                    "async",
+                    json!({ "conn": null, "stream": stream, "kind": kind }),
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+}
+
+impl From<args::TargetTransport> for llp::Transport {
+    fn from(t: args::TargetTransport) -> Self {
+        match t {
+            args::TargetTransport::Mpa => llp::Transport::Mpa,
+            args::TargetTransport::Sctp => llp::Transport::Sctp,
+        }
+    }
+}
