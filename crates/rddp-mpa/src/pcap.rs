@@ -1,0 +1,1 @@
+//! pcap stub (filled in below).

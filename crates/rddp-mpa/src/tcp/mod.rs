@@ -1,0 +1,5 @@
+//! TCP driver stub.
+pub struct MpaConnection;
+pub struct MpaListener;
+pub fn connect() {}
+pub fn listen() {}
