@@ -51,6 +51,8 @@ pub struct MpaOptions {
     pub ddp: DdpConfig,
     pub stream: StreamId,
     pub pd: PdId,
+    /// Record every octet written (tests: feeds [`crate::pcap::write_pcap`]).
+    pub tap: Option<crate::pcap::Tap>,
 }
 
 impl Default for MpaOptions {
@@ -74,6 +76,7 @@ impl Default for MpaOptions {
             ddp: DdpConfig::default(),
             stream: StreamId(1),
             pd: PdId(1),
+            tap: None,
         }
     }
 }

@@ -186,6 +186,9 @@ impl FpduConn {
         if self.dead {
             return input.len();
         }
+        // The responder takes only the first FPDU while it waits for the RTR: the
+        // caller keeps the rest for the ULP's memory table.
+        let rtr_first = self.neg.role == Role::Responder && self.rtr_wait.is_some();
         let Self {
             rx,
             stream,
@@ -207,7 +210,7 @@ impl FpduConn {
                 term |= matches!(&d, Delivery::Untagged { qn: q, .. } if *q == qn::TERMINATE);
                 raw.push(d);
             }
-            if term {
+            if term || rtr_first {
                 ControlFlow::Break(())
             } else {
                 ControlFlow::Continue(())
