@@ -15,6 +15,10 @@ pub(crate) fn write_fpdu(
     tap: Option<&Tap>,
     role: Role,
 ) -> io::Result<()> {
+    // Record first: a peer may answer (and record) before our write returns.
+    if let Some(t) = tap {
+        t.record(role, f.to_vec());
+    }
     let mut slices: Vec<IoSlice<'_>> = f.parts.iter().map(|p| IoSlice::new(p)).collect();
     let mut rest = &mut slices[..];
     while !rest.is_empty() {
@@ -23,9 +27,6 @@ pub(crate) fn write_fpdu(
             return Err(io::ErrorKind::WriteZero.into());
         }
         IoSlice::advance_slices(&mut rest, n);
-    }
-    if let Some(t) = tap {
-        t.record(role, f.to_vec());
     }
     Ok(())
 }
@@ -37,11 +38,10 @@ pub(crate) fn write_frame(
     tap: Option<&Tap>,
     role: Role,
 ) -> io::Result<()> {
-    sock.write_all(b)?;
     if let Some(t) = tap {
         t.record(role, b.to_vec());
     }
-    Ok(())
+    sock.write_all(b)
 }
 
 /// Read once, waiting at most until `deadline` (`None`: wait forever). Returns
