@@ -180,8 +180,11 @@ impl FpduConn {
         self.dead = true;
     }
 
-    /// Octets from the socket; returns how many were used (all, unless the
-    /// connection died part-way: the rest is to be discarded).
+    /// Octets from the socket; returns how many were used. All of them, except
+    /// for a responder waiting for the RTR: it stops right after the first FPDU
+    /// (so a driver can absorb the RTR before the ULP's memory table is at hand),
+    /// and the caller feeds the rest again. After the connection died every
+    /// octet is reported used (discarded).
     pub fn on_bytes(&mut self, mem: &mut MemoryTable, input: &[u8]) -> usize {
         if self.dead {
             return input.len();
