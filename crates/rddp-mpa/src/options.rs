@@ -51,6 +51,10 @@ pub struct MpaOptions {
     pub ddp: DdpConfig,
     pub stream: StreamId,
     pub pd: PdId,
+    /// Receive tagged payloads straight from the socket into their region when
+    /// possible (no Markers in the receive direction); else every payload is
+    /// copied from the read buffer.
+    pub direct_placement: bool,
     /// Record every octet written (tests: feeds [`crate::pcap::write_pcap`]).
     pub tap: Option<crate::pcap::Tap>,
 }
@@ -76,6 +80,7 @@ impl Default for MpaOptions {
             ddp: DdpConfig::default(),
             stream: StreamId(1),
             pd: PdId(1),
+            direct_placement: true,
             tap: None,
         }
     }

@@ -20,6 +20,30 @@ fn rev1_crc_on_no_markers_large_messages() {
     let (i, r) = exchange(rev1(true, false), rev1(true, false), 300_000);
     assert_eq!((i.neg.rev, i.neg.crc, i.neg.rtr), (1, true, None));
     assert_eq!((r.neg.role, r.neg.crc), (Role::Responder, true));
+    // Most of each 300 KB write went from the socket straight into the region.
+    assert!(
+        r.direct_bytes > 150_000 && i.direct_bytes > 150_000,
+        "{} {}",
+        r.direct_bytes,
+        i.direct_bytes
+    );
+}
+
+#[test]
+fn copying_receive_path_when_direct_placement_is_off() {
+    let o = MpaOptions {
+        direct_placement: false,
+        ..rev1(true, false)
+    };
+    let (i, r) = exchange(o.clone(), o, 300_000);
+    assert_eq!((i.direct_bytes, r.direct_bytes), (0, 0));
+    // Direct placement with CRC off and a small EMSS (many FPDUs, many headers).
+    let o = MpaOptions {
+        emss: Some(1448),
+        ..rev1(false, false)
+    };
+    let (i, r) = exchange(o.clone(), o, 100_000);
+    assert!(i.direct_bytes > 0 && r.direct_bytes > 0);
 }
 
 #[test]
@@ -42,6 +66,11 @@ fn markers_both_directions_small_emss() {
     o.emss = Some(1448);
     let (i, r) = exchange(o.clone(), o, 70_000);
     assert!(i.neg.markers_tx && i.neg.markers_rx && r.neg.markers_tx && r.neg.markers_rx);
+    assert_eq!(
+        (i.direct_bytes, r.direct_bytes),
+        (0, 0),
+        "no direct placement with Markers"
+    );
 }
 
 #[test]

@@ -256,3 +256,69 @@ fn mulpdu_follows_the_emss() {
     assert!(p.i.set_emss(20).is_err());
     let _ = MemoryTable::new();
 }
+
+/// Drive direct placement by hand: the head goes through `direct_begin`, the
+/// "socket" copy into the region is done here, the trailer through
+/// `direct_finish`.
+fn direct_once(corrupt: bool) -> (FpduConn, MemoryTable, rddp_proto::mem::Stag) {
+    let o = MpaOptions::rev1();
+    let mut p = pair(o.clone(), o, 65_000);
+    let (mut mem, stag) = table(10_000);
+    let data = pattern(9000, 8);
+    p.i.stream_mut()
+        .send_tagged(
+            ctrl(Opcode::RDMA_WRITE),
+            stag.0,
+            BASE_TO + 1000,
+            Bytes::from(data.clone()),
+        )
+        .unwrap();
+    let mut wire = drain(&mut p.i);
+    if corrupt {
+        let n = wire.len();
+        wire[n - 1] ^= 1;
+    }
+    assert!(p.r.direct_capable());
+    assert_eq!(p.r.whole_prefix(&wire[..100]), 0);
+    let rddp_mpa::fpdu::DirectStart::Read { consumed, read } =
+        p.r.direct_begin(&mut mem, &wire[..100])
+    else {
+        panic!("not placed directly")
+    };
+    assert_eq!(
+        (consumed, read.start, read.end, read.trailer),
+        (100, 1000 + 84, 1000 + 9000, 4)
+    );
+    let body = &wire[100..100 + (read.end - read.start)];
+    mem.region_mut(read.stag).unwrap().data_mut()[read.start..read.end].copy_from_slice(body);
+    p.r.direct_finish(&mut mem, &wire[wire.len() - read.trailer..]);
+    (p.r, mem, stag)
+}
+
+#[test]
+fn direct_placement_by_hand() {
+    let (mut r, mem, stag) = direct_once(false);
+    assert!(r.take_error().is_none());
+    assert_eq!(r.direct_bytes(), 9000);
+    assert_eq!(
+        r.poll_delivery(),
+        Some(Delivery::Tagged {
+            rsvd_ulp: 0x40,
+            stag: stag.0,
+            to: BASE_TO + 1000,
+            len: 9000
+        })
+    );
+    assert_eq!(
+        &mem.region(stag).unwrap().data()[1000..],
+        &pattern(9000, 8)[..]
+    );
+    assert!(mem.all_guards_intact());
+    let (mut r, _, _) = direct_once(true);
+    assert_eq!(r.poll_delivery(), None);
+    assert_eq!(
+        r.take_error().and_then(|e| e.terminate_code()),
+        Some(rddp_wire::TerminateCode::MPA_CRC_ERROR)
+    );
+    assert!(r.wants_close() || r.poll_transmit().is_some());
+}

@@ -4,15 +4,18 @@
 //! * [`rx`]: cuts the received byte stream into CRC-checked ULPDUs.
 //! * [`rtr`]: the RFC 6581 ready-to-receive messages.
 //! * [`conn`]: [`FpduConn`], tying them to a [`rddp_proto::ddp::DdpStream`].
+//! * [`direct`]: reading a tagged payload straight into its region.
 //! * [`errors`]: which Terminate each fatal error sends.
 
 mod conn;
+mod direct;
 mod errors;
 mod rtr;
 mod rx;
 mod tx;
 
 pub use conn::FpduConn;
+pub use direct::{DIRECT_HEAD, DirectRead, DirectStart};
 pub use errors::{ULPDU_LENGTH_CODE, terminate_for_ddp, terminate_for_wire};
 pub use tx::{OutFpdu, build_fpdu};
 

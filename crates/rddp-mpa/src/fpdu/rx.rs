@@ -36,6 +36,15 @@ impl Receiver {
         self.max_ulpdu = max;
     }
 
+    pub fn max_ulpdu(&self) -> usize {
+        self.max_ulpdu
+    }
+
+    /// Direct placement is possible: no Markers, between FPDUs.
+    pub fn direct_ok(&self) -> bool {
+        !self.markers && self.dec.at_boundary()
+    }
+
     fn refresh_limit(&mut self) {
         if self.dec.at_boundary() {
             self.dec =

@@ -1,24 +1,34 @@
 //! [`MpaConnection`]: an [`FpduConn`] on a blocking `TcpStream`.
 //!
-//! Copies: sends write the FPDU's slices with `writev` (header and trailer pieces
-//! are small owned buffers; payload slices point into the message's `Bytes`, so
-//! the kernel copies payload straight from the ULP's buffer). Receives read into
-//! one 256 KiB buffer; an FPDU wholly inside a read is CRC-checked there and the
-//! DDP sink copies its payload into the registered region (kernel -> read buffer
-//! -> region); an FPDU split across reads, or any FPDU with Markers, is gathered
-//! by the decoder first (one more copy). The CRC is checked before any octet of
-//! an FPDU is placed, so a CRC failure leaves the regions untouched by that FPDU.
+//! Copies on send: the FPDU's slices go out with `writev` (ULPDU_Length, header,
+//! Markers, PAD and CRC are small owned pieces; payload slices point into the
+//! message's `Bytes`), so the kernel copies payload straight from the ULP's buffer.
+//!
+//! Copies on receive (direct placement on, no Markers towards us): at an FPDU
+//! boundary the driver reads only the next 16 octets (ULPDU_Length + tagged DDP
+//! header); for a tagged segment with payload the DDP sink validates it from the
+//! header and the payload is read by the kernel straight into the region
+//! (kernel -> region, no user-space copy), then PAD + CRC are read and the CRC is
+//! computed over the placed octets. A CRC failure there leaves those region
+//! octets undefined (spec §4.3): nothing is delivered, Terminate 2/0/0x02, close.
+//! Everything else is read in 256 KiB chunks: an FPDU wholly inside a read is
+//! CRC-checked in the read buffer and the sink copies its payload to the region
+//! or receive buffer (one user-space copy, nothing placed before the CRC check);
+//! an FPDU split across reads that is not placed directly, and any FPDU with
+//! Markers, is gathered by the decoder first (two user-space copies).
 
 use super::io::{read_until, write_fpdu};
 use super::mss::effective_mss;
 use crate::error::MpaError;
 use crate::fpdu::FpduConn;
+use crate::fpdu::{DIRECT_HEAD, DirectRead, DirectStart};
+use crate::options::MpaOptions;
 use crate::pcap::Tap;
 use crate::setup::Negotiated;
 use bytes::Bytes;
 use rddp_proto::ddp::{DdpStream, Delivery, RecvBuffer};
 use rddp_proto::mem::MemoryTable;
-use std::io;
+use std::io::{self, Read};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -37,23 +47,25 @@ pub struct MpaConnection {
     pending: Vec<u8>,
     rbuf: Vec<u8>,
     shut: bool,
+    direct: bool,
 }
 
 impl MpaConnection {
     pub(crate) fn new(
         sock: TcpStream,
         conn: FpduConn,
-        tap: Option<Tap>,
+        opts: &MpaOptions,
         pending: Vec<u8>,
     ) -> Result<Self, MpaError> {
         sock.set_read_timeout(None)?;
         Ok(Self {
             sock,
             conn,
-            tap,
+            tap: opts.tap.clone(),
             pending,
             rbuf: vec![0; READ_BUF],
             shut: false,
+            direct: opts.direct_placement,
         })
     }
 
@@ -174,27 +186,89 @@ impl MpaConnection {
         let _ = self.sock.shutdown(Shutdown::Both);
     }
 
+    /// Process `n` fresh octets in `rbuf` after whatever is pending.
     fn ingest(&mut self, mem: &mut MemoryTable, n: usize) {
+        let rbuf = std::mem::take(&mut self.rbuf);
         if self.pending.is_empty() {
-            let used = self.conn.on_bytes(mem, &self.rbuf[..n]);
-            self.pending.extend_from_slice(&self.rbuf[used..n]);
+            self.process(mem, &rbuf[..n]);
         } else {
-            self.pending.extend_from_slice(&self.rbuf[..n]);
-            self.drain_pending(mem);
+            let mut p = std::mem::take(&mut self.pending);
+            p.extend_from_slice(&rbuf[..n]);
+            self.process(mem, &p);
         }
+        self.rbuf = rbuf;
     }
 
     fn drain_pending(&mut self, mem: &mut MemoryTable) {
         if !self.pending.is_empty() {
             let p = std::mem::take(&mut self.pending);
-            let used = self.conn.on_bytes(mem, &p);
-            self.pending = p[used..].to_vec();
+            self.process(mem, &p);
+        }
+    }
+
+    /// Hand octets to the engine: whole FPDUs through `on_bytes`, a partial tagged
+    /// FPDU to direct placement; keep a partial header (< 16 octets) pending.
+    fn process(&mut self, mem: &mut MemoryTable, mut data: &[u8]) {
+        while !data.is_empty() && !self.conn.is_dead() {
+            let used = if !(self.direct && self.conn.direct_capable()) {
+                self.conn.on_bytes(mem, data)
+            } else {
+                match self.conn.whole_prefix(data) {
+                    0 if data.len() < DIRECT_HEAD => 0,
+                    0 => match self.conn.direct_begin(mem, data) {
+                        DirectStart::No => self.conn.on_bytes(mem, data),
+                        DirectStart::Failed => data.len(),
+                        DirectStart::Read { consumed, read } => {
+                            self.direct_read(mem, read);
+                            consumed
+                        }
+                    },
+                    whole => self.conn.on_bytes(mem, &data[..whole]),
+                }
+            };
+            if used == 0 {
+                break;
+            }
+            data = &data[used..];
+        }
+        if !self.conn.is_dead() {
+            self.pending.extend_from_slice(data);
+        }
+    }
+
+    /// Read a tagged payload straight into its region, then PAD + CRC.
+    fn direct_read(&mut self, mem: &mut MemoryTable, r: DirectRead) {
+        let mut trailer = [0u8; 7];
+        let got = self.sock.set_read_timeout(None).and_then(|_| {
+            let region = mem
+                .region_mut(r.stag)
+                .ok_or_else(|| io::Error::other("region vanished"))?;
+            self.sock
+                .read_exact(&mut region.data_mut()[r.start..r.end])?;
+            self.sock.read_exact(&mut trailer[..r.trailer])
+        });
+        match got {
+            Ok(()) => self.conn.direct_finish(mem, &trailer[..r.trailer]),
+            Err(e) => self
+                .conn
+                .on_llp_closed(e.kind() == io::ErrorKind::UnexpectedEof),
+        }
+    }
+
+    /// Octets to ask the socket for: just the next FPDU's head when it may be
+    /// placed directly, else a full buffer.
+    fn read_len(&self) -> usize {
+        if self.direct && self.conn.direct_capable() && self.pending.len() < DIRECT_HEAD {
+            DIRECT_HEAD - self.pending.len()
+        } else {
+            READ_BUF
         }
     }
 
     /// One read (bounded by `deadline`) and its processing. `Ok(false)`: timed out.
     fn step(&mut self, mem: &mut MemoryTable, deadline: Option<Instant>) -> Result<bool, MpaError> {
-        match read_until(&mut self.sock, &mut self.rbuf, deadline) {
+        let want = self.read_len();
+        match read_until(&mut self.sock, &mut self.rbuf[..want], deadline) {
             Ok(None) => return Ok(false),
             Ok(Some(0)) => self.conn.on_llp_closed(true),
             Ok(Some(n)) => self.ingest(mem, n),

@@ -60,7 +60,7 @@ pub fn connect(addr: impl ToSocketAddrs, opts: MpaOptions) -> Result<MpaConnecti
     };
     let emss = opts.emss.unwrap_or_else(|| effective_mss(&sock));
     let conn = FpduConn::new(neg, &opts, emss)?;
-    let mut c = MpaConnection::new(sock, conn, opts.tap.clone(), leftover)?;
+    let mut c = MpaConnection::new(sock, conn, &opts, leftover)?;
     c.flush()?;
     Ok(c)
 }
@@ -122,7 +122,7 @@ impl MpaListener {
         };
         let emss = opts.emss.unwrap_or_else(|| effective_mss(&sock));
         let conn = FpduConn::new(neg, opts, emss)?;
-        let mut c = MpaConnection::new(sock, conn, opts.tap.clone(), leftover)?;
+        let mut c = MpaConnection::new(sock, conn, opts, leftover)?;
         // The RTR is zero-length (Write) or lands in our own QN 1 buffer (Read):
         // no ULP region is touched, so an empty table serves until it is absorbed.
         let mut scratch = MemoryTable::new();

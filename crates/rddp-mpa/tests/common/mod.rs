@@ -48,6 +48,8 @@ pub struct Seen {
     pub neg: Negotiated,
     pub region: Vec<u8>,
     pub message: Vec<u8>,
+    /// Payload octets this side placed straight from the socket.
+    pub direct_bytes: u64,
 }
 
 /// Both endpoints over loopback: the initiator writes `size` octets into the
@@ -105,6 +107,7 @@ pub fn exchange(iopts: MpaOptions, ropts: MpaOptions, size: usize) -> (Seen, See
         assert!(matches!(end, Err(MpaError::ConnectionLost)), "{end:?}");
         Seen {
             neg: c.negotiated().clone(),
+            direct_bytes: c.engine().direct_bytes(),
             region: mem_r.region(stag_r).unwrap().data().to_vec(),
             message: buffer.data[..len as usize].to_vec(),
         }
@@ -141,6 +144,7 @@ pub fn exchange(iopts: MpaOptions, ropts: MpaOptions, size: usize) -> (Seen, See
     };
     let init = Seen {
         neg: c.negotiated().clone(),
+        direct_bytes: c.engine().direct_bytes(),
         region: mem_i.region(stag_i).unwrap().data().to_vec(),
         message: buffer.data[..len as usize].to_vec(),
     };

@@ -19,7 +19,7 @@ mod stream;
 
 pub use error::{DdpError, SourceError, StreamError};
 pub use recv_queue::{RecvBuffer, RecvModel};
-pub use sink::{DdpSink, Delivery, SinkStats};
+pub use sink::{DdpSink, Delivery, DirectTarget, SinkStats};
 pub use source::{DdpSource, OutSegment};
 pub use stream::{DdpStream, StreamEvent, StreamState};
 

@@ -476,3 +476,7 @@ fn in_order(
         }
     }
 }
+
+#[path = "direct.rs"]
+mod direct;
+pub use direct::DirectTarget;
