@@ -208,8 +208,15 @@ impl MpaConnection {
 
     /// Hand octets to the engine: whole FPDUs through `on_bytes`, a partial tagged
     /// FPDU to direct placement; keep a partial header (< 16 octets) pending.
+    /// Before the responder has absorbed the RTR, `mem` is a scratch table: stop
+    /// right after it and keep the rest for the ULP's table.
     fn process(&mut self, mem: &mut MemoryTable, mut data: &[u8]) {
-        while !data.is_empty() && !self.conn.is_dead() {
+        let scratch = !self.conn.is_established();
+        loop {
+            let rtr_absorbed = scratch && self.conn.is_established();
+            if data.is_empty() || self.conn.is_dead() || rtr_absorbed {
+                break;
+            }
             let used = if !(self.direct && self.conn.direct_capable()) {
                 self.conn.on_bytes(mem, data)
             } else {
