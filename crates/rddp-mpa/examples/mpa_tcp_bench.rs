@@ -3,7 +3,7 @@
 //! gone, then a Send; the clock stops when the responder's answering Send arrives.
 //! Prints one line: `mpa <size> <Gbit/s>`. Used by scripts/bench-mpa-tcp.sh.
 //!
-//! Usage: mpa_tcp_bench SIZE TOTAL [crc=1] [markers=0]
+//! Usage: mpa_tcp_bench SIZE TOTAL [crc=1] [markers=0] [direct=1]
 
 use bytes::Bytes;
 use rddp_mpa::{MpaOptions, connect, listen};
@@ -25,6 +25,7 @@ fn main() {
     let opts = MpaOptions {
         crc: arg(3, 1) != 0,
         markers: arg(4, 0) != 0,
+        direct_placement: arg(5, 1) != 0,
         ..MpaOptions::rev1()
     };
     let mut mem_r = MemoryTable::new();
