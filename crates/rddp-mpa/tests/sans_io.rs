@@ -231,6 +231,29 @@ fn mulpdu_follows_the_emss() {
     };
     let mut p = pair(o.clone(), o, 1448);
     assert_eq!(p.i.stream().mulpdu(), mulpdu(1448, true));
+    // An FPDU built for EMSS 1448 stays acceptable after the receiver's EMSS
+    // drops to 536 (spec §4.2): the receive limit never shrinks.
+    p.r.stream_mut()
+        .post_recv(
+            0,
+            RecvBuffer {
+                id: 1,
+                data: vec![0; 1400],
+            },
+        )
+        .unwrap();
+    p.i.stream_mut()
+        .send_untagged(0, send_rsvd(), Bytes::from(pattern(1400, 2)))
+        .unwrap();
+    let big = drain(&mut p.i);
+    p.r.set_emss(536).unwrap();
+    let mut scratch = MemoryTable::new();
+    assert_eq!(p.r.on_bytes(&mut scratch, &big), big.len());
+    assert!(p.r.take_error().is_none());
+    assert!(matches!(
+        p.r.poll_delivery(),
+        Some(Delivery::Untagged { len: 1400, .. })
+    ));
     p.i.set_emss(536).unwrap();
     assert_eq!(p.i.stream().mulpdu(), 522);
     p.i.stream_mut()
@@ -238,7 +261,7 @@ fn mulpdu_follows_the_emss() {
         .unwrap();
     let wire = drain(&mut p.i);
     // Every FPDU (with its Markers) fits one 536-octet segment.
-    let mut d = FpduDecoder::new(true, true, 65535);
+    let mut d = FpduDecoder::with_offset(true, true, 65535, big.len() as u32);
     let mut rest = &wire[..];
     let mut n = 0;
     while !rest.is_empty() {
@@ -254,7 +277,6 @@ fn mulpdu_follows_the_emss() {
     assert_eq!(n, 5000usize.div_ceil(522 - 18));
     // A tiny EMSS cannot carry DDP: refused, not a panic.
     assert!(p.i.set_emss(20).is_err());
-    let _ = MemoryTable::new();
 }
 
 /// Drive direct placement by hand: the head goes through `direct_begin`, the

@@ -120,12 +120,15 @@ impl FpduConn {
         self.emss
     }
 
-    /// TCP's effective MSS changed: recompute MULPDU both ways (spec §4.5).
+    /// TCP's effective MSS changed: recompute MULPDU (spec §4.5). Sends use the
+    /// new value at once. The receive limit only grows: FPDUs the peer built for
+    /// a larger EMSS stay legal after it shrinks (spec §4.2).
     pub fn set_emss(&mut self, emss: usize) -> Result<(), MpaError> {
         self.stream
             .set_mulpdu(mulpdu(emss, self.neg.markers_tx))
             .map_err(|e| MpaError::Stream(e.into()))?;
-        self.rx.set_max_ulpdu(mulpdu(emss, self.neg.markers_rx));
+        let rx = mulpdu(emss, self.neg.markers_rx).max(self.rx.max_ulpdu());
+        self.rx.set_max_ulpdu(rx);
         self.emss = emss;
         Ok(())
     }

@@ -34,6 +34,8 @@ use std::time::{Duration, Instant};
 
 /// Octets per socket read.
 const READ_BUF: usize = 256 * 1024;
+/// Messages between two reads of TCP_MAXSEG.
+const EMSS_EVERY: u32 = 64;
 /// How long a closing side keeps reading so that its close does not turn into a
 /// reset that could destroy the Terminate it just sent.
 const LINGER: Duration = Duration::from_millis(200);
@@ -48,6 +50,9 @@ pub struct MpaConnection {
     rbuf: Vec<u8>,
     shut: bool,
     direct: bool,
+    /// Re-read TCP_MAXSEG now and then (the caller did not fix the EMSS).
+    emss_auto: bool,
+    sends: u32,
 }
 
 impl MpaConnection {
@@ -66,6 +71,8 @@ impl MpaConnection {
             rbuf: vec![0; READ_BUF],
             shut: false,
             direct: opts.direct_placement,
+            emss_auto: opts.emss.is_none(),
+            sends: 0,
         })
     }
 
@@ -106,6 +113,21 @@ impl MpaConnection {
         self.conn.set_emss(emss)
     }
 
+    /// Every 64th message, re-read TCP_MAXSEG; on a change, re-set MULPDU
+    /// (issue 3: MULPDU re-read when the EMSS changes).
+    fn follow_emss(&mut self) -> Result<(), MpaError> {
+        if self.emss_auto {
+            self.sends = self.sends.wrapping_add(1);
+            if self.sends % EMSS_EVERY == 1 {
+                let emss = effective_mss(&self.sock);
+                if emss != self.conn.emss() {
+                    self.conn.set_emss(emss)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn dead_error(&mut self) -> MpaError {
         self.conn.take_error().unwrap_or(MpaError::ConnectionLost)
     }
@@ -122,6 +144,7 @@ impl MpaConnection {
         if self.conn.is_dead() {
             return Err(self.dead_error());
         }
+        self.follow_emss()?;
         self.conn
             .stream_mut()
             .send_tagged(rsvd_ulp, stag, to, payload)?;
@@ -138,6 +161,7 @@ impl MpaConnection {
         if self.conn.is_dead() {
             return Err(self.dead_error());
         }
+        self.follow_emss()?;
         let msn = self
             .conn
             .stream_mut()
