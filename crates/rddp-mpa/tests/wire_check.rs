@@ -239,3 +239,26 @@ fn tshark_rev2_rtr_write() {
     };
     run_check("rev2", o.clone(), o, 3000);
 }
+
+/// Markers both ways: Wireshark's get_state_of_first_fpdu() marks Markers valid
+/// for both endpoints as soon as either M bit is set, so it cannot dissect a
+/// connection with Markers in one direction only (our one-way Marker
+/// connections are tested end to end in tests/loopback.rs instead).
+#[test]
+fn tshark_rev2_rtr_read_markers_both_ways() {
+    let i = MpaOptions {
+        emss: Some(1448),
+        markers: true,
+        ..MpaOptions::default()
+    };
+    let r = MpaOptions {
+        emss: Some(1448),
+        markers: true,
+        rtr: rddp_mpa::RtrTypes {
+            write: false,
+            read: true,
+        },
+        ..MpaOptions::default()
+    };
+    run_check("rev2read", i, r, 3000);
+}
