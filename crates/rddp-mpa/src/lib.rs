@@ -21,5 +21,5 @@ pub mod tcp;
 pub use error::MpaError;
 pub use fpdu::{FpduConn, OutFpdu};
 pub use options::{MpaOptions, RtrTypes};
-pub use setup::{Initiator, Negotiated, Responder, Role, Rtr, SetupStatus};
+pub use setup::{Initiator, Negotiated, PeerRequest, Responder, Role, Rtr, SetupStatus};
 pub use tcp::{MpaConnection, MpaListener, connect, listen};

@@ -468,3 +468,62 @@ fn direct_placement_validates_before_reading_the_payload() {
         Some(TerminateCode::DDP_INVALID_STAG)
     );
 }
+
+#[test]
+fn ulp_decides_on_the_request_private_data() {
+    let l = listen("127.0.0.1:0", fast()).unwrap();
+    let addr = l.local_addr().unwrap();
+    let h = thread::spawn(move || {
+        // First Request: refused with a reason; second: accepted, echoing it.
+        let e = l
+            .accept_with(|r| Err([b"no: ".as_slice(), &r.private_data].concat()))
+            .unwrap_err();
+        assert!(matches!(e, MpaError::Refused(_)), "{e}");
+        let c = l
+            .accept_with(|r| Ok([b"ok: ".as_slice(), &r.private_data].concat()))
+            .unwrap();
+        c.peer_private_data().to_vec()
+    });
+    let o = |pd: &[u8]| MpaOptions {
+        private_data: pd.to_vec(),
+        ..fast()
+    };
+    let e = connect(addr, o(b"first")).unwrap_err();
+    assert!(
+        matches!(e, MpaError::Rejected { ref private_data } if private_data == b"no: first"),
+        "{e}"
+    );
+    let c = connect(addr, o(b"second")).unwrap();
+    assert_eq!(c.peer_private_data(), b"ok: second");
+    assert_eq!(h.join().unwrap(), b"second");
+}
+
+#[test]
+fn strict_ird_gets_terminate_0x06() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let h = thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut req = [0u8; 24];
+        s.read_exact(&mut req).unwrap();
+        // IRD 2 < the initiator's ORD 8; Write RTR chosen.
+        write_all(&mut s, &frame(&KEY_REP, 0x50, 2, 4, &[0x80, 2, 0x80, 2]));
+        read_to_end(&mut s)
+    });
+    let o = MpaOptions {
+        strict_ird: true,
+        ord: 8,
+        reply_timeout: Duration::from_secs(2),
+        ..MpaOptions::default()
+    };
+    let e = connect(addr, o).unwrap_err();
+    assert_eq!(
+        e.terminate_code(),
+        Some(TerminateCode::MPA_INSUFFICIENT_IRD),
+        "{e}"
+    );
+    assert_eq!(
+        terminate_code(&h.join().unwrap(), true),
+        TerminateCode::MPA_INSUFFICIENT_IRD
+    );
+}

@@ -170,6 +170,14 @@ impl Responder {
     /// for FPDU mode; the responder must still wait for the first FPDU before
     /// sending any (the [`crate::FpduConn`] enforces it).
     pub fn accept(&mut self) -> Result<(), MpaError> {
+        let pd = self.opts.private_data.clone();
+        self.accept_with(pd)
+    }
+
+    /// As [`Self::accept`], with the ULP's Reply private data chosen now (e.g.
+    /// after looking at [`Self::request`]).
+    pub fn accept_with(&mut self, private_data: Vec<u8>) -> Result<(), MpaError> {
+        self.opts.private_data = private_data;
         if self.status != SetupStatus::Requested {
             return Err(MpaError::InvalidFrame("no Request to accept".into()));
         }

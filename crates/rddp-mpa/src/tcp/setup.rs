@@ -7,7 +7,7 @@ use super::mss::effective_mss;
 use crate::error::MpaError;
 use crate::fpdu::FpduConn;
 use crate::options::MpaOptions;
-use crate::setup::{Initiator, Responder, Role, SetupStatus};
+use crate::setup::{Initiator, PeerRequest, Responder, Role, SetupStatus};
 use rddp_proto::mem::MemoryTable;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::Instant;
@@ -91,6 +91,17 @@ impl MpaListener {
     /// mode wait (same deadline) for the RTR. A refused Request (Reply with R=1 or
     /// close) returns [`MpaError::Refused`]; the listener stays usable.
     pub fn accept(&self) -> Result<MpaConnection, MpaError> {
+        let pd = self.opts.private_data.clone();
+        self.accept_with(move |_| Ok(pd))
+    }
+
+    /// As [`Self::accept`], letting the ULP decide per Request: `decide` sees the
+    /// initiator's Request (its private data included) and returns `Ok(reply
+    /// private data)` to accept or `Err(private data)` to refuse with R=1.
+    pub fn accept_with(
+        &self,
+        decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
+    ) -> Result<MpaConnection, MpaError> {
         let (mut sock, _) = self.listener.accept()?;
         sock.set_nodelay(true)?;
         let opts = &self.opts;
@@ -109,8 +120,13 @@ impl MpaListener {
                 }
             }
         }
-        if resp.status() == SetupStatus::Requested {
-            resp.accept()?;
+        if resp.status() == SetupStatus::Requested
+            && let Some(req) = resp.request()
+        {
+            match decide(req) {
+                Ok(pd) => resp.accept_with(pd)?,
+                Err(pd) => resp.reject(pd)?,
+            }
         }
         if let Some(reply) = resp.poll_transmit() {
             write_frame(&mut sock, &reply, tap, Role::Responder)?;
