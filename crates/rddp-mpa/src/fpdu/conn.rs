@@ -7,7 +7,7 @@
 //! fatal error queues a Terminate as the last FPDU and marks the connection dead;
 //! the driver closes once [`FpduConn::wants_close`].
 
-use super::direct::{DIRECT_HEAD, DirectRead, DirectStart, Pending, tagged_partial, whole_prefix};
+use super::direct::Pending;
 use super::errors::{terminate_for_ddp, terminate_for_wire};
 use super::rx::Receiver;
 use super::tx::{OutFpdu, build_fpdu};
@@ -20,7 +20,7 @@ use rddp_proto::mem::MemoryTable;
 use rddp_wire::ddp::UNTAGGED_HDR_LEN;
 use rddp_wire::rdmap::qn;
 use rddp_wire::terminate::TERM_MAX_BODY;
-use rddp_wire::{DdpHeader, FpduEncoder, Terminate, TerminateCode, WireError, mulpdu};
+use rddp_wire::{FpduEncoder, Terminate, TerminateCode, mulpdu};
 use std::collections::VecDeque;
 use std::ops::ControlFlow;
 
@@ -29,25 +29,25 @@ const TERM_BUF_ID: u64 = u64::MAX - 1;
 
 #[derive(Debug)]
 pub struct FpduConn {
-    neg: Negotiated,
-    stream: DdpStream,
-    enc: FpduEncoder,
-    rx: Receiver,
-    emss: usize,
-    rx_seq: u64,
+    pub(super) neg: Negotiated,
+    pub(super) stream: DdpStream,
+    pub(super) enc: FpduEncoder,
+    pub(super) rx: Receiver,
+    pub(super) emss: usize,
+    pub(super) rx_seq: u64,
     /// Responder: no FPDU leaves before the initiator's first valid FPDU (§4.9).
-    may_send: bool,
+    pub(super) may_send: bool,
     /// The RTR still expected: the responder's first message, or the initiator's
     /// zero-length Read Response.
-    rtr_wait: Option<Rtr>,
-    established: bool,
-    raw: Vec<Delivery>,
-    deliveries: VecDeque<Delivery>,
-    out: VecDeque<OutFpdu>,
-    dead: bool,
-    error: Option<MpaError>,
-    direct: Option<Pending>,
-    direct_bytes: u64,
+    pub(super) rtr_wait: Option<Rtr>,
+    pub(super) established: bool,
+    pub(super) raw: Vec<Delivery>,
+    pub(super) deliveries: VecDeque<Delivery>,
+    pub(super) out: VecDeque<OutFpdu>,
+    pub(super) dead: bool,
+    pub(super) error: Option<MpaError>,
+    pub(super) direct: Option<Pending>,
+    pub(super) direct_bytes: u64,
 }
 
 impl FpduConn {
@@ -249,7 +249,7 @@ impl FpduConn {
     }
 
     /// The stream refused a segment: send its error as a Terminate (spec §3.5).
-    fn ddp_failed(&mut self) {
+    pub(super) fn ddp_failed(&mut self) {
         let mut term = Terminate::bare(TerminateCode::DDP_LOCAL_CATASTROPHIC);
         let mut detail = String::from("DDP stream refused a segment");
         while let Some(ev) = self.stream.poll_event() {
@@ -261,117 +261,8 @@ impl FpduConn {
         self.fail_local(term, detail);
     }
 
-    /// Payload octets placed straight from the socket so far.
-    pub fn direct_bytes(&self) -> u64 {
-        self.direct_bytes
-    }
-
-    /// Whether the driver may use direct placement now: established, no Markers
-    /// in the receive direction, between FPDUs, alive.
-    pub fn direct_capable(&self) -> bool {
-        !self.dead
-            && self.established
-            && self.rtr_wait.is_none()
-            && self.direct.is_none()
-            && self.rx.direct_ok()
-    }
-
-    /// Octets at the start of `data` forming whole FPDUs (for `on_bytes`); the
-    /// rest is a partial FPDU the driver may place directly.
-    pub fn whole_prefix(&self, data: &[u8]) -> usize {
-        whole_prefix(data, self.rx.max_ulpdu())
-    }
-
-    /// `head` starts a partial FPDU (at least [`DIRECT_HEAD`] octets, not the whole
-    /// FPDU). If it is a tagged segment with payload, validate it with the DDP
-    /// sink, copy any payload octets already in `head` into the region, and tell
-    /// the driver where to read the rest.
-    pub fn direct_begin(&mut self, mem: &mut MemoryTable, head: &[u8]) -> DirectStart {
-        if !self.direct_capable() {
-            return DirectStart::No;
-        }
-        let Some((ulpdu_len, len)) = tagged_partial(head) else {
-            return DirectStart::No;
-        };
-        if ulpdu_len > self.rx.max_ulpdu() {
-            let e = WireError::UlpduLength {
-                len: ulpdu_len as u16,
-                min: DIRECT_HEAD - 2,
-                max: self.rx.max_ulpdu(),
-            };
-            self.fail_local(terminate_for_wire(&e), e.to_string());
-            return DirectStart::Failed;
-        }
-        let target = match self
-            .stream
-            .direct_target(mem, self.rx_seq, &head[2..DIRECT_HEAD], len)
-        {
-            Ok(Some(t)) => t,
-            Ok(None) => return DirectStart::No,
-            Err(_) => {
-                self.ddp_failed();
-                return DirectStart::Failed;
-            }
-        };
-        let have = head.len() - DIRECT_HEAD;
-        if let Some(r) = mem.region_mut(target.stag) {
-            r.data_mut()[target.offset..target.offset + have].copy_from_slice(&head[DIRECT_HEAD..]);
-        }
-        let mut h = [0u8; DIRECT_HEAD];
-        h.copy_from_slice(&head[..DIRECT_HEAD]);
-        let pad = rddp_wire::pad_len(ulpdu_len);
-        self.direct = Some(Pending {
-            head: h,
-            stag: target.stag,
-            offset: target.offset,
-            len,
-            pad,
-        });
-        DirectStart::Read {
-            consumed: head.len(),
-            read: DirectRead {
-                stag: target.stag,
-                start: target.offset + have,
-                end: target.offset + len,
-                trailer: pad + rddp_wire::mpa::MPA_CRC_LEN,
-            },
-        }
-    }
-
-    /// The payload is in the region and `trailer` (PAD + CRC) has arrived: check
-    /// the CRC over the placed octets and complete the segment, or send 2/0/0x02.
-    pub fn direct_finish(&mut self, mem: &mut MemoryTable, trailer: &[u8]) {
-        let Some(p) = self.direct.take() else {
-            return;
-        };
-        if self.neg.crc && !p.crc_ok(mem, trailer) {
-            let e = WireError::CrcMismatch {
-                wire: 0,
-                computed: 0,
-            };
-            self.fail_local(
-                terminate_for_wire(&e),
-                "MPA CRC mismatch on a directly placed FPDU (placed octets undefined)".into(),
-            );
-            return;
-        }
-        let Ok(DdpHeader::Tagged(hdr)) = DdpHeader::parse(&p.head[2..]) else {
-            return self.ddp_failed();
-        };
-        if self.stream.direct_placed(self.rx_seq, &hdr, p.len).is_err() {
-            return self.ddp_failed();
-        }
-        self.rx_seq += 1;
-        self.may_send = true;
-        self.direct_bytes += p.len as u64;
-        while let Some(d) = self.stream.poll_delivery() {
-            self.raw.push(d);
-        }
-        self.sort_deliveries();
-    }
-
     /// Absorb RTRs and Terminates; queue the rest for the ULP.
-    fn sort_deliveries(&mut self) {
+    pub(super) fn sort_deliveries(&mut self) {
         for d in std::mem::take(&mut self.raw) {
             if self.dead {
                 break;
@@ -429,7 +320,7 @@ impl FpduConn {
     }
 
     /// Queue `term` as the last FPDU, abort the stream, remember the error.
-    fn fail_local(&mut self, term: Terminate, detail: String) {
+    pub(super) fn fail_local(&mut self, term: Terminate, detail: String) {
         if self.dead {
             return;
         }

@@ -1,11 +1,11 @@
 //! FPDU mode (RFC 5044 §4-5; spec §4.1-4.6, §4.11): a DDP stream over MPA framing.
 //!
-//! * [`tx`]: builds each outgoing FPDU as a list of slices (payload not copied).
-//! * [`rx`]: cuts the received byte stream into CRC-checked ULPDUs.
-//! * [`rtr`]: the RFC 6581 ready-to-receive messages.
-//! * [`conn`]: [`FpduConn`], tying them to a [`rddp_proto::ddp::DdpStream`].
-//! * [`direct`]: reading a tagged payload straight into its region.
-//! * [`errors`]: which Terminate each fatal error sends.
+//! * `tx`: builds each outgoing FPDU as a list of slices (payload not copied).
+//! * `rx`: cuts the received byte stream into CRC-checked ULPDUs.
+//! * `rtr`: the RFC 6581 ready-to-receive messages.
+//! * `conn`: [`FpduConn`], tying them to a [`rddp_proto::ddp::DdpStream`].
+//! * `direct`: reading a tagged payload straight into its region.
+//! * `errors`: which Terminate each fatal error sends.
 
 mod conn;
 mod direct;

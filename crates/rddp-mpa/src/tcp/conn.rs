@@ -21,19 +21,18 @@ use super::io::{read_until, write_fpdu};
 use super::mss::effective_mss;
 use crate::error::MpaError;
 use crate::fpdu::FpduConn;
-use crate::fpdu::{DIRECT_HEAD, DirectRead, DirectStart};
 use crate::options::MpaOptions;
 use crate::pcap::Tap;
 use crate::setup::Negotiated;
 use bytes::Bytes;
 use rddp_proto::ddp::{DdpStream, Delivery, RecvBuffer};
 use rddp_proto::mem::MemoryTable;
-use std::io::{self, Read};
+use std::io;
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 /// Octets per socket read.
-const READ_BUF: usize = 256 * 1024;
+pub(super) const READ_BUF: usize = 256 * 1024;
 /// Messages between two reads of TCP_MAXSEG.
 const EMSS_EVERY: u32 = 64;
 /// How long a closing side keeps reading so that its close does not turn into a
@@ -42,17 +41,17 @@ const LINGER: Duration = Duration::from_millis(200);
 
 #[derive(Debug)]
 pub struct MpaConnection {
-    sock: TcpStream,
-    conn: FpduConn,
-    tap: Option<Tap>,
+    pub(super) sock: TcpStream,
+    pub(super) conn: FpduConn,
+    pub(super) tap: Option<Tap>,
     /// Received octets not yet taken by the engine (after setup or an RTR).
-    pending: Vec<u8>,
-    rbuf: Vec<u8>,
-    shut: bool,
-    direct: bool,
+    pub(super) pending: Vec<u8>,
+    pub(super) rbuf: Vec<u8>,
+    pub(super) shut: bool,
+    pub(super) direct: bool,
     /// Re-read TCP_MAXSEG now and then (the caller did not fix the EMSS).
-    emss_auto: bool,
-    sends: u32,
+    pub(super) emss_auto: bool,
+    pub(super) sends: u32,
 }
 
 impl MpaConnection {
@@ -208,92 +207,6 @@ impl MpaConnection {
             }
         }
         let _ = self.sock.shutdown(Shutdown::Both);
-    }
-
-    /// Process `n` fresh octets in `rbuf` after whatever is pending.
-    fn ingest(&mut self, mem: &mut MemoryTable, n: usize) {
-        let rbuf = std::mem::take(&mut self.rbuf);
-        if self.pending.is_empty() {
-            self.process(mem, &rbuf[..n]);
-        } else {
-            let mut p = std::mem::take(&mut self.pending);
-            p.extend_from_slice(&rbuf[..n]);
-            self.process(mem, &p);
-        }
-        self.rbuf = rbuf;
-    }
-
-    fn drain_pending(&mut self, mem: &mut MemoryTable) {
-        if !self.pending.is_empty() {
-            let p = std::mem::take(&mut self.pending);
-            self.process(mem, &p);
-        }
-    }
-
-    /// Hand octets to the engine: whole FPDUs through `on_bytes`, a partial tagged
-    /// FPDU to direct placement; keep a partial header (< 16 octets) pending.
-    /// Before the responder has absorbed the RTR, `mem` is a scratch table: stop
-    /// right after it and keep the rest for the ULP's table.
-    fn process(&mut self, mem: &mut MemoryTable, mut data: &[u8]) {
-        let scratch = !self.conn.is_established();
-        loop {
-            let rtr_absorbed = scratch && self.conn.is_established();
-            if data.is_empty() || self.conn.is_dead() || rtr_absorbed {
-                break;
-            }
-            let used = if !(self.direct && self.conn.direct_capable()) {
-                self.conn.on_bytes(mem, data)
-            } else {
-                match self.conn.whole_prefix(data) {
-                    0 if data.len() < DIRECT_HEAD => 0,
-                    0 => match self.conn.direct_begin(mem, data) {
-                        DirectStart::No => self.conn.on_bytes(mem, data),
-                        DirectStart::Failed => data.len(),
-                        DirectStart::Read { consumed, read } => {
-                            self.direct_read(mem, read);
-                            consumed
-                        }
-                    },
-                    whole => self.conn.on_bytes(mem, &data[..whole]),
-                }
-            };
-            if used == 0 {
-                break;
-            }
-            data = &data[used..];
-        }
-        if !self.conn.is_dead() {
-            self.pending.extend_from_slice(data);
-        }
-    }
-
-    /// Read a tagged payload straight into its region, then PAD + CRC.
-    fn direct_read(&mut self, mem: &mut MemoryTable, r: DirectRead) {
-        let mut trailer = [0u8; 7];
-        let got = self.sock.set_read_timeout(None).and_then(|_| {
-            let region = mem
-                .region_mut(r.stag)
-                .ok_or_else(|| io::Error::other("region vanished"))?;
-            self.sock
-                .read_exact(&mut region.data_mut()[r.start..r.end])?;
-            self.sock.read_exact(&mut trailer[..r.trailer])
-        });
-        match got {
-            Ok(()) => self.conn.direct_finish(mem, &trailer[..r.trailer]),
-            Err(e) => self
-                .conn
-                .on_llp_closed(e.kind() == io::ErrorKind::UnexpectedEof),
-        }
-    }
-
-    /// Octets to ask the socket for: just the next FPDU's head when it may be
-    /// placed directly, else a full buffer.
-    fn read_len(&self) -> usize {
-        if self.direct && self.conn.direct_capable() && self.pending.len() < DIRECT_HEAD {
-            DIRECT_HEAD - self.pending.len()
-        } else {
-            READ_BUF
-        }
     }
 
     /// One read (bounded by `deadline`) and its processing. `Ok(false)`: timed out.

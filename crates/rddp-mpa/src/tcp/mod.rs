@@ -11,6 +11,7 @@
 mod conn;
 mod io;
 mod mss;
+mod rx;
 mod setup;
 
 pub use conn::MpaConnection;
