@@ -5,14 +5,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System packages the suite needs. None yet: tshark arrives with the MPA wire check.
-need_pkgs=()
+# System packages the suite needs: tshark for the MPA wire check (rddp-mpa
+# tests/wire_check.rs; with CI set, a missing tshark fails that test).
+need_pkgs=(tshark)
 missing=()
 for p in "${need_pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
+    # wireshark-common asks whether non-root users may capture: answer no, quietly.
+    echo 'wireshark-common wireshark-common/install-setuid boolean false' | debconf-set-selections
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
   else

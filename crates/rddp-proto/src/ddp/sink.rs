@@ -515,3 +515,7 @@ fn in_order(
         }
     }
 }
+
+#[path = "direct.rs"]
+mod direct;
+pub use direct::DirectTarget;

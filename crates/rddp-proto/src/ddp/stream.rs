@@ -276,3 +276,6 @@ impl DdpStream {
         self.events.push_back(StreamEvent::Closed { graceful });
     }
 }
+
+#[path = "direct_stream.rs"]
+mod direct_stream;

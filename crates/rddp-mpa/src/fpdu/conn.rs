@@ -1,0 +1,336 @@
+//! [`FpduConn`]: one MPA connection in FPDU mode, sans-IO (spec §4.1-4.6, §4.9,
+//! §4.10, §4.11, §3.5).
+//!
+//! Octets from the socket go in ([`FpduConn::on_bytes`]) and become DDP segments for
+//! the owned [`DdpStream`] (SenderSeq = running count, TCP keeps order); segments
+//! the stream sends come out as whole FPDUs ([`FpduConn::poll_transmit`]). Every
+//! fatal error queues a Terminate as the last FPDU and marks the connection dead;
+//! the driver closes once [`FpduConn::wants_close`].
+
+use super::direct::Pending;
+use super::errors::{terminate_for_ddp, terminate_for_wire};
+use super::rx::Receiver;
+use super::tx::{OutFpdu, build_fpdu};
+use super::{rtr, terminate_fpdu};
+use crate::error::MpaError;
+use crate::options::MpaOptions;
+use crate::setup::{Negotiated, Role, Rtr};
+use rddp_proto::ddp::{DdpConfig, DdpStream, Delivery, RecvBuffer, StreamEvent};
+use rddp_proto::mem::MemoryTable;
+use rddp_wire::ddp::UNTAGGED_HDR_LEN;
+use rddp_wire::rdmap::qn;
+use rddp_wire::terminate::TERM_MAX_BODY;
+use rddp_wire::{FpduEncoder, Terminate, TerminateCode, mulpdu};
+use std::collections::VecDeque;
+use std::ops::ControlFlow;
+
+/// Receive-buffer id of the buffer posted on QN 2 for the peer's Terminate.
+const TERM_BUF_ID: u64 = u64::MAX - 1;
+
+#[derive(Debug)]
+pub struct FpduConn {
+    pub(super) neg: Negotiated,
+    pub(super) stream: DdpStream,
+    pub(super) enc: FpduEncoder,
+    pub(super) rx: Receiver,
+    pub(super) emss: usize,
+    pub(super) rx_seq: u64,
+    /// Responder: no FPDU leaves before the initiator's first valid FPDU (§4.9).
+    pub(super) may_send: bool,
+    /// The RTR still expected: the responder's first message, or the initiator's
+    /// zero-length Read Response.
+    pub(super) rtr_wait: Option<Rtr>,
+    pub(super) established: bool,
+    pub(super) raw: Vec<Delivery>,
+    pub(super) deliveries: VecDeque<Delivery>,
+    pub(super) out: VecDeque<OutFpdu>,
+    pub(super) dead: bool,
+    pub(super) error: Option<MpaError>,
+    pub(super) direct: Option<Pending>,
+    pub(super) direct_bytes: u64,
+}
+
+impl FpduConn {
+    /// FPDU mode with the negotiated settings; `emss` is TCP's effective MSS. The
+    /// initiator queues its RTR; the responder prepares to absorb it.
+    pub fn new(neg: Negotiated, opts: &MpaOptions, emss: usize) -> Result<Self, MpaError> {
+        let cfg = DdpConfig {
+            mulpdu: mulpdu(emss, neg.markers_tx),
+            ..opts.ddp
+        };
+        let mut stream =
+            DdpStream::new(opts.stream, opts.pd, cfg).map_err(|e| MpaError::Stream(e.into()))?;
+        stream.post_recv(
+            qn::TERMINATE,
+            RecvBuffer {
+                id: TERM_BUF_ID,
+                data: vec![0; TERM_MAX_BODY],
+            },
+        )?;
+        let initiator = neg.role == Role::Initiator;
+        let mut rtr_wait = None;
+        match (neg.role, neg.rtr) {
+            (Role::Initiator, Some(Rtr::Write)) => rtr::send_write(&mut stream)?,
+            (Role::Initiator, Some(Rtr::Read)) => {
+                rtr::send_read(&mut stream)?;
+                rtr_wait = Some(Rtr::Read);
+            }
+            (Role::Responder, Some(r)) => {
+                if r == Rtr::Read {
+                    rtr::post_read_buffer(&mut stream)?;
+                }
+                rtr_wait = Some(r);
+            }
+            (_, None) => {}
+        }
+        Ok(Self {
+            enc: FpduEncoder::new(neg.crc, neg.markers_tx),
+            rx: Receiver::new(neg.crc, neg.markers_rx, mulpdu(emss, neg.markers_rx)),
+            emss,
+            rx_seq: 0,
+            may_send: initiator,
+            established: initiator || rtr_wait.is_none(),
+            rtr_wait,
+            stream,
+            neg,
+            raw: Vec::new(),
+            deliveries: VecDeque::new(),
+            out: VecDeque::new(),
+            dead: false,
+            error: None,
+            direct: None,
+            direct_bytes: 0,
+        })
+    }
+
+    pub fn negotiated(&self) -> &Negotiated {
+        &self.neg
+    }
+
+    /// The DDP stream, for the ULP's sends, receive buffers and state.
+    pub fn stream(&self) -> &DdpStream {
+        &self.stream
+    }
+
+    pub fn stream_mut(&mut self) -> &mut DdpStream {
+        &mut self.stream
+    }
+
+    pub fn emss(&self) -> usize {
+        self.emss
+    }
+
+    /// TCP's effective MSS changed: recompute MULPDU (spec §4.5). Sends use the
+    /// new value at once. The receive limit only grows: FPDUs the peer built for
+    /// a larger EMSS stay legal after it shrinks (spec §4.2).
+    pub fn set_emss(&mut self, emss: usize) -> Result<(), MpaError> {
+        self.stream
+            .set_mulpdu(mulpdu(emss, self.neg.markers_tx))
+            .map_err(|e| MpaError::Stream(e.into()))?;
+        let rx = mulpdu(emss, self.neg.markers_rx).max(self.rx.max_ulpdu());
+        self.rx.set_max_ulpdu(rx);
+        self.emss = emss;
+        Ok(())
+    }
+
+    /// Setup is complete for the ULP: always for the initiator; for the responder
+    /// once the RTR (peer-to-peer) arrived, or at once without one.
+    pub fn is_established(&self) -> bool {
+        self.established
+    }
+
+    /// Whether FPDUs may leave (the responder waits for the initiator's first).
+    pub fn may_send(&self) -> bool {
+        self.may_send
+    }
+
+    /// A Terminate was sent or received, or the TCP connection ended.
+    pub fn is_dead(&self) -> bool {
+        self.dead
+    }
+
+    /// Dead and nothing left to send: close the socket.
+    pub fn wants_close(&self) -> bool {
+        self.dead && self.out.is_empty()
+    }
+
+    /// Why the connection died (taken once).
+    pub fn take_error(&mut self) -> Option<MpaError> {
+        self.error.take()
+    }
+
+    /// The next message for the ULP (RTRs and Terminates are absorbed here).
+    pub fn poll_delivery(&mut self) -> Option<Delivery> {
+        self.deliveries.pop_front()
+    }
+
+    /// The next FPDU to write whole, or `None`.
+    pub fn poll_transmit(&mut self) -> Option<OutFpdu> {
+        if let Some(f) = self.out.pop_front() {
+            return Some(f);
+        }
+        if self.dead || !self.may_send {
+            return None;
+        }
+        let seg = self.stream.poll_segment()?;
+        let mut hdr = [0u8; UNTAGGED_HDR_LEN];
+        let n = seg.header.emit(&mut hdr).ok()?;
+        Some(build_fpdu(&mut self.enc, &hdr[..n], seg.payload))
+    }
+
+    /// The TCP connection ended (`graceful`: FIN, else reset/error): spec §4.11,
+    /// local 2/0/0x01, nothing sent.
+    pub fn on_llp_closed(&mut self, graceful: bool) {
+        self.stream.on_llp_closed(graceful);
+        if !self.dead && self.error.is_none() {
+            self.error = Some(MpaError::ConnectionLost);
+        }
+        self.dead = true;
+    }
+
+    /// Octets from the socket; returns how many were used. All of them, except
+    /// for a responder waiting for the RTR: it stops right after the first FPDU
+    /// (so a driver can absorb the RTR before the ULP's memory table is at hand),
+    /// and the caller feeds the rest again. After the connection died every
+    /// octet is reported used (discarded).
+    pub fn on_bytes(&mut self, mem: &mut MemoryTable, input: &[u8]) -> usize {
+        if self.dead {
+            return input.len();
+        }
+        // The responder takes only the first FPDU while it waits for the RTR: the
+        // caller keeps the rest for the ULP's memory table.
+        let rtr_first = self.neg.role == Role::Responder && self.rtr_wait.is_some();
+        let Self {
+            rx,
+            stream,
+            rx_seq,
+            raw,
+            may_send,
+            ..
+        } = self;
+        let mut ddp_failed = false;
+        let fed = rx.feed(input, |seg| {
+            if stream.on_segment(mem, *rx_seq, seg).is_err() {
+                ddp_failed = true;
+                return ControlFlow::Break(());
+            }
+            *rx_seq += 1;
+            *may_send = true;
+            let mut term = false;
+            while let Some(d) = stream.poll_delivery() {
+                term |= matches!(&d, Delivery::Untagged { qn: q, .. } if *q == qn::TERMINATE);
+                raw.push(d);
+            }
+            if term || rtr_first {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        self.sort_deliveries();
+        match fed {
+            Err(e) => {
+                let detail = e.to_string();
+                self.fail_local(terminate_for_wire(&e), detail);
+                input.len()
+            }
+            Ok(_) if ddp_failed => {
+                self.ddp_failed();
+                input.len()
+            }
+            Ok(n) => {
+                if self.dead {
+                    input.len()
+                } else {
+                    n
+                }
+            }
+        }
+    }
+
+    /// The stream refused a segment: send its error as a Terminate (spec §3.5).
+    pub(super) fn ddp_failed(&mut self) {
+        let mut term = Terminate::bare(TerminateCode::DDP_LOCAL_CATASTROPHIC);
+        let mut detail = String::from("DDP stream refused a segment");
+        while let Some(ev) = self.stream.poll_event() {
+            if let StreamEvent::Error(e) = ev {
+                term = terminate_for_ddp(&e);
+                detail = e.to_string();
+            }
+        }
+        self.fail_local(term, detail);
+    }
+
+    /// Absorb RTRs and Terminates; queue the rest for the ULP.
+    pub(super) fn sort_deliveries(&mut self) {
+        for d in std::mem::take(&mut self.raw) {
+            if self.dead {
+                break;
+            }
+            if let Delivery::Untagged {
+                qn: q, len, buffer, ..
+            } = &d
+                && *q == qn::TERMINATE
+            {
+                self.on_terminate(buffer.data.get(..*len as usize).unwrap_or(&[]));
+                continue;
+            }
+            match (self.neg.role, self.rtr_wait) {
+                (Role::Responder, Some(Rtr::Write)) => {
+                    self.rtr_wait = None;
+                    if !rtr::is_write(&d) {
+                        return self.bad_rtr();
+                    }
+                    self.established = true;
+                }
+                (Role::Responder, Some(Rtr::Read)) => {
+                    self.rtr_wait = None;
+                    let Some((stag, to)) = rtr::read_request(&d) else {
+                        return self.bad_rtr();
+                    };
+                    if rtr::send_read_response(&mut self.stream, stag, to).is_err() {
+                        return self.bad_rtr();
+                    }
+                    self.established = true;
+                }
+                (Role::Initiator, Some(Rtr::Read)) if rtr::is_read_response(&d) => {
+                    self.rtr_wait = None;
+                }
+                _ => self.deliveries.push_back(d),
+            }
+        }
+    }
+
+    /// The responder's first message was not the agreed RTR (spec §4.10): we send
+    /// 2/0/0x07 "No matching RTR option".
+    fn bad_rtr(&mut self) {
+        self.fail_local(
+            Terminate::bare(TerminateCode::MPA_NO_MATCHING_RTR),
+            "the initiator's first message was not the agreed RTR".into(),
+        );
+    }
+
+    /// A Terminate from the peer: stop, report, close; never answer it (spec §3.5).
+    fn on_terminate(&mut self, body: &[u8]) {
+        let term = Terminate::parse(body)
+            .unwrap_or_else(|_| Terminate::bare(TerminateCode::MPA_LOCAL_CATASTROPHIC));
+        self.stream.abort();
+        self.dead = true;
+        self.error = Some(MpaError::RemoteTerminate(term));
+    }
+
+    /// Queue `term` as the last FPDU, abort the stream, remember the error.
+    pub(super) fn fail_local(&mut self, term: Terminate, detail: String) {
+        if self.dead {
+            return;
+        }
+        self.out
+            .push_back(OutFpdu::from_vec(terminate_fpdu(&term, &mut self.enc)));
+        self.stream.abort();
+        self.dead = true;
+        self.error = Some(MpaError::LocalTerminate {
+            terminate: term,
+            detail,
+        });
+    }
+}

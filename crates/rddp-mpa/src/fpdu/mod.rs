@@ -1,0 +1,32 @@
+//! FPDU mode (RFC 5044 §4-5; spec §4.1-4.6, §4.11): a DDP stream over MPA framing.
+//!
+//! * `tx`: builds each outgoing FPDU as a list of slices (payload not copied).
+//! * `rx`: cuts the received byte stream into CRC-checked ULPDUs.
+//! * `rtr`: the RFC 6581 ready-to-receive messages.
+//! * `conn`: [`FpduConn`], tying them to a [`rddp_proto::ddp::DdpStream`].
+//! * `direct`: reading a tagged payload straight into its region.
+//! * `errors`: which Terminate each fatal error sends.
+
+mod conn;
+mod direct;
+mod errors;
+mod rtr;
+mod rx;
+mod tx;
+
+pub use conn::FpduConn;
+pub use direct::{DIRECT_HEAD, DirectRead, DirectStart};
+pub use errors::{ULPDU_LENGTH_CODE, terminate_for_ddp, terminate_for_wire};
+pub use tx::{OutFpdu, build_fpdu};
+
+use rddp_wire::{FpduEncoder, Terminate};
+
+/// One FPDU carrying `term` (small; built by copying), advancing `enc`.
+pub fn terminate_fpdu(term: &Terminate, enc: &mut FpduEncoder) -> Vec<u8> {
+    let mut out = Vec::new();
+    // A Terminate segment is 22..=70 octets: always a valid ULPDU length.
+    if let Ok(seg) = term.to_segment() {
+        let _ = enc.encode(&seg, &mut out);
+    }
+    out
+}

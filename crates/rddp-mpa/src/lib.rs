@@ -1,0 +1,25 @@
+//! MPA: Marker PDU Aligned framing for TCP (RFC 5044, RFC 6581; spec §4).
+//!
+//! * [`setup`]: the sans-IO connection-setup state machines (Request/Reply, Rev 1
+//!   and 2, IRD/ORD, RTR choice, deadlines) for initiator and responder (§4.7-4.10).
+//! * [`fpdu`]: the sans-IO FPDU-mode connection: DDP segments <-> FPDU octets, CRC,
+//!   Markers, MULPDU, Terminate on every fatal error (§4.1-4.6, §4.11, §3.5).
+//! * [`tcp`]: a blocking `std::net` driver: [`tcp::connect`], [`tcp::listen`].
+//! * [`pcap`]: a pcap writer that wraps the octets each side sent in synthesised
+//!   Ethernet/IPv4/TCP headers, for the independent Wireshark check.
+//!
+//! No module except [`tcp`] touches a socket or a clock: callers pass
+//! `std::time::Instant` values in.
+
+pub mod error;
+pub mod fpdu;
+pub mod options;
+pub mod pcap;
+pub mod setup;
+pub mod tcp;
+
+pub use error::MpaError;
+pub use fpdu::{FpduConn, OutFpdu};
+pub use options::{MpaOptions, RtrTypes};
+pub use setup::{Initiator, Negotiated, PeerRequest, Responder, Role, Rtr, SetupStatus};
+pub use tcp::{MpaConnection, MpaListener, connect, listen};

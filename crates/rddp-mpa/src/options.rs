@@ -1,0 +1,98 @@
+//! What the ULP asks of MPA for one connection (spec §4.7-4.10).
+
+use rddp_proto::ddp::DdpConfig;
+use rddp_proto::mem::{PdId, StreamId};
+use std::time::Duration;
+
+/// RTR message types (RFC 6581, spec §4.10). The zero-length Send (B) is never
+/// offered or accepted (spec §8: siw does not support it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RtrTypes {
+    /// C: zero-length RDMA Write.
+    pub write: bool,
+    /// D: zero-length RDMA Read (Request answered by a zero-length Read Response).
+    pub read: bool,
+}
+
+/// Connection options. The same struct serves both roles; fields name the role
+/// they matter to.
+#[derive(Debug, Clone)]
+pub struct MpaOptions {
+    /// MPA revision to speak: 1 (RFC 5044) or 2 (RFC 6581, enhanced block).
+    pub rev: u8,
+    /// C bit: we want CRC (in use if either side asks, spec §4.8).
+    pub crc: bool,
+    /// M bit: we want Markers in the FPDUs we receive (spec §4.8).
+    pub markers: bool,
+    /// Private data for the ULP peer (Request or Reply): at most 512 octets with
+    /// Rev 1, 508 with Rev 2 (the enhanced block takes 4, spec §4.7).
+    pub private_data: Vec<u8>,
+    /// Rev 2: Inbound RDMA Read queue depth we can serve (14 bits).
+    pub ird: u16,
+    /// Rev 2: Outbound RDMA Read queue depth we want (14 bits).
+    pub ord: u16,
+    /// Rev 2 peer-to-peer mode: exchange an RTR so the responder may send first.
+    pub p2p: bool,
+    /// Initiator: RTR types offered. Responder: RTR types accepted (Write is
+    /// preferred when both are possible, as in siw).
+    pub rtr: RtrTypes,
+    /// Initiator: fail with Terminate 2/0/0x06 instead of lowering ORD when the
+    /// responder's IRD is smaller (spec §4.10 "strict"); default relaxed.
+    pub strict_ird: bool,
+    /// Initiator: how long to wait for the Reply (siw: 10 s, spec §4.9).
+    pub reply_timeout: Duration,
+    /// Responder: how long to wait for the Request, and then for the first FPDU or
+    /// RTR (siw: 5 s for the Request).
+    pub request_timeout: Duration,
+    /// Use this EMSS instead of the socket's TCP_MAXSEG (tests, or platforms where
+    /// it cannot be read).
+    pub emss: Option<usize>,
+    /// DDP stream settings (queues, reorder window; MULPDU is set by MPA).
+    pub ddp: DdpConfig,
+    pub stream: StreamId,
+    pub pd: PdId,
+    /// Receive tagged payloads straight from the socket into their region when
+    /// possible (no Markers in the receive direction); else every payload is
+    /// copied from the read buffer.
+    pub direct_placement: bool,
+    /// Record every octet written (tests: feeds [`crate::pcap::write_pcap`]).
+    pub tap: Option<crate::pcap::Tap>,
+}
+
+impl Default for MpaOptions {
+    fn default() -> Self {
+        Self {
+            rev: 2,
+            crc: true,
+            markers: false,
+            private_data: Vec::new(),
+            ird: 16,
+            ord: 16,
+            p2p: true,
+            rtr: RtrTypes {
+                write: true,
+                read: true,
+            },
+            strict_ird: false,
+            reply_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(5),
+            emss: None,
+            ddp: DdpConfig::default(),
+            stream: StreamId(1),
+            pd: PdId(1),
+            direct_placement: true,
+            tap: None,
+        }
+    }
+}
+
+impl MpaOptions {
+    /// Rev 1 (RFC 5044): no enhanced block, no RTR.
+    pub fn rev1() -> Self {
+        Self {
+            rev: 1,
+            p2p: false,
+            ..Self::default()
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! A blocking `std::net` driver for the sans-IO MPA engine.
+//!
+//! * [`connect`] / [`listen`] + [`MpaListener::accept`] run connection setup with
+//!   its deadlines and return an [`MpaConnection`] in FPDU mode, ready for the ULP.
+//! * [`MpaConnection`] sends with vectored writes straight from the message
+//!   payload and receives into one read buffer that the DDP sink places from.
+//!
+//! One thread owns a connection; a test or ULP that sends and receives at once
+//! uses one thread per endpoint.
+
+mod conn;
+mod io;
+mod mss;
+mod rx;
+mod setup;
+
+pub use conn::MpaConnection;
+pub use mss::{FALLBACK_EMSS, effective_mss};
+pub use setup::{MpaListener, connect, listen};

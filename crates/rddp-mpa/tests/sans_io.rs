@@ -1,0 +1,346 @@
+//! The sans-IO engines in memory: setup split at every byte boundary, deadlines
+//! driven by the caller's clock, FPDU streams split at every byte boundary and
+//! delivered many FPDUs per read, MULPDU re-set from a new EMSS.
+
+mod common;
+
+use bytes::Bytes;
+use common::{BASE_TO, ctrl, pattern, send_rsvd, table};
+use rddp_mpa::{FpduConn, Initiator, MpaError, MpaOptions, Negotiated, Responder, SetupStatus};
+use rddp_proto::ddp::{Delivery, RecvBuffer};
+use rddp_proto::mem::MemoryTable;
+use rddp_wire::{FpduDecoder, Opcode, mulpdu};
+use std::time::{Duration, Instant};
+
+/// Run setup in memory, delivering each side's octets split at `cut`.
+fn setup(iopts: &MpaOptions, ropts: &MpaOptions, cut: usize) -> (Negotiated, Negotiated) {
+    let now = Instant::now();
+    let mut i = Initiator::new(iopts, now).unwrap();
+    let mut r = Responder::new(ropts, now);
+    let req = i.poll_transmit().unwrap();
+    let c = cut.min(req.len());
+    assert_eq!(r.on_bytes(&req[..c]), c);
+    assert_eq!(r.on_bytes(&req[c..]), req.len() - c);
+    assert_eq!(r.status(), SetupStatus::Requested);
+    r.accept().unwrap();
+    let rep = r.poll_transmit().unwrap();
+    let c = cut.min(rep.len());
+    assert_eq!(i.on_bytes(&rep[..c]), c);
+    assert_eq!(i.on_bytes(&rep[c..]), rep.len() - c);
+    assert_eq!(i.status(), SetupStatus::Established);
+    (
+        i.take_result().unwrap().unwrap(),
+        r.take_result().unwrap().unwrap(),
+    )
+}
+
+#[test]
+fn setup_split_at_every_byte() {
+    let io = MpaOptions {
+        private_data: pattern(300, 3),
+        ..MpaOptions::default()
+    };
+    let ro = MpaOptions {
+        private_data: pattern(200, 4),
+        markers: true,
+        ..MpaOptions::default()
+    };
+    let first = setup(&io, &ro, 0);
+    for cut in 1..340 {
+        assert_eq!(setup(&io, &ro, cut), first, "cut {cut}");
+    }
+    assert_eq!(first.0.peer_private_data, pattern(200, 4));
+    assert_eq!(first.1.peer_private_data, pattern(300, 3));
+    assert!(first.0.markers_tx && !first.0.markers_rx);
+}
+
+#[test]
+fn deadlines_come_from_the_caller() {
+    let t0 = Instant::now();
+    let o = MpaOptions {
+        reply_timeout: Duration::from_secs(10),
+        request_timeout: Duration::from_secs(5),
+        ..MpaOptions::default()
+    };
+    let mut i = Initiator::new(&o, t0).unwrap();
+    assert_eq!(i.deadline(), Some(t0 + Duration::from_secs(10)));
+    i.on_timeout(t0 + Duration::from_secs(9));
+    assert_eq!(i.status(), SetupStatus::Pending);
+    i.on_timeout(t0 + Duration::from_secs(10));
+    assert_eq!(i.status(), SetupStatus::Failed);
+    assert!(matches!(i.take_result(), Some(Err(MpaError::Timeout))));
+    let mut r = Responder::new(&o, t0);
+    r.on_timeout(t0 + Duration::from_millis(4999));
+    assert_eq!(r.status(), SetupStatus::Pending);
+    r.on_timeout(t0 + Duration::from_secs(6));
+    assert!(matches!(r.take_result(), Some(Err(MpaError::Timeout))));
+}
+
+#[test]
+fn ulp_reject_sends_r1_with_private_data() {
+    let o = MpaOptions::rev1();
+    let mut i = Initiator::new(&o, Instant::now()).unwrap();
+    let mut r = Responder::new(&o, Instant::now());
+    r.on_bytes(&i.poll_transmit().unwrap());
+    r.reject(b"busy".to_vec()).unwrap();
+    let rep = r.poll_transmit().unwrap();
+    assert_eq!(&rep[16..20], &[0x60, 1, 0, 4]);
+    i.on_bytes(&rep);
+    assert!(
+        matches!(i.take_result(), Some(Err(MpaError::Rejected { private_data })) if private_data == b"busy")
+    );
+}
+
+#[test]
+fn extra_octets_before_the_reply_are_refused() {
+    let o = MpaOptions::rev1();
+    let mut i = Initiator::new(&o, Instant::now()).unwrap();
+    let mut r = Responder::new(&o, Instant::now());
+    let mut req = i.poll_transmit().unwrap();
+    req.extend_from_slice(&[0, 14]);
+    r.on_bytes(&req);
+    assert_eq!(r.status(), SetupStatus::Failed);
+}
+
+/// Everything `c` has to send, concatenated.
+fn drain(c: &mut FpduConn) -> Vec<u8> {
+    let mut w = Vec::new();
+    while let Some(f) = c.poll_transmit() {
+        w.extend_from_slice(&f.to_vec());
+    }
+    w
+}
+
+struct Pair {
+    i: FpduConn,
+    r: FpduConn,
+}
+
+fn pair(io: MpaOptions, ro: MpaOptions, emss: usize) -> Pair {
+    let (ni, nr) = setup(&io, &ro, 0);
+    Pair {
+        i: FpduConn::new(ni, &io, emss).unwrap(),
+        r: FpduConn::new(nr, &ro, emss).unwrap(),
+    }
+}
+
+/// The initiator's RTR + a tagged write + a Send, fed to the responder in pieces
+/// split at `cut` (or in `step`-octet reads).
+fn deliver(markers: bool, crc: bool, chunks: &dyn Fn(&[u8]) -> Vec<Vec<u8>>) {
+    let o = MpaOptions {
+        markers,
+        crc,
+        ..MpaOptions::default()
+    };
+    let mut p = pair(o.clone(), o, 600);
+    let (mut mem, stag) = table(3000);
+    p.r.stream_mut()
+        .post_recv(
+            0,
+            RecvBuffer {
+                id: 1,
+                data: vec![0; 2000],
+            },
+        )
+        .unwrap();
+    p.i.stream_mut()
+        .send_tagged(
+            ctrl(Opcode::RDMA_WRITE),
+            stag.0,
+            BASE_TO,
+            Bytes::from(pattern(3000, 5)),
+        )
+        .unwrap();
+    p.i.stream_mut()
+        .send_untagged(0, send_rsvd(), Bytes::from(pattern(2000, 6)))
+        .unwrap();
+    // The responder may not send before the initiator's first FPDU.
+    p.r.stream_mut()
+        .send_untagged(0, send_rsvd(), Bytes::from_static(b"x"))
+        .unwrap();
+    assert!(p.r.poll_transmit().is_none());
+    let wire = drain(&mut p.i);
+    for c in chunks(&wire) {
+        // The responder stops right after the RTR; the caller feeds the rest again.
+        let mut c = &c[..];
+        while !c.is_empty() {
+            let n = p.r.on_bytes(&mut mem, c);
+            assert!(n > 0, "no progress");
+            c = &c[n..];
+        }
+    }
+    assert!(p.r.take_error().is_none());
+    assert!(p.r.is_established() && p.r.may_send());
+    assert_eq!(
+        p.r.poll_delivery(),
+        Some(Delivery::Tagged {
+            rsvd_ulp: 0x40,
+            stag: stag.0,
+            to: BASE_TO,
+            len: 3000
+        })
+    );
+    let Some(Delivery::Untagged {
+        len: 2000, buffer, ..
+    }) = p.r.poll_delivery()
+    else {
+        panic!("no Send")
+    };
+    assert_eq!(buffer.data, pattern(2000, 6));
+    assert_eq!(mem.region(stag).unwrap().data(), &pattern(3000, 5)[..]);
+    assert!(p.r.poll_delivery().is_none());
+    assert!(
+        !drain(&mut p.r).is_empty(),
+        "the held Send leaves after the first FPDU"
+    );
+}
+
+#[test]
+fn fpdu_stream_split_at_every_byte_boundary() {
+    for (markers, crc) in [(false, true), (true, true), (true, false)] {
+        // The stream is ~5 KiB; every cut point, two reads each.
+        let probe = std::cell::Cell::new(0usize);
+        deliver(markers, crc, &|w| {
+            probe.set(w.len());
+            vec![w.to_vec()]
+        });
+        for cut in 0..=probe.get() {
+            deliver(markers, crc, &|w| {
+                vec![w[..cut].to_vec(), w[cut..].to_vec()]
+            });
+        }
+    }
+}
+
+#[test]
+fn fpdu_stream_in_tiny_and_whole_reads() {
+    for markers in [false, true] {
+        for step in [1, 2, 3, 7, 4096] {
+            deliver(markers, true, &|w| {
+                w.chunks(step).map(|c| c.to_vec()).collect()
+            });
+        }
+    }
+}
+
+#[test]
+fn mulpdu_follows_the_emss() {
+    let o = MpaOptions {
+        markers: true,
+        ..MpaOptions::rev1()
+    };
+    let mut p = pair(o.clone(), o, 1448);
+    assert_eq!(p.i.stream().mulpdu(), mulpdu(1448, true));
+    // An FPDU built for EMSS 1448 stays acceptable after the receiver's EMSS
+    // drops to 536 (spec §4.2): the receive limit never shrinks.
+    p.r.stream_mut()
+        .post_recv(
+            0,
+            RecvBuffer {
+                id: 1,
+                data: vec![0; 1400],
+            },
+        )
+        .unwrap();
+    p.i.stream_mut()
+        .send_untagged(0, send_rsvd(), Bytes::from(pattern(1400, 2)))
+        .unwrap();
+    let big = drain(&mut p.i);
+    p.r.set_emss(536).unwrap();
+    let mut scratch = MemoryTable::new();
+    assert_eq!(p.r.on_bytes(&mut scratch, &big), big.len());
+    assert!(p.r.take_error().is_none());
+    assert!(matches!(
+        p.r.poll_delivery(),
+        Some(Delivery::Untagged { len: 1400, .. })
+    ));
+    p.i.set_emss(536).unwrap();
+    assert_eq!(p.i.stream().mulpdu(), 522);
+    p.i.stream_mut()
+        .send_untagged(0, send_rsvd(), Bytes::from(pattern(5000, 1)))
+        .unwrap();
+    let wire = drain(&mut p.i);
+    // Every FPDU (with its Markers) fits one 536-octet segment.
+    let mut d = FpduDecoder::with_offset(true, true, 65535, big.len() as u32);
+    let mut rest = &wire[..];
+    let mut n = 0;
+    while !rest.is_empty() {
+        let before = d.offset();
+        let (used, u) = d.decode(rest).unwrap();
+        rest = &rest[used..];
+        if let Some(u) = u {
+            assert!(u.len() <= 522);
+            n += 1;
+        }
+        assert!(d.offset().wrapping_sub(before) as usize <= 536);
+    }
+    assert_eq!(n, 5000usize.div_ceil(522 - 18));
+    // A tiny EMSS cannot carry DDP: refused, not a panic.
+    assert!(p.i.set_emss(20).is_err());
+}
+
+/// Drive direct placement by hand: the head goes through `direct_begin`, the
+/// "socket" copy into the region is done here, the trailer through
+/// `direct_finish`.
+fn direct_once(corrupt: bool) -> (FpduConn, MemoryTable, rddp_proto::mem::Stag) {
+    let o = MpaOptions::rev1();
+    let mut p = pair(o.clone(), o, 65_000);
+    let (mut mem, stag) = table(10_000);
+    let data = pattern(9000, 8);
+    p.i.stream_mut()
+        .send_tagged(
+            ctrl(Opcode::RDMA_WRITE),
+            stag.0,
+            BASE_TO + 1000,
+            Bytes::from(data.clone()),
+        )
+        .unwrap();
+    let mut wire = drain(&mut p.i);
+    if corrupt {
+        let n = wire.len();
+        wire[n - 1] ^= 1;
+    }
+    assert!(p.r.direct_capable());
+    assert_eq!(p.r.whole_prefix(&wire[..100]), 0);
+    let rddp_mpa::fpdu::DirectStart::Read { consumed, read } =
+        p.r.direct_begin(&mut mem, &wire[..100])
+    else {
+        panic!("not placed directly")
+    };
+    assert_eq!(
+        (consumed, read.start, read.end, read.trailer),
+        (100, 1000 + 84, 1000 + 9000, 4)
+    );
+    let body = &wire[100..100 + (read.end - read.start)];
+    mem.region_mut(read.stag).unwrap().data_mut()[read.start..read.end].copy_from_slice(body);
+    p.r.direct_finish(&mut mem, &wire[wire.len() - read.trailer..]);
+    (p.r, mem, stag)
+}
+
+#[test]
+fn direct_placement_by_hand() {
+    let (mut r, mem, stag) = direct_once(false);
+    assert!(r.take_error().is_none());
+    assert_eq!(r.direct_bytes(), 9000);
+    assert_eq!(
+        r.poll_delivery(),
+        Some(Delivery::Tagged {
+            rsvd_ulp: 0x40,
+            stag: stag.0,
+            to: BASE_TO + 1000,
+            len: 9000
+        })
+    );
+    assert_eq!(
+        &mem.region(stag).unwrap().data()[1000..],
+        &pattern(9000, 8)[..]
+    );
+    assert!(mem.all_guards_intact());
+    let (mut r, _, _) = direct_once(true);
+    assert_eq!(r.poll_delivery(), None);
+    assert_eq!(
+        r.take_error().and_then(|e| e.terminate_code()),
+        Some(rddp_wire::TerminateCode::MPA_CRC_ERROR)
+    );
+    assert!(r.wants_close() || r.poll_transmit().is_some());
+}
