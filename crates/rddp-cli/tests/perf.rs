@@ -112,6 +112,40 @@ fn several_sizes_queue_pairs_and_a_duration() {
 }
 
 #[test]
+fn few_receive_buffers_slow_a_fast_client_down_but_never_overrun() {
+    // 2 receives asked for (16 kept at least), a client that could post 512.
+    let lines = perf_json(&[
+        "--op",
+        "send",
+        "--size",
+        "64",
+        "--iters",
+        "3000",
+        "--rx-depth",
+        "2",
+        "--tx-depth",
+        "512",
+        "--verify",
+    ]);
+    check_consistent(&lines[0], "send", 64, 3000);
+    assert_eq!(lines[0]["corrupt_bytes"].as_u64(), Some(0));
+    // Latency with two queue pairs and a duration.
+    let lines = perf_json(&[
+        "--op",
+        "send",
+        "--pingpong",
+        "--qps",
+        "2",
+        "--size",
+        "100",
+        "--duration",
+        "0.2",
+    ]);
+    assert_eq!(lines[0]["qps"].as_u64(), Some(2));
+    assert!(num(&lines[0], "p99_us") > 0.0);
+}
+
+#[test]
 fn plot_writes_an_svg_chart() {
     let path = std::env::temp_dir().join(format!("rddp-perf-{}.svg", std::process::id()));
     let p = path.to_str().unwrap();

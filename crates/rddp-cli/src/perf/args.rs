@@ -46,7 +46,7 @@ pub struct ServerArgs {
     #[command(flatten)]
     pub link: LinkArgs,
     /// Receive buffers kept posted per connection (perftest's -r).
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(2..=4096))]
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(2..=4096))]
     pub rx_depth: u32,
 }
 
@@ -88,7 +88,7 @@ pub struct ClientArgs {
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub tx_depth: u32,
     /// Receive buffers per connection of the in-process server (--transport mem).
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(2..=4096))]
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(2..=4096))]
     pub rx_depth: u32,
 }
 

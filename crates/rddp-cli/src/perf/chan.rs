@@ -17,6 +17,11 @@ use std::time::{Duration, Instant};
 const CTRL: u64 = 1 << 63;
 const GRANT: u64 = 1 << 62;
 
+/// Octets of receive buffers a side keeps posted at most (see `set_recv_len`).
+pub const RECV_BUDGET: usize = 64 << 20;
+/// Receive buffers kept posted at least.
+pub const MIN_RECVS: usize = 16;
+
 /// How long a side waits without any progress before it gives up.
 pub const STALL: Duration = Duration::from_secs(10);
 
@@ -37,13 +42,14 @@ struct Grant {
     to: RemoteBuf,
     mr: MemoryRegion,
     advertised: u64,
-    batch: u64,
 }
 
 pub struct Chan {
     pub ep: Endpoint,
     ctrl_mr: MemoryRegion,
     recv_len: usize,
+    /// How many receives to keep posted.
+    target: usize,
     posted: VecDeque<usize>,
     posted_total: u64,
     outstanding: usize,
@@ -69,6 +75,7 @@ impl Chan {
             ep,
             ctrl_mr,
             recv_len: recv_len.max(CTRL_LEN),
+            target: recvs,
             posted: VecDeque::new(),
             posted_total: 0,
             outstanding: 0,
@@ -83,9 +90,16 @@ impl Chan {
         Ok(c)
     }
 
-    /// Length of the receive buffers posted from now on.
-    pub fn set_recv_len(&mut self, len: usize) {
+    /// Length of the receive buffers posted from now on, and how many to keep
+    /// posted: `most`, or fewer for large buffers (`RECV_BUDGET` octets in all, but
+    /// never fewer than `MIN_RECVS`). Posts up to that count at once.
+    pub fn set_recv_len(&mut self, len: usize, most: usize) -> Result<(), String> {
         self.recv_len = len.max(CTRL_LEN);
+        self.target = (RECV_BUDGET / self.recv_len).clamp(MIN_RECVS, most.max(MIN_RECVS));
+        while self.posted.len() < self.target {
+            self.post_recv()?;
+        }
+        Ok(())
     }
 
     /// How many of the posted receives, from the oldest, must be used up before
@@ -128,7 +142,8 @@ impl Chan {
     }
 
     /// Server: tell the client of reposted receives by writing into `to`.
-    pub fn enable_grants(&mut self, to: RemoteBuf, batch: u64) -> Result<(), String> {
+    /// Grants go out whenever a quarter of the receive target has been reposted.
+    pub fn enable_grants(&mut self, to: RemoteBuf) -> Result<(), String> {
         if to.len < 8 {
             return Err(format!(
                 "the client's credit mailbox is {} octets; 8 are needed",
@@ -144,7 +159,6 @@ impl Chan {
             to,
             mr,
             advertised: 0,
-            batch: batch.max(1),
         });
         self.grant_now()
     }
@@ -365,9 +379,15 @@ impl Chan {
         };
         // After Bye the peer may already have closed: nothing more comes.
         if !matches!(got, Incoming::Ctrl(Msg::Bye)) {
-            self.post_recv()?;
+            if self.posted.len() < self.target {
+                self.post_recv()?;
+            }
+            // Checked on every receive, reposted or not: once the client has used
+            // every credit, what is still posted (at least the target, which is at
+            // least the batch) gets granted, so the client cannot wait forever.
+            let batch = (self.target as u64 / 4).max(1);
             if let Some(g) = &self.grant
-                && self.posted_total - g.advertised >= g.batch
+                && self.posted_total - g.advertised >= batch
             {
                 self.grant_now()?;
             }

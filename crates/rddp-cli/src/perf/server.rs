@@ -92,8 +92,7 @@ impl Server {
         };
         let buf = reg(Access::REMOTE_WRITE | Access::REMOTE_READ)?;
         let src = reg(Access::NONE)?;
-        let batch = (self.opts.rx_depth / 4).max(1) as u64;
-        self.chan.enable_grants(mailbox, batch)?;
+        self.chan.enable_grants(mailbox)?;
         // The first Send: the 16-octet advertisement of the buffer.
         self.chan.send_raw(&buf.remote().to_bytes())?;
         Ok(Run {
@@ -120,7 +119,7 @@ impl Server {
         match run.op {
             Op::Write => run.buf.write(0, &vec![0; n]).map_err(e)?,
             Op::Read => run.buf.write(0, &pattern::fill(size, n)).map_err(e)?,
-            Op::Send => self.chan.set_recv_len(n),
+            Op::Send => self.chan.set_recv_len(n, self.opts.rx_depth)?,
         }
         if run.pingpong {
             run.src.write(0, &pattern::fill(size, n)).map_err(e)?;
