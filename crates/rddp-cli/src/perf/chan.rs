@@ -65,7 +65,8 @@ fn verbs(what: &str) -> impl Fn(rddp::Error) -> String + '_ {
 }
 
 impl Chan {
-    /// Take over `ep` and post `recvs` receive buffers of `recv_len` octets.
+    /// Take over `ep`, post `recvs` receive buffers of `recv_len` octets, then let
+    /// the LLP's segments in (see [`Endpoint::open`]).
     pub fn new(ep: Endpoint, recv_len: usize, recvs: usize) -> Result<Self, String> {
         let ctrl_mr = ep
             .pd
@@ -87,6 +88,7 @@ impl Chan {
         for _ in 0..recvs {
             c.post_recv()?;
         }
+        c.ep.open();
         Ok(c)
     }
 
