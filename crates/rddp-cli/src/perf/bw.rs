@@ -1,11 +1,19 @@
 //! Bandwidth: keep up to tx-depth Writes, Reads or Sends in flight until the size
 //! is done (ib_write_bw, ib_read_bw, ib_send_bw).
+//!
+//! Backpressure: Sends are held by the server's receive credits, Reads complete
+//! when their response is in. Writes complete when the LLP has taken them, so a
+//! one-octet Read every half window confirms the Writes before it, and no more
+//! than a window of Writes is ever unconfirmed.
 
 use super::chan::Chan;
 use super::opts::{Op, Stop};
 use super::stats::peak_rate;
 use rddp::{MemoryRegion, RemoteBuf};
 use std::time::{Duration, Instant};
+
+/// Octets of Writes that may be on their way, not yet confirmed, at most.
+pub const UNCONFIRMED_BYTES: u64 = 128 << 20;
 
 /// What the client measured of one size.
 pub struct BwOut {
@@ -22,6 +30,8 @@ pub struct BwBufs<'a> {
     pub src: &'a MemoryRegion,
     /// Sink of Reads.
     pub sink: &'a MemoryRegion,
+    /// Sink of the one-octet Reads that confirm Writes.
+    pub sync: &'a MemoryRegion,
     /// The server's advertised buffer.
     pub remote: RemoteBuf,
 }
@@ -38,6 +48,15 @@ pub fn run(
     let depth = depth.max(1);
     let start = Instant::now();
     let base = chan.data_done();
+    let id0 = chan.data_posted();
+    // Writes not yet confirmed by a Read's response stay below two tx depths and
+    // below `UNCONFIRMED_BYTES`; a confirming Read goes out every half window.
+    let window = (2 * depth as u64)
+        .min(UNCONFIRMED_BYTES / u64::from(size.max(1)))
+        .max(2);
+    let sync_every = window / 2;
+    let unconfirmed = |chan: &Chan| chan.data_posted() - chan.confirmed().max(id0);
+    let mut progress = 0u64;
     let mut posted = 0u64;
     let mut done = 0u64;
     let mut marks: Vec<(u64, Duration)> = Vec::new();
@@ -47,9 +66,17 @@ pub fn run(
         Stop::Duration(d) => start.elapsed() < d,
     };
     loop {
-        while chan.outstanding() < depth && more(posted) {
+        while chan.outstanding() < depth
+            && more(posted)
+            && (op != Op::Write || unconfirmed(chan) < window)
+        {
             match op {
-                Op::Write => chan.write(bufs.src, u64::from(size), bufs.remote)?,
+                Op::Write => {
+                    chan.write(bufs.src, u64::from(size), bufs.remote)?;
+                    if (posted + 1).is_multiple_of(sync_every) {
+                        chan.sync(bufs.sync, bufs.remote)?;
+                    }
+                }
                 Op::Read => chan.read(bufs.sink, size, bufs.remote)?,
                 Op::Send => chan.send_data(bufs.src, u64::from(size))?,
             }
@@ -60,7 +87,15 @@ pub fn run(
         if now_done > done {
             done = now_done;
             last = Instant::now();
-            marks.push((done, last - start));
+        }
+        // The peak counts Writes once confirmed, the rest once completed.
+        let now = match op {
+            Op::Write => chan.confirmed().saturating_sub(id0),
+            _ => done,
+        };
+        if now > progress {
+            progress = now;
+            marks.push((progress, start.elapsed()));
         }
         if done == posted && !more(posted) {
             break;

@@ -16,6 +16,10 @@ use std::time::{Duration, Instant};
 
 const CTRL: u64 = 1 << 63;
 const GRANT: u64 = 1 << 62;
+/// A one-octet RDMA Read that confirms the Writes posted before it (the low bits
+/// say how many data work requests had been posted).
+const SYNC: u64 = 1 << 61;
+const FLAGS: u64 = CTRL | GRANT | SYNC;
 
 /// Octets of receive buffers a side keeps posted at most (see `set_recv_len`).
 pub const RECV_BUDGET: usize = 64 << 20;
@@ -55,6 +59,8 @@ pub struct Chan {
     outstanding: usize,
     /// Data work requests completed so far.
     data_done: u64,
+    /// Data work requests known to have reached the peer (see `sync`).
+    confirmed: u64,
     next_id: u64,
     credits: Option<Credits>,
     grant: Option<Grant>,
@@ -81,6 +87,7 @@ impl Chan {
             posted_total: 0,
             outstanding: 0,
             data_done: 0,
+            confirmed: 0,
             next_id: 0,
             credits: None,
             grant: None,
@@ -249,7 +256,7 @@ impl Chan {
     fn data_id(&mut self) -> u64 {
         self.outstanding += 1;
         self.next_id += 1;
-        self.next_id & !(CTRL | GRANT)
+        self.next_id & !FLAGS
     }
 
     /// Send `len` octets of `mr` as data (no Solicited Event).
@@ -278,6 +285,30 @@ impl Chan {
             .qp
             .post_read(id, mr, 0, len, remote, 0)
             .map_err(verbs("posting an RDMA Read"))
+    }
+
+    /// Data work requests posted so far.
+    pub fn data_posted(&self) -> u64 {
+        self.next_id
+    }
+
+    /// How many of the data work requests posted so far have certainly reached
+    /// the peer: those posted before the last completed `sync`.
+    pub fn confirmed(&self) -> u64 {
+        self.confirmed
+    }
+
+    /// Post a one-octet RDMA Read of `remote` into `mr`. Its response comes after
+    /// every earlier message has been taken by the peer, so its completion
+    /// confirms them. (A Write completes when the LLP has taken it, and the LLP
+    /// queues without bound, so Writes alone have no backpressure.)
+    pub fn sync(&mut self, mr: &MemoryRegion, remote: RemoteBuf) -> Result<(), String> {
+        self.ep
+            .qp
+            .post_read(SYNC | self.next_id, mr, 0, 1, remote, 0)
+            .map_err(verbs("posting a confirming RDMA Read"))?;
+        self.outstanding += 1;
+        Ok(())
     }
 
     /// Work requests posted and not yet completed.
@@ -315,7 +346,9 @@ impl Chan {
         for wc in got {
             check_status(&wc)?;
             self.outstanding = self.outstanding.saturating_sub(1);
-            if wc.wr_id & (CTRL | GRANT) == 0 {
+            if wc.wr_id & SYNC != 0 {
+                self.confirmed = self.confirmed.max(wc.wr_id & !FLAGS);
+            } else if wc.wr_id & FLAGS == 0 {
                 data += 1;
             }
         }

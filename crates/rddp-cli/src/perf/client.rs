@@ -24,6 +24,8 @@ pub struct Client {
     src: MemoryRegion,
     /// Sink of Reads, target of the server's ping-pong Writes.
     local: MemoryRegion,
+    /// Sink of the Reads that confirm Writes.
+    sync: MemoryRegion,
 }
 
 fn reg(ep: &Endpoint, len: u32, access: Access) -> Result<MemoryRegion, String> {
@@ -44,6 +46,7 @@ impl Client {
         let mailbox = reg(&ep, 8, Access::REMOTE_WRITE)?;
         let local = reg(&ep, max, Access::REMOTE_WRITE | Access::REMOTE_READ)?;
         let src = reg(&ep, max, Access::NONE)?;
+        let sync = reg(&ep, 8, Access::REMOTE_WRITE)?;
         let hello = Msg::Hello {
             op: opts.op,
             pingpong: opts.pingpong,
@@ -78,6 +81,7 @@ impl Client {
             remote,
             src,
             local,
+            sync,
         })
     }
 
@@ -167,6 +171,7 @@ impl Client {
         let bufs = BwBufs {
             src: &self.src,
             sink: &self.local,
+            sync: &self.sync,
             remote: self.remote,
         };
         let out = bw::run(&mut self.chan, o.op, &bufs, size, o.stop, depth)?;
