@@ -105,6 +105,11 @@ fn several_sizes_queue_pairs_and_a_duration() {
         assert_eq!(v["qps"].as_u64(), Some(2));
         assert_eq!(v["corrupt_bytes"].as_u64(), Some(0), "{v}");
     }
+    // The most queue pairs the flag allows (128 consumers of one device here).
+    let lines = perf_json(&[
+        "--op", "read", "--size", "1K", "--iters", "20", "--qps", "64",
+    ]);
+    check_consistent(&lines[0], "read", 1024, 20 * 64);
     let lines = perf_json(&["--op", "write", "--size", "1K", "--duration", "0.2"]);
     let v = &lines[0];
     assert!(num(v, "seconds") >= 0.2, "{v}");

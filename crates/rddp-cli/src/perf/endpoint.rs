@@ -59,10 +59,13 @@ impl Endpoint {
     /// Nothing is read from the LLP until [`Endpoint::open`] (the perf client
     /// and server call it once their first receives are posted).
     pub fn attach(dev: &Device, name: &str, mut conn: Connection) -> Result<Self, String> {
+        // Enough for two buffers of the largest size and the small ones; small
+        // enough that --qps 64 (128 consumers with --transport mem) fits the
+        // device.
         let quota = Quota {
             queue_pairs: 1,
             memory_regions: 16,
-            registered_bytes: 1 << 30,
+            registered_bytes: 2 * u64::from(super::opts::MAX_SIZE) + (1 << 20),
             receive_buffers: 8192,
             outstanding_reads: 1024,
         };
