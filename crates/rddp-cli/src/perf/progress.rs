@@ -14,6 +14,8 @@ pub fn bar(sizes: u64, json: bool) -> ProgressBar {
     {
         pb.set_style(style);
     }
+    // Redraw (the elapsed time) while a long size runs.
+    pb.enable_steady_tick(std::time::Duration::from_millis(250));
     pb
 }
 

@@ -86,15 +86,22 @@ pub fn client_main(a: &ClientArgs) -> Result<(), String> {
         }
     }
     let result = measure(a, &opts, eps);
+    // The in-process server's error, if any, is usually the cause of the client's.
+    let mut server_err = None;
     for s in servers {
         let r = s
             .join()
-            .map_err(|_| "the in-process server thread failed".to_string())?;
-        if result.is_ok() {
-            r.map_err(|e| format!("server: {e}"))?;
+            .unwrap_or_else(|_| Err("the in-process server thread failed".into()));
+        if let Err(e) = r {
+            server_err.get_or_insert(e);
         }
     }
-    result
+    match (result, server_err) {
+        (Ok(()), None) => Ok(()),
+        (Ok(()), Some(s)) => Err(format!("server: {s}")),
+        (Err(c), None) => Err(c),
+        (Err(c), Some(s)) => Err(format!("{c} (server: {s})")),
+    }
 }
 
 fn banner(a: &ClientArgs, opts: &ClientOpts) -> String {

@@ -185,3 +185,57 @@ impl Server {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::client::Client;
+    use crate::perf::opts::{ClientOpts, Stop};
+    use rddp::Device;
+    use rddp::transport::memory_pair;
+
+    fn pair(dev: &Device) -> (Endpoint, Endpoint) {
+        let (a, b) = memory_pair(4096);
+        (
+            Endpoint::attach(dev, "client", a).unwrap(),
+            Endpoint::attach(dev, "server", b).unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_peer_that_does_not_say_hello_is_an_error_not_a_hang() {
+        let dev = Device::new();
+        let (c, s) = pair(&dev);
+        let server = Server::new(s, ServerOpts { rx_depth: 4 }).unwrap();
+        let t = std::thread::spawn(move || server.run());
+        let mut chan = Chan::new(c, CTRL_LEN, 4).unwrap();
+        chan.send_ctrl(&Msg::Bye).unwrap();
+        let err = t.join().unwrap().unwrap_err();
+        assert!(err.contains("not Hello"), "{err}");
+    }
+
+    #[test]
+    fn a_server_without_the_advertisement_is_refused() {
+        let dev = Device::new();
+        let (c, s) = pair(&dev);
+        // A "server" that answers Hello with 10 octets instead of 16.
+        let t = std::thread::spawn(move || {
+            let mut chan = Chan::new(s, CTRL_LEN, 4).unwrap();
+            let _ = chan.recv_ctrl("Hello");
+            chan.send_raw(&[0; 10]).unwrap();
+            chan.drain().unwrap();
+            chan
+        });
+        let opts = ClientOpts {
+            op: Op::Write,
+            sizes: vec![64],
+            stop: Stop::Iters(1),
+            pingpong: false,
+            verify: false,
+            tx_depth: 4,
+        };
+        let err = Client::connect(c, &opts).err().unwrap();
+        assert!(err.contains("not the 16-octet advertisement"), "{err}");
+        drop(t.join());
+    }
+}
