@@ -1,8 +1,9 @@
-//! The `rddp` tool. `demo` runs with no setup; `perf` and `target` arrive with the
-//! MPA and verbs work (see the README's status table).
+//! The `rddp` tool. `demo` runs with no setup; `perf` measures (its MPA/SCTP
+//! connection setup arrives with the MPA work); `target` is still to come.
 
 mod demo;
 mod llp;
+mod perf;
 mod target;
 
 use clap::{Parser, Subcommand};
@@ -25,19 +26,54 @@ enum Cmd {
     Demo,
     /// A conformance responder: registered buffer, echo, Reads, events.
     Target(target::TargetArgs),
+    /// Measure bandwidth and latency like perftest (server and client).
+    #[command(subcommand)]
+    Perf(perf::PerfCmd),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = match cli.cmd {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
+    let result = match &cli.cmd {
         Cmd::Demo => demo::run(),
-        Cmd::Target(a) => target::run(a),
+        Cmd::Target(a) => target::run(a.clone()),
+        Cmd::Perf(p) => perf::main(p),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("rddp: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Help and version print as usual; a wrong command line gives one line.
+fn usage_error(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            ExitCode::SUCCESS
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            ExitCode::from(2)
+        }
+        _ => {
+            // The first paragraph of clap's message, on one line.
+            let text = e.render().to_string();
+            let first: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let first = first.join(" ");
+            let first = first.strip_prefix("error: ").unwrap_or(&first);
+            eprintln!("rddp: {first} (see --help)");
+            ExitCode::from(2)
         }
     }
 }

@@ -1,0 +1,102 @@
+//! The command line of `rddp perf`.
+
+use super::link::Transport;
+use super::opts::{Op, parse_size};
+use clap::{Args, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Subcommand, Debug)]
+pub enum PerfCmd {
+    /// Answer perf clients: accept --qps connections, serve them, exit.
+    Server(ServerArgs),
+    /// Measure bandwidth or latency against a perf server (perftest's ib_*_bw/lat).
+    Client(ClientArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+/// How the connections are made.
+#[derive(Args, Debug)]
+pub struct LinkArgs {
+    /// Lower layer: MPA over TCP, SCTP, or `mem` (test only: both ends in one
+    /// process, run by the client).
+    #[arg(long, value_enum, default_value = "mpa")]
+    pub transport: Transport,
+    /// MPA CRC32c on every FPDU.
+    #[arg(long, value_enum, default_value = "on")]
+    pub crc: OnOff,
+    /// Parallel connections (queue pairs); figures are the aggregate.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub qps: u32,
+    /// MULPDU of the in-memory LLP (--transport mem).
+    #[arg(long, default_value_t = 16384, hide = true,
+          value_parser = clap::value_parser!(u32).range(64..=1 << 20))]
+    pub mem_mulpdu: u32,
+}
+
+#[derive(Args, Debug)]
+pub struct ServerArgs {
+    /// Address to listen on, e.g. 0.0.0.0:18515.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    #[command(flatten)]
+    pub link: LinkArgs,
+    /// Receive buffers kept posted per connection (perftest's -r).
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(2..=4096))]
+    pub rx_depth: u32,
+}
+
+#[derive(Args, Debug)]
+pub struct ClientArgs {
+    /// The server's address, e.g. 192.0.2.1:18515.
+    #[arg(long, value_name = "ADDR")]
+    pub connect: Option<String>,
+    #[command(flatten)]
+    pub link: LinkArgs,
+    /// Operation measured.
+    #[arg(long, value_enum, default_value = "write")]
+    pub op: Op,
+    /// Message size in octets (64K and 4M work too); default 65536.
+    #[arg(long, value_parser = parse_size, conflicts_with = "sweep", allow_negative_numbers = true)]
+    pub size: Option<u32>,
+    /// Every power of two from 64 B to 4 MiB.
+    #[arg(long)]
+    pub sweep: bool,
+    /// Messages per size (default 5000, 1000 with --pingpong).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "duration")]
+    pub iters: Option<u64>,
+    /// Seconds per size instead of a message count.
+    #[arg(long, value_name = "SECS", value_parser = parse_secs, allow_negative_numbers = true)]
+    pub duration: Option<f64>,
+    /// Latency by ping-pong (write: ib_write_lat; send: ib_send_lat).
+    #[arg(long)]
+    pub pingpong: bool,
+    /// Patterned payload checked byte for byte at the receiving side.
+    #[arg(long)]
+    pub verify: bool,
+    /// One JSON object per size per line instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Draw Gbit/s and messages/s against size into this SVG file.
+    #[arg(long, value_name = "FILE.svg", requires = "sweep")]
+    pub plot: Option<PathBuf>,
+    /// Work requests in flight at most (perftest's -t).
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub tx_depth: u32,
+    /// Receive buffers per connection of the in-process server (--transport mem).
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(2..=4096))]
+    pub rx_depth: u32,
+}
+
+fn parse_secs(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 86_400.0 => Ok(v),
+        _ => Err(format!(
+            "{s:?} is not a duration in seconds (0 < SECS <= 86400)"
+        )),
+    }
+}

@@ -1,0 +1,117 @@
+//! Bandwidth: keep up to tx-depth Writes, Reads or Sends in flight until the size
+//! is done (ib_write_bw, ib_read_bw, ib_send_bw).
+//!
+//! Backpressure: Sends are held by the server's receive credits, Reads complete
+//! when their response is in. Writes complete when the LLP has taken them, so a
+//! one-octet Read every half window confirms the Writes before it, and no more
+//! than a window of Writes is ever unconfirmed.
+
+use super::chan::Chan;
+use super::opts::{Op, Stop};
+use super::stats::peak_rate;
+use rddp::{MemoryRegion, RemoteBuf};
+use std::time::{Duration, Instant};
+
+/// Octets of Writes that may be on their way, not yet confirmed, at most.
+pub const UNCONFIRMED_BYTES: u64 = 128 << 20;
+
+/// What the client measured of one size.
+pub struct BwOut {
+    /// When the first work request was posted.
+    pub start: Instant,
+    pub iters: u64,
+    pub seconds: f64,
+    pub peak_msgs_per_s: f64,
+}
+
+/// The buffers a bandwidth run uses.
+pub struct BwBufs<'a> {
+    /// Source of Writes and Sends.
+    pub src: &'a MemoryRegion,
+    /// Sink of Reads.
+    pub sink: &'a MemoryRegion,
+    /// Sink of the one-octet Reads that confirm Writes.
+    pub sync: &'a MemoryRegion,
+    /// The server's advertised buffer.
+    pub remote: RemoteBuf,
+}
+
+/// Run one size; returns when every posted work request has completed.
+pub fn run(
+    chan: &mut Chan,
+    op: Op,
+    bufs: &BwBufs<'_>,
+    size: u32,
+    stop: Stop,
+    depth: usize,
+) -> Result<BwOut, String> {
+    let depth = depth.max(1);
+    let start = Instant::now();
+    let base = chan.data_done();
+    let id0 = chan.data_posted();
+    // Writes not yet confirmed by a Read's response stay below two tx depths and
+    // below `UNCONFIRMED_BYTES`; a confirming Read goes out every half window.
+    let window = (2 * depth as u64)
+        .min(UNCONFIRMED_BYTES / u64::from(size.max(1)))
+        .max(2);
+    let sync_every = window / 2;
+    let unconfirmed = |chan: &Chan| chan.data_posted() - chan.confirmed().max(id0);
+    let mut progress = 0u64;
+    let mut posted = 0u64;
+    let mut done = 0u64;
+    let mut marks: Vec<(u64, Duration)> = Vec::new();
+    let mut last = start;
+    let more = |posted: u64| match stop {
+        Stop::Iters(n) => posted < n,
+        Stop::Duration(d) => start.elapsed() < d,
+    };
+    loop {
+        while chan.outstanding() < depth
+            && more(posted)
+            && (op != Op::Write || unconfirmed(chan) < window)
+        {
+            match op {
+                Op::Write => {
+                    chan.write(bufs.src, u64::from(size), bufs.remote)?;
+                    if (posted + 1).is_multiple_of(sync_every) {
+                        chan.sync(bufs.sync, bufs.remote)?;
+                    }
+                }
+                Op::Read => chan.read(bufs.sink, size, bufs.remote)?,
+                Op::Send => chan.send_data(bufs.src, u64::from(size))?,
+            }
+            posted += 1;
+        }
+        // Completions taken while waiting for credits count too.
+        let now_done = chan.data_done() - base;
+        if now_done > done {
+            done = now_done;
+            last = Instant::now();
+        }
+        // The peak counts Writes once confirmed, the rest once completed.
+        let now = match op {
+            Op::Write => chan.confirmed().saturating_sub(id0),
+            _ => done,
+        };
+        if now > progress {
+            progress = now;
+            marks.push((progress, start.elapsed()));
+        }
+        if done == posted && !more(posted) {
+            break;
+        }
+        if chan.outstanding() > 0 {
+            chan.reap(true)?;
+        }
+    }
+    let seconds = (last - start).as_secs_f64();
+    // Stretches of a tenth of the run: completions come in bursts, and shorter
+    // stretches would report the burst, not the link.
+    let stretch = (4 * depth as u64).max(done / 10);
+    Ok(BwOut {
+        start,
+        iters: done,
+        seconds,
+        peak_msgs_per_s: peak_rate(&marks, stretch),
+    })
+}

@@ -1,0 +1,464 @@
+//! One queue pair as the perf tool drives it: posts with a bounded number in
+//! flight, receives kept posted, control messages, and receive credits.
+//!
+//! Credits: the client may only Send while the number of its Sends is below the
+//! server's cumulative count of posted receives. The server tells that count in
+//! its control messages and, during a run, by an RDMA Write of it (u64 BE) into
+//! the client's mailbox, which needs no receive buffer and so cannot deadlock.
+//! The first Send (Hello) is allowed by convention: the server posts its receives
+//! before the client may connect.
+
+use super::endpoint::Endpoint;
+use super::proto::{CTRL_LEN, Msg};
+use rddp::{Access, AsyncEvent, MemoryRegion, RemoteBuf, SendFlags, WcStatus, WorkCompletion};
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+const CTRL: u64 = 1 << 63;
+const GRANT: u64 = 1 << 62;
+/// A one-octet RDMA Read that confirms the Writes posted before it (the low bits
+/// say how many data work requests had been posted).
+const SYNC: u64 = 1 << 61;
+const FLAGS: u64 = CTRL | GRANT | SYNC;
+
+/// Octets of receive buffers a side keeps posted at most (see `set_recv_len`).
+pub const RECV_BUDGET: usize = 64 << 20;
+/// Receive buffers kept posted at least.
+pub const MIN_RECVS: usize = 16;
+
+/// How long a side waits without any progress before it gives up.
+pub const STALL: Duration = Duration::from_secs(10);
+
+/// What a receive brought.
+pub enum Incoming {
+    Ctrl(Msg),
+    /// A data Send, exactly as long as it was.
+    Data(Vec<u8>),
+}
+
+struct Credits {
+    mailbox: MemoryRegion,
+    sent: u64,
+    granted: u64,
+}
+
+struct Grant {
+    to: RemoteBuf,
+    mr: MemoryRegion,
+    advertised: u64,
+}
+
+pub struct Chan {
+    pub ep: Endpoint,
+    ctrl_mr: MemoryRegion,
+    recv_len: usize,
+    /// How many receives to keep posted.
+    target: usize,
+    posted: VecDeque<usize>,
+    posted_total: u64,
+    outstanding: usize,
+    /// Data work requests completed so far.
+    data_done: u64,
+    /// Data work requests known to have reached the peer (see `sync`).
+    confirmed: u64,
+    next_id: u64,
+    credits: Option<Credits>,
+    grant: Option<Grant>,
+}
+
+fn verbs(what: &str) -> impl Fn(rddp::Error) -> String + '_ {
+    move |e| format!("{what}: {e}")
+}
+
+impl Chan {
+    /// Take over `ep`, post `recvs` receive buffers of `recv_len` octets, then let
+    /// the LLP's segments in (see [`Endpoint::open`]).
+    pub fn new(ep: Endpoint, recv_len: usize, recvs: usize) -> Result<Self, String> {
+        let ctrl_mr = ep
+            .pd
+            .register(vec![0; CTRL_LEN], Access::NONE)
+            .map_err(verbs("registering the control buffer"))?;
+        let mut c = Self {
+            ep,
+            ctrl_mr,
+            recv_len: recv_len.max(CTRL_LEN),
+            target: recvs,
+            posted: VecDeque::new(),
+            posted_total: 0,
+            outstanding: 0,
+            data_done: 0,
+            confirmed: 0,
+            next_id: 0,
+            credits: None,
+            grant: None,
+        };
+        for _ in 0..recvs {
+            c.post_recv()?;
+        }
+        c.ep.open();
+        Ok(c)
+    }
+
+    /// Length of the receive buffers posted from now on, and how many to keep
+    /// posted: `most`, or fewer for large buffers (`RECV_BUDGET` octets in all, but
+    /// never fewer than `MIN_RECVS`). Posts up to that count at once.
+    pub fn set_recv_len(&mut self, len: usize, most: usize) -> Result<(), String> {
+        self.recv_len = len.max(CTRL_LEN);
+        self.target = (RECV_BUDGET / self.recv_len).clamp(MIN_RECVS, most.max(MIN_RECVS));
+        while self.posted.len() < self.target {
+            self.post_recv()?;
+        }
+        Ok(())
+    }
+
+    /// How many of the posted receives, from the oldest, must be used up before
+    /// every remaining one is at least `len` long.
+    pub fn stale_below(&self, len: usize) -> u32 {
+        self.posted
+            .iter()
+            .rposition(|&l| l < len)
+            .map_or(0, |i| i as u32 + 1)
+    }
+
+    pub fn posted_total(&self) -> u64 {
+        self.posted_total
+    }
+
+    fn post_recv(&mut self) -> Result<(), String> {
+        self.ep
+            .qp
+            .post_recv(self.posted_total, self.recv_len)
+            .map_err(verbs("posting a receive"))?;
+        self.posted.push_back(self.recv_len);
+        self.posted_total += 1;
+        Ok(())
+    }
+
+    /// Client: Sends are limited by the server's grants, read from `mailbox`.
+    pub fn enable_credits(&mut self, mailbox: MemoryRegion) {
+        self.credits = Some(Credits {
+            mailbox,
+            sent: 0,
+            granted: 1,
+        });
+    }
+
+    /// Client: a grant carried in a control message.
+    pub fn note_granted(&mut self, granted: u64) {
+        if let Some(c) = &mut self.credits {
+            c.granted = c.granted.max(granted);
+        }
+    }
+
+    /// Server: tell the client of reposted receives by writing into `to`.
+    /// Grants go out whenever a quarter of the receive target has been reposted.
+    pub fn enable_grants(&mut self, to: RemoteBuf) -> Result<(), String> {
+        if to.len < 8 {
+            return Err(format!(
+                "the client's credit mailbox is {} octets; 8 are needed",
+                to.len
+            ));
+        }
+        let mr = self
+            .ep
+            .pd
+            .register(vec![0; 8], Access::NONE)
+            .map_err(verbs("registering the grant buffer"))?;
+        self.grant = Some(Grant {
+            to,
+            mr,
+            advertised: 0,
+        });
+        self.grant_now()
+    }
+
+    /// Server: write the cumulative posted count into the client's mailbox.
+    pub fn grant_now(&mut self) -> Result<(), String> {
+        let Some(g) = &mut self.grant else {
+            return Ok(());
+        };
+        g.mr.write(0, &self.posted_total.to_be_bytes())
+            .map_err(verbs("grant"))?;
+        self.ep
+            .qp
+            .post_write(GRANT, &g.mr, 0, 8, g.to, 0)
+            .map_err(verbs("writing a credit grant"))?;
+        g.advertised = self.posted_total;
+        self.outstanding += 1;
+        Ok(())
+    }
+
+    fn wait_credit(&mut self) -> Result<(), String> {
+        let start = Instant::now();
+        loop {
+            let Some(c) = &mut self.credits else {
+                return Ok(());
+            };
+            if c.sent < c.granted {
+                c.sent += 1;
+                return Ok(());
+            }
+            let m = c.mailbox.read(0, 8).map_err(verbs("reading the mailbox"))?;
+            let g = u64::from_be_bytes(m.try_into().unwrap_or([0; 8]));
+            c.granted = c.granted.max(g);
+            if c.sent < c.granted {
+                continue;
+            }
+            self.reap(false)?;
+            self.check_events("receive credits from the server")?;
+            if start.elapsed() > STALL {
+                return Err(format!(
+                    "no receive credits from the server for {} s: it stopped reposting receives",
+                    STALL.as_secs()
+                ));
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Send a control message (with Solicited Event).
+    pub fn send_ctrl(&mut self, m: &Msg) -> Result<(), String> {
+        self.wait_credit()?;
+        let b = m.encode();
+        self.ctrl_mr
+            .write(0, &b)
+            .map_err(verbs("control message"))?;
+        let flags = SendFlags {
+            solicited: true,
+            ..SendFlags::default()
+        };
+        self.ep
+            .qp
+            .post_send(CTRL, &self.ctrl_mr, 0, b.len() as u64, flags)
+            .map_err(verbs("sending a control message"))?;
+        self.outstanding += 1;
+        Ok(())
+    }
+
+    /// Send `bytes` as a data message (no Solicited Event), e.g. the advertisement.
+    pub fn send_raw(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.wait_credit()?;
+        self.ctrl_mr.write(0, bytes).map_err(verbs("raw message"))?;
+        self.ep
+            .qp
+            .post_send(
+                CTRL,
+                &self.ctrl_mr,
+                0,
+                bytes.len() as u64,
+                SendFlags::default(),
+            )
+            .map_err(verbs("sending a message"))?;
+        self.outstanding += 1;
+        Ok(())
+    }
+
+    fn data_id(&mut self) -> u64 {
+        self.outstanding += 1;
+        self.next_id += 1;
+        self.next_id & !FLAGS
+    }
+
+    /// Send `len` octets of `mr` as data (no Solicited Event).
+    pub fn send_data(&mut self, mr: &MemoryRegion, len: u64) -> Result<(), String> {
+        self.wait_credit()?;
+        let id = self.data_id();
+        self.ep
+            .qp
+            .post_send(id, mr, 0, len, SendFlags::default())
+            .map_err(verbs("posting a Send"))
+    }
+
+    /// RDMA Write `len` octets of `mr` to `remote`.
+    pub fn write(&mut self, mr: &MemoryRegion, len: u64, remote: RemoteBuf) -> Result<(), String> {
+        let id = self.data_id();
+        self.ep
+            .qp
+            .post_write(id, mr, 0, len, remote, 0)
+            .map_err(verbs("posting an RDMA Write"))
+    }
+
+    /// RDMA Read `len` octets of `remote` into `mr`.
+    pub fn read(&mut self, mr: &MemoryRegion, len: u32, remote: RemoteBuf) -> Result<(), String> {
+        let id = self.data_id();
+        self.ep
+            .qp
+            .post_read(id, mr, 0, len, remote, 0)
+            .map_err(verbs("posting an RDMA Read"))
+    }
+
+    /// Data work requests posted so far.
+    pub fn data_posted(&self) -> u64 {
+        self.next_id
+    }
+
+    /// How many of the data work requests posted so far have certainly reached
+    /// the peer: those posted before the last completed `sync`.
+    pub fn confirmed(&self) -> u64 {
+        self.confirmed
+    }
+
+    /// Post a one-octet RDMA Read of `remote` into `mr`. Its response comes after
+    /// every earlier message has been taken by the peer, so its completion
+    /// confirms them. (A Write completes when the LLP has taken it, and the LLP
+    /// queues without bound, so Writes alone have no backpressure.)
+    pub fn sync(&mut self, mr: &MemoryRegion, remote: RemoteBuf) -> Result<(), String> {
+        self.ep
+            .qp
+            .post_read(SYNC | self.next_id, mr, 0, 1, remote, 0)
+            .map_err(verbs("posting a confirming RDMA Read"))?;
+        self.outstanding += 1;
+        Ok(())
+    }
+
+    /// Work requests posted and not yet completed.
+    pub fn outstanding(&self) -> usize {
+        self.outstanding
+    }
+
+    /// Data work requests (Writes, Reads, data Sends) completed so far.
+    pub fn data_done(&self) -> u64 {
+        self.data_done
+    }
+
+    /// Take send-side completions (waiting up to `STALL` for one if `wait`);
+    /// returns how many were data work requests (also counted in `data_done`).
+    pub fn reap(&mut self, wait: bool) -> Result<u64, String> {
+        let got = if wait {
+            let start = Instant::now();
+            loop {
+                let got = self.ep.send_cq.wait(256, Duration::from_millis(100));
+                if !got.is_empty() {
+                    break got;
+                }
+                self.check_events("completions")?;
+                if start.elapsed() > STALL {
+                    return Err(format!(
+                        "no completion for {} s: the peer stopped taking data",
+                        STALL.as_secs()
+                    ));
+                }
+            }
+        } else {
+            self.ep.send_cq.poll(256)
+        };
+        let mut data = 0;
+        for wc in got {
+            check_status(&wc)?;
+            self.outstanding = self.outstanding.saturating_sub(1);
+            if wc.wr_id & SYNC != 0 {
+                self.confirmed = self.confirmed.max(wc.wr_id & !FLAGS);
+            } else if wc.wr_id & FLAGS == 0 {
+                data += 1;
+            }
+        }
+        self.data_done += data;
+        Ok(data)
+    }
+
+    /// Wait until nothing is in flight.
+    pub fn drain(&mut self) -> Result<(), String> {
+        while self.outstanding > 0 {
+            self.reap(true)?;
+        }
+        Ok(())
+    }
+
+    /// A receive if one has completed; the buffer is reposted at once.
+    pub fn try_recv(&mut self) -> Result<Option<Incoming>, String> {
+        match self.ep.recv_cq.poll(1).pop() {
+            Some(wc) => self.on_recv(wc).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Wait for the next receive (`what` names it in the error if none comes).
+    pub fn recv(&mut self, what: &str) -> Result<Incoming, String> {
+        let start = Instant::now();
+        loop {
+            if let Some(wc) = self.ep.recv_cq.wait(1, Duration::from_millis(100)).pop() {
+                return self.on_recv(wc);
+            }
+            self.reap(false)?;
+            self.check_events(what)?;
+            if start.elapsed() > STALL {
+                return Err(format!(
+                    "waited {} s for {what}: the peer stopped answering",
+                    STALL.as_secs()
+                ));
+            }
+        }
+    }
+
+    /// Wait for the next control message.
+    pub fn recv_ctrl(&mut self, what: &str) -> Result<Msg, String> {
+        match self.recv(what)? {
+            Incoming::Ctrl(m) => Ok(m),
+            Incoming::Data(d) => Err(format!(
+                "expected {what}, got a data message of {} octets",
+                d.len()
+            )),
+        }
+    }
+
+    fn on_recv(&mut self, wc: WorkCompletion) -> Result<Incoming, String> {
+        check_status(&wc)?;
+        self.posted.pop_front();
+        let (len, solicited) = (wc.byte_len as usize, wc.solicited);
+        let mut buf = wc.c.buffer.unwrap_or_default();
+        buf.truncate(len);
+        let got = if solicited {
+            Incoming::Ctrl(Msg::decode(&buf)?)
+        } else {
+            Incoming::Data(buf)
+        };
+        // After Bye the peer may already have closed: nothing more comes.
+        if !matches!(got, Incoming::Ctrl(Msg::Bye)) {
+            if self.posted.len() < self.target {
+                self.post_recv()?;
+            }
+            // Checked on every receive, reposted or not: once the client has used
+            // every credit, what is still posted (at least the target, which is at
+            // least the batch) gets granted, so the client cannot wait forever.
+            let batch = (self.target as u64 / 4).max(1);
+            if let Some(g) = &self.grant
+                && self.posted_total - g.advertised >= batch
+            {
+                self.grant_now()?;
+            }
+        }
+        self.reap(false)?;
+        Ok(got)
+    }
+
+    /// Turn a Terminate or a close of the connection into an error.
+    pub fn check_events(&self, what: &str) -> Result<(), String> {
+        // The first event says what happened; the rest follow from it.
+        if let Some(e) = self.ep.qp.async_events().into_iter().next() {
+            let why = match e {
+                AsyncEvent::TerminateSent { code, detail } => {
+                    format!("this side sent Terminate {code}: {detail}")
+                }
+                AsyncEvent::TerminateReceived { code, .. } => match code {
+                    Some(c) => format!("the peer sent Terminate {c}"),
+                    None => "the peer sent a malformed Terminate".into(),
+                },
+                AsyncEvent::Closed { graceful: true } => "the peer closed the connection".into(),
+                AsyncEvent::Closed { graceful: false } => "the connection was lost".into(),
+            };
+            return Err(format!("{why} (while waiting for {what})"));
+        }
+        Ok(())
+    }
+}
+
+fn check_status(wc: &WorkCompletion) -> Result<(), String> {
+    if wc.status == WcStatus::Success {
+        Ok(())
+    } else {
+        Err(format!(
+            "{:?} work request completed with {:?}",
+            wc.opcode, wc.status
+        ))
+    }
+}

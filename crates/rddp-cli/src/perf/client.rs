@@ -1,0 +1,250 @@
+//! The client side of a run on one attached queue pair: Hello, then one
+//! measurement per size, then Bye.
+
+use super::bw::{self, BwBufs};
+use super::chan::{Chan, Incoming};
+use super::endpoint::Endpoint;
+use super::lat;
+use super::opts::{ClientOpts, Op, Stop};
+use super::pattern;
+use super::proto::{CTRL_LEN, Msg};
+use super::report::Measurement;
+use rddp::{Access, MemoryRegion, RemoteBuf};
+use std::time::Instant;
+
+/// Receive buffers the client keeps posted (the server only answers, one at a time).
+const CLIENT_RECVS: usize = 8;
+
+/// A connected client, past the exchange of Hello and the advertisement.
+pub struct Client {
+    chan: Chan,
+    opts: ClientOpts,
+    remote: RemoteBuf,
+    /// Pattern source of Writes and Sends.
+    src: MemoryRegion,
+    /// Sink of Reads, target of the server's ping-pong Writes.
+    local: MemoryRegion,
+    /// Sink of the Reads that confirm Writes.
+    sync: MemoryRegion,
+}
+
+fn reg(ep: &Endpoint, len: u32, access: Access) -> Result<MemoryRegion, String> {
+    ep.pd
+        .register(vec![0; len as usize], access)
+        .map_err(|e| format!("registering {len} octets: {e}"))
+}
+
+impl Client {
+    /// Start a run on `ep`: send Hello, take the server's advertisement.
+    pub fn connect(ep: Endpoint, opts: &ClientOpts) -> Result<Self, String> {
+        let max = opts.max_size();
+        let recv_len = if opts.op == Op::Send && opts.pingpong {
+            max as usize
+        } else {
+            CTRL_LEN
+        };
+        let mailbox = reg(&ep, 8, Access::REMOTE_WRITE)?;
+        let local = reg(&ep, max, Access::REMOTE_WRITE | Access::REMOTE_READ)?;
+        let src = reg(&ep, max, Access::NONE)?;
+        let sync = reg(&ep, 8, Access::REMOTE_WRITE)?;
+        let hello = Msg::Hello {
+            op: opts.op,
+            pingpong: opts.pingpong,
+            verify: opts.verify,
+            max_size: max,
+            buf: local.remote(),
+            mailbox: mailbox.remote(),
+        };
+        let mut chan = Chan::new(ep, recv_len, CLIENT_RECVS)?;
+        chan.enable_credits(mailbox);
+        chan.send_ctrl(&hello)?;
+        let remote = match chan.recv("the server's buffer advertisement")? {
+            Incoming::Data(b) if b.len() == 16 => RemoteBuf::from_bytes(&b)
+                .ok_or("the server's advertisement is malformed".to_string())?,
+            Incoming::Data(b) => {
+                return Err(format!(
+                    "the server's first Send is {} octets, not the 16-octet advertisement",
+                    b.len()
+                ));
+            }
+            Incoming::Ctrl(m) => return Err(format!("expected the advertisement, got {m:?}")),
+        };
+        if remote.len < u64::from(max) {
+            return Err(format!(
+                "the server's buffer is {} octets, smaller than the largest size {max}",
+                remote.len
+            ));
+        }
+        Ok(Self {
+            chan,
+            opts: opts.clone(),
+            remote,
+            src,
+            local,
+            sync,
+        })
+    }
+
+    /// Measure one size.
+    pub fn run_size(&mut self, size: u32) -> Result<Measurement, String> {
+        let o = self.opts.clone();
+        if size == 0 || size > o.max_size() {
+            return Err(format!("size {size} is outside 1..={}", o.max_size()));
+        }
+        let n = size as usize;
+        let e = |e: rddp::Error| e.to_string();
+        self.src.write(0, &pattern::fill(size, n)).map_err(e)?;
+        self.local.write(0, &vec![0; n]).map_err(e)?;
+        let iters = match o.stop {
+            Stop::Iters(i) => i,
+            Stop::Duration(_) => 0,
+        };
+        self.chan.send_ctrl(&Msg::Begin { size, iters })?;
+        match self.chan.recv_ctrl("the server's Ack")? {
+            Msg::Ack { granted, pad } => {
+                self.chan.note_granted(granted);
+                for _ in 0..pad {
+                    self.chan.send_ctrl(&Msg::Pad)?;
+                }
+            }
+            m => return Err(format!("expected Ack, got {m:?}")),
+        }
+        let (mut m, mine, start) = if o.pingpong {
+            let (m, mine) = self.pingpong(size)?;
+            (m, mine, None)
+        } else {
+            let (m, mine, start) = self.bandwidth(size)?;
+            (m, mine, Some(start))
+        };
+        self.chan.drain()?;
+        self.chan.send_ctrl(&Msg::End { iters: m.iters })?;
+        match self.chan.recv_ctrl("the server's Result")? {
+            Msg::Result {
+                corrupt,
+                received,
+                granted,
+            } => {
+                self.chan.note_granted(granted);
+                if o.op == Op::Send && received != m.iters {
+                    return Err(format!(
+                        "the server received {received} of {} Sends of {size} octets",
+                        m.iters
+                    ));
+                }
+                m.corrupt = o.verify.then_some(corrupt + mine);
+                // A Write or Send completes when the LLP has taken it, not when it
+                // has arrived: the time runs until the server has seen it all.
+                if let Some(start) = start
+                    && o.op != Op::Read
+                {
+                    m.seconds = start.elapsed().as_secs_f64();
+                }
+            }
+            m => return Err(format!("expected Result, got {m:?}")),
+        }
+        Ok(m)
+    }
+
+    fn measurement(&self, size: u32) -> Measurement {
+        Measurement {
+            op: self.opts.op,
+            size,
+            iters: 0,
+            qps: 1,
+            seconds: 0.0,
+            peak_msgs_per_s: 0.0,
+            corrupt: None,
+            samples_us: Vec::new(),
+            pingpong: self.opts.pingpong,
+        }
+    }
+
+    /// Returns the measurement, the corrupt octets the client found, and when the
+    /// first work request was posted.
+    fn bandwidth(&mut self, size: u32) -> Result<(Measurement, u64, Instant), String> {
+        let o = &self.opts;
+        let depth = if o.op == Op::Read {
+            o.tx_depth.min(self.chan.ep.qp.ird_ord().1 as usize)
+        } else {
+            o.tx_depth
+        };
+        let bufs = BwBufs {
+            src: &self.src,
+            sink: &self.local,
+            sync: &self.sync,
+            remote: self.remote,
+        };
+        let out = bw::run(&mut self.chan, o.op, &bufs, size, o.stop, depth)?;
+        let mine = if o.verify && o.op == Op::Read {
+            let got = self
+                .local
+                .read(0, u64::from(size))
+                .map_err(|e| e.to_string())?;
+            pattern::corrupt(size, &got)
+        } else {
+            0
+        };
+        let mut m = self.measurement(size);
+        m.iters = out.iters;
+        m.seconds = out.seconds;
+        m.peak_msgs_per_s = out.peak_msgs_per_s;
+        Ok((m, mine, out.start))
+    }
+
+    fn pingpong(&mut self, size: u32) -> Result<(Measurement, u64), String> {
+        let (op, stop, verify) = (self.opts.op, self.opts.stop, self.opts.verify);
+        let start = Instant::now();
+        let mut samples = Vec::new();
+        let mut bad = 0;
+        let mut i = 0u64;
+        while match stop {
+            Stop::Iters(n) => i < n,
+            Stop::Duration(d) => start.elapsed() < d,
+        } {
+            match op {
+                Op::Write => samples.push(lat::client_write(
+                    &mut self.chan,
+                    &self.src,
+                    &self.local,
+                    self.remote,
+                    size,
+                    i,
+                )?),
+                Op::Send => {
+                    let (us, b) = lat::client_send(&mut self.chan, &self.src, size, verify)?;
+                    samples.push(us);
+                    bad += b;
+                }
+                Op::Read => return Err("--pingpong measures write or send".into()),
+            }
+            i += 1;
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        if verify && op == Op::Write {
+            // The last octet is the marker; the rest is the server's pattern.
+            let got = self
+                .local
+                .read(0, u64::from(size) - 1)
+                .map_err(|e| e.to_string())?;
+            bad += pattern::corrupt(size, &got);
+        }
+        let mut m = self.measurement(size);
+        m.iters = i;
+        m.seconds = seconds;
+        m.peak_msgs_per_s = samples
+            .iter()
+            .copied()
+            .reduce(f64::min)
+            .map_or(0.0, |us| 1e6 / (2.0 * us));
+        m.samples_us = samples;
+        Ok((m, bad))
+    }
+
+    /// End the run: Bye, then a graceful disconnect.
+    pub fn finish(mut self) -> Result<(), String> {
+        self.chan.send_ctrl(&Msg::Bye)?;
+        self.chan.drain()?;
+        self.chan.ep.qp.disconnect();
+        Ok(())
+    }
+}

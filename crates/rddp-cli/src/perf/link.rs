@@ -1,0 +1,84 @@
+//! The one place that knows transports: how each side of a run gets its connected
+//! LLPs. Everything else in `perf` works on attached queue pairs and never asks how
+//! they were connected. MPA/TCP and SCTP plug in here.
+
+use rddp::transport::{Connection, memory_pair};
+
+/// The lower-layer protocol of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Transport {
+    /// MPA over TCP (RFC 5044, 6581).
+    Mpa,
+    /// DDP over SCTP (RFC 5043).
+    Sctp,
+    /// Test only: both ends in this process over the in-memory LLP
+    /// (`rddp perf client --transport mem` runs the server too).
+    Mem,
+}
+
+/// Which end of a run this process is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Server,
+    Client,
+}
+
+/// What `establish` needs to know.
+#[derive(Debug, Clone)]
+pub struct LinkOpts {
+    pub transport: Transport,
+    /// `--listen` for the server, `--connect` for the client.
+    pub addr: Option<String>,
+    /// MPA: use CRC32c on FPDUs.
+    pub crc: bool,
+    /// Parallel connections.
+    pub qps: usize,
+    /// MULPDU of the in-memory LLP.
+    pub mem_mulpdu: usize,
+}
+
+/// The connections of one side, ready to attach.
+pub enum Links {
+    /// Both ends here: (client end, server end) per connection.
+    Loopback(Vec<(Connection, Connection)>),
+    /// This process's ends; the other ends are in the peer process.
+    #[expect(
+        dead_code,
+        reason = "made by the MPA and SCTP arms of establish once they land"
+    )]
+    Remote(Vec<Connection>),
+}
+
+/// Connect (client) or accept (server) `opts.qps` LLP connections.
+///
+/// This is the only function to extend when MPA over TCP lands: for `Mpa` the
+/// client connects `qps` times to `addr` and the server listens on `addr` and
+/// accepts `qps` connections (CRC per `crc`), each returning `Links::Remote`.
+pub fn establish(opts: &LinkOpts, role: Role) -> Result<Links, String> {
+    match (opts.transport, role) {
+        (Transport::Mem, Role::Client) => Ok(Links::Loopback(
+            (0..opts.qps)
+                .map(|_| memory_pair(opts.mem_mulpdu))
+                .collect(),
+        )),
+        (Transport::Mem, Role::Server) => Err(
+            "--transport mem runs both ends inside `rddp perf client`; a separate server is not needed".into(),
+        ),
+        (Transport::Mpa, _) => Err(format!(
+            "not available yet: MPA over TCP is still being written; until then try `rddp perf client --transport mem` (both ends in one process){}",
+            addr_note(opts)
+        )),
+        (Transport::Sctp, _) => Err(format!(
+            "not available yet: DDP over SCTP is not implemented; until then try `rddp perf client --transport mem` (both ends in one process){}",
+            addr_note(opts)
+        )),
+    }
+}
+
+fn addr_note(opts: &LinkOpts) -> String {
+    let crc = if opts.crc { "on" } else { "off" };
+    opts.addr
+        .as_deref()
+        .map(|a| format!(" [{a}, crc {crc}: not used]"))
+        .unwrap_or_default()
+}

@@ -1,0 +1,34 @@
+//! `rddp perf`: bandwidth and latency in the manner of perftest (ib_write_bw,
+//! ib_read_bw, ib_send_bw, ib_write_lat) over any LLP.
+//!
+//! * [`link::establish`]: the only transport-aware code (where MPA/SCTP plug in).
+//! * [`server::Server`], [`client::Client`]: the two sides on an attached queue
+//!   pair ([`endpoint::Endpoint`]); [`proto`] is what they say to each other.
+//! * [`report`], [`plot`], [`progress`]: output.
+
+pub mod args;
+pub mod bw;
+pub mod chan;
+pub mod client;
+pub mod endpoint;
+pub mod lat;
+pub mod link;
+pub mod opts;
+pub mod pattern;
+pub mod plot;
+pub mod progress;
+pub mod proto;
+pub mod report;
+pub mod run;
+pub mod server;
+pub mod stats;
+
+pub use args::PerfCmd;
+
+/// Run `rddp perf ...`.
+pub fn main(cmd: &PerfCmd) -> Result<(), String> {
+    match cmd {
+        PerfCmd::Server(a) => run::server_main(a),
+        PerfCmd::Client(a) => run::client_main(a),
+    }
+}

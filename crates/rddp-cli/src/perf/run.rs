@@ -1,0 +1,277 @@
+//! Drives a whole run: establish the connections, one thread per queue pair
+//! (sizes kept in step across them), aggregate and print each size as it ends.
+
+use super::args::{ClientArgs, OnOff, ServerArgs};
+use super::client::Client;
+use super::endpoint::Endpoint;
+use super::link::{LinkOpts, Links, Role, Transport, establish};
+use super::opts::{ClientOpts, Op, ServerOpts, Stop, sweep_sizes};
+use super::report::{self, Measurement};
+use super::server::{Server, ServerSummary};
+use super::{plot, progress};
+use rddp::Device;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::channel;
+use std::sync::{Arc, Barrier};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+fn link_opts(l: &super::args::LinkArgs, addr: Option<String>) -> LinkOpts {
+    LinkOpts {
+        transport: l.transport,
+        addr,
+        crc: l.crc == OnOff::On,
+        qps: l.qps as usize,
+        mem_mulpdu: l.mem_mulpdu as usize,
+    }
+}
+
+/// The client options the command line asks for, or why they make no sense.
+pub fn client_opts(a: &ClientArgs) -> Result<ClientOpts, String> {
+    if a.pingpong && a.op == Op::Read {
+        return Err(
+            "--pingpong measures write or send latency (ib_write_lat, ib_send_lat); use --op write or --op send".into(),
+        );
+    }
+    let sizes = if a.sweep {
+        sweep_sizes()
+    } else {
+        vec![a.size.unwrap_or(65536)]
+    };
+    let stop = match (a.duration, a.iters) {
+        (Some(d), _) => Stop::Duration(Duration::from_secs_f64(d)),
+        (None, Some(n)) => Stop::Iters(n),
+        (None, None) => Stop::Iters(if a.pingpong { 1000 } else { 5000 }),
+    };
+    Ok(ClientOpts {
+        op: a.op,
+        sizes,
+        stop,
+        pingpong: a.pingpong,
+        verify: a.verify,
+        tx_depth: a.tx_depth as usize,
+    })
+}
+
+fn spawn_server(server: Server) -> JoinHandle<Result<ServerSummary, String>> {
+    std::thread::spawn(move || server.run())
+}
+
+/// `rddp perf client`.
+pub fn client_main(a: &ClientArgs) -> Result<(), String> {
+    let opts = client_opts(a)?;
+    if a.link.transport != Transport::Mem && a.connect.is_none() {
+        return Err("--connect ADDR is needed (the perf server's address)".into());
+    }
+    let links = establish(&link_opts(&a.link, a.connect.clone()), Role::Client)?;
+    let dev = Device::new();
+    let mut servers = Vec::new();
+    let mut eps = Vec::new();
+    match links {
+        Links::Loopback(pairs) => {
+            let sopts = ServerOpts {
+                rx_depth: a.rx_depth as usize,
+            };
+            for (i, (c, s)) in pairs.into_iter().enumerate() {
+                // The server posts its receives before the client may send.
+                let sep = Endpoint::attach(&dev, &format!("server-{i}"), s)?;
+                servers.push(spawn_server(Server::new(sep, sopts)?));
+                eps.push(Endpoint::attach(&dev, &format!("client-{i}"), c)?);
+            }
+        }
+        Links::Remote(conns) => {
+            for (i, c) in conns.into_iter().enumerate() {
+                eps.push(Endpoint::attach(&dev, &format!("client-{i}"), c)?);
+            }
+        }
+    }
+    let result = measure(a, &opts, eps);
+    // The in-process server's error, if any, is usually the cause of the client's.
+    let mut server_err = None;
+    for s in servers {
+        let r = s
+            .join()
+            .unwrap_or_else(|_| Err("the in-process server thread failed".into()));
+        if let Err(e) = r {
+            server_err.get_or_insert(e);
+        }
+    }
+    match (result, server_err) {
+        (Ok(()), None) => Ok(()),
+        (Ok(()), Some(s)) => Err(format!("server: {s}")),
+        (Err(c), None) => Err(c),
+        (Err(c), Some(s)) => Err(format!("{c} (server: {s})")),
+    }
+}
+
+fn banner(a: &ClientArgs, opts: &ClientOpts) -> String {
+    let what = match (opts.op, opts.pingpong) {
+        (Op::Write, false) => "RDMA_Write BW Test",
+        (Op::Read, _) => "RDMA_Read BW Test",
+        (Op::Send, false) => "Send BW Test",
+        (Op::Write, true) => "RDMA_Write Latency Test",
+        (Op::Send, true) => "Send Latency Test",
+    };
+    let stop = match opts.stop {
+        Stop::Iters(n) => format!("{n} iterations"),
+        Stop::Duration(d) => format!("{} s", d.as_secs_f64()),
+    };
+    format!(
+        " {what}\n transport {:?}, {} qp(s), tx depth {}, {stop} per size{}",
+        a.link.transport,
+        a.link.qps,
+        opts.tx_depth,
+        if opts.verify {
+            ", payload verified"
+        } else {
+            ""
+        }
+    )
+    .to_lowercase_first()
+}
+
+trait LowerFirst {
+    fn to_lowercase_first(self) -> String;
+}
+
+impl LowerFirst for String {
+    /// Transport names print as on the command line (mem, mpa, sctp).
+    fn to_lowercase_first(self) -> String {
+        self.replace("Mem", "mem")
+            .replace("Mpa", "mpa")
+            .replace("Sctp", "sctp")
+    }
+}
+
+/// Run every size on every queue pair; print as sizes complete.
+fn measure(a: &ClientArgs, opts: &ClientOpts, eps: Vec<Endpoint>) -> Result<(), String> {
+    let n = eps.len();
+    let sizes = opts.sizes.clone();
+    let barrier = Arc::new(Barrier::new(n));
+    let failed = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = channel::<(usize, Result<Measurement, String>)>();
+    let mut threads = Vec::new();
+    for ep in eps {
+        let (tx, barrier, failed) = (tx.clone(), barrier.clone(), failed.clone());
+        let (opts, sizes) = (opts.clone(), sizes.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut client = match Client::connect(ep, &opts) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    failed.store(true, Ordering::SeqCst);
+                    let _ = tx.send((0, Err(e)));
+                    None
+                }
+            };
+            for (i, &size) in sizes.iter().enumerate() {
+                // Every queue pair starts a size together (and skips it together
+                // once one has failed).
+                barrier.wait();
+                if failed.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let Some(c) = client.as_mut() else { continue };
+                let r = c.run_size(size);
+                if r.is_err() {
+                    failed.store(true, Ordering::SeqCst);
+                }
+                let _ = tx.send((i, r));
+            }
+            if let Some(c) = client
+                && !failed.load(Ordering::SeqCst)
+                && let Err(e) = c.finish()
+            {
+                let _ = tx.send((usize::MAX, Err(e)));
+            }
+        }));
+    }
+    drop(tx);
+
+    let bar = progress::bar(sizes.len() as u64, a.json);
+    let out = |line: String| progress::println(&bar, line);
+    if !a.json {
+        out(banner(a, opts));
+        out(report::RULE.to_string());
+        out(report::header(opts.pingpong));
+    }
+    let mut parts: Vec<Vec<Measurement>> = vec![Vec::new(); sizes.len()];
+    let mut done = Vec::new();
+    let mut first_err = None;
+    for (i, r) in rx {
+        match r {
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+            Ok(m) => {
+                let Some(slot) = parts.get_mut(i) else {
+                    continue;
+                };
+                slot.push(m);
+                if slot.len() == n
+                    && let Some(m) = Measurement::aggregate(std::mem::take(slot))
+                {
+                    out(if a.json {
+                        report::json_line(&m)
+                    } else {
+                        report::row(&m)
+                    });
+                    bar.inc(1);
+                    done.push(m);
+                }
+            }
+        }
+    }
+    bar.finish_and_clear();
+    for t in threads {
+        t.join().map_err(|_| "a client thread failed".to_string())?;
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    if !a.json {
+        println!("{}", report::RULE);
+    }
+    if let Some(path) = &a.plot {
+        plot::write_svg(path, &done)?;
+        if !a.json {
+            println!(" chart written to {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+/// `rddp perf server`.
+pub fn server_main(a: &ServerArgs) -> Result<(), String> {
+    if a.link.transport != Transport::Mem && a.listen.is_none() {
+        return Err("--listen ADDR is needed (e.g. --listen 0.0.0.0:18515)".into());
+    }
+    let links = establish(&link_opts(&a.link, a.listen.clone()), Role::Server)?;
+    let Links::Remote(conns) = links else {
+        return Err("the server side got both ends of a connection".into());
+    };
+    let dev = Device::new();
+    let sopts = ServerOpts {
+        rx_depth: a.rx_depth as usize,
+    };
+    let mut threads = Vec::new();
+    for (i, c) in conns.into_iter().enumerate() {
+        let ep = Endpoint::attach(&dev, &format!("server-{i}"), c)?;
+        threads.push(spawn_server(Server::new(ep, sopts)?));
+    }
+    let mut err = None;
+    for (i, t) in threads.into_iter().enumerate() {
+        match t.join() {
+            Ok(Ok(s)) => println!(
+                " connection {i}: {} sizes, {} messages, {} corrupt bytes",
+                s.sizes, s.messages, s.corrupt
+            ),
+            Ok(Err(e)) => {
+                err.get_or_insert(format!("connection {i}: {e}"));
+            }
+            Err(_) => {
+                err.get_or_insert(format!("connection {i}: the server thread failed"));
+            }
+        }
+    }
+    err.map_or(Ok(()), Err)
+}

@@ -1,0 +1,241 @@
+//! The server side of a run on one attached queue pair: answers the client's
+//! control messages, keeps receives posted and grants them, checks payloads.
+
+use super::chan::{Chan, Incoming};
+use super::endpoint::Endpoint;
+use super::lat;
+use super::opts::{Op, ServerOpts};
+use super::pattern;
+use super::proto::{CTRL_LEN, Msg};
+use rddp::{Access, MemoryRegion, RemoteBuf};
+
+/// What the server saw of a whole run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerSummary {
+    pub sizes: usize,
+    pub messages: u64,
+    pub corrupt: u64,
+}
+
+/// A server on one connection, receives posted, waiting for the client's Hello.
+pub struct Server {
+    chan: Chan,
+    opts: ServerOpts,
+}
+
+struct Run {
+    op: Op,
+    pingpong: bool,
+    verify: bool,
+    max: u32,
+    /// The buffer advertised to the client.
+    buf: MemoryRegion,
+    /// Pattern source of ping-pong answers.
+    src: MemoryRegion,
+    /// The client's buffer (target of ping-pong Writes).
+    peer: RemoteBuf,
+}
+
+impl Server {
+    /// Take over `ep` and post the receive buffers, so the client may send Hello.
+    pub fn new(ep: Endpoint, opts: ServerOpts) -> Result<Self, String> {
+        let depth = opts.rx_depth.max(2);
+        Ok(Self {
+            chan: Chan::new(ep, CTRL_LEN, depth)?,
+            opts,
+        })
+    }
+
+    /// Serve the client until its Bye.
+    pub fn run(mut self) -> Result<ServerSummary, String> {
+        let mut run = self.hello()?;
+        let mut sum = ServerSummary::default();
+        loop {
+            match self.chan.recv_ctrl("the client's next size or Bye")? {
+                Msg::Begin { size, .. } => {
+                    let (msgs, corrupt) = self.size(&mut run, size)?;
+                    sum.sizes += 1;
+                    sum.messages += msgs;
+                    sum.corrupt += corrupt;
+                }
+                Msg::Pad => {}
+                Msg::Bye => break,
+                m => return Err(format!("expected Begin or Bye, got {m:?}")),
+            }
+        }
+        self.chan.drain()?;
+        self.chan.ep.qp.disconnect();
+        Ok(sum)
+    }
+
+    fn hello(&mut self) -> Result<Run, String> {
+        let Msg::Hello {
+            op,
+            pingpong,
+            verify,
+            max_size,
+            buf: peer,
+            mailbox,
+        } = self.chan.recv_ctrl("the client's Hello")?
+        else {
+            return Err("the client's first message is not Hello".into());
+        };
+        if max_size == 0 || max_size > super::opts::MAX_SIZE {
+            return Err(format!("the client asks for {max_size}-octet messages"));
+        }
+        let reg = |access| {
+            self.chan
+                .ep
+                .pd
+                .register(vec![0; max_size as usize], access)
+                .map_err(|e| format!("registering {max_size} octets: {e}"))
+        };
+        let buf = reg(Access::REMOTE_WRITE | Access::REMOTE_READ)?;
+        let src = reg(Access::NONE)?;
+        self.chan.enable_grants(mailbox)?;
+        // The first Send: the 16-octet advertisement of the buffer.
+        self.chan.send_raw(&buf.remote().to_bytes())?;
+        Ok(Run {
+            op,
+            pingpong,
+            verify,
+            max: max_size,
+            buf,
+            src,
+            peer,
+        })
+    }
+
+    /// One size: prepare, Ack, take the data until End, Result.
+    fn size(&mut self, run: &mut Run, size: u32) -> Result<(u64, u64), String> {
+        if size == 0 || size > run.max {
+            return Err(format!(
+                "the client asks for size {size}, above its own {}",
+                run.max
+            ));
+        }
+        let n = size as usize;
+        let e = |e: rddp::Error| e.to_string();
+        match run.op {
+            Op::Write => run.buf.write(0, &vec![0; n]).map_err(e)?,
+            Op::Read => run.buf.write(0, &pattern::fill(size, n)).map_err(e)?,
+            Op::Send => self.chan.set_recv_len(n, self.opts.rx_depth)?,
+        }
+        if run.pingpong {
+            run.src.write(0, &pattern::fill(size, n)).map_err(e)?;
+        }
+        let pad = if run.op == Op::Send {
+            self.chan.stale_below(n.max(CTRL_LEN))
+        } else {
+            0
+        };
+        let granted = self.chan.posted_total();
+        self.chan.send_ctrl(&Msg::Ack { granted, pad })?;
+        let (msgs, mut corrupt) = match (run.op, run.pingpong) {
+            (Op::Write, true) => {
+                let i = lat::server_write(&mut self.chan, &run.src, &run.buf, run.peer, size)?;
+                (i, 0)
+            }
+            (Op::Send, _) => self.sends(run, size)?,
+            _ => (self.wait_end()?, 0),
+        };
+        if run.verify && run.op == Op::Write {
+            // With ping-pong the last octet is the marker, not pattern.
+            let check = if run.pingpong { size - 1 } else { size };
+            let got = run.buf.read(0, u64::from(check)).map_err(e)?;
+            corrupt += pattern::corrupt(size, &got);
+        }
+        let granted = self.chan.posted_total();
+        self.chan.send_ctrl(&Msg::Result {
+            corrupt,
+            received: msgs,
+            granted,
+        })?;
+        Ok((msgs, corrupt))
+    }
+
+    fn wait_end(&mut self) -> Result<u64, String> {
+        loop {
+            match self.chan.recv_ctrl("the client's End")? {
+                Msg::End { iters } => return Ok(iters),
+                Msg::Pad => {}
+                m => return Err(format!("expected End, got {m:?}")),
+            }
+        }
+    }
+
+    /// Take data Sends until End, answering each with ping-pong.
+    fn sends(&mut self, run: &Run, size: u32) -> Result<(u64, u64), String> {
+        let (mut msgs, mut corrupt) = (0, 0);
+        loop {
+            match self.chan.recv("the client's Sends")? {
+                Incoming::Data(d) => {
+                    msgs += 1;
+                    if run.verify {
+                        corrupt += lat::corrupt_msg(size, &d);
+                    }
+                    if run.pingpong {
+                        self.chan.send_data(&run.src, u64::from(size))?;
+                    }
+                }
+                Incoming::Ctrl(Msg::Pad) => {}
+                Incoming::Ctrl(Msg::End { .. }) => return Ok((msgs, corrupt)),
+                Incoming::Ctrl(m) => return Err(format!("expected data or End, got {m:?}")),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::client::Client;
+    use crate::perf::opts::{ClientOpts, Stop};
+    use rddp::Device;
+    use rddp::transport::memory_pair;
+
+    fn pair(dev: &Device) -> (Endpoint, Endpoint) {
+        let (a, b) = memory_pair(4096);
+        (
+            Endpoint::attach(dev, "client", a).unwrap(),
+            Endpoint::attach(dev, "server", b).unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_peer_that_does_not_say_hello_is_an_error_not_a_hang() {
+        let dev = Device::new();
+        let (c, s) = pair(&dev);
+        let server = Server::new(s, ServerOpts { rx_depth: 4 }).unwrap();
+        let t = std::thread::spawn(move || server.run());
+        let mut chan = Chan::new(c, CTRL_LEN, 4).unwrap();
+        chan.send_ctrl(&Msg::Bye).unwrap();
+        let err = t.join().unwrap().unwrap_err();
+        assert!(err.contains("not Hello"), "{err}");
+    }
+
+    #[test]
+    fn a_server_without_the_advertisement_is_refused() {
+        let dev = Device::new();
+        let (c, s) = pair(&dev);
+        // A "server" that answers Hello with 10 octets instead of 16.
+        let t = std::thread::spawn(move || {
+            let mut chan = Chan::new(s, CTRL_LEN, 4).unwrap();
+            let _ = chan.recv_ctrl("Hello");
+            chan.send_raw(&[0; 10]).unwrap();
+            chan.drain().unwrap();
+            chan
+        });
+        let opts = ClientOpts {
+            op: Op::Write,
+            sizes: vec![64],
+            stop: Stop::Iters(1),
+            pingpong: false,
+            verify: false,
+            tx_depth: 4,
+        };
+        let err = Client::connect(c, &opts).err().unwrap();
+        assert!(err.contains("not the 16-octet advertisement"), "{err}");
+        drop(t.join());
+    }
+}
