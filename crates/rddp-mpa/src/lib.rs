@@ -22,4 +22,4 @@ pub use error::MpaError;
 pub use fpdu::{FpduConn, OutFpdu};
 pub use options::{MpaOptions, RtrTypes};
 pub use setup::{Initiator, Negotiated, PeerRequest, Responder, Role, Rtr, SetupStatus};
-pub use tcp::{MpaConnection, MpaListener, connect, listen};
+pub use tcp::{MpaConnection, MpaListener, connect, connect_raw, listen};

@@ -14,7 +14,7 @@ use rddp_wire::{FpduDecoder, WireError};
 use std::ops::ControlFlow;
 
 #[derive(Debug)]
-pub(crate) struct Receiver {
+pub struct Receiver {
     crc: bool,
     markers: bool,
     max_ulpdu: usize,

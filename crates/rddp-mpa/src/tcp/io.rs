@@ -9,7 +9,7 @@ use std::time::Instant;
 
 /// Write every part of `f` with `writev`, no copy of the payload; record the
 /// octets in `tap` (a copy, for tests) if there is one.
-pub(crate) fn write_fpdu(
+pub fn write_fpdu(
     sock: &mut TcpStream,
     f: &OutFpdu,
     tap: Option<&Tap>,

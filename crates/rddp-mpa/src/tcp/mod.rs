@@ -15,5 +15,6 @@ mod rx;
 mod setup;
 
 pub use conn::MpaConnection;
+pub use io::write_fpdu;
 pub use mss::{FALLBACK_EMSS, effective_mss};
-pub use setup::{MpaListener, connect, listen};
+pub use setup::{MpaListener, connect, connect_raw, listen};

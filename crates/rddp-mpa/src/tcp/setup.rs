@@ -7,7 +7,7 @@ use super::mss::effective_mss;
 use crate::error::MpaError;
 use crate::fpdu::FpduConn;
 use crate::options::MpaOptions;
-use crate::setup::{Initiator, PeerRequest, Responder, Role, SetupStatus};
+use crate::setup::{Initiator, Negotiated, PeerRequest, Responder, Role, SetupStatus};
 use rddp_proto::mem::MemoryTable;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::Instant;
@@ -20,10 +20,15 @@ fn bail<T>(sock: &TcpStream, e: MpaError) -> Result<T, MpaError> {
     Err(e)
 }
 
-/// Active open: TCP connect, send the Request, wait for the Reply (at most
-/// `opts.reply_timeout`), enter FPDU mode and send the RTR if one was agreed.
-pub fn connect(addr: impl ToSocketAddrs, opts: MpaOptions) -> Result<MpaConnection, MpaError> {
-    let mut init = Initiator::new(&opts, Instant::now())?;
+/// Active open up to FPDU mode: TCP connect, send the Request, wait for the Reply
+/// (at most `opts.reply_timeout`). Returns the socket, what was agreed, and any
+/// octets that followed the Reply (the start of FPDU mode). For an upper layer
+/// that frames FPDUs itself (the verbs queue pair); [`connect`] builds on it.
+pub fn connect_raw(
+    addr: impl ToSocketAddrs,
+    opts: &MpaOptions,
+) -> Result<(TcpStream, Negotiated, Vec<u8>), MpaError> {
+    let mut init = Initiator::new(opts, Instant::now())?;
     let mut sock = TcpStream::connect(addr)?;
     sock.set_nodelay(true)?;
     let tap = opts.tap.as_ref();
@@ -53,11 +58,16 @@ pub fn connect(addr: impl ToSocketAddrs, opts: MpaOptions) -> Result<MpaConnecti
             return bail(&sock, e);
         }
     };
-    let neg = match init.take_result() {
-        Some(Ok(n)) => n,
-        Some(Err(e)) => return bail(&sock, e),
-        None => return bail(&sock, MpaError::Timeout),
-    };
+    match init.take_result() {
+        Some(Ok(n)) => Ok((sock, n, leftover)),
+        Some(Err(e)) => bail(&sock, e),
+        None => bail(&sock, MpaError::Timeout),
+    }
+}
+
+/// Active open: [`connect_raw`], then FPDU mode with the RTR sent if one was agreed.
+pub fn connect(addr: impl ToSocketAddrs, opts: MpaOptions) -> Result<MpaConnection, MpaError> {
+    let (sock, neg, leftover) = connect_raw(addr, &opts)?;
     let emss = opts.emss.unwrap_or_else(|| effective_mss(&sock));
     let conn = FpduConn::new(neg, &opts, emss)?;
     let mut c = MpaConnection::new(sock, conn, &opts, leftover)?;
@@ -95,19 +105,21 @@ impl MpaListener {
         self.accept_with(move |_| Ok(pd))
     }
 
-    /// As [`Self::accept`], letting the ULP decide per Request: `decide` sees the
-    /// initiator's Request (its private data included) and returns `Ok(reply
-    /// private data)` to accept or `Err(private data)` to refuse with R=1.
-    pub fn accept_with(
+    /// Accept one connection up to FPDU mode: wait for the Request (at most
+    /// `request_timeout`), let `decide` answer it (`Ok(reply private data)` to
+    /// accept, `Err(private data)` to refuse with R=1), send the Reply. Returns the
+    /// socket, the peer, what was agreed and any octets after the Request. For an
+    /// upper layer that frames FPDUs itself (the verbs queue pair), which must then
+    /// send nothing before the initiator's first FPDU (spec §4.9).
+    pub fn accept_raw(
         &self,
         decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
-    ) -> Result<MpaConnection, MpaError> {
-        let (mut sock, _) = self.listener.accept()?;
+    ) -> Result<(TcpStream, SocketAddr, Negotiated, Vec<u8>), MpaError> {
+        let (mut sock, peer) = self.listener.accept()?;
         sock.set_nodelay(true)?;
         let opts = &self.opts;
         let tap = opts.tap.as_ref();
         let mut resp = Responder::new(opts, Instant::now());
-        let deadline = resp.deadline();
         let mut buf = vec![0u8; SETUP_READ];
         let mut leftover = Vec::new();
         while matches!(resp.status(), SetupStatus::Pending) {
@@ -131,11 +143,23 @@ impl MpaListener {
         if let Some(reply) = resp.poll_transmit() {
             write_frame(&mut sock, &reply, tap, Role::Responder)?;
         }
-        let neg = match resp.take_result() {
-            Some(Ok(n)) => n,
-            Some(Err(e)) => return bail(&sock, e),
-            None => return bail(&sock, MpaError::Timeout),
-        };
+        match resp.take_result() {
+            Some(Ok(n)) => Ok((sock, peer, n, leftover)),
+            Some(Err(e)) => bail(&sock, e),
+            None => bail(&sock, MpaError::Timeout),
+        }
+    }
+
+    /// As [`Self::accept`], letting the ULP decide per Request: `decide` sees the
+    /// initiator's Request (its private data included) and returns `Ok(reply
+    /// private data)` to accept or `Err(private data)` to refuse with R=1.
+    pub fn accept_with(
+        &self,
+        decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
+    ) -> Result<MpaConnection, MpaError> {
+        let opts = &self.opts;
+        let deadline = Some(Instant::now() + opts.request_timeout);
+        let (sock, _, neg, leftover) = self.accept_raw(decide)?;
         let emss = opts.emss.unwrap_or_else(|| effective_mss(&sock));
         let conn = FpduConn::new(neg, opts, emss)?;
         let mut c = MpaConnection::new(sock, conn, opts, leftover)?;
