@@ -25,6 +25,8 @@ pub enum Error {
     OutOfRange { offset: u64, len: u64, size: u64 },
     #[error("memory registration failed: {0}")]
     Mem(#[from] rddp_proto::mem::MemError),
+    #[error("MPA: {0}")]
+    Mpa(#[from] rddp_mpa::MpaError),
     #[error("the memory region was invalidated or deregistered")]
     RegionGone,
     #[error("the memory region belongs to another protection domain than the queue pair")]

@@ -17,7 +17,9 @@ use rddp_proto::cq::{CqReservation, CqSource};
 use rddp_proto::ddp::BufferPool;
 use rddp_proto::ddp::{DdpConfig, OutSegment};
 use rddp_proto::mem::{Access, StreamId};
-use rddp_proto::rdmap::{AsyncEvent, Completion, RdmapConfig, RdmapStream, WcOpcode, WorkRequest};
+use rddp_proto::rdmap::{
+    AsyncEvent, Completion, INTERNAL_WR_ID, RdmapConfig, RdmapStream, WcOpcode, WorkRequest,
+};
 use rddp_wire::rdmap::qn;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -110,6 +112,7 @@ impl QueuePairBuilder {
         Ok(PreparedQueuePair {
             b: self,
             qp_num: NEXT_QP.fetch_add(1, Ordering::Relaxed),
+            early_recvs: Vec::new(),
         })
     }
 }
@@ -118,11 +121,15 @@ impl QueuePairBuilder {
 pub struct PreparedQueuePair {
     b: QueuePairBuilder,
     qp_num: u32,
+    /// Receives posted before attach, posted before the LLP is read at all.
+    early_recvs: Vec<(u64, usize)>,
 }
 
 impl Drop for PreparedQueuePair {
     fn drop(&mut self) {
-        self.b.pd.inner.consumer.refund(Resource::QueuePairs, 1);
+        let consumer = &self.b.pd.inner.consumer;
+        consumer.refund(Resource::QueuePairs, 1);
+        consumer.refund(Resource::ReceiveBuffers, self.early_recvs.len() as u64);
     }
 }
 
@@ -131,13 +138,38 @@ impl PreparedQueuePair {
         self.qp_num
     }
 
+    /// Post a receive before the queue pair is attached, so that a Send the peer
+    /// issues as soon as the connection is up finds a buffer.
+    pub fn post_recv(&mut self, wr_id: u64, len: usize) -> Result<(), Error> {
+        self.b
+            .pd
+            .inner
+            .consumer
+            .charge(Resource::ReceiveBuffers, 1)?;
+        self.early_recvs.push((wr_id, len));
+        Ok(())
+    }
+
+    /// Connect over MPA/TCP to `addr` (this queue pair's IRD/ORD go into `opts`)
+    /// and attach.
+    pub fn connect_mpa(
+        self,
+        addr: impl std::net::ToSocketAddrs,
+        mut opts: rddp_mpa::MpaOptions,
+    ) -> Result<QueuePair, Error> {
+        opts.ird = u16::try_from(self.b.ird).unwrap_or(u16::MAX);
+        opts.ord = u16::try_from(self.b.ord).unwrap_or(u16::MAX);
+        let conn = crate::transport::mpa::connect(addr, &opts)?;
+        self.attach(conn)
+    }
+
     /// The IRD/ORD this queue pair asks for at connection setup.
     pub fn ird_ord(&self) -> (u32, u32) {
         (self.b.ird, self.b.ord)
     }
 
     /// Run the queue pair over a connected LLP (MPA/TCP, SCTP or in memory).
-    pub fn attach(self, conn: Connection) -> Result<QueuePair, Error> {
+    pub fn attach(mut self, conn: Connection) -> Result<QueuePair, Error> {
         let cfg = RdmapConfig {
             ddp: DdpConfig {
                 mulpdu: conn.mulpdu,
@@ -160,6 +192,25 @@ impl PreparedQueuePair {
         rdmap
             .ddp_mut()
             .bind_cq(qn::SEND, &self.b.recv_cq, u64::from(self.b.max_recv_wr))?;
+        for (wr_id, len) in std::mem::take(&mut self.early_recvs) {
+            rdmap.post_recv(wr_id, vec![0; len])?;
+        }
+        if conn.send_read_rtr {
+            // RFC 6581: the initiator's first message is a zero-length RDMA Read.
+            let mem = self.b.pd.inner.consumer.device().mem();
+            rdmap.post(
+                &mem,
+                WorkRequest::Read {
+                    wr_id: INTERNAL_WR_ID,
+                    local_stag: 1,
+                    local_to: 0,
+                    len: 0,
+                    remote_stag: 1,
+                    remote_to: 0,
+                    fence: false,
+                },
+            );
+        }
         let (tx, rx) = channel();
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
@@ -456,6 +507,10 @@ impl Shared {
         }
         drop(tx);
         while let Some(c) = st.rdmap.poll_completion() {
+            // The RTR's completion is the LLP's business, not the ULP's.
+            if c.wr_id >= INTERNAL_WR_ID {
+                continue;
+            }
             if c.opcode != WcOpcode::Recv {
                 st.send_outstanding = st.send_outstanding.saturating_sub(1);
             }

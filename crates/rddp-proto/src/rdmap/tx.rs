@@ -32,17 +32,19 @@ impl RdmapStream {
         } = wr
         {
             // The response lands through DDP's tagged checks, so the sink must be a
-            // valid region of this stream with remote write (spec §3.4).
-            let ok = mem
-                .remote_region(
-                    Stag(local_stag),
-                    self.ddp.pd(),
-                    self.ddp.id(),
-                    Access::REMOTE_WRITE,
-                    local_to,
-                    u64::from(len),
-                )
-                .is_ok();
+            // valid region of this stream with remote write (spec §3.4). A
+            // zero-length Read places nothing (the RFC 6581 RTR): no sink needed.
+            let ok = len == 0
+                || mem
+                    .remote_region(
+                        Stag(local_stag),
+                        self.ddp.pd(),
+                        self.ddp.id(),
+                        Access::REMOTE_WRITE,
+                        local_to,
+                        u64::from(len),
+                    )
+                    .is_ok();
             if !ok {
                 self.completions.push_back(Completion::new(
                     wr_id,

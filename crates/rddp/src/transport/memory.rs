@@ -80,6 +80,7 @@ pub fn memory_pair(mulpdu: usize) -> (Connection, Connection) {
             transport: "memory",
             ..LlpInfo::default()
         },
+        send_read_rtr: false,
     };
     let (a_own, b_own) = (b_tx.clone(), a_tx.clone());
     (conn(a_rx, a_tx, a_own), conn(b_rx, b_tx, b_own))

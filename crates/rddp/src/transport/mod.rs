@@ -64,10 +64,14 @@ pub struct Connection {
     pub peer_private_data: Vec<u8>,
     /// What setup agreed.
     pub info: LlpInfo,
+    /// The queue pair must begin with a zero-length RDMA Read (the RFC 6581 RTR
+    /// the initiator agreed to send; it goes through RDMAP so MSNs count it).
+    pub send_read_rtr: bool,
     /// Stop both halves at once (TCP: shutdown of both directions), so that a
     /// blocked reader returns. Called when the queue pair is dropped.
     pub abort: Box<dyn FnMut() + Send>,
 }
 
 mod memory;
+pub mod mpa;
 pub use memory::memory_pair;
