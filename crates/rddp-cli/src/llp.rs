@@ -1,6 +1,7 @@
 //! The one place the tool turns an address into connected LLPs (MPA/TCP, SCTP).
 
-use rddp::transport::Connection;
+use rddp::transport::{Connection, mpa};
+use rddp_mpa::{MpaError, MpaOptions};
 use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,13 +31,84 @@ pub trait Listener: Send {
     fn accept(&self) -> Result<Connection, String>;
 }
 
-pub fn listen(t: Transport, addr: &str, _opts: &ListenOpts) -> Result<Box<dyn Listener>, String> {
+/// Listen on `addr`; errors are one line saying what happened and what to try.
+pub fn listen(t: Transport, addr: &str, opts: &ListenOpts) -> Result<Box<dyn Listener>, String> {
     match t {
-        Transport::Mpa => Err(format!(
-            "cannot listen on {addr}: MPA over TCP is not wired into the tool yet"
-        )),
+        Transport::Mpa => {
+            let mpa = MpaOptions {
+                // Required: our Reply sets C=1, which turns CRC on (RFC 5044: either
+                // side's C bit). Optional: the initiator's C bit decides.
+                crc: opts.crc_required,
+                ..MpaOptions::default()
+            };
+            let inner = mpa::Listener::bind(addr, mpa).map_err(|e| {
+                format!("cannot listen on {addr}: {e} (is the address local and the port free?)")
+            })?;
+            Ok(Box::new(MpaListen {
+                inner,
+                refuse_markers: opts.refuse_markers,
+            }))
+        }
         Transport::Sctp => Err(format!(
-            "cannot listen on {addr}: DDP over SCTP is not wired into the tool yet"
+            "cannot listen on {addr}: DDP over SCTP is not wired into the tool yet (use --transport mpa)"
         )),
+    }
+}
+
+/// Connect to `addr`.
+pub fn connect(t: Transport, addr: &str, crc: bool) -> Result<Connection, String> {
+    match t {
+        Transport::Mpa => {
+            let opts = MpaOptions {
+                crc,
+                ..MpaOptions::default()
+            };
+            mpa::connect(addr, &opts).map_err(|e| connect_error(addr, &e))
+        }
+        Transport::Sctp => Err(format!(
+            "cannot connect to {addr}: DDP over SCTP is not wired into the tool yet (use --transport mpa)"
+        )),
+    }
+}
+
+fn connect_error(addr: &str, e: &MpaError) -> String {
+    let hint = match e {
+        MpaError::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
+            "nothing listens there; start `rddp perf server` or `rddp target` first"
+        }
+        MpaError::BadKey | MpaError::InvalidFrame(..) => {
+            "the peer does not speak MPA; check the address and port"
+        }
+        MpaError::Timeout => "the peer accepted TCP but never answered the MPA Request",
+        MpaError::Rejected { .. } => "the peer refused the connection",
+        _ => "check the address, the port and that the peer runs rddp",
+    };
+    format!("cannot connect to {addr}: {e} ({hint})")
+}
+
+struct MpaListen {
+    inner: mpa::Listener,
+    refuse_markers: bool,
+}
+
+impl Listener for MpaListen {
+    fn local_addr(&self) -> String {
+        self.inner
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default()
+    }
+
+    fn accept(&self) -> Result<Connection, String> {
+        let refuse = self.refuse_markers;
+        self.inner
+            .accept_with(|req| {
+                if refuse && req.flags.markers() {
+                    Err(b"markers refused".to_vec())
+                } else {
+                    Ok(Vec::new())
+                }
+            })
+            .map_err(|e| format!("connection setup failed: {e}"))
     }
 }

@@ -195,7 +195,8 @@ impl PreparedQueuePair {
         for (wr_id, len) in std::mem::take(&mut self.early_recvs) {
             rdmap.post_recv(wr_id, vec![0; len])?;
         }
-        if conn.send_read_rtr {
+        let send_read_rtr = conn.send_read_rtr;
+        if send_read_rtr {
             // RFC 6581: the initiator's first message is a zero-length RDMA Read.
             let mem = self.b.pd.inner.consumer.device().mem();
             rdmap.post(
@@ -218,6 +219,7 @@ impl PreparedQueuePair {
                 events: VecDeque::new(),
                 close_sent: false,
                 send_outstanding: 0,
+                rtr_read_pending: send_read_rtr,
             }),
             max_send_wr: self.b.max_send_wr,
             _send_reservation: send_reservation,
@@ -254,6 +256,8 @@ struct State {
     close_sent: bool,
     /// Send-queue work requests posted and not yet completed.
     send_outstanding: u32,
+    /// The RFC 6581 Read RTR has not completed yet.
+    rtr_read_pending: bool,
 }
 
 struct Shared {
@@ -507,8 +511,10 @@ impl Shared {
         }
         drop(tx);
         while let Some(c) = st.rdmap.poll_completion() {
-            // The RTR's completion is the LLP's business, not the ULP's.
-            if c.wr_id >= INTERNAL_WR_ID {
+            // The RTR's completion is the LLP's business, not the ULP's: it is the
+            // first Read to complete, as it was posted before any of the ULP's.
+            if st.rtr_read_pending && c.opcode == WcOpcode::RdmaRead {
+                st.rtr_read_pending = false;
                 continue;
             }
             if c.opcode != WcOpcode::Recv {

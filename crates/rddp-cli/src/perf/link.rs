@@ -42,10 +42,6 @@ pub enum Links {
     /// Both ends here: (client end, server end) per connection.
     Loopback(Vec<(Connection, Connection)>),
     /// This process's ends; the other ends are in the peer process.
-    #[expect(
-        dead_code,
-        reason = "made by the MPA and SCTP arms of establish once they land"
-    )]
     Remote(Vec<Connection>),
 }
 
@@ -57,28 +53,41 @@ pub enum Links {
 pub fn establish(opts: &LinkOpts, role: Role) -> Result<Links, String> {
     match (opts.transport, role) {
         (Transport::Mem, Role::Client) => Ok(Links::Loopback(
-            (0..opts.qps)
-                .map(|_| memory_pair(opts.mem_mulpdu))
-                .collect(),
+            (0..opts.qps).map(|_| memory_pair(opts.mem_mulpdu)).collect(),
         )),
         (Transport::Mem, Role::Server) => Err(
             "--transport mem runs both ends inside `rddp perf client`; a separate server is not needed".into(),
         ),
-        (Transport::Mpa, _) => Err(format!(
-            "not available yet: MPA over TCP is still being written; until then try `rddp perf client --transport mem` (both ends in one process){}",
-            addr_note(opts)
-        )),
-        (Transport::Sctp, _) => Err(format!(
-            "not available yet: DDP over SCTP is not implemented; until then try `rddp perf client --transport mem` (both ends in one process){}",
-            addr_note(opts)
-        )),
+        (t, Role::Client) => {
+            let addr = opts.addr.as_deref().ok_or("the client needs --connect ADDR")?;
+            let t = llp_transport(t);
+            (0..opts.qps)
+                .map(|_| crate::llp::connect(t, addr, opts.crc))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Links::Remote)
+        }
+        (t, Role::Server) => {
+            let addr = opts.addr.as_deref().ok_or("the server needs --listen ADDR")?;
+            let lopts = crate::llp::ListenOpts {
+                crc_required: opts.crc,
+                refuse_markers: false,
+                sctp_max_pending: 16,
+                sctp_accept_delay: std::time::Duration::ZERO,
+                sctp_reject: false,
+            };
+            let l = crate::llp::listen(llp_transport(t), addr, &lopts)?;
+            eprintln!("rddp perf server: listening on {}", l.local_addr());
+            (0..opts.qps)
+                .map(|_| l.accept())
+                .collect::<Result<Vec<_>, _>>()
+                .map(Links::Remote)
+        }
     }
 }
 
-fn addr_note(opts: &LinkOpts) -> String {
-    let crc = if opts.crc { "on" } else { "off" };
-    opts.addr
-        .as_deref()
-        .map(|a| format!(" [{a}, crc {crc}: not used]"))
-        .unwrap_or_default()
+fn llp_transport(t: Transport) -> crate::llp::Transport {
+    match t {
+        Transport::Sctp => crate::llp::Transport::Sctp,
+        _ => crate::llp::Transport::Mpa,
+    }
 }

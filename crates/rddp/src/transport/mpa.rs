@@ -87,6 +87,8 @@ fn into_connection(
     leftover: Vec<u8>,
     opts: &MpaOptions,
 ) -> Result<Connection, MpaError> {
+    // Setup read with deadlines; FPDU mode blocks until data or close.
+    sock.set_read_timeout(None)?;
     let emss = opts.emss.unwrap_or_else(|| effective_mss(&sock));
     let tx_mulpdu = mulpdu(emss, neg.markers_tx);
     let mut enc = FpduEncoder::new(neg.crc, neg.markers_tx);
