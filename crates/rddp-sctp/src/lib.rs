@@ -3,6 +3,7 @@
 //! * [`Adaptation`]: the sans-IO adaptation layer of one association: DDP-SSN
 //!   numbering ([`ssn`]), session control ([`session`]), maximum segment size, one
 //!   `DdpStream` per accepted session.
+//! * [`driver`]: the same over real SCTP (usrsctp, loaded at run time).
 
 pub mod adaptation;
 mod receive;
@@ -14,3 +15,4 @@ pub use adaptation::{
     Adaptation, AssociationError, Config, Event, OutChunk, SessionError, max_segment_for,
 };
 pub use session::{CloseReason, Role, SessionState};
+pub mod driver;

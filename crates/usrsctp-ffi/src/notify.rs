@@ -18,6 +18,8 @@ pub enum Notification {
         indication: u32,
     },
     Shutdown,
+    /// `SCTP_SENDER_DRY_EVENT`: everything sent has been acknowledged.
+    SenderDry,
     SendFailed,
     Other {
         kind: u16,
@@ -46,6 +48,7 @@ impl Notification {
                 indication: u32_at(b, 8)?,
             },
             SCTP_SHUTDOWN_EVENT => Self::Shutdown,
+            SCTP_SENDER_DRY_EVENT => Self::SenderDry,
             SCTP_SEND_FAILED_EVENT => Self::SendFailed,
             kind => Self::Other { kind },
         })

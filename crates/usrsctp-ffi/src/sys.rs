@@ -43,6 +43,7 @@ pub const SCTP_ABORT: u16 = 0x0200;
 pub const SCTP_ASSOC_CHANGE: u16 = 0x0001;
 pub const SCTP_SHUTDOWN_EVENT: u16 = 0x0005;
 pub const SCTP_ADAPTATION_INDICATION: u16 = 0x0006;
+pub const SCTP_SENDER_DRY_EVENT: u16 = 0x000a;
 pub const SCTP_SEND_FAILED_EVENT: u16 = 0x000e;
 
 // sac_state values.
