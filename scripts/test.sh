@@ -5,8 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System packages the suite needs. None yet: tshark arrives with the MPA wire check.
-need_pkgs=()
+# System packages the suite needs: libusrsctp-dev (userspace SCTP, loaded at run
+# time by usrsctp-ffi) and tshark (wire checks).
+need_pkgs=(libusrsctp-dev tshark)
 missing=()
 for p in "${need_pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -14,6 +15,8 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq
+    # tshark asks whether non-root users may capture: answer no, non-interactively.
+    echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
   else
     echo "missing packages: ${missing[*]} (run as root or install them)" >&2

@@ -80,8 +80,9 @@ unsafe extern "C" fn conn_output(
     0
 }
 
-/// A registered AF_CONN address. usrsctp calls `output` with each packet it sends
-/// from this address; `output` must not call back into usrsctp (queue the packet and
+/// A registered AF_CONN address: one end of an in-process link. usrsctp names a
+/// link by one address used as local and remote (bind and connect to the same id);
+/// it calls `output` with each packet sent on the link from this end; `output` must not call back into usrsctp (queue the packet and
 /// deliver it from another thread with [`ConnAddress::input`] of the peer's address).
 #[derive(Debug)]
 pub struct ConnAddress {

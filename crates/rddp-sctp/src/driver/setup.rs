@@ -115,10 +115,11 @@ pub fn connect(addr: SocketAddrV4, opts: Options) -> Result<SctpConnection, Driv
     verify(s, &opts)
 }
 
-/// Connect from AF_CONN address `local` to `remote_id`:`port` (in-process links).
+/// Connect over the AF_CONN link of `local` to SCTP port `port` at its far end.
+/// usrsctp names a link by one address used as both ends: packets leave through
+/// `local`'s output and the far end feeds them to its own address (`conn_input`).
 pub fn connect_conn(
     local: &ConnAddress,
-    remote_id: usize,
     port: u16,
     opts: Options,
 ) -> Result<SctpConnection, DriverError> {
@@ -129,7 +130,7 @@ pub fn connect_conn(
         port: 0,
     })?;
     s.connect(Target::Conn {
-        id: remote_id,
+        id: local.id(),
         port,
     })?;
     verify(s, &opts)
@@ -165,6 +166,12 @@ pub(crate) fn verify(s: Socket, opts: &Options) -> Result<SctpConnection, Driver
         };
         match s.recv(&mut buf, wait) {
             Ok(Received::Notification(Notification::AssocChange { state, .. })) => {
+                if state != SCTP_COMM_UP && up {
+                    // Ended after COMM_UP without an indication.
+                    return Err(DriverError::NotDdp(format!(
+                        "absent (association state {state})"
+                    )));
+                }
                 if state != SCTP_COMM_UP {
                     return Err(DriverError::Setup(format!("association state {state}")));
                 }
