@@ -1,6 +1,8 @@
 //! Helpers of the real-usrsctp tests.
 #![allow(dead_code)]
 
+pub mod link;
+
 use rddp_proto::mem::MemoryTable;
 use rddp_sctp::driver::SctpConnection;
 use rddp_sctp::{CloseReason, Event};
@@ -51,6 +53,24 @@ pub fn wait_event(
     })
     .unwrap();
     found.unwrap()
+}
+
+/// Flush and poll both ends of an in-process association until `done`.
+pub fn drive(
+    a: &mut SctpConnection,
+    ma: &mut MemoryTable,
+    b: &mut SctpConnection,
+    mb: &mut MemoryTable,
+    mut done: impl FnMut(&mut SctpConnection, &mut SctpConnection) -> bool,
+) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !done(a, b) {
+        assert!(std::time::Instant::now() < deadline, "timed out");
+        a.flush().unwrap();
+        b.flush().unwrap();
+        a.poll(ma, Duration::from_millis(1)).unwrap();
+        b.poll(mb, Duration::from_millis(1)).unwrap();
+    }
 }
 
 pub fn is_closed(e: &Event, sid: u16) -> bool {
