@@ -57,9 +57,9 @@ pub fn available() -> Result<(), LoadError> {
     api().map(|_| ())
 }
 
-fn open() -> Result<libloading::Library, LoadError> {
+fn open(names: &[&str]) -> Result<libloading::Library, LoadError> {
     let mut why = Vec::new();
-    for name in LIBRARY_NAMES {
+    for &name in names {
         // SAFETY: loading libusrsctp runs no initialisers with preconditions of ours.
         match unsafe { libloading::Library::new(name) } {
             Ok(lib) => return Ok(lib),
@@ -69,13 +69,13 @@ fn open() -> Result<libloading::Library, LoadError> {
     Err(LoadError(format!(
         "SCTP transport unavailable: libusrsctp not found (tried {}). Install it with \
          `apt-get install libusrsctp2` (or libusrsctp-dev). Details: {}",
-        LIBRARY_NAMES.join(", "),
+        names.join(", "),
         why.join("; ")
     )))
 }
 
 fn load() -> Result<Api, LoadError> {
-    let lib = open()?;
+    let lib = open(&LIBRARY_NAMES)?;
     macro_rules! sym {
         ($name:literal) => {
             // SAFETY: the type given at each use is the C prototype from usrsctp.h.
@@ -105,4 +105,16 @@ fn load() -> Result<Api, LoadError> {
         sysctl_no_csum_on_loopback: sym!("usrsctp_sysctl_set_sctp_no_csum_on_loopback"),
         _lib: lib,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_library_names_the_package_to_install() {
+        let e = open(&["libusrsctp-missing.so.99"]).unwrap_err();
+        assert!(e.0.contains("apt-get install libusrsctp2"), "{e}");
+        assert!(e.0.contains("libusrsctp-missing.so.99"), "{e}");
+    }
 }
