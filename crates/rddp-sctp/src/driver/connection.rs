@@ -33,7 +33,13 @@ pub struct SctpConnection {
     /// Every chunk sent, kept only when recording (wire checks).
     record: Option<Vec<OutChunk>>,
     closed: bool,
+    /// When the path (fragmentation point) was last read.
+    path_checked: Instant,
 }
+
+/// How often `flush` re-reads the fragmentation point (spec §5.3: DDP learns every
+/// MULPDU change; usrsctp sends no notification for a path MTU change).
+const PATH_CHECK: Duration = Duration::from_millis(100);
 
 impl SctpConnection {
     pub(crate) fn new(sock: Socket, cfg: Config, fragmentation_point: usize) -> Self {
@@ -46,6 +52,7 @@ impl SctpConnection {
             stats: ChunkStats::default(),
             record: None,
             closed: false,
+            path_checked: Instant::now(),
         }
     }
 
@@ -95,6 +102,12 @@ impl SctpConnection {
     pub fn flush(&mut self) -> Result<bool, DriverError> {
         if self.closed {
             return Err(DriverError::Closed);
+        }
+        if self.path_checked.elapsed() >= PATH_CHECK {
+            self.path_checked = Instant::now();
+            // EINVAL here means the association is gone (usrsctp notes, trap 7);
+            // the next receive reports it.
+            let _ = self.refresh_path();
         }
         loop {
             let Some(c) = self.blocked.take().or_else(|| self.ad.poll_transmit()) else {
