@@ -63,6 +63,8 @@ pub enum SessionError {
     Busy(u16),
     #[error("stream {0} has no Initiate awaiting a decision")]
     NoInitiate(u16),
+    #[error("stream {0} has no established session (Terminate waits for Accept)")]
+    NotEstablished(u16),
     #[error("private data of {0} octets exceeds 512")]
     PrivateDataTooLong(usize),
     #[error("DDP stream: {0}")]
@@ -270,7 +272,7 @@ impl Adaptation {
             .session
             .as_mut()
             .filter(|s| s.state == SessionState::Established)
-            .ok_or(SessionError::NoInitiate(sid))?;
+            .ok_or(SessionError::NotEstablished(sid))?;
         if s.local_terminate == LocalTerminate::None {
             s.local_terminate = LocalTerminate::Wanted;
             if let Some(d) = s.ddp.as_mut() {

@@ -355,7 +355,10 @@ fn control_never_overtakes_the_previous_one() {
     // And the active side may not Terminate before Accept: terminate() refuses.
     let (mut a, _) = pair();
     a.ad.initiate(1, StreamId(1), PdId(1), b"").unwrap();
-    assert!(a.ad.terminate(1).is_err());
+    assert_eq!(
+        a.ad.terminate(1),
+        Err(rddp_sctp::SessionError::NotEstablished(1))
+    );
 }
 
 #[test]
