@@ -2,6 +2,7 @@
 //! chunk or a PPID other than 16/17 is an association error; the association is
 //! aborted (no Terminate on each stream). The offending peer is a plain usrsctp
 //! socket that announces the DDP indication; real usrsctp over UDP encapsulation.
+//! Likewise an association whose inbound and outbound stream counts differ.
 
 mod common;
 
@@ -15,9 +16,13 @@ use usrsctp_ffi::{Notification, Received, Socket, Target};
 
 /// A plain socket that passes the adaptation check, then misbehaves.
 fn plain_peer(addr: SocketAddrV4) -> Socket {
+    plain_peer_with(addr, 16, 16)
+}
+
+fn plain_peer_with(addr: SocketAddrV4, ostreams: u16, max_instreams: u16) -> Socket {
     let s = Socket::new(false).unwrap();
     s.set_adaptation_layer(1).unwrap();
-    s.set_init_streams(16).unwrap();
+    s.set_init_msg(ostreams, max_instreams).unwrap();
     s.subscribe(SCTP_ASSOC_CHANGE).unwrap();
     s.set_remote_udp_encaps_port(addr.port()).unwrap();
     s.bind(Target::Inet(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)))
@@ -41,7 +46,7 @@ fn wait_state(s: &Socket, want: u16) {
 }
 
 #[test]
-fn ordered_chunks_and_foreign_ppids_abort_the_association() {
+fn non_ddp_traffic_aborts_and_unequal_stream_counts_are_refused() {
     if !library() {
         return;
     }
@@ -68,4 +73,20 @@ fn ordered_chunks_and_foreign_ppids_abort_the_association() {
         wait_state(&peer, SCTP_COMM_LOST); // we aborted
         assert!(matches!(c.flush(), Err(DriverError::Closed)));
     }
+    // A peer offering 4 outbound streams but accepting 16 inbound leaves us with
+    // 4 inbound and 16 outbound: refused (spec §5.1, equal counts).
+    let _peer = plain_peer_with(addr, 4, 16);
+    let err = l
+        .accept(Duration::from_secs(5))
+        .expect_err("unequal counts accepted");
+    assert!(
+        matches!(
+            err,
+            DriverError::UnequalStreams {
+                inbound: 4,
+                outbound: 16
+            }
+        ),
+        "{err}"
+    );
 }

@@ -216,13 +216,18 @@ impl Socket {
         )
     }
 
-    /// Outbound and maximum inbound stream counts offered in INIT.
+    /// Outbound and maximum inbound stream counts offered in INIT (equal).
     pub fn set_init_streams(&self, streams: u16) -> Result<(), Error> {
+        self.set_init_msg(streams, streams)
+    }
+
+    /// `SCTP_INITMSG` with any counts (tests of peers with unequal counts).
+    pub fn set_init_msg(&self, ostreams: u16, max_instreams: u16) -> Result<(), Error> {
         self.setopt(
             SCTP_INITMSG,
             &sctp_initmsg {
-                sinit_num_ostreams: streams,
-                sinit_max_instreams: streams,
+                sinit_num_ostreams: ostreams,
+                sinit_max_instreams: max_instreams,
                 ..Default::default()
             },
         )
