@@ -5,9 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System packages the suite needs: tshark for the MPA wire check (rddp-mpa
-# tests/wire_check.rs; with CI set, a missing tshark fails that test).
-need_pkgs=(tshark)
+# System packages the suite needs: libusrsctp-dev (userspace SCTP, loaded at run
+# time by usrsctp-ffi) and tshark (the MPA and SCTP wire checks; with CI set, a
+# missing one fails those tests).
+need_pkgs=(libusrsctp-dev tshark)
 missing=()
 for p in "${need_pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

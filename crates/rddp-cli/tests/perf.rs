@@ -236,31 +236,80 @@ fn bad_arguments_are_one_clear_line() {
 }
 
 #[test]
-fn mpa_and_sctp_say_they_are_not_available_yet() {
-    for t in ["mpa", "sctp"] {
-        refused(
-            &[
-                "perf",
-                "client",
-                "--transport",
-                t,
-                "--connect",
-                "127.0.0.1:18515",
-            ],
-            "not available yet",
-        );
-        refused(
-            &[
+fn unreachable_peers_and_missing_transports_are_one_clear_line() {
+    // A port nobody listens on (bound, then freed).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    refused(
+        &["perf", "client", "--transport", "mpa", "--connect", &addr],
+        "nothing listens there",
+    );
+    refused(
+        &["perf", "client", "--transport", "sctp", "--connect", &addr],
+        "not wired into the tool yet",
+    );
+    refused(
+        &[
+            "perf",
+            "server",
+            "--transport",
+            "sctp",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        "not wired into the tool yet",
+    );
+}
+
+#[test]
+fn write_and_send_over_mpa_between_two_processes() {
+    use std::io::BufRead;
+    for op in ["write", "send", "read"] {
+        let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_rddp"))
+            .args([
                 "perf",
                 "server",
                 "--transport",
-                t,
+                "mpa",
                 "--listen",
                 "127.0.0.1:0",
-                "--crc",
-                "off",
-            ],
-            "not available yet",
-        );
+            ])
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(server.stderr.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        let addr = first.rsplit(' ').next().unwrap().to_string();
+        let out = rddp(&[
+            "perf",
+            "client",
+            "--transport",
+            "mpa",
+            "--connect",
+            &addr,
+            "--op",
+            op,
+            "--size",
+            "65536",
+            "--iters",
+            "300",
+            "--verify",
+            "--json",
+        ]);
+        let stdout = text(&out.stdout);
+        let _ = server.kill();
+        let _ = server.wait();
+        assert!(out.status.success(), "{op}: {stdout}{}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
+        assert_eq!(v["op"], op);
+        assert_eq!(v["size"], 65536);
+        assert_eq!(v["bytes"], 65536 * 300);
+        assert_eq!(v["corrupt_bytes"], 0, "{v}");
+        assert!(v["gbit_per_s"].as_f64().unwrap() > 0.0);
     }
 }

@@ -1,0 +1,336 @@
+//! The sans-IO RFC 5043 adaptation layer of one association (seed 001; spec §5):
+//! chunks in ([`Adaptation::on_chunk`]), chunks out ([`Adaptation::poll_transmit`]),
+//! one [`DdpStream`] per accepted session. No sockets: a driver moves the chunks.
+
+use crate::session::{CloseReason, LocalTerminate, Role, Session, SessionState};
+use crate::ssn::{InboundSsn, OutboundSsn};
+use rddp_proto::ddp::{DdpConfig, DdpStream};
+use rddp_proto::mem::{PdId, StreamId};
+use rddp_wire::sctp::{MAX_SESSION_PD, MIN_MAX_SEGMENT, SSN_LEN, SessionFunction};
+use std::collections::VecDeque;
+
+/// Settings of one association's adaptation layer.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    /// Inbound = outbound stream count (spec §5.1: equal); DDP streams 0..streams.
+    pub streams: u16,
+    /// Bound of Initiates awaiting the ULP; beyond it Initiate gets Terminate.
+    pub max_pending_initiates: usize,
+    /// How far ahead of the lowest missing DDP-SSN a chunk may arrive.
+    pub reorder_window: usize,
+    /// Settings of each session's DDP stream (its MULPDU is set by the adaptation).
+    pub ddp: DdpConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            streams: 16,
+            max_pending_initiates: 8,
+            reorder_window: 1024,
+            ddp: DdpConfig::default(),
+        }
+    }
+}
+
+/// A chunk for the driver to send unordered (U=1), unfragmented, on stream `sid`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutChunk {
+    pub sid: u16,
+    pub ppid: u32,
+    pub payload: Vec<u8>,
+}
+
+/// What the ULP learns about sessions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The peer asks for a session on `sid`: call `accept` or `reject`.
+    InitiateRequest { sid: u16, private_data: Vec<u8> },
+    /// Our Initiate was accepted: DDP may flow on `sid`.
+    Accepted { sid: u16, private_data: Vec<u8> },
+    /// The session on `sid` is over.
+    Closed { sid: u16, reason: CloseReason },
+    /// A received chunk fit no session (there was no session to terminate).
+    Stray { sid: u16, detail: String },
+}
+
+/// A local request the adaptation refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SessionError {
+    #[error("stream {0} does not exist on this association")]
+    NoSuchStream(u16),
+    #[error("stream {0} is busy: a session is open or chunks may still be outstanding")]
+    Busy(u16),
+    #[error("stream {0} has no Initiate awaiting a decision")]
+    NoInitiate(u16),
+    #[error("stream {0} has no established session (Terminate waits for Accept)")]
+    NotEstablished(u16),
+    #[error("private data of {0} octets exceeds 512")]
+    PrivateDataTooLong(usize),
+    #[error("DDP stream: {0}")]
+    Ddp(String),
+}
+
+/// An error that ends the whole association (no Terminate on each stream).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("association error: {0}")]
+pub struct AssociationError(pub String);
+
+#[derive(Debug)]
+pub(crate) struct Slot {
+    pub out: OutboundSsn,
+    pub inbound: InboundSsn,
+    pub session: Option<Session>,
+    /// First controls of a session, ready to leave in order (Initiate, Accept,
+    /// Reject, refusal): none of them can overtake an earlier one.
+    pub ctl: VecDeque<(SessionFunction, Vec<u8>)>,
+    /// Something we sent may be unacknowledged (cleared by sender-dry).
+    pub unacked: bool,
+}
+
+/// The DDP/SCTP adaptation layer of one association.
+#[derive(Debug)]
+pub struct Adaptation {
+    pub(crate) cfg: Config,
+    pub(crate) max_segment: usize,
+    pub(crate) slots: Vec<Slot>,
+    /// Stream numbers whose Initiate awaits the ULP (bounded by the config).
+    pub(crate) pending: VecDeque<u16>,
+    pub(crate) events: VecDeque<Event>,
+    pub(crate) cursor: usize,
+    pub(crate) dead: bool,
+}
+
+/// The largest DDP segment for a fragmentation point (largest unfragmented SCTP
+/// user message): the DDP-SSN takes 2 octets, and 516 is the floor (spec §5.3).
+pub fn max_segment_for(fragmentation_point: usize) -> usize {
+    fragmentation_point
+        .saturating_sub(SSN_LEN)
+        .max(MIN_MAX_SEGMENT)
+}
+
+impl Adaptation {
+    /// An association whose SCTP fragmentation point is `fragmentation_point`.
+    pub fn new(cfg: Config, fragmentation_point: usize) -> Self {
+        let slots = (0..cfg.streams)
+            .map(|_| Slot {
+                out: OutboundSsn::default(),
+                inbound: InboundSsn::new(cfg.reorder_window),
+                session: None,
+                ctl: VecDeque::new(),
+                unacked: false,
+            })
+            .collect();
+        Self {
+            max_segment: max_segment_for(fragmentation_point),
+            cfg,
+            slots,
+            pending: VecDeque::new(),
+            events: VecDeque::new(),
+            cursor: 0,
+            dead: false,
+        }
+    }
+
+    /// Largest DDP segment (the MULPDU told to DDP); larger ones are rejected.
+    pub fn max_segment(&self) -> usize {
+        self.max_segment
+    }
+
+    /// The path changed: tell every DDP stream its new MULPDU (spec §5.3).
+    pub fn set_fragmentation_point(&mut self, fragmentation_point: usize) {
+        self.max_segment = max_segment_for(fragmentation_point);
+        let m = self.max_segment;
+        for s in self.slots.iter_mut().filter_map(|s| s.session.as_mut()) {
+            if let Some(d) = s.ddp.as_mut() {
+                let _ = d.set_mulpdu(m);
+            }
+        }
+    }
+
+    fn slot(&mut self, sid: u16) -> Result<&mut Slot, SessionError> {
+        self.slots
+            .get_mut(usize::from(sid))
+            .ok_or(SessionError::NoSuchStream(sid))
+    }
+
+    fn new_ddp(&self, stream: StreamId, pd: PdId) -> Result<DdpStream, SessionError> {
+        let cfg = DdpConfig {
+            mulpdu: self.max_segment,
+            max_reorder: self.cfg.reorder_window,
+            ..self.cfg.ddp
+        };
+        DdpStream::new(stream, pd, cfg).map_err(|e| SessionError::Ddp(e.to_string()))
+    }
+
+    /// The DDP stream of the session on `sid` (post buffers, send, poll deliveries).
+    pub fn stream(&mut self, sid: u16) -> Option<&mut DdpStream> {
+        self.slots
+            .get_mut(usize::from(sid))?
+            .session
+            .as_mut()?
+            .ddp
+            .as_mut()
+    }
+
+    pub fn session_state(&self, sid: u16) -> Option<SessionState> {
+        Some(self.slots.get(usize::from(sid))?.session.as_ref()?.state)
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Initiates waiting for the ULP.
+    pub fn pending_initiates(&self) -> usize {
+        self.pending.len()
+    }
+
+    // ---- ULP requests ----
+
+    /// Open a session on `sid` as the active side. Its DDP stream exists at once (so
+    /// buffers can be posted) but sends nothing before the Accept (spec §5.5).
+    pub fn initiate(
+        &mut self,
+        sid: u16,
+        stream: StreamId,
+        pd: PdId,
+        private_data: &[u8],
+    ) -> Result<(), SessionError> {
+        check_pd(private_data)?;
+        let ddp = self.new_ddp(stream, pd)?;
+        let slot = self.slot(sid)?;
+        if !reusable(slot) {
+            return Err(SessionError::Busy(sid));
+        }
+        let start = slot.inbound.base();
+        slot.session = Some(Session::new(
+            Role::Active,
+            SessionState::InitiateSent,
+            start,
+            Some(ddp),
+        ));
+        slot.ctl
+            .push_back((SessionFunction::Initiate, private_data.to_vec()));
+        Ok(())
+    }
+
+    /// Accept the peer's Initiate on `sid`.
+    pub fn accept(
+        &mut self,
+        sid: u16,
+        stream: StreamId,
+        pd: PdId,
+        private_data: &[u8],
+    ) -> Result<(), SessionError> {
+        check_pd(private_data)?;
+        let ddp = self.new_ddp(stream, pd)?;
+        self.take_pending(sid)?;
+        let slot = self.slot(sid)?;
+        if let Some(s) = slot.session.as_mut() {
+            s.state = SessionState::Established;
+            s.ddp = Some(ddp);
+        }
+        slot.ctl
+            .push_back((SessionFunction::Accept, private_data.to_vec()));
+        Ok(())
+    }
+
+    /// Reject the peer's Initiate on `sid` (only ever at the ULP's direction).
+    pub fn reject(&mut self, sid: u16, private_data: &[u8]) -> Result<(), SessionError> {
+        check_pd(private_data)?;
+        self.take_pending(sid)?;
+        let slot = self.slot(sid)?;
+        if let Some(s) = slot.session.as_mut() {
+            s.state = SessionState::Closed;
+            s.peer_done = true;
+        }
+        slot.ctl
+            .push_back((SessionFunction::Reject, private_data.to_vec()));
+        self.events.push_back(Event::Closed {
+            sid,
+            reason: CloseReason::Rejected(private_data.to_vec()),
+        });
+        Ok(())
+    }
+
+    fn take_pending(&mut self, sid: u16) -> Result<(), SessionError> {
+        let at = self
+            .pending
+            .iter()
+            .position(|&s| s == sid)
+            .ok_or(SessionError::NoInitiate(sid))?;
+        self.pending.remove(at);
+        Ok(())
+    }
+
+    /// Graceful end of the session on `sid`: queued DDP messages still leave, then
+    /// Terminate (once it cannot overtake our previous control message).
+    pub fn terminate(&mut self, sid: u16) -> Result<(), SessionError> {
+        let slot = self.slot(sid)?;
+        let s = slot
+            .session
+            .as_mut()
+            .filter(|s| s.state == SessionState::Established)
+            .ok_or(SessionError::NotEstablished(sid))?;
+        if s.local_terminate == LocalTerminate::None {
+            s.local_terminate = LocalTerminate::Wanted;
+            if let Some(d) = s.ddp.as_mut() {
+                d.close();
+            }
+        }
+        Ok(())
+    }
+
+    // ---- LLP events ----
+
+    /// Every chunk we sent has been acknowledged (SCTP sender-dry): our controls
+    /// have arrived and nothing of ours is outstanding.
+    pub fn on_sender_dry(&mut self) {
+        for slot in &mut self.slots {
+            slot.unacked = false;
+            if let Some(s) = slot.session.as_mut() {
+                s.ctl_confirmed = true;
+            }
+        }
+    }
+
+    /// The association ended (error or loss): every session closes without a
+    /// Terminate on each stream (spec §5.6).
+    pub fn on_association_lost(&mut self) {
+        self.dead = true;
+        for (sid, slot) in self.slots.iter_mut().enumerate() {
+            slot.ctl.clear();
+            if let Some(s) = slot.session.as_mut() {
+                if let Some(d) = s.ddp.as_mut() {
+                    d.on_llp_closed(false);
+                }
+                if s.state != SessionState::Closed {
+                    s.state = SessionState::Closed;
+                    self.events.push_back(Event::Closed {
+                        sid: sid as u16,
+                        reason: CloseReason::AssociationLost,
+                    });
+                }
+            }
+        }
+    }
+}
+
+fn check_pd(pd: &[u8]) -> Result<(), SessionError> {
+    if pd.len() > MAX_SESSION_PD {
+        return Err(SessionError::PrivateDataTooLong(pd.len()));
+    }
+    Ok(())
+}
+
+/// A stream number may carry a new session we start only when the old session is
+/// over and nothing of it can be outstanding in either direction (spec §5.5).
+pub(crate) fn reusable(slot: &Slot) -> bool {
+    !slot.unacked
+        && slot.ctl.is_empty()
+        && slot
+            .session
+            .as_ref()
+            .is_none_or(|s| s.state == SessionState::Closed && s.peer_done)
+}

@@ -1,0 +1,231 @@
+//! One DDP/SCTP association: the socket and the sans-IO adaptation, shaped like an
+//! MPA connection (a DDP stream per session; segments sent and fed by the driver).
+//! Every DATA chunk goes out unordered (U=1) with PPID 16 or 17 (spec §5.1, §5.3).
+
+use super::DriverError;
+use crate::adaptation::{Adaptation, AssociationError, Config, Event, OutChunk};
+use rddp_proto::ddp::DdpStream;
+use rddp_proto::mem::MemoryTable;
+use std::time::{Duration, Instant};
+use usrsctp_ffi::sys::{SCTP_COMM_LOST, SCTP_SHUTDOWN_COMP};
+use usrsctp_ffi::{Notification, Received, Socket};
+
+/// Largest message the driver accepts from the peer (the peer's fragmentation point
+/// may differ from ours, but never beyond this); anything bigger aborts.
+const RECV_BUF: usize = 64 * 1024;
+
+/// Counters of the association.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChunkStats {
+    pub chunks_sent: u64,
+    pub chunks_received: u64,
+}
+
+#[derive(Debug)]
+pub struct SctpConnection {
+    sock: Socket,
+    ad: Adaptation,
+    buf: Vec<u8>,
+    /// A chunk the send buffer had no room for; it leaves first next time.
+    blocked: Option<OutChunk>,
+    fragmentation_point: usize,
+    stats: ChunkStats,
+    /// Every chunk sent, kept only when recording (wire checks).
+    record: Option<Vec<OutChunk>>,
+    closed: bool,
+    /// When the path (fragmentation point) was last read.
+    path_checked: Instant,
+}
+
+/// How often `flush` re-reads the fragmentation point (spec §5.3: DDP learns every
+/// MULPDU change; usrsctp sends no notification for a path MTU change).
+const PATH_CHECK: Duration = Duration::from_millis(100);
+
+impl SctpConnection {
+    pub(crate) fn new(sock: Socket, cfg: Config, fragmentation_point: usize) -> Self {
+        Self {
+            sock,
+            ad: Adaptation::new(cfg, fragmentation_point),
+            buf: vec![0; RECV_BUF],
+            blocked: None,
+            fragmentation_point,
+            stats: ChunkStats::default(),
+            record: None,
+            closed: false,
+            path_checked: Instant::now(),
+        }
+    }
+
+    /// Sessions: initiate, accept, reject, terminate, and their DDP streams.
+    pub fn adaptation(&mut self) -> &mut Adaptation {
+        &mut self.ad
+    }
+
+    /// The DDP stream of the session on stream `sid`.
+    pub fn stream(&mut self, sid: u16) -> Option<&mut DdpStream> {
+        self.ad.stream(sid)
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.ad.poll_event()
+    }
+
+    pub fn fragmentation_point(&self) -> usize {
+        self.fragmentation_point
+    }
+
+    pub fn stats(&self) -> ChunkStats {
+        self.stats
+    }
+
+    /// Keep a copy of every chunk sent from now on (for wire checks).
+    pub fn record_sent(&mut self) {
+        self.record = Some(Vec::new());
+    }
+
+    pub fn take_recorded(&mut self) -> Vec<OutChunk> {
+        self.record.take().unwrap_or_default()
+    }
+
+    /// Re-read the path: a new fragmentation point becomes DDP's new MULPDU.
+    pub fn refresh_path(&mut self) -> Result<(), DriverError> {
+        let fp = self.sock.status()?.fragmentation_point as usize;
+        if fp != self.fragmentation_point {
+            self.fragmentation_point = fp;
+            self.ad.set_fragmentation_point(fp);
+        }
+        Ok(())
+    }
+
+    /// Hand every ready chunk to SCTP without waiting; returns whether all left
+    /// (false: the send buffer is full, call again after `poll`).
+    pub fn flush(&mut self) -> Result<bool, DriverError> {
+        if self.closed {
+            return Err(DriverError::Closed);
+        }
+        if self.path_checked.elapsed() >= PATH_CHECK {
+            self.path_checked = Instant::now();
+            // EINVAL here means the association is gone (usrsctp notes, trap 7);
+            // the next receive reports it.
+            let _ = self.refresh_path();
+        }
+        loop {
+            let Some(c) = self.blocked.take().or_else(|| self.ad.poll_transmit()) else {
+                return Ok(true);
+            };
+            // Unordered always; one chunk per message, never above the fragmentation
+            // point (the adaptation capped the segment).
+            match self.sock.send(c.sid, c.ppid, true, &c.payload) {
+                Ok(_) => {
+                    self.stats.chunks_sent += 1;
+                    if let Some(r) = self.record.as_mut() {
+                        r.push(c);
+                    }
+                }
+                Err(e) if is_would_block(&e) => {
+                    self.blocked = Some(c);
+                    return Ok(false);
+                }
+                Err(e) => return Err(self.lost(e.into())),
+            }
+        }
+    }
+
+    /// Receive one message or notification (waiting up to `timeout`) and feed it to
+    /// the adaptation. Returns false on timeout.
+    pub fn poll(&mut self, mem: &mut MemoryTable, timeout: Duration) -> Result<bool, DriverError> {
+        if self.closed {
+            return Err(DriverError::Closed);
+        }
+        let got = match self.sock.recv(&mut self.buf, timeout) {
+            Ok(r) => r,
+            Err(usrsctp_ffi::Error::Timeout(_)) => return Ok(false),
+            Err(e) => return Err(self.lost(e.into())),
+        };
+        match got {
+            Received::Data {
+                len,
+                info,
+                complete,
+            } => {
+                self.stats.chunks_received += 1;
+                let bad = if !complete {
+                    Some(format!("message larger than {RECV_BUF} octets"))
+                } else if !info.unordered {
+                    Some("an ordered DATA chunk (non-DDP traffic)".to_string())
+                } else {
+                    None
+                };
+                if let Some(why) = bad {
+                    return Err(self.fail(AssociationError(why)));
+                }
+                let r = self.ad.on_chunk(mem, info.sid, info.ppid, &self.buf[..len]);
+                if let Err(e) = r {
+                    return Err(self.fail(e));
+                }
+            }
+            Received::Notification(Notification::SenderDry) => self.ad.on_sender_dry(),
+            Received::Notification(Notification::AssocChange { state, .. })
+                if state == SCTP_COMM_LOST || state == SCTP_SHUTDOWN_COMP =>
+            {
+                return Err(self.lost(DriverError::Closed));
+            }
+            Received::Notification(Notification::Shutdown) => {
+                return Err(self.lost(DriverError::Closed));
+            }
+            Received::Notification(_) => {}
+        }
+        Ok(true)
+    }
+
+    /// Flush and poll until `done` holds or `timeout` passes.
+    pub fn run_until(
+        &mut self,
+        mem: &mut MemoryTable,
+        timeout: Duration,
+        mut done: impl FnMut(&mut Self) -> bool,
+    ) -> Result<(), DriverError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let all_out = self.flush()?;
+            if all_out && done(self) {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(DriverError::Setup("timed out".into()));
+            }
+            let wait = if all_out {
+                Duration::from_millis(50)
+            } else {
+                Duration::from_millis(1)
+            };
+            self.poll(mem, wait.min(deadline - now))?;
+        }
+    }
+
+    /// Graceful SCTP SHUTDOWN of the association.
+    pub fn shutdown(&mut self) -> Result<(), DriverError> {
+        self.closed = true;
+        self.sock.shutdown()?;
+        Ok(())
+    }
+
+    /// Association error: ABORT, and every session closes without a Terminate on
+    /// each stream (spec §5.6).
+    fn fail(&mut self, e: AssociationError) -> DriverError {
+        let _ = self.sock.abort();
+        self.lost(e.into())
+    }
+
+    fn lost(&mut self, e: DriverError) -> DriverError {
+        self.closed = true;
+        self.ad.on_association_lost();
+        e
+    }
+}
+
+fn is_would_block(e: &usrsctp_ffi::Error) -> bool {
+    matches!(e, usrsctp_ffi::Error::Io { err, .. }
+        if err.kind() == std::io::ErrorKind::WouldBlock)
+}

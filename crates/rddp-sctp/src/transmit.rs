@@ -1,0 +1,84 @@
+//! Chunks to send (seed 001; spec §5.3-5.5): DDP-SSN assignment in submission order,
+//! the maximum segment size, and Terminate only when it cannot overtake.
+
+use crate::adaptation::{Adaptation, OutChunk};
+use crate::session::{LocalTerminate, SessionState};
+use rddp_wire::sctp::{PPID_DDP_SEGMENT, PPID_SESSION_CONTROL, SessionControl, SessionFunction};
+
+impl Adaptation {
+    /// The next chunk to hand to SCTP (unordered, unfragmented), streams served in
+    /// turn. Chunks of one stream leave in DDP-SSN order: the driver must send them
+    /// in the order returned.
+    pub fn poll_transmit(&mut self) -> Option<OutChunk> {
+        if self.dead {
+            return None;
+        }
+        let n = self.slots.len();
+        for k in 0..n {
+            let sid = ((self.cursor + k) % n) as u16;
+            if let Some(c) = self.transmit_from(sid) {
+                self.cursor = usize::from(sid) + 1;
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    fn control(&mut self, sid: u16, function: SessionFunction, private_data: Vec<u8>) -> OutChunk {
+        let slot = &mut self.slots[usize::from(sid)];
+        let c = SessionControl {
+            ssn: slot.out.take(),
+            function,
+            private_data,
+        };
+        slot.unacked = true;
+        if let Some(s) = slot.session.as_mut() {
+            s.ctl_confirmed = false;
+        }
+        OutChunk {
+            sid,
+            ppid: PPID_SESSION_CONTROL,
+            // Private data was checked on entry (0..=512, none on Terminate).
+            payload: c.to_vec().unwrap_or_default(),
+        }
+    }
+
+    fn transmit_from(&mut self, sid: u16) -> Option<OutChunk> {
+        let max = self.max_segment;
+        let slot = &mut self.slots[usize::from(sid)];
+        if let Some((f, pd)) = slot.ctl.pop_front() {
+            return Some(self.control(sid, f, pd));
+        }
+        let s = slot.session.as_mut()?;
+        if s.state == SessionState::Established
+            && s.local_terminate != LocalTerminate::Sent
+            && let Some(seg) = s.ddp.as_mut().and_then(|d| d.poll_segment())
+        {
+            if seg.len() > max {
+                // Never fragmented, never sent: the session fails (spec §5.3).
+                let len = seg.len();
+                self.violation(
+                    sid,
+                    format!("local DDP segment of {len} octets > maximum {max}"),
+                );
+                return None;
+            }
+            let mut payload = slot.out.take().to_be_bytes().to_vec();
+            seg.write_to(&mut payload);
+            slot.unacked = true;
+            return Some(OutChunk {
+                sid,
+                ppid: PPID_DDP_SEGMENT,
+                payload,
+            });
+        }
+        let drained = s.ddp.as_ref().is_none_or(|d| d.drained());
+        if s.local_terminate == LocalTerminate::Wanted && drained && s.ctl_confirmed {
+            s.local_terminate = LocalTerminate::Sent;
+            let c = self.control(sid, SessionFunction::Terminate, Vec::new());
+            self.settle(sid);
+            return Some(c);
+        }
+        None
+    }
+}

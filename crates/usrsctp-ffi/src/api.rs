@@ -1,0 +1,120 @@
+//! Run-time loading of libusrsctp (libloading): the workspace builds and `rddp demo`
+//! runs on a machine without the library; only SCTP use then fails, with an error
+//! naming the Debian package to install.
+
+use crate::sys::*;
+use std::sync::OnceLock;
+
+/// Names tried, in order: the runtime package's soname, then the -dev symlink.
+pub const LIBRARY_NAMES: [&str; 2] = ["libusrsctp.so.2", "libusrsctp.so"];
+
+/// The library is missing or lacks a symbol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadError(pub String);
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// Function pointers resolved once; the library stays loaded for the process.
+#[derive(Debug)]
+pub(crate) struct Api {
+    _lib: libloading::Library,
+    pub init: InitFn,
+    pub socket: SocketFn,
+    pub setsockopt: SetsockoptFn,
+    pub getsockopt: GetsockoptFn,
+    pub sendv: SendvFn,
+    pub recvv: RecvvFn,
+    pub bind: BindFn,
+    pub listen: ListenFn,
+    pub accept: AcceptFn,
+    pub connect: BindFn,
+    pub close: CloseFn,
+    pub shutdown: ShutdownFn,
+    pub conninput: ConninputFn,
+    pub set_non_blocking: SetNonBlockingFn,
+    pub register_address: AddressFn,
+    pub deregister_address: AddressFn,
+    pub set_upcall: SetUpcallFn,
+    pub sysctl_blackhole: SysctlFn,
+    pub sysctl_no_csum_on_loopback: SysctlFn,
+}
+
+static API: OnceLock<Result<Api, LoadError>> = OnceLock::new();
+
+/// The loaded library, or why it could not be loaded.
+pub(crate) fn api() -> Result<&'static Api, LoadError> {
+    API.get_or_init(load).as_ref().map_err(Clone::clone)
+}
+
+/// Whether libusrsctp can be loaded on this machine.
+pub fn available() -> Result<(), LoadError> {
+    api().map(|_| ())
+}
+
+fn open(names: &[&str]) -> Result<libloading::Library, LoadError> {
+    let mut why = Vec::new();
+    for &name in names {
+        // SAFETY: loading libusrsctp runs no initialisers with preconditions of ours.
+        match unsafe { libloading::Library::new(name) } {
+            Ok(lib) => return Ok(lib),
+            Err(e) => why.push(e.to_string()),
+        }
+    }
+    Err(LoadError(format!(
+        "SCTP transport unavailable: libusrsctp not found (tried {}). Install it with \
+         `apt-get install libusrsctp2` (or libusrsctp-dev). Details: {}",
+        names.join(", "),
+        why.join("; ")
+    )))
+}
+
+fn load() -> Result<Api, LoadError> {
+    let lib = open(&LIBRARY_NAMES)?;
+    macro_rules! sym {
+        ($name:literal) => {
+            // SAFETY: the type given at each use is the C prototype from usrsctp.h.
+            *unsafe { lib.get(concat!($name, "\0").as_bytes()) }
+                .map_err(|e| LoadError(format!("libusrsctp lacks {}: {e}", $name)))?
+        };
+    }
+    Ok(Api {
+        init: sym!("usrsctp_init"),
+        socket: sym!("usrsctp_socket"),
+        setsockopt: sym!("usrsctp_setsockopt"),
+        getsockopt: sym!("usrsctp_getsockopt"),
+        sendv: sym!("usrsctp_sendv"),
+        recvv: sym!("usrsctp_recvv"),
+        bind: sym!("usrsctp_bind"),
+        listen: sym!("usrsctp_listen"),
+        accept: sym!("usrsctp_accept"),
+        connect: sym!("usrsctp_connect"),
+        close: sym!("usrsctp_close"),
+        shutdown: sym!("usrsctp_shutdown"),
+        conninput: sym!("usrsctp_conninput"),
+        set_non_blocking: sym!("usrsctp_set_non_blocking"),
+        register_address: sym!("usrsctp_register_address"),
+        deregister_address: sym!("usrsctp_deregister_address"),
+        set_upcall: sym!("usrsctp_set_upcall"),
+        sysctl_blackhole: sym!("usrsctp_sysctl_set_sctp_blackhole"),
+        sysctl_no_csum_on_loopback: sym!("usrsctp_sysctl_set_sctp_no_csum_on_loopback"),
+        _lib: lib,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_library_names_the_package_to_install() {
+        let e = open(&["libusrsctp-missing.so.99"]).unwrap_err();
+        assert!(e.0.contains("apt-get install libusrsctp2"), "{e}");
+        assert!(e.0.contains("libusrsctp-missing.so.99"), "{e}");
+    }
+}

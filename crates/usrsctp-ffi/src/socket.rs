@@ -1,0 +1,498 @@
+//! A safe one-to-one (SOCK_STREAM) usrsctp socket. Sockets are non-blocking; an
+//! upcall wakes waiters, so every wait has a timeout and no thread is left behind.
+
+use crate::api::{Api, api};
+use crate::error::Error;
+use crate::notify::Notification;
+use crate::sys::*;
+use libc::{c_int, c_uint, c_void, sockaddr, socklen_t};
+use std::collections::HashMap;
+use std::net::SocketAddrV4;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Where a socket binds or connects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// IPv4 (over UDP encapsulation or raw IP, per the stack).
+    Inet(SocketAddrV4),
+    /// An AF_CONN address (`ConnAddress::id`) and SCTP port.
+    Conn { id: usize, port: u16 },
+}
+
+/// `SCTP_STATUS` fields the adaptation needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Status {
+    pub state: i32,
+    pub instrms: u16,
+    pub outstrms: u16,
+    pub fragmentation_point: u32,
+    pub mtu: u32,
+}
+
+/// `struct sctp_rcvinfo` of a received message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecvInfo {
+    pub sid: u16,
+    pub ssn: u16,
+    pub unordered: bool,
+    pub ppid: u32,
+    pub tsn: u32,
+}
+
+/// What one receive returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Received {
+    /// `len` octets in the caller's buffer; `complete` is false if the message did
+    /// not fit (no MSG_EOR).
+    Data {
+        len: usize,
+        info: RecvInfo,
+        complete: bool,
+    },
+    Notification(Notification),
+}
+
+/// Wake-ups from usrsctp upcalls, by socket tag (never a pointer: a late upcall
+/// after close finds nothing).
+#[derive(Default)]
+struct Signal {
+    count: Mutex<u64>,
+    cv: Condvar,
+}
+
+fn signals() -> &'static Mutex<HashMap<usize, Arc<Signal>>> {
+    static S: OnceLock<Mutex<HashMap<usize, Arc<Signal>>>> = OnceLock::new();
+    S.get_or_init(Default::default)
+}
+
+unsafe extern "C" fn upcall(_so: *mut socket, arg: *mut c_void, _flags: c_int) {
+    let sig = signals()
+        .lock()
+        .ok()
+        .and_then(|m| m.get(&(arg as usize)).cloned());
+    if let Some(s) = sig {
+        if let Ok(mut g) = s.count.lock() {
+            *g += 1;
+        }
+        s.cv.notify_all();
+    }
+}
+
+/// An SCTP socket of the process's usrsctp stack.
+pub struct Socket {
+    so: *mut socket,
+    api: &'static Api,
+    tag: usize,
+    signal: Arc<Signal>,
+}
+
+// SAFETY: usrsctp sockets are locked internally and may be used from any thread.
+unsafe impl Send for Socket {}
+// SAFETY: as above; every method takes the socket's own locks inside usrsctp.
+unsafe impl Sync for Socket {}
+
+impl std::fmt::Debug for Socket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "usrsctp::Socket#{}", self.tag)
+    }
+}
+
+fn ret(r: c_int, op: &'static str) -> Result<(), Error> {
+    if r < 0 { Err(Error::last(op)) } else { Ok(()) }
+}
+
+/// A `sockaddr` for `t`, as storage plus length.
+fn sockaddr_of(t: Target) -> (libc::sockaddr_storage, socklen_t) {
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut ss: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
+    let len = match t {
+        Target::Inet(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as u16,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(*a.ip()).to_be(),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_in fits in sockaddr_storage (same alignment family).
+            unsafe { core::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin) };
+            core::mem::size_of::<libc::sockaddr_in>()
+        }
+        Target::Conn { id, port } => {
+            let sc = sockaddr_conn {
+                sconn_family: AF_CONN as u16,
+                sconn_port: port.to_be(),
+                sconn_addr: id as *mut c_void,
+            };
+            // SAFETY: sockaddr_conn (16 octets) fits in sockaddr_storage.
+            unsafe { core::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sc) };
+            core::mem::size_of::<sockaddr_conn>()
+        }
+    };
+    (ss, len as socklen_t)
+}
+
+impl Socket {
+    /// A new one-to-one socket for `family` (IPv4 or AF_CONN targets).
+    pub fn new(conn: bool) -> Result<Self, Error> {
+        let api = api()?;
+        crate::stack::running().ok_or(Error::NotInitialized)?;
+        let domain = if conn { AF_CONN } else { libc::AF_INET };
+        // SAFETY: no callbacks: the socket is used with recvv/sendv.
+        let so = unsafe {
+            (api.socket)(
+                domain,
+                libc::SOCK_STREAM,
+                IPPROTO_SCTP,
+                core::ptr::null(),
+                core::ptr::null(),
+                0,
+                core::ptr::null_mut(),
+            )
+        };
+        if so.is_null() {
+            return Err(Error::last("socket"));
+        }
+        Self::wrap(api, so)
+    }
+
+    fn wrap(api: &'static Api, so: *mut socket) -> Result<Self, Error> {
+        static NEXT: AtomicUsize = AtomicUsize::new(1);
+        let tag = NEXT.fetch_add(1, Ordering::Relaxed);
+        let signal = Arc::new(Signal::default());
+        if let Ok(mut m) = signals().lock() {
+            m.insert(tag, signal.clone());
+        }
+        let s = Self {
+            so,
+            api,
+            tag,
+            signal,
+        };
+        // SAFETY: `so` is a live socket; the tag is opaque to usrsctp.
+        ret(unsafe { (api.set_non_blocking)(so, 1) }, "set_non_blocking")?;
+        // SAFETY: as above; `upcall` matches the prototype.
+        ret(
+            unsafe { (api.set_upcall)(so, Some(upcall), tag as *mut c_void) },
+            "set_upcall",
+        )?;
+        Ok(s)
+    }
+
+    /// Set an IPPROTO_SCTP option from a `#[repr(C)]` value.
+    pub fn setopt<T: Copy>(&self, opt: c_int, v: &T) -> Result<(), Error> {
+        // SAFETY: `v` is valid for size_of::<T>() octets; callers pass the C type.
+        let r = unsafe {
+            (self.api.setsockopt)(
+                self.so,
+                IPPROTO_SCTP,
+                opt,
+                (v as *const T).cast(),
+                core::mem::size_of::<T>() as socklen_t,
+            )
+        };
+        ret(r, "setsockopt")
+    }
+
+    /// Read an IPPROTO_SCTP option into `v` (which may carry an assoc id in).
+    pub fn getopt<T: Copy>(&self, opt: c_int, v: &mut T) -> Result<(), Error> {
+        let mut len = core::mem::size_of::<T>() as socklen_t;
+        // SAFETY: `v` is valid and writable for `len` octets.
+        let r = unsafe {
+            (self.api.getsockopt)(self.so, IPPROTO_SCTP, opt, (v as *mut T).cast(), &mut len)
+        };
+        ret(r, "getsockopt")
+    }
+
+    pub fn set_adaptation_layer(&self, indication: u32) -> Result<(), Error> {
+        self.setopt(
+            SCTP_ADAPTATION_LAYER,
+            &sctp_setadaptation {
+                ssb_adaptation_ind: indication,
+            },
+        )
+    }
+
+    /// Outbound and maximum inbound stream counts offered in INIT (equal).
+    pub fn set_init_streams(&self, streams: u16) -> Result<(), Error> {
+        self.set_init_msg(streams, streams)
+    }
+
+    /// `SCTP_INITMSG` with any counts (tests of peers with unequal counts).
+    pub fn set_init_msg(&self, ostreams: u16, max_instreams: u16) -> Result<(), Error> {
+        self.setopt(
+            SCTP_INITMSG,
+            &sctp_initmsg {
+                sinit_num_ostreams: ostreams,
+                sinit_max_instreams: max_instreams,
+                ..Default::default()
+            },
+        )
+    }
+
+    pub fn subscribe(&self, kind: u16) -> Result<(), Error> {
+        self.setopt(
+            SCTP_EVENT,
+            &sctp_event {
+                se_assoc_id: SCTP_FUTURE_ASSOC,
+                se_type: kind,
+                se_on: 1,
+            },
+        )
+    }
+
+    pub fn set_recv_rcvinfo(&self, on: bool) -> Result<(), Error> {
+        self.setopt(SCTP_RECVRCVINFO, &c_int::from(on))
+    }
+
+    pub fn set_nodelay(&self, on: bool) -> Result<(), Error> {
+        self.setopt(SCTP_NODELAY, &c_int::from(on))
+    }
+
+    /// `SCTP_MAXSEG`: lower the fragmentation point (0 = path MTU).
+    pub fn set_maxseg(&self, octets: u32) -> Result<(), Error> {
+        self.setopt(
+            SCTP_MAXSEG,
+            &sctp_assoc_value {
+                assoc_id: SCTP_FUTURE_ASSOC,
+                assoc_value: octets,
+            },
+        )
+    }
+
+    /// The peer's UDP encapsulation port (RFC 6951), before connect.
+    pub fn set_remote_udp_encaps_port(&self, port: u16) -> Result<(), Error> {
+        // SAFETY: all-zero is a valid sctp_udpencaps (wildcard address = all paths).
+        let mut e: sctp_udpencaps = unsafe { core::mem::zeroed() };
+        e.sue_assoc_id = SCTP_FUTURE_ASSOC;
+        e.sue_port = port.to_be();
+        self.setopt(SCTP_REMOTE_UDP_ENCAPS_PORT, &e)
+    }
+
+    /// `SCTP_STATUS`; EINVAL once the peer aborted (trap 7) comes back as `Io`.
+    pub fn status(&self) -> Result<Status, Error> {
+        // SAFETY: all-zero is a valid sctp_status.
+        let mut s: sctp_status = unsafe { core::mem::zeroed() };
+        self.getopt(SCTP_STATUS, &mut s)?;
+        Ok(Status {
+            state: s.sstat_state,
+            instrms: s.sstat_instrms,
+            outstrms: s.sstat_outstrms,
+            fragmentation_point: s.sstat_fragmentation_point,
+            mtu: s.sstat_primary.spinfo_mtu,
+        })
+    }
+
+    pub fn bind(&self, t: Target) -> Result<(), Error> {
+        let (mut ss, len) = sockaddr_of(t);
+        // SAFETY: `ss` holds a valid address of `len` octets.
+        let r = unsafe {
+            (self.api.bind)(
+                self.so,
+                (&mut ss as *mut libc::sockaddr_storage).cast(),
+                len,
+            )
+        };
+        ret(r, "bind")
+    }
+
+    pub fn listen(&self, backlog: i32) -> Result<(), Error> {
+        // SAFETY: live socket.
+        ret(unsafe { (self.api.listen)(self.so, backlog) }, "listen")
+    }
+
+    /// Start association setup; completion arrives as `AssocChange { COMM_UP }`.
+    pub fn connect(&self, t: Target) -> Result<(), Error> {
+        let (mut ss, len) = sockaddr_of(t);
+        // SAFETY: `ss` holds a valid address of `len` octets.
+        let r = unsafe {
+            (self.api.connect)(
+                self.so,
+                (&mut ss as *mut libc::sockaddr_storage).cast(),
+                len,
+            )
+        };
+        match ret(r, "connect") {
+            Err(e) if e.would_block() => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Wait up to `timeout` for an incoming association.
+    pub fn accept(&self, timeout: Duration) -> Result<Socket, Error> {
+        self.wait(timeout, "accept", || {
+            // SAFETY: null address out-pointers are allowed by accept.
+            let so =
+                unsafe { (self.api.accept)(self.so, core::ptr::null_mut(), core::ptr::null_mut()) };
+            if so.is_null() {
+                Err(Error::last("accept"))
+            } else {
+                Socket::wrap(self.api, so)
+            }
+        })
+    }
+
+    /// Send one message on stream `sid` with `ppid`, unordered or not. An empty
+    /// message still passes a valid pointer (trap 6).
+    pub fn send(&self, sid: u16, ppid: u32, unordered: bool, data: &[u8]) -> Result<usize, Error> {
+        self.sendv(sid, ppid, if unordered { SCTP_UNORDERED } else { 0 }, data)
+    }
+
+    /// Abort the association (ABORT chunk).
+    pub fn abort(&self) -> Result<(), Error> {
+        self.sendv(0, 0, SCTP_ABORT, &[]).map(|_| ())
+    }
+
+    fn sendv(&self, sid: u16, ppid: u32, flags: u16, data: &[u8]) -> Result<usize, Error> {
+        let empty = [0u8; 1];
+        let ptr = if data.is_empty() {
+            empty.as_ptr()
+        } else {
+            data.as_ptr()
+        };
+        let mut info = sctp_sndinfo {
+            snd_sid: sid,
+            snd_flags: flags,
+            snd_ppid: ppid.to_be(),
+            ..Default::default()
+        };
+        // SAFETY: `ptr` valid for `data.len()` octets; info is a sctp_sndinfo.
+        let n = unsafe {
+            (self.api.sendv)(
+                self.so,
+                ptr.cast(),
+                data.len(),
+                core::ptr::null_mut(),
+                0,
+                (&mut info as *mut sctp_sndinfo).cast(),
+                core::mem::size_of::<sctp_sndinfo>() as socklen_t,
+                SCTP_SENDV_SNDINFO,
+                0,
+            )
+        };
+        if n < 0 {
+            Err(Error::last("sendv"))
+        } else {
+            Ok(n as usize)
+        }
+    }
+
+    /// Send, waiting up to `timeout` while the send buffer is full.
+    pub fn send_wait(
+        &self,
+        sid: u16,
+        ppid: u32,
+        unordered: bool,
+        data: &[u8],
+        timeout: Duration,
+    ) -> Result<usize, Error> {
+        self.wait(timeout, "send buffer space", || {
+            self.send(sid, ppid, unordered, data)
+        })
+    }
+
+    /// Receive one message or notification into `buf`, waiting up to `timeout`.
+    pub fn recv(&self, buf: &mut [u8], timeout: Duration) -> Result<Received, Error> {
+        self.wait(timeout, "receive", || self.try_recv(buf))
+    }
+
+    fn try_recv(&self, buf: &mut [u8]) -> Result<Received, Error> {
+        let mut info = sctp_rcvinfo::default();
+        let mut infolen = core::mem::size_of::<sctp_rcvinfo>() as socklen_t;
+        let mut infotype: c_uint = 0;
+        let mut flags: c_int = 0;
+        let mut from: libc::sockaddr_storage =
+            // SAFETY: all-zero is a valid sockaddr_storage.
+            unsafe { core::mem::zeroed() };
+        let mut fromlen = core::mem::size_of::<libc::sockaddr_storage>() as socklen_t;
+        // SAFETY: every pointer is valid for the length passed with it.
+        let n = unsafe {
+            (self.api.recvv)(
+                self.so,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                (&mut from as *mut libc::sockaddr_storage).cast::<sockaddr>(),
+                &mut fromlen,
+                (&mut info as *mut sctp_rcvinfo).cast(),
+                &mut infolen,
+                &mut infotype,
+                &mut flags,
+            )
+        };
+        if n < 0 {
+            return Err(Error::last("recvv"));
+        }
+        let len = (n as usize).min(buf.len());
+        if n == 0 && flags == 0 {
+            return Err(Error::Io {
+                op: "recvv",
+                err: std::io::ErrorKind::UnexpectedEof.into(),
+            });
+        }
+        if flags & MSG_NOTIFICATION != 0 {
+            let n = Notification::parse(&buf[..len]).unwrap_or(Notification::Other { kind: 0 });
+            return Ok(Received::Notification(n));
+        }
+        Ok(Received::Data {
+            len,
+            complete: flags & libc::MSG_EOR != 0,
+            info: RecvInfo {
+                sid: info.rcv_sid,
+                ssn: info.rcv_ssn,
+                unordered: info.rcv_flags & SCTP_UNORDERED != 0,
+                ppid: u32::from_be(info.rcv_ppid),
+                tsn: info.rcv_tsn,
+            },
+        })
+    }
+
+    /// Retry `op` until it stops saying "would block", sleeping on the upcall signal.
+    fn wait<T>(
+        &self,
+        timeout: Duration,
+        what: &'static str,
+        mut op: impl FnMut() -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let seen = self.signal.count.lock().map(|g| *g).unwrap_or(0);
+            match op() {
+                Err(e) if e.would_block() => {}
+                other => return other,
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::Timeout(what));
+            }
+            let g = self.signal.count.lock().map_err(|_| Error::Timeout(what))?;
+            // A short cap guards against an upcall that never comes (e.g. send space).
+            let cap = (deadline - now).min(Duration::from_millis(20));
+            let _ = self.signal.cv.wait_timeout_while(g, cap, |g| *g == seen);
+        }
+    }
+
+    /// Graceful SHUTDOWN of the association (SHUT_WR).
+    pub fn shutdown(&self) -> Result<(), Error> {
+        // SAFETY: live socket.
+        ret(
+            unsafe { (self.api.shutdown)(self.so, libc::SHUT_WR) },
+            "shutdown",
+        )
+    }
+}
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        // SAFETY: the socket is live until close; clearing the upcall first.
+        unsafe {
+            (self.api.set_upcall)(self.so, None, core::ptr::null_mut());
+            (self.api.close)(self.so);
+        }
+        if let Ok(mut m) = signals().lock() {
+            m.remove(&self.tag);
+        }
+    }
+}

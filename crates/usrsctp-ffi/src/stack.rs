@@ -1,0 +1,135 @@
+//! The one usrsctp stack of the process (usrsctp notes, trap 2: `usrsctp_init` once,
+//! one UDP encapsulation port per process, never `usrsctp_finish` while in use), and
+//! AF_CONN addresses: in-process links whose packets the caller carries.
+
+use crate::api::api;
+use crate::error::Error;
+use libc::{c_int, c_void, size_t};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// How the stack reaches the network (fixed for the life of the process).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encapsulation {
+    /// SCTP over UDP (RFC 6951) on this local UDP port; no privileges needed.
+    Udp(u16),
+    /// SCTP directly over IP (protocol 132): needs root.
+    RawIp,
+}
+
+static STACK: OnceLock<Encapsulation> = OnceLock::new();
+
+/// Start the process-wide stack, or check that it already runs with `encaps`.
+/// Checksums are always computed (trap 5) and out-of-the-blue packets never answered
+/// with ABORT (trap 4: another process's raw stack would kill our associations).
+pub fn init(encaps: Encapsulation) -> Result<Encapsulation, Error> {
+    let api = api()?;
+    let got = *STACK.get_or_init(|| {
+        let port = match encaps {
+            Encapsulation::Udp(p) => p,
+            Encapsulation::RawIp => 0,
+        };
+        // SAFETY: runs once per process (OnceLock); conn_output matches the prototype.
+        unsafe {
+            (api.sysctl_no_csum_on_loopback)(0);
+            (api.sysctl_blackhole)(2);
+            (api.init)(port, Some(conn_output), core::ptr::null());
+        }
+        encaps
+    });
+    if got == encaps {
+        Ok(got)
+    } else {
+        Err(Error::StackMismatch {
+            running: got,
+            wanted: encaps,
+        })
+    }
+}
+
+/// The stack's encapsulation, if started.
+pub fn running() -> Option<Encapsulation> {
+    STACK.get().copied()
+}
+
+type Output = Arc<dyn Fn(&[u8]) + Send + Sync>;
+
+fn outputs() -> &'static Mutex<HashMap<usize, Output>> {
+    static O: OnceLock<Mutex<HashMap<usize, Output>>> = OnceLock::new();
+    O.get_or_init(Default::default)
+}
+
+/// Called by usrsctp (its own threads, its locks held) for every AF_CONN packet.
+unsafe extern "C" fn conn_output(
+    addr: *mut c_void,
+    buf: *mut c_void,
+    len: size_t,
+    _tos: u8,
+    _df: u8,
+) -> c_int {
+    let out = outputs()
+        .lock()
+        .ok()
+        .and_then(|m| m.get(&(addr as usize)).cloned());
+    if let Some(out) = out {
+        // SAFETY: usrsctp hands a valid buffer of `len` octets for this call.
+        let pkt = unsafe { core::slice::from_raw_parts(buf as *const u8, len) };
+        out(pkt);
+    }
+    0
+}
+
+/// A registered AF_CONN address: one end of an in-process link. usrsctp names a
+/// link by one address used as local and remote (bind and connect to the same id);
+/// it calls `output` with each packet sent on the link from this end; `output` must not call back into usrsctp (queue the packet and
+/// deliver it from another thread with [`ConnAddress::input`] of the peer's address).
+#[derive(Debug)]
+pub struct ConnAddress {
+    id: usize,
+}
+
+impl ConnAddress {
+    pub fn register(output: impl Fn(&[u8]) + Send + Sync + 'static) -> Result<Self, Error> {
+        static NEXT: AtomicUsize = AtomicUsize::new(1);
+        let api = api()?;
+        running().ok_or(Error::NotInitialized)?;
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut m) = outputs().lock() {
+            m.insert(id, Arc::new(output));
+        }
+        // SAFETY: the id is an opaque tag, never dereferenced by usrsctp.
+        unsafe { (api.register_address)(id as *mut c_void) };
+        Ok(Self { id })
+    }
+
+    /// The opaque tag that names this address in `sockaddr_conn`.
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
+    /// A packet arrived at this address.
+    pub fn input(&self, packet: &[u8]) -> Result<(), Error> {
+        conn_input(self.id, packet)
+    }
+}
+
+/// Hand `packet` to the stack as received on the AF_CONN address `id`.
+pub fn conn_input(id: usize, packet: &[u8]) -> Result<(), Error> {
+    let api = api()?;
+    // SAFETY: the buffer is valid for `len`; usrsctp copies it before returning.
+    unsafe { (api.conninput)(id as *mut c_void, packet.as_ptr().cast(), packet.len(), 0) };
+    Ok(())
+}
+
+impl Drop for ConnAddress {
+    fn drop(&mut self) {
+        if let Ok(api) = api() {
+            // SAFETY: deregisters the tag registered in `register`.
+            unsafe { (api.deregister_address)(self.id as *mut c_void) };
+        }
+        if let Ok(mut m) = outputs().lock() {
+            m.remove(&self.id);
+        }
+    }
+}

@@ -1,0 +1,349 @@
+//! Hand-written declarations from `usrsctp.h` (Debian libusrsctp-dev 0.9.5.0), only
+//! what the RFC 5043 adaptation needs. Every struct is checked at compile time
+//! against the sizes and offsets measured on x86_64 (shared usrsctp notes).
+
+#![allow(non_camel_case_types)]
+
+use core::mem::{offset_of, size_of};
+use libc::{c_int, c_uint, c_void, size_t, sockaddr, sockaddr_storage, socklen_t, ssize_t};
+
+pub type sctp_assoc_t = u32;
+
+/// Opaque `struct socket` of usrsctp.
+#[repr(C)]
+pub struct socket {
+    _private: [u8; 0],
+}
+
+pub const AF_CONN: c_int = 123;
+pub const IPPROTO_SCTP: c_int = 132;
+pub const MSG_NOTIFICATION: c_int = 0x2000;
+pub const SCTP_FUTURE_ASSOC: sctp_assoc_t = 0;
+pub const SCTP_ALL_ASSOC: sctp_assoc_t = 2;
+
+// Socket options (level IPPROTO_SCTP).
+pub const SCTP_INITMSG: c_int = 0x03;
+pub const SCTP_NODELAY: c_int = 0x04;
+pub const SCTP_ADAPTATION_LAYER: c_int = 0x08;
+pub const SCTP_MAXSEG: c_int = 0x0e;
+pub const SCTP_EVENT: c_int = 0x1e;
+pub const SCTP_RECVRCVINFO: c_int = 0x1f;
+pub const SCTP_REMOTE_UDP_ENCAPS_PORT: c_int = 0x24;
+pub const SCTP_STATUS: c_int = 0x100;
+
+// sendv/recvv info types.
+pub const SCTP_SENDV_SNDINFO: c_uint = 1;
+pub const SCTP_RECVV_RCVINFO: c_uint = 1;
+
+// snd_flags / rcv_flags.
+pub const SCTP_UNORDERED: u16 = 0x0400;
+pub const SCTP_ABORT: u16 = 0x0200;
+
+// Notification types.
+pub const SCTP_ASSOC_CHANGE: u16 = 0x0001;
+pub const SCTP_SHUTDOWN_EVENT: u16 = 0x0005;
+pub const SCTP_ADAPTATION_INDICATION: u16 = 0x0006;
+pub const SCTP_SENDER_DRY_EVENT: u16 = 0x000a;
+pub const SCTP_SEND_FAILED_EVENT: u16 = 0x000e;
+
+// sac_state values.
+pub const SCTP_COMM_UP: u16 = 1;
+pub const SCTP_COMM_LOST: u16 = 2;
+pub const SCTP_RESTART: u16 = 3;
+pub const SCTP_SHUTDOWN_COMP: u16 = 4;
+pub const SCTP_CANT_STR_ASSOC: u16 = 5;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct sockaddr_conn {
+    pub sconn_family: u16,
+    pub sconn_port: u16,
+    pub sconn_addr: *mut c_void,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct sctp_sndinfo {
+    pub snd_sid: u16,
+    pub snd_flags: u16,
+    pub snd_ppid: u32,
+    pub snd_context: u32,
+    pub snd_assoc_id: sctp_assoc_t,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct sctp_rcvinfo {
+    pub rcv_sid: u16,
+    pub rcv_ssn: u16,
+    pub rcv_flags: u16,
+    pub rcv_ppid: u32,
+    pub rcv_tsn: u32,
+    pub rcv_cumtsn: u32,
+    pub rcv_context: u32,
+    pub rcv_assoc_id: sctp_assoc_t,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct sctp_initmsg {
+    pub sinit_num_ostreams: u16,
+    pub sinit_max_instreams: u16,
+    pub sinit_max_attempts: u16,
+    pub sinit_max_init_timeo: u16,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct sctp_setadaptation {
+    pub ssb_adaptation_ind: u32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct sctp_event {
+    pub se_assoc_id: sctp_assoc_t,
+    pub se_type: u16,
+    pub se_on: u8,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct sctp_udpencaps {
+    pub sue_address: sockaddr_storage,
+    pub sue_assoc_id: u32,
+    pub sue_port: u16,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct sctp_paddrinfo {
+    pub spinfo_address: sockaddr_storage,
+    pub spinfo_assoc_id: sctp_assoc_t,
+    pub spinfo_state: i32,
+    pub spinfo_cwnd: u32,
+    pub spinfo_srtt: u32,
+    pub spinfo_rto: u32,
+    pub spinfo_mtu: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct sctp_status {
+    pub sstat_assoc_id: sctp_assoc_t,
+    pub sstat_state: i32,
+    pub sstat_rwnd: u32,
+    pub sstat_unackdata: u16,
+    pub sstat_penddata: u16,
+    pub sstat_instrms: u16,
+    pub sstat_outstrms: u16,
+    pub sstat_fragmentation_point: u32,
+    pub sstat_primary: sctp_paddrinfo,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct sctp_assoc_value {
+    pub assoc_id: sctp_assoc_t,
+    pub assoc_value: u32,
+}
+
+/// `struct sctp_tlv`: the header every notification starts with.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct sctp_tlv {
+    pub sn_type: u16,
+    pub sn_flags: u16,
+    pub sn_length: u32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct sctp_assoc_change {
+    pub sac_type: u16,
+    pub sac_flags: u16,
+    pub sac_length: u32,
+    pub sac_state: u16,
+    pub sac_error: u16,
+    pub sac_outbound_streams: u16,
+    pub sac_inbound_streams: u16,
+    pub sac_assoc_id: sctp_assoc_t,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct sctp_adaptation_event {
+    pub sai_type: u16,
+    pub sai_flags: u16,
+    pub sai_length: u32,
+    pub sai_adaptation_ind: u32,
+    pub sai_assoc_id: sctp_assoc_t,
+}
+
+/// Size of `union sctp_notification` (its largest member), the receive buffer floor.
+pub const SCTP_NOTIFICATION_SIZE: usize = 152;
+
+pub type ConnOutput = unsafe extern "C" fn(
+    addr: *mut c_void,
+    buf: *mut c_void,
+    len: size_t,
+    tos: u8,
+    df: u8,
+) -> c_int;
+pub type Upcall = unsafe extern "C" fn(so: *mut socket, arg: *mut c_void, flags: c_int);
+
+// Function types, resolved from the shared library at run time (see `api.rs`).
+pub type InitFn = unsafe extern "C" fn(u16, Option<ConnOutput>, *const c_void);
+pub type SocketFn = unsafe extern "C" fn(
+    c_int,
+    c_int,
+    c_int,
+    *const c_void,
+    *const c_void,
+    u32,
+    *mut c_void,
+) -> *mut socket;
+pub type SetsockoptFn =
+    unsafe extern "C" fn(*mut socket, c_int, c_int, *const c_void, socklen_t) -> c_int;
+pub type GetsockoptFn =
+    unsafe extern "C" fn(*mut socket, c_int, c_int, *mut c_void, *mut socklen_t) -> c_int;
+pub type SendvFn = unsafe extern "C" fn(
+    *mut socket,
+    *const c_void,
+    size_t,
+    *mut sockaddr,
+    c_int,
+    *mut c_void,
+    socklen_t,
+    c_uint,
+    c_int,
+) -> ssize_t;
+pub type RecvvFn = unsafe extern "C" fn(
+    *mut socket,
+    *mut c_void,
+    size_t,
+    *mut sockaddr,
+    *mut socklen_t,
+    *mut c_void,
+    *mut socklen_t,
+    *mut c_uint,
+    *mut c_int,
+) -> ssize_t;
+pub type BindFn = unsafe extern "C" fn(*mut socket, *mut sockaddr, socklen_t) -> c_int;
+pub type ListenFn = unsafe extern "C" fn(*mut socket, c_int) -> c_int;
+pub type AcceptFn = unsafe extern "C" fn(*mut socket, *mut sockaddr, *mut socklen_t) -> *mut socket;
+pub type CloseFn = unsafe extern "C" fn(*mut socket);
+pub type ShutdownFn = unsafe extern "C" fn(*mut socket, c_int) -> c_int;
+pub type ConninputFn = unsafe extern "C" fn(*mut c_void, *const c_void, size_t, u8);
+pub type SetNonBlockingFn = unsafe extern "C" fn(*mut socket, c_int) -> c_int;
+pub type AddressFn = unsafe extern "C" fn(*mut c_void);
+pub type SetUpcallFn = unsafe extern "C" fn(*mut socket, Option<Upcall>, *mut c_void) -> c_int;
+pub type SysctlFn = unsafe extern "C" fn(u32) -> c_int;
+
+// ---- Compile-time layout checks (x86_64 values from the usrsctp notes). ----
+macro_rules! layout {
+    ($t:ty, $size:expr, $align:expr $(, $f:ident = $off:expr)*) => {
+        const _: () = assert!(size_of::<$t>() == $size);
+        const _: () = assert!(core::mem::align_of::<$t>() == $align);
+        $(const _: () = assert!(offset_of!($t, $f) == $off);)*
+    };
+}
+
+#[cfg(target_pointer_width = "64")]
+layout!(
+    sockaddr_conn,
+    16,
+    8,
+    sconn_family = 0,
+    sconn_port = 2,
+    sconn_addr = 8
+);
+layout!(
+    sctp_sndinfo,
+    16,
+    4,
+    snd_sid = 0,
+    snd_flags = 2,
+    snd_ppid = 4,
+    snd_context = 8,
+    snd_assoc_id = 12
+);
+layout!(
+    sctp_rcvinfo,
+    28,
+    4,
+    rcv_sid = 0,
+    rcv_ssn = 2,
+    rcv_flags = 4,
+    rcv_ppid = 8,
+    rcv_tsn = 12,
+    rcv_cumtsn = 16,
+    rcv_context = 20,
+    rcv_assoc_id = 24
+);
+layout!(
+    sctp_initmsg,
+    8,
+    2,
+    sinit_num_ostreams = 0,
+    sinit_max_instreams = 2,
+    sinit_max_attempts = 4,
+    sinit_max_init_timeo = 6
+);
+layout!(sctp_setadaptation, 4, 4, ssb_adaptation_ind = 0);
+layout!(sctp_event, 8, 4, se_assoc_id = 0, se_type = 4, se_on = 6);
+layout!(
+    sctp_udpencaps,
+    136,
+    8,
+    sue_address = 0,
+    sue_assoc_id = 128,
+    sue_port = 132
+);
+layout!(
+    sctp_paddrinfo,
+    152,
+    8,
+    spinfo_address = 0,
+    spinfo_assoc_id = 128,
+    spinfo_mtu = 148
+);
+layout!(
+    sctp_status,
+    176,
+    8,
+    sstat_assoc_id = 0,
+    sstat_state = 4,
+    sstat_rwnd = 8,
+    sstat_unackdata = 12,
+    sstat_penddata = 14,
+    sstat_instrms = 16,
+    sstat_outstrms = 18,
+    sstat_fragmentation_point = 20,
+    sstat_primary = 24
+);
+layout!(sctp_assoc_value, 8, 4, assoc_id = 0, assoc_value = 4);
+layout!(sctp_tlv, 8, 4, sn_type = 0, sn_flags = 2, sn_length = 4);
+layout!(
+    sctp_assoc_change,
+    20,
+    4,
+    sac_type = 0,
+    sac_flags = 2,
+    sac_length = 4,
+    sac_state = 8,
+    sac_error = 10,
+    sac_outbound_streams = 12,
+    sac_inbound_streams = 14,
+    sac_assoc_id = 16
+);
+layout!(
+    sctp_adaptation_event,
+    16,
+    4,
+    sai_type = 0,
+    sai_flags = 2,
+    sai_length = 4,
+    sai_adaptation_ind = 8,
+    sai_assoc_id = 12
+);
