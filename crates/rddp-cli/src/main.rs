@@ -22,8 +22,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Show DDP at work between two in-memory endpoints, step by step.
-    Demo,
+    /// Show RDMA over loopback MPA/TCP, step by step (no setup needed).
+    Demo {
+        /// Lower layer: mpa (MPA over TCP) or sctp (DDP over SCTP).
+        #[arg(long, default_value = "mpa", value_parser = ["mpa", "sctp"])]
+        transport: String,
+    },
     /// A conformance responder: registered buffer, echo, Reads, events.
     Target(target::TargetArgs),
     /// Measure bandwidth and latency like perftest (server and client).
@@ -37,7 +41,7 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(&e),
     };
     let result = match &cli.cmd {
-        Cmd::Demo => demo::run(),
+        Cmd::Demo { transport } => demo::run(transport),
         Cmd::Target(a) => target::run(a.clone()),
         Cmd::Perf(p) => perf::main(p),
     };

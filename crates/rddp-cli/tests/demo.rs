@@ -37,3 +37,15 @@ fn unknown_subcommand_is_a_clear_error() {
     assert!(stderr.contains("unrecognized subcommand"), "{stderr}");
     assert!(!stderr.contains("panicked"));
 }
+
+#[test]
+fn demo_over_sctp_says_what_is_missing() {
+    let out = Command::new(env!("CARGO_BIN_EXE_rddp"))
+        .args(["demo", "--transport", "sctp"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("not wired into the tool"), "{stderr}");
+}
