@@ -57,35 +57,7 @@ impl DdpSink {
         if len == 0 {
             return Ok(None);
         }
-        // The same checks, codes and messages as on_segment: validate with an
-        // empty payload of the right length is not possible, so map faults here.
-        let region = mem
-            .remote_region_mut(
-                Stag(h.stag),
-                self.pd,
-                self.stream,
-                Access::REMOTE_WRITE,
-                h.to,
-                len as u64,
-            )
-            .map_err(|f| {
-                let code = match f {
-                    AccessFault::InvalidStag => TerminateCode::DDP_INVALID_STAG,
-                    AccessFault::NotAssociated => TerminateCode::DDP_STAG_NOT_ASSOCIATED,
-                    AccessFault::AccessRights => TerminateCode::RDMAP_ACCESS_VIOLATION,
-                    AccessFault::ToWrap => TerminateCode::DDP_TO_WRAP,
-                    AccessFault::BaseBounds => TerminateCode::DDP_BASE_BOUNDS,
-                };
-                DdpError::new(
-                    code,
-                    Some(DdpHeader::Tagged(h)),
-                    seg_len,
-                    format!(
-                        "peer wrote {len} octets at STag {:#010x} TO {:#x}: {f:?}",
-                        h.stag, h.to
-                    ),
-                )
-            })?;
+        let region = self.tagged_region(mem, &h, len, seg_len)?;
         Ok(Some(DirectTarget {
             stag: Stag(h.stag),
             offset: (h.to - region.base_to()) as usize,
@@ -102,7 +74,6 @@ impl DdpSink {
         hdr: &TaggedHeader,
         len: usize,
     ) -> Result<(), DdpError> {
-        let in_sender_order = seq == self.order.next();
         let meta = SegMeta::Tagged {
             last: hdr.ctrl.last(),
             rsvd_ulp: hdr.rsvd_ulp,
@@ -110,21 +81,6 @@ impl DdpSink {
             to: hdr.to,
             len: len as u32,
         };
-        self.stats.segments_placed += 1;
-        self.stats.bytes_placed += len as u64;
-        if !in_sender_order {
-            self.stats.placed_out_of_order += 1;
-        }
-        let Self {
-            order,
-            queues,
-            tagged,
-            deliveries,
-            stats,
-            ..
-        } = self;
-        order.arrive(seq, meta, |m| {
-            in_order(queues, tagged, deliveries, stats, m)
-        })
+        self.account(seq, meta, len as u32)
     }
 }

@@ -12,7 +12,7 @@ use super::pool::BufferPool;
 use super::recv_queue::{PostRefused, RecvBuffer, RecvModel, UntaggedQueue};
 use super::{DdpConfig, SenderSeq};
 use crate::cq::{CqError, CqLedger};
-use crate::mem::{Access, AccessFault, MemoryTable, PdId, Stag, StreamId};
+use crate::mem::{Access, AccessFault, MemoryTable, PdId, Region, Stag, StreamId};
 use rddp_wire::ddp::{DDP_VERSION, TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
 use rddp_wire::{DdpControl, DdpHeader, TaggedHeader, TerminateCode, UntaggedHeader};
 use std::collections::VecDeque;
@@ -211,27 +211,11 @@ impl DdpSink {
                 ),
             )
         })?;
-        let in_sender_order = seq == self.order.next();
         let meta = match hdr {
             DdpHeader::Tagged(h) => self.place_tagged(mem, &h, payload, seg.len())?,
             DdpHeader::Untagged(h) => self.place_untagged(&h, payload, seg.len())?,
         };
-        self.stats.segments_placed += 1;
-        self.stats.bytes_placed += u64::from(len);
-        if !in_sender_order {
-            self.stats.placed_out_of_order += 1;
-        }
-        let Self {
-            order,
-            queues,
-            tagged,
-            deliveries,
-            stats,
-            ..
-        } = self;
-        order.arrive(seq, meta, |m| {
-            in_order(queues, tagged, deliveries, stats, m)
-        })
+        self.account(seq, meta, len)
     }
 
     /// Tagged checks of spec §2.10 step 5, then placement.
@@ -253,53 +237,88 @@ impl DdpSink {
         if payload.is_empty() {
             return Ok(meta);
         }
-        let region = mem
-            .remote_region_mut(
-                Stag(h.stag),
-                self.pd,
-                self.stream,
-                Access::REMOTE_WRITE,
-                h.to,
-                payload.len() as u64,
-            )
-            .map_err(|f| {
-                let (code, what) = match f {
-                    AccessFault::InvalidStag => (
-                        TerminateCode::DDP_INVALID_STAG,
-                        "does not name a valid region",
-                    ),
-                    AccessFault::NotAssociated => (
-                        TerminateCode::DDP_STAG_NOT_ASSOCIATED,
-                        "belongs to another protection domain or stream",
-                    ),
-                    // DDP has no code for rights; spec §2.10 recommends RDMAP's.
-                    AccessFault::AccessRights => (
-                        TerminateCode::RDMAP_ACCESS_VIOLATION,
-                        "does not allow remote write",
-                    ),
-                    AccessFault::ToWrap => (
-                        TerminateCode::DDP_TO_WRAP,
-                        "with this TO and length wraps 2^64",
-                    ),
-                    AccessFault::BaseBounds => (
-                        TerminateCode::DDP_BASE_BOUNDS,
-                        "does not cover this TO range",
-                    ),
-                };
-                DdpError::new(
-                    code,
-                    Some(DdpHeader::Tagged(*h)),
-                    seg_len,
-                    format!(
-                        "peer wrote {} octets at STag {:#010x} TO {:#x}: the STag {what}",
-                        payload.len(),
-                        h.stag,
-                        h.to
-                    ),
-                )
-            })?;
+        let region = self.tagged_region(mem, h, payload.len(), seg_len)?;
         region.place(h.to, payload);
         Ok(meta)
+    }
+
+    /// The region a tagged segment of `len` payload octets may be placed into,
+    /// after the checks of spec §2.10 step 5, each failure mapped to its code.
+    pub(super) fn tagged_region<'m>(
+        &self,
+        mem: &'m mut MemoryTable,
+        h: &TaggedHeader,
+        len: usize,
+        seg_len: usize,
+    ) -> Result<&'m mut Region, DdpError> {
+        mem.remote_region_mut(
+            Stag(h.stag),
+            self.pd,
+            self.stream,
+            Access::REMOTE_WRITE,
+            h.to,
+            len as u64,
+        )
+        .map_err(|f| {
+            let (code, what) = match f {
+                AccessFault::InvalidStag => (
+                    TerminateCode::DDP_INVALID_STAG,
+                    "does not name a valid region",
+                ),
+                AccessFault::NotAssociated => (
+                    TerminateCode::DDP_STAG_NOT_ASSOCIATED,
+                    "belongs to another protection domain or stream",
+                ),
+                // DDP has no code for rights; spec §2.10 recommends RDMAP's.
+                AccessFault::AccessRights => (
+                    TerminateCode::RDMAP_ACCESS_VIOLATION,
+                    "does not allow remote write",
+                ),
+                AccessFault::ToWrap => (
+                    TerminateCode::DDP_TO_WRAP,
+                    "with this TO and length wraps 2^64",
+                ),
+                AccessFault::BaseBounds => (
+                    TerminateCode::DDP_BASE_BOUNDS,
+                    "does not cover this TO range",
+                ),
+            };
+            DdpError::new(
+                code,
+                Some(DdpHeader::Tagged(*h)),
+                seg_len,
+                format!(
+                    "peer wrote {len} octets at STag {:#010x} TO {:#x}: the STag {what}",
+                    h.stag, h.to
+                ),
+            )
+        })
+    }
+
+    /// Count a placed segment and run what is now in sender order (shared by
+    /// [`Self::on_segment`] and direct placement).
+    pub(super) fn account(
+        &mut self,
+        seq: SenderSeq,
+        meta: SegMeta,
+        len: u32,
+    ) -> Result<(), DdpError> {
+        self.stats.segments_placed += 1;
+        self.stats.bytes_placed += u64::from(len);
+        if seq != self.order.next() {
+            self.stats.placed_out_of_order += 1;
+        }
+        let Self {
+            order,
+            queues,
+            tagged,
+            deliveries,
+            stats,
+            ..
+        } = self;
+        order.arrive(seq, meta, |m| {
+            in_order(queues, tagged, deliveries, stats, m)
+        })
     }
 
     /// Untagged checks of spec §2.10 step 4 (QN, MSN, MO, length), then placement.
