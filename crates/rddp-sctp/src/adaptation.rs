@@ -2,9 +2,9 @@
 //! chunks in ([`Adaptation::on_chunk`]), chunks out ([`Adaptation::poll_transmit`]),
 //! one [`DdpStream`] per accepted session. No sockets: a driver moves the chunks.
 
-use crate::session::{CloseReason, LocalTerminate, Role, Session, SessionState};
+use crate::session::{CloseReason, LocalTerminate, Role, Session, SessionState, Upper};
 use crate::ssn::{InboundSsn, OutboundSsn};
-use rddp_proto::ddp::{DdpConfig, DdpStream};
+use rddp_proto::ddp::{DdpConfig, DdpStream, SegmentEndpoint};
 use rddp_proto::mem::{PdId, StreamId};
 use rddp_wire::sctp::{MAX_SESSION_PD, MIN_MAX_SEGMENT, SSN_LEN, SessionFunction};
 use std::collections::VecDeque;
@@ -170,7 +170,8 @@ impl Adaptation {
             .session
             .as_mut()?
             .ddp
-            .as_mut()
+            .as_mut()?
+            .ddp()
     }
 
     pub fn session_state(&self, sid: u16) -> Option<SessionState> {
@@ -198,7 +199,28 @@ impl Adaptation {
         private_data: &[u8],
     ) -> Result<(), SessionError> {
         check_pd(private_data)?;
-        let ddp = self.new_ddp(stream, pd)?;
+        let ddp = Upper::Ddp(Box::new(self.new_ddp(stream, pd)?));
+        self.initiate_with(sid, ddp, private_data)
+    }
+
+    /// [`Self::initiate`] with the session's segments relayed to `upper` (a ULP
+    /// engine that owns its DDP stream) instead of a DDP stream of the session's own.
+    pub fn initiate_relay(
+        &mut self,
+        sid: u16,
+        upper: Box<dyn SegmentEndpoint>,
+        private_data: &[u8],
+    ) -> Result<(), SessionError> {
+        check_pd(private_data)?;
+        self.initiate_with(sid, Upper::Relay(upper), private_data)
+    }
+
+    fn initiate_with(
+        &mut self,
+        sid: u16,
+        ddp: Upper,
+        private_data: &[u8],
+    ) -> Result<(), SessionError> {
         let slot = self.slot(sid)?;
         if !reusable(slot) {
             return Err(SessionError::Busy(sid));
@@ -224,7 +246,27 @@ impl Adaptation {
         private_data: &[u8],
     ) -> Result<(), SessionError> {
         check_pd(private_data)?;
-        let ddp = self.new_ddp(stream, pd)?;
+        let ddp = Upper::Ddp(Box::new(self.new_ddp(stream, pd)?));
+        self.accept_with(sid, ddp, private_data)
+    }
+
+    /// [`Self::accept`] with the session's segments relayed to `upper`.
+    pub fn accept_relay(
+        &mut self,
+        sid: u16,
+        upper: Box<dyn SegmentEndpoint>,
+        private_data: &[u8],
+    ) -> Result<(), SessionError> {
+        check_pd(private_data)?;
+        self.accept_with(sid, Upper::Relay(upper), private_data)
+    }
+
+    fn accept_with(
+        &mut self,
+        sid: u16,
+        ddp: Upper,
+        private_data: &[u8],
+    ) -> Result<(), SessionError> {
         self.take_pending(sid)?;
         let slot = self.slot(sid)?;
         if let Some(s) = slot.session.as_mut() {

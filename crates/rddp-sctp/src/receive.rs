@@ -3,6 +3,7 @@
 
 use crate::adaptation::{Adaptation, AssociationError, Event};
 use crate::session::{CloseReason, LocalTerminate, Role, Session, SessionState};
+use rddp_proto::ddp::SegmentEndpoint;
 use rddp_proto::mem::MemoryTable;
 use rddp_wire::sctp::{
     PPID_DDP_SEGMENT, PPID_SESSION_CONTROL, SSN_LEN, SessionControl, SessionFunction,

@@ -3,7 +3,10 @@
 //! Legal sequences, in DDP-SSN order: Initiate, Accept, segments, Terminate(s);
 //! Initiate, Reject; Initiate, Terminate. Anything else terminates the session.
 
-use rddp_proto::ddp::DdpStream;
+use rddp_proto::ddp::{
+    DdpStream, OutSegment, SegmentEndpoint, SenderSeq, SourceError, StreamError,
+};
+use rddp_proto::mem::MemoryTable;
 
 /// Which side opened the session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +61,7 @@ pub(crate) struct Session {
     /// Index of the peer's first chunk of this session on the inbound stream (active:
     /// where its Accept must be).
     pub peer_start: u64,
-    pub ddp: Option<DdpStream>,
+    pub ddp: Option<Upper>,
     /// Active side: peer segments that arrived before the Accept, (index, chunk).
     pub held: Vec<(u64, Vec<u8>)>,
     pub local_terminate: LocalTerminate,
@@ -72,7 +75,7 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    pub fn new(role: Role, state: SessionState, peer_start: u64, ddp: Option<DdpStream>) -> Self {
+    pub fn new(role: Role, state: SessionState, peer_start: u64, ddp: Option<Upper>) -> Self {
         Self {
             role,
             state,
@@ -84,5 +87,59 @@ impl Session {
             ctl_confirmed: true,
             peer_done: false,
         }
+    }
+}
+
+/// What a session carries: its own DDP stream, or a relay to a ULP engine that
+/// owns the DDP stream (a verbs queue pair's RDMAP, through `rddp`).
+#[derive(Debug)]
+pub enum Upper {
+    Ddp(Box<DdpStream>),
+    Relay(Box<dyn SegmentEndpoint>),
+}
+
+impl Upper {
+    fn ep(&mut self) -> &mut dyn SegmentEndpoint {
+        match self {
+            Self::Ddp(d) => d.as_mut(),
+            Self::Relay(r) => r.as_mut(),
+        }
+    }
+
+    /// The session's own DDP stream, if it has one.
+    pub fn ddp(&mut self) -> Option<&mut DdpStream> {
+        match self {
+            Self::Ddp(d) => Some(d.as_mut()),
+            Self::Relay(_) => None,
+        }
+    }
+}
+
+impl SegmentEndpoint for Upper {
+    fn on_segment(
+        &mut self,
+        mem: &mut MemoryTable,
+        seq: SenderSeq,
+        seg: &[u8],
+    ) -> Result<(), StreamError> {
+        self.ep().on_segment(mem, seq, seg)
+    }
+    fn poll_segment(&mut self) -> Option<OutSegment> {
+        self.ep().poll_segment()
+    }
+    fn drained(&self) -> bool {
+        match self {
+            Self::Ddp(d) => d.drained(),
+            Self::Relay(r) => r.drained(),
+        }
+    }
+    fn set_mulpdu(&mut self, mulpdu: usize) -> Result<(), SourceError> {
+        self.ep().set_mulpdu(mulpdu)
+    }
+    fn close(&mut self) {
+        self.ep().close()
+    }
+    fn on_llp_closed(&mut self, graceful: bool) {
+        self.ep().on_llp_closed(graceful)
     }
 }

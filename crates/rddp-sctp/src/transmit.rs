@@ -3,6 +3,7 @@
 
 use crate::adaptation::{Adaptation, OutChunk};
 use crate::session::{LocalTerminate, SessionState};
+use rddp_proto::ddp::SegmentEndpoint;
 use rddp_wire::sctp::{PPID_DDP_SEGMENT, PPID_SESSION_CONTROL, SessionControl, SessionFunction};
 
 impl Adaptation {

@@ -10,6 +10,7 @@
 //! (the slice), and, if it may hand segments up out of order, the sender's order
 //! ([`SenderSeq`]). An in-order LLP such as MPA/TCP numbers segments 0, 1, 2, ...
 
+mod endpoint;
 mod error;
 mod order;
 mod pool;
@@ -18,6 +19,7 @@ mod sink;
 mod source;
 mod stream;
 
+pub use endpoint::SegmentEndpoint;
 pub use error::{DdpError, SourceError, StreamError};
 pub use pool::{
     BufferOrdering, BufferPool, PoolConfig, PoolError, PoolEvent, PoolId, PoolStats, PoolStrategy,

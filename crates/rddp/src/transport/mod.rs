@@ -74,4 +74,5 @@ pub struct Connection {
 
 mod memory;
 pub mod mpa;
+pub mod sctp;
 pub use memory::memory_pair;
