@@ -2,13 +2,14 @@
 //! step. Every claim it prints is checked; a failed check is an error (non-zero
 //! exit), never a silent pass.
 
-use rddp::transport::mpa::Listener;
+use rddp::transport::{Connection, mpa, sctp};
 use rddp::{
     Access, AsyncEvent, BufferOrdering, CompletionQueue, Device, QueuePairBuilder, Quota,
     RemoteBuf, SendFlags, SharedReceiveQueue, SrqMode, TerminateCode, WcOpcode, WcStatus,
     WorkCompletion,
 };
 use rddp_mpa::MpaOptions;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
 const LEN: usize = 64 * 1024;
@@ -46,18 +47,51 @@ fn wait(cq: &CompletionQueue, n: usize, what: &str) -> Result<Vec<WorkCompletion
     }
 }
 
-pub fn run(transport: &str) -> Result<(), String> {
-    if transport != "mpa" {
-        return Err(format!(
-            "the demo over {transport} is not available yet: DDP over SCTP is not wired into the tool (use --transport mpa)"
-        ));
+/// A connected pair of LLP connections (client end, server end) over `transport`.
+fn connect_pair(transport: &str) -> Result<(Connection, Connection, String), String> {
+    match transport {
+        "mpa" => {
+            let listener = mpa::Listener::bind("127.0.0.1:0", MpaOptions::default()).map_err(e)?;
+            let addr = listener.local_addr().map_err(e)?;
+            let accept = std::thread::spawn(move || listener.accept());
+            let client = mpa::connect(addr, &MpaOptions::default()).map_err(e)?;
+            let server = accept
+                .join()
+                .map_err(|_| "the accepting thread failed".to_string())?
+                .map_err(e)?;
+            Ok((client, server, format!("loopback TCP ({addr})")))
+        }
+        _ => {
+            usrsctp_available()?;
+            let port = std::net::UdpSocket::bind("127.0.0.1:0")
+                .and_then(|s| s.local_addr())
+                .map_err(e)?
+                .port();
+            let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
+            let listener = sctp::Listener::bind(addr, sctp::SctpOptions::default()).map_err(e)?;
+            let accept = std::thread::spawn(move || listener.accept(Duration::from_secs(10), &[]));
+            let client = sctp::connect(addr, sctp::SctpOptions::default(), &[]).map_err(e)?;
+            let server = accept
+                .join()
+                .map_err(|_| "the accepting thread failed".to_string())?
+                .map_err(e)?;
+            Ok((
+                client,
+                server,
+                format!("SCTP over UDP encapsulation on {addr}"),
+            ))
+        }
     }
-    let dev = Device::new();
-    let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).map_err(e)?;
-    let addr = listener.local_addr().map_err(e)?;
-    println!("rddp demo: a server and a client in this process over loopback TCP ({addr})");
+}
 
-    // The server side: a shared receive queue, its queue pair, accepting.
+fn usrsctp_available() -> Result<(), String> {
+    rddp::transport::sctp::available().map_err(|m| format!("the SCTP demo needs libusrsctp: {m}"))
+}
+
+pub fn run(transport: &str) -> Result<(), String> {
+    let dev = Device::new();
+    let (cconn, sconn, where_) = connect_pair(transport)?;
+    say!("rddp demo: a server and a client in this process over {where_}");
     let spd = dev
         .consumer("server", Quota::default())
         .map_err(e)?
@@ -70,7 +104,6 @@ pub fn run(transport: &str) -> Result<(), String> {
         BufferOrdering::Arrival,
         8,
     );
-    let accept = std::thread::spawn(move || listener.accept());
     let cpd = dev
         .consumer("client", Quota::default())
         .map_err(e)?
@@ -79,11 +112,7 @@ pub fn run(transport: &str) -> Result<(), String> {
     let ccq = CompletionQueue::new(64);
     let mut cprep = QueuePairBuilder::new(&cpd, &ccq, &ccq).build().map_err(e)?;
     cprep.post_recv(1, 64).map_err(e)?;
-    let client = cprep.connect_mpa(addr, MpaOptions::default()).map_err(e)?;
-    let sconn = accept
-        .join()
-        .map_err(|_| "the accepting thread failed".to_string())?
-        .map_err(e)?;
+    let client = cprep.attach(cconn).map_err(e)?;
     let server = QueuePairBuilder::new(&spd, &scq, &scq)
         .srq(&srq)
         .build()
@@ -92,14 +121,23 @@ pub fn run(transport: &str) -> Result<(), String> {
         .map_err(e)?;
     let info = server.llp_info().clone();
     let (ird, ord) = client.ird_ord();
-    println!(
-        "\n[1] connected: MPA revision {}, CRC {}, markers off",
-        info.mpa_rev.unwrap_or(0),
-        if info.crc { "on" } else { "off" }
-    );
-    println!(
-        "    RFC 6581 peer-to-peer mode: the client spoke first (its ready-to-receive message), IRD {ird} / ORD {ord}"
-    );
+    if info.transport == "mpa" {
+        say!(
+            "\n[1] connected: MPA revision {}, CRC {}, markers off",
+            info.mpa_rev.unwrap_or(0),
+            if info.crc { "on" } else { "off" }
+        );
+        say!(
+            "    RFC 6581 peer-to-peer mode: the client spoke first (its ready-to-receive message), IRD {ird} / ORD {ord}"
+        );
+    } else {
+        say!(
+            "\n[1] connected: DDP over SCTP (RFC 5043), adaptation indication 0xC006 = 1 checked both ways"
+        );
+        say!(
+            "    one DDP Stream Session on stream 0 (Initiate, Accept), every chunk unordered, IRD {ird} / ORD {ord}"
+        );
+    }
 
     // Registration and advertisement.
     let target = server
@@ -115,12 +153,14 @@ pub fn run(transport: &str) -> Result<(), String> {
         remote == target.remote(),
         "the client received the server's advertisement",
     )?;
-    println!(
+    say!(
         "\n[2] the server registers {LEN} octets, remote read/write, bound to this connection only"
     );
-    println!(
+    say!(
         "    and advertises STag {:#010x}, TO {:#x}, length {} in its first Send",
-        remote.stag, remote.to, remote.len
+        remote.stag,
+        remote.to,
+        remote.len
     );
 
     // RDMA Write.
@@ -129,7 +169,7 @@ pub fn run(transport: &str) -> Result<(), String> {
     client
         .post_write(10, &src, 0, LEN as u64, remote, 0)
         .map_err(e)?;
-    println!(
+    say!(
         "\n[3] the client RDMA-Writes {LEN} octets into that buffer (no receive buffer, no server application involved)"
     );
 
@@ -149,7 +189,7 @@ pub fn run(transport: &str) -> Result<(), String> {
         target.read(0, LEN as u64).map_err(e)? == data,
         "the server's buffer holds the Write",
     )?;
-    println!("\n[4] the client RDMA-Reads it back: {LEN} octets compared, identical");
+    say!("\n[4] the client RDMA-Reads it back: {LEN} octets compared, identical");
 
     // Send and Receive through the shared receive queue.
     for i in 0..4 {
@@ -164,7 +204,7 @@ pub fn run(transport: &str) -> Result<(), String> {
     let got = wait(&scq, 1 + msgs.len(), "the Sends")?;
     let recvs: Vec<&WorkCompletion> = got.iter().filter(|w| w.opcode == WcOpcode::Recv).collect();
     check(recvs.len() == msgs.len(), "every Send was received")?;
-    println!(
+    say!(
         "\n[5] the server posts 4 buffers to a shared receive queue; the client sends {} messages",
         msgs.len()
     );
@@ -172,7 +212,7 @@ pub fn run(transport: &str) -> Result<(), String> {
         let body = &w.buffer.as_deref().unwrap_or_default()[..w.byte_len as usize];
         check(body == m.as_bytes(), "received bytes equal sent bytes")?;
         let (_, msn) = w.qn_msn.unwrap_or_default();
-        println!("    received MSN {msn}: {} octets {:?}", w.byte_len, m);
+        say!("    received MSN {msn}: {} octets {:?}", w.byte_len, m);
     }
 
     // An attack: a Write past the end of the advertised buffer.
@@ -180,9 +220,7 @@ pub fn run(transport: &str) -> Result<(), String> {
     client
         .post_write(30, &src, 0, 16, remote, LEN as u64 - 8)
         .map_err(e)?;
-    println!(
-        "\n[6] the client writes 16 octets at 8 octets before the end of the advertised buffer"
-    );
+    say!("\n[6] the client writes 16 octets at 8 octets before the end of the advertised buffer");
     let term = (0..250).find_map(|_| {
         let got = client.async_events().into_iter().find_map(|ev| match ev {
             AsyncEvent::TerminateReceived { code, .. } => code,
@@ -197,7 +235,7 @@ pub fn run(transport: &str) -> Result<(), String> {
         term == Some(TerminateCode::DDP_BASE_BOUNDS),
         "the server answered with Terminate base or bounds violation",
     )?;
-    println!(
+    say!(
         "    refused before placement: the server sent Terminate \"{}\" and closed",
         TerminateCode::DDP_BASE_BOUNDS
     );
@@ -205,7 +243,7 @@ pub fn run(transport: &str) -> Result<(), String> {
         target.read(0, LEN as u64).map_err(e)? == before,
         "the server's memory is unchanged",
     )?;
-    println!("    the server's buffer is unchanged, byte for byte");
-    println!("\ndemo finished: every step above was checked");
+    say!("    the server's buffer is unchanged, byte for byte");
+    say!("\ndemo finished: every step above was checked");
     Ok(())
 }

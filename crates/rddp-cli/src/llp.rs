@@ -1,7 +1,8 @@
 //! The one place the tool turns an address into connected LLPs (MPA/TCP, SCTP).
 
-use rddp::transport::{Connection, mpa};
+use rddp::transport::{Connection, mpa, sctp};
 use rddp_mpa::{MpaError, MpaOptions};
+use std::net::{SocketAddr, SocketAddrV4, ToSocketAddrs};
 use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -11,10 +12,6 @@ pub enum Transport {
 }
 
 /// Responder-side policies.
-#[expect(
-    dead_code,
-    reason = "read by the MPA and SCTP listeners as they are wired in"
-)]
 #[derive(Debug, Clone)]
 pub struct ListenOpts {
     pub crc_required: bool,
@@ -49,10 +46,43 @@ pub fn listen(t: Transport, addr: &str, opts: &ListenOpts) -> Result<Box<dyn Lis
                 refuse_markers: opts.refuse_markers,
             }))
         }
-        Transport::Sctp => Err(format!(
-            "cannot listen on {addr}: DDP over SCTP is not wired into the tool yet (use --transport mpa)"
+        Transport::Sctp => {
+            let mut at = v4(addr)?;
+            if at.port() == 0 {
+                // usrsctp's UDP encapsulation port is the listening port: pick one.
+                at.set_port(free_udp_port(at)?);
+            }
+            let mut o = sctp::SctpOptions::default();
+            o.config.max_pending_initiates = opts.sctp_max_pending.max(1);
+            let inner =
+                sctp::Listener::bind(at, o).map_err(|e| format!("cannot listen on {at}: {e}"))?;
+            Ok(Box::new(SctpListen {
+                inner,
+                at,
+                delay: opts.sctp_accept_delay,
+                reject: opts.sctp_reject,
+            }))
+        }
+    }
+}
+
+fn v4(addr: &str) -> Result<SocketAddrV4, String> {
+    match addr
+        .to_socket_addrs()
+        .map_err(|e| format!("bad address {addr}: {e}"))?
+        .next()
+    {
+        Some(SocketAddr::V4(a)) => Ok(a),
+        _ => Err(format!(
+            "bad address {addr}: SCTP here needs an IPv4 address"
         )),
     }
+}
+
+fn free_udp_port(at: SocketAddrV4) -> Result<u16, String> {
+    let s = std::net::UdpSocket::bind(SocketAddrV4::new(*at.ip(), 0))
+        .map_err(|e| format!("no free UDP port: {e}"))?;
+    s.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
 }
 
 /// Connect to `addr`.
@@ -65,9 +95,45 @@ pub fn connect(t: Transport, addr: &str, crc: bool) -> Result<Connection, String
             };
             mpa::connect(addr, &opts).map_err(|e| connect_error(addr, &e))
         }
-        Transport::Sctp => Err(format!(
-            "cannot connect to {addr}: DDP over SCTP is not wired into the tool yet (use --transport mpa)"
-        )),
+        Transport::Sctp => {
+            let _ = crc; // SCTP protects every packet with its own CRC32c.
+            let at = v4(addr)?;
+            sctp::connect(at, sctp::SctpOptions::default(), &[]).map_err(|e| {
+                format!("cannot connect to {addr} over SCTP: {e} (is `rddp perf server --transport sctp` or `rddp target --transport sctp` listening there?)")
+            })
+        }
+    }
+}
+
+struct SctpListen {
+    inner: sctp::Listener,
+    at: SocketAddrV4,
+    delay: Duration,
+    reject: bool,
+}
+
+impl Listener for SctpListen {
+    fn local_addr(&self) -> String {
+        self.at.to_string()
+    }
+
+    fn accept(&self) -> Result<Connection, String> {
+        loop {
+            let (delay, reject) = (self.delay, self.reject);
+            let r = self.inner.accept_with(Duration::from_secs(1), |_| {
+                std::thread::sleep(delay);
+                if reject {
+                    Err(b"rejected".to_vec())
+                } else {
+                    Ok(Vec::new())
+                }
+            });
+            match r {
+                Ok(c) => return Ok(c),
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => continue,
+                Err(e) => return Err(format!("SCTP session setup failed: {e}")),
+            }
+        }
     }
 }
 

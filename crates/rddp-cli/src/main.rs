@@ -1,6 +1,15 @@
 //! The `rddp` tool. `demo` runs with no setup; `perf` measures (its MPA/SCTP
 //! connection setup arrives with the MPA work); `target` is still to come.
 
+/// Print a line to stdout; a closed stdout (`rddp demo | head`) is not an error
+/// worth a panic, so the line is dropped.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
 mod demo;
 mod llp;
 mod perf;

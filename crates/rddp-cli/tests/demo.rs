@@ -39,13 +39,27 @@ fn unknown_subcommand_is_a_clear_error() {
 }
 
 #[test]
-fn demo_over_sctp_says_what_is_missing() {
+fn demo_over_sctp() {
     let out = Command::new(env!("CARGO_BIN_EXE_rddp"))
         .args(["demo", "--transport", "sctp"])
         .output()
         .unwrap();
-    assert!(!out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("not wired into the tool"), "{stderr}");
+    if !out.status.success()
+        && std::env::var_os("CI").is_none()
+        && stderr.contains("needs libusrsctp")
+    {
+        eprintln!("*** SKIPPED: the SCTP demo needs libusrsctp (CI unset): {stderr}");
+        return;
+    }
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    for step in [
+        "DDP over SCTP (RFC 5043)",
+        "[4] the client RDMA-Reads it back",
+        "(1/1/0x01)",
+        "demo finished",
+    ] {
+        assert!(stdout.contains(step), "missing {step:?} in:\n{stdout}");
+    }
 }

@@ -22,7 +22,7 @@ pub fn bar(sizes: u64, json: bool) -> ProgressBar {
 /// Print a line above the bar (or plainly when it is hidden).
 pub fn println(bar: &ProgressBar, line: String) {
     if bar.is_hidden() {
-        println!("{line}");
+        say!("{line}");
     } else {
         bar.println(line);
     }

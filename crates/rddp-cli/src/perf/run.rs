@@ -229,12 +229,12 @@ fn measure(a: &ClientArgs, opts: &ClientOpts, eps: Vec<Endpoint>) -> Result<(), 
         return Err(e);
     }
     if !a.json {
-        println!("{}", report::RULE);
+        say!("{}", report::RULE);
     }
     if let Some(path) = &a.plot {
         plot::write_svg(path, &done)?;
         if !a.json {
-            println!(" chart written to {}", path.display());
+            say!(" chart written to {}", path.display());
         }
     }
     Ok(())
@@ -261,9 +261,11 @@ pub fn server_main(a: &ServerArgs) -> Result<(), String> {
     let mut err = None;
     for (i, t) in threads.into_iter().enumerate() {
         match t.join() {
-            Ok(Ok(s)) => println!(
+            Ok(Ok(s)) => say!(
                 " connection {i}: {} sizes, {} messages, {} corrupt bytes",
-                s.sizes, s.messages, s.corrupt
+                s.sizes,
+                s.messages,
+                s.corrupt
             ),
             Ok(Err(e)) => {
                 err.get_or_insert(format!("connection {i}: {e}"));

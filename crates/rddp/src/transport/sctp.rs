@@ -22,6 +22,11 @@ use std::time::{Duration, Instant};
 
 pub use rddp_sctp::driver::Options as SctpOptions;
 
+/// Whether libusrsctp can be loaded here; the error says which package to install.
+pub fn available() -> Result<(), String> {
+    usrsctp_ffi::available().map_err(|e| e.to_string())
+}
+
 /// The session's stream number.
 const SID: u16 = 0;
 
@@ -147,7 +152,24 @@ impl Listener {
     /// The next association and its first session, accepted with `private_data`
     /// (waits up to `wait` for an association).
     pub fn accept(&self, wait: Duration, private_data: &[u8]) -> io::Result<Connection> {
-        let mut conn = self.inner.accept(wait).map_err(err)?;
+        let pd = private_data.to_vec();
+        self.accept_with(wait, move |_| Ok(pd))
+    }
+
+    /// As [`Self::accept`], the ULP deciding from the Initiate's private data:
+    /// `Ok(private data)` accepts, `Err(private data)` rejects (Session Reject,
+    /// only ever at the ULP's direction). Times out as `ErrorKind::TimedOut`.
+    pub fn accept_with(
+        &self,
+        wait: Duration,
+        decide: impl FnOnce(&[u8]) -> Result<Vec<u8>, Vec<u8>>,
+    ) -> io::Result<Connection> {
+        let mut conn = self.inner.accept(wait).map_err(|e| match e {
+            DriverError::Sctp(t @ usrsctp_ffi::Error::Timeout(_)) => {
+                io::Error::new(io::ErrorKind::TimedOut, t.to_string())
+            }
+            e => err(e),
+        })?;
         let mut scratch = MemoryTable::new();
         let mut request = None;
         conn.run_until(&mut scratch, self.timeout, |c| {
@@ -160,9 +182,22 @@ impl Listener {
         })
         .map_err(err)?;
         let (sid, peer_pd) = request.ok_or_else(|| io::Error::other("no session Initiate"))?;
+        let private_data = match decide(&peer_pd) {
+            Ok(pd) => pd,
+            Err(pd) => {
+                let _ = conn.adaptation().reject(sid, &pd);
+                let _ = conn.flush();
+                let _ = conn.poll(&mut scratch, Duration::from_millis(50));
+                let _ = conn.shutdown();
+                return Err(io::Error::new(
+                    io::ErrorKind::ConnectionRefused,
+                    "session rejected by the ULP",
+                ));
+            }
+        };
         let relay = Arc::new(Relay::default());
         conn.adaptation()
-            .accept_relay(sid, Box::new(RelayEndpoint(relay.clone())), private_data)
+            .accept_relay(sid, Box::new(RelayEndpoint(relay.clone())), &private_data)
             .map_err(io::Error::other)?;
         Ok(start(conn, relay, peer_pd, None))
     }
