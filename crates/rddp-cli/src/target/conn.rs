@@ -1,7 +1,7 @@
 //! One target connection: buffer, receives, advertisement, echo, events.
 
 use super::args::{Rq, TargetArgs};
-use super::events::Events;
+use super::events::{Events, Streams};
 use rddp::transport::Connection;
 use rddp::{
     Access, AsyncEvent, BufferOrdering, CompletionQueue, ProtectionDomain, QueuePair,
@@ -28,9 +28,12 @@ pub fn serve(
     pd: &ProtectionDomain,
     args: &TargetArgs,
     srq: Option<Arc<SharedReceiveQueue>>,
+    streams: &Streams,
     ev: &Events,
 ) {
-    if let Err(e) = run(id, conn, pd, args, srq, ev) {
+    let res = run(id, conn, pd, args, srq, streams, ev);
+    streams.remove_conn(id);
+    if let Err(e) = res {
         ev.emit(
             "closed",
             json!({ "conn": id, "reason": format!("setup failed: {e}") }),
@@ -44,6 +47,7 @@ fn run(
     pd: &ProtectionDomain,
     args: &TargetArgs,
     shared: Option<Arc<SharedReceiveQueue>>,
+    streams: &Streams,
     ev: &Events,
 ) -> Result<(), rddp::Error> {
     let credits = args.credits.unwrap_or(args.recv_count as u32);
@@ -69,8 +73,26 @@ fn run(
         Receives::Credits(s) => b = b.srq(s),
         Receives::Own => {}
     }
+    let mut prepared = b.build()?;
+    // Receives and credits are in place before the LLP is read at all: the
+    // initiator may Send as soon as its Request is answered.
+    match &receives {
+        Receives::Own => {
+            for i in 0..args.recv_count {
+                prepared.post_recv(i as u64, args.recv_size)?;
+            }
+        }
+        Receives::Credits(s) => {
+            for i in 0..args.recv_count {
+                s.post_recv(i as u64, args.recv_size)?;
+            }
+            prepared.grant_credits(credits)?;
+        }
+        Receives::Shared(_) => {}
+    }
+    streams.insert(prepared.qp_num(), id);
     let info = conn.info.clone();
-    let qp = b.build()?.attach(conn)?;
+    let qp = prepared.attach(conn)?;
     let (ird, ord) = qp.ird_ord();
     ev.emit(
         "connected",
@@ -91,20 +113,6 @@ fn run(
         vec![0; args.buffer_size],
         Access::REMOTE_READ | Access::REMOTE_WRITE,
     )?;
-    match &receives {
-        Receives::Own => {
-            for i in 0..args.recv_count {
-                qp.post_recv(i as u64, args.recv_size)?;
-            }
-        }
-        Receives::Credits(s) => {
-            for i in 0..args.recv_count {
-                s.post_recv(i as u64, args.recv_size)?;
-            }
-            qp.grant_credits(credits)?;
-        }
-        Receives::Shared(_) => {}
-    }
     // The first Send (MSN 1): STag || TO || length. MPA holds it until the
     // initiator's first FPDU or RTR has arrived.
     qp.post_send_inline(0, &buf.remote().to_bytes(), SendFlags::default())?;

@@ -2,6 +2,7 @@
 //! line each without `--events json`.
 
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Mutex;
 
@@ -45,4 +46,27 @@ fn human(name: &str, obj: &Value) -> String {
         }
     }
     s
+}
+
+/// Which connection a queue pair's stream belongs to, so that a shared receive
+/// queue's events (which name a stream) can name the connection.
+#[derive(Default)]
+pub struct Streams(Mutex<HashMap<u32, u64>>);
+
+impl Streams {
+    pub fn insert(&self, qp_num: u32, conn: u64) {
+        self.lock().insert(qp_num, conn);
+    }
+
+    pub fn remove_conn(&self, conn: u64) {
+        self.lock().retain(|_, c| *c != conn);
+    }
+
+    pub fn conn(&self, qp_num: u32) -> Option<u64> {
+        self.lock().get(&qp_num).copied()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u32, u64>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
