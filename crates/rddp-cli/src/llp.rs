@@ -24,7 +24,7 @@ pub struct ListenOpts {
     pub sctp_reject: bool,
 }
 
-pub trait Listener: Send {
+pub trait Listener: Send + Sync {
     fn local_addr(&self) -> String;
     /// The next connection, set up and ready to attach; a refused or failed setup
     /// is an error for that connection only.

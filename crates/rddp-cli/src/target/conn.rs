@@ -117,6 +117,9 @@ fn run(
     // initiator's first FPDU or RTR has arrived.
     qp.post_send_inline(0, &buf.remote().to_bytes(), SendFlags::default())?;
     let reason = serve_loop(id, &qp, &cq, &receives, args, ev);
+    // Gone before it is reported: a shared pool has its buffers back by then.
+    drop(buf);
+    drop(qp);
     ev.emit("closed", json!({ "conn": id, "reason": reason }));
     Ok(())
 }

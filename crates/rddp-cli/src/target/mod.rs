@@ -12,7 +12,11 @@ use events::{Events, Streams};
 use rddp::{BufferOrdering, Device, PoolEvent, Quota, SharedReceiveQueue, SrqMode};
 use serde_json::json;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+/// Threads accepting (and setting up) connections at once.
+const ACCEPTORS: usize = 8;
 
 pub fn run(args: TargetArgs) -> Result<(), String> {
     let ev = Arc::new(Events::new(args.events.is_some()));
@@ -55,20 +59,37 @@ pub fn run(args: TargetArgs) -> Result<(), String> {
     } else {
         None
     };
-    let mut next = 1u64;
-    loop {
-        match listener.accept() {
-            Ok(conn) => {
-                let id = next;
-                next += 1;
-                let (pd, args, srq) = (pd.clone(), args.clone(), shared.clone());
-                let (streams, ev) = (streams.clone(), ev.clone());
-                std::thread::spawn(move || conn::serve(id, conn, &pd, &args, srq, &streams, &ev));
-            }
-            // A refused or failed setup ends that connection only.
-            Err(e) => ev.emit("closed", json!({ "conn": null, "reason": e })),
-        }
+    // Several acceptors: MPA setup waits up to seconds for a silent peer's Request,
+    // and that must not hold up the next connection.
+    let listener: Arc<dyn llp::Listener> = Arc::from(listener);
+    let next = Arc::new(AtomicU64::new(1));
+    let acceptors: Vec<_> = (0..ACCEPTORS)
+        .map(|_| {
+            let (listener, next) = (listener.clone(), next.clone());
+            let (pd, args, shared) = (pd.clone(), args.clone(), shared.clone());
+            let (streams, ev) = (streams.clone(), ev.clone());
+            std::thread::spawn(move || {
+                loop {
+                    match listener.accept() {
+                        Ok(conn) => {
+                            let id = next.fetch_add(1, Ordering::Relaxed);
+                            let (pd, args, srq) = (pd.clone(), args.clone(), shared.clone());
+                            let (streams, ev) = (streams.clone(), ev.clone());
+                            std::thread::spawn(move || {
+                                conn::serve(id, conn, &pd, &args, srq, &streams, &ev);
+                            });
+                        }
+                        // A refused or failed setup ends that connection only.
+                        Err(e) => ev.emit("closed", json!({ "conn": null, "reason": e })),
+                    }
+                }
+            })
+        })
+        .collect();
+    for a in acceptors {
+        let _ = a.join();
     }
+    Err("the listener stopped".into())
 }
 
 /// Report the shared pool's asynchronous events (soft limit crossed, a stream whose
