@@ -1,5 +1,6 @@
 //! The `rddp` tool. `demo` runs with no setup; `perf` measures (its MPA/SCTP
-//! connection setup arrives with the MPA work); `target` is still to come.
+//! connection setup arrives with the MPA work); `target` answers as a conformance
+//! responder over MPA/TCP.
 
 mod demo;
 mod llp;

@@ -2,9 +2,12 @@
 //! lines, and a hostile MPA peer on a raw TCP socket.
 #![allow(dead_code)]
 
+pub mod client;
 pub mod raw_peer;
 
-use serde_json::Value;
+use raw_peer::RawPeer;
+use rddp_wire::TerminateCode;
+use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
@@ -60,6 +63,7 @@ impl Target {
     fn next_line(&mut self, timeout: Duration) -> Option<Value> {
         match self.lines.recv_timeout(timeout) {
             Ok(l) => {
+                assert!(l.starts_with("{\"event\":\""), "event name not first: {l}");
                 let v: Value =
                     serde_json::from_str(&l).unwrap_or_else(|e| panic!("not JSON ({e}): {l:?}"));
                 assert!(v["event"].is_string(), "no event name: {l}");
@@ -135,4 +139,40 @@ pub fn run(args: &[&str]) -> (Option<i32>, String, String) {
     let out = child.wait_with_output().unwrap();
     let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.code(), s(&out.stdout), s(&out.stderr))
+}
+
+pub fn int(v: &Value, k: &str) -> u64 {
+    v[k].as_u64()
+        .unwrap_or_else(|| panic!("{k} is not a JSON integer in {v}"))
+}
+
+/// The connected event of `conn`, with every field of the contract and its type.
+pub fn connected(t: &mut Target, conn: u64) -> Value {
+    let v = t.expect("connected", json!({ "conn": conn }));
+    let peer: SocketAddr = v["peer"].as_str().unwrap().parse().unwrap();
+    assert_eq!(peer.ip().to_string(), "127.0.0.1");
+    assert_eq!(v["transport"], "mpa");
+    for k in ["crc", "markers_rx", "markers_tx"] {
+        assert!(v[k].is_boolean(), "{k} not boolean: {v}");
+    }
+    for k in ["mpa_rev", "ird", "ord"] {
+        int(&v, k);
+    }
+    v
+}
+
+pub fn check_terminate(t: &mut Target, conn: u64, dir: &str, code: TerminateCode) {
+    let (l, e, c) = (code.layer, code.etype, code.code);
+    let want = json!({ "conn": conn, "direction": dir, "layer": l, "etype": e, "code": c });
+    t.expect("terminate", want);
+    t.expect("closed", json!({ "conn": conn }));
+}
+
+/// A raw connection that has spoken first and read its advertisement.
+pub fn raw(t: &Target) -> (RawPeer, (u32, u64, u32)) {
+    let mut p = RawPeer::connect(t.addr, true);
+    p.send(1, b"hi", true);
+    let ad = p.advert();
+    assert_eq!(p.next_untagged(), (0, 2, b"hi".to_vec()));
+    (p, ad)
 }
