@@ -249,6 +249,8 @@ impl PreparedQueuePair {
             peer_private_data: conn.peer_private_data,
             info: conn.info,
         });
+        // Whatever attach queued (the Read RTR) goes out now, not with the next post.
+        shared.pump(&mut lock(&shared.state));
         let Connection {
             reader,
             writer,
