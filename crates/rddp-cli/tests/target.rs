@@ -66,6 +66,17 @@ fn rev1_without_crc_and_with_markers() {
     c2.write_read(remote2, 0, &pattern(4096));
     c2.send(b"marked");
     assert_eq!(c2.recv(), (2, b"marked".to_vec()));
+    // Rev 2 offering only the Read RTR: the target serves that zero-length Read.
+    let mut o = opts(2, true, false);
+    o.rtr = rddp_mpa::RtrTypes {
+        write: false,
+        read: true,
+    };
+    let c3 = Client::connect(t.addr, o);
+    let v = connected(&mut t, 3);
+    assert!(int(&v, "ird") >= 1, "{v}");
+    let remote3 = c3.advert();
+    c3.write_read(remote3, 8, b"after a Read RTR");
 }
 
 #[test]
