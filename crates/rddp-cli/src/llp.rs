@@ -21,7 +21,7 @@ pub struct ListenOpts {
     pub sctp_reject: bool,
 }
 
-pub trait Listener: Send {
+pub trait Listener: Send + Sync {
     fn local_addr(&self) -> String;
     /// The next connection, set up and ready to attach; a refused or failed setup
     /// is an error for that connection only.
@@ -38,9 +38,7 @@ pub fn listen(t: Transport, addr: &str, opts: &ListenOpts) -> Result<Box<dyn Lis
                 crc: opts.crc_required,
                 ..MpaOptions::default()
             };
-            let inner = mpa::Listener::bind(addr, mpa).map_err(|e| {
-                format!("cannot listen on {addr}: {e} (is the address local and the port free?)")
-            })?;
+            let inner = mpa::Listener::bind(addr, mpa).map_err(|e| listen_error(addr, &e))?;
             Ok(Box::new(MpaListen {
                 inner,
                 refuse_markers: opts.refuse_markers,
@@ -135,6 +133,26 @@ impl Listener for SctpListen {
             }
         }
     }
+}
+
+fn listen_error(addr: &str, e: &MpaError) -> String {
+    use std::io::ErrorKind;
+    let hint = match e {
+        MpaError::Io(io) if io.kind() == ErrorKind::AddrInUse => {
+            "the port is in use; pick another, or port 0 for a free one"
+        }
+        MpaError::Io(io) if io.kind() == ErrorKind::AddrNotAvailable => {
+            "that address is not on this machine; try 127.0.0.1:0 or 0.0.0.0:PORT"
+        }
+        MpaError::Io(io) if io.kind() == ErrorKind::PermissionDenied => {
+            "ports below 1024 need privileges; pick a higher port"
+        }
+        _ if addr.parse::<std::net::SocketAddr>().is_err() => {
+            "give IP:PORT or HOST:PORT, e.g. 127.0.0.1:0"
+        }
+        _ => "check the address and the port",
+    };
+    format!("cannot listen on {addr}: {e} ({hint})")
 }
 
 fn connect_error(addr: &str, e: &MpaError) -> String {

@@ -1,5 +1,6 @@
 //! The `rddp` tool. `demo` runs with no setup; `perf` measures (its MPA/SCTP
-//! connection setup arrives with the MPA work); `target` is still to come.
+//! connection setup arrives with the MPA work); `target` answers as a conformance
+//! responder over MPA/TCP.
 
 /// Print a line to stdout; a closed stdout (`rddp demo | head`) is not an error
 /// worth a panic, so the line is dropped.

@@ -113,6 +113,7 @@ impl QueuePairBuilder {
             b: self,
             qp_num: NEXT_QP.fetch_add(1, Ordering::Relaxed),
             early_recvs: Vec::new(),
+            early_credits: 0,
         })
     }
 }
@@ -123,6 +124,8 @@ pub struct PreparedQueuePair {
     qp_num: u32,
     /// Receives posted before attach, posted before the LLP is read at all.
     early_recvs: Vec<(u64, usize)>,
+    /// Credits granted before attach (credits-mode shared receive queue).
+    early_credits: u32,
 }
 
 impl Drop for PreparedQueuePair {
@@ -148,6 +151,18 @@ impl PreparedQueuePair {
             .charge(Resource::ReceiveBuffers, 1)?;
         self.early_recvs.push((wr_id, len));
         Ok(())
+    }
+
+    /// Grant the first `n` MSNs before the queue pair is attached (credits-mode
+    /// shared receive queue), so that the peer's first Sends are already valid.
+    pub fn grant_credits(&mut self, n: u32) -> Result<(), Error> {
+        match &self.b.srq {
+            Some((_, SrqMode::Credits, _)) => {
+                self.early_credits = self.early_credits.saturating_add(n);
+                Ok(())
+            }
+            _ => Err(Error::NotCredits),
+        }
     }
 
     /// Connect over MPA/TCP to `addr` (this queue pair's IRD/ORD go into `opts`)
@@ -195,6 +210,9 @@ impl PreparedQueuePair {
         for (wr_id, len) in std::mem::take(&mut self.early_recvs) {
             rdmap.post_recv(wr_id, vec![0; len])?;
         }
+        if self.early_credits > 0 && !rdmap.ddp_mut().grant_credits(qn::SEND, self.early_credits) {
+            return Err(Error::NotCredits);
+        }
         let send_read_rtr = conn.send_read_rtr;
         if send_read_rtr {
             // RFC 6581: the initiator's first message is a zero-length RDMA Read.
@@ -231,6 +249,8 @@ impl PreparedQueuePair {
             peer_private_data: conn.peer_private_data,
             info: conn.info,
         });
+        // Whatever attach queued (the Read RTR) goes out now, not with the next post.
+        shared.pump(&mut lock(&shared.state));
         let Connection {
             reader,
             writer,

@@ -1,18 +1,22 @@
 //! One target connection: buffer, receives, advertisement, echo, events.
 
 use super::args::{Rq, TargetArgs};
-use super::events::Events;
+use super::events::{Events, Streams};
 use rddp::transport::Connection;
 use rddp::{
     Access, AsyncEvent, BufferOrdering, CompletionQueue, ProtectionDomain, QueuePair,
     QueuePairBuilder, SendFlags, SharedReceiveQueue, SrqMode, TerminateCode, WcOpcode, WcStatus,
 };
 use serde_json::{Value, json};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Send-queue depth of a target connection.
 const SEND_DEPTH: u32 = 64;
+
+/// Echoes waiting for room on the send queue before the connection is dropped.
+const MAX_BACKLOG: usize = 4096;
 
 /// Where this connection's receive buffers come from.
 enum Receives {
@@ -28,9 +32,12 @@ pub fn serve(
     pd: &ProtectionDomain,
     args: &TargetArgs,
     srq: Option<Arc<SharedReceiveQueue>>,
+    streams: &Streams,
     ev: &Events,
 ) {
-    if let Err(e) = run(id, conn, pd, args, srq, ev) {
+    let res = run(id, conn, pd, args, srq, streams, ev);
+    streams.remove_conn(id);
+    if let Err(e) = res {
         ev.emit(
             "closed",
             json!({ "conn": id, "reason": format!("setup failed: {e}") }),
@@ -44,6 +51,7 @@ fn run(
     pd: &ProtectionDomain,
     args: &TargetArgs,
     shared: Option<Arc<SharedReceiveQueue>>,
+    streams: &Streams,
     ev: &Events,
 ) -> Result<(), rddp::Error> {
     let credits = args.credits.unwrap_or(args.recv_count as u32);
@@ -69,8 +77,26 @@ fn run(
         Receives::Credits(s) => b = b.srq(s),
         Receives::Own => {}
     }
+    let mut prepared = b.build()?;
+    // Receives and credits are in place before the LLP is read at all: the
+    // initiator may Send as soon as its Request is answered.
+    match &receives {
+        Receives::Own => {
+            for i in 0..args.recv_count {
+                prepared.post_recv(i as u64, args.recv_size)?;
+            }
+        }
+        Receives::Credits(s) => {
+            for i in 0..args.recv_count {
+                s.post_recv(i as u64, args.recv_size)?;
+            }
+            prepared.grant_credits(credits)?;
+        }
+        Receives::Shared(_) => {}
+    }
+    streams.insert(prepared.qp_num(), id);
     let info = conn.info.clone();
-    let qp = b.build()?.attach(conn)?;
+    let qp = prepared.attach(conn)?;
     let (ird, ord) = qp.ird_ord();
     ev.emit(
         "connected",
@@ -91,24 +117,13 @@ fn run(
         vec![0; args.buffer_size],
         Access::REMOTE_READ | Access::REMOTE_WRITE,
     )?;
-    match &receives {
-        Receives::Own => {
-            for i in 0..args.recv_count {
-                qp.post_recv(i as u64, args.recv_size)?;
-            }
-        }
-        Receives::Credits(s) => {
-            for i in 0..args.recv_count {
-                s.post_recv(i as u64, args.recv_size)?;
-            }
-            qp.grant_credits(credits)?;
-        }
-        Receives::Shared(_) => {}
-    }
     // The first Send (MSN 1): STag || TO || length. MPA holds it until the
     // initiator's first FPDU or RTR has arrived.
     qp.post_send_inline(0, &buf.remote().to_bytes(), SendFlags::default())?;
     let reason = serve_loop(id, &qp, &cq, &receives, args, ev);
+    // Gone before it is reported: its resources are released by then.
+    drop(buf);
+    drop(qp);
     ev.emit("closed", json!({ "conn": id, "reason": reason }));
     Ok(())
 }
@@ -122,6 +137,8 @@ fn serve_loop(
     ev: &Events,
 ) -> String {
     let mut terminated: Option<&'static str> = None;
+    // Echoes the send queue had no room for yet, oldest first.
+    let mut backlog: VecDeque<Vec<u8>> = VecDeque::new();
     loop {
         for wc in cq.wait(32, Duration::from_millis(50)) {
             if wc.opcode != WcOpcode::Recv || wc.status != WcStatus::Success {
@@ -135,10 +152,10 @@ fn serve_loop(
             let data = wc
                 .buffer
                 .as_deref()
-                .map_or(&[][..], |b| &b[..wc.byte_len as usize]);
-            // Echo, then give the buffer back to the strategy (a failure here means
+                .map_or(&[][..], |b| b.get(..wc.byte_len as usize).unwrap_or(b));
+            // The buffer goes back to the strategy before the echo leaves, so a
+            // peer that answers the echo at once finds it (a failure here means
             // the connection is going away; the events below say why).
-            let _ = qp.post_send_inline(wc.wr_id, data, SendFlags::default());
             let _ = match rx {
                 Receives::Own => qp.post_recv(wc.wr_id, args.recv_size),
                 Receives::Shared(s) => s.post_recv(wc.wr_id, args.recv_size),
@@ -146,6 +163,22 @@ fn serve_loop(
                     .post_recv(wc.wr_id, args.recv_size)
                     .and_then(|()| qp.grant_credits(1)),
             };
+            backlog.push_back(data.to_vec());
+        }
+        while let Some(echo) = backlog.front() {
+            match qp.post_send_inline(0, echo, SendFlags::default()) {
+                Ok(()) => {
+                    backlog.pop_front();
+                }
+                Err(rddp::Error::SendQueueFull { .. }) => break,
+                // The connection is going away; the events below say why.
+                Err(_) => {
+                    backlog.clear();
+                }
+            }
+        }
+        if backlog.len() > MAX_BACKLOG {
+            return "the peer does not read its echoes".into();
         }
         for e in qp.async_events() {
             match e {

@@ -1,7 +1,8 @@
 //! Target events: one JSON object per stdout line, flushed at once; or one readable
 //! line each without `--events json`.
 
-use serde_json::{Value, json};
+use serde_json::Value;
+use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Mutex;
 
@@ -18,31 +19,61 @@ impl Events {
         }
     }
 
-    /// Emit `{"event": name, ...fields}`.
+    /// Emit `{"event": name, ...fields}` ("event" first, the fields after it).
     pub fn emit(&self, name: &str, fields: Value) {
-        let mut obj = json!({ "event": name });
-        if let (Some(o), Value::Object(f)) = (obj.as_object_mut(), fields) {
-            o.extend(f);
-        }
+        let line = if self.json {
+            json_line(name, &fields)
+        } else {
+            human(name, &fields)
+        };
         let _g = self.out.lock().unwrap_or_else(|p| p.into_inner());
         let mut stdout = std::io::stdout().lock();
-        let line = if self.json {
-            obj.to_string()
-        } else {
-            human(name, &obj)
-        };
         // A closed stdout (the harness went away) is not our error to report.
         let _ = writeln!(stdout, "{line}");
         let _ = stdout.flush();
     }
 }
 
-fn human(name: &str, obj: &Value) -> String {
+fn json_line(name: &str, fields: &Value) -> String {
+    let mut s = format!("{{\"event\":{}", Value::from(name));
+    if let Value::Object(o) = fields {
+        for (k, v) in o {
+            s.push_str(&format!(",{}:{v}", Value::from(k.as_str())));
+        }
+    }
+    s.push('}');
+    s
+}
+
+fn human(name: &str, fields: &Value) -> String {
     let mut s = format!("{name:>10}");
-    if let Some(o) = obj.as_object() {
-        for (k, v) in o.iter().filter(|(k, _)| *k != "event") {
+    if let Value::Object(o) = fields {
+        for (k, v) in o {
             s.push_str(&format!(" {k}={v}"));
         }
     }
     s
+}
+
+/// Which connection a queue pair's stream belongs to, so that a shared receive
+/// queue's events (which name a stream) can name the connection.
+#[derive(Default)]
+pub struct Streams(Mutex<HashMap<u32, u64>>);
+
+impl Streams {
+    pub fn insert(&self, qp_num: u32, conn: u64) {
+        self.lock().insert(qp_num, conn);
+    }
+
+    pub fn remove_conn(&self, conn: u64) {
+        self.lock().retain(|_, c| *c != conn);
+    }
+
+    pub fn conn(&self, qp_num: u32) -> Option<u64> {
+        self.lock().get(&qp_num).copied()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u32, u64>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }

@@ -8,11 +8,15 @@ pub use args::TargetArgs;
 
 use crate::llp;
 use args::{CrcPolicy, MarkerPolicy, Rq};
-use events::Events;
+use events::{Events, Streams};
 use rddp::{BufferOrdering, Device, PoolEvent, Quota, SharedReceiveQueue, SrqMode};
 use serde_json::json;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+/// Threads accepting (and setting up) connections at once.
+const ACCEPTORS: usize = 8;
 
 pub fn run(args: TargetArgs) -> Result<(), String> {
     let ev = Arc::new(Events::new(args.events.is_some()));
@@ -37,6 +41,7 @@ pub fn run(args: TargetArgs) -> Result<(), String> {
         .map_err(|e| e.to_string())?
         .alloc_pd()
         .map_err(|e| e.to_string())?;
+    let streams = Arc::new(Streams::default());
     let shared = if args.rq == Rq::Shared {
         let soft = args.soft_limit.unwrap_or(args.recv_count / 2).max(1);
         let srq = Arc::new(SharedReceiveQueue::new(
@@ -49,29 +54,47 @@ pub fn run(args: TargetArgs) -> Result<(), String> {
             srq.post_recv(i as u64, args.recv_size)
                 .map_err(|e| e.to_string())?;
         }
-        watch_srq(srq.clone(), ev.clone());
+        watch_srq(srq.clone(), streams.clone(), ev.clone());
         Some(srq)
     } else {
         None
     };
-    let mut next = 1u64;
-    loop {
-        match listener.accept() {
-            Ok(conn) => {
-                let id = next;
-                next += 1;
-                let (pd, args, srq, ev) = (pd.clone(), args.clone(), shared.clone(), ev.clone());
-                std::thread::spawn(move || conn::serve(id, conn, &pd, &args, srq, &ev));
-            }
-            // A refused or failed setup ends that connection only.
-            Err(e) => ev.emit("closed", json!({ "conn": null, "reason": e })),
-        }
+    // Several acceptors: MPA setup waits up to seconds for a silent peer's Request,
+    // and that must not hold up the next connection.
+    let listener: Arc<dyn llp::Listener> = Arc::from(listener);
+    let next = Arc::new(AtomicU64::new(1));
+    let acceptors: Vec<_> = (0..ACCEPTORS)
+        .map(|_| {
+            let (listener, next) = (listener.clone(), next.clone());
+            let (pd, args, shared) = (pd.clone(), args.clone(), shared.clone());
+            let (streams, ev) = (streams.clone(), ev.clone());
+            std::thread::spawn(move || {
+                loop {
+                    match listener.accept() {
+                        Ok(conn) => {
+                            let id = next.fetch_add(1, Ordering::Relaxed);
+                            let (pd, args, srq) = (pd.clone(), args.clone(), shared.clone());
+                            let (streams, ev) = (streams.clone(), ev.clone());
+                            std::thread::spawn(move || {
+                                conn::serve(id, conn, &pd, &args, srq, &streams, &ev);
+                            });
+                        }
+                        // A refused or failed setup ends that connection only.
+                        Err(e) => ev.emit("closed", json!({ "conn": null, "reason": e })),
+                    }
+                }
+            })
+        })
+        .collect();
+    for a in acceptors {
+        let _ = a.join();
     }
+    Err("the listener stopped".into())
 }
 
 /// Report the shared pool's asynchronous events (soft limit crossed, a stream whose
 /// oldest message can no longer get a buffer).
-fn watch_srq(srq: Arc<SharedReceiveQueue>, ev: Arc<Events>) {
+fn watch_srq(srq: Arc<SharedReceiveQueue>, streams: Arc<Streams>, ev: Arc<Events>) {
     std::thread::spawn(move || {
         loop {
             while let Some(e) = srq.poll_event() {
@@ -80,10 +103,8 @@ fn watch_srq(srq: Arc<SharedReceiveQueue>, ev: Arc<Events>) {
                     PoolEvent::Stranded { stream, .. } => ("srq_stranded", Some(stream.0)),
                     PoolEvent::Lost(_) => ("srq_events_lost", None),
                 };
-                ev.emit(
-                    "async",
-                    json!({ "conn": null, "stream": stream, "kind": kind }),
-                );
+                let conn = stream.and_then(|s| streams.conn(s));
+                ev.emit("async", json!({ "conn": conn, "kind": kind }));
             }
             std::thread::sleep(Duration::from_millis(20));
         }

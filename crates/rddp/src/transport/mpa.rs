@@ -207,6 +207,9 @@ impl MpaReader {
         }
         if matches!(out.back(), Some(Inbound::Error { .. })) {
             self.failed = true;
+            // The initiator has sent its first FPDU, broken as it is: the
+            // Terminate that answers it may leave (else it would wait forever).
+            open_gate(&self.gate);
         }
     }
 }
