@@ -143,8 +143,8 @@ fn bad_listen_addresses_give_one_line() {
         "not on this machine",
     );
     one_line_error(
-        &["target", "--listen", "127.0.0.1:0", "--transport", "sctp"],
-        "not wired",
+        &["target", "--listen", "[::1]:0", "--transport", "sctp"],
+        "needs an IPv4 address",
     );
 }
 

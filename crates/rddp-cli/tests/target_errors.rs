@@ -138,11 +138,10 @@ fn ordered_send_without_a_buffer_is_terminated() {
     check_terminate(&mut t, 1, "sent", TerminateCode::DDP_INVALID_MSN_NO_BUFFER);
 }
 
-/// Ignored: a shared-pool buffer held by a connection that dies (a message never
-/// finished) is dropped with the queue, not returned (rddp-proto's UntaggedQueue
-/// drop), so the pool shrinks for good.
+/// Shared-pool buffers held by a connection that dies (messages never finished)
+/// come back flushed and the target gives fresh ones back to the pool: the next
+/// connection gets all four.
 #[test]
-#[ignore = "rddp-proto drops a dead stream's held pool buffers"]
 fn shared_buffers_held_by_a_dead_connection_are_not_lost() {
     let mut t = Target::start(&["--rq", "shared", "--recv-count", "4", "--soft-limit", "2"]);
     let (mut a, _) = raw(&t);

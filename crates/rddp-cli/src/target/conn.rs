@@ -124,6 +124,16 @@ fn run(
     // Gone before it is reported: its resources are released by then.
     drop(buf);
     drop(qp);
+    // Buffers of a shared pool that this connection held (messages it never
+    // finished) come back flushed: give fresh, zeroed ones back to the pool, so a
+    // peer that dies holding buffers cannot shrink it for the others.
+    if let Receives::Shared(srq) = &receives {
+        for wc in cq.poll(usize::MAX) {
+            if wc.opcode == WcOpcode::Recv && wc.status == WcStatus::Flushed {
+                let _ = srq.post_recv(wc.wr_id, args.recv_size);
+            }
+        }
+    }
     ev.emit("closed", json!({ "conn": id, "reason": reason }));
     Ok(())
 }
@@ -141,7 +151,14 @@ fn serve_loop(
     let mut backlog: VecDeque<Vec<u8>> = VecDeque::new();
     loop {
         for wc in cq.wait(32, Duration::from_millis(50)) {
-            if wc.opcode != WcOpcode::Recv || wc.status != WcStatus::Success {
+            if wc.opcode != WcOpcode::Recv {
+                continue;
+            }
+            if wc.status != WcStatus::Success {
+                // Flushed receives of a shared pool go back to it (zeroed).
+                if let Receives::Shared(s) = rx {
+                    let _ = s.post_recv(wc.wr_id, args.recv_size);
+                }
                 continue;
             }
             let (qn, msn) = wc.qn_msn.unwrap_or((0, 0));
