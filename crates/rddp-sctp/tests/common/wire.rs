@@ -97,7 +97,8 @@ pub fn split(v: &str) -> Vec<&str> {
 }
 
 /// Initiate with private data, Accept carrying the STag, a tagged write, two
-/// untagged sends, Terminate both ways; returns every chunk both sides sent.
+/// untagged sends, an RDMA Read (Request and Response), Terminate both ways;
+/// returns every chunk both sides sent.
 pub fn session(
     a: &mut SctpConnection,
     ma: &mut MemoryTable,
@@ -149,6 +150,74 @@ pub fn session(
         n += std::iter::from_fn(|| b.stream(1).unwrap().poll_delivery()).count();
         n == 3
     });
+    // An RDMA Read in RDMAP framing: A's Read Request on QN 1, B's Read Response
+    // as a tagged message into A's sink (spec §3.3, §3.4).
+    let src = mb
+        .register(
+            PdId(1),
+            StagScope::Pd,
+            Access::REMOTE_READ,
+            0x9000,
+            pattern(3, 1000),
+        )
+        .unwrap();
+    let sink = ma
+        .register(
+            PdId(1),
+            StagScope::Pd,
+            Access::REMOTE_WRITE,
+            0x7000,
+            vec![0; 1000],
+        )
+        .unwrap();
+    b.stream(1)
+        .unwrap()
+        .post_recv(
+            1,
+            RecvBuffer {
+                id: 9,
+                data: vec![0; 28],
+            },
+        )
+        .unwrap();
+    let rr = rddp_wire::ReadRequestHeader {
+        sink_stag: sink.0,
+        sink_to: 0x7000,
+        size: 1000,
+        src_stag: src.0,
+        src_to: 0x9000,
+    };
+    a.stream(1)
+        .unwrap()
+        .send_untagged(
+            1,
+            [0x41, 0, 0, 0, 0],
+            Bytes::copy_from_slice(&rr.to_bytes()),
+        )
+        .unwrap();
+    let mut req = None;
+    drive(a, ma, b, mb, |_, b| {
+        req = req.take().or_else(|| b.stream(1).unwrap().poll_delivery());
+        req.is_some()
+    });
+    assert!(
+        matches!(
+            req,
+            Some(rddp_proto::ddp::Delivery::Untagged { qn: 1, len: 28, .. })
+        ),
+        "{req:?}"
+    );
+    let data = Bytes::copy_from_slice(mb.region(src).unwrap().data());
+    b.stream(1)
+        .unwrap()
+        .send_tagged(0x42, sink.0, 0x7000, data)
+        .unwrap();
+    let mut resp = None;
+    drive(a, ma, b, mb, |a, _| {
+        resp = resp.take().or_else(|| a.stream(1).unwrap().poll_delivery());
+        resp.is_some()
+    });
+    assert_eq!(ma.region(sink).unwrap().data(), &pattern(3, 1000)[..]);
     a.adaptation().terminate(1).unwrap();
     drive(a, ma, b, mb, |a, b| {
         a.adaptation().session_state(1) == Some(SessionState::Closed)
