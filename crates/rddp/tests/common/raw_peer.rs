@@ -21,7 +21,13 @@ impl RawPeer {
     pub fn connect(addr: SocketAddr, crc: bool) -> Self {
         let mut sock = TcpStream::connect(addr).unwrap();
         sock.set_nodelay(true).unwrap();
-        let req = MpaFrame::new(FrameKind::Request, MpaFlags::new(false, crc, false, false), 1, None, Vec::new());
+        let req = MpaFrame::new(
+            FrameKind::Request,
+            MpaFlags::new(false, crc, false, false),
+            1,
+            None,
+            Vec::new(),
+        );
         sock.write_all(&req.to_vec().unwrap()).unwrap();
         let mut hdr = [0u8; 20];
         sock.read_exact(&mut hdr).unwrap();
@@ -72,7 +78,10 @@ impl RawPeer {
                         return (segs, false);
                     }
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut =>
+                {
                     return (segs, false);
                 }
                 Err(_) => return (segs, true),
