@@ -14,9 +14,9 @@
 //!   an FPDU-mode Terminate; the raw peer speaks Rev 1 only.
 //! * 2/0/0x05 (local catastrophic): no input provokes it (a local fault).
 //! * 0/0/0x00, 0/1/0xFF, 0/2/0x08: the stack never sends them.
-//! * 1/1/0x00 and 1/1/0x01 for a Read Response (wrong sink STag / outside the
-//!   sink) need the queue pair to have a Read outstanding towards the raw peer:
-//!   covered by the `read_response_*` rows below, which post one first.
+//!
+//! 1/1/0x00 and 1/1/0x01 are also provoked by a bad Read Response: those rows
+//! first have the queue pair post an RDMA Read towards the raw peer.
 
 #[path = "common/raw_peer.rs"]
 mod raw_peer;
@@ -46,6 +46,8 @@ struct Regions {
     bound: MemoryRegion,
     /// Another PD.
     foreign: MemoryRegion,
+    /// `BIG` octets, remote read (only with `Setup::IrdFull`).
+    big: Option<MemoryRegion>,
 }
 
 impl Regions {
@@ -55,6 +57,8 @@ impl Regions {
 }
 
 const REGION_LEN: usize = 64;
+/// Larger than loopback TCP buffers hold when the peer does not read.
+const BIG: u32 = 16 << 20;
 const RECV_LEN: usize = 16;
 
 fn pattern(seed: u8) -> Vec<u8> {
@@ -77,6 +81,8 @@ enum Setup {
     Plain,
     /// IRD 0 offered to the peer.
     Ird0,
+    /// IRD 1 offered, and a `BIG` region to read.
+    IrdFull,
     /// Sends drawn from a credits-mode shared receive queue, 1 credit granted.
     SrqCredits,
     /// As Plain, and the queue pair has an RDMA Read outstanding towards the raw
@@ -143,6 +149,10 @@ fn send_inv(stag: u32) -> Vec<Wire> {
 }
 
 fn read_req(src_stag: u32, src_to: u64, size: u32) -> Vec<Wire> {
+    read_req_msn(1, src_stag, src_to, size)
+}
+
+fn read_req_msn(msn: u32, src_stag: u32, src_to: u64, size: u32) -> Vec<Wire> {
     let rr = ReadRequestHeader {
         sink_stag: 0x1234_5600,
         sink_to: 0,
@@ -154,7 +164,7 @@ fn read_req(src_stag: u32, src_to: u64, size: u32) -> Vec<Wire> {
         0x41,
         [0x41, 0, 0, 0, 0],
         1,
-        1,
+        msn,
         0,
         &rr.to_bytes(),
     ))]
@@ -386,8 +396,22 @@ fn rows() -> Vec<Row> {
             recvs: Some([WcStatus::LocalProtection, WcStatus::Flushed]),
         },
         Row {
-            // One more Read Request than IRD = 0. With IRD >= 1 the overflow is not
-            // reachable over this queue pair: see the note on `ird_overflow_...`.
+            // IRD + 1 Read Requests, the responses not read: the first response
+            // cannot all leave, so it still holds the one IRD slot.
+            name: "two read requests with IRD 1, responses unread",
+            setup: Setup::IrdFull,
+            wire: |r| {
+                let big = r.big.as_ref().map_or(0, |b| b.stag());
+                let mut w = read_req_msn(1, big, 0, BIG);
+                w.extend(read_req_msn(2, big, 0, BIG));
+                w
+            },
+            code: Tc::RDMAP_CATASTROPHIC_STREAM,
+            mdr: MD,
+            recvs: FLUSHED,
+        },
+        Row {
+            // One more Read Request than IRD = 0.
             name: "read request beyond IRD",
             setup: Setup::Ird0,
             wire: |r| read_req(r.rw.stag(), 0, 8),
@@ -456,8 +480,10 @@ fn start(setup: Setup) -> (Server, RawPeer) {
     let pd2 = consumer.alloc_pd().unwrap();
     let cq = CompletionQueue::new(64);
     let mut opts = MpaOptions::rev1();
-    if setup == Setup::Ird0 {
-        opts.ird = 0;
+    match setup {
+        Setup::Ird0 => opts.ird = 0,
+        Setup::IrdFull => opts.ird = 1,
+        _ => {}
     }
     let listener = Listener::bind("127.0.0.1:0", opts).unwrap();
     let addr = listener.local_addr().unwrap();
@@ -505,6 +531,10 @@ fn start(setup: Setup) -> (Server, RawPeer) {
         wo: pd.register(pattern(3), Access::REMOTE_WRITE).unwrap(),
         bound: qa.register_bound(pattern(4), rw_access).unwrap(),
         foreign: pd2.register(pattern(5), rw_access).unwrap(),
+        big: (setup == Setup::IrdFull).then(|| {
+            pd.register(vec![0x33; BIG as usize], Access::REMOTE_READ)
+                .unwrap()
+        }),
     };
     if setup == Setup::ReadOutstanding {
         let src = RemoteBuf {
@@ -674,4 +704,75 @@ fn every_terminate_code_from_crafted_segments() {
     for c in Tc::ALL_DDP {
         assert!(rows.iter().any(|r| r.code == c), "{c} not covered");
     }
+}
+
+/// The other side of the IRD row: a peer that keeps exactly ORD = IRD Reads in
+/// flight, each issued as soon as an earlier one completes, never sees 0/2/0x07.
+#[test]
+fn reads_pipelined_at_ird_are_served() {
+    let dev = Device::new();
+    let mut opts = MpaOptions::default();
+    (opts.ird, opts.ord) = (2, 2);
+    let listener = Listener::bind("127.0.0.1:0", opts.clone()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let sdev = dev.clone();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let (ad_tx, ad_rx) = std::sync::mpsc::channel();
+    let server = std::thread::spawn(move || {
+        let pd = sdev
+            .consumer("s", Quota::default())
+            .unwrap()
+            .alloc_pd()
+            .unwrap();
+        let cq = CompletionQueue::new(64);
+        let b = QueuePairBuilder::new(&pd, &cq, &cq).ird(2).ord(2);
+        let qp = b
+            .build()
+            .unwrap()
+            .attach(listener.accept().unwrap())
+            .unwrap();
+        let src = pd.register(pattern(9), Access::REMOTE_READ).unwrap();
+        ad_tx.send(src.remote()).unwrap();
+        let _ = done_rx.recv_timeout(Duration::from_secs(20));
+        qp.async_events()
+    });
+    let pd = dev
+        .consumer("c", Quota::default())
+        .unwrap()
+        .alloc_pd()
+        .unwrap();
+    let cq = CompletionQueue::new(64);
+    let b = QueuePairBuilder::new(&pd, &cq, &cq)
+        .ird(2)
+        .ord(2)
+        .max_send_wr(2);
+    let qp = b.build().unwrap().connect_mpa(addr, opts).unwrap();
+    let remote = ad_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let sink = pd
+        .register(vec![0; REGION_LEN], Access::REMOTE_WRITE)
+        .unwrap();
+    let (mut posted, mut done) = (0u64, 0u64);
+    while done < 200 {
+        while posted < 200 && posted - done < 2 {
+            qp.post_read(posted, &sink, 0, REGION_LEN as u32, remote, 0)
+                .unwrap();
+            posted += 1;
+        }
+        let got = cq.wait(2, Duration::from_secs(10));
+        assert!(!got.is_empty(), "timed out after {done} Reads");
+        for w in got {
+            assert_eq!(
+                w.status,
+                WcStatus::Success,
+                "Read {}: {:?}",
+                w.wr_id,
+                w.status
+            );
+            done += 1;
+        }
+    }
+    assert_eq!(sink.read(0, REGION_LEN as u64).unwrap(), pattern(9));
+    done_tx.send(()).unwrap();
+    let events = server.join().unwrap();
+    assert!(events.is_empty(), "{events:?}");
 }
