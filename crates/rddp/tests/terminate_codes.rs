@@ -8,12 +8,15 @@
 //! Codes the stack can send but this file does not provoke, and why:
 //! * 1/0/0x00 from the reorder window (duplicate or out-of-window segment): MPA/TCP
 //!   hands segments up in order, numbered by the reader; only SCTP could.
-//! * 2/0/0x03 (Marker mismatch): needs Markers negotiated; the raw peer does not.
-//! * 2/0/0x07 (no matching RTR), 2/0/0x06 (insufficient IRD), 2/0/0x04 (bad
-//!   Request/Reply): Rev 2 / setup-time errors, answered with a refused Reply, not
-//!   an FPDU-mode Terminate; the raw peer speaks Rev 1 only.
+//! * 2/0/0x03 (Marker mismatch): needs Markers negotiated; the raw peer does not
+//!   negotiate them, and the stack's own encoder never mis-places a Marker.
 //! * 2/0/0x05 (local catastrophic): no input provokes it (a local fault).
-//! * 0/0/0x00, 0/1/0xFF, 0/2/0x08: the stack never sends them.
+//! * 2/0/0x01: a local indication only (spec §3.6), never sent.
+//! * 2/0/0x04, 0/0/0x00, 0/1/0xFF, 0/2/0x08: the stack never sends them (a bad
+//!   Request or Reply is refused during setup, before FPDU mode).
+//!
+//! 2/0/0x06 and 2/0/0x07 (RFC 6581) are provoked by a raw responder and a raw Rev 2
+//! initiator in the tests after the table.
 //!
 //! 1/1/0x00 and 1/1/0x01 are also provoked by a bad Read Response: those rows
 //! first have the queue pair post an RDMA Read towards the raw peer.
@@ -29,6 +32,7 @@ use rddp::{
     Quota, RemoteBuf, SendFlags, SharedReceiveQueue, SrqMode, TerminateCode, WcStatus,
 };
 use rddp_mpa::MpaOptions;
+use rddp_wire::mpa::{EnhancedBlock, FrameKind, MpaFlags, MpaFrame};
 use rddp_wire::{DdpHeader, FpduEncoder, ReadRequestHeader};
 use std::time::{Duration, Instant};
 
@@ -448,8 +452,23 @@ fn rows() -> Vec<Row> {
             recvs: FLUSHED,
         },
         // ---- LLP (MPA) ----
-        // A valid first FPDU (a zero-length Write, which places nothing) opens the
-        // responder's transmit gate (spec §4.9); then an FPDU with a bad CRC.
+        row(
+            "first FPDU with a bad CRC",
+            |_| {
+                vec![Wire::BadCrc(untagged(
+                    0x41,
+                    [0x43, 0, 0, 0, 0],
+                    0,
+                    1,
+                    0,
+                    b"ab",
+                ))]
+            },
+            Tc::MPA_CRC_ERROR,
+            NO,
+        ),
+        // A valid first FPDU (a zero-length Write, which places nothing), then one
+        // with a bad CRC.
         row(
             "FPDU with a bad CRC",
             |_| {
@@ -775,4 +794,125 @@ fn reads_pipelined_at_ird_are_served() {
     done_tx.send(()).unwrap();
     let events = server.join().unwrap();
     assert!(events.is_empty(), "{events:?}");
+}
+
+/// Read one MPA Request or Reply frame off `sock`.
+fn read_frame(sock: &mut std::net::TcpStream) -> MpaFrame {
+    use std::io::Read;
+    let mut all = vec![0u8; 20];
+    sock.read_exact(&mut all).unwrap();
+    let pd_len = usize::from(u16::from_be_bytes([all[18], all[19]]));
+    let mut rest = vec![0u8; pd_len];
+    sock.read_exact(&mut rest).unwrap();
+    all.extend_from_slice(&rest);
+    MpaFrame::parse(&all).unwrap()
+}
+
+/// LLP codes an rddp initiator sends after a Reply it cannot accept (RFC 6581):
+/// a raw responder answers the queue pair's Rev 2 Request, then reads the
+/// Terminate FPDU; the connect fails and the connection closes.
+#[test]
+fn llp_codes_from_a_raw_responder() {
+    let reply_blk = |rtr_send, rtr_write, ird| EnhancedBlock {
+        p2p: true,
+        rtr_send,
+        ird,
+        rtr_write,
+        rtr_read: false,
+        ord: 1,
+    };
+    let cases = [
+        // We offer Write and Read RTRs; the Reply picks a Send RTR.
+        (
+            "reply picks an RTR not offered",
+            false,
+            reply_blk(true, false, 16),
+            Tc::MPA_NO_MATCHING_RTR,
+        ),
+        // Strict IRD: our ORD 16 does not fit the responder's IRD 1.
+        (
+            "reply IRD below our ORD, strict",
+            true,
+            reply_blk(false, true, 1),
+            Tc::MPA_INSUFFICIENT_IRD,
+        ),
+    ];
+    for (name, strict, blk, want) in cases {
+        let raw = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = raw.local_addr().unwrap();
+        let client = std::thread::spawn(move || {
+            let pd = Device::new()
+                .consumer("c", Quota::default())
+                .unwrap()
+                .alloc_pd()
+                .unwrap();
+            let cq = CompletionQueue::new(64);
+            let opts = MpaOptions {
+                strict_ird: strict,
+                ..MpaOptions::default()
+            };
+            let b = QueuePairBuilder::new(&pd, &cq, &cq).ord(16);
+            b.build()
+                .unwrap()
+                .connect_mpa(addr, opts)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        });
+        let (mut sock, _) = raw.accept().unwrap();
+        let req = read_frame(&mut sock);
+        assert!(
+            req.enhanced.is_some(),
+            "{name}: the Request has no IRD/ORD block"
+        );
+        let flags = MpaFlags::new(false, true, false, true);
+        let rep = MpaFrame::new(FrameKind::Reply, flags, 2, Some(blk), Vec::new());
+        std::io::Write::write_all(&mut sock, &rep.to_vec().unwrap()).unwrap();
+        let (term, closed) = RawPeer::from_stream(sock, true).terminate();
+        let term = term.unwrap_or_else(|| panic!("{name}: no Terminate"));
+        assert_eq!(term.code, want, "{name}");
+        assert_eq!((term.m, term.d(), term.r), NO, "{name}");
+        assert!(closed, "{name}: still open");
+        let res = client.join().unwrap();
+        assert!(res.is_err(), "{name}: connect succeeded");
+    }
+}
+
+/// A responder that agreed a Write RTR (peer-to-peer, RFC 6581) and gets another
+/// first FPDU sends 2/0/0x07 and closes.
+#[test]
+fn responder_without_the_agreed_rtr() {
+    let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accept = std::thread::spawn(move || listener.accept());
+    let blk = EnhancedBlock {
+        p2p: true,
+        rtr_send: false,
+        ird: 4,
+        rtr_write: true,
+        rtr_read: false,
+        ord: 4,
+    };
+    let flags = MpaFlags::new(false, true, false, true);
+    let req = MpaFrame::new(FrameKind::Request, flags, 2, Some(blk), Vec::new());
+    let mut raw = RawPeer::connect_with(addr, &req);
+    let conn = accept.join().unwrap().unwrap();
+    let pd = Device::new()
+        .consumer("s", Quota::default())
+        .unwrap()
+        .alloc_pd()
+        .unwrap();
+    let cq = CompletionQueue::new(64);
+    let mut prepared = QueuePairBuilder::new(&pd, &cq, &cq).build().unwrap();
+    prepared.post_recv(100, RECV_LEN).unwrap();
+    let qp = prepared.attach(conn).unwrap();
+    // A Send, not the zero-length Write agreed as RTR.
+    send_wire(&mut raw, &send(0, 1, 0, 4));
+    let (term, closed) = raw.terminate();
+    let term = term.expect("no Terminate");
+    assert_eq!(term.code, Tc::MPA_NO_MATCHING_RTR);
+    assert_eq!((term.m, term.d(), term.r), NO);
+    assert!(closed);
+    let got = collect(&cq, &[100]);
+    assert_eq!(got.first().map(|w| w.status), Some(WcStatus::Flushed));
+    drop(qp);
 }

@@ -207,6 +207,9 @@ impl MpaReader {
         }
         if matches!(out.back(), Some(Inbound::Error { .. })) {
             self.failed = true;
+            // The initiator is sending FPDUs, so it is in FPDU mode: the Terminate
+            // for its bad first FPDU (wrong RTR, bad CRC) may go out (spec §4.9).
+            open_gate(&self.gate);
         }
     }
 }
