@@ -21,6 +21,7 @@ use rddp_proto::rdmap::{
     AsyncEvent, Completion, INTERNAL_WR_ID, RdmapConfig, RdmapStream, WcOpcode, WorkRequest,
 };
 use rddp_wire::rdmap::qn;
+use rddp_wire::{DdpHeader, Opcode, RdmapControl};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -195,6 +196,9 @@ impl PreparedQueuePair {
         };
         let mut rdmap =
             RdmapStream::new(StreamId(self.qp_num), self.b.pd.id(), cfg).map_err(Error::Setup)?;
+        // Segments wait in a channel for the writer thread: a Read Response keeps its
+        // IRD slot until the writer takes its last segment (see write_loop).
+        rdmap.hold_ird_until_sent();
         // Seed 003: a CQ refuses what it could not hold. The send side reserves its
         // depth; the receive side its depth, its credit limit, or its whole SRQ pool.
         let send_reservation = self.b.send_cq.as_ref().reserve(
@@ -257,7 +261,8 @@ impl PreparedQueuePair {
             abort,
             ..
         } = conn;
-        let w = std::thread::spawn(move || write_loop(writer, rx));
+        let s1 = shared.clone();
+        let w = std::thread::spawn(move || write_loop(writer, rx, &s1));
         let s2 = shared.clone();
         let r = std::thread::spawn(move || read_loop(reader, &s2));
         // The quota charge moves to the connected queue pair.
@@ -567,10 +572,18 @@ impl Shared {
     }
 }
 
-fn write_loop(mut w: Box<dyn SegmentWriter>, rx: Receiver<TxCmd>) {
+fn write_loop(mut w: Box<dyn SegmentWriter>, rx: Receiver<TxCmd>, shared: &Shared) {
     for cmd in rx {
         match cmd {
             TxCmd::Segment(seg) => {
+                // A Read Response frees its IRD slot as its last segment goes out
+                // (before the write, so a peer answering at once finds it free).
+                if let DdpHeader::Tagged(h) = seg.header
+                    && h.ctrl.last()
+                    && RdmapControl(h.rsvd_ulp).opcode() == Opcode::READ_RESPONSE
+                {
+                    lock(&shared.state).rdmap.read_response_sent();
+                }
                 if w.write_segment(&seg).is_err() {
                     w.close(true);
                     return;

@@ -86,6 +86,9 @@ pub struct RdmapStream {
     terminate_sent: bool,
     /// The first flushed receive gets this status instead of Flushed.
     first_recv_status: Option<WcStatus>,
+    /// A Read Response keeps its IRD slot until the LLP writer reports it sent
+    /// ([`Self::read_response_sent`]) rather than until its last segment is polled.
+    hold_ird_until_sent: bool,
 }
 
 impl RdmapStream {
@@ -118,6 +121,7 @@ impl RdmapStream {
             terminated: false,
             terminate_sent: false,
             first_recv_status: None,
+            hold_ird_until_sent: false,
         })
     }
 
@@ -142,6 +146,23 @@ impl RdmapStream {
     /// arrived.
     pub fn should_close(&self) -> bool {
         self.terminate_sent || (self.terminated && self.ddp.pending_out() == 0)
+    }
+
+    /// For an LLP whose writer runs behind [`Self::poll_segment`] (a queue between
+    /// them): a Read Response holds its IRD slot until the writer calls
+    /// [`Self::read_response_sent`], so a peer that sends Read Requests without
+    /// reading the responses exceeds IRD (0/2/0x07) instead of making us queue
+    /// responses without bound.
+    pub fn hold_ird_until_sent(&mut self) {
+        self.hold_ird_until_sent = true;
+    }
+
+    /// The writer is about to put a Read Response's last segment on the LLP: its
+    /// IRD slot is free (see [`Self::hold_ird_until_sent`]).
+    pub fn read_response_sent(&mut self) {
+        if self.hold_ird_until_sent {
+            self.irq_active = self.irq_active.saturating_sub(1);
+        }
     }
 
     /// Our Reads outstanding.

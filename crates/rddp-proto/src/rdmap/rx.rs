@@ -271,6 +271,13 @@ impl RdmapStream {
                     _ => TerminateCode::RDMAP_OP_CANNOT_INVALIDATE,
                 };
                 let term = with_header(code, DdpHeader::Untagged(hdr), 18 + len as usize, None);
+                // The receive this Send consumed completes in error (it cannot be
+                // flushed: it is no longer posted). Queued before the flush of the
+                // others, so completions stay in posting order.
+                c.status = WcStatus::LocalProtection;
+                c.byte_len = 0;
+                c.buffer = Some(buffer.data);
+                self.completions.push_back(c);
                 self.fatal(
                     term,
                     format!(

@@ -181,7 +181,10 @@ impl RdmapStream {
                         len,
                     ));
                 }
-                Some(TxTrack::ReadResponse) => self.irq_active = self.irq_active.saturating_sub(1),
+                Some(TxTrack::ReadResponse) if !self.hold_ird_until_sent => {
+                    self.irq_active = self.irq_active.saturating_sub(1)
+                }
+                Some(TxTrack::ReadResponse) => {}
                 Some(TxTrack::Terminate) => self.terminate_sent = true,
                 Some(TxTrack::ReadRequest) | None => {}
             }

@@ -207,8 +207,8 @@ impl MpaReader {
         }
         if matches!(out.back(), Some(Inbound::Error { .. })) {
             self.failed = true;
-            // The initiator has sent its first FPDU, broken as it is: the
-            // Terminate that answers it may leave (else it would wait forever).
+            // The initiator is sending FPDUs, so it is in FPDU mode: the Terminate
+            // for its bad first FPDU (wrong RTR, bad CRC) may go out (spec §4.9).
             open_gate(&self.gate);
         }
     }

@@ -19,9 +19,21 @@ pub struct RawPeer {
 impl RawPeer {
     /// TCP connect, send an MPA Request (Rev 1, C as given), read the Reply.
     pub fn connect(addr: SocketAddr, crc: bool) -> Self {
+        let req = MpaFrame::new(
+            FrameKind::Request,
+            MpaFlags::new(false, crc, false, false),
+            1,
+            None,
+            Vec::new(),
+        );
+        Self::connect_with(addr, &req)
+    }
+
+    /// TCP connect, send `req` (any Rev, enhanced block or not), read the Reply.
+    pub fn connect_with(addr: SocketAddr, req: &MpaFrame) -> Self {
+        let crc = req.flags.crc();
         let mut sock = TcpStream::connect(addr).unwrap();
         sock.set_nodelay(true).unwrap();
-        let req = MpaFrame::new(FrameKind::Request, MpaFlags::new(false, crc, false, false), 1, None, Vec::new());
         sock.write_all(&req.to_vec().unwrap()).unwrap();
         let mut hdr = [0u8; 20];
         sock.read_exact(&mut hdr).unwrap();
@@ -38,6 +50,17 @@ impl RawPeer {
             enc: FpduEncoder::new(crc, rep.flags.markers()),
             dec: FpduDecoder::new(crc, false, 65535),
             reply_private_data: rep.private_data,
+        }
+    }
+
+    /// A peer already past MPA setup on `sock` (say, a raw responder that sent its
+    /// Reply), framing with CRC as given and no Markers.
+    pub fn from_stream(sock: TcpStream, crc: bool) -> Self {
+        Self {
+            sock,
+            enc: FpduEncoder::new(crc, false),
+            dec: FpduDecoder::new(crc, false, 65535),
+            reply_private_data: Vec::new(),
         }
     }
 
@@ -72,7 +95,10 @@ impl RawPeer {
                         return (segs, false);
                     }
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut =>
+                {
                     return (segs, false);
                 }
                 Err(_) => return (segs, true),
