@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 static NEXT_QP: AtomicU32 = AtomicU32::new(1);
 
@@ -262,7 +263,11 @@ impl PreparedQueuePair {
             ..
         } = conn;
         let s1 = shared.clone();
-        let w = std::thread::spawn(move || write_loop(writer, rx, &s1));
+        let (wdone_tx, wdone) = channel::<()>();
+        let w = std::thread::spawn(move || {
+            write_loop(writer, rx, &s1);
+            let _ = wdone_tx.send(());
+        });
         let s2 = shared.clone();
         let r = std::thread::spawn(move || read_loop(reader, &s2));
         // The quota charge moves to the connected queue pair.
@@ -270,6 +275,7 @@ impl PreparedQueuePair {
         Ok(QueuePair {
             shared,
             threads: Some((r, w)),
+            writer_done: wdone,
             abort,
         })
     }
@@ -307,6 +313,8 @@ enum TxCmd {
 pub struct QueuePair {
     shared: Arc<Shared>,
     threads: Option<(JoinHandle<()>, JoinHandle<()>)>,
+    /// Signalled when the writer thread ends.
+    writer_done: Receiver<()>,
     abort: Box<dyn FnMut() + Send>,
 }
 
@@ -509,9 +517,12 @@ impl Drop for QueuePair {
             }
         }
         if let Some((r, w)) = self.threads.take() {
-            let _ = w.join();
-            // Whatever the peer does, our reader must return.
+            // Let the writer hand over what is queued (a Terminate), but not
+            // forever: a responder whose peer never spoke waits at its gate.
+            let _ = self.writer_done.recv_timeout(Duration::from_secs(2));
+            // Whatever the peer does, our reader and writer must return.
             (self.abort)();
+            let _ = w.join();
             let _ = r.join();
         }
         self.shared

@@ -239,3 +239,50 @@ fn ird_ord_are_negotiated() {
     );
     assert!(c.ord >= 1 && c.ird >= 1 && sird >= 1 && sord >= 1);
 }
+
+/// A responder whose initiator never sends its first FPDU holds its Sends at the
+/// gate (spec §4.9); dropping its queue pair still returns promptly.
+#[test]
+fn dropping_a_responder_whose_peer_never_spoke_returns() {
+    use std::io::{Read, Write};
+    let listener = Listener::bind("127.0.0.1:0", MpaOptions::rev1()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let peer = std::thread::spawn(move || {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        let req = rddp_wire::MpaFrame::new(
+            rddp_wire::mpa::FrameKind::Request,
+            rddp_wire::MpaFlags::new(false, true, false, false),
+            1,
+            None,
+            Vec::new(),
+        );
+        s.write_all(&req.to_vec().unwrap()).unwrap();
+        let mut reply = [0u8; 20];
+        s.read_exact(&mut reply).unwrap();
+        // Silent from now on, until the other side closes.
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+    });
+    let dev = Device::new();
+    let pd = dev
+        .consumer("server", Quota::default())
+        .unwrap()
+        .alloc_pd()
+        .unwrap();
+    let cq = CompletionQueue::new(64);
+    let qp = QueuePairBuilder::new(&pd, &cq, &cq)
+        .build()
+        .unwrap()
+        .attach(listener.accept().unwrap())
+        .unwrap();
+    qp.post_send_inline(1, b"held at the gate", SendFlags::default())
+        .unwrap();
+    let start = std::time::Instant::now();
+    drop(qp);
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "drop took {:?}",
+        start.elapsed()
+    );
+    peer.join().unwrap();
+}
