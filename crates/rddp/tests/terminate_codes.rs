@@ -8,8 +8,8 @@
 //! Codes the stack can send but this file does not provoke, and why:
 //! * 1/0/0x00 from the reorder window (duplicate or out-of-window segment): MPA/TCP
 //!   hands segments up in order, numbered by the reader; only SCTP could.
-//! * 2/0/0x03 (Marker mismatch): needs Markers negotiated; the raw peer does not
-//!   negotiate them, and the stack's own encoder never mis-places a Marker.
+//! * 2/0/0x03 (Marker mismatch): needs Markers towards the queue pair; provoked in
+//!   `marker_mismatch.rs`.
 //! * 2/0/0x05 (local catastrophic): no input provokes it (a local fault).
 //! * 2/0/0x01: a local indication only (spec §3.6), never sent.
 //! * 2/0/0x04, 0/0/0x00, 0/1/0xFF, 0/2/0x08: the stack never sends them (a bad
