@@ -3,6 +3,8 @@
 use rddp::transport::{Connection, mpa, sctp};
 use rddp_mpa::{MpaError, MpaOptions};
 use std::net::{SocketAddr, SocketAddrV4, ToSocketAddrs};
+use std::sync::Mutex;
+use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,12 +56,12 @@ pub fn listen(t: Transport, addr: &str, opts: &ListenOpts) -> Result<Box<dyn Lis
             o.config.max_pending_initiates = opts.sctp_max_pending.max(1);
             let inner =
                 sctp::Listener::bind(at, o).map_err(|e| format!("cannot listen on {at}: {e}"))?;
-            Ok(Box::new(SctpListen {
+            Ok(Box::new(SctpListen::start(
                 inner,
                 at,
-                delay: opts.sctp_accept_delay,
-                reject: opts.sctp_reject,
-            }))
+                opts.sctp_accept_delay,
+                opts.sctp_reject,
+            )))
         }
     }
 }
@@ -103,11 +105,56 @@ pub fn connect(t: Transport, addr: &str, crc: bool) -> Result<Connection, String
     }
 }
 
+/// SCTP for the tool: every association may carry many sessions. Each session
+/// Initiate is handed to the ULP's rule (accept after `delay`, or reject), one
+/// at a time per association, so Initiates beyond the adaptation's bound wait no
+/// longer: the adaptation answers them with Terminate (seed 001).
 struct SctpListen {
-    inner: sctp::Listener,
     at: SocketAddrV4,
+    sessions: Mutex<Receiver<Connection>>,
+}
+
+impl SctpListen {
+    fn start(inner: sctp::Listener, at: SocketAddrV4, delay: Duration, reject: bool) -> Self {
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            loop {
+                match inner.accept_association(Duration::from_secs(1)) {
+                    Ok(assoc) => {
+                        let tx = tx.clone();
+                        std::thread::spawn(move || serve_association(&assoc, delay, reject, &tx));
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+                    // A failed association setup (e.g. a peer without the DDP
+                    // adaptation indication) ends that association only.
+                    Err(_) => {}
+                }
+            }
+        });
+        Self {
+            at,
+            sessions: Mutex::new(rx),
+        }
+    }
+}
+
+fn serve_association(
+    assoc: &sctp::Association,
     delay: Duration,
     reject: bool,
+    tx: &Sender<Connection>,
+) {
+    while !assoc.is_lost() {
+        let Some(req) = assoc.next_request(Duration::from_millis(200)) else {
+            continue;
+        };
+        std::thread::sleep(delay);
+        if reject {
+            assoc.reject(&req, b"rejected");
+        } else if tx.send(assoc.accept(&req, &[])).is_err() {
+            return;
+        }
+    }
 }
 
 impl Listener for SctpListen {
@@ -116,22 +163,9 @@ impl Listener for SctpListen {
     }
 
     fn accept(&self) -> Result<Connection, String> {
-        loop {
-            let (delay, reject) = (self.delay, self.reject);
-            let r = self.inner.accept_with(Duration::from_secs(1), |_| {
-                std::thread::sleep(delay);
-                if reject {
-                    Err(b"rejected".to_vec())
-                } else {
-                    Ok(Vec::new())
-                }
-            });
-            match r {
-                Ok(c) => return Ok(c),
-                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => continue,
-                Err(e) => return Err(format!("SCTP session setup failed: {e}")),
-            }
-        }
+        let rx = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        rx.recv()
+            .map_err(|_| "the SCTP listener stopped".to_string())
     }
 }
 

@@ -101,3 +101,82 @@ fn usrsctp_missing() -> bool {
         Err(e) => panic!("CI is set and libusrsctp is missing: {e}"),
     }
 }
+
+/// Several sessions on one association: each Initiate goes to the target's ULP,
+/// which accepts after --sctp-accept-delay; with --sctp-max-pending 2, of four
+/// Initiates sent at once two are accepted and two answered with Terminate.
+#[test]
+fn initiates_beyond_max_pending_are_answered_with_terminate() {
+    use rddp_proto::mem::{MemoryTable, PdId, StreamId};
+    use rddp_sctp::{CloseReason, Event};
+    if usrsctp_missing() {
+        return;
+    }
+    let mut t = Target::start(&[
+        "--transport",
+        "sctp",
+        "--sctp-max-pending",
+        "2",
+        "--sctp-accept-delay",
+        "300",
+    ]);
+    let SocketAddr::V4(addr) = t.addr else {
+        panic!("IPv4 expected")
+    };
+    let mut conn = rddp_sctp::driver::connect(addr, rddp_sctp::driver::Options::default()).unwrap();
+    for sid in 1..=4u16 {
+        conn.adaptation()
+            .initiate(sid, StreamId(u32::from(sid)), PdId(1), b"")
+            .unwrap();
+    }
+    let mut mem = MemoryTable::new();
+    let (mut accepted, mut refused) = (0, 0);
+    conn.run_until(&mut mem, Duration::from_secs(15), |c| {
+        while let Some(e) = c.poll_event() {
+            match e {
+                Event::Accepted { .. } => accepted += 1,
+                Event::Closed {
+                    reason: CloseReason::Refused,
+                    ..
+                } => refused += 1,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        accepted + refused == 4
+    })
+    .unwrap();
+    assert_eq!((accepted, refused), (2, 2));
+    t.expect("connected", json!({ "conn": 1, "transport": "sctp" }));
+    t.expect("connected", json!({ "conn": 2, "transport": "sctp" }));
+}
+
+#[test]
+fn sctp_reject_answers_each_initiate_with_reject() {
+    use rddp_proto::mem::{MemoryTable, PdId, StreamId};
+    use rddp_sctp::{CloseReason, Event};
+    if usrsctp_missing() {
+        return;
+    }
+    let t = Target::start(&["--transport", "sctp", "--sctp-reject"]);
+    let SocketAddr::V4(addr) = t.addr else {
+        panic!("IPv4 expected")
+    };
+    let mut conn = rddp_sctp::driver::connect(addr, rddp_sctp::driver::Options::default()).unwrap();
+    conn.adaptation()
+        .initiate(1, StreamId(1), PdId(1), b"please")
+        .unwrap();
+    let mut mem = MemoryTable::new();
+    let mut got = None;
+    conn.run_until(&mut mem, Duration::from_secs(10), |c| {
+        got = got.take().or_else(|| c.poll_event());
+        got.is_some()
+    })
+    .unwrap();
+    assert_eq!(
+        got,
+        Some(Event::Closed {
+            sid: 1,
+            reason: CloseReason::Rejected(b"rejected".to_vec())
+        })
+    );
+}

@@ -149,6 +149,25 @@ impl Listener {
         })
     }
 
+    /// The next association (waits up to `wait`; `ErrorKind::TimedOut` if none
+    /// came). Its sessions are then taken one by one with
+    /// [`Association::next_request`].
+    pub fn accept_association(&self, wait: Duration) -> io::Result<Association> {
+        let conn = self.inner.accept(wait).map_err(|e| match e {
+            DriverError::Sctp(t @ usrsctp_ffi::Error::Timeout(_)) => {
+                io::Error::new(io::ErrorKind::TimedOut, t.to_string())
+            }
+            e => err(e),
+        })?;
+        let shared = Arc::new(AssocShared::default());
+        let s2 = shared.clone();
+        std::thread::spawn(move || drive_association(conn, &s2));
+        Ok(Association {
+            shared,
+            timeout: self.timeout,
+        })
+    }
+
     /// The next association and its first session, accepted with `private_data`
     /// (waits up to `wait` for an association).
     pub fn accept(&self, wait: Duration, private_data: &[u8]) -> io::Result<Connection> {
@@ -164,42 +183,182 @@ impl Listener {
         wait: Duration,
         decide: impl FnOnce(&[u8]) -> Result<Vec<u8>, Vec<u8>>,
     ) -> io::Result<Connection> {
-        let mut conn = self.inner.accept(wait).map_err(|e| match e {
-            DriverError::Sctp(t @ usrsctp_ffi::Error::Timeout(_)) => {
-                io::Error::new(io::ErrorKind::TimedOut, t.to_string())
-            }
-            e => err(e),
-        })?;
-        let mut scratch = MemoryTable::new();
-        let mut request = None;
-        conn.run_until(&mut scratch, self.timeout, |c| {
-            while let Some(e) = c.poll_event() {
-                if let Event::InitiateRequest { sid, private_data } = e {
-                    request = Some((sid, private_data));
-                }
-            }
-            request.is_some()
-        })
-        .map_err(err)?;
-        let (sid, peer_pd) = request.ok_or_else(|| io::Error::other("no session Initiate"))?;
-        let private_data = match decide(&peer_pd) {
-            Ok(pd) => pd,
+        let assoc = self.accept_association(wait)?;
+        let req = assoc
+            .next_request(assoc.timeout)
+            .ok_or_else(|| io::Error::other("no session Initiate"))?;
+        match decide(&req.private_data) {
+            Ok(pd) => Ok(assoc.accept(&req, &pd)),
             Err(pd) => {
-                let _ = conn.adaptation().reject(sid, &pd);
-                let _ = conn.flush();
-                let _ = conn.poll(&mut scratch, Duration::from_millis(50));
-                let _ = conn.shutdown();
-                return Err(io::Error::new(
+                assoc.reject(&req, &pd);
+                Err(io::Error::new(
                     io::ErrorKind::ConnectionRefused,
                     "session rejected by the ULP",
-                ));
+                ))
             }
-        };
+        }
+    }
+}
+
+/// A peer's DDP Stream Session Initiate, waiting for the ULP (seed 001: at most
+/// `SctpOptions::config.max_pending_initiates` wait; one more is answered with
+/// Terminate by the adaptation itself).
+#[derive(Debug, Clone)]
+pub struct SessionRequest {
+    pub sid: u16,
+    pub private_data: Vec<u8>,
+}
+
+enum Cmd {
+    Accept(u16, Arc<Relay>, Vec<u8>),
+    Reject(u16, Vec<u8>),
+}
+
+#[derive(Default)]
+struct AssocState {
+    requests: VecDeque<SessionRequest>,
+    cmds: VecDeque<Cmd>,
+    mulpdu: usize,
+    lost: bool,
+}
+
+#[derive(Default)]
+struct AssocShared {
+    st: Mutex<AssocState>,
+    cv: Condvar,
+}
+
+impl AssocShared {
+    fn lock(&self) -> MutexGuard<'_, AssocState> {
+        self.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// One association on the passive side; each accepted session is a connection
+/// for its own queue pair.
+pub struct Association {
+    shared: Arc<AssocShared>,
+    timeout: Duration,
+}
+
+impl Association {
+    /// The next session Initiate, waiting up to `timeout`; `None` on timeout or
+    /// when the association is gone.
+    pub fn next_request(&self, timeout: Duration) -> Option<SessionRequest> {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.shared.lock();
+        loop {
+            if let Some(r) = st.requests.pop_front() {
+                return Some(r);
+            }
+            if st.lost {
+                return None;
+            }
+            let left = deadline.checked_duration_since(Instant::now())?;
+            st = self
+                .shared
+                .cv
+                .wait_timeout(st, left)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
+    }
+
+    /// Whether the association ended.
+    pub fn is_lost(&self) -> bool {
+        self.shared.lock().lost
+    }
+
+    /// Accept the session with `private_data`: a connection for a queue pair.
+    pub fn accept(&self, req: &SessionRequest, private_data: &[u8]) -> Connection {
         let relay = Arc::new(Relay::default());
-        conn.adaptation()
-            .accept_relay(sid, Box::new(RelayEndpoint(relay.clone())), &private_data)
-            .map_err(io::Error::other)?;
-        Ok(start(conn, relay, peer_pd, None))
+        let mulpdu = {
+            let mut st = self.shared.lock();
+            st.cmds
+                .push_back(Cmd::Accept(req.sid, relay.clone(), private_data.to_vec()));
+            st.mulpdu
+        };
+        connection(relay, req.private_data.clone(), None, mulpdu)
+    }
+
+    /// Reject the session (only ever at the ULP's direction, seed 001).
+    pub fn reject(&self, req: &SessionRequest, private_data: &[u8]) {
+        self.shared
+            .lock()
+            .cmds
+            .push_back(Cmd::Reject(req.sid, private_data.to_vec()));
+    }
+}
+
+/// The passive association's thread: the ULP's accepts and rejects in, session
+/// requests out, each accepted session relayed to its queue pair.
+fn drive_association(mut conn: SctpConnection, shared: &AssocShared) {
+    let mut scratch = MemoryTable::new();
+    let mut relays: Vec<(u16, Arc<Relay>, bool)> = Vec::new();
+    loop {
+        let cmds: Vec<Cmd> = {
+            let mut st = shared.lock();
+            st.mulpdu = conn.adaptation().max_segment();
+            st.cmds.drain(..).collect()
+        };
+        for c in cmds {
+            match c {
+                Cmd::Accept(sid, relay, pd) => {
+                    let ep = Box::new(RelayEndpoint(relay.clone()));
+                    if conn.adaptation().accept_relay(sid, ep, &pd).is_ok() {
+                        relays.push((sid, relay, false));
+                    } else {
+                        relay.lose();
+                    }
+                }
+                Cmd::Reject(sid, pd) => {
+                    let _ = conn.adaptation().reject(sid, &pd);
+                }
+            }
+        }
+        // A queue pair that closes (after its Terminate, or gracefully) ends its
+        // session with Session Terminate; the association carries on.
+        for (sid, relay, terminated) in relays.iter_mut() {
+            if !*terminated && relay.lock().close.is_some() {
+                *terminated = true;
+                let _ = conn.adaptation().terminate(*sid);
+            }
+        }
+        let busy = relays.iter().any(|(_, r, _)| !r.lock().outbound.is_empty());
+        let wait = if busy {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(2)
+        };
+        let ok = conn.flush().is_ok() && conn.poll(&mut scratch, wait).is_ok();
+        while let Some(e) = conn.poll_event() {
+            match e {
+                Event::InitiateRequest { sid, private_data } => {
+                    shared
+                        .lock()
+                        .requests
+                        .push_back(SessionRequest { sid, private_data });
+                    shared.cv.notify_all();
+                }
+                Event::Closed { sid, .. } => {
+                    relays.retain(|(s, r, _)| {
+                        if *s == sid {
+                            r.push(Inbound::Closed);
+                        }
+                        *s != sid
+                    });
+                }
+                _ => {}
+            }
+        }
+        if !ok {
+            for (_, r, _) in &relays {
+                r.lose();
+            }
+            shared.lock().lost = true;
+            shared.cv.notify_all();
+            return;
+        }
     }
 }
 
@@ -213,6 +372,16 @@ fn start(
     let mulpdu = conn.adaptation().max_segment();
     let driver = relay.clone();
     std::thread::spawn(move || drive(conn, &driver));
+    connection(relay, peer_pd, peer, mulpdu)
+}
+
+/// A queue pair's view of one relayed session.
+fn connection(
+    relay: Arc<Relay>,
+    peer_pd: Vec<u8>,
+    peer: Option<SocketAddrV4>,
+    mulpdu: usize,
+) -> Connection {
     let abort = relay.clone();
     Connection {
         reader: Box::new(Reader(relay.clone())),
