@@ -1,11 +1,13 @@
 //! Queue pairs over the in-memory LLP: every operation, errors, flush, quotas.
 
+mod common;
+
+use common::{terminate_received, terminate_sent, wait};
 use rddp::transport::memory_pair;
 use rddp::{
-    Access, AsyncEvent, CompletionQueue, Device, ProtectionDomain, QueuePair, QueuePairBuilder,
-    Quota, SendFlags, TerminateCode, WcOpcode, WcStatus, WorkCompletion,
+    Access, CompletionQueue, Device, ProtectionDomain, QueuePair, QueuePairBuilder, Quota,
+    SendFlags, TerminateCode, WcOpcode, WcStatus,
 };
-use std::time::Duration;
 
 struct Side {
     pd: ProtectionDomain,
@@ -31,16 +33,6 @@ fn pair_with(quota: Quota) -> (Side, Side) {
 
 fn pair() -> (Side, Side) {
     pair_with(Quota::default())
-}
-
-fn wait(cq: &CompletionQueue, n: usize) -> Vec<WorkCompletion> {
-    let mut got = Vec::new();
-    while got.len() < n {
-        let more = cq.wait(n - got.len(), Duration::from_secs(5));
-        assert!(!more.is_empty(), "timed out with {got:?}");
-        got.extend(more);
-    }
-    got
 }
 
 #[test]
@@ -100,18 +92,10 @@ fn send_with_invalidate_then_write_fails_as_invalid_stag() {
     assert!(!target.is_valid());
     a.qp.post_write(2, &src, 0, 7, target.remote(), 0).unwrap();
     // B refuses with Invalid STag and says so to A; A learns it as an async event.
-    let mut seen = None;
-    for _ in 0..100 {
-        if let Some(code) = a.qp.async_events().into_iter().find_map(|e| match e {
-            AsyncEvent::TerminateReceived { code, .. } => code,
-            _ => None,
-        }) {
-            seen = Some(code);
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(seen, Some(TerminateCode::DDP_INVALID_STAG));
+    assert_eq!(
+        terminate_received(&a.qp),
+        Some(TerminateCode::DDP_INVALID_STAG)
+    );
     assert_eq!(target.read(0, 7).unwrap(), vec![0; 7]);
 }
 
@@ -123,16 +107,7 @@ fn work_posted_after_an_error_completes_as_flushed() {
     a.qp.post_write(1, &src, 0, 64, small.remote(), 0).unwrap();
     wait(&a.cq, 1);
     // Wait for B's Terminate to reach A.
-    for _ in 0..100 {
-        if a.qp
-            .async_events()
-            .iter()
-            .any(|e| matches!(e, AsyncEvent::TerminateReceived { .. }))
-        {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(terminate_received(&a.qp).is_some());
     a.qp.post_send(2, &src, 0, 1, SendFlags::default()).unwrap();
     a.qp.post_recv(3, 8).unwrap();
     let c = wait(&a.cq, 2);
@@ -198,7 +173,7 @@ async fn completion_queue_async_wait() {
         tokio::spawn(async move { cq.wait_async(4).await })
     };
     a.qp.post_send(9, &src, 0, 8, SendFlags::default()).unwrap();
-    let got = tokio::time::timeout(Duration::from_secs(5), waiter)
+    let got = tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
         .await
         .unwrap()
         .unwrap();
@@ -380,18 +355,10 @@ fn credits_mode_srq_only_accepts_granted_msns() {
     client
         .post_send(2, &src, 0, 1, SendFlags::default())
         .unwrap();
-    let mut code = None;
-    for _ in 0..100 {
-        code = server.async_events().into_iter().find_map(|e| match e {
-            AsyncEvent::TerminateSent { code, .. } => Some(code),
-            _ => None,
-        });
-        if code.is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(code, Some(TerminateCode::DDP_INVALID_MSN_RANGE));
+    assert_eq!(
+        terminate_sent(&server),
+        Some(TerminateCode::DDP_INVALID_MSN_RANGE)
+    );
     let (c2, _k) = memory_pair(256);
     let plain = QueuePairBuilder::new(&cpd, &ccq, &ccq)
         .build()
@@ -445,17 +412,9 @@ fn a_region_bound_to_one_queue_pair_refuses_the_others() {
     k1.post_write(1, &src, 0, 4, bound.remote(), 0).unwrap();
     k2.post_write(2, &src, 4, 4, bound.remote(), 4).unwrap();
     wait(&ccq, 2);
-    let mut code = None;
-    for _ in 0..100 {
-        code = k2.async_events().into_iter().find_map(|e| match e {
-            AsyncEvent::TerminateReceived { code, .. } => code,
-            _ => None,
-        });
-        if code.is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(code, Some(TerminateCode::DDP_STAG_NOT_ASSOCIATED));
+    assert_eq!(
+        terminate_received(&k2),
+        Some(TerminateCode::DDP_STAG_NOT_ASSOCIATED)
+    );
     assert_eq!(bound.read(0, 8).unwrap(), b"1234\0\0\0\0".to_vec());
 }

@@ -1,22 +1,13 @@
 //! Queue pairs over real loopback TCP with MPA: every operation under Rev 1 and
 //! Rev 2 (Write and Read RTR), CRC on and off, Markers on.
 
+mod common;
+
+use common::wait;
 use rddp::transport::mpa::Listener;
-use rddp::{
-    Access, CompletionQueue, Device, QueuePairBuilder, Quota, SendFlags, WcStatus, WorkCompletion,
-};
+use rddp::{Access, CompletionQueue, Device, QueuePairBuilder, Quota, SendFlags, WcStatus};
 use rddp_mpa::{MpaOptions, RtrTypes};
 use std::time::Duration;
-
-fn wait(cq: &CompletionQueue, n: usize) -> Vec<WorkCompletion> {
-    let mut got = Vec::new();
-    while got.len() < n {
-        let more = cq.wait(n - got.len(), Duration::from_secs(10));
-        assert!(!more.is_empty(), "timed out with {got:?}");
-        got.extend(more);
-    }
-    got
-}
 
 /// Server: accept, register a buffer, post receives, echo one Send back.
 /// Client: write a pattern, read it back, send, receive the echo.

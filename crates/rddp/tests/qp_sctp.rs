@@ -1,10 +1,13 @@
 //! Queue pairs over DDP/SCTP (RFC 5043) on usrsctp: Write, Read, Send/Recv in one
 //! process (one usrsctp stack, UDP encapsulation on 127.0.0.1).
 
+mod common;
+
+use common::wait;
 use rddp::transport::sctp::{Listener, SctpOptions, connect};
 use rddp::{
     Access, CompletionQueue, Device, QueuePairBuilder, Quota, RemoteBuf, SendFlags, WcOpcode,
-    WcStatus, WorkCompletion,
+    WcStatus,
 };
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::Duration;
@@ -18,16 +21,6 @@ fn library() -> bool {
         }
         Err(e) => panic!("CI is set and libusrsctp is missing: {e}"),
     }
-}
-
-fn wait(cq: &CompletionQueue, n: usize) -> Vec<WorkCompletion> {
-    let mut got = Vec::new();
-    while got.len() < n {
-        let more = cq.wait(n - got.len(), Duration::from_secs(10));
-        assert!(!more.is_empty(), "timed out with {got:?}");
-        got.extend(more);
-    }
-    got
 }
 
 #[test]

@@ -1,0 +1,45 @@
+//! Helpers shared by the queue pair tests.
+#![allow(dead_code)]
+
+use rddp::{AsyncEvent, CompletionQueue, QueuePair, TerminateCode, WorkCompletion};
+use std::time::Duration;
+
+/// Wait for `n` completions (10 s at most for each batch).
+pub fn wait(cq: &CompletionQueue, n: usize) -> Vec<WorkCompletion> {
+    let mut got = Vec::new();
+    while got.len() < n {
+        let more = cq.wait(n - got.len(), Duration::from_secs(10));
+        assert!(!more.is_empty(), "timed out with {got:?}");
+        got.extend(more);
+    }
+    got
+}
+
+/// The code of the first Terminate `qp` received, waiting up to 5 s.
+pub fn terminate_received(qp: &QueuePair) -> Option<TerminateCode> {
+    poll_event(qp, |e| match e {
+        AsyncEvent::TerminateReceived { code, .. } => *code,
+        _ => None,
+    })
+}
+
+/// The code of the first Terminate `qp` sent, waiting up to 5 s.
+pub fn terminate_sent(qp: &QueuePair) -> Option<TerminateCode> {
+    poll_event(qp, |e| match e {
+        AsyncEvent::TerminateSent { code, .. } => Some(*code),
+        _ => None,
+    })
+}
+
+fn poll_event(
+    qp: &QueuePair,
+    f: impl Fn(&AsyncEvent) -> Option<TerminateCode>,
+) -> Option<TerminateCode> {
+    for _ in 0..250 {
+        if let Some(c) = qp.async_events().iter().find_map(&f) {
+            return Some(c);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
