@@ -62,7 +62,7 @@ impl Listener {
 
     /// Listen on an in-process AF_CONN address (tests: links the caller controls).
     pub fn bind_conn(addr: &ConnAddress, port: u16, opts: Options) -> Result<Self, DriverError> {
-        start(&opts, running_port()?)?;
+        start_any(&opts)?;
         let sock = socket(&opts, true)?;
         sock.bind(Target::Conn {
             id: addr.id(),
@@ -105,7 +105,7 @@ fn local_ip_for(peer: SocketAddrV4) -> Ipv4Addr {
 
 /// Connect to the endpoint at `addr` and verify the association.
 pub fn connect(addr: SocketAddrV4, opts: Options) -> Result<SctpConnection, DriverError> {
-    start(&opts, running_port()?)?;
+    start_any(&opts)?;
     let s = socket(&opts, false)?;
     if opts.transport == Transport::UdpEncapsulation {
         s.set_remote_udp_encaps_port(addr.port())?;
@@ -123,7 +123,7 @@ pub fn connect_conn(
     port: u16,
     opts: Options,
 ) -> Result<SctpConnection, DriverError> {
-    start(&opts, running_port()?)?;
+    start_any(&opts)?;
     let s = socket(&opts, true)?;
     s.bind(Target::Conn {
         id: local.id(),
@@ -138,6 +138,19 @@ pub fn connect_conn(
 
 /// The UDP port of the running stack, or a free one for a new stack (one stack
 /// per process: a client joins it).
+/// Start the stack on any UDP port, or join the one running: a client's own
+/// encapsulation port does not matter. Threads racing to start it may pick
+/// different free ports; the one that loses joins the winner's stack.
+fn start_any(opts: &Options) -> Result<(), DriverError> {
+    match start(opts, running_port()?) {
+        Err(DriverError::Sctp(usrsctp_ffi::Error::StackMismatch {
+            running: Encapsulation::Udp(_),
+            ..
+        })) if opts.transport == Transport::UdpEncapsulation => Ok(()),
+        r => r,
+    }
+}
+
 fn running_port() -> Result<u16, DriverError> {
     match stack::running() {
         Some(Encapsulation::Udp(p)) => Ok(p),
