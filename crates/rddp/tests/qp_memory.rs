@@ -183,11 +183,7 @@ async fn completion_queue_async_wait() {
 #[test]
 fn a_cq_too_small_for_its_queue_pairs_is_refused() {
     let dev = Device::new();
-    let pd = dev
-        .consumer("x", Quota::default())
-        .unwrap()
-        .alloc_pd()
-        .unwrap();
+    let pd = common::pd(&dev, "x");
     let cq = CompletionQueue::new(40);
     let (c1, _k1) = memory_pair(256);
     let (c2, _k2) = memory_pair(256);
@@ -215,11 +211,7 @@ fn a_cq_too_small_for_its_queue_pairs_is_refused() {
 #[test]
 fn the_send_queue_depth_is_enforced() {
     let dev = Device::new();
-    let pd = dev
-        .consumer("x", Quota::default())
-        .unwrap()
-        .alloc_pd()
-        .unwrap();
+    let pd = common::pd(&dev, "x");
     let cq = CompletionQueue::new(64);
     // The peer end is never attached: nothing completes.
     let (c, _peer) = memory_pair(256);
@@ -247,16 +239,8 @@ fn the_send_queue_depth_is_enforced() {
 fn queue_pairs_share_a_receive_queue() {
     use rddp::{BufferOrdering, SharedReceiveQueue, SrqMode};
     let dev = Device::new();
-    let pd = dev
-        .consumer("server", Quota::default())
-        .unwrap()
-        .alloc_pd()
-        .unwrap();
-    let client_pd = dev
-        .consumer("client", Quota::default())
-        .unwrap()
-        .alloc_pd()
-        .unwrap();
+    let pd = common::pd(&dev, "server");
+    let client_pd = common::pd(&dev, "client");
     let srq = SharedReceiveQueue::new(
         &pd,
         SrqMode::Shared { soft_limit: 2 },
@@ -317,16 +301,8 @@ fn queue_pairs_share_a_receive_queue() {
 fn credits_mode_srq_only_accepts_granted_msns() {
     use rddp::{BufferOrdering, SharedReceiveQueue, SrqMode};
     let dev = Device::new();
-    let pd = dev
-        .consumer("server", Quota::default())
-        .unwrap()
-        .alloc_pd()
-        .unwrap();
-    let cpd = dev
-        .consumer("client", Quota::default())
-        .unwrap()
-        .alloc_pd()
-        .unwrap();
+    let pd = common::pd(&dev, "server");
+    let cpd = common::pd(&dev, "client");
     let srq = SharedReceiveQueue::new(&pd, SrqMode::Credits, BufferOrdering::Arrival, 8);
     let (cq, ccq) = (CompletionQueue::new(64), CompletionQueue::new(64));
     let (s, c) = memory_pair(256);
@@ -374,16 +350,8 @@ fn credits_mode_srq_only_accepts_granted_msns() {
 #[test]
 fn a_region_bound_to_one_queue_pair_refuses_the_others() {
     let dev = Device::new();
-    let pd = dev
-        .consumer("server", Quota::default())
-        .unwrap()
-        .alloc_pd()
-        .unwrap();
-    let cpd = dev
-        .consumer("client", Quota::default())
-        .unwrap()
-        .alloc_pd()
-        .unwrap();
+    let pd = common::pd(&dev, "server");
+    let cpd = common::pd(&dev, "client");
     let (cq, ccq) = (CompletionQueue::new(64), CompletionQueue::new(64));
     let (s1, c1) = memory_pair(256);
     let (s2, c2) = memory_pair(256);

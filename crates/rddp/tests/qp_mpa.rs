@@ -5,7 +5,7 @@ mod common;
 
 use common::wait;
 use rddp::transport::mpa::Listener;
-use rddp::{Access, CompletionQueue, Device, QueuePairBuilder, Quota, SendFlags, WcStatus};
+use rddp::{Access, CompletionQueue, Device, QueuePairBuilder, SendFlags, WcStatus};
 use rddp_mpa::{MpaOptions, RtrTypes};
 use std::time::Duration;
 
@@ -17,11 +17,7 @@ fn exchange(server_opts: MpaOptions, client_opts: MpaOptions) {
     let addr = listener.local_addr().unwrap();
     let sdev = dev.clone();
     let server = std::thread::spawn(move || {
-        let pd = sdev
-            .consumer("server", Quota::default())
-            .unwrap()
-            .alloc_pd()
-            .unwrap();
+        let pd = common::pd(&sdev, "server");
         let cq = CompletionQueue::new(64);
         let mut prepared = QueuePairBuilder::new(&pd, &cq, &cq).build().unwrap();
         prepared.post_recv(1, 64).unwrap();
@@ -50,11 +46,7 @@ fn exchange(server_opts: MpaOptions, client_opts: MpaOptions) {
         (info, buf.read(0, 100_000).unwrap())
     });
 
-    let pd = dev
-        .consumer("client", Quota::default())
-        .unwrap()
-        .alloc_pd()
-        .unwrap();
+    let pd = common::pd(&dev, "client");
     let cq = CompletionQueue::new(64);
     let mut prepared = QueuePairBuilder::new(&pd, &cq, &cq).build().unwrap();
     prepared.post_recv(1, 64).unwrap();
@@ -148,11 +140,7 @@ fn many_sends_with_credits() {
     const N: u64 = 2000;
     const DEPTH: u64 = 64;
     let server = std::thread::spawn(move || {
-        let pd = sdev
-            .consumer("server", Quota::default())
-            .unwrap()
-            .alloc_pd()
-            .unwrap();
+        let pd = common::pd(&sdev, "server");
         let cq = CompletionQueue::new(512);
         let mut prepared = QueuePairBuilder::new(&pd, &cq, &cq)
             .max_send_wr(128)
@@ -184,11 +172,7 @@ fn many_sends_with_credits() {
         }
         got
     });
-    let pd = dev
-        .consumer("client", Quota::default())
-        .unwrap()
-        .alloc_pd()
-        .unwrap();
+    let pd = common::pd(&dev, "client");
     let cq = CompletionQueue::new(512);
     let qp = QueuePairBuilder::new(&pd, &cq, &cq)
         .max_send_wr(128)
@@ -255,11 +239,7 @@ fn dropping_a_responder_whose_peer_never_spoke_returns() {
         let _ = s.read_to_end(&mut rest);
     });
     let dev = Device::new();
-    let pd = dev
-        .consumer("server", Quota::default())
-        .unwrap()
-        .alloc_pd()
-        .unwrap();
+    let pd = common::pd(&dev, "server");
     let cq = CompletionQueue::new(64);
     let qp = QueuePairBuilder::new(&pd, &cq, &cq)
         .build()

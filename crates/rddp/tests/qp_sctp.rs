@@ -6,8 +6,7 @@ mod common;
 use common::wait;
 use rddp::transport::sctp::{Listener, SctpOptions, connect};
 use rddp::{
-    Access, CompletionQueue, Device, QueuePairBuilder, Quota, RemoteBuf, SendFlags, WcOpcode,
-    WcStatus,
+    Access, CompletionQueue, Device, QueuePairBuilder, RemoteBuf, SendFlags, WcOpcode, WcStatus,
 };
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::Duration;
@@ -38,11 +37,7 @@ fn write_read_send_over_sctp() {
     let dev = Device::new();
     let sdev = dev.clone();
     let server = std::thread::spawn(move || {
-        let pd = sdev
-            .consumer("server", Quota::default())
-            .unwrap()
-            .alloc_pd()
-            .unwrap();
+        let pd = common::pd(&sdev, "server");
         let cq = CompletionQueue::new(64);
         let mut prep = QueuePairBuilder::new(&pd, &cq, &cq).build().unwrap();
         prep.post_recv(1, 64).unwrap();
@@ -71,11 +66,7 @@ fn write_read_send_over_sctp() {
         assert!(last.iter().any(|w| w.opcode == WcOpcode::Recv), "{last:?}");
         buf.read(0, 100_000).unwrap()
     });
-    let pd = dev
-        .consumer("client", Quota::default())
-        .unwrap()
-        .alloc_pd()
-        .unwrap();
+    let pd = common::pd(&dev, "client");
     let cq = CompletionQueue::new(64);
     let mut prep = QueuePairBuilder::new(&pd, &cq, &cq).build().unwrap();
     prep.post_recv(1, 64).unwrap();

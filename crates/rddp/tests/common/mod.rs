@@ -1,8 +1,19 @@
 //! Helpers shared by the queue pair tests.
 #![allow(dead_code)]
 
-use rddp::{AsyncEvent, CompletionQueue, QueuePair, TerminateCode, WorkCompletion};
+use rddp::{
+    AsyncEvent, CompletionQueue, Device, ProtectionDomain, QueuePair, Quota, TerminateCode,
+    WorkCompletion,
+};
 use std::time::Duration;
+
+/// A protection domain of a new consumer `name` with the default quota.
+pub fn pd(dev: &Device, name: &str) -> ProtectionDomain {
+    dev.consumer(name, Quota::default())
+        .unwrap()
+        .alloc_pd()
+        .unwrap()
+}
 
 /// Wait for `n` completions (10 s at most for each batch).
 pub fn wait(cq: &CompletionQueue, n: usize) -> Vec<WorkCompletion> {
