@@ -84,7 +84,9 @@ pub struct MpaListener {
 }
 
 /// Bind and listen (use port 0 for a free port; see [`MpaListener::local_addr`]).
+/// Fails at once on an IRD or ORD that no Reply could carry (above 14 bits).
 pub fn listen(addr: impl ToSocketAddrs, opts: MpaOptions) -> Result<MpaListener, MpaError> {
+    crate::setup::check_ird_ord(&opts)?;
     Ok(MpaListener {
         listener: TcpListener::bind(addr)?,
         opts,
