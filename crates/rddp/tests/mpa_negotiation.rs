@@ -99,6 +99,36 @@ fn read_rtr_reply_with_ird_0_fails_connect_mpa() {
     assert!(closed, "the connection stays open");
 }
 
+/// RFC 6581: a queue pair that offered no peer-to-peer mode and gets a Reply
+/// choosing it (A=1, Write RTR) sends Terminate 2/0/0x07 as its only FPDU, not the
+/// zero-length Write RTR it never offered, and `connect_mpa` fails.
+#[test]
+fn reply_with_p2p_we_did_not_offer_fails_connect_mpa() {
+    let (addr, peer) = raw_responder(blk(true, 4, true, false, 4));
+    let dev = Device::new();
+    let pd = pd(&dev, "c");
+    let cq = CompletionQueue::new(64);
+    let opts = MpaOptions {
+        p2p: false,
+        ..MpaOptions::default()
+    };
+    let res = QueuePairBuilder::new(&pd, &cq, &cq)
+        .build()
+        .unwrap()
+        .connect_mpa(addr, opts);
+    let (segs, closed) = peer.join().unwrap().read_all(Duration::from_secs(5));
+    let ops: Vec<Opcode> = segs.iter().map(|s| rdmap_opcode(s)).collect();
+    assert_eq!(ops, [Opcode::TERMINATE], "only the Terminate, no RTR");
+    let term = rddp_wire::Terminate::parse(&segs[0][18..]).unwrap();
+    assert_eq!(term.code, TerminateCode::MPA_NO_MATCHING_RTR);
+    assert!(closed, "the connection stays open");
+    let e = res.map(|_| ()).unwrap_err();
+    assert!(
+        matches!(&e, Error::Mpa(m) if m.terminate_code() == Some(TerminateCode::MPA_NO_MATCHING_RTR)),
+        "{e}"
+    );
+}
+
 /// After the queue pair posted a Read it cannot issue (ORD 0): the Read failed at
 /// once with a clear error and a Send posted after it completes; the raw peer
 /// sees the Send and never a Read Request.
