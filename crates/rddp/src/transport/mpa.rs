@@ -56,7 +56,9 @@ impl Listener {
         self.inner.local_addr()
     }
 
-    /// The next connection, accepted with the listener's private data.
+    /// The next connection, accepted with the listener's private data and
+    /// negotiated with its options' IRD/ORD; a queue pair that wants its builder's
+    /// IRD/ORD negotiated uses [`PreparedQueuePair::accept_mpa`] instead.
     pub fn accept(&self) -> Result<Connection, MpaError> {
         let pd = self.opts.private_data.clone();
         self.accept_with(move |_| Ok(pd))
