@@ -387,8 +387,10 @@ fn connection(
         reader: Box::new(Reader(relay.clone())),
         writer: Box::new(Writer(relay)),
         mulpdu,
-        ird: 16,
-        ord: 16,
+        // RFC 5043 negotiates no IRD/ORD: the queue pair's builder decides.
+        ird: 0,
+        ord: 0,
+        ird_ord_negotiated: false,
         peer_private_data: peer_pd,
         info: LlpInfo {
             transport: "sctp",
