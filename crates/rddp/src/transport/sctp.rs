@@ -5,7 +5,11 @@
 //! the adaptation indication checked at setup); the session's segments are relayed
 //! to and from the queue pair's own RDMAP engine. A driver thread owns the
 //! association: it hands queued segments to SCTP and feeds received ones, placed
-//! in any order and delivered in DDP-SSN order by the queue pair's DDP sink.
+//! in any order and delivered in DDP-SSN order by the queue pair's DDP sink. The
+//! relay holds at most `INBOUND_MAX_OCTETS` for the queue pair's reader; beyond
+//! that the driver stops reading the association (backpressure through SCTP's
+//! receive window). RFC 5043 exchanges no IRD/ORD: the queue pair's builder's
+//! values apply on both sides.
 //! usrsctp is loaded at run time; without it every call here says which package
 //! to install.
 
