@@ -194,15 +194,22 @@ impl PreparedQueuePair {
         (self.b.ird, self.b.ord)
     }
 
-    /// Run the queue pair over a connected LLP (MPA/TCP, SCTP or in memory).
+    /// Run the queue pair over a connected LLP (MPA/TCP, SCTP or in memory). IRD
+    /// and ORD: those the LLP's setup agreed, or this builder's where the LLP
+    /// negotiates none (SCTP).
     pub fn attach(mut self, conn: Connection) -> Result<QueuePair, Error> {
+        let (ird, ord) = if conn.ird_ord_negotiated {
+            (conn.ird, conn.ord)
+        } else {
+            (self.b.ird, self.b.ord)
+        };
         let cfg = RdmapConfig {
             ddp: DdpConfig {
                 mulpdu: conn.mulpdu,
                 ..DdpConfig::default()
             },
-            ird: conn.ird,
-            ord: conn.ord,
+            ird,
+            ord,
         };
         let mut rdmap =
             RdmapStream::new(StreamId(self.qp_num), self.b.pd.id(), cfg).map_err(Error::Setup)?;
