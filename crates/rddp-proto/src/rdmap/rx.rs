@@ -364,10 +364,17 @@ impl RdmapStream {
         if op.carries_invalidate_stag() {
             let s = hdr.rsvd_ulp;
             let stag = u32::from_be_bytes([s[1], s[2], s[3], s[4]]);
-            // Invalidate after placement, before delivery (spec §3.7 rule 7).
+            // Invalidate after placement, before delivery (spec §3.7 rule 7). Only
+            // regions registered with `Access::REMOTE_INVALIDATE` may be (RFC 5042
+            // §5, spec §6.2). The code is "STag cannot be invalidated" (RFC 5040
+            // §4.8): EType 1, Remote Protection, when the STag is valid but not the
+            // peer's to invalidate (another PD or stream, or no such right), EType
+            // 2, Remote Operation, when it names no valid region (as siw).
             if let Err(f) = mem.remote_invalidate(Stag(stag), self.ddp.pd(), self.ddp.id()) {
                 let code = match f {
-                    AccessFault::NotAssociated => TerminateCode::RDMAP_PROT_CANNOT_INVALIDATE,
+                    AccessFault::NotAssociated | AccessFault::AccessRights => {
+                        TerminateCode::RDMAP_PROT_CANNOT_INVALIDATE
+                    }
                     _ => TerminateCode::RDMAP_OP_CANNOT_INVALIDATE,
                 };
                 let term = with_header(code, DdpHeader::Untagged(hdr), 18 + len as usize, None);
@@ -415,10 +422,30 @@ impl RdmapStream {
             );
             return;
         }
+        // The Read Response covers [sink TO, sink TO + size): if that wraps 2^64
+        // it cannot be sent (RFC 5041 §5.2: a tagged message's TO range does not
+        // wrap). The request itself is at fault: 0/1/0x04, TO wrap, with its
+        // header (RFC 5040 §4.8), rather than a response dropped silently.
+        if rr.sink_to.checked_add(u64::from(rr.size)).is_none() {
+            let term = with_header(
+                TerminateCode::RDMAP_TO_WRAP,
+                DdpHeader::Untagged(hdr),
+                seg,
+                Some(rr),
+            );
+            self.fatal(
+                term,
+                format!(
+                    "peer asked for {} octets at sink TO {:#x}: the Read Response would wrap 2^64",
+                    rr.size, rr.sink_to
+                ),
+            );
+            return;
+        }
         // A zero-length Read (e.g. the RFC 6581 RTR) reads nothing: no checks, and
         // one zero-length Read Response (spec §2.8).
         if rr.size == 0 {
-            self.respond_read(rr.sink_stag, rr.sink_to, Bytes::new());
+            self.respond_read(hdr, rr, Bytes::new());
             return;
         }
         let src = mem.read_remote(
@@ -431,7 +458,7 @@ impl RdmapStream {
         match src {
             Ok(data) => {
                 let data = Bytes::copy_from_slice(data);
-                self.respond_read(rr.sink_stag, rr.sink_to, data);
+                self.respond_read(hdr, rr, data);
             }
             Err(f) => {
                 let code = match f {
