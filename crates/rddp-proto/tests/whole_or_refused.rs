@@ -227,7 +227,11 @@ fn untagged_segments_tile_the_message() {
     h.s.abort();
     let c = h.completions();
     assert_eq!(status_of(&c, 1), vec![WcStatus::Flushed], "{c:?}");
-    assert!(c[0].buffer.as_ref().is_some_and(|b| &b[..8] == b"abcd\0\0\0\0"));
+    assert!(
+        c[0].buffer
+            .as_ref()
+            .is_some_and(|b| &b[..8] == b"abcd\0\0\0\0")
+    );
 
     // Out of order (SCTP): the same three segments, the last one first. They
     // are placed inside the buffer as they arrive; in sender order the second
@@ -306,7 +310,15 @@ fn interleaved_messages_of_one_queue_are_refused() {
         src_stag: src.0,
         src_to: BASE,
     };
-    assert!(h.feed(&useg(true, Opcode::READ_REQUEST, 0, 1, 1, 0, &rr.to_bytes())));
+    assert!(h.feed(&useg(
+        true,
+        Opcode::READ_REQUEST,
+        0,
+        1,
+        1,
+        0,
+        &rr.to_bytes()
+    )));
     assert!(h.feed(&send(true, 1, 2, b"cd")));
     assert_eq!(h.terminate_sent(), None);
     let c = h.completions();
@@ -338,7 +350,10 @@ fn a_failing_send_with_invalidate_in_a_batch_strands_no_buffer() {
     assert_eq!(status_of(&c, 2), vec![WcStatus::Flushed], "{c:?}");
     assert_eq!(status_of(&c, 3), vec![WcStatus::Flushed], "{c:?}");
     assert_eq!(c.len(), 3);
-    assert!(c.iter().all(|c| c.buffer.is_some()), "every buffer handed back");
+    assert!(
+        c.iter().all(|c| c.buffer.is_some()),
+        "every buffer handed back"
+    );
     // Completions keep posting order.
     assert_eq!(c.iter().map(|c| c.wr_id).collect::<Vec<_>>(), vec![1, 2, 3]);
 }

@@ -815,7 +815,10 @@ fn run(row: &Row) -> Result<(), String> {
     }
     for &id in reads {
         if status(id) != Some(WcStatus::Flushed) {
-            return Err(format!("outstanding Read {id}: {:?}, want Flushed", status(id)));
+            return Err(format!(
+                "outstanding Read {id}: {:?}, want Flushed",
+                status(id)
+            ));
         }
     }
     let events = server.qp.async_events();

@@ -326,9 +326,8 @@ impl DdpSink {
 
     /// [`tagged_continues`] for a segment in sender order, before placement.
     pub(super) fn check_continues(&self, h: &TaggedHeader, seg_len: usize) -> Result<(), DdpError> {
-        tagged_continues(self.tagged.as_ref(), h.rsvd_ulp, h.stag, h.to).map_err(|(code, d)| {
-            DdpError::new(code, Some(DdpHeader::Tagged(*h)), seg_len, d)
-        })
+        tagged_continues(self.tagged.as_ref(), h.rsvd_ulp, h.stag, h.to)
+            .map_err(|(code, d)| DdpError::new(code, Some(DdpHeader::Tagged(*h)), seg_len, d))
     }
 
     /// The region a tagged segment of `len` payload octets may be placed into,
@@ -430,7 +429,10 @@ impl DdpSink {
         })?;
         let expected = q.expected_msn();
         if in_order && let Some(m) = q.in_progress.filter(|&m| m != h.msn) {
-            return Err(err(TerminateCode::DDP_INVALID_MSN_RANGE, interleaved(h.qn, h.msn, m)));
+            return Err(err(
+                TerminateCode::DDP_INVALID_MSN_RANGE,
+                interleaved(h.qn, h.msn, m),
+            ));
         }
         let slot = q.slot_for_arrival(h.msn).map_err(|code| {
             let why = if code == TerminateCode::DDP_INVALID_MSN_RANGE {
