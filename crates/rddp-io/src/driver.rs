@@ -76,7 +76,7 @@ impl Driver {
         let inbox = self.inner.inboxes[n].clone();
         let id = self.inner.ids.fetch_add(1, Ordering::Relaxed);
         inbox.post(Msg::Spawn(id, task))?;
-        Ok(TaskHandle { inbox, id })
+        Ok(TaskHandle::new(inbox, id))
     }
 }
 
@@ -105,6 +105,16 @@ pub struct TaskHandle {
 }
 
 impl TaskHandle {
+    pub(crate) fn new(inbox: Arc<Inbox>, id: u64) -> Self {
+        Self { inbox, id }
+    }
+
+    /// The task's id: unique within its driver, never reused.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Run the task soon, with [`crate::Cx::woken`] set.
     pub fn wake(&self) {
         let _ = self.inbox.post(Msg::Wake(self.id));
     }

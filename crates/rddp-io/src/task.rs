@@ -1,7 +1,11 @@
 //! What the loop runs: a [`Task`], and what it answers after each run ([`Next`]).
 
+use crate::driver::TaskHandle;
+use crate::worker::Inbox;
 use mio::Interest;
 use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// One unit of work on the loop: usually one non-blocking socket and the sans-IO
@@ -69,12 +73,22 @@ pub struct Cx<'a> {
     pub now: Instant,
     /// Whether [`crate::TaskHandle::wake`] was called since the last run.
     pub woken: bool,
-    pub(crate) spawned: &'a mut Vec<Box<dyn Task>>,
+    pub(crate) id: u64,
+    pub(crate) inbox: &'a Arc<Inbox>,
+    pub(crate) ids: &'a AtomicU64,
+    pub(crate) spawned: &'a mut Vec<(u64, Box<dyn Task>)>,
 }
 
 impl Cx<'_> {
     /// Start `task` on this same thread, right after this run.
-    pub fn spawn(&mut self, task: Box<dyn Task>) {
-        self.spawned.push(task);
+    pub fn spawn(&mut self, task: Box<dyn Task>) -> TaskHandle {
+        let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        self.spawned.push((id, task));
+        TaskHandle::new(self.inbox.clone(), id)
+    }
+
+    /// A handle that wakes the running task (to give to other threads).
+    pub fn handle(&self) -> TaskHandle {
+        TaskHandle::new(self.inbox.clone(), self.id)
     }
 }

@@ -8,7 +8,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -56,7 +56,7 @@ pub(crate) struct Worker {
     ids: Arc<AtomicU64>,
     tasks: HashMap<u64, Entry>,
     timers: Timers,
-    spawned: Vec<Box<dyn Task>>,
+    spawned: Vec<(u64, Box<dyn Task>)>,
 }
 
 impl Worker {
@@ -144,10 +144,11 @@ impl Worker {
     fn run_task(&mut self, id: u64, now: Instant) {
         let Self {
             poll,
+            inbox,
+            ids,
             tasks,
             timers,
             spawned,
-            ..
         } = self;
         let Some(e) = tasks.get_mut(&id) else {
             return;
@@ -155,6 +156,9 @@ impl Worker {
         let mut cx = Cx {
             now,
             woken: std::mem::take(&mut e.woken),
+            id,
+            inbox,
+            ids,
             spawned,
         };
         let next = e.task.run(&mut cx);
@@ -186,8 +190,7 @@ impl Worker {
                 }
             }
         }
-        while let Some(t) = self.spawned.pop() {
-            let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        for (id, t) in std::mem::take(&mut self.spawned) {
             self.add(id, t, now);
         }
     }

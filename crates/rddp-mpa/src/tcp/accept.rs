@@ -14,7 +14,7 @@ use crate::options::MpaOptions;
 use crate::pcap::Tap;
 use crate::setup::{Responder, Role, SetupStatus};
 use rddp_io::{Cx, Next, Task, TaskHandle};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
@@ -58,6 +58,8 @@ struct State {
     closed: bool,
     /// The accepting task has finished (its socket is closed).
     stopped: bool,
+    /// Setups still reading their Request, woken to close when the listener goes.
+    pending: HashMap<u64, TaskHandle>,
 }
 
 impl Backlog {
@@ -105,17 +107,33 @@ impl Backlog {
     /// The listener is dropped: drop what waits (closing those sockets), wake the
     /// accepting task, and wait (briefly) for it to close its socket.
     pub fn close(&self, listener: &TaskHandle) {
-        let ready = {
+        let (ready, pending) = {
             let mut s = self.lock();
             s.closed = true;
-            std::mem::take(&mut s.ready)
+            (std::mem::take(&mut s.ready), std::mem::take(&mut s.pending))
         };
         drop(ready);
+        for h in pending.values() {
+            h.wake();
+        }
         listener.wake();
         let s = self.lock();
         let _ = self
             .cv
             .wait_timeout_while(s, Duration::from_secs(2), |s| !s.stopped);
+    }
+
+    /// A setup task started: returns false if the listener is already closed.
+    fn started(&self, h: TaskHandle) -> bool {
+        let mut s = self.lock();
+        if !s.closed {
+            s.pending.insert(h.id(), h);
+        }
+        !s.closed
+    }
+
+    fn ended(&self, id: u64) {
+        self.lock().pending.remove(&id);
     }
 
     fn stopped(&self) {
@@ -148,7 +166,9 @@ impl Task for ListenTask {
                 Ok((sock, peer)) => {
                     let b = self.backlog.clone();
                     match ResponderTask::new(sock, peer, &self.opts, cx.now, b) {
-                        Ok(t) => cx.spawn(Box::new(t)),
+                        Ok(t) => {
+                            cx.spawn(Box::new(t));
+                        }
                         Err(e) => self.backlog.push(Err(e.into())),
                     }
                 }
@@ -191,6 +211,8 @@ pub(crate) struct ResponderTask {
     /// Why setup failed, when the responder does not say (socket errors).
     error: Option<MpaError>,
     backlog: Option<Arc<Backlog>>,
+    /// This task's id, once it has run.
+    id: Option<u64>,
 }
 
 impl ResponderTask {
@@ -211,6 +233,7 @@ impl ResponderTask {
             out: None,
             error: None,
             backlog: Some(backlog),
+            id: None,
         })
     }
 
@@ -250,7 +273,17 @@ impl Task for ResponderTask {
     }
 
     fn run(&mut self, cx: &mut Cx<'_>) -> Next {
-        if self.backlog.as_ref().is_none_or(|b| b.is_closed()) {
+        let Some(backlog) = &self.backlog else {
+            return Next::Done;
+        };
+        if self.id.is_none() {
+            let h = cx.handle();
+            self.id = Some(h.id());
+            if !backlog.started(h) {
+                return Next::Done;
+            }
+        }
+        if backlog.is_closed() {
             return Next::Done;
         }
         if self.out.is_some() {
@@ -283,6 +316,9 @@ impl Task for ResponderTask {
         let Some(backlog) = self.backlog.take() else {
             return;
         };
+        if let Some(id) = self.id {
+            backlog.ended(id);
+        }
         if self.resp.status() == SetupStatus::Requested && self.error.is_none() {
             // The accept call answers it with a blocking write.
             match self.sock.set_nonblocking(false) {
