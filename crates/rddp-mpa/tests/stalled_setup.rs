@@ -12,8 +12,8 @@ use std::io::{ErrorKind, Read};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-const SILENT: usize = 200;
-const HALF: usize = 100;
+const SILENT: usize = 60;
+const HALF: usize = 40;
 
 fn opts(request_timeout: Duration) -> MpaOptions {
     MpaOptions {
@@ -28,7 +28,10 @@ fn stalled(addr: SocketAddr) -> Vec<TcpStream> {
     let req = frame(&KEY_REQ, 0x40, 1, 0, &[]);
     (0..SILENT + HALF)
         .map(|i| {
-            let mut s = TcpStream::connect(addr).unwrap();
+            // A listener that does not take them fills its listen queue (128 for a
+            // blocking std listener), and the next connect waits for a SYN retry.
+            let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+                .unwrap_or_else(|e| panic!("connection {i} not taken by the listener: {e}"));
             if i >= SILENT {
                 write_all(&mut s, &req[..10]);
             }
