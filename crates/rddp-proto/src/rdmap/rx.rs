@@ -229,12 +229,7 @@ impl RdmapStream {
             Some(r) if r.sink_stag == stag && r.sink_to == to && u64::from(r.len) == len => {
                 let r = *r;
                 self.orq.pop_front();
-                self.completions.push_back(Completion::new(
-                    r.wr_id,
-                    WcOpcode::RdmaRead,
-                    WcStatus::Success,
-                    r.len,
-                ));
+                self.read_done(r, WcStatus::Success);
                 self.pump_sq();
             }
             _ => {
