@@ -47,6 +47,8 @@ pub enum Error {
     /// slot counts until its completion is taken from the CQ.
     #[error(transparent)]
     QueueFull(#[from] rddp_proto::wq::QueueFull),
+    #[error("the queue pair is disconnecting: it takes no new work requests")]
+    Disconnecting,
     #[error("queue pair setup: {0}")]
     ReadRtr(#[from] rddp_proto::rdmap::RtrRefused),
     #[error("the shared receive queue belongs to another protection domain than the queue pair")]

@@ -524,15 +524,15 @@ impl QueuePair {
         lock(&self.shared.state).events.drain(..).collect()
     }
 
-    /// Graceful disconnect: posted work finishes, then the LLP closes.
+    /// Graceful disconnect (seed 000: in-progress messages complete before the LLP
+    /// closes). Everything posted before finishes first, work that ORD or a fence
+    /// holds back and Reads awaiting their responses included; then the LLP closes.
+    /// Later work requests are refused ([`Error::Disconnecting`]); receives may
+    /// still be posted until the peer closes.
     pub fn disconnect(&self) {
         let mut st = lock(&self.shared.state);
-        st.rdmap.ddp_mut().close();
+        st.rdmap.close();
         self.shared.pump(&mut st);
-        if !st.close_sent && st.rdmap.ddp().drained() {
-            st.close_sent = true;
-            let _ = lock(&self.shared.tx).send(TxCmd::Close { abortive: false });
-        }
     }
 
     fn same_pd(&self, mr: &MemoryRegion) -> Result<(), Error> {
@@ -549,7 +549,9 @@ impl QueuePair {
 
     fn post(&self, wr: WorkRequest) -> Result<(), Error> {
         let mut st = lock(&self.shared.state);
-        let refused = if st.wq.post_send().is_err() {
+        let refused = if st.rdmap.is_closing() {
+            Some(Error::Disconnecting)
+        } else if st.wq.post_send().is_err() {
             Some(Error::SendQueueFull {
                 depth: self.shared.max_send_wr,
             })
@@ -605,7 +607,8 @@ impl Drop for QueuePair {
 
 impl Shared {
     /// Move what the engine produced: segments to the writer, completions to the
-    /// CQs (returning quota), events to the ULP; close once a Terminate has left.
+    /// CQs (returning quota), events to the ULP; close once a Terminate has left,
+    /// or once a graceful disconnect has nothing left to finish.
     fn pump(&self, st: &mut State) {
         let tx = lock(&self.tx);
         while let Some(seg) = st.rdmap.poll_segment() {
@@ -614,6 +617,10 @@ impl Shared {
         if st.rdmap.should_close() && !st.close_sent {
             st.close_sent = true;
             let _ = tx.send(TxCmd::Close { abortive: true });
+        }
+        if st.rdmap.poll_close() && !st.close_sent {
+            st.close_sent = true;
+            let _ = tx.send(TxCmd::Close { abortive: false });
         }
         drop(tx);
         while let Some(c) = st.rdmap.poll_completion() {
