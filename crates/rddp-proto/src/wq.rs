@@ -146,23 +146,29 @@ impl Slots {
 }
 
 /// The slots one completion holds until it is taken from the CQ: one of each
-/// [`Slots`] in it is given back when it is dropped.
+/// [`Slots`] in it is given back when it is dropped. A completion holds at most
+/// two (a shared pool's buffer and the queue pair's own count), so no allocation.
 #[derive(Debug, Default)]
 pub struct Held {
-    slots: Vec<Slots>,
+    slots: [Option<Slots>; 2],
 }
 
 impl Held {
-    /// Also hold one slot (already taken) of `s`.
-    pub fn and(mut self, s: &Slots) -> Self {
-        self.slots.push(s.clone());
+    /// Also hold one slot (already taken) of `s`; [`WorkQueues::completed`] never
+    /// asks for more than two.
+    fn and(mut self, s: &Slots) -> Self {
+        let free = self.slots.iter_mut().find(|x| x.is_none());
+        debug_assert!(free.is_some(), "a completion holds at most two slots");
+        if let Some(x) = free {
+            *x = Some(s.clone());
+        }
         self
     }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        for s in &self.slots {
+        for s in self.slots.iter().flatten() {
             s.give_back(1);
         }
     }
