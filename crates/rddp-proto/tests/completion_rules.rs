@@ -342,3 +342,55 @@ fn credits_count_until_the_completion_they_enabled_is_polled() {
     wq.grant(1).unwrap();
     assert_eq!(pool.used(), 0);
 }
+
+// ---- Shared pools at the engine ----
+
+fn untagged(last: bool, msn: u32, mo: u32, payload: &[u8]) -> Vec<u8> {
+    let rsvd = [
+        rddp_wire::RdmapControl::new(rddp_wire::Opcode::SEND).0,
+        0,
+        0,
+        0,
+        0,
+    ];
+    let mut v = rddp_wire::UntaggedHeader::new(last, rsvd, 0, msn, mo)
+        .to_bytes()
+        .to_vec();
+    v.extend_from_slice(payload);
+    v
+}
+
+/// Seed 003: the CQ is sized for every buffer of the pool. A buffer held by a
+/// message not yet delivered still counts, so free plus held never pass the size.
+#[test]
+fn a_pool_counts_held_buffers_against_its_size() {
+    use rddp_proto::ddp::{
+        BufferOrdering, BufferPool, DdpConfig, DdpStream, PoolConfig, PoolError, RecvBuffer,
+    };
+    let pool = BufferPool::new(PoolConfig::shared(BufferOrdering::Arrival, 2, 2));
+    let buf = |id| RecvBuffer {
+        id,
+        data: vec![0; 8],
+    };
+    let mut s = DdpStream::new(StreamId(1), PdId(1), DdpConfig::default()).unwrap();
+    s.set_recv_pool(0, &pool).unwrap();
+    let mut mem = MemoryTable::with_seed(3);
+    pool.post(buf(1)).unwrap();
+    pool.post(buf(2)).unwrap();
+    // MSN 1's first segment takes a buffer; the message is not complete.
+    s.on_segment(&mut mem, 0, &untagged(false, 1, 0, b"ab"))
+        .unwrap();
+    assert_eq!((pool.free(), pool.held()), (1, 1));
+    assert_eq!(pool.post(buf(3)), Err(PoolError::Full(2)));
+    s.on_segment(&mut mem, 1, &untagged(true, 1, 2, b"cd"))
+        .unwrap();
+    assert!(s.poll_delivery().is_some());
+    assert_eq!(pool.held(), 0);
+    pool.post(buf(3)).unwrap();
+    // A flushed stream gives its held buffers back too.
+    s.on_segment(&mut mem, 2, &untagged(false, 2, 0, b"ef"))
+        .unwrap();
+    assert_eq!(pool.held(), 1);
+    s.abort();
+    assert_eq!(pool.held(), 0);
+}
