@@ -104,13 +104,15 @@ impl QueuePairBuilder {
         self
     }
 
-    /// Inbound RDMA Read queue depth offered to the peer.
+    /// Inbound RDMA Read queue depth offered to the peer (at most 16383, the
+    /// 14-bit MPA field; negotiated by `connect_mpa` and `accept_mpa`).
     pub fn ird(mut self, n: u32) -> Self {
         self.ird = n;
         self
     }
 
-    /// Outbound RDMA Read queue depth wanted.
+    /// Outbound RDMA Read queue depth wanted (at most 16383). If the peer's IRD
+    /// leaves it at 0, every RDMA Read is refused at posting ([`Error::OrdZero`]).
     pub fn ord(mut self, n: u32) -> Self {
         self.ord = n;
         self
@@ -122,6 +124,13 @@ impl QueuePairBuilder {
             && link.pd.id() != self.pd.id()
         {
             return Err(Error::SrqWrongPd);
+        }
+        // RFC 6581: IRD and ORD travel in 14-bit fields; what we use is what we say.
+        let max = u32::from(rddp_wire::EnhancedBlock::IRD_ORD_MAX);
+        for (what, value) in [("IRD", self.ird), ("ORD", self.ord)] {
+            if value > max {
+                return Err(Error::IrdOrdTooLarge { what, value });
+            }
         }
         self.pd.inner.consumer.charge(Resource::QueuePairs, 1)?;
         Ok(PreparedQueuePair {
@@ -234,17 +243,23 @@ impl PreparedQueuePair {
         (self.b.ird, self.b.ord)
     }
 
-    /// Run the queue pair over a connected LLP (MPA/TCP, SCTP or in memory). On
-    /// failure every quota and reservation it was charged is returned, the early
-    /// receives' included.
+    /// Run the queue pair over a connected LLP (MPA/TCP, SCTP or in memory). IRD
+    /// and ORD: those the LLP's setup agreed, or this builder's where the LLP
+    /// negotiates none (SCTP). On failure every quota and reservation it was
+    /// charged is returned, the early receives' included.
     pub fn attach(mut self, conn: Connection) -> Result<QueuePair, Error> {
+        let (ird, ord) = if conn.ird_ord_negotiated {
+            (conn.ird, conn.ord)
+        } else {
+            (self.b.ird, self.b.ord)
+        };
         let cfg = RdmapConfig {
             ddp: DdpConfig {
                 mulpdu: conn.mulpdu,
                 ..DdpConfig::default()
             },
-            ird: conn.ird,
-            ord: conn.ord,
+            ird,
+            ord,
         };
         let mut rdmap =
             RdmapStream::new(StreamId(self.qp_num), self.b.pd.id(), cfg).map_err(Error::Setup)?;
@@ -472,6 +487,10 @@ impl QueuePair {
         remote_offset: u64,
     ) -> Result<(), Error> {
         self.same_pd(mr)?;
+        // ORD 0 agreed (RFC 6581): no Read can ever leave; refuse it now.
+        if self.ird_ord().1 == 0 {
+            return Err(Error::OrdZero);
+        }
         let consumer = &self.shared.pd.inner.consumer;
         consumer.charge(Resource::OutstandingReads, 1)?;
         self.post(WorkRequest::Read {

@@ -336,6 +336,7 @@ fn scripted() -> (Connection, Sender<(u64, Vec<u8>)>) {
         mulpdu: 1024,
         ird: 16,
         ord: 16,
+        ird_ord_negotiated: true,
         peer_private_data: Vec::new(),
         info: LlpInfo::default(),
         send_read_rtr: false,
