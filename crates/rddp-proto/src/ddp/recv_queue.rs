@@ -46,6 +46,8 @@ pub(crate) struct MsgSlot {
     pub end: Option<u32>,
     /// RsvdULP of the L=1 segment (RDMAP control, Invalidate STag).
     pub rsvd_ulp: [u8; 5],
+    /// RDMAP control octet of the first segment processed in sender order.
+    pub ctrl: Option<u8>,
 }
 
 impl MsgSlot {
@@ -55,6 +57,7 @@ impl MsgSlot {
             ordered_bytes: 0,
             end: None,
             rsvd_ulp: [0; 5],
+            ctrl: None,
         }
     }
 }
@@ -104,6 +107,9 @@ pub(crate) struct UntaggedQueue {
     /// Gap last reported to the pool.
     gap: Option<u32>,
     cq: Option<CqReservation>,
+    /// The MSN whose segments are being processed in sender order and whose
+    /// L=1 segment has not come yet: no other MSN of this queue may interleave.
+    pub(crate) in_progress: Option<u32>,
 }
 
 impl UntaggedQueue {
@@ -152,6 +158,7 @@ impl UntaggedQueue {
             over_soft: false,
             gap: None,
             cq: None,
+            in_progress: None,
         }
     }
 

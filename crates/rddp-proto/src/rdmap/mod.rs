@@ -262,6 +262,11 @@ impl RdmapStream {
     }
 
     fn flush_all(&mut self) {
+        // Deliveries are taken as they come; none should be left, but if one were
+        // its buffer still comes back.
+        while let Some(d) = self.ddp.poll_delivery() {
+            self.discard_delivery(d);
+        }
         for wr in std::mem::take(&mut self.sq) {
             self.completions.push_back(Completion::new(
                 wr.wr_id(),

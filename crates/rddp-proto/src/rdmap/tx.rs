@@ -1,13 +1,15 @@
 //! The sending side: work requests -> DDP messages, ORD and fences, completions of
 //! Sends and Writes when their last segment leaves.
 
+use super::terminate::with_header;
 use super::{Completion, OutRead, RdmapStream, TxTrack, WcOpcode, WcStatus, WorkRequest};
 use crate::ddp::OutSegment;
 use crate::mem::{Access, MemoryTable, Stag};
 use bytes::Bytes;
+use rddp_wire::ddp::UNTAGGED_HDR_LEN;
 use rddp_wire::rdmap::qn;
-use rddp_wire::read_request::ReadRequestHeader;
-use rddp_wire::{Opcode, RdmapControl};
+use rddp_wire::read_request::{READ_REQ_HDR_LEN, ReadRequestHeader};
+use rddp_wire::{DdpHeader, Opcode, RdmapControl, TerminateCode, UntaggedHeader};
 
 impl RdmapStream {
     /// Post a work request. Checks needing only local state fail at once as a
@@ -190,12 +192,30 @@ impl RdmapStream {
         }
     }
 
-    /// Queue the Read Response for an accepted Read Request (served in arrival order).
-    pub(super) fn respond_read(&mut self, sink_stag: u32, sink_to: u64, data: Bytes) {
+    /// Queue the Read Response for an accepted Read Request (`hdr`, `rr`), served
+    /// in arrival order. If it cannot be queued (graceful teardown has begun, so
+    /// no message may enter the stream) the peer's Read would wait forever: the
+    /// stream ends with 0/2/0x07, catastrophic error localized to the RDMAP
+    /// stream, and the Read Request header (RFC 5040 §4.8, M=D=R=1).
+    pub(super) fn respond_read(&mut self, hdr: UntaggedHeader, rr: ReadRequestHeader, data: Bytes) {
         let ctrl = RdmapControl::new(Opcode::READ_RESPONSE).0;
-        if self.ddp.send_tagged(ctrl, sink_stag, sink_to, data).is_ok() {
-            self.tx.push_back(TxTrack::ReadResponse);
-            self.irq_active += 1;
+        match self.ddp.send_tagged(ctrl, rr.sink_stag, rr.sink_to, data) {
+            Ok(()) => {
+                self.tx.push_back(TxTrack::ReadResponse);
+                self.irq_active += 1;
+            }
+            Err(e) => {
+                let code = TerminateCode::RDMAP_CATASTROPHIC_STREAM;
+                let seg = UNTAGGED_HDR_LEN + READ_REQ_HDR_LEN;
+                let term = with_header(code, DdpHeader::Untagged(hdr), seg, Some(rr));
+                self.fatal(
+                    term,
+                    format!(
+                        "cannot send the Read Response for {} octets at sink STag {:#010x} TO {:#x}: {e}",
+                        rr.size, rr.sink_stag, rr.sink_to
+                    ),
+                );
+            }
         }
     }
 
