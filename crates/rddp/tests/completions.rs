@@ -491,3 +491,52 @@ fn a_failed_attach_with_credits_returns_every_quota() {
     assert_eq!(consumer.usage(), rddp::Usage::default());
     assert_eq!(cq.reserved(), 0);
 }
+
+/// The same batch on a queue pair drawing from a shared receive queue: both
+/// buffers the two messages took come back once, and once their completions are
+/// polled the pool takes its full size again (no buffer and no slot stranded).
+#[test]
+fn a_fatal_error_mid_batch_returns_every_shared_buffer_once() {
+    let dev = Device::new();
+    let consumer = dev.consumer("x", Quota::default()).unwrap();
+    let pd = consumer.alloc_pd().unwrap();
+    let srq = SharedReceiveQueue::new(
+        &pd,
+        SrqMode::Shared { soft_limit: 4 },
+        BufferOrdering::Arrival,
+        3,
+    );
+    let cq = CompletionQueue::new(64);
+    let (conn, peer) = scripted();
+    let qp = QueuePairBuilder::new(&pd, &cq, &cq)
+        .srq(&srq)
+        .build()
+        .unwrap()
+        .attach(conn)
+        .unwrap();
+    for i in 1..=3 {
+        srq.post_recv(i, 16).unwrap();
+    }
+    peer.send((1, send_segment(Opcode::SEND, 0, 2, b"second")))
+        .unwrap();
+    peer.send((
+        0,
+        send_segment(Opcode::SEND_INVALIDATE, 0x0bad_0001, 1, b"first"),
+    ))
+    .unwrap();
+    assert!(terminate_sent(&qp).is_some());
+    drop(peer);
+    let got = wait(&cq, 2);
+    let m = by_id(&got);
+    assert_eq!(m.values().map(Vec::len).sum::<usize>(), 2, "{got:?}");
+    assert!(m.values().all(|v| v.len() == 1), "{got:?}");
+    assert_eq!(no_more(&cq), vec![]);
+    // The third buffer is still free in the pool; the two polled ones are back.
+    assert_eq!(srq.free(), 1);
+    srq.post_recv(4, 16).unwrap();
+    srq.post_recv(5, 16).unwrap();
+    assert!(srq.post_recv(6, 16).is_err(), "the pool holds 3");
+    drop(qp);
+    drop(srq);
+    assert_eq!(consumer.usage().receive_buffers, 0);
+}
