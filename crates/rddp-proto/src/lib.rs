@@ -12,8 +12,10 @@
 //! * [`cq`]: completion queues that refuse attachments they could not hold (seed 003).
 //! * [`rdmap`]: RDMAP over a DDP stream: Send, Write, Read, Terminate, ORD/IRD,
 //!   completions (RFC 5040).
+//! * [`stats`]: the counters each engine keeps where it does the work (issue 13).
 
 pub mod cq;
 pub mod ddp;
 pub mod mem;
 pub mod rdmap;
+pub mod stats;

@@ -19,6 +19,7 @@ pub use wr::{AsyncEvent, Completion, WcOpcode, WcStatus, WorkRequest};
 
 use crate::ddp::{DdpConfig, DdpStream, RecvBuffer, SourceError, StreamError};
 use crate::mem::{PdId, StreamId};
+use crate::stats::{RdmapCounters, StreamStats};
 use rddp_wire::rdmap::qn;
 use std::collections::VecDeque;
 
@@ -89,6 +90,8 @@ pub struct RdmapStream {
     /// A Read Response keeps its IRD slot until the LLP writer reports it sent
     /// ([`Self::read_response_sent`]) rather than until its last segment is polled.
     hold_ird_until_sent: bool,
+    /// Issue 13: refusals, Terminates, CRC errors, completions by status.
+    counters: RdmapCounters,
 }
 
 impl RdmapStream {
@@ -122,6 +125,7 @@ impl RdmapStream {
             terminate_sent: false,
             first_recv_status: None,
             hold_ird_until_sent: false,
+            counters: RdmapCounters::default(),
         })
     }
 
@@ -195,7 +199,33 @@ impl RdmapStream {
     }
 
     pub fn poll_completion(&mut self) -> Option<Completion> {
-        self.completions.pop_front()
+        let c = self.completions.pop_front()?;
+        // The RFC 6581 Read RTR is the LLP's, not the ULP's: not counted.
+        if !(c.opcode == WcOpcode::RdmaRead && c.wr_id == INTERNAL_WR_ID) {
+            self.counters.completions.count(c.status);
+        }
+        Some(c)
+    }
+
+    /// The stream's counters (issue 13): what DDP sent, placed and delivered, what
+    /// was refused, Terminates by class, CRC errors, completions by status.
+    pub fn stats(&self) -> StreamStats {
+        let (tx, rx) = (self.ddp.source_stats(), self.ddp.sink_stats());
+        let c = &self.counters;
+        StreamStats {
+            segments_sent: tx.segments_sent,
+            octets_sent: tx.octets_sent,
+            messages_sent: tx.messages_sent,
+            segments_placed: rx.segments_placed,
+            octets_placed: rx.bytes_placed,
+            placed_out_of_order: rx.placed_out_of_order,
+            messages_delivered: rx.messages_delivered,
+            segments_refused: self.ddp.segments_refused() + c.segments_refused,
+            crc_errors: c.crc_errors,
+            terminates_sent: c.terminates_sent,
+            terminates_received: c.terminates_received,
+            completions: c.completions,
+        }
     }
 
     pub fn poll_event(&mut self) -> Option<AsyncEvent> {
