@@ -68,6 +68,8 @@ mod pd;
 mod qp;
 mod quota;
 mod srq;
+mod stats;
+mod trace;
 pub mod transport;
 
 pub use cq::{CompletionQueue, WorkCompletion};
@@ -82,3 +84,4 @@ pub use rddp_proto::mem::Access;
 pub use rddp_proto::rdmap::{AsyncEvent, WcOpcode, WcStatus};
 pub use rddp_wire::TerminateCode;
 pub use srq::{SharedReceiveQueue, SrqMode};
+pub use stats::{CompletionCounts, DeviceStats, QpStats, TerminateClasses};
