@@ -82,8 +82,7 @@ impl Device {
             if quota.get(r) > left {
                 self.inner.stats.refused();
                 tracing::warn!(
-                    consumer = name,
-                    "device full: consumer asks for {} {r}, {left} left",
+                    "device full: consumer {name:?} asks for {} {r}, {left} left",
                     quota.get(r)
                 );
                 return Err(Error::DeviceFull {
@@ -171,8 +170,8 @@ impl Consumer {
         if *slot + n > limit {
             self.inner.device.inner.stats.refused();
             tracing::info!(
-                consumer = %self.inner.name,
-                "quota refused: {n} more {r} would pass the limit of {limit}"
+                "quota refused: consumer {:?} asks for {n} more {r}, which would pass its limit of {limit}",
+                self.inner.name
             );
             return Err(Error::Quota {
                 consumer: self.inner.name.clone(),

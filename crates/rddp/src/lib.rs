@@ -60,6 +60,7 @@
 //! * [`Consumer`]: one user of the device (like one process's ibverbs context).
 //! * [`ProtectionDomain`], [`MemoryRegion`]: memory the peer may reach, by STag.
 
+pub mod capture;
 mod cq;
 mod device;
 mod error;

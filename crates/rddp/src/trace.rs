@@ -10,9 +10,11 @@ use rddp_wire::{DdpHeader, Terminate};
 
 /// The queue pair runs over its LLP (state: ready to send).
 pub(crate) fn attached(qp: u32, info: &LlpInfo, ird: u32, ord: u32, mulpdu: usize) {
-    let peer = info
-        .peer
-        .map_or_else(|| "an in-process peer".to_string(), |p| p.to_string());
+    let peer = match (info.peer, info.transport) {
+        (Some(p), _) => p.to_string(),
+        (None, "memory") => "an in-process peer".to_string(),
+        (None, _) => "its peer".to_string(),
+    };
     let mpa = match info.mpa_rev {
         Some(rev) => format!(
             ", MPA revision {rev}, CRC {}, Markers rx {} tx {}",
@@ -23,8 +25,6 @@ pub(crate) fn attached(qp: u32, info: &LlpInfo, ird: u32, ord: u32, mulpdu: usiz
         None => String::new(),
     };
     tracing::info!(
-        qp,
-        transport = info.transport,
         "qp {qp}: attached over {} to {peer}{mpa}, IRD {ird} ORD {ord}, MULPDU {mulpdu}; state RTS",
         info.transport
     );
@@ -37,30 +37,20 @@ fn on(b: bool) -> &'static str {
 /// An asynchronous event of the engine: a state change of the queue pair.
 pub(crate) fn event(qp: u32, e: &AsyncEvent) {
     match e {
-        AsyncEvent::TerminateSent { code, detail } => tracing::warn!(
-            qp,
-            layer = code.layer,
-            etype = code.etype,
-            code = code.code,
-            "qp {qp}: Terminate sent: {code}: {detail}; state ERROR"
-        ),
+        AsyncEvent::TerminateSent { code, detail } => {
+            tracing::warn!("qp {qp}: Terminate sent: {code}: {detail}; state ERROR")
+        }
         AsyncEvent::TerminateReceived { code, terminate } => {
             let what = code.map_or_else(
                 || "a malformed Terminate (its code did not parse)".to_string(),
                 |c| c.to_string(),
             );
             tracing::warn!(
-                qp,
-                layer = code.map(|c| c.layer),
-                etype = code.map(|c| c.etype),
-                code = code.map(|c| c.code),
                 "qp {qp}: Terminate received: {what}{}; state ERROR",
                 terminate.as_ref().map(offending).unwrap_or_default()
             );
         }
         AsyncEvent::Closed { graceful } => tracing::info!(
-            qp,
-            graceful,
             "qp {qp}: stream closed ({}); state CLOSED",
             if *graceful { "graceful" } else { "abortive" }
         ),
@@ -83,13 +73,12 @@ fn offending(t: &Terminate) -> String {
 
 /// The LLP failed under the queue pair (not a close by the peer).
 pub(crate) fn llp_lost(qp: u32, e: &std::io::Error) {
-    tracing::info!(qp, "qp {qp}: the LLP connection is lost: {e}");
+    tracing::info!("qp {qp}: the LLP connection is lost: {e}");
 }
 
 /// The queue pair is gone; its last counters.
 pub(crate) fn dropped(qp: u32, s: &QpStats) {
     tracing::debug!(
-        qp,
         "qp {qp}: destroyed after {} segments / {} octets sent, {} segments / {} octets placed, {} messages delivered, {} refused, {} Terminates sent, {} received, {} completions",
         s.segments_sent,
         s.octets_sent,

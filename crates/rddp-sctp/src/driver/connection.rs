@@ -14,6 +14,15 @@ use usrsctp_ffi::{Notification, Received, Socket};
 /// may differ from ours, but never beyond this); anything bigger aborts.
 const RECV_BUF: usize = 64 * 1024;
 
+/// What a capture (`--pcap`) is shown of the association's messages: each is one
+/// whole DATA chunk on the wire (spec §5.1). Called on the driver's thread.
+pub trait ChunkTap: Send + std::fmt::Debug {
+    /// A message handed to SCTP on stream `sid` with `ppid`.
+    fn sent(&mut self, sid: u16, ppid: u32, payload: &[u8]);
+    /// A message received, with its TSN and stream as SCTP reported them.
+    fn received(&mut self, tsn: u32, sid: u16, ppid: u32, payload: &[u8]);
+}
+
 /// Counters of the association.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ChunkStats {
@@ -32,6 +41,8 @@ pub struct SctpConnection {
     stats: ChunkStats,
     /// Every chunk sent, kept only when recording (wire checks).
     record: Option<Vec<OutChunk>>,
+    /// A capture of every message sent and received (`--pcap`).
+    tap: Option<Box<dyn ChunkTap>>,
     closed: bool,
     /// When the path (fragmentation point) was last read.
     path_checked: Instant,
@@ -51,6 +62,7 @@ impl SctpConnection {
             fragmentation_point,
             stats: ChunkStats::default(),
             record: None,
+            tap: None,
             closed: false,
             path_checked: Instant::now(),
         }
@@ -81,6 +93,16 @@ impl SctpConnection {
     /// Keep a copy of every chunk sent from now on (for wire checks).
     pub fn record_sent(&mut self) {
         self.record = Some(Vec::new());
+    }
+
+    /// Show every message sent and received from now on to `tap`.
+    pub fn set_tap(&mut self, tap: Box<dyn ChunkTap>) {
+        self.tap = Some(tap);
+    }
+
+    /// The peer's primary address and SCTP port, as SCTP reports it (IPv4).
+    pub fn peer_addr(&self) -> Option<std::net::SocketAddrV4> {
+        self.sock.status().ok()?.primary
     }
 
     pub fn take_recorded(&mut self) -> Vec<OutChunk> {
@@ -118,6 +140,9 @@ impl SctpConnection {
             match self.sock.send(c.sid, c.ppid, true, &c.payload) {
                 Ok(_) => {
                     self.stats.chunks_sent += 1;
+                    if let Some(t) = self.tap.as_mut() {
+                        t.sent(c.sid, c.ppid, &c.payload);
+                    }
                     if let Some(r) = self.record.as_mut() {
                         r.push(c);
                     }
@@ -149,6 +174,9 @@ impl SctpConnection {
                 complete,
             } => {
                 self.stats.chunks_received += 1;
+                if let Some(t) = self.tap.as_mut() {
+                    t.received(info.tsn, info.sid, info.ppid, &self.buf[..len]);
+                }
                 let bad = if !complete {
                     Some(format!("message larger than {RECV_BUF} octets"))
                 } else if !info.unordered {
@@ -214,11 +242,15 @@ impl SctpConnection {
     /// Association error: ABORT, and every session closes without a Terminate on
     /// each stream (spec §5.6).
     fn fail(&mut self, e: AssociationError) -> DriverError {
+        tracing::warn!("SCTP: {e}; ABORT sent, every session on the association ends");
         let _ = self.sock.abort();
         self.lost(e.into())
     }
 
     fn lost(&mut self, e: DriverError) -> DriverError {
+        if !self.closed {
+            tracing::info!("SCTP: the association ended: {e}");
+        }
         self.closed = true;
         self.ad.on_association_lost();
         e
