@@ -105,7 +105,7 @@ fn verbose_logs_go_to_stderr_and_json_stdout_stays_parseable() {
     let c = &lines[0]["counters"];
     // 200 Writes of 4096 octets, plus the run's control Sends.
     let sent = c["octets_sent"].as_u64().unwrap();
-    assert!(sent >= 200 * 4096 && sent < 200 * 4096 + 4096, "{c}");
+    assert!((200 * 4096..200 * 4096 + 4096).contains(&sent), "{c}");
     assert!(c["completions"]["success"].as_u64().unwrap() >= 200, "{c}");
     assert_eq!(c["segments_refused"], 0, "{c}");
     assert_eq!(c["terminates_sent"], json!({}), "{c}");

@@ -132,17 +132,24 @@ impl SctpConnection {
             let _ = self.refresh_path();
         }
         loop {
-            let Some(c) = self.blocked.take().or_else(|| self.ad.poll_transmit()) else {
-                return Ok(true);
+            // A blocked chunk was shown to the tap when it was first tried.
+            let (c, shown) = match self.blocked.take() {
+                Some(c) => (c, true),
+                None => match self.ad.poll_transmit() {
+                    Some(c) => (c, false),
+                    None => return Ok(true),
+                },
             };
+            // Shown before it leaves: an answer shown by a peer in this process
+            // must come after it in a capture.
+            if let (false, Some(t)) = (shown, self.tap.as_mut()) {
+                t.sent(c.sid, c.ppid, &c.payload);
+            }
             // Unordered always; one chunk per message, never above the fragmentation
             // point (the adaptation capped the segment).
             match self.sock.send(c.sid, c.ppid, true, &c.payload) {
                 Ok(_) => {
                     self.stats.chunks_sent += 1;
-                    if let Some(t) = self.tap.as_mut() {
-                        t.sent(c.sid, c.ppid, &c.payload);
-                    }
                     if let Some(r) = self.record.as_mut() {
                         r.push(c);
                     }
