@@ -199,12 +199,15 @@ impl RdmapStream {
     }
 
     pub fn poll_completion(&mut self) -> Option<Completion> {
-        let c = self.completions.pop_front()?;
-        // The RFC 6581 Read RTR is the LLP's, not the ULP's: not counted.
-        if !(c.opcode == WcOpcode::RdmaRead && c.wr_id == INTERNAL_WR_ID) {
+        let c = self.completions.pop_front();
+        // The RFC 6581 Read RTR is the LLP's, not the ULP's: not counted. (By
+        // reference: the completion is not moved out and back in.)
+        if let Some(c) = &c
+            && !(c.opcode == WcOpcode::RdmaRead && c.wr_id == INTERNAL_WR_ID)
+        {
             self.counters.completions.count(c.status);
         }
-        Some(c)
+        c
     }
 
     /// The stream's counters (issue 13): what DDP sent, placed and delivered, what
