@@ -81,7 +81,7 @@ impl Device {
             let left = self.inner.limits.capacity.get(r) - *reserved.slot(r);
             if quota.get(r) > left {
                 self.inner.stats.refused();
-                tracing::warn!(
+                tracing::info!(
                     "device full: consumer {name:?} asks for {} {r}, {left} left",
                     quota.get(r)
                 );

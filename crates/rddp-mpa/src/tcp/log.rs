@@ -35,12 +35,13 @@ pub(super) fn established(p: Option<SocketAddr>, n: &Negotiated) {
     );
 }
 
-/// Setup failed (the socket is being closed).
+/// Setup failed (the socket is being closed). Info, not a warning: the error
+/// goes back to the caller, who reports it.
 pub(super) fn failed(p: Option<SocketAddr>, e: &MpaError) {
     match e {
         MpaError::Refused(_) | MpaError::Rejected { .. } => {
             tracing::info!("MPA: setup with {}: {e}", peer(p))
         }
-        _ => tracing::warn!("MPA: setup with {} failed: {e}", peer(p)),
+        _ => tracing::info!("MPA: setup with {} failed: {e}", peer(p)),
     }
 }

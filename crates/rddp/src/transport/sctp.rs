@@ -225,7 +225,7 @@ pub fn connect(
     let peer_pd = answer
         .unwrap_or_else(|| Err("no answer".into()))
         .map_err(|e| {
-            tracing::warn!("SCTP: session with {addr} on stream {SID}: {e}");
+            tracing::info!("SCTP: session with {addr} on stream {SID}: {e}");
             io::Error::other(e)
         })?;
     tracing::info!("SCTP: session with {addr} on stream {SID} accepted by the peer");
