@@ -92,6 +92,7 @@ impl Client {
             return Err(format!("size {size} is outside 1..={}", o.max_size()));
         }
         let n = size as usize;
+        let before = self.chan.ep.qp.stats();
         let e = |e: rddp::Error| e.to_string();
         self.src.write(0, &pattern::fill(size, n)).map_err(e)?;
         self.local.write(0, &vec![0; n]).map_err(e)?;
@@ -142,6 +143,7 @@ impl Client {
             }
             m => return Err(format!("expected Result, got {m:?}")),
         }
+        m.counters = Some(self.chan.ep.qp.stats().since(&before));
         Ok(m)
     }
 
@@ -156,6 +158,7 @@ impl Client {
             corrupt: None,
             samples_us: Vec::new(),
             pingpong: self.opts.pingpong,
+            counters: None,
         }
     }
 

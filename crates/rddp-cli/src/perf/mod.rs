@@ -28,7 +28,13 @@ pub use args::PerfCmd;
 /// Run `rddp perf ...`.
 pub fn main(cmd: &PerfCmd) -> Result<(), String> {
     match cmd {
-        PerfCmd::Server(a) => run::server_main(a),
-        PerfCmd::Client(a) => run::client_main(a),
+        PerfCmd::Server(a) => {
+            let _cap = a.link.capture.start()?;
+            run::server_main(a)
+        }
+        PerfCmd::Client(a) => {
+            let _cap = a.link.capture.start()?;
+            run::client_main(a)
+        }
     }
 }

@@ -19,6 +19,7 @@ use std::time::Duration;
 const ACCEPTORS: usize = 8;
 
 pub fn run(args: TargetArgs) -> Result<(), String> {
+    let _cap = args.capture.start()?;
     let ev = Arc::new(Events::new(args.events.is_some()));
     let opts = llp::ListenOpts {
         crc_required: args.crc == CrcPolicy::Required,

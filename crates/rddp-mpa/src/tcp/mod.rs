@@ -10,6 +10,7 @@
 
 mod conn;
 mod io;
+mod log;
 mod mss;
 mod rx;
 mod setup;

@@ -16,6 +16,7 @@ use std::time::Instant;
 const SETUP_READ: usize = 4096;
 
 fn bail<T>(sock: &TcpStream, e: MpaError) -> Result<T, MpaError> {
+    super::log::failed(sock.peer_addr().ok(), &e);
     let _ = sock.shutdown(Shutdown::Both);
     Err(e)
 }
@@ -42,6 +43,9 @@ pub fn connect_raw(
             Some(0) => return bail(&sock, MpaError::ConnectionLost),
             Some(n) => {
                 let used = init.on_bytes(&buf[..n]);
+                if let Some(t) = tap {
+                    t.record_received(&buf[..used]);
+                }
                 if init.status() == SetupStatus::Established {
                     break buf[used..n].to_vec();
                 }
@@ -59,7 +63,10 @@ pub fn connect_raw(
         }
     };
     match init.take_result() {
-        Some(Ok(n)) => Ok((sock, n, leftover)),
+        Some(Ok(n)) => {
+            super::log::established(sock.peer_addr().ok(), &n);
+            Ok((sock, n, leftover))
+        }
         Some(Err(e)) => bail(&sock, e),
         None => bail(&sock, MpaError::Timeout),
     }
@@ -127,10 +134,30 @@ impl MpaListener {
         opts: &MpaOptions,
         decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
     ) -> Result<(TcpStream, SocketAddr, Negotiated, Vec<u8>), MpaError> {
+        self.accept_raw_full(opts, decide, opts.tap.as_ref())
+    }
+
+    /// As [`Self::accept_raw`], recording this connection's setup frames in `tap`
+    /// instead of the listener's (a capture per connection).
+    pub fn accept_raw_tapped(
+        &self,
+        decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
+        tap: Option<&crate::pcap::Tap>,
+    ) -> Result<(TcpStream, SocketAddr, Negotiated, Vec<u8>), MpaError> {
+        self.accept_raw_full(&self.opts, decide, tap)
+    }
+
+    /// As [`Self::accept_raw`], answering with `opts` and recording the setup
+    /// frames in `tap`.
+    pub fn accept_raw_full(
+        &self,
+        opts: &MpaOptions,
+        decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
+        tap: Option<&crate::pcap::Tap>,
+    ) -> Result<(TcpStream, SocketAddr, Negotiated, Vec<u8>), MpaError> {
         crate::setup::check_ird_ord(opts)?;
         let (mut sock, peer) = self.listener.accept()?;
         sock.set_nodelay(true)?;
-        let tap = opts.tap.as_ref();
         let mut resp = Responder::new(opts, Instant::now());
         let mut buf = vec![0u8; SETUP_READ];
         let mut leftover = Vec::new();
@@ -140,6 +167,9 @@ impl MpaListener {
                 Some(0) => return bail(&sock, MpaError::ConnectionLost),
                 Some(n) => {
                     let used = resp.on_bytes(&buf[..n]);
+                    if let Some(t) = tap {
+                        t.record_received(&buf[..used]);
+                    }
                     leftover = buf[used..n].to_vec();
                 }
             }
@@ -156,7 +186,10 @@ impl MpaListener {
             write_frame(&mut sock, &reply, tap, Role::Responder)?;
         }
         match resp.take_result() {
-            Some(Ok(n)) => Ok((sock, peer, n, leftover)),
+            Some(Ok(n)) => {
+                super::log::established(Some(peer), &n);
+                Ok((sock, peer, n, leftover))
+            }
             Some(Err(e)) => bail(&sock, e),
             None => bail(&sock, MpaError::Timeout),
         }
