@@ -48,6 +48,10 @@ pub struct ServerArgs {
     /// Receive buffers kept posted per connection (perftest's -r).
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(2..=4096))]
     pub rx_depth: u32,
+    /// One JSON object per connection at the end (also for a failed one: what
+    /// it verified, the Terminate that ended it, FPDUs refused by the CRC).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -64,6 +64,9 @@ pub struct Chan {
     next_id: u64,
     credits: Option<Credits>,
     grant: Option<Grant>,
+    /// The event that ended the connection, once `check_events` found one
+    /// (reported by `--json` on failure: see [`super::failure`]).
+    pub ended_by: Option<AsyncEvent>,
 }
 
 fn verbs(what: &str) -> impl Fn(rddp::Error) -> String + '_ {
@@ -91,6 +94,7 @@ impl Chan {
             next_id: 0,
             credits: None,
             grant: None,
+            ended_by: None,
         };
         for _ in 0..recvs {
             c.post_recv()?;
@@ -431,10 +435,49 @@ impl Chan {
         Ok(got)
     }
 
+    /// Wait up to `limit` for the peer to close the connection (a Closed event),
+    /// so that this side's last messages are known to have arrived before it
+    /// drops its queue pair. Dropping aborts the LLP; over SCTP (usrsctp lives
+    /// in this process) a message still being retransmitted then never arrives.
+    pub fn wait_peer_close(&mut self, limit: Duration) -> Result<(), String> {
+        let start = Instant::now();
+        loop {
+            for e in self.ep.qp.async_events() {
+                match e {
+                    // Lost is an end too: the peer dropped its queue pair.
+                    AsyncEvent::Closed { .. } => return Ok(()),
+                    e => {
+                        self.ended_by.get_or_insert(e.clone());
+                        return Err(format!(
+                            "the connection ended with {e:?} instead of a close"
+                        ));
+                    }
+                }
+            }
+            if start.elapsed() > limit {
+                return Err(format!(
+                    "the peer did not close the connection within {} s",
+                    limit.as_secs()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// What ended the connection: the event `check_events` turned into an error,
+    /// or else the first one queued (a flushed completion may have been the
+    /// error seen first).
+    pub fn end_event(&mut self) -> Option<AsyncEvent> {
+        self.ended_by
+            .take()
+            .or_else(|| self.ep.qp.async_events().into_iter().next())
+    }
+
     /// Turn a Terminate or a close of the connection into an error.
-    pub fn check_events(&self, what: &str) -> Result<(), String> {
+    pub fn check_events(&mut self, what: &str) -> Result<(), String> {
         // The first event says what happened; the rest follow from it.
         if let Some(e) = self.ep.qp.async_events().into_iter().next() {
+            self.ended_by.get_or_insert(e.clone());
             let why = match e {
                 AsyncEvent::TerminateSent { code, detail } => {
                     format!("this side sent Terminate {code}: {detail}")
