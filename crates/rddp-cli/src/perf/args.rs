@@ -32,6 +32,10 @@ pub struct LinkArgs {
     /// Parallel connections (queue pairs); figures are the aggregate.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub qps: u32,
+    /// Seconds without progress before a side gives up (tests shorten it).
+    #[arg(long, default_value_t = 10, hide = true,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub stall_secs: u64,
     /// MULPDU of the in-memory LLP (--transport mem).
     #[arg(long, default_value_t = 16384, hide = true,
           value_parser = clap::value_parser!(u32).range(64..=1 << 20))]

@@ -12,6 +12,7 @@ use super::endpoint::Endpoint;
 use super::proto::{CTRL_LEN, Msg};
 use rddp::{Access, AsyncEvent, MemoryRegion, RemoteBuf, SendFlags, WcStatus, WorkCompletion};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const CTRL: u64 = 1 << 63;
@@ -26,8 +27,18 @@ pub const RECV_BUDGET: usize = 64 << 20;
 /// Receive buffers kept posted at least.
 pub const MIN_RECVS: usize = 16;
 
+/// How long a side waits without any progress before it gives up, in seconds
+/// (10; the hidden `--stall-secs` changes it, so tests need not wait that long).
+static STALL_SECS: AtomicU64 = AtomicU64::new(10);
+
 /// How long a side waits without any progress before it gives up.
-pub const STALL: Duration = Duration::from_secs(10);
+pub fn stall() -> Duration {
+    Duration::from_secs(STALL_SECS.load(Ordering::Relaxed))
+}
+
+pub fn set_stall(secs: u64) {
+    STALL_SECS.store(secs.max(1), Ordering::Relaxed);
+}
 
 /// What a receive brought.
 pub enum Incoming {
@@ -210,10 +221,10 @@ impl Chan {
             }
             self.reap(false)?;
             self.check_events("receive credits from the server")?;
-            if start.elapsed() > STALL {
+            if start.elapsed() > stall() {
                 return Err(format!(
                     "no receive credits from the server for {} s: it stopped reposting receives",
-                    STALL.as_secs()
+                    stall().as_secs()
                 ));
             }
             std::thread::yield_now();
@@ -325,27 +336,38 @@ impl Chan {
         self.data_done
     }
 
-    /// Take send-side completions (waiting up to `STALL` for one if `wait`);
+    /// Take send-side completions (waiting up to `stall()` for one if `wait`);
     /// returns how many were data work requests (also counted in `data_done`).
     pub fn reap(&mut self, wait: bool) -> Result<u64, String> {
-        let got = if wait {
-            let start = Instant::now();
-            loop {
-                let got = self.ep.send_cq.wait(256, Duration::from_millis(100));
-                if !got.is_empty() {
-                    break got;
-                }
-                self.check_events("completions")?;
-                if start.elapsed() > STALL {
-                    return Err(format!(
-                        "no completion for {} s: the peer stopped taking data",
-                        STALL.as_secs()
-                    ));
-                }
+        if !wait {
+            let got = self.ep.send_cq.poll(256);
+            return self.take(got);
+        }
+        self.reap_within(stall())?.ok_or_else(|| {
+            format!(
+                "no completion for {} s: the peer stopped taking data",
+                stall().as_secs()
+            )
+        })
+    }
+
+    /// Take send-side completions, waiting up to `limit` for one; `None` if none
+    /// came (not an error: the caller keeps its own stall limit).
+    pub fn reap_within(&mut self, limit: Duration) -> Result<Option<u64>, String> {
+        let start = Instant::now();
+        loop {
+            let got = self.ep.send_cq.wait(256, Duration::from_millis(100));
+            if !got.is_empty() {
+                return self.take(got).map(Some);
             }
-        } else {
-            self.ep.send_cq.poll(256)
-        };
+            self.check_events("completions")?;
+            if start.elapsed() > limit {
+                return Ok(None);
+            }
+        }
+    }
+
+    fn take(&mut self, got: Vec<WorkCompletion>) -> Result<u64, String> {
         let mut data = 0;
         for wc in got {
             check_status(&wc)?;
@@ -385,10 +407,10 @@ impl Chan {
             }
             self.reap(false)?;
             self.check_events(what)?;
-            if start.elapsed() > STALL {
+            if start.elapsed() > stall() {
                 return Err(format!(
                     "waited {} s for {what}: the peer stopped answering",
-                    STALL.as_secs()
+                    stall().as_secs()
                 ));
             }
         }

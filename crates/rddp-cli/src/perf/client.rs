@@ -251,7 +251,7 @@ impl Client {
     pub fn finish(&mut self) -> Result<(), String> {
         self.chan.send_ctrl(&Msg::Bye)?;
         self.chan.drain()?;
-        let closed = self.chan.wait_peer_close(super::chan::STALL);
+        let closed = self.chan.wait_peer_close(super::chan::stall());
         self.chan.ep.qp.disconnect();
         closed.map_err(|e| format!("after Bye: {e}"))
     }

@@ -59,6 +59,7 @@ fn spawn_server(server: Server) -> JoinHandle<ServerEnd> {
 
 /// `rddp perf client`.
 pub fn client_main(a: &ClientArgs) -> Result<(), String> {
+    super::chan::set_stall(a.link.stall_secs);
     let opts = client_opts(a)?;
     if a.link.transport != Transport::Mem && a.connect.is_none() {
         return Err("--connect ADDR is needed (the perf server's address)".into());
@@ -267,6 +268,7 @@ fn measure(
 
 /// `rddp perf server`.
 pub fn server_main(a: &ServerArgs) -> Result<(), String> {
+    super::chan::set_stall(a.link.stall_secs);
     if a.link.transport != Transport::Mem && a.listen.is_none() {
         return Err("--listen ADDR is needed (e.g. --listen 0.0.0.0:18515)".into());
     }
