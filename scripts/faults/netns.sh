@@ -68,6 +68,8 @@ _ft_ns() {
     fi
     ip netns add "$n"
     FT_NS+=("$n")
+    # IPv4 only: no IPv6 link-local chatter (router solicitations) on the links.
+    ip netns exec "$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
     ip -n "$n" link set lo up
   done
 }
@@ -101,5 +103,5 @@ ft_up_bridged() {
     ip -n "$1" link set "$2" up
     _ft_offload_off "$1" "$2"
   done
-  nsM sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.disable_ipv6=1
+  nsM sysctl -qw net.ipv4.ip_forward=0
 }
