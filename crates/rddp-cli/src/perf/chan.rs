@@ -464,17 +464,17 @@ impl Chan {
     pub fn wait_peer_close(&mut self, limit: Duration) -> Result<(), String> {
         let start = Instant::now();
         loop {
-            for e in self.ep.qp.async_events() {
-                match e {
-                    // Lost is an end too: the peer dropped its queue pair.
-                    AsyncEvent::Closed { .. } => return Ok(()),
-                    e => {
-                        self.ended_by.get_or_insert(e.clone());
-                        return Err(format!(
-                            "the connection ended with {e:?} instead of a close"
-                        ));
-                    }
+            // The first event decides. Lost is an end too: the peer dropped
+            // its queue pair.
+            match self.ep.qp.async_events().into_iter().next() {
+                Some(AsyncEvent::Closed { .. }) => return Ok(()),
+                Some(e) => {
+                    self.ended_by.get_or_insert(e.clone());
+                    return Err(format!(
+                        "the connection ended with {e:?} instead of a close"
+                    ));
                 }
+                None => {}
             }
             if start.elapsed() > limit {
                 return Err(format!(
