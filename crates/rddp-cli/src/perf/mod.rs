@@ -11,6 +11,7 @@ pub mod bw;
 pub mod chan;
 pub mod client;
 pub mod endpoint;
+pub mod failure;
 pub mod lat;
 pub mod link;
 pub mod opts;

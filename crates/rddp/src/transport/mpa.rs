@@ -299,9 +299,11 @@ impl MpaReader {
             ControlFlow::Continue(())
         });
         if let Err(e) = res {
+            // Which FPDU (counted from 0 after setup) failed, so a capture or an
+            // impairing bridge can tell which one was refused.
             out.push_back(Inbound::Error {
                 code: terminate_for_wire(&e).code,
-                detail: format!("MPA framing: {e}"),
+                detail: format!("MPA framing: {e} (FPDU {seq} after setup)"),
             });
         }
         if matches!(out.back(), Some(Inbound::Error { .. })) {
