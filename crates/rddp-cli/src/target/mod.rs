@@ -23,6 +23,7 @@ pub fn run(args: TargetArgs) -> Result<(), String> {
     if let Some(w) = crate::limits::raise_nofile() {
         eprintln!("rddp target: {w}");
     }
+    let _cap = args.capture.start()?;
     let ev = Arc::new(Events::new(args.events.is_some()));
     let opts = llp::ListenOpts {
         crc_required: args.crc == CrcPolicy::Required,

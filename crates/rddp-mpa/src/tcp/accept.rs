@@ -42,6 +42,8 @@ pub(crate) struct Requested {
     pub sock: TcpStream,
     pub peer: SocketAddr,
     pub resp: Responder,
+    /// The Request's octets as read (for the accept call's capture tap).
+    pub received: Vec<u8>,
 }
 
 /// Ended setups waiting for an accept call.
@@ -205,7 +207,10 @@ pub(crate) struct ResponderTask {
     sock: TcpStream,
     peer: SocketAddr,
     resp: Responder,
+    /// The listener's tap: records a refusal made here and what it answered.
     tap: Option<Tap>,
+    /// The octets the responder took (at most a Request, or what it refused).
+    received: Vec<u8>,
     /// A refusal (Reply with R=1) on its way out, and when to give up on it.
     out: Option<(Outbox, Instant)>,
     /// Why setup failed, when the responder does not say (socket errors).
@@ -230,6 +235,7 @@ impl ResponderTask {
             peer,
             resp: Responder::new(opts, now),
             tap: opts.tap.clone(),
+            received: Vec::new(),
             out: None,
             error: None,
             backlog: Some(backlog),
@@ -294,7 +300,8 @@ impl Task for ResponderTask {
             match read_nb(&self.sock, &mut buf) {
                 Ok(Some(0)) => return self.lost(MpaError::ConnectionLost),
                 Ok(Some(n)) => {
-                    self.resp.on_bytes(&buf[..n]);
+                    let used = self.resp.on_bytes(&buf[..n]);
+                    self.received.extend_from_slice(&buf[..used]);
                     match self.resp.status() {
                         SetupStatus::Pending => {}
                         SetupStatus::Requested => return Next::Done,
@@ -324,9 +331,18 @@ impl Task for ResponderTask {
             match self.sock.set_nonblocking(false) {
                 Ok(()) => {
                     let Self {
-                        sock, peer, resp, ..
+                        sock,
+                        peer,
+                        resp,
+                        received,
+                        ..
                     } = *self;
-                    backlog.push(Ok(Requested { sock, peer, resp }));
+                    backlog.push(Ok(Requested {
+                        sock,
+                        peer,
+                        resp,
+                        received,
+                    }));
                 }
                 Err(e) => backlog.push(Err(e.into())),
             }
@@ -338,6 +354,10 @@ impl Task for ResponderTask {
             .take()
             .or_else(|| self.resp.take_result().and_then(Result::err))
             .unwrap_or(MpaError::Timeout);
+        if let Some(t) = &self.tap {
+            t.record_received(&self.received);
+        }
+        super::log::failed(Some(self.peer), &e);
         backlog.push(Err(e));
     }
 

@@ -102,6 +102,9 @@ impl Task for InitiatorTask {
                 }
                 Ok(Some(n)) => {
                     let used = self.init.on_bytes(&buf[..n]);
+                    if let Some(t) = &self.tap {
+                        t.record_received(&buf[..used]);
+                    }
                     match self.init.status() {
                         SetupStatus::Established => {
                             self.leftover = buf[used..n].to_vec();
@@ -126,9 +129,11 @@ impl Task for InitiatorTask {
     }
 
     fn finish(mut self: Box<Self>) {
+        let peer = self.sock.peer_addr().ok();
         let r = match (self.error.take(), self.init.take_result()) {
             (None, Some(Ok(n))) => match self.sock.set_nonblocking(false) {
                 Ok(()) => {
+                    super::log::established(peer, &n);
                     let Self {
                         sock,
                         leftover,
@@ -143,6 +148,9 @@ impl Task for InitiatorTask {
             (Some(e), _) | (None, Some(Err(e))) => Err(e),
             (None, None) => Err(MpaError::Timeout),
         };
+        if let Err(e) = &r {
+            super::log::failed(peer, e);
+        }
         let _ = self.sock.shutdown(Shutdown::Both);
         let _ = self.done.send(r);
     }

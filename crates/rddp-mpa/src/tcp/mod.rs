@@ -15,6 +15,7 @@ mod accept;
 mod conn;
 mod dial;
 mod io;
+mod log;
 mod mss;
 mod nb;
 mod rx;

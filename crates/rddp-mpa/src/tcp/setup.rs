@@ -26,6 +26,7 @@ use std::time::Instant;
 const LISTEN_BACKLOG: i32 = 1024;
 
 fn bail<T>(sock: &TcpStream, e: MpaError) -> Result<T, MpaError> {
+    super::log::failed(sock.peer_addr().ok(), &e);
     let _ = sock.shutdown(Shutdown::Both);
     Err(e)
 }
@@ -158,13 +159,37 @@ impl MpaListener {
         opts: &MpaOptions,
         decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
     ) -> Result<(TcpStream, SocketAddr, Negotiated, Vec<u8>), MpaError> {
+        self.accept_raw_full(opts, decide, opts.tap.as_ref())
+    }
+
+    /// As [`Self::accept_raw`], recording this connection's setup frames in `tap`
+    /// instead of the listener's (a capture per connection).
+    pub fn accept_raw_tapped(
+        &self,
+        decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
+        tap: Option<&crate::pcap::Tap>,
+    ) -> Result<(TcpStream, SocketAddr, Negotiated, Vec<u8>), MpaError> {
+        self.accept_raw_full(&self.opts, decide, tap)
+    }
+
+    /// As [`Self::accept_raw`], answering with `opts` and recording the setup
+    /// frames in `tap`.
+    pub fn accept_raw_full(
+        &self,
+        opts: &MpaOptions,
+        decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
+        tap: Option<&crate::pcap::Tap>,
+    ) -> Result<(TcpStream, SocketAddr, Negotiated, Vec<u8>), MpaError> {
         crate::setup::check_ird_ord(opts)?;
         let Requested {
             mut sock,
             peer,
             mut resp,
+            received,
         } = self.backlog.pop()?;
-        let tap = opts.tap.as_ref();
+        if let Some(t) = tap {
+            t.record_received(&received);
+        }
         // The Request was read with the listener's options; the Reply is this
         // call's (e.g. a queue pair's IRD/ORD).
         resp.set_options(opts);
@@ -179,7 +204,10 @@ impl MpaListener {
         }
         match resp.take_result() {
             // A Request followed by more octets fails on the loop: none are left.
-            Some(Ok(n)) => Ok((sock, peer, n, Vec::new())),
+            Some(Ok(n)) => {
+                super::log::established(Some(peer), &n);
+                Ok((sock, peer, n, Vec::new()))
+            }
             Some(Err(e)) => bail(&sock, e),
             None => bail(&sock, MpaError::Timeout),
         }

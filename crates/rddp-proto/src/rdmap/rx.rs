@@ -40,6 +40,7 @@ impl RdmapStream {
             return Err(StreamError::Closed);
         }
         if let Err(r) = self.pre_check(seq, seg) {
+            self.counters.segments_refused += 1;
             let term = match (r.echo, DdpHeader::parse(seg)) {
                 (true, Ok(h)) => with_header(r.code, h, seg.len(), None),
                 _ => Terminate::bare(r.code),
@@ -329,12 +330,7 @@ impl RdmapStream {
                 let Some(r) = self.orq.pop_front() else {
                     return;
                 };
-                self.completions.push_back(Completion::new(
-                    r.wr_id,
-                    WcOpcode::RdmaRead,
-                    WcStatus::Success,
-                    r.len,
-                ));
+                self.read_done(r, WcStatus::Success);
                 self.pump_sq();
             }
             Some(code) => {
