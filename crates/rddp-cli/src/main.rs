@@ -12,6 +12,7 @@ macro_rules! say {
 }
 
 mod demo;
+mod limits;
 mod llp;
 mod observe;
 mod perf;

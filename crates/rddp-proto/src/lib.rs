@@ -20,5 +20,5 @@ pub mod cq;
 pub mod ddp;
 pub mod mem;
 pub mod rdmap;
-pub mod wq;
 pub mod stats;
+pub mod wq;
