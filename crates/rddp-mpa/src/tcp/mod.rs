@@ -10,11 +10,13 @@
 
 mod conn;
 mod io;
+mod liveness;
 mod mss;
 mod rx;
 mod setup;
 
 pub use conn::MpaConnection;
 pub use io::write_fpdu;
+pub use liveness::{dead_peer_bound, keepalive_for, set_dead_peer_timeout};
 pub use mss::{FALLBACK_EMSS, effective_mss};
 pub use setup::{MpaListener, connect, connect_raw, listen};

@@ -3,6 +3,7 @@
 
 use super::conn::MpaConnection;
 use super::io::{read_until, write_frame};
+use super::liveness::set_dead_peer_timeout;
 use super::mss::effective_mss;
 use crate::error::MpaError;
 use crate::fpdu::FpduConn;
@@ -31,6 +32,7 @@ pub fn connect_raw(
     let mut init = Initiator::new(opts, Instant::now())?;
     let mut sock = TcpStream::connect(addr)?;
     sock.set_nodelay(true)?;
+    set_dead_peer_timeout(&sock, opts.dead_peer_timeout)?;
     let tap = opts.tap.as_ref();
     if let Some(req) = init.poll_transmit() {
         write_frame(&mut sock, &req, tap, Role::Initiator)?;
@@ -130,6 +132,7 @@ impl MpaListener {
         crate::setup::check_ird_ord(opts)?;
         let (mut sock, peer) = self.listener.accept()?;
         sock.set_nodelay(true)?;
+        set_dead_peer_timeout(&sock, opts.dead_peer_timeout)?;
         let tap = opts.tap.as_ref();
         let mut resp = Responder::new(opts, Instant::now());
         let mut buf = vec![0u8; SETUP_READ];
