@@ -291,7 +291,8 @@ impl UntaggedQueue {
         Some((msn, slot))
     }
 
-    /// Tell the pool about a release when it changes what the pool tracks.
+    /// Tell the pool its buffers are no longer held (delivered or flushed), and
+    /// what else changed that it tracks.
     fn after_release(&mut self, was: usize) {
         let Model::Pooled {
             pool, soft_limit, ..
@@ -304,9 +305,11 @@ impl UntaggedQueue {
             self.over_soft = false;
         }
         let gap = gap_of(&self.slots, self.expected_abs, self.expected_msn);
+        let mut p = pool.lock();
+        p.release(was.saturating_sub(now));
         if gap != self.gap || (now == 0) != (was == 0) {
             self.gap = gap;
-            pool.lock().update(self.key, was, now, gap);
+            p.update(self.key, was, now, gap);
         }
     }
 
@@ -398,11 +401,13 @@ fn gap_of(slots: &BTreeMap<u64, MsgSlot>, expected_abs: u64, expected_msn: u32) 
 
 impl Drop for UntaggedQueue {
     fn drop(&mut self) {
-        // The pool forgets a queue that goes away with buffers.
+        // The pool forgets a queue that goes away with buffers (they go with it).
         if let Model::Pooled { pool, .. } = &self.model
             && (!self.slots.is_empty() || self.gap.is_some())
         {
-            pool.lock().update(self.key, self.slots.len(), 0, None);
+            let mut p = pool.lock();
+            p.release(self.slots.len());
+            p.update(self.key, self.slots.len(), 0, None);
         }
     }
 }

@@ -329,12 +329,7 @@ impl RdmapStream {
                 let Some(r) = self.orq.pop_front() else {
                     return;
                 };
-                self.completions.push_back(Completion::new(
-                    r.wr_id,
-                    WcOpcode::RdmaRead,
-                    WcStatus::Success,
-                    r.len,
-                ));
+                self.read_done(r, WcStatus::Success);
                 self.pump_sq();
             }
             Some(code) => {

@@ -14,10 +14,11 @@ use rddp_wire::{DdpHeader, Opcode, RdmapControl, TerminateCode, UntaggedHeader};
 impl RdmapStream {
     /// Post a work request. Checks needing only local state fail at once as a
     /// completion (never a panic): a Read's sink, a Read with ORD 0. After the
-    /// stream died it completes as flushed.
-    /// `mem` is the local memory table (a Read's sink STag is checked here).
+    /// stream died, or once graceful teardown began ([`Self::close`]), it completes
+    /// as flushed. `mem` is the local memory table (a Read's sink STag is checked
+    /// here).
     pub fn post(&mut self, mem: &MemoryTable, wr: WorkRequest) {
-        if self.terminated {
+        if self.terminated || self.closing {
             self.completions.push_back(Completion::new(
                 wr.wr_id(),
                 wr.opcode(),
@@ -89,7 +90,33 @@ impl RdmapStream {
         }
     }
 
+    /// Queue RDMAP's own RFC 6581 Read RTR: a zero-length Read, the first message
+    /// of an initiator that chose it (spec §4.10). It takes an ORD slot like any
+    /// Read, but no completion of it ever reaches the ULP. Refused unless it can
+    /// leave now: a live stream, a free ORD slot, nothing waiting ahead of it.
+    pub fn post_read_rtr(&mut self) -> Result<(), RtrRefused> {
+        if self.terminated || !self.sq.is_empty() || self.orq.len() >= self.cfg.ord as usize {
+            return Err(RtrRefused { ord: self.cfg.ord });
+        }
+        let rtr = WorkRequest::Read {
+            wr_id: super::INTERNAL_WR_ID,
+            local_stag: 1,
+            local_to: 0,
+            len: 0,
+            remote_stag: 1,
+            remote_to: 0,
+            fence: false,
+        };
+        self.submit_as(rtr, true);
+        Ok(())
+    }
+
     fn submit(&mut self, wr: WorkRequest) {
+        self.submit_as(wr, false);
+    }
+
+    /// `rtr`: the request is the Read RTR ([`Self::post_read_rtr`]).
+    fn submit_as(&mut self, wr: WorkRequest, rtr: bool) {
         let wr_id = wr.wr_id();
         let opcode = wr.opcode();
         let res = match wr {
@@ -148,11 +175,12 @@ impl RdmapStream {
                         sink_stag: local_stag,
                         sink_to: local_to,
                         len,
+                        rtr,
                     });
                 })
             }
         };
-        if res.is_err() {
+        if res.is_err() && !rtr {
             // Too long, TO wrap, or the stream refuses: a local error of this request.
             let status = if self.terminated {
                 WcStatus::Flushed
@@ -223,6 +251,16 @@ impl RdmapStream {
         }
         Some(seg)
     }
+}
+
+/// The Read RTR cannot leave now (spec §4.10: it takes an ORD slot, so it needs
+/// ORD of at least 1, and it is the initiator's first message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the RFC 6581 Read RTR cannot be sent: it needs a free ORD slot (ORD is {ord}) on a live stream with nothing queued ahead of it"
+)]
+pub struct RtrRefused {
+    pub ord: u32,
 }
 
 /// RsvdULP of an untagged RDMAP message: control octet, then the Invalidate STag.
