@@ -15,6 +15,7 @@ mod accept;
 mod conn;
 mod dial;
 mod io;
+mod liveness;
 mod log;
 mod mss;
 mod nb;
@@ -23,5 +24,6 @@ mod setup;
 
 pub use conn::MpaConnection;
 pub use io::write_fpdu;
+pub use liveness::{dead_peer_bound, keepalive_for, set_dead_peer_timeout};
 pub use mss::{FALLBACK_EMSS, effective_mss};
 pub use setup::{MpaListener, connect, connect_raw, listen};
