@@ -139,11 +139,13 @@ med() { tr ' ' '\n' | grep -v '^$' | median; }
 # Idle queue pairs: `rddp target` with small buffers, IDLE connections held open.
 buf=4096; rcount=2; rsize=4096
 port=$(free_port)
-"$bin" target --listen "127.0.0.1:$port" --buffer-size $buf --recv-count $rcount --recv-size $rsize >/dev/null 2>&1 &
+"$bin" target --listen "127.0.0.1:$port" --buffer-size $buf --recv-count $rcount --recv-size $rsize \
+  >/dev/null 2>target/idle_target.err &
 tgt=$!; pids+=("$tgt")
 wait_port "$port"
 sleep 0.3
-rss0=$(awk '/VmRSS/ {print $2}' /proc/$tgt/status)
+status() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$tgt/status" 2>/dev/null || echo 0; }
+rss0=$(status VmRSS)
 "$ex/idle_mpa" "127.0.0.1:$port" "$idle_n" >target/idle_mpa.out 2>&1 &
 idle=$!; pids+=("$idle")
 ready=failed
@@ -153,8 +155,12 @@ for _ in $(seq 600); do
   sleep 0.5
 done
 sleep 1
-threads=$(awk '/Threads/ {print $2}' /proc/$tgt/status)
-rss1=$(awk '/VmRSS/ {print $2}' /proc/$tgt/status)
+threads=$(status Threads)
+rss1=$(status VmRSS)
+if ! kill -0 "$tgt" 2>/dev/null; then
+  ready=failed
+  echo "rddp target exited during the idle measurement: $(tail -1 target/idle_target.err)" >> target/idle_mpa.out
+fi
 per_kib=$(awk -v a="$rss0" -v b="$rss1" -v n="$idle_n" -v reg=$(( (buf + rcount * rsize) / 1024 )) \
   'BEGIN { printf "%.1f", (b - a) / n - reg }')
 kill "$idle" "$tgt" 2>/dev/null || true

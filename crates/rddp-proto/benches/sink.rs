@@ -19,7 +19,7 @@ fn bench(c: &mut Criterion) {
         let slots = REGION / size;
 
         // DDP: parse, validate (STag, PD, rights, wrap, bounds) and place.
-        let mut mem = MemoryTable::with_seed(1);
+        let mem = MemoryTable::with_seed(1);
         let stag = mem
             .register(
                 PdId(1),
@@ -57,7 +57,7 @@ fn bench(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("ddp_sink", size), &size, |b, _| {
             b.iter(|| {
                 let seg = &segs[seq as usize % slots];
-                sink.on_segment(&mut mem, seq, black_box(seg)).unwrap();
+                sink.on_segment(&mem, seq, black_box(seg)).unwrap();
                 seq += 1;
             })
         });

@@ -147,7 +147,7 @@ impl Sim {
 
     fn feed(&mut self, i: usize, seg: &[u8]) {
         let s = &mut self.streams[i];
-        let r = feed(s, &mut self.mem, self.seq[i], seg);
+        let r = feed(s, &self.mem, self.seq[i], seg);
         self.seq[i] += 1;
         while let Some(d) = s.poll_delivery() {
             if let rddp_proto::ddp::Delivery::Untagged { buffer, .. } = d {

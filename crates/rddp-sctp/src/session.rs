@@ -118,7 +118,7 @@ impl Upper {
 impl SegmentEndpoint for Upper {
     fn on_segment(
         &mut self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         seq: SenderSeq,
         seg: &[u8],
     ) -> Result<(), StreamError> {

@@ -221,9 +221,8 @@ impl PreparedQueuePair {
         let send_read_rtr = conn.send_read_rtr;
         if send_read_rtr {
             // RFC 6581: the initiator's first message is a zero-length RDMA Read.
-            let mem = self.b.pd.inner.consumer.device().mem();
             rdmap.post(
-                &mem,
+                self.b.pd.inner.consumer.device().mem(),
                 WorkRequest::Read {
                     wr_id: INTERNAL_WR_ID,
                     local_stag: 1,
@@ -496,10 +495,7 @@ impl QueuePair {
             });
         }
         st.send_outstanding += 1;
-        {
-            let mem = self.shared.pd.inner.consumer.device().mem();
-            st.rdmap.post(&mem, wr);
-        }
+        st.rdmap.post(self.shared.pd.inner.consumer.device().mem(), wr);
         self.shared.pump(&mut st);
         Ok(())
     }
@@ -615,11 +611,10 @@ fn read_loop(mut r: Box<dyn SegmentReader>, shared: &Shared) {
         let mut st = lock(&shared.state);
         let done = match got {
             Ok(Inbound::Segment { seq, bytes }) => {
-                {
-                    let mut mem = shared.pd.inner.consumer.device().mem();
-                    // Refusals are handled inside the engine (Terminate, events).
-                    let _ = st.rdmap.on_segment(&mut mem, seq, &bytes);
-                }
+                // Refusals are handled inside the engine (Terminate, events). The
+                // placement locks only the region it writes.
+                let mem = shared.pd.inner.consumer.device().mem();
+                let _ = st.rdmap.on_segment(mem, seq, &bytes);
                 false
             }
             Ok(Inbound::Mulpdu(n)) => {

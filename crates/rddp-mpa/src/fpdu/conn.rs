@@ -193,7 +193,7 @@ impl FpduConn {
     /// (so a driver can absorb the RTR before the ULP's memory table is at hand),
     /// and the caller feeds the rest again. After the connection died every
     /// octet is reported used (discarded).
-    pub fn on_bytes(&mut self, mem: &mut MemoryTable, input: &[u8]) -> usize {
+    pub fn on_bytes(&mut self, mem: &MemoryTable, input: &[u8]) -> usize {
         if self.dead {
             return input.len();
         }

@@ -204,7 +204,7 @@ impl DdpStream {
     /// every later segment is refused unplaced.
     pub fn on_segment(
         &mut self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         seq: SenderSeq,
         seg: &[u8],
     ) -> Result<(), StreamError> {

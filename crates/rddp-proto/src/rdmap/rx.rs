@@ -31,7 +31,7 @@ impl RdmapStream {
     /// the segment was accepted.
     pub fn on_segment(
         &mut self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         seq: SenderSeq,
         seg: &[u8],
     ) -> Result<(), StreamError> {
@@ -193,7 +193,7 @@ impl RdmapStream {
         }
     }
 
-    fn on_delivery(&mut self, mem: &mut MemoryTable, d: Delivery) {
+    fn on_delivery(&mut self, mem: &MemoryTable, d: Delivery) {
         match d {
             Delivery::Tagged {
                 rsvd_ulp,
@@ -250,13 +250,7 @@ impl RdmapStream {
         }
     }
 
-    fn on_send(
-        &mut self,
-        mem: &mut MemoryTable,
-        hdr: UntaggedHeader,
-        len: u32,
-        buffer: RecvBuffer,
-    ) {
+    fn on_send(&mut self, mem: &MemoryTable, hdr: UntaggedHeader, len: u32, buffer: RecvBuffer) {
         let op = RdmapControl(hdr.rsvd_ulp[0]).opcode();
         let mut c = Completion::new(buffer.id, WcOpcode::Recv, WcStatus::Success, len);
         c.qn_msn = Some((hdr.qn, hdr.msn));
@@ -293,7 +287,7 @@ impl RdmapStream {
     }
 
     /// Serve a Read Request in arrival order, within IRD (spec §3.4, §3.7).
-    fn on_read_request(&mut self, mem: &mut MemoryTable, hdr: UntaggedHeader, buffer: RecvBuffer) {
+    fn on_read_request(&mut self, mem: &MemoryTable, hdr: UntaggedHeader, buffer: RecvBuffer) {
         let rr = ReadRequestHeader::parse(&buffer.data).ok();
         // Give the internal buffer back to the Read Request queue.
         let _ = self.ddp.post_recv(qn::READ_REQUEST, buffer);
@@ -330,7 +324,7 @@ impl RdmapStream {
         );
         match src {
             Ok(data) => {
-                let data = Bytes::copy_from_slice(data);
+                let data = Bytes::from(data);
                 self.respond_read(rr.sink_stag, rr.sink_to, data);
             }
             Err(f) => {
