@@ -45,6 +45,12 @@ pub enum Error {
     SendQueueFull { depth: u32 },
     #[error("the shared receive queue belongs to another protection domain than the queue pair")]
     SrqWrongPd,
+    #[error("{what} {value} does not fit the 14-bit MPA field (RFC 6581): at most 16383")]
+    IrdOrdTooLarge { what: &'static str, value: u32 },
+    #[error(
+        "the connection agreed ORD 0 (the peer serves no RDMA Reads): an RDMA Read cannot be posted on this queue pair"
+    )]
+    OrdZero,
     #[error(
         "credits can only be granted on a queue pair attached to a credits-mode shared receive queue"
     )]

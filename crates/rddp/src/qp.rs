@@ -91,13 +91,15 @@ impl QueuePairBuilder {
         self
     }
 
-    /// Inbound RDMA Read queue depth offered to the peer.
+    /// Inbound RDMA Read queue depth offered to the peer (at most 16383, the
+    /// 14-bit MPA field; negotiated by `connect_mpa` and `accept_mpa`).
     pub fn ird(mut self, n: u32) -> Self {
         self.ird = n;
         self
     }
 
-    /// Outbound RDMA Read queue depth wanted.
+    /// Outbound RDMA Read queue depth wanted (at most 16383). If the peer's IRD
+    /// leaves it at 0, every RDMA Read is refused at posting ([`Error::OrdZero`]).
     pub fn ord(mut self, n: u32) -> Self {
         self.ord = n;
         self
@@ -109,6 +111,13 @@ impl QueuePairBuilder {
             && pd.id() != self.pd.id()
         {
             return Err(Error::SrqWrongPd);
+        }
+        // RFC 6581: IRD and ORD travel in 14-bit fields; what we use is what we say.
+        let max = u32::from(rddp_wire::EnhancedBlock::IRD_ORD_MAX);
+        for (what, value) in [("IRD", self.ird), ("ORD", self.ord)] {
+            if value > max {
+                return Err(Error::IrdOrdTooLarge { what, value });
+            }
         }
         self.pd.inner.consumer.charge(Resource::QueuePairs, 1)?;
         Ok(PreparedQueuePair {
@@ -414,6 +423,10 @@ impl QueuePair {
         remote_offset: u64,
     ) -> Result<(), Error> {
         self.same_pd(mr)?;
+        // ORD 0 agreed (RFC 6581): no Read can ever leave; refuse it now.
+        if self.ird_ord().1 == 0 {
+            return Err(Error::OrdZero);
+        }
         let consumer = &self.shared.pd.inner.consumer;
         consumer.charge(Resource::OutstandingReads, 1)?;
         self.post(WorkRequest::Read {

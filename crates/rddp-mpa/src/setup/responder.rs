@@ -7,7 +7,7 @@
 //! may also reject a valid Request. Octets from the initiator after its Request and
 //! before our Reply break spec §4.9 and close the connection.
 
-use super::initiator::check_private_data;
+use super::initiator::check_options;
 use super::negotiate::{choose_rtr, crc_in_use, responder_ird_ord};
 use super::reader::{FrameReader, Problem};
 use super::{Negotiated, Role, SetupStatus};
@@ -187,7 +187,7 @@ impl Responder {
         let rev = req.rev.min(self.opts.rev);
         let mut o = self.opts.clone();
         o.rev = rev;
-        check_private_data(&o)?;
+        check_options(&o)?;
         let crc = crc_in_use(self.opts.crc, req.flags.crc());
         let their = if rev == 2 { req.enhanced } else { None };
         let rtr = their.and_then(|b| {

@@ -84,7 +84,9 @@ pub struct MpaListener {
 }
 
 /// Bind and listen (use port 0 for a free port; see [`MpaListener::local_addr`]).
+/// Fails at once on an IRD or ORD that no Reply could carry (above 14 bits).
 pub fn listen(addr: impl ToSocketAddrs, opts: MpaOptions) -> Result<MpaListener, MpaError> {
+    crate::setup::check_ird_ord(&opts)?;
     Ok(MpaListener {
         listener: TcpListener::bind(addr)?,
         opts,
@@ -115,9 +117,19 @@ impl MpaListener {
         &self,
         decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
     ) -> Result<(TcpStream, SocketAddr, Negotiated, Vec<u8>), MpaError> {
+        self.accept_raw_opts(&self.opts, decide)
+    }
+
+    /// As [`Self::accept_raw`], answering with `opts` instead of the listener's own
+    /// (the verbs queue pair negotiates its own IRD/ORD this way, spec §4.10).
+    pub fn accept_raw_opts(
+        &self,
+        opts: &MpaOptions,
+        decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
+    ) -> Result<(TcpStream, SocketAddr, Negotiated, Vec<u8>), MpaError> {
+        crate::setup::check_ird_ord(opts)?;
         let (mut sock, peer) = self.listener.accept()?;
         sock.set_nodelay(true)?;
-        let opts = &self.opts;
         let tap = opts.tap.as_ref();
         let mut resp = Responder::new(opts, Instant::now());
         let mut buf = vec![0u8; SETUP_READ];

@@ -11,7 +11,8 @@ use rddp_wire::{Opcode, RdmapControl};
 
 impl RdmapStream {
     /// Post a work request. Checks needing only local state fail at once as a
-    /// completion (never a panic); after the stream died it completes as flushed.
+    /// completion (never a panic): a Read's sink, a Read with ORD 0. After the
+    /// stream died it completes as flushed.
     /// `mem` is the local memory table (a Read's sink STag is checked here).
     pub fn post(&mut self, mem: &MemoryTable, wr: WorkRequest) {
         if self.terminated {
@@ -31,6 +32,17 @@ impl RdmapStream {
             ..
         } = wr
         {
+            // ORD 0 (the peer announced IRD 0, RFC 6581): no Read can ever leave, and
+            // one waiting in the send queue would hold back everything behind it.
+            if self.cfg.ord == 0 {
+                self.completions.push_back(Completion::new(
+                    wr_id,
+                    WcOpcode::RdmaRead,
+                    WcStatus::LocalQpOperation,
+                    0,
+                ));
+                return;
+            }
             // The response lands through DDP's tagged checks, so the sink must be a
             // valid region of this stream with remote write (spec §3.4). A
             // zero-length Read places nothing (the RFC 6581 RTR): no sink needed.

@@ -14,6 +14,8 @@
 //! connection places tagged payloads straight from the socket instead.
 
 use super::{Connection, Inbound, LlpInfo, SegmentReader, SegmentWriter};
+use crate::error::Error;
+use crate::qp::{PreparedQueuePair, QueuePair};
 use rddp_mpa::fpdu::{Receiver, build_fpdu, terminate_for_wire};
 use rddp_mpa::tcp::{effective_mss, write_fpdu};
 use rddp_mpa::{MpaError, MpaOptions, Negotiated, PeerRequest, Role, Rtr};
@@ -54,7 +56,9 @@ impl Listener {
         self.inner.local_addr()
     }
 
-    /// The next connection, accepted with the listener's private data.
+    /// The next connection, accepted with the listener's private data and
+    /// negotiated with its options' IRD/ORD; a queue pair that wants its builder's
+    /// IRD/ORD negotiated uses [`PreparedQueuePair::accept_mpa`] instead.
     pub fn accept(&self) -> Result<Connection, MpaError> {
         let pd = self.opts.private_data.clone();
         self.accept_with(move |_| Ok(pd))
@@ -66,8 +70,49 @@ impl Listener {
         &self,
         decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
     ) -> Result<Connection, MpaError> {
-        let (sock, peer, neg, leftover) = self.inner.accept_raw(decide)?;
-        into_connection(sock, Some(peer), neg, leftover, &self.opts)
+        self.accept_with_ird_ord(self.opts.ird, self.opts.ord, decide)
+    }
+
+    /// As [`Self::accept_with`], negotiating IRD `ird` and ORD `ord` (spec §4.10)
+    /// instead of the listener's: a queue pair's own, see
+    /// [`PreparedQueuePair::accept_mpa`].
+    pub fn accept_with_ird_ord(
+        &self,
+        ird: u16,
+        ord: u16,
+        decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
+    ) -> Result<Connection, MpaError> {
+        let mut opts = self.opts.clone();
+        (opts.ird, opts.ord) = (ird, ord);
+        let (sock, peer, neg, leftover) = self.inner.accept_raw_opts(&opts, decide)?;
+        into_connection(sock, Some(peer), neg, leftover, &opts)
+    }
+}
+
+// The passive MPA side of a queue pair (its active side is
+// `PreparedQueuePair::connect_mpa`).
+impl PreparedQueuePair {
+    /// Accept the next MPA connection on `listener` with the listener's private
+    /// data, negotiating this queue pair's IRD/ORD (RFC 6581) rather than the
+    /// listener's, and attach. ([`PreparedQueuePair::attach`] of a connection from
+    /// [`Listener::accept`] runs with what the listener's options negotiated.)
+    pub fn accept_mpa(self, listener: &Listener) -> Result<QueuePair, Error> {
+        let pd = listener.opts.private_data.clone();
+        self.accept_mpa_with(listener, move |_| Ok(pd))
+    }
+
+    /// As [`Self::accept_mpa`], the ULP deciding from the Request: `Ok(reply
+    /// private data)` accepts, `Err(private data)` refuses with R=1.
+    pub fn accept_mpa_with(
+        self,
+        listener: &Listener,
+        decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
+    ) -> Result<QueuePair, Error> {
+        // The builder refused IRD/ORD above the 14-bit field (RFC 6581).
+        let (ird, ord) = self.ird_ord();
+        let wire = |v: u32| u16::try_from(v).unwrap_or(u16::MAX);
+        let conn = listener.accept_with_ird_ord(wire(ird), wire(ord), decide)?;
+        self.attach(conn)
     }
 }
 
