@@ -508,7 +508,8 @@ impl QueuePair {
             });
         }
         st.send_outstanding += 1;
-        st.rdmap.post(self.shared.pd.inner.consumer.device().mem(), wr);
+        st.rdmap
+            .post(self.shared.pd.inner.consumer.device().mem(), wr);
         self.shared.pump(&mut st);
         Ok(())
     }
