@@ -2,7 +2,9 @@
 //!
 //! Each connected queue pair runs two threads: one reads segments from the LLP and
 //! feeds the RDMAP engine, one writes the segments the engine produces. The engine
-//! is behind a mutex that is never held while a socket blocks.
+//! is behind a mutex that is never held while a socket blocks. The writer's queue
+//! holds at most about `TX_BUDGET` octets; a Send or Write completes when the
+//! writer has handed its last segment to the LLP whole.
 
 use crate::cq::{CompletionQueue, WorkCompletion};
 use crate::device::lock;
@@ -25,11 +27,16 @@ use rddp_wire::{DdpHeader, Opcode, RdmapControl};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 static NEXT_QP: AtomicU32 = AtomicU32::new(1);
+
+/// Octets of DDP segments a queue pair hands its writer ahead of the socket: the
+/// writer's queue stays this short, and the engine keeps the rest of the posted
+/// work (bounded by the send queue depth and IRD).
+const TX_BUDGET: usize = 2 << 20;
 
 /// Options of a Send.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -209,6 +216,9 @@ impl PreparedQueuePair {
         // Segments wait in a channel for the writer thread: a Read Response keeps its
         // IRD slot until the writer takes its last segment (see write_loop).
         rdmap.hold_ird_until_sent();
+        // A Send or Write completes when the LLP accepted its last octet (the
+        // writer reports each segment written), not when it was queued.
+        rdmap.complete_when_sent();
         // Seed 003: a CQ refuses what it could not hold. The send side reserves its
         // depth; the receive side its depth, its credit limit, or its whole SRQ pool.
         let send_reservation = self.b.send_cq.as_ref().reserve(
@@ -245,11 +255,14 @@ impl PreparedQueuePair {
         }
         let (tx, rx) = channel();
         let shared = Arc::new(Shared {
+            written: Condvar::new(),
             state: Mutex::new(State {
                 rdmap,
                 events: VecDeque::new(),
                 close_sent: false,
                 send_outstanding: 0,
+                tx_queued: 0,
+                writer_gone: false,
                 rtr_read_pending: send_read_rtr,
             }),
             max_send_wr: self.b.max_send_wr,
@@ -295,12 +308,19 @@ struct State {
     close_sent: bool,
     /// Send-queue work requests posted and not yet completed.
     send_outstanding: u32,
+    /// Octets of segments handed to the writer and not yet written (at most
+    /// about [`TX_BUDGET`]; the rest waits in the engine).
+    tx_queued: usize,
+    /// The writer thread has ended: nothing queued for it will be written.
+    writer_gone: bool,
     /// The RFC 6581 Read RTR has not completed yet.
     rtr_read_pending: bool,
 }
 
 struct Shared {
     state: Mutex<State>,
+    /// Signalled (with `state`) when the writer reported segments written or ended.
+    written: Condvar,
     max_send_wr: u32,
     _send_reservation: CqReservation,
     tx: Mutex<Sender<TxCmd>>,
@@ -548,7 +568,10 @@ impl Shared {
     /// CQs (returning quota), events to the ULP; close once a Terminate has left.
     fn pump(&self, st: &mut State) {
         let tx = lock(&self.tx);
-        while let Some(seg) = st.rdmap.poll_segment() {
+        while st.tx_queued < TX_BUDGET
+            && let Some(seg) = st.rdmap.poll_segment()
+        {
+            st.tx_queued += seg.len();
             let _ = tx.send(TxCmd::Segment(seg));
         }
         if st.rdmap.should_close() && !st.close_sent {
@@ -593,7 +616,13 @@ impl Shared {
     }
 }
 
-fn write_loop(mut w: Box<dyn SegmentWriter>, rx: Receiver<TxCmd>, shared: &Shared) {
+fn write_loop(w: Box<dyn SegmentWriter>, rx: Receiver<TxCmd>, shared: &Shared) {
+    write_all(w, rx, shared);
+    lock(&shared.state).writer_gone = true;
+    shared.written.notify_all();
+}
+
+fn write_all(mut w: Box<dyn SegmentWriter>, rx: Receiver<TxCmd>, shared: &Shared) {
     for cmd in rx {
         match cmd {
             TxCmd::Segment(seg) => {
@@ -609,6 +638,14 @@ fn write_loop(mut w: Box<dyn SegmentWriter>, rx: Receiver<TxCmd>, shared: &Share
                     w.close(true);
                     return;
                 }
+                // The LLP took the whole segment: a Send or Write it ends completes,
+                // and the budget it used lets the next segments through.
+                let mut st = lock(&shared.state);
+                st.tx_queued = st.tx_queued.saturating_sub(seg.len());
+                st.rdmap.segment_sent(seg.header.last());
+                shared.pump(&mut st);
+                drop(st);
+                shared.written.notify_all();
             }
             TxCmd::Close { abortive } => {
                 w.close(abortive);
@@ -619,10 +656,30 @@ fn write_loop(mut w: Box<dyn SegmentWriter>, rx: Receiver<TxCmd>, shared: &Share
     w.close(true);
 }
 
+/// How long a closed LLP's reader waits for the writer to report what it was
+/// writing, so that work whose octets the LLP accepted completes as sent.
+const WRITER_SETTLE: Duration = Duration::from_secs(1);
+
 fn read_loop(mut r: Box<dyn SegmentReader>, shared: &Shared) {
     loop {
         let got = r.read();
         let mut st = lock(&shared.state);
+        if matches!(got, Ok(Inbound::Closed) | Err(_)) {
+            // The writer may have handed the last segments to the LLP and not yet
+            // said so: let it, before the close flushes what is still in flight.
+            let deadline = std::time::Instant::now() + WRITER_SETTLE;
+            while st.tx_queued > 0 && !st.writer_gone {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                st = shared
+                    .written
+                    .wait_timeout(st, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        }
         let done = match got {
             Ok(Inbound::Segment { seq, bytes }) => {
                 // Refusals are handled inside the engine (Terminate, events). The

@@ -172,11 +172,25 @@ impl RdmapStream {
     }
 
     /// The next segment for the LLP. When a message's last segment leaves, a Send or
-    /// Write completes and a Read Response frees its IRD slot.
+    /// Write completes (with [`Self::complete_when_sent`]: when the LLP reports it
+    /// written) and a Read Response frees its IRD slot.
     pub fn poll_segment(&mut self) -> Option<OutSegment> {
         let seg = self.ddp.poll_segment()?;
         if seg.header.last() {
-            match self.tx.pop_front() {
+            let track = self.tx.pop_front();
+            if let Some(TxTrack::ReadResponse) = track
+                && !self.hold_ird_until_sent
+            {
+                self.irq_active = self.irq_active.saturating_sub(1);
+            }
+            if self.complete_when_sent {
+                // Sends, Writes and our Terminate wait for `segment_sent`.
+                if let Some(t) = track {
+                    self.unsent.push_back(t);
+                }
+                return Some(seg);
+            }
+            match track {
                 Some(TxTrack::Send { wr_id, len }) => {
                     self.completions.push_back(Completion::new(
                         wr_id,
@@ -193,12 +207,8 @@ impl RdmapStream {
                         len,
                     ));
                 }
-                Some(TxTrack::ReadResponse) if !self.hold_ird_until_sent => {
-                    self.irq_active = self.irq_active.saturating_sub(1)
-                }
-                Some(TxTrack::ReadResponse) => {}
                 Some(TxTrack::Terminate) => self.terminate_sent = true,
-                Some(TxTrack::ReadRequest) | None => {}
+                Some(TxTrack::ReadResponse | TxTrack::ReadRequest | TxTrack::Flushed) | None => {}
             }
         }
         Some(seg)
