@@ -192,7 +192,7 @@ table=$(
   rowlat "Send ping-pong 64 B, p50 one way, both ends on CPU 0"
   echo "| \`rddp target\`, $idle_n idle MPA connections | $threads threads, $per_kib KiB per connection beyond its $(( (buf + rcount * rsize) / 1024 )) KiB of buffers | | | <= cores + 4 threads, <= 32 KiB |"
 )
-stamp="$rounds rounds, medians, $(nproc) cores, $(date -u +%Y-%m-%d)$([ $quick = 1 ] && echo ', quick')"
+stamp="$rounds rounds, medians, $(nproc) cores, $(date -u +%Y-%m-%d)$([ $quick = 1 ] && echo ', quick' || true)"
 mkdir -p target
 { echo "$table"; echo; echo "($stamp; scripts/bench-perf.sh)"; } | tee target/bench-perf.md
 

@@ -80,7 +80,7 @@ fn rw() -> Access {
 fn write(wr_id: u64, data: &[u8], stag: Stag, to: u64) -> WorkRequest {
     WorkRequest::Write {
         wr_id,
-        payload: Bytes::copy_from_slice(data),
+        payload: Bytes::copy_from_slice(data).into(),
         remote_stag: stag.0,
         remote_to: to,
         fence: false,
@@ -109,7 +109,7 @@ fn read(
 fn send(wr_id: u64, data: &[u8], solicited: bool, invalidate: Option<u32>) -> WorkRequest {
     WorkRequest::Send {
         wr_id,
-        payload: Bytes::copy_from_slice(data),
+        payload: Bytes::copy_from_slice(data).into(),
         solicited,
         invalidate,
         fence: false,

@@ -24,7 +24,7 @@ fn stream() -> RdmapStream {
 fn write(wr_id: u64, len: usize) -> WorkRequest {
     WorkRequest::Write {
         wr_id,
-        payload: Bytes::from(vec![1; len]),
+        payload: Bytes::from(vec![1; len]).into(),
         remote_stag: 0x100,
         remote_to: 0,
         fence: false,
@@ -34,7 +34,7 @@ fn write(wr_id: u64, len: usize) -> WorkRequest {
 fn send(wr_id: u64, len: usize) -> WorkRequest {
     WorkRequest::Send {
         wr_id,
-        payload: Bytes::from(vec![2; len]),
+        payload: Bytes::from(vec![2; len]).into(),
         solicited: false,
         invalidate: None,
         fence: false,

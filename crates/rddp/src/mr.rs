@@ -4,6 +4,7 @@ use crate::device::Device;
 use crate::error::Error;
 use crate::pd::ProtectionDomain;
 use crate::quota::Resource;
+use rddp_proto::ddp::Payload;
 use rddp_proto::mem::{Access, RegionRef, Stag, StagScope, StreamId};
 
 /// What the peer needs to reach a region: advertise it (e.g. in a Send).
@@ -124,6 +125,19 @@ impl MemoryRegion {
                 size: self.len,
             }),
         }
+    }
+
+    /// A lease on `len` octets at `offset` for the transmit path: the region's
+    /// handle and the range, no copy.
+    pub(crate) fn lease(&self, offset: u64, len: u64) -> Result<Payload, Error> {
+        self.check(offset, len)?;
+        Payload::region(self.region.clone(), offset as usize, len as usize).ok_or(
+            Error::OutOfRange {
+                offset,
+                len,
+                size: self.len,
+            },
+        )
     }
 
     /// Copy `len` octets out of the region at `offset` (local access).

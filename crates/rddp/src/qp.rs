@@ -17,7 +17,7 @@ use crate::transport::{Connection, Inbound, LlpInfo, SegmentReader, SegmentWrite
 use bytes::Bytes;
 use rddp_proto::cq::{CqReservation, CqSource};
 use rddp_proto::ddp::BufferPool;
-use rddp_proto::ddp::{DdpConfig, OutSegment};
+use rddp_proto::ddp::{DdpConfig, OutSegment, Payload};
 use rddp_proto::mem::{Access, StreamId};
 use rddp_proto::rdmap::{
     AsyncEvent, Completion, INTERNAL_WR_ID, RdmapConfig, RdmapStream, WcOpcode, WorkRequest,
@@ -377,7 +377,7 @@ impl QueuePair {
     pub fn post_send_inline(&self, wr_id: u64, data: &[u8], flags: SendFlags) -> Result<(), Error> {
         self.post(WorkRequest::Send {
             wr_id,
-            payload: Bytes::copy_from_slice(data),
+            payload: Bytes::copy_from_slice(data).into(),
             solicited: flags.solicited,
             invalidate: flags.invalidate,
             fence: flags.fence,
@@ -390,7 +390,8 @@ impl QueuePair {
         (st.rdmap.config().ird, st.rdmap.config().ord)
     }
 
-    /// Send `len` octets of `mr` from `offset`. The payload is copied at posting.
+    /// Send `len` octets of `mr` from `offset`. The octets are read from the region
+    /// when they are written to the LLP (over MPA: straight from the region).
     pub fn post_send(
         &self,
         wr_id: u64,
@@ -508,9 +509,11 @@ impl QueuePair {
         Ok(())
     }
 
-    fn payload(&self, mr: &MemoryRegion, offset: u64, len: u64) -> Result<Bytes, Error> {
+    /// A lease on the range: the LLP reads it from the region when it writes the
+    /// segments (no copy at posting; the octets sent are those in the region then).
+    fn payload(&self, mr: &MemoryRegion, offset: u64, len: u64) -> Result<Payload, Error> {
         self.same_pd(mr)?;
-        Ok(Bytes::from(mr.read(offset, len)?))
+        mr.lease(offset, len)
     }
 
     fn post(&self, wr: WorkRequest) -> Result<(), Error> {

@@ -175,7 +175,7 @@ impl FpduConn {
         let seg = self.stream.poll_segment()?;
         let mut hdr = [0u8; UNTAGGED_HDR_LEN];
         let n = seg.header.emit(&mut hdr).ok()?;
-        Some(build_fpdu(&mut self.enc, &hdr[..n], seg.payload))
+        Some(build_fpdu(&mut self.enc, &hdr[..n], seg.payload.to_bytes()))
     }
 
     /// The TCP connection ended (`graceful`: FIN, else reset/error): spec §4.11,

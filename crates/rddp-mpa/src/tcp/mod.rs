@@ -15,6 +15,6 @@ mod rx;
 mod setup;
 
 pub use conn::MpaConnection;
-pub use io::write_fpdu;
+pub use io::{layout_rest, try_write_layout, write_fpdu};
 pub use mss::{FALLBACK_EMSS, effective_mss};
 pub use setup::{MpaListener, connect, connect_raw, listen};

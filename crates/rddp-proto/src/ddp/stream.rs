@@ -7,6 +7,7 @@
 //! * Graceful teardown ([`DdpStream::close`]) lets queued messages finish and fails
 //!   later requests; abortive teardown (ULP request, LLP loss, bad header) discards.
 
+use super::Payload;
 use super::error::{DdpError, SourceError, StreamError};
 use super::pool::BufferPool;
 use super::recv_queue::RecvBuffer;
@@ -100,10 +101,12 @@ impl DdpStream {
         rsvd_ulp: u8,
         stag: u32,
         to: u64,
-        payload: Bytes,
+        payload: impl Into<Payload>,
     ) -> Result<(), StreamError> {
         self.may_submit()?;
-        Ok(self.source.submit_tagged(rsvd_ulp, stag, to, payload)?)
+        Ok(self
+            .source
+            .submit_tagged(rsvd_ulp, stag, to, payload.into())?)
     }
 
     /// Returns the MSN the message takes on `qn`.
@@ -111,10 +114,10 @@ impl DdpStream {
         &mut self,
         qn: u32,
         rsvd_ulp: [u8; 5],
-        payload: Bytes,
+        payload: impl Into<Payload>,
     ) -> Result<u32, StreamError> {
         self.may_submit()?;
-        Ok(self.source.submit_untagged(qn, rsvd_ulp, payload)?)
+        Ok(self.source.submit_untagged(qn, rsvd_ulp, payload.into())?)
     }
 
     /// Next segment for the LLP. Also drains during graceful teardown; nothing more
@@ -145,6 +148,7 @@ impl DdpStream {
         rsvd_ulp: [u8; 5],
         payload: Bytes,
     ) -> Result<(), StreamError> {
+        let payload = Payload::from(payload);
         if self.state == StreamState::Closed {
             return Err(StreamError::Closed);
         }

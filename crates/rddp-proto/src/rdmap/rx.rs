@@ -3,8 +3,9 @@
 
 use super::terminate::{from_ddp_error, with_header};
 use super::{AsyncEvent, Completion, INTERNAL_WR_ID, RdmapStream, WcOpcode, WcStatus};
+use crate::ddp::Payload;
 use crate::ddp::{Delivery, RecvBuffer, SenderSeq, StreamError, StreamEvent};
-use crate::mem::{AccessFault, MemoryTable, Stag};
+use crate::mem::{Access, AccessFault, MemoryTable, Stag};
 use bytes::Bytes;
 use rddp_wire::ddp::DDP_VERSION;
 use rddp_wire::rdmap::{RDMAP_VERSION, qn};
@@ -315,17 +316,26 @@ impl RdmapStream {
             self.respond_read(rr.sink_stag, rr.sink_to, Bytes::new());
             return;
         }
-        let src = mem.read_remote(
+        let src = mem.remote_region(
             Stag(rr.src_stag),
             self.ddp.pd(),
             self.ddp.id(),
+            Access::REMOTE_READ,
             rr.src_to,
-            rr.size as usize,
+            u64::from(rr.size),
         );
         match src {
-            Ok(data) => {
-                let data = Bytes::from(data);
-                self.respond_read(rr.sink_stag, rr.sink_to, data);
+            Ok(region) => {
+                // The response leases the source range: the LLP reads it from the
+                // region when it writes, no copy here.
+                let offset = (rr.src_to - region.base_to()) as usize;
+                let len = rr.size as usize;
+                let lease = Payload::Region {
+                    region,
+                    offset,
+                    len,
+                };
+                self.respond_read(rr.sink_stag, rr.sink_to, lease);
             }
             Err(f) => {
                 let code = match f {

@@ -2,7 +2,7 @@
 //! Sends and Writes when their last segment leaves.
 
 use super::{Completion, OutRead, RdmapStream, TxTrack, WcOpcode, WcStatus, WorkRequest};
-use crate::ddp::OutSegment;
+use crate::ddp::{OutSegment, Payload};
 use crate::mem::{Access, MemoryTable, Stag};
 use bytes::Bytes;
 use rddp_wire::rdmap::qn;
@@ -163,7 +163,7 @@ impl RdmapStream {
     }
 
     /// Queue the Read Response for an accepted Read Request (served in arrival order).
-    pub(super) fn respond_read(&mut self, sink_stag: u32, sink_to: u64, data: Bytes) {
+    pub(super) fn respond_read(&mut self, sink_stag: u32, sink_to: u64, data: impl Into<Payload>) {
         let ctrl = RdmapControl::new(Opcode::READ_RESPONSE).0;
         if self.ddp.send_tagged(ctrl, sink_stag, sink_to, data).is_ok() {
             self.tx.push_back(TxTrack::ReadResponse);
