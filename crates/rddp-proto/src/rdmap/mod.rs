@@ -15,6 +15,7 @@ mod terminate;
 mod tx;
 mod wr;
 
+pub use tx::RtrRefused;
 pub use wr::{AsyncEvent, Completion, WcOpcode, WcStatus, WorkRequest};
 
 use crate::ddp::{DdpConfig, DdpStream, RecvBuffer, SourceError, StreamError};
@@ -72,6 +73,8 @@ struct OutRead {
     sink_stag: u32,
     sink_to: u64,
     len: u32,
+    /// RDMAP's own RFC 6581 Read RTR: its completion is never the ULP's.
+    rtr: bool,
 }
 
 /// One RDMAP stream over one DDP stream.
@@ -102,6 +105,8 @@ pub struct RdmapStream {
     /// A Read Response keeps its IRD slot until the LLP writer reports it sent
     /// ([`Self::read_response_sent`]) rather than until its last segment is polled.
     hold_ird_until_sent: bool,
+    /// The ULP asked for graceful teardown ([`Self::close`]).
+    closing: bool,
 }
 
 impl RdmapStream {
@@ -137,6 +142,7 @@ impl RdmapStream {
             terminate_sent: false,
             first_recv_status: None,
             hold_ird_until_sent: false,
+            closing: false,
         })
     }
 
@@ -249,6 +255,40 @@ impl RdmapStream {
         self.events.pop_front()
     }
 
+    /// Graceful teardown by the ULP. Seed 000: "all in-progress DDP Messages
+    /// complete before the LLP Stream is closed; further ULP requests MUST return
+    /// error". Every request posted before still runs, including those that ORD or a
+    /// fence holds back, and every Read waits for its response; new requests
+    /// complete as flushed. [`Self::poll_close`] says when the LLP may close.
+    pub fn close(&mut self) {
+        if !self.terminated {
+            self.closing = true;
+        }
+    }
+
+    /// Whether [`Self::close`] was called.
+    pub fn is_closing(&self) -> bool {
+        self.closing
+    }
+
+    /// After [`Self::close`]: true once every request posted before it has left
+    /// (the send queue held back by ORD and fences included) and every Read has its
+    /// response, so the LLP may now close gracefully. DDP then accepts no new
+    /// message. False on a dead stream (that closes abortively, see
+    /// [`Self::should_close`]).
+    pub fn poll_close(&mut self) -> bool {
+        let done = self.closing
+            && !self.terminated
+            && self.sq.is_empty()
+            && self.orq.is_empty()
+            && self.tx.is_empty()
+            && self.ddp.drained();
+        if done {
+            self.ddp.close();
+        }
+        done
+    }
+
     /// Abortive teardown (the ULP's call, or the LLP is gone): everything pending
     /// completes as flushed.
     pub fn abort(&mut self) {
@@ -269,6 +309,11 @@ impl RdmapStream {
     }
 
     fn flush_all(&mut self) {
+        // Deliveries are taken as they come; none should be left, but if one were
+        // its buffer still comes back.
+        while let Some(d) = self.ddp.poll_delivery() {
+            self.discard_delivery(d);
+        }
         for wr in std::mem::take(&mut self.sq) {
             self.completions.push_back(Completion::new(
                 wr.wr_id(),
@@ -322,13 +367,25 @@ impl RdmapStream {
             }
         }
         for r in std::mem::take(&mut self.orq) {
-            self.completions.push_back(Completion::new(
-                r.wr_id,
-                WcOpcode::RdmaRead,
-                WcStatus::Flushed,
-                0,
-            ));
+            self.read_done(r, WcStatus::Flushed);
         }
+    }
+
+    /// An outstanding Read is over: its completion, unless it is the Read RTR
+    /// (RFC 6581: the RTR is absorbed by RDMAP, not a ULP message; spec §4.10), so
+    /// whatever becomes of it nothing reaches the ULP, and the ULP's own Reads keep
+    /// their own completions.
+    fn read_done(&mut self, r: OutRead, status: WcStatus) {
+        if r.rtr {
+            return;
+        }
+        let len = if status == WcStatus::Success {
+            r.len
+        } else {
+            0
+        };
+        self.completions
+            .push_back(Completion::new(r.wr_id, WcOpcode::RdmaRead, status, len));
     }
 }
 

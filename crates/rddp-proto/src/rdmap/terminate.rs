@@ -2,7 +2,7 @@
 //! Layer/EType/Code and M/D/R headers, sent as the last message; a received one is
 //! reported and never answered.
 
-use super::{AsyncEvent, Completion, RdmapStream, TxTrack, WcOpcode, WcStatus};
+use super::{AsyncEvent, Completion, RdmapStream, TxTrack, WcStatus};
 use crate::ddp::DdpError;
 use bytes::Bytes;
 use rddp_wire::rdmap::qn;
@@ -95,8 +95,7 @@ impl RdmapStream {
                 Some(c) if c.etype == 1 && c.layer <= 1 => WcStatus::RemoteAccess,
                 _ => WcStatus::RemoteOperation,
             };
-            self.completions
-                .push_back(Completion::new(r.wr_id, WcOpcode::RdmaRead, status, 0));
+            self.read_done(r, status);
         }
         self.flush_all();
         if !already {

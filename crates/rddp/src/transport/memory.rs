@@ -75,6 +75,7 @@ pub fn memory_pair(mulpdu: usize) -> (Connection, Connection) {
         mulpdu,
         ird: 16,
         ord: 16,
+        ird_ord_negotiated: true,
         peer_private_data: Vec::new(),
         info: LlpInfo {
             transport: "memory",

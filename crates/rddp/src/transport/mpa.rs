@@ -180,6 +180,7 @@ fn into_connection(
         mulpdu: tx_mulpdu,
         ird,
         ord,
+        ird_ord_negotiated: true,
         peer_private_data: neg.peer_private_data.clone(),
         info: LlpInfo {
             transport: "mpa",

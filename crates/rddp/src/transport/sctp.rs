@@ -5,7 +5,11 @@
 //! the adaptation indication checked at setup); the session's segments are relayed
 //! to and from the queue pair's own RDMAP engine. A driver thread owns the
 //! association: it hands queued segments to SCTP and feeds received ones, placed
-//! in any order and delivered in DDP-SSN order by the queue pair's DDP sink.
+//! in any order and delivered in DDP-SSN order by the queue pair's DDP sink. The
+//! relay holds at most `INBOUND_MAX_OCTETS` for the queue pair's reader; beyond
+//! that the driver stops reading the association (backpressure through SCTP's
+//! receive window). RFC 5043 exchanges no IRD/ORD: the queue pair's builder's
+//! values apply on both sides.
 //! usrsctp is loaded at run time; without it every call here says which package
 //! to install.
 
@@ -30,9 +34,16 @@ pub fn available() -> Result<(), String> {
 /// The session's stream number.
 const SID: u16 = 0;
 
+/// Octets of received segments that may wait for the queue pair's reader. Beyond
+/// it the driver stops reading the association, so SCTP's receive window holds the
+/// peer back (backpressure) instead of a queue growing without bound.
+const INBOUND_MAX_OCTETS: usize = 256 * 1024;
+
 #[derive(Debug, Default)]
 struct RelayState {
     inbound: VecDeque<Inbound>,
+    /// Octets of the segments in `inbound`.
+    inbound_octets: usize,
     outbound: VecDeque<OutSegment>,
     /// The queue pair asked to close: gracefully (session Terminate) or not.
     close: Option<bool>,
@@ -51,8 +62,28 @@ impl Relay {
         self.st.lock().unwrap_or_else(|p| p.into_inner())
     }
     fn push(&self, i: Inbound) {
-        self.lock().inbound.push_back(i);
+        let mut st = self.lock();
+        if st.lost {
+            return; // nobody will read it
+        }
+        if let Inbound::Segment { bytes, .. } = &i {
+            st.inbound_octets += bytes.len();
+        }
+        st.inbound.push_back(i);
+        drop(st);
         self.cv.notify_all();
+    }
+    /// Whether the driver may read the next message for this relay.
+    fn has_room(&self) -> bool {
+        let st = self.lock();
+        st.lost || st.inbound_octets < INBOUND_MAX_OCTETS
+    }
+    /// Wait up to `d` for the reader to make room (or the relay to be lost).
+    fn wait_room(&self, d: Duration) {
+        let st = self.lock();
+        let _ = self.cv.wait_timeout_while(st, d, |st| {
+            !st.lost && st.inbound_octets >= INBOUND_MAX_OCTETS
+        });
     }
     fn lose(&self) {
         self.lock().lost = true;
@@ -324,6 +355,17 @@ fn drive_association(mut conn: SctpConnection, shared: &AssocShared) {
                 let _ = conn.adaptation().terminate(*sid);
             }
         }
+        // Backpressure: while one session's queue pair lags, read nothing more
+        // from the association (SCTP has one receive window for all its streams).
+        if let Some((_, full, _)) = relays.iter().find(|(_, r, _)| !r.has_room()) {
+            let full = full.clone();
+            if conn.flush().is_err() {
+                lose_all(&relays, shared);
+                return;
+            }
+            full.wait_room(Duration::from_millis(2));
+            continue;
+        }
         let busy = relays.iter().any(|(_, r, _)| !r.lock().outbound.is_empty());
         let wait = if busy {
             Duration::ZERO
@@ -352,14 +394,19 @@ fn drive_association(mut conn: SctpConnection, shared: &AssocShared) {
             }
         }
         if !ok {
-            for (_, r, _) in &relays {
-                r.lose();
-            }
-            shared.lock().lost = true;
-            shared.cv.notify_all();
+            lose_all(&relays, shared);
             return;
         }
     }
+}
+
+/// The association is gone: every session's queue pair and the ULP learn it.
+fn lose_all(relays: &[(u16, Arc<Relay>, bool)], shared: &AssocShared) {
+    for (_, r, _) in relays {
+        r.lose();
+    }
+    shared.lock().lost = true;
+    shared.cv.notify_all();
 }
 
 fn start(
@@ -387,8 +434,10 @@ fn connection(
         reader: Box::new(Reader(relay.clone())),
         writer: Box::new(Writer(relay)),
         mulpdu,
-        ird: 16,
-        ord: 16,
+        // RFC 5043 negotiates no IRD/ORD: the queue pair's builder decides.
+        ird: 0,
+        ord: 0,
+        ird_ord_negotiated: false,
         peer_private_data: peer_pd,
         info: LlpInfo {
             transport: "sctp",
@@ -427,6 +476,11 @@ fn drive(mut conn: SctpConnection, relay: &Relay) {
         if conn.flush().is_err() {
             relay.lose();
             return;
+        }
+        if !relay.has_room() {
+            // Backpressure: read nothing more until the queue pair has caught up.
+            relay.wait_room(Duration::from_millis(2));
+            continue;
         }
         let busy = !relay.lock().outbound.is_empty();
         let wait = if busy {
@@ -471,6 +525,14 @@ impl SegmentReader for Reader {
         let mut st = self.0.lock();
         loop {
             if let Some(i) = st.inbound.pop_front() {
+                if let Inbound::Segment { bytes, .. } = &i {
+                    let full = st.inbound_octets >= INBOUND_MAX_OCTETS;
+                    st.inbound_octets -= bytes.len();
+                    if full && st.inbound_octets < INBOUND_MAX_OCTETS {
+                        drop(st);
+                        self.0.cv.notify_all(); // the driver may read again
+                    }
+                }
                 return Ok(i);
             }
             if st.lost {
