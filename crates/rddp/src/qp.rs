@@ -714,8 +714,21 @@ fn write_loop(w: Box<dyn SegmentWriter>, rx: Receiver<TxCmd>, shared: &Shared) {
     shared.written.notify_all();
 }
 
+/// Segments written before the writer reports them (one QP lock for all).
+const REPORT_EVERY: usize = 64;
+
 fn write_all(mut w: Box<dyn SegmentWriter>, rx: Receiver<TxCmd>, shared: &Shared) {
-    for cmd in rx {
+    // Segments written and not yet reported: (octets, L flag), in order.
+    let mut written: Vec<(usize, bool)> = Vec::new();
+    let mut next = None;
+    loop {
+        let cmd = match next.take() {
+            Some(c) => c,
+            None => match rx.recv() {
+                Ok(c) => c,
+                Err(_) => break,
+            },
+        };
         match cmd {
             TxCmd::Segment(seg) => {
                 // A Read Response frees its IRD slot as its last segment goes out
@@ -727,25 +740,46 @@ fn write_all(mut w: Box<dyn SegmentWriter>, rx: Receiver<TxCmd>, shared: &Shared
                     lock(&shared.state).rdmap.read_response_sent();
                 }
                 if w.write_segment(&seg).is_err() {
+                    report(shared, &mut written);
                     w.close(true);
                     return;
                 }
-                // The LLP took the whole segment: a Send or Write it ends completes,
-                // and the budget it used lets the next segments through.
-                let mut st = lock(&shared.state);
-                st.tx_queued = st.tx_queued.saturating_sub(seg.len());
-                st.rdmap.segment_sent(seg.header.last());
-                shared.pump(&mut st);
-                drop(st);
-                shared.written.notify_all();
+                written.push((seg.len(), seg.header.last()));
+                // More already queued: write it before reporting, so a stream of
+                // small messages takes the QP lock once per batch, not per segment.
+                if let Ok(c) = rx.try_recv() {
+                    next = Some(c);
+                    if written.len() < REPORT_EVERY {
+                        continue;
+                    }
+                }
+                report(shared, &mut written);
             }
             TxCmd::Close { abortive } => {
+                report(shared, &mut written);
                 w.close(abortive);
                 return;
             }
         }
     }
+    report(shared, &mut written);
     w.close(true);
+}
+
+/// The LLP took these segments whole: the Sends and Writes they end complete,
+/// and the budget they used lets the next segments through.
+fn report(shared: &Shared, written: &mut Vec<(usize, bool)>) {
+    if written.is_empty() {
+        return;
+    }
+    let mut st = lock(&shared.state);
+    for (len, last) in written.drain(..) {
+        st.tx_queued = st.tx_queued.saturating_sub(len);
+        st.rdmap.segment_sent(last);
+    }
+    shared.pump(&mut st);
+    drop(st);
+    shared.written.notify_all();
 }
 
 /// How long a closed LLP's reader waits for the writer to report what it was
