@@ -344,6 +344,10 @@ impl PreparedQueuePair {
         });
         // Whatever attach queued (the Read RTR) goes out now, not with the next post.
         shared.pump(&mut lock(&shared.state));
+        crate::trace::attached(self.qp_num, &shared.info, conn.ird, conn.ord, conn.mulpdu);
+        let weak: std::sync::Weak<dyn crate::stats::StatsSource> = Arc::downgrade(&shared) as _;
+        let device = self.b.pd.inner.consumer.device();
+        device.inner.stats.attach(self.qp_num, weak);
         let Connection {
             reader,
             writer,
@@ -446,6 +450,12 @@ impl QueuePair {
             invalidate: flags.invalidate,
             fence: flags.fence,
         })
+    }
+
+    /// This queue pair's counters (issue 13): octets and segments sent and placed,
+    /// messages delivered, refusals, Terminates by class, CRC errors, completions.
+    pub fn stats(&self) -> crate::QpStats {
+        lock(&self.shared.state).rdmap.stats()
     }
 
     /// IRD and ORD in force.
@@ -637,11 +647,21 @@ impl Drop for QueuePair {
             let _ = w.join();
             let _ = r.join();
         }
+        let last = self.stats();
+        crate::trace::dropped(self.shared.qp_num, &last);
+        let device = self.shared.pd.inner.consumer.device();
+        device.inner.stats.retire(self.shared.qp_num, &last);
         self.shared
             .pd
             .inner
             .consumer
             .refund(Resource::QueuePairs, 1);
+    }
+}
+
+impl crate::stats::StatsSource for Shared {
+    fn stats(&self) -> crate::QpStats {
+        lock(&self.state).rdmap.stats()
     }
 }
 
@@ -681,6 +701,7 @@ impl Shared {
             }
         }
         while let Some(e) = st.rdmap.poll_event() {
+            crate::trace::event(self.qp_num, &e);
             st.events.push_back(e);
         }
     }
@@ -826,7 +847,8 @@ fn read_loop(mut r: Box<dyn SegmentReader>, shared: &Shared) {
                 st.rdmap.on_llp_closed(true);
                 true
             }
-            Err(_) => {
+            Err(e) => {
+                crate::trace::llp_lost(shared.qp_num, &e);
                 st.rdmap.on_llp_closed(false);
                 true
             }

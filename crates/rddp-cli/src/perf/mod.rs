@@ -11,6 +11,7 @@ pub mod bw;
 pub mod chan;
 pub mod client;
 pub mod endpoint;
+pub mod failure;
 pub mod lat;
 pub mod link;
 pub mod opts;
@@ -28,7 +29,13 @@ pub use args::PerfCmd;
 /// Run `rddp perf ...`.
 pub fn main(cmd: &PerfCmd) -> Result<(), String> {
     match cmd {
-        PerfCmd::Server(a) => run::server_main(a),
-        PerfCmd::Client(a) => run::client_main(a),
+        PerfCmd::Server(a) => {
+            let _cap = a.link.capture.start()?;
+            run::server_main(a)
+        }
+        PerfCmd::Client(a) => {
+            let _cap = a.link.capture.start()?;
+            run::client_main(a)
+        }
     }
 }

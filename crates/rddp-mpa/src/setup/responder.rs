@@ -52,6 +52,13 @@ impl Responder {
         }
     }
 
+    /// Answer with `opts` instead of the options the Request was read with (a
+    /// listener reads every Request with its own; each accept may bring its own,
+    /// e.g. a queue pair's IRD/ORD, spec §4.10). The deadline stays.
+    pub fn set_options(&mut self, opts: &MpaOptions) {
+        self.opts = opts.clone();
+    }
+
     pub fn status(&self) -> SetupStatus {
         self.status
     }

@@ -20,6 +20,7 @@ pub use wr::{AsyncEvent, Completion, WcOpcode, WcStatus, WorkRequest};
 
 use crate::ddp::{DdpConfig, DdpStream, RecvBuffer, SourceError, StreamError};
 use crate::mem::{PdId, StreamId};
+use crate::stats::{RdmapCounters, StreamStats};
 use rddp_wire::rdmap::qn;
 use std::collections::VecDeque;
 
@@ -107,6 +108,8 @@ pub struct RdmapStream {
     hold_ird_until_sent: bool,
     /// The ULP asked for graceful teardown ([`Self::close`]).
     closing: bool,
+    /// Issue 13: refusals, Terminates, CRC errors, completions by status.
+    counters: RdmapCounters,
 }
 
 impl RdmapStream {
@@ -143,6 +146,7 @@ impl RdmapStream {
             first_recv_status: None,
             hold_ird_until_sent: false,
             closing: false,
+            counters: RdmapCounters::default(),
         })
     }
 
@@ -248,7 +252,36 @@ impl RdmapStream {
     }
 
     pub fn poll_completion(&mut self) -> Option<Completion> {
-        self.completions.pop_front()
+        let c = self.completions.pop_front();
+        // The RFC 6581 Read RTR is the LLP's, not the ULP's: not counted. (By
+        // reference: the completion is not moved out and back in.)
+        if let Some(c) = &c
+            && !(c.opcode == WcOpcode::RdmaRead && c.wr_id == INTERNAL_WR_ID)
+        {
+            self.counters.completions.count(c.status);
+        }
+        c
+    }
+
+    /// The stream's counters (issue 13): what DDP sent, placed and delivered, what
+    /// was refused, Terminates by class, CRC errors, completions by status.
+    pub fn stats(&self) -> StreamStats {
+        let (tx, rx) = (self.ddp.source_stats(), self.ddp.sink_stats());
+        let c = &self.counters;
+        StreamStats {
+            segments_sent: tx.segments_sent,
+            octets_sent: tx.octets_sent,
+            messages_sent: tx.messages_sent,
+            segments_placed: rx.segments_placed,
+            octets_placed: rx.bytes_placed,
+            placed_out_of_order: rx.placed_out_of_order,
+            messages_delivered: rx.messages_delivered,
+            segments_refused: self.ddp.segments_refused() + c.segments_refused,
+            crc_errors: c.crc_errors,
+            terminates_sent: c.terminates_sent,
+            terminates_received: c.terminates_received,
+            completions: c.completions,
+        }
     }
 
     pub fn poll_event(&mut self) -> Option<AsyncEvent> {

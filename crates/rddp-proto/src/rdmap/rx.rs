@@ -41,6 +41,7 @@ impl RdmapStream {
             return Err(StreamError::Closed);
         }
         if let Err(r) = self.pre_check(seq, seg) {
+            self.counters.segments_refused += 1;
             let term = match (r.echo, DdpHeader::parse(seg)) {
                 (true, Ok(h)) => with_header(r.code, h, seg.len(), None),
                 _ => Terminate::bare(r.code),

@@ -41,6 +41,7 @@ impl RdmapStream {
         }
         self.terminated = true;
         let code = term.code;
+        self.counters.terminates_sent.count(Some(code));
         // Every field of a Terminate we build is in range, so encoding succeeds;
         // if it did not, the code alone still goes out.
         let body = term
@@ -76,6 +77,9 @@ impl RdmapStream {
     /// a Terminate with the code alone goes out as the last message, then the LLP
     /// closes.
     pub fn llp_error(&mut self, code: TerminateCode, detail: String) {
+        if code == TerminateCode::MPA_CRC_ERROR {
+            self.counters.crc_errors += 1;
+        }
         self.ddp.fail(code);
         self.fatal(Terminate::bare(code), detail);
     }
@@ -99,6 +103,7 @@ impl RdmapStream {
         }
         self.flush_all();
         if !already {
+            self.counters.terminates_received.count(code);
             self.events
                 .push_back(AsyncEvent::TerminateReceived { code, terminate });
         }

@@ -17,6 +17,7 @@ use super::{Connection, Inbound, LlpInfo, SegmentReader, SegmentWriter};
 use crate::error::Error;
 use crate::qp::{PreparedQueuePair, QueuePair};
 use rddp_mpa::fpdu::{Receiver, build_fpdu, layout_fpdu, terminate_for_wire};
+use rddp_mpa::pcap::{PcapFile, Tap, TcpEndpoint};
 use rddp_mpa::tcp::{effective_mss, layout_rest, try_write_layout, write_fpdu};
 use rddp_mpa::{MpaError, MpaOptions, Negotiated, PeerRequest, Role, Rtr};
 use rddp_proto::ddp::{OutSegment, Payload, count_lease_copy};
@@ -32,9 +33,42 @@ const READ_BUF: usize = 256 * 1024;
 
 /// Active open: an MPA connection to `addr`, ready to attach to a queue pair.
 pub fn connect(addr: impl ToSocketAddrs, opts: &MpaOptions) -> Result<Connection, MpaError> {
+    let cap = crate::capture::current();
+    let tap = cap.as_ref().map(|_| Tap::new());
+    let tapped;
+    let opts = match &tap {
+        Some(t) => {
+            tapped = MpaOptions {
+                tap: Some(t.clone()),
+                ..opts.clone()
+            };
+            &tapped
+        }
+        None => opts,
+    };
     let (sock, neg, leftover) = rddp_mpa::connect_raw(addr, opts)?;
     let peer = sock.peer_addr().ok();
-    into_connection(sock, peer, neg, leftover, opts)
+    let wire = endpoint(cap, tap, &sock, &neg);
+    into_connection(sock, peer, neg, leftover, opts, wire)
+}
+
+/// This connection in the process's capture, if one runs (see [`crate::capture`]).
+fn endpoint(
+    cap: Option<PcapFile>,
+    tap: Option<Tap>,
+    sock: &TcpStream,
+    neg: &Negotiated,
+) -> Option<TcpEndpoint> {
+    let (cap, tap) = (cap?, tap?);
+    let (local, peer) = (sock.local_addr().ok()?, sock.peer_addr().ok()?);
+    let ours = tap.records().into_iter().next().map(|(_, o)| o);
+    let ours = ours.unwrap_or_default();
+    let theirs = tap.received();
+    let (request, reply) = match neg.role {
+        Role::Initiator => (&ours, &theirs),
+        Role::Responder => (&theirs, &ours),
+    };
+    Some(cap.mpa_endpoint(local, peer, neg.role, request, reply))
 }
 
 /// A passive MPA endpoint handing out connections for queue pairs.
@@ -84,8 +118,12 @@ impl Listener {
     ) -> Result<Connection, MpaError> {
         let mut opts = self.opts.clone();
         (opts.ird, opts.ord) = (ird, ord);
-        let (sock, peer, neg, leftover) = self.inner.accept_raw_opts(&opts, decide)?;
-        into_connection(sock, Some(peer), neg, leftover, &opts)
+        let cap = crate::capture::current();
+        let tap = cap.as_ref().map(|_| Tap::new());
+        let (sock, peer, neg, leftover) =
+            self.inner.accept_raw_full(&opts, decide, tap.as_ref())?;
+        let wire = endpoint(cap, tap, &sock, &neg);
+        into_connection(sock, Some(peer), neg, leftover, &opts, wire)
     }
 }
 
@@ -131,6 +169,7 @@ fn into_connection(
     neg: Negotiated,
     leftover: Vec<u8>,
     opts: &MpaOptions,
+    wire: Option<TcpEndpoint>,
 ) -> Result<Connection, MpaError> {
     // Setup read with deadlines; FPDU mode blocks until data or close.
     sock.set_read_timeout(None)?;
@@ -141,13 +180,23 @@ fn into_connection(
     // The initiator's Write RTR leaves first (RFC 6581; siw's STag 1, spec §7.8).
     if initiator && neg.rtr == Some(Rtr::Write) {
         let hdr = TaggedHeader::new(true, RdmapControl::new(Opcode::RDMA_WRITE).0, 1, 0).to_bytes();
-        write_fpdu(
-            &mut sock,
-            &build_fpdu(&mut enc, &hdr, bytes::Bytes::new()),
-            None,
-            neg.role,
-        )?;
+        let f = build_fpdu(&mut enc, &hdr, bytes::Bytes::new());
+        if let Some(w) = &wire {
+            w.sent(&f.to_vec());
+        }
+        write_fpdu(&mut sock, &f, None, neg.role)?;
     }
+    if let Some(w) = &wire {
+        w.received(&leftover);
+    }
+    tracing::debug!(
+        "MPA: FPDU mode: EMSS {emss}, MULPDU {tx_mulpdu}{}",
+        if initiator {
+            ""
+        } else {
+            "; nothing leaves before the initiator's first FPDU (spec §4.9)"
+        }
+    );
     let gate: Gate = Arc::new((Mutex::new(initiator), Condvar::new()));
     let (ird, ord) = neg
         .ird_ord
@@ -166,6 +215,7 @@ fn into_connection(
         gate: gate.clone(),
         expect_rtr: if initiator { None } else { neg.rtr },
         failed: false,
+        wire: wire.clone(),
     };
     let abort_sock = sock.try_clone()?;
     let abort_gate = gate.clone();
@@ -176,6 +226,7 @@ fn into_connection(
             enc,
             gate,
             role: neg.role,
+            wire,
         }),
         mulpdu: tx_mulpdu,
         ird,
@@ -210,6 +261,8 @@ struct MpaReader {
     /// Responder in peer-to-peer mode: the RTR the first FPDU must be.
     expect_rtr: Option<Rtr>,
     failed: bool,
+    /// This connection in the process's capture (`--pcap`).
+    wire: Option<TcpEndpoint>,
 }
 
 impl MpaReader {
@@ -246,9 +299,11 @@ impl MpaReader {
             ControlFlow::Continue(())
         });
         if let Err(e) = res {
+            // Which FPDU (counted from 0 after setup) failed, so a capture or an
+            // impairing bridge can tell which one was refused.
             out.push_back(Inbound::Error {
                 code: terminate_for_wire(&e).code,
-                detail: format!("MPA framing: {e}"),
+                detail: format!("MPA framing: {e} (FPDU {seq} after setup)"),
             });
         }
         if matches!(out.back(), Some(Inbound::Error { .. })) {
@@ -285,6 +340,9 @@ impl SegmentReader for MpaReader {
             if self.failed {
                 // Nothing after a framing error is trusted: wait for the close.
                 let n = self.sock.read(&mut self.buf)?;
+                if let Some(w) = &self.wire {
+                    w.received(&self.buf[..n]);
+                }
                 if n == 0 {
                     return Ok(Inbound::Closed);
                 }
@@ -296,6 +354,9 @@ impl SegmentReader for MpaReader {
                 continue;
             }
             let n = self.sock.read(&mut self.buf)?;
+            if let Some(w) = &self.wire {
+                w.received(&self.buf[..n]);
+            }
             if n == 0 {
                 return Ok(Inbound::Closed);
             }
@@ -311,6 +372,8 @@ struct MpaWriter {
     enc: FpduEncoder,
     gate: Gate,
     role: Role,
+    /// This connection in the process's capture (`--pcap`).
+    wire: Option<TcpEndpoint>,
 }
 
 impl SegmentWriter for MpaWriter {
@@ -324,14 +387,16 @@ impl SegmentWriter for MpaWriter {
         }
         let mut hdr = [0u8; UNTAGGED_HDR_LEN];
         let n = seg.header.emit(&mut hdr).map_err(io::Error::other)?;
-        let Payload::Region { .. } = &seg.payload else {
-            return write_fpdu(
-                &mut self.sock,
-                &build_fpdu(&mut self.enc, &hdr[..n], seg.payload.to_bytes()),
-                None,
-                self.role,
-            );
-        };
+        if self.wire.is_some() || !matches!(seg.payload, Payload::Region { .. }) {
+            // Owned octets, or a capture (which records a copy anyway).
+            let f = build_fpdu(&mut self.enc, &hdr[..n], seg.payload.to_bytes());
+            // Recorded before it leaves: an answer recorded by a peer in this
+            // process must come after it in the file.
+            if let Some(w) = &self.wire {
+                w.sent(&f.to_vec());
+            }
+            return write_fpdu(&mut self.sock, &f, None, self.role);
+        }
         // A region lease: the CRC is computed and the FPDU written straight from
         // the locked region, without waiting on the socket. Whatever the socket
         // does not take at once is copied (counted) and written after the
@@ -356,6 +421,9 @@ impl SegmentWriter for MpaWriter {
             Shutdown::Write
         };
         let _ = self.sock.shutdown(how);
+        if let Some(w) = self.wire.take() {
+            w.closed();
+        }
         open_gate(&self.gate);
     }
 }

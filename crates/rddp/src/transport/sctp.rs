@@ -14,13 +14,15 @@
 //! to install.
 
 use super::{Connection, Inbound, LlpInfo, SegmentReader, SegmentWriter};
+use rddp_mpa::pcap::PcapFile;
 use rddp_proto::ddp::{OutSegment, SegmentEndpoint, SenderSeq, SourceError, StreamError};
 use rddp_proto::mem::MemoryTable;
 use rddp_sctp::Event;
-use rddp_sctp::driver::{DriverError, SctpConnection};
+use rddp_sctp::driver::{ChunkTap, DriverError, SctpConnection};
+use rddp_wire::packet::{DataChunk, udp_sctp};
 use std::collections::VecDeque;
 use std::io;
-use std::net::SocketAddrV4;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -128,6 +130,92 @@ impl SegmentEndpoint for RelayEndpoint {
     }
 }
 
+/// One association in the process's capture (`--pcap`, see [`crate::capture`]):
+/// each message as one UDP-encapsulated SCTP packet with one DATA chunk. The
+/// SCTP ports shown are the UDP ports (the real ones are usrsctp's own).
+#[derive(Debug)]
+struct SctpWire {
+    file: PcapFile,
+    local: SocketAddrV4,
+    peer: SocketAddrV4,
+    /// TSN of our next message (the peer's come from SCTP's receive info).
+    tsn: u32,
+    /// The peer records its messages itself (it is in this process).
+    peer_here: bool,
+}
+
+impl SctpWire {
+    fn new(file: PcapFile, local: SocketAddrV4, peer: SocketAddrV4, peer_here: bool) -> Self {
+        Self {
+            file,
+            local,
+            peer,
+            tsn: 1,
+            peer_here,
+        }
+    }
+
+    fn write(&self, from: SocketAddrV4, to: SocketAddrV4, c: &DataChunk<'_>) {
+        let ports = (from.port(), to.port());
+        let id = self.file.next_id();
+        let pkt = udp_sctp(from.into(), to.into(), ports, 0, id, c);
+        self.file.write_packet(&pkt);
+    }
+}
+
+impl ChunkTap for SctpWire {
+    fn sent(&mut self, sid: u16, ppid: u32, payload: &[u8]) {
+        let c = DataChunk {
+            tsn: self.tsn,
+            sid,
+            ssn: 0,
+            ppid,
+            unordered: true,
+            payload,
+        };
+        self.tsn = self.tsn.wrapping_add(1);
+        self.write(self.local, self.peer, &c);
+    }
+
+    fn received(&mut self, tsn: u32, sid: u16, ppid: u32, payload: &[u8]) {
+        if self.peer_here {
+            return;
+        }
+        let c = DataChunk {
+            tsn,
+            sid,
+            ssn: 0,
+            ppid,
+            unordered: true,
+            payload,
+        };
+        self.write(self.peer, self.local, &c);
+    }
+}
+
+/// The UDP encapsulation port of this process's SCTP stack.
+fn stack_port() -> u16 {
+    match usrsctp_ffi::stack::running() {
+        Some(usrsctp_ffi::Encapsulation::Udp(p)) => p,
+        _ => 0,
+    }
+}
+
+/// The local address that routes to `peer` (as the SCTP driver binds).
+fn local_ip_for(peer: SocketAddrV4) -> Ipv4Addr {
+    if peer.ip().is_loopback() {
+        return Ipv4Addr::LOCALHOST;
+    }
+    let probe = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).and_then(|s| {
+        s.connect(peer)?;
+        s.local_addr()
+    });
+    match probe {
+        Ok(SocketAddr::V4(a)) => *a.ip(),
+        _ => Ipv4Addr::UNSPECIFIED,
+    }
+}
+
 fn err(e: DriverError) -> io::Error {
     io::Error::other(e.to_string())
 }
@@ -139,7 +227,13 @@ pub fn connect(
     opts: SctpOptions,
     private_data: &[u8],
 ) -> io::Result<Connection> {
+    let cap = crate::capture::current();
+    let peer_here = cap.is_some() && crate::capture::sctp_client(addr);
     let mut conn = rddp_sctp::driver::connect(addr, opts.clone()).map_err(err)?;
+    if let Some(file) = cap {
+        let local = SocketAddrV4::new(local_ip_for(addr), stack_port());
+        conn.set_tap(Box::new(SctpWire::new(file, local, addr, peer_here)));
+    }
     let relay = Arc::new(Relay::default());
     conn.adaptation()
         .initiate_relay(SID, Box::new(RelayEndpoint(relay.clone())), private_data)
@@ -161,21 +255,31 @@ pub fn connect(
     .map_err(err)?;
     let peer_pd = answer
         .unwrap_or_else(|| Err("no answer".into()))
-        .map_err(io::Error::other)?;
+        .map_err(|e| {
+            tracing::info!("SCTP: session with {addr} on stream {SID}: {e}");
+            io::Error::other(e)
+        })?;
+    tracing::info!("SCTP: session with {addr} on stream {SID} accepted by the peer");
     Ok(start(conn, relay, peer_pd, Some(addr)))
 }
 
 /// Passive side: SCTP listening at `addr`.
 pub struct Listener {
     inner: rddp_sctp::driver::Listener,
+    addr: SocketAddrV4,
     timeout: Duration,
 }
 
 impl Listener {
     pub fn bind(addr: SocketAddrV4, opts: SctpOptions) -> io::Result<Self> {
         let timeout = opts.setup_timeout;
+        let inner = rddp_sctp::driver::Listener::bind(addr, opts).map_err(err)?;
+        if crate::capture::current().is_some() {
+            crate::capture::sctp_listener(addr);
+        }
         Ok(Self {
-            inner: rddp_sctp::driver::Listener::bind(addr, opts).map_err(err)?,
+            inner,
+            addr,
             timeout,
         })
     }
@@ -184,12 +288,27 @@ impl Listener {
     /// came). Its sessions are then taken one by one with
     /// [`Association::next_request`].
     pub fn accept_association(&self, wait: Duration) -> io::Result<Association> {
-        let conn = self.inner.accept(wait).map_err(|e| match e {
+        let mut conn = self.inner.accept(wait).map_err(|e| match e {
             DriverError::Sctp(t @ usrsctp_ffi::Error::Timeout(_)) => {
                 io::Error::new(io::ErrorKind::TimedOut, t.to_string())
             }
             e => err(e),
         })?;
+        if let Some(file) = crate::capture::current() {
+            let here = crate::capture::sctp_accepted(self.addr);
+            // A client of this process: its end as it records it. Another peer:
+            // its primary address (its UDP port is not known; its SCTP port
+            // stands in).
+            let peer = if here {
+                SocketAddrV4::new(local_ip_for(self.addr), stack_port())
+            } else {
+                conn.peer_addr()
+                    .unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
+            };
+            let wire = SctpWire::new(file, self.addr, peer, here);
+            conn.set_tap(Box::new(wire));
+            tracing::debug!("SCTP: association from {peer} recorded in the capture");
+        }
         let shared = Arc::new(AssocShared::default());
         let s2 = shared.clone();
         std::thread::spawn(move || drive_association(conn, &s2));
@@ -336,13 +455,19 @@ fn drive_association(mut conn: SctpConnection, shared: &AssocShared) {
             match c {
                 Cmd::Accept(sid, relay, pd) => {
                     let ep = Box::new(RelayEndpoint(relay.clone()));
-                    if conn.adaptation().accept_relay(sid, ep, &pd).is_ok() {
-                        relays.push((sid, relay, false));
-                    } else {
-                        relay.lose();
+                    match conn.adaptation().accept_relay(sid, ep, &pd) {
+                        Ok(()) => {
+                            tracing::info!("SCTP: session on stream {sid} accepted");
+                            relays.push((sid, relay, false));
+                        }
+                        Err(e) => {
+                            tracing::warn!("SCTP: session on stream {sid} not accepted: {e}");
+                            relay.lose();
+                        }
                     }
                 }
                 Cmd::Reject(sid, pd) => {
+                    tracing::info!("SCTP: session on stream {sid} rejected by the ULP");
                     let _ = conn.adaptation().reject(sid, &pd);
                 }
             }
@@ -376,13 +501,18 @@ fn drive_association(mut conn: SctpConnection, shared: &AssocShared) {
         while let Some(e) = conn.poll_event() {
             match e {
                 Event::InitiateRequest { sid, private_data } => {
+                    tracing::debug!(
+                        "SCTP: the peer asks for a session on stream {sid} ({} octets of private data)",
+                        private_data.len()
+                    );
                     shared
                         .lock()
                         .requests
                         .push_back(SessionRequest { sid, private_data });
                     shared.cv.notify_all();
                 }
-                Event::Closed { sid, .. } => {
+                Event::Closed { sid, reason } => {
+                    tracing::info!("SCTP: session on stream {sid} closed: {reason:?}");
                     relays.retain(|(s, r, _)| {
                         if *s == sid {
                             r.push(Inbound::Closed);
@@ -493,7 +623,8 @@ fn drive(mut conn: SctpConnection, relay: &Relay) {
             return;
         }
         while let Some(e) = conn.poll_event() {
-            if let Event::Closed { .. } = e {
+            if let Event::Closed { sid, reason } = e {
+                tracing::info!("SCTP: session on stream {sid} closed: {reason:?}");
                 relay.push(Inbound::Closed);
                 linger(&mut conn, relay, &scratch);
                 let _ = conn.shutdown();
