@@ -23,8 +23,8 @@ fn responder(opts: MpaOptions) -> (std::net::SocketAddr, JoinHandle<Result<MpaEr
     let h = thread::spawn(move || match l.accept() {
         Err(e) => Ok(e),
         Ok(mut c) => {
-            let mut mem = MemoryTable::new();
-            match c.recv_timeout(&mut mem, Duration::from_secs(5)) {
+            let mem = MemoryTable::new();
+            match c.recv_timeout(&mem, Duration::from_secs(5)) {
                 Err(e) => Ok(e),
                 Ok(d) => Err(format!("unexpected delivery {d:?}")),
             }
@@ -348,8 +348,8 @@ fn responder_sends_nothing_before_the_first_fpdu() {
         // Queued at once, but held until the initiator's first FPDU arrives.
         c.send_untagged(0, send_rsvd(), Bytes::from_static(b"early"))
             .unwrap();
-        let mut mem = MemoryTable::new();
-        let d = c.recv_timeout(&mut mem, Duration::from_secs(5)).unwrap();
+        let mem = MemoryTable::new();
+        let d = c.recv_timeout(&mem, Duration::from_secs(5)).unwrap();
         assert!(matches!(d, Some(Delivery::Tagged { len: 0, .. })), "{d:?}");
     });
     let mut s = raw_handshake(addr, true);
@@ -403,12 +403,12 @@ fn local_private_data_limits() {
 fn bad_crc_on_a_directly_placed_fpdu() {
     // Header first, then (later) the payload with a bad CRC: the payload is read
     // straight into the region, the CRC fails, nothing is delivered, 2/0/0x02.
-    let (mut mem, stag) = table(4096);
+    let (mem, stag) = table(4096);
     let l = listen("127.0.0.1:0", fast()).unwrap();
     let addr = l.local_addr().unwrap();
     let h = thread::spawn(move || {
         let mut c = l.accept().unwrap();
-        let r = c.recv_timeout(&mut mem, Duration::from_secs(5));
+        let r = c.recv_timeout(&mem, Duration::from_secs(5));
         let placed = mem.region(stag).unwrap().data()[..4].to_vec();
         (
             r.map(|d| format!("{d:?}")),
@@ -450,9 +450,8 @@ fn direct_placement_validates_before_reading_the_payload() {
     let addr = l.local_addr().unwrap();
     let h = thread::spawn(move || {
         let mut c = l.accept().unwrap();
-        let mut mem = MemoryTable::new();
-        c.recv_timeout(&mut mem, Duration::from_secs(5))
-            .unwrap_err()
+        let mem = MemoryTable::new();
+        c.recv_timeout(&mem, Duration::from_secs(5)).unwrap_err()
     });
     let mut s = raw_handshake(addr, true);
     let mut head = (4014u16).to_be_bytes().to_vec();

@@ -84,7 +84,7 @@ fn read(wr_id: u64, local: Stag, len: u32, remote: Stag, fence: bool) -> WorkReq
 fn send(wr_id: u64, fence: bool) -> WorkRequest {
     WorkRequest::Send {
         wr_id,
-        payload: Bytes::from_static(b"hi"),
+        payload: Bytes::from_static(b"hi").into(),
         solicited: false,
         invalidate: None,
         fence,
@@ -374,21 +374,20 @@ fn a_pool_counts_held_buffers_against_its_size() {
     };
     let mut s = DdpStream::new(StreamId(1), PdId(1), DdpConfig::default()).unwrap();
     s.set_recv_pool(0, &pool).unwrap();
-    let mut mem = MemoryTable::with_seed(3);
+    let mem = MemoryTable::with_seed(3);
     pool.post(buf(1)).unwrap();
     pool.post(buf(2)).unwrap();
     // MSN 1's first segment takes a buffer; the message is not complete.
-    s.on_segment(&mut mem, 0, &untagged(false, 1, 0, b"ab"))
+    s.on_segment(&mem, 0, &untagged(false, 1, 0, b"ab"))
         .unwrap();
     assert_eq!((pool.free(), pool.held()), (1, 1));
     assert_eq!(pool.post(buf(3)), Err(PoolError::Full(2)));
-    s.on_segment(&mut mem, 1, &untagged(true, 1, 2, b"cd"))
-        .unwrap();
+    s.on_segment(&mem, 1, &untagged(true, 1, 2, b"cd")).unwrap();
     assert!(s.poll_delivery().is_some());
     assert_eq!(pool.held(), 0);
     pool.post(buf(3)).unwrap();
     // A flushed stream gives its held buffers back too.
-    s.on_segment(&mut mem, 2, &untagged(false, 2, 0, b"ef"))
+    s.on_segment(&mem, 2, &untagged(false, 2, 0, b"ef"))
         .unwrap();
     assert_eq!(pool.held(), 1);
     s.abort();

@@ -80,7 +80,7 @@ fn rw() -> Access {
 fn write(wr_id: u64, data: &[u8], stag: Stag, to: u64) -> WorkRequest {
     WorkRequest::Write {
         wr_id,
-        payload: Bytes::copy_from_slice(data),
+        payload: Bytes::copy_from_slice(data).into(),
         remote_stag: stag.0,
         remote_to: to,
         fence: false,
@@ -109,7 +109,7 @@ fn read(
 fn send(wr_id: u64, data: &[u8], solicited: bool, invalidate: Option<u32>) -> WorkRequest {
     WorkRequest::Send {
         wr_id,
-        payload: Bytes::copy_from_slice(data),
+        payload: Bytes::copy_from_slice(data).into(),
         solicited,
         invalidate,
         fence: false,
@@ -297,7 +297,7 @@ fn more_reads_than_ird_is_a_fatal_stream_error() {
         .collect();
     assert_eq!(reqs.len(), 4);
     for (seq, r) in reqs.iter().enumerate() {
-        let _ = h.s[1].on_segment(&mut h.mem[1], seq as u64, r);
+        let _ = h.s[1].on_segment(&h.mem[1], seq as u64, r);
     }
     assert_eq!(
         terminate_sent(&mut h, 1),
@@ -331,11 +331,11 @@ fn the_local_side_never_exceeds_ord_and_fences_wait_for_reads() {
     let mut write_seen_with_reads_left = false;
     while !pending.is_empty() {
         for s in pending.drain(..) {
-            let _ = h.s[1].on_segment(&mut h.mem[1], seq_b, &s.to_vec());
+            let _ = h.s[1].on_segment(&h.mem[1], seq_b, &s.to_vec());
             seq_b += 1;
         }
         while let Some(s) = h.s[1].poll_segment() {
-            let _ = h.s[0].on_segment(&mut h.mem[0], seq_a, &s.to_vec());
+            let _ = h.s[0].on_segment(&h.mem[0], seq_a, &s.to_vec());
             seq_a += 1;
         }
         assert!(h.s[0].reads_outstanding() <= 2);
@@ -433,7 +433,7 @@ fn a_message_too_long_for_the_buffer_is_a_local_length_error() {
 fn crafted(h: &mut Hosts, seg: &[u8]) -> Option<T> {
     let seq = h.seq[0];
     h.seq[0] += 1;
-    let _ = h.s[0].on_segment(&mut h.mem[0], seq, seg);
+    let _ = h.s[0].on_segment(&h.mem[0], seq, seg);
     terminate_sent(h, 0)
 }
 

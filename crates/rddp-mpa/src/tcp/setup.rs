@@ -231,8 +231,8 @@ impl MpaListener {
         let mut c = MpaConnection::new(sock, conn, opts, leftover)?;
         // The RTR is zero-length (Write) or lands in our own QN 1 buffer (Read):
         // no ULP region is touched, so an empty table serves until it is absorbed.
-        let mut scratch = MemoryTable::new();
-        c.wait_established(&mut scratch, deadline)?;
+        let scratch = MemoryTable::new();
+        c.wait_established(&scratch, deadline)?;
         Ok(c)
     }
 }

@@ -29,9 +29,7 @@ pub fn drain(s: &mut Side) -> Vec<OutChunk> {
 
 pub fn feed(to: &mut Side, chunks: &[OutChunk]) {
     for c in chunks {
-        to.ad
-            .on_chunk(&mut to.mem, c.sid, c.ppid, &c.payload)
-            .unwrap();
+        to.ad.on_chunk(&to.mem, c.sid, c.ppid, &c.payload).unwrap();
     }
 }
 
