@@ -21,14 +21,7 @@ use std::time::Duration;
 
 /// A client queue pair (CQ of 64) on a new consumer, over `conn`.
 fn client(dev: &Device, conn: Connection) -> (ProtectionDomain, CompletionQueue, QueuePair) {
-    let pd = common::pd(dev, "client");
-    let cq = CompletionQueue::new(64);
-    let qp = QueuePairBuilder::new(&pd, &cq, &cq)
-        .build()
-        .unwrap()
-        .attach(conn)
-        .unwrap();
-    (pd, cq, qp)
+    common::endpoint(dev, "client", 64, conn)
 }
 
 /// `client` RDMA-Reads 1 octet of `region` (a region of the peer): once it
@@ -48,17 +41,26 @@ fn sync_through_read(
 
 /// The first `Closed` event of `qp` within 5 s: whether it was graceful.
 fn closed(qp: &QueuePair) -> Option<bool> {
-    for _ in 0..250 {
-        let e = qp.async_events();
-        if let Some(g) = e.iter().find_map(|e| match e {
-            AsyncEvent::Closed { graceful } => Some(*graceful),
-            _ => None,
-        }) {
-            return Some(g);
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    common::poll_event(qp, |e| match e {
+        AsyncEvent::Closed { graceful } => Some(*graceful),
+        _ => None,
+    })
+}
+
+/// `client` sends one inline Send (`m`) for each of `ids`, waits for their
+/// completions, then syncs through a Read of `region` of the peer: the peer has
+/// handled every Send.
+fn deliver_sends(
+    (pd, cq, qp): (&ProtectionDomain, &CompletionQueue, &QueuePair),
+    ids: std::ops::Range<u64>,
+    region: rddp::RemoteBuf,
+) {
+    let n = ids.end.saturating_sub(ids.start) as usize;
+    for i in ids {
+        qp.post_send_inline(i, b"m", SendFlags::default()).unwrap();
     }
-    None
+    wait(cq, n);
+    sync_through_read(pd, cq, qp, region);
 }
 
 fn no_more(cq: &CompletionQueue) -> Vec<WorkCompletion> {
@@ -125,11 +127,7 @@ fn a_receive_slot_counts_until_its_completion_is_polled() {
     for i in 0..4 {
         b.post_recv(i, 8).unwrap();
     }
-    for i in 0..4 {
-        a.post_send_inline(i, b"m", SendFlags::default()).unwrap();
-    }
-    wait(&acq, 4);
-    sync_through_read(&apd, &acq, &a, region.remote());
+    deliver_sends((&apd, &acq, &a), 0..4, region.remote());
     let err = b
         .post_recv(4, 8)
         .expect_err("a 5th receive while 4 are unpolled");
@@ -170,10 +168,7 @@ fn a_shared_pool_buffer_counts_until_its_completion_is_polled() {
     let region = pd.register(vec![0; 1], Access::REMOTE_READ).unwrap();
     srq.post_recv(0, 8).unwrap();
     srq.post_recv(1, 8).unwrap();
-    a.post_send_inline(0, b"m", SendFlags::default()).unwrap();
-    a.post_send_inline(1, b"m", SendFlags::default()).unwrap();
-    wait(&acq, 2);
-    sync_through_read(&apd, &acq, &a, region.remote());
+    deliver_sends((&apd, &acq, &a), 0..2, region.remote());
     assert_eq!(srq.free(), 0);
     let err = srq
         .post_recv(2, 8)
@@ -210,10 +205,7 @@ fn a_credit_counts_until_its_completion_is_polled() {
         srq.post_recv(i, 8).unwrap();
     }
     b.grant_credits(2).unwrap();
-    a.post_send_inline(0, b"m", SendFlags::default()).unwrap();
-    a.post_send_inline(1, b"m", SendFlags::default()).unwrap();
-    wait(&acq, 2);
-    sync_through_read(&apd, &acq, &a, region.remote());
+    deliver_sends((&apd, &acq, &a), 0..2, region.remote());
     let err = b
         .grant_credits(1)
         .expect_err("a 3rd credit while 2 completions are unpolled");
@@ -355,6 +347,21 @@ fn send_segment(op: Opcode, inval: u32, msn: u32, payload: &[u8]) -> Vec<u8> {
     seg
 }
 
+/// MSN 2 (a Send) arrives first, out of order; MSN 1, a Send with Invalidate of
+/// an STag that cannot be invalidated, completes both and is a fatal error: `qp`
+/// sends a Terminate. Then the peer dies.
+fn fatal_batch_then_peer_dies(qp: &QueuePair, peer: Sender<(u64, Vec<u8>)>) {
+    peer.send((1, send_segment(Opcode::SEND, 0, 2, b"second")))
+        .unwrap();
+    peer.send((
+        0,
+        send_segment(Opcode::SEND_INVALIDATE, 0x0bad_0001, 1, b"first"),
+    ))
+    .unwrap();
+    assert!(terminate_sent(qp).is_some());
+    drop(peer);
+}
+
 /// Every completion of each wr_id, in order.
 fn by_id(got: &[WorkCompletion]) -> BTreeMap<u64, Vec<WcStatus>> {
     let mut m: BTreeMap<u64, Vec<WcStatus>> = BTreeMap::new();
@@ -383,16 +390,7 @@ fn a_fatal_error_mid_batch_returns_every_receive_once() {
     for i in 1..=3 {
         qp.post_recv(i, 16).unwrap();
     }
-    peer.send((1, send_segment(Opcode::SEND, 0, 2, b"second")))
-        .unwrap();
-    peer.send((
-        0,
-        send_segment(Opcode::SEND_INVALIDATE, 0x0bad_0001, 1, b"first"),
-    ))
-    .unwrap();
-    assert!(terminate_sent(&qp).is_some());
-    // The peer dies.
-    drop(peer);
+    fatal_batch_then_peer_dies(&qp, peer);
     let got = wait(&cq, 3);
     let m = by_id(&got);
     assert_eq!(m[&1], vec![WcStatus::LocalProtection], "{got:?}");
@@ -425,10 +423,7 @@ fn when_the_peer_dies_every_accepted_receive_comes_back_once() {
         b.post_recv(i, 8).unwrap();
         accepted.push(i);
     }
-    a.post_send_inline(0, b"m", SendFlags::default()).unwrap();
-    a.post_send_inline(1, b"m", SendFlags::default()).unwrap();
-    wait(&acq, 2);
-    sync_through_read(&apd, &acq, &a, region.remote());
+    deliver_sends((&apd, &acq, &a), 0..2, region.remote());
     for i in 4..8 {
         if b.post_recv(i, 8).is_ok() {
             accepted.push(i);
@@ -517,15 +512,7 @@ fn a_fatal_error_mid_batch_returns_every_shared_buffer_once() {
     for i in 1..=3 {
         srq.post_recv(i, 16).unwrap();
     }
-    peer.send((1, send_segment(Opcode::SEND, 0, 2, b"second")))
-        .unwrap();
-    peer.send((
-        0,
-        send_segment(Opcode::SEND_INVALIDATE, 0x0bad_0001, 1, b"first"),
-    ))
-    .unwrap();
-    assert!(terminate_sent(&qp).is_some());
-    drop(peer);
+    fatal_batch_then_peer_dies(&qp, peer);
     let got = wait(&cq, 2);
     let m = by_id(&got);
     assert_eq!(m.values().map(Vec::len).sum::<usize>(), 2, "{got:?}");

@@ -2,6 +2,9 @@
 //! then sends whatever octets a test crafts and reads back what the rddp side says.
 #![allow(dead_code)]
 
+use rddp::transport::Connection;
+use rddp::transport::mpa::Listener;
+use rddp_mpa::MpaOptions;
 use rddp_wire::mpa::{FrameKind, MpaFlags, MpaFrame};
 use rddp_wire::{FpduDecoder, FpduEncoder, Terminate};
 use std::io::{Read, Write};
@@ -17,6 +20,17 @@ pub struct RawPeer {
 }
 
 impl RawPeer {
+    /// A Rev 1 rddp listener on a port of its own and a raw peer connected to it
+    /// (C=1): the raw peer and the rddp side's connection.
+    pub fn accepted_rev1() -> (Self, Connection) {
+        let listener = Listener::bind("127.0.0.1:0", MpaOptions::rev1()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accept = std::thread::spawn(move || listener.accept());
+        let raw = Self::connect(addr, true);
+        let conn = accept.join().unwrap().unwrap();
+        (raw, conn)
+    }
+
     /// TCP connect, send an MPA Request (Rev 1, C as given), read the Reply.
     pub fn connect(addr: SocketAddr, crc: bool) -> Self {
         let req = MpaFrame::new(
@@ -69,6 +83,15 @@ impl RawPeer {
         let mut out = Vec::new();
         self.enc.encode(seg, &mut out).unwrap();
         self.sock.write_all(&out).unwrap();
+    }
+
+    /// Send `seg` as an FPDU (CRC, no Markers) whose CRC is broken: its last
+    /// octet XOR `flip`.
+    pub fn send_bad_crc(&mut self, seg: &[u8], flip: u8) {
+        let mut bad = Vec::new();
+        FpduEncoder::new(true, false).encode(seg, &mut bad).unwrap();
+        *bad.last_mut().unwrap() ^= flip;
+        self.send_raw(&bad);
     }
 
     /// Send raw octets (a broken FPDU, say).
