@@ -68,6 +68,38 @@ fn no_more(cq: &CompletionQueue) -> Vec<WorkCompletion> {
     cq.poll(64)
 }
 
+/// A queue pair with a send queue of 16 on a new memory pair: what attach
+/// returned, and the peer's end (kept, so that the pair stays up).
+fn attach_send_queue_of_16(
+    pd: &ProtectionDomain,
+    send_cq: &CompletionQueue,
+    recv_cq: &CompletionQueue,
+) -> (Result<QueuePair, rddp::Error>, Connection) {
+    let (c, peer) = memory_pair(256);
+    let qp = QueuePairBuilder::new(pd, send_cq, recv_cq)
+        .max_send_wr(16)
+        .build()
+        .unwrap()
+        .attach(c);
+    (qp, peer)
+}
+
+/// `attach_send_queue_of_16`, then 16 inline Sends nobody polls: inline Sends
+/// complete as they leave, so their 16 completions wait unpolled.
+fn sixteen_unpolled_sends(
+    pd: &ProtectionDomain,
+    send_cq: &CompletionQueue,
+    recv_cq: &CompletionQueue,
+) -> (QueuePair, Connection) {
+    let (qp, peer) = attach_send_queue_of_16(pd, send_cq, recv_cq);
+    let qp = qp.unwrap();
+    for i in 0..16 {
+        qp.post_send_inline(i, b"x", SendFlags::default()).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    (qp, peer)
+}
+
 /// Issue 10's example: a CQ of 16, a send queue of 16, 17 inline Sends nobody
 /// polls. The 17th must be refused at posting, naming the limit, not completed
 /// into a full CQ.
@@ -77,18 +109,7 @@ fn a_send_slot_counts_until_its_completion_is_polled() {
     let pd = common::pd(&dev, "x");
     let send_cq = CompletionQueue::new(16);
     let recv_cq = CompletionQueue::new(16);
-    let (c, _peer) = memory_pair(256);
-    let qp = QueuePairBuilder::new(&pd, &send_cq, &recv_cq)
-        .max_send_wr(16)
-        .build()
-        .unwrap()
-        .attach(c)
-        .unwrap();
-    for i in 0..16 {
-        qp.post_send_inline(i, b"x", SendFlags::default()).unwrap();
-    }
-    // Inline Sends complete as they leave; the completions wait unpolled.
-    std::thread::sleep(Duration::from_millis(50));
+    let (qp, _peer) = sixteen_unpolled_sends(&pd, &send_cq, &recv_cq);
     let err = qp
         .post_send_inline(16, b"x", SendFlags::default())
         .expect_err("a 17th Send while 16 completions are unpolled");
@@ -225,37 +246,17 @@ fn a_dropped_queue_pair_keeps_its_cq_share_until_its_completions_are_polled() {
     let pd = common::pd(&dev, "x");
     let send_cq = CompletionQueue::new(16);
     let recv_cq = CompletionQueue::new(64);
-    let (c1, _p1) = memory_pair(256);
-    let qp1 = QueuePairBuilder::new(&pd, &send_cq, &recv_cq)
-        .max_send_wr(16)
-        .build()
-        .unwrap()
-        .attach(c1)
-        .unwrap();
-    for i in 0..16 {
-        qp1.post_send_inline(i, b"x", SendFlags::default()).unwrap();
-    }
-    std::thread::sleep(Duration::from_millis(50));
+    let (qp1, _p1) = sixteen_unpolled_sends(&pd, &send_cq, &recv_cq);
     drop(qp1);
-    let (c2, _p2) = memory_pair(256);
-    let refused = QueuePairBuilder::new(&pd, &send_cq, &recv_cq)
-        .max_send_wr(16)
-        .build()
-        .unwrap()
-        .attach(c2);
+    let (refused, _p2) = attach_send_queue_of_16(&pd, &send_cq, &recv_cq);
     assert!(
         matches!(refused, Err(rddp::Error::Cq(_))),
         "16 completions still wait in the CQ of 16"
     );
     assert_eq!(wait(&send_cq, 16).len(), 16);
     assert_eq!(send_cq.reserved(), 0);
-    let (c3, _p3) = memory_pair(256);
-    QueuePairBuilder::new(&pd, &send_cq, &recv_cq)
-        .max_send_wr(16)
-        .build()
-        .unwrap()
-        .attach(c3)
-        .unwrap();
+    let (qp3, _p3) = attach_send_queue_of_16(&pd, &send_cq, &recv_cq);
+    qp3.unwrap();
 }
 
 /// RFC 6581: the Read RTR is the LLP's business. An application Read that fails
