@@ -11,6 +11,17 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+/// Read one MPA Request or Reply frame off `sock`.
+pub fn read_frame(sock: &mut TcpStream) -> MpaFrame {
+    let mut all = vec![0u8; 20];
+    sock.read_exact(&mut all).unwrap();
+    let pd_len = usize::from(u16::from_be_bytes([all[18], all[19]]));
+    let mut rest = vec![0u8; pd_len];
+    sock.read_exact(&mut rest).unwrap();
+    all.extend_from_slice(&rest);
+    MpaFrame::parse(&all).unwrap()
+}
+
 pub struct RawPeer {
     pub sock: TcpStream,
     enc: FpduEncoder,
@@ -49,14 +60,7 @@ impl RawPeer {
         let mut sock = TcpStream::connect(addr).unwrap();
         sock.set_nodelay(true).unwrap();
         sock.write_all(&req.to_vec().unwrap()).unwrap();
-        let mut hdr = [0u8; 20];
-        sock.read_exact(&mut hdr).unwrap();
-        let pd_len = usize::from(u16::from_be_bytes([hdr[18], hdr[19]]));
-        let mut rest = vec![0u8; pd_len];
-        sock.read_exact(&mut rest).unwrap();
-        let mut all = hdr.to_vec();
-        all.extend_from_slice(&rest);
-        let rep = MpaFrame::parse(&all).unwrap();
+        let rep = read_frame(&mut sock);
         assert!(!rep.flags.reject(), "the rddp side refused the connection");
         let crc = crc || rep.flags.crc();
         Self {
