@@ -6,51 +6,14 @@ use bytes::Bytes;
 use rddp_proto::cq::{CqError, CqLedger, CqSource};
 use rddp_proto::ddp::{PoolId, StreamState};
 use rddp_proto::mem::{Access, MemoryTable, PdId, Stag, StagScope, StreamId};
-use rddp_proto::rdmap::{
-    Completion, INTERNAL_WR_ID, RdmapConfig, RdmapStream, WcOpcode, WcStatus, WorkRequest,
-};
+use rddp_proto::rdmap::{Completion, INTERNAL_WR_ID, RdmapConfig, WcOpcode, WcStatus, WorkRequest};
 use rddp_proto::wq::{QueueFull, RecvPlan, Slots, WorkQueue, WorkQueues};
 
-/// Two RDMAP streams and their memories over an in-order link.
-struct Hosts {
-    mem: [MemoryTable; 2],
-    s: [RdmapStream; 2],
-    seq: [u64; 2],
-}
+#[path = "common/hosts.rs"]
+mod hosts;
+use hosts::Hosts;
 
 impl Hosts {
-    fn new(cfg: RdmapConfig) -> Self {
-        Self {
-            mem: [MemoryTable::with_seed(1), MemoryTable::with_seed(2)],
-            s: [
-                RdmapStream::new(StreamId(1), PdId(1), cfg).unwrap(),
-                RdmapStream::new(StreamId(2), PdId(1), cfg).unwrap(),
-            ],
-            seq: [0, 0],
-        }
-    }
-
-    /// Move segments both ways until nothing moves.
-    fn run(&mut self) {
-        loop {
-            let mut moved = false;
-            for from in 0..2 {
-                let to = 1 - from;
-                while let Some(seg) = self.s[from].poll_segment() {
-                    moved = true;
-                    let seq = self.seq[to];
-                    self.seq[to] += 1;
-                    let (a, b) = self.mem.split_at_mut(1);
-                    let mem = if to == 0 { &mut a[0] } else { &mut b[0] };
-                    let _ = self.s[to].on_segment(mem, seq, &seg.to_vec());
-                }
-            }
-            if !moved {
-                return;
-            }
-        }
-    }
-
     fn completions(&mut self, i: usize) -> Vec<(u64, WcOpcode, WcStatus)> {
         std::iter::from_fn(|| self.s[i].poll_completion())
             .map(|c| (c.wr_id, c.opcode, c.status))
@@ -61,11 +24,6 @@ impl Hosts {
         self.mem[i]
             .register(PdId(1), StagScope::Pd, access, 0, vec![7; len])
             .unwrap()
-    }
-
-    fn post(&mut self, i: usize, wr: WorkRequest) {
-        let mem = &self.mem[i];
-        self.s[i].post(mem, wr);
     }
 }
 

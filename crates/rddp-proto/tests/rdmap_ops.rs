@@ -1,75 +1,25 @@
 //! RDMAP operations between two in-memory RDMAP streams (RFC 5040; spec §3).
 
 use bytes::Bytes;
-use rddp_proto::mem::{Access, MemoryTable, PdId, Stag, StagScope, StreamId};
+use rddp_proto::mem::{Access, PdId, Stag, StagScope, StreamId};
 use rddp_proto::rdmap::{
     AsyncEvent, Completion, RdmapConfig, RdmapStream, WcOpcode, WcStatus, WorkRequest,
 };
 use rddp_wire::TerminateCode as T;
 
-/// Two hosts, each with its memory and one RDMAP stream; an in-order link.
-struct Hosts {
-    mem: [MemoryTable; 2],
-    s: [RdmapStream; 2],
-    seq: [u64; 2],
-    /// Segments each side refused.
-    refused: [usize; 2],
-}
+#[path = "common/hosts.rs"]
+mod hosts;
+use hosts::Hosts;
 
 impl Hosts {
-    fn new(cfg: RdmapConfig) -> Self {
-        Self {
-            mem: [MemoryTable::with_seed(1), MemoryTable::with_seed(2)],
-            s: [
-                RdmapStream::new(StreamId(1), PdId(1), cfg).unwrap(),
-                RdmapStream::new(StreamId(2), PdId(1), cfg).unwrap(),
-            ],
-            seq: [0, 0],
-            refused: [0, 0],
-        }
-    }
-
-    /// Move segments both ways until nothing moves.
-    fn run(&mut self) {
-        loop {
-            let mut moved = false;
-            for from in 0..2 {
-                let to = 1 - from;
-                while let Some(seg) = self.s[from].poll_segment() {
-                    moved = true;
-                    let bytes = seg.to_vec();
-                    let seq = self.seq[to];
-                    self.seq[to] += 1;
-                    let (a, b) = self.mem.split_at_mut(1);
-                    let mem = if to == 0 { &mut a[0] } else { &mut b[0] };
-                    if self.s[to].on_segment(mem, seq, &bytes).is_err() {
-                        self.refused[to] += 1;
-                    }
-                }
-            }
-            if !moved {
-                return;
-            }
-        }
-    }
-
     fn completions(&mut self, i: usize) -> Vec<Completion> {
         std::iter::from_fn(|| self.s[i].poll_completion()).collect()
-    }
-
-    fn events(&mut self, i: usize) -> Vec<AsyncEvent> {
-        std::iter::from_fn(|| self.s[i].poll_event()).collect()
     }
 
     fn region(&mut self, i: usize, access: Access, data: Vec<u8>) -> Stag {
         self.mem[i]
             .register(PdId(1), StagScope::Pd, access, 0x4000, data)
             .unwrap()
-    }
-
-    fn post(&mut self, i: usize, wr: WorkRequest) {
-        let mem = &self.mem[i];
-        self.s[i].post(mem, wr);
     }
 }
 

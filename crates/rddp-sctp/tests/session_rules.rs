@@ -7,7 +7,6 @@ mod common;
 
 use bytes::Bytes;
 use common::sides::*;
-use rddp_proto::ddp::RecvBuffer;
 use rddp_proto::mem::{PdId, StreamId};
 use rddp_sctp::{Adaptation, CloseReason, Config, Event, OutChunk, SessionState};
 use rddp_wire::sctp::SessionFunction;
@@ -31,16 +30,7 @@ fn functions(c: &[OutChunk], sid: u16) -> Vec<SessionFunction> {
 
 /// The session on `sid` still carries a message from A to B.
 fn carries_on(a: &mut Side, b: &mut Side, sid: u16) {
-    b.ad.stream(sid)
-        .unwrap()
-        .post_recv(
-            0,
-            RecvBuffer {
-                id: 1,
-                data: vec![0; 16],
-            },
-        )
-        .unwrap();
+    post_recv16(b, sid);
     a.ad.stream(sid)
         .unwrap()
         .send_untagged(0, [0; 5], Bytes::from_static(b"still here"))

@@ -167,16 +167,7 @@ fn no_ddp_segment_before_accept() {
     feed(&mut b, &c);
     b.ad.stream(0); // no stream before accept
     b.ad.accept(0, StreamId(9), PdId(1), b"").unwrap();
-    b.ad.stream(0)
-        .unwrap()
-        .post_recv(
-            0,
-            RecvBuffer {
-                id: 1,
-                data: vec![0; 16],
-            },
-        )
-        .unwrap();
+    post_recv16(&mut b, 0);
     feed(&mut a, &drain(&mut b));
     let c = drain(&mut a);
     assert_eq!(c.len(), 1);
