@@ -14,6 +14,7 @@ macro_rules! say {
 mod demo;
 mod llp;
 mod perf;
+mod rping;
 mod target;
 
 use clap::{Parser, Subcommand};
@@ -43,6 +44,8 @@ enum Cmd {
     /// Measure bandwidth and latency like perftest (server and client).
     #[command(subcommand)]
     Perf(perf::PerfCmd),
+    /// rdma-core's rping on the wire: interoperates with `rping` over siw.
+    Rping(rping::RpingArgs),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +57,7 @@ fn main() -> ExitCode {
         Cmd::Demo { transport } => demo::run(transport),
         Cmd::Target(a) => target::run(a.clone()),
         Cmd::Perf(p) => perf::main(p),
+        Cmd::Rping(a) => rping::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
