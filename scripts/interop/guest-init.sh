@@ -52,6 +52,13 @@ siw() {
   mark "SIW $1"
 }
 
+# The kernel's lines since the last call (siw reports received Terminates there),
+# prefixed "[dmesg] ".
+kmsg() {
+  dmesg -c 2>/dev/null | grep -v -e 'speed is unknown' -e 'SoftiWARP attached' -e 'SoftiWARP detached' |
+    sed 's/^/[dmesg] /'
+}
+
 # step NAME SECONDS COMMAND...: run COMMAND (a guest client) for at most SECONDS.
 step() {
   local name=$1 t=$2
@@ -59,6 +66,7 @@ step() {
   mark "STEP-BEGIN $name siw=$RDDP_SIW"
   timeout -s KILL "$t" sh -c "$*"
   local rc=$?
+  kmsg
   mark "STEP-END $name rc=$rc"
 }
 
@@ -81,10 +89,12 @@ serve() {
   mark "READY $name"
   wait "$pid"
   local rc=$?
+  kmsg
   mark "STEP-END $name rc=$rc"
 }
 
 siw "$RDDP_SIW" >/dev/null || fatal "siw $RDDP_SIW"
+dmesg -c >/dev/null
 mark "BOOTED kernel $KVER siw $RDDP_SIW uptime $(cut -d' ' -f1 /proc/uptime)s"
 
 cd /tmp
@@ -95,8 +105,7 @@ dog=$!
 wait "$cmd"
 rc=$?
 kill "$dog" 2>/dev/null
-echo "--- dmesg (siw, iw_cm, rdma)"
-dmesg | grep -E 'siw|iw_cm|rdma|infiniband' | grep -v 'loading out-of-tree\|module verification' | tail -30
+kmsg
 [ "$RDDP_SHARE" = 1 ] && { sync; umount /mnt/host; }
 mark "END rc=$rc"
 sync

@@ -107,7 +107,9 @@ qemu-system-x86_64 "${QARGS[@]}" </dev/null >"$RUN/qemu.log" 2>&1 &
 QPID=$!
 strip() { sed -u -e 's/\r//g' -e 's/\x1b\[[?0-9;]*[a-zA-Z]//g' -e 's/\x1bc//g'; }
 if [ $QUIET = 1 ]; then
-  tail -n +1 -F --pid="$QPID" "$RUN/console" 2>/dev/null | strip | sed -u -n '/### RDDP-BOOTED/,$p' &
+  # (no `$` address: sed would hold every line back until the next one arrives)
+  tail -n +1 -F --pid="$QPID" "$RUN/console" 2>/dev/null | strip |
+    sed -u -n '/### RDDP-BOOTED/,/^### RDDP-NO-SUCH-LINE$/p' &
 else
   tail -n +1 -F --pid="$QPID" "$RUN/console" 2>/dev/null | strip &
 fi

@@ -167,6 +167,25 @@ fn faults_draw_the_terminates_they_are_for() {
             "{fault}: {serr}"
         );
     }
+    // As server, the wrong STag is the one it uses: the client finds the error.
+    for (fault, code) in &cases[1..] {
+        let s = Server::start(&["--fault", fault]);
+        let (ccode, _, cerr) = client(s.port, &["-C", "3"]);
+        let (scode, _, serr) = s.finish();
+        assert_eq!(
+            (ccode, scode),
+            (Some(1), Some(1)),
+            "{fault}: {cerr}\n{serr}"
+        );
+        assert!(
+            cerr.contains(&format!("sent Terminate {code}")),
+            "{fault}: {cerr}"
+        );
+        assert!(
+            serr.contains(&format!("the peer sent Terminate {code}")),
+            "{fault}: {serr}"
+        );
+    }
 }
 
 #[test]

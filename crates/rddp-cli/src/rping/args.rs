@@ -17,17 +17,21 @@ pub enum P2p {
     Both,
 }
 
-/// A deliberate protocol fault, so the peer's Terminate handling can be tested.
+/// A deliberate protocol fault, so either side's Terminate handling can be tested.
+/// As client, rddp is the side that finds the error and sends the Terminate; as
+/// server, the peer is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Fault {
-    /// Client: advertise the start buffer under an STag that does not exist; the
-    /// server's RDMA Read draws an RDMAP remote protection Terminate (0/1/0x00).
+    /// Client: advertise the start buffer under an STag never registered, so the
+    /// server's RDMA Read draws our RDMAP remote protection Terminate (0/1/0x00).
+    /// Server: RDMA Read the client's buffer under a wrong STag (its Terminate).
     ReadStag,
-    /// Client: advertise the sink under an STag that does not exist; the server's
-    /// RDMA Write draws a DDP tagged Terminate (1/1/0x00).
+    /// Client: advertise the sink under an STag never registered, so the server's
+    /// RDMA Write draws our DDP tagged Terminate (1/1/0x00). Server: RDMA Write the
+    /// client's sink under a wrong STag (its Terminate).
     WriteStag,
     /// Do not repost the receive after the first message; the peer's next Send
-    /// draws a DDP untagged Terminate (1/2/0x02, no buffer).
+    /// draws our DDP untagged Terminate (1/2/0x02, no buffer).
     NoRecv,
 }
 
@@ -106,12 +110,7 @@ impl RpingArgs {
         if self.mpa_rev == 1 && self.p2p != P2p::None {
             return Err("--p2p needs --mpa-rev 2 (RFC 6581)".into());
         }
-        match (self.server, self.fault) {
-            (true, Some(Fault::ReadStag | Fault::WriteStag)) => {
-                Err("--fault read-stag/write-stag are client faults (it advertises)".into())
-            }
-            _ => Ok(()),
-        }
+        Ok(())
     }
 
     /// host:port to connect to or listen on.

@@ -90,6 +90,15 @@ fn advert(a: &RpingArgs, end: &mut End, first: bool, what: &str) -> Result<Info,
     Ok(info)
 }
 
+/// The peer's STag, or with `--fault f` one it never registered (key flipped).
+fn wrong_if(a: &RpingArgs, f: Fault, stag: u32) -> u32 {
+    if a.fault == Some(f) {
+        stag ^ 0xFF
+    } else {
+        stag
+    }
+}
+
 fn go_ahead(end: &mut End) -> Result<(), Stop> {
     end.qp
         .post_send_inline(1, &[0; INFO_LEN], SendFlags::default())
@@ -115,7 +124,7 @@ fn pings(
             )));
         }
         let remote = RemoteBuf {
-            stag: src.rkey,
+            stag: wrong_if(a, Fault::ReadStag, src.rkey),
             to: src.addr,
             len: u64::from(src.size),
         };
@@ -140,7 +149,7 @@ fn pings(
         // rping writes strlen + 1: the data up to and including its NUL.
         let len = (wire::c_str(&data).len() + 1).min(data.len()) as u64;
         let remote = RemoteBuf {
-            stag: sink.rkey,
+            stag: wrong_if(a, Fault::WriteStag, sink.rkey),
             to: sink.addr,
             len: u64::from(sink.size),
         };
