@@ -46,7 +46,162 @@ fn plan() -> Vec<Step> {
             ))),
         ));
     }
+    terminates(&mut p);
+    mpa(&mut p);
     p
+}
+
+/// Seconds for a step siw's rping finishes, and for one where it waits forever
+/// (a refused connection, a hung client): it is killed then.
+const OK_SECS: u32 = 20;
+const HANGS_SECS: u32 = 6;
+
+/// A guest rping client against a host `rddp` command (before the boot).
+fn siw_client(name: &str, siw: &str, rping: &str, host: &str) -> Step {
+    Step::new(
+        name,
+        siw,
+        OK_SECS,
+        &format!("rping -c -a 10.0.2.2 -p {{port}} {rping}"),
+        Host::Before(rddp(host)),
+    )
+}
+
+/// A guest rping server and a host `rddp` client started once it listens.
+fn siw_server(name: &str, siw: &str, rping: &str, host: &str) -> Step {
+    // RDDP_INTEROP_DEBUG=1: both sides with -d.
+    let d = if std::env::var("RDDP_INTEROP_DEBUG").is_ok() {
+        " -d"
+    } else {
+        ""
+    };
+    Step::new(
+        name,
+        siw,
+        OK_SECS,
+        &format!("rping -s -a 0.0.0.0 -p {{gport}} {rping}{d}"),
+        Host::OnReady(rddp(&format!("{host}{d}"))),
+    )
+}
+
+/// Point 4, Terminates across the boundary: rddp finds the error and siw reports what
+/// it read; siw finds the error and rddp decodes siw's Terminate.
+fn terminates(p: &mut Vec<Step>) {
+    let c = "rping -c -a 127.0.0.1 -p {port} -C 3 -V";
+    let s = "rping -s -a 127.0.0.1 -p {port} -V";
+    for (name, fault) in [
+        ("to-siw-ddp-untagged", "no-recv"),
+        ("to-siw-ddp-tagged", "write-stag"),
+        ("to-siw-rdmap", "read-stag"),
+    ] {
+        p.push(siw_server(
+            &format!("term-{name}"),
+            "default",
+            "-V",
+            &format!("{c} --fault {fault}"),
+        ));
+    }
+    p.push(
+        siw_client(
+            "term-to-siw-mpa-crc",
+            "default",
+            "-C 3 -V",
+            &format!("{s} --crc"),
+        )
+        .via_proxy(interop::proxy::Corrupt {
+            from_connector: true,
+            fpdu: 0,
+        }),
+    );
+    for (name, fault) in [
+        ("from-siw-ddp-tagged", "write-stag"),
+        ("from-siw-rdmap", "read-stag"),
+    ] {
+        p.push(siw_client(
+            &format!("term-{name}"),
+            "default",
+            "-C 3 -V",
+            &format!("{s} --fault {fault}"),
+        ));
+    }
+    p.push(
+        siw_server(
+            "term-from-siw-mpa-crc",
+            "default",
+            "-V",
+            &format!("{c} --crc"),
+        )
+        .via_proxy(interop::proxy::Corrupt {
+            from_connector: true,
+            fpdu: 0,
+        }),
+    );
+    // The case of issue 12: siw built to require CRC, its rping client against
+    // `rddp target`, whose echo finds no receive posted.
+    p.push(
+        siw_client(
+            "term-from-siw-ddp-untagged",
+            "crc",
+            "-C 3 -V",
+            "target --listen 127.0.0.1:{port} --events json",
+        )
+        .secs(HANGS_SECS),
+    );
+}
+
+/// Point 3, MPA negotiation with every siw build, siw as initiator and as responder.
+fn mpa(p: &mut Vec<Step>) {
+    let c = "rping -c -a 127.0.0.1 -p {port} -C 10 -V";
+    let s = "rping -s -a 127.0.0.1 -p {port} -V";
+    for siw in ["crc", "strict", "crc+strict", "p2p", "crc+p2p", "rev1"] {
+        let tag = siw.replace('+', "-");
+        p.push(siw_client(&format!("mpa-{tag}-init"), siw, "-C 10 -V", s));
+        p.push(siw_client(
+            &format!("mpa-{tag}-init-crc"),
+            siw,
+            "-C 10 -V",
+            &format!("{s} --crc"),
+        ));
+        p.push(siw_server(&format!("mpa-{tag}-resp"), siw, "-V", c));
+        p.push(siw_server(
+            &format!("mpa-{tag}-resp-crc"),
+            siw,
+            "-V",
+            &format!("{c} --crc"),
+        ));
+    }
+    for rtr in ["write", "read", "both"] {
+        p.push(siw_server(
+            &format!("mpa-p2p-resp-rtr-{rtr}"),
+            "p2p",
+            "-V",
+            &format!("{c} --p2p {rtr}"),
+        ));
+        p.push(siw_server(
+            &format!("mpa-default-resp-rtr-{rtr}"),
+            "default",
+            "-V",
+            &format!("{c} --p2p {rtr}"),
+        ));
+    }
+    p.push(siw_server(
+        "mpa-default-resp-rev1",
+        "default",
+        "-V",
+        &format!("{c} --mpa-rev 1"),
+    ));
+    p.push(siw_server(
+        "mpa-default-resp-markers",
+        "default",
+        "-V",
+        &format!("{c} --markers"),
+    ));
+    p.push(siw_client(
+        "mpa-default-init-markers",
+        "default",
+        "-C 10 -V",
+        &format!("{s} --markers"),
+    ));
 }
 
 static RUN: OnceLock<Result<Run, String>> = OnceLock::new();
@@ -155,4 +310,238 @@ fn rping_rddp_client_against_siw_server() {
             assert_eq!(n.count(), PINGS as usize, "{all}");
         }
     }
+}
+
+/// A step where siw's rping client pinged `n` times against an rddp server.
+fn siw_client_ok(run: &Run, name: &str, n: u32) -> String {
+    let (o, all) = (run.get(name), run.explain(name));
+    assert_eq!(o.guest_rc, Some(0), "{all}");
+    assert!(!rping_failed(&o.guest, false), "{all}");
+    assert_eq!(o.host_rc, Some(0), "{all}");
+    assert!(o.host_err.contains(&format!("served {n} pings")), "{all}");
+    o.host_err.clone()
+}
+
+/// A step where `rddp rping -c` pinged `n` times against siw's rping server.
+fn siw_server_ok(run: &Run, name: &str, n: u32) -> String {
+    let (o, all) = (run.get(name), run.explain(name));
+    assert_eq!(o.host_rc, Some(0), "{all}");
+    assert!(o.host_err.contains(&format!("{n} pings of")), "{all}");
+    assert!(!rping_failed(&o.guest, true), "{all}");
+    assert!(o.guest.contains("server DISCONNECT EVENT"), "{all}");
+    o.host_err.clone()
+}
+
+fn has(run: &Run, name: &str, text: &str, what: &str) {
+    let o = run.get(name);
+    let hay = match what {
+        "host" => &o.host_err,
+        "guest" => &o.guest,
+        "dmesg" => &o.dmesg,
+        _ => &o.proxy,
+    };
+    assert!(
+        hay.contains(text),
+        "{what} of {name} lacks {text:?}\n{}",
+        run.explain(name)
+    );
+}
+
+#[test]
+fn terminates_from_rddp_are_reported_by_siw() {
+    let Some(run) = session() else { return };
+    use rddp_wire::TerminateCode as T;
+    for (name, code) in [
+        ("term-to-siw-ddp-untagged", T::DDP_INVALID_MSN_NO_BUFFER),
+        ("term-to-siw-ddp-tagged", T::DDP_INVALID_STAG),
+        ("term-to-siw-rdmap", T::RDMAP_INVALID_STAG),
+        ("term-to-siw-mpa-crc", T::MPA_CRC_ERROR),
+    ] {
+        has(run, name, &format!("sent Terminate {code}"), "host");
+        // siw reads our RFC control word through its bitfields: Layer and EType
+        // come out swapped.
+        let siw_reads = format!(
+            "siw: got TERMINATE. layer {}, type {}, code {}",
+            code.etype, code.layer, code.code
+        );
+        has(run, name, &siw_reads, "dmesg");
+        // rping on siw sees the connection go (its work requests are flushed).
+        has(run, name, "DISCONNECT EVENT", "guest");
+    }
+    has(run, "term-to-siw-mpa-crc", "flipped the octet", "proxy");
+}
+
+#[test]
+fn terminates_from_siw_are_decoded_as_siw_meant_them() {
+    let Some(run) = session() else { return };
+    for (name, meant, word) in [
+        (
+            "term-from-siw-ddp-tagged",
+            "DDP invalid STag (1/1/0x00)",
+            "0x11000300",
+        ),
+        (
+            "term-from-siw-rdmap",
+            "RDMAP invalid STag (0/1/0x00)",
+            "0x10000700",
+        ),
+        (
+            "term-from-siw-mpa-crc",
+            "MPA CRC error (2/0/0x02)",
+            "0x02020000",
+        ),
+    ] {
+        has(
+            run,
+            name,
+            &format!("the peer sent Terminate {meant}"),
+            "host",
+        );
+        has(
+            run,
+            name,
+            &format!("control word {word} is in Linux siw's layout"),
+            "host",
+        );
+    }
+    has(run, "term-from-siw-mpa-crc", "siw: crc error", "dmesg");
+    // Issue 12's case: `rddp target` reported siw's Terminate with null fields.
+    let name = "term-from-siw-ddp-untagged";
+    let o = run.get(name);
+    let ev: serde_json::Value = o
+        .host_out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["event"] == "terminate")
+        .unwrap_or_else(|| panic!("no terminate event\n{}", run.explain(name)));
+    assert_eq!(ev["direction"], "received", "{ev}");
+    assert_eq!(
+        (
+            ev["layer"].as_u64(),
+            ev["etype"].as_u64(),
+            ev["code"].as_u64()
+        ),
+        (Some(1), Some(2), Some(2)),
+        "{ev}"
+    );
+    assert_eq!(ev["layout"], "siw-bitfields", "{ev}");
+    assert_eq!(ev["control_word"], "0x21020300", "{ev}");
+    assert!(
+        ev.as_object().unwrap().values().all(|v| !v.is_null()),
+        "{ev}"
+    );
+}
+
+#[test]
+fn mpa_crc_with_every_siw_crc_build() {
+    let Some(run) = session() else { return };
+    for build in ["crc", "crc-strict"] {
+        // siw requiring CRC sets C=1 in its Request: CRC on either way.
+        for s in ["init", "init-crc"] {
+            let err = siw_client_ok(run, &format!("mpa-{build}-{s}"), 10);
+            assert!(err.contains("CRC on"), "{err}");
+        }
+        // As responder it does not ask for CRC itself (only echoes C=1).
+        let err = siw_server_ok(run, &format!("mpa-{build}-resp"), 10);
+        assert!(err.contains("CRC off"), "{err}");
+        let err = siw_server_ok(run, &format!("mpa-{build}-resp-crc"), 10);
+        assert!(err.contains("CRC on"), "{err}");
+    }
+    // Strict without required: CRC must stay off, asking for it is refused.
+    assert!(siw_client_ok(run, "mpa-strict-init", 10).contains("CRC off"));
+    has(
+        run,
+        "mpa-strict-init-crc",
+        "RDMA_CM_EVENT_REJECTED",
+        "guest",
+    );
+    has(
+        run,
+        "mpa-strict-init-crc",
+        "it may refuse the CRC we asked for",
+        "host",
+    );
+    assert!(siw_server_ok(run, "mpa-strict-resp", 10).contains("CRC off"));
+    has(
+        run,
+        "mpa-strict-resp-crc",
+        "connection refused by the peer (MPA Reply with R=1)",
+        "host",
+    );
+}
+
+#[test]
+fn mpa_peer_to_peer_rtr() {
+    let Some(run) = session() else { return };
+    // siw built peer-to-peer offers both RTRs; rddp as responder picks Write.
+    for name in [
+        "mpa-p2p-init",
+        "mpa-p2p-init-crc",
+        "mpa-crc-p2p-init",
+        "mpa-crc-p2p-init-crc",
+    ] {
+        let err = siw_client_ok(run, name, 10);
+        assert!(
+            err.contains("peer-to-peer with a write RTR"),
+            "{name}: {err}"
+        );
+    }
+    for name in [
+        "mpa-p2p-resp",
+        "mpa-p2p-resp-crc",
+        "mpa-crc-p2p-resp",
+        "mpa-crc-p2p-resp-crc",
+    ] {
+        let err = siw_server_ok(run, name, 10);
+        assert!(!err.contains("peer-to-peer"), "{name}: {err}");
+    }
+    // rddp offering RTRs: siw (peer-to-peer build or not) prefers Write.
+    for build in ["p2p", "default"] {
+        for (offer, got) in [("write", "write"), ("read", "read"), ("both", "write")] {
+            let name = format!("mpa-{build}-resp-rtr-{offer}");
+            let err = siw_server_ok(run, &name, 10);
+            assert!(
+                err.contains(&format!("peer-to-peer with a {got} RTR")),
+                "{name}: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn mpa_revision_1() {
+    let Some(run) = session() else { return };
+    for name in ["mpa-rev1-init", "mpa-rev1-init-crc"] {
+        assert!(siw_client_ok(run, name, 10).contains("MPA rev 1"), "{name}");
+    }
+    // siw built for Rev 1 still answers a Rev 2 Request with Rev 2.
+    for name in ["mpa-rev1-resp", "mpa-rev1-resp-crc"] {
+        assert!(siw_server_ok(run, name, 10).contains("MPA rev 2"), "{name}");
+    }
+    // A Rev 1 Request leaves siw's server with ORD 0: it cannot post its Read.
+    has(run, "mpa-default-resp-rev1", "MPA rev 1", "host");
+    has(run, "mpa-default-resp-rev1", "post send error", "guest");
+}
+
+#[test]
+fn mpa_markers_refused_by_siw_fall_back_or_fail_clearly() {
+    let Some(run) = session() else { return };
+    let err = siw_server_ok(run, "mpa-default-resp-markers", 10);
+    assert!(
+        err.contains("refused the MPA Request with Markers (R=1); retrying without"),
+        "{err}"
+    );
+    assert!(err.contains("Markers rx off tx off"), "{err}");
+    has(
+        run,
+        "mpa-default-init-markers",
+        "RDMA_CM_EVENT_REJECTED",
+        "guest",
+    );
+    has(
+        run,
+        "mpa-default-init-markers",
+        "refuses the Markers we asked for",
+        "host",
+    );
 }

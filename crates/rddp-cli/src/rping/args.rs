@@ -91,6 +91,12 @@ pub struct RpingArgs {
     /// Inject a protocol fault (interop tests of the peer's Terminate handling).
     #[arg(long, value_enum)]
     pub fault: Option<Fault>,
+    /// Client: milliseconds between the MPA Reply and the first Send. siw 6.1
+    /// sends its Reply before it hands the socket to the queue pair, and an FPDU
+    /// that lands in between waits unread (docs/interop.md); rping's own client
+    /// is slow enough never to hit that.
+    #[arg(long, default_value_t = 100, value_name = "MS")]
+    pub first_send_delay: u64,
     /// Seconds to wait for the peer at each step.
     #[arg(long, default_value_t = 30)]
     pub timeout: u64,

@@ -24,7 +24,8 @@ pub fn report_connected(c: &Connection) {
         onoff(i.markers_tx),
         c.ird,
         c.ord,
-        if c.send_read_rtr { ", Read RTR" } else { "" }
+        i.rtr
+            .map_or_else(String::new, |r| format!(", peer-to-peer with a {r} RTR"))
     );
 }
 
@@ -68,6 +69,7 @@ pub fn run(a: &RpingArgs) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let mut end = End::new(qp, cq, a);
     end.debug("rdma_connect successful");
+    std::thread::sleep(std::time::Duration::from_millis(a.first_send_delay));
     let res = pings(a, &mut end, &start, &sink);
     end.qp.disconnect();
     // Let the FIN leave before the queue pair goes (a peer waits for it).

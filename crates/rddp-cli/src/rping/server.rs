@@ -58,6 +58,21 @@ fn serve_one(a: &RpingArgs, listener: &Listener, pd: &ProtectionDomain) -> Resul
     match pings(a, &mut end, &rdma, &mut done) {
         // rping's server returns 0 when the client disconnected ("wait for
         // RDMA_READ_ADV state 10").
+        // A client gone before its first message refused what we agreed to: say
+        // so instead of ending as if all went well.
+        Err(Stop::Disconnected) if done == 0 && a.markers => Err(
+            "the client closed right after the MPA Reply: it refuses the Markers we asked \
+             for (siw does); serve it without --markers"
+                .into(),
+        ),
+        Err(Stop::Disconnected) if done == 0 && a.crc => Err(
+            "the client closed right after the MPA Reply: it may refuse the CRC we asked \
+             for (siw built with mpa_crc_strict does); serve it without --crc"
+                .into(),
+        ),
+        Err(Stop::Disconnected) if done == 0 => {
+            Err("the client closed the connection before its first message".into())
+        }
         Err(Stop::Disconnected) => {
             eprintln!("server DISCONNECT EVENT...");
             eprintln!("rddp rping: served {done} pings");

@@ -112,6 +112,12 @@ impl Step {
         }
     }
 
+    /// The guest command's time limit (it is killed then).
+    pub fn secs(mut self, n: u32) -> Self {
+        self.seconds = n;
+        self
+    }
+
     pub fn via_proxy(mut self, c: proxy::Corrupt) -> Self {
         self.proxy = Some(c);
         self
@@ -397,7 +403,13 @@ pub fn run(mut steps: Vec<Step>) -> Run {
     let stderr = err.lock().unwrap().clone();
     // RDDP_INTEROP_LOG=FILE keeps the guest script, its forwards and the console.
     if let Ok(f) = std::env::var("RDDP_INTEROP_LOG") {
-        let _ = std::fs::write(f, format!("{fwds:?}\n{script}\n{console}\n{stderr}"));
+        let mut log = format!("{fwds:?}\n{script}\n{console}\n{stderr}\n");
+        for s in &steps {
+            if let Some(o) = results.get(&s.name) {
+                log.push_str(&format!("=== {}\n{}", s.name, o.all()));
+            }
+        }
+        let _ = std::fs::write(f, log);
     }
     Run {
         steps: results,
