@@ -139,6 +139,10 @@ if [ -n "$HPID" ]; then
 fi
 [ -s "$RUN/qemu.log" ] && sed 's/^/[qemu] /' "$RUN/qemu.log" >&2
 GRC=$(tr -d '\r' <"$RUN/console" | sed -n 's/^### RDDP-END rc=\([0-9]*\).*/\1/p' | tail -1)
+if [ -z "$GRC" ]; then
+  say "the guest never reported its end; the console's last lines:"
+  tail -n 25 "$RUN/console" | strip | sed 's/^/[console] /' >&2
+fi
 HRC=$(cat "$RUN/host.rc" 2>/dev/null || true)
 say "accel $ACCEL, siw $VARIANT, $(( ($(date +%s%N) - T0) / 1000000 )) ms, guest rc ${GRC:-none}${HOSTCMD:+, host rc ${HRC:-none}}"
 [ $TIMED_OUT = 1 ] && exit 124

@@ -46,9 +46,40 @@ fn plan() -> Vec<Step> {
             ))),
         ));
     }
+    perftest(&mut p);
     terminates(&mut p);
     mpa(&mut p);
     p
+}
+
+/// perftest iterations per run here (the debug build of rddp moves about
+/// 10 MB/s of Writes; docs/interop.md has the default 5000-iteration runs).
+const PERFTEST_ITERS: u32 = 1000;
+
+/// Point 2, perftest -R both ways: siw's ib_*_bw against `rddp perf server
+/// --perftest`, then `rddp perf client --perftest` against siw's ib_*_bw server.
+fn perftest(p: &mut Vec<Step>) {
+    let n = PERFTEST_ITERS;
+    for op in ["write", "read", "send"] {
+        p.push(Step::new(
+            &format!("perftest-siw-client-{op}"),
+            "default",
+            120,
+            &format!("ib_{op}_bw -R -d siw0 -n {n} -p {{port}} 10.0.2.2"),
+            Host::Before(rddp(&format!(
+                "perf server --listen 127.0.0.1:{{port}} --perftest --op {op} --iters {n}"
+            ))),
+        ));
+        p.push(Step::new(
+            &format!("perftest-siw-server-{op}"),
+            "default",
+            120,
+            &format!("ib_{op}_bw -R -d siw0 -n {n} -p {{gport}}"),
+            Host::OnReady(rddp(&format!(
+                "perf client --connect 127.0.0.1:{{port}} --perftest --op {op} --iters {n}"
+            ))),
+        ));
+    }
 }
 
 /// Seconds for a step siw's rping finishes, and for one where it waits forever
@@ -544,4 +575,62 @@ fn mpa_markers_refused_by_siw_fall_back_or_fail_clearly() {
         "refuses the Markers we asked for",
         "host",
     );
+}
+
+/// perftest's report line for `size` x `iters` (" 65536      1000   ...") and its
+/// average MB/sec.
+fn bw_line(out: &str, iters: u32) -> Option<(String, f64)> {
+    out.lines()
+        .find(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.len() == 5 && w[0] == "65536" && w[1] == iters.to_string()
+        })
+        .map(|l| {
+            let avg = l
+                .split_whitespace()
+                .nth(3)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0);
+            (l.trim().to_string(), avg)
+        })
+}
+
+#[test]
+fn perftest_siw_clients_against_rddp_perf_server() {
+    let Some(run) = session() else { return };
+    for op in ["write", "read", "send"] {
+        let name = format!("perftest-siw-client-{op}");
+        let (o, all) = (run.get(&name), run.explain(&name));
+        assert_eq!(o.guest_rc, Some(0), "{all}");
+        assert_eq!(o.host_rc, Some(0), "{all}");
+        assert!(o.guest.contains("Data ex. method : rdma_cm"), "{all}");
+        let (theirs, avg) = bw_line(&o.guest, PERFTEST_ITERS).unwrap_or_else(|| panic!("{all}"));
+        let (ours, ours_avg) =
+            bw_line(&o.host_out, PERFTEST_ITERS).unwrap_or_else(|| panic!("{all}"));
+        assert!(avg > 0.0 && ours_avg > 0.0, "{all}");
+        // Write and read: the server prints the client's report as it came.
+        if op != "send" {
+            assert_eq!(theirs, ours, "{all}");
+        }
+        eprintln!("{name}: ib_{op}_bw: {theirs}\n{name}: rddp:      {ours}");
+    }
+}
+
+#[test]
+fn perftest_rddp_perf_client_against_siw_servers() {
+    let Some(run) = session() else { return };
+    for op in ["write", "read", "send"] {
+        let name = format!("perftest-siw-server-{op}");
+        let (o, all) = (run.get(&name), run.explain(&name));
+        assert_eq!(o.host_rc, Some(0), "{all}");
+        assert_eq!(o.guest_rc, Some(0), "{all}");
+        let (ours, avg) = bw_line(&o.host_out, PERFTEST_ITERS).unwrap_or_else(|| panic!("{all}"));
+        let (theirs, their_avg) =
+            bw_line(&o.guest, PERFTEST_ITERS).unwrap_or_else(|| panic!("{all}"));
+        assert!(avg > 0.0 && their_avg > 0.0, "{all}");
+        if op != "send" {
+            assert_eq!(theirs, ours, "{all}");
+        }
+        eprintln!("{name}: rddp:      {ours}\n{name}: ib_{op}_bw: {theirs}");
+    }
 }

@@ -48,6 +48,8 @@ pub struct ServerArgs {
     /// Receive buffers kept posted per connection (perftest's -r).
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(2..=4096))]
     pub rx_depth: u32,
+    #[command(flatten)]
+    pub perftest: super::perftest::PerftestServerArgs,
 }
 
 #[derive(Args, Debug)]
@@ -87,9 +89,12 @@ pub struct ClientArgs {
     /// Work requests in flight at most (perftest's -t).
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub tx_depth: u32,
-    /// Receive buffers per connection of the in-process server (--transport mem).
+    /// Receive buffers per connection of the in-process server (--transport mem);
+    /// with --perftest, the server's receive depth (perftest's -r, for send).
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(2..=4096))]
     pub rx_depth: u32,
+    #[command(flatten)]
+    pub perftest: super::perftest::PerftestClientArgs,
 }
 
 fn parse_secs(s: &str) -> Result<f64, String> {

@@ -15,6 +15,7 @@ pub mod lat;
 pub mod link;
 pub mod opts;
 pub mod pattern;
+pub mod perftest;
 pub mod plot;
 pub mod progress;
 pub mod proto;
@@ -28,6 +29,8 @@ pub use args::PerfCmd;
 /// Run `rddp perf ...`.
 pub fn main(cmd: &PerfCmd) -> Result<(), String> {
     match cmd {
+        PerfCmd::Server(a) if a.perftest.perftest => perftest::server(a),
+        PerfCmd::Client(a) if a.perftest.perftest => perftest::client(a),
         PerfCmd::Server(a) => run::server_main(a),
         PerfCmd::Client(a) => run::client_main(a),
     }

@@ -13,20 +13,7 @@ const SQ_DEPTH: u32 = 16;
 
 /// One line on stderr saying what MPA setup agreed.
 pub fn report_connected(c: &Connection) {
-    let i = &c.info;
-    let onoff = |b: bool| if b { "on" } else { "off" };
-    eprintln!(
-        "rddp rping: connected to {}: MPA rev {}, CRC {}, Markers rx {} tx {}, IRD {} ORD {}{}",
-        i.peer.map_or_else(|| "?".into(), |p| p.to_string()),
-        i.mpa_rev.unwrap_or(0),
-        onoff(i.crc),
-        onoff(i.markers_rx),
-        onoff(i.markers_tx),
-        c.ird,
-        c.ord,
-        i.rtr
-            .map_or_else(String::new, |r| format!(", peer-to-peer with a {r} RTR"))
-    );
+    super::report_mpa("rddp rping", c);
 }
 
 pub fn run(a: &RpingArgs) -> Result<(), String> {

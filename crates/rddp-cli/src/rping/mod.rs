@@ -18,6 +18,24 @@ mod wire;
 
 pub use args::RpingArgs;
 
+/// One line on stderr saying what MPA setup agreed with the peer.
+pub fn report_mpa(who: &str, c: &rddp::transport::Connection) {
+    let i = &c.info;
+    let onoff = |b: bool| if b { "on" } else { "off" };
+    eprintln!(
+        "{who}: connected to {}: MPA rev {}, CRC {}, Markers rx {} tx {}, IRD {} ORD {}{}",
+        i.peer.map_or_else(|| "?".into(), |p| p.to_string()),
+        i.mpa_rev.unwrap_or(0),
+        onoff(i.crc),
+        onoff(i.markers_rx),
+        onoff(i.markers_tx),
+        c.ird,
+        c.ord,
+        i.rtr
+            .map_or_else(String::new, |r| format!(", peer-to-peer with a {r} RTR"))
+    );
+}
+
 /// Run `rddp rping ...`.
 pub fn run(a: &RpingArgs) -> Result<(), String> {
     a.check()?;
