@@ -167,11 +167,19 @@ fn terminates(p: &mut Vec<Step>) {
             fpdu: 0,
         }),
     );
+    // Two go-aheads at once: siw's rping keeps one receive posted.
+    p.push(siw_client(
+        "term-from-siw-ddp-untagged",
+        "default",
+        "-C 3 -V",
+        &format!("{s} --fault extra-send"),
+    ));
     // The case of issue 12: siw built to require CRC, its rping client against
-    // `rddp target`, whose echo finds no receive posted.
+    // `rddp target`, whose echo finds no receive posted when it comes before
+    // rping has posted its next one (a race: rping may win it).
     p.push(
         siw_client(
-            "term-from-siw-ddp-untagged",
+            "term-from-siw-target-crc",
             "crc",
             "-C 3 -V",
             "target --listen 127.0.0.1:{port} --events json",
@@ -243,7 +251,16 @@ fn session() -> Option<&'static Run> {
     let r = RUN.get_or_init(|| {
         std::panic::catch_unwind(|| match interop::available() {
             Ok(()) => {
-                let run = interop::run(plan());
+                let mut run = interop::run(plan());
+                // A guest that never came up (seen once in many boots under heavy
+                // load) gets one more try; its console is kept for the record.
+                if !run.console.contains("### RDDP-BOOTED") {
+                    eprintln!(
+                        "siw interop: the guest did not boot, once more:\n{}",
+                        run.stderr
+                    );
+                    run = interop::run(plan());
+                }
                 eprintln!(
                     "siw interop: {} steps in {:.1} s",
                     run.steps.len(),
@@ -407,6 +424,11 @@ fn terminates_from_siw_are_decoded_as_siw_meant_them() {
     let Some(run) = session() else { return };
     for (name, meant, word) in [
         (
+            "term-from-siw-ddp-untagged",
+            "DDP invalid MSN: no buffer available (1/2/0x02)",
+            "0x21020300",
+        ),
+        (
             "term-from-siw-ddp-tagged",
             "DDP invalid STag (1/1/0x00)",
             "0x11000300",
@@ -437,14 +459,23 @@ fn terminates_from_siw_are_decoded_as_siw_meant_them() {
     }
     has(run, "term-from-siw-mpa-crc", "siw: crc error", "dmesg");
     // Issue 12's case: `rddp target` reported siw's Terminate with null fields.
-    let name = "term-from-siw-ddp-untagged";
+    // When rping wins the race there is no Terminate: the client gives up.
+    let name = "term-from-siw-target-crc";
     let o = run.get(name);
-    let ev: serde_json::Value = o
+    let Some(ev) = o
         .host_out
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .find(|v| v["event"] == "terminate")
-        .unwrap_or_else(|| panic!("no terminate event\n{}", run.explain(name)));
+    else {
+        assert!(
+            o.host_out.contains("\"reason\":\"peer closed\""),
+            "{}",
+            run.explain(name)
+        );
+        eprintln!("{name}: siw's rping reposted its receive in time, no Terminate this run");
+        return;
+    };
     assert_eq!(ev["direction"], "received", "{ev}");
     assert_eq!(
         (

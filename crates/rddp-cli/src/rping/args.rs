@@ -33,6 +33,10 @@ pub enum Fault {
     /// Do not repost the receive after the first message; the peer's next Send
     /// draws our DDP untagged Terminate (1/2/0x02, no buffer).
     NoRecv,
+    /// Send the first message twice at once: rping keeps one receive posted, so
+    /// the second finds none and draws the peer's DDP untagged Terminate
+    /// (1/2/0x02, no buffer).
+    ExtraSend,
 }
 
 /// Talk rdma-core's rping protocol over MPA/TCP, as server (-s) or client (-c).

@@ -121,6 +121,9 @@ fn pings(
             .write(0, &data)
             .map_err(|e| Stop::Failed(e.to_string()))?;
         advertise(end, start, a.size, a.fault == Some(Fault::ReadStag))?;
+        if ping == 0 && a.fault == Some(Fault::ExtraSend) {
+            advertise(end, start, a.size, false)?;
+        }
         go_ahead(
             a,
             end,

@@ -114,10 +114,12 @@ fn wrong_if(a: &RpingArgs, f: Fault, stag: u32) -> u32 {
     }
 }
 
-fn go_ahead(end: &mut End) -> Result<(), Stop> {
-    end.qp
-        .post_send_inline(1, &[0; INFO_LEN], SendFlags::default())
-        .map_err(|e| Stop::Failed(format!("post send error: {e}")))?;
+fn go_ahead(end: &mut End, twice: bool) -> Result<(), Stop> {
+    for _ in 0..if twice { 2 } else { 1 } {
+        end.qp
+            .post_send_inline(1, &[0; INFO_LEN], SendFlags::default())
+            .map_err(|e| Stop::Failed(format!("post send error: {e}")))?;
+    }
     end.debug("server posted go ahead");
     Ok(())
 }
@@ -158,7 +160,7 @@ fn pings(
                 String::from_utf8_lossy(wire::c_str(&data))
             );
         }
-        go_ahead(end)?;
+        go_ahead(end, first && a.fault == Some(Fault::ExtraSend))?;
         let sink = advert(a, end, false, "the client's sink (RDMA_WRITE_ADV)")?;
         end.debug("server received sink adv");
         // rping writes strlen + 1: the data up to and including its NUL.
@@ -177,7 +179,7 @@ fn pings(
             .map_err(|e| Stop::Failed(format!("post send error: {e}")))?;
         end.wait(WcOpcode::RdmaWrite, "the RDMA Write (RDMA_WRITE_COMPLETE)")?;
         end.debug("server rdma write complete ");
-        go_ahead(end)?;
+        go_ahead(end, false)?;
         first = false;
         *done += 1;
     }
