@@ -527,3 +527,84 @@ fn strict_ird_gets_terminate_0x06() {
         TerminateCode::MPA_INSUFFICIENT_IRD
     );
 }
+
+/// A raw responder reads our Rev 2 Request (24 octets: no private data) and
+/// answers `reply`; returns our connect error and every FPDU we then sent.
+fn refused_reply(opts: MpaOptions, reply: Vec<u8>) -> (MpaError, Vec<Vec<u8>>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let h = thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut req = [0u8; 24];
+        s.read_exact(&mut req).unwrap();
+        write_all(&mut s, &reply);
+        read_to_end(&mut s)
+    });
+    let e = connect(addr, opts).map(|_| ()).unwrap_err();
+    let wire = h.join().unwrap();
+    let mut fpdus = Vec::new();
+    rddp_wire::FpduDecoder::new(true, false, 65535)
+        .feed(&wire, &mut fpdus)
+        .unwrap();
+    (e, fpdus)
+}
+
+/// RFC 6581: we offered no peer-to-peer mode (A=0, no RTR type), the Reply says
+/// A=1 with the Write RTR: Terminate 2/0/0x07 is the only FPDU (no RTR), then close.
+#[test]
+fn reply_with_p2p_we_did_not_offer_gets_terminate_0x07() {
+    let o = MpaOptions {
+        p2p: false,
+        reply_timeout: Duration::from_secs(2),
+        ..MpaOptions::default()
+    };
+    let (e, fpdus) = refused_reply(o, frame(&KEY_REP, 0x50, 2, 4, &[0x80, 4, 0x80, 4]));
+    assert_eq!(
+        e.terminate_code(),
+        Some(TerminateCode::MPA_NO_MATCHING_RTR),
+        "{e}"
+    );
+    assert_eq!(fpdus.len(), 1, "only the Terminate, no RTR: {fpdus:?}");
+    assert_eq!(
+        rddp_wire::Terminate::parse(&fpdus[0][18..]).unwrap().code,
+        TerminateCode::MPA_NO_MATCHING_RTR
+    );
+}
+
+/// RFC 6581: a Reply picking the Read RTR with IRD 0 leaves no slot for it:
+/// Terminate 2/0/0x06 (insufficient IRD) as the only FPDU, then close, instead of
+/// a connection whose ORD is 0 and whose RTR can never be sent.
+#[test]
+fn read_rtr_reply_with_ird_0_gets_terminate_0x06() {
+    let o = MpaOptions {
+        reply_timeout: Duration::from_secs(2),
+        ..MpaOptions::default()
+    };
+    // A=1, IRD 0; D (Read RTR), ORD 1.
+    let (e, fpdus) = refused_reply(o, frame(&KEY_REP, 0x50, 2, 4, &[0x80, 0, 0x40, 1]));
+    assert_eq!(
+        e.terminate_code(),
+        Some(TerminateCode::MPA_INSUFFICIENT_IRD),
+        "{e}"
+    );
+    assert_eq!(fpdus.len(), 1, "only the Terminate, no RTR: {fpdus:?}");
+    assert_eq!(
+        rddp_wire::Terminate::parse(&fpdus[0][18..]).unwrap().code,
+        TerminateCode::MPA_INSUFFICIENT_IRD
+    );
+}
+
+/// A listener whose IRD or ORD no Reply could carry (above the 14-bit field) is
+/// refused when it is made, not when the first peer comes.
+#[test]
+fn listen_refuses_ird_ord_above_14_bits() {
+    for (ird, ord) in [(0x4000, 1), (1, 0x4000)] {
+        let o = MpaOptions {
+            ird,
+            ord,
+            ..MpaOptions::default()
+        };
+        let e = listen("127.0.0.1:0", o).unwrap_err();
+        assert!(matches!(e, MpaError::Options(_)), "{e}");
+    }
+}

@@ -78,7 +78,7 @@ fn remote_invalidation_needs_association() {
         .register(
             PD,
             StagScope::Stream(S),
-            Access::REMOTE_WRITE,
+            Access::REMOTE_WRITE | Access::REMOTE_INVALIDATE,
             0,
             vec![0; 4],
         )

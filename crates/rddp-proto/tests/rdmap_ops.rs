@@ -177,7 +177,7 @@ fn write_then_read_back_then_send() {
 #[test]
 fn send_variants_carry_solicited_and_invalidate() {
     let mut h = Hosts::new(RdmapConfig::default());
-    let target = h.region(1, rw(), vec![0; 16]);
+    let target = h.region(1, rw() | Access::REMOTE_INVALIDATE, vec![0; 16]);
     for id in 0..3 {
         h.s[1].post_recv(id, vec![0; 8]).unwrap();
     }

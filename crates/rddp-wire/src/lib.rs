@@ -12,6 +12,7 @@ pub mod crc;
 pub mod ddp;
 pub mod error;
 pub mod mpa;
+pub mod packet;
 pub mod rdmap;
 pub mod read_request;
 pub mod sctp;

@@ -13,13 +13,11 @@ use crate::quota::Resource;
 use crate::srq::{SharedReceiveQueue, SrqMode};
 use crate::transport::{Connection, Inbound, LlpInfo, SegmentReader, SegmentWriter};
 use bytes::Bytes;
-use rddp_proto::cq::{CqReservation, CqSource};
 use rddp_proto::ddp::BufferPool;
-use rddp_proto::ddp::{DdpConfig, OutSegment};
+use rddp_proto::ddp::{DdpConfig, OutSegment, StreamState};
 use rddp_proto::mem::{Access, StreamId};
-use rddp_proto::rdmap::{
-    AsyncEvent, Completion, INTERNAL_WR_ID, RdmapConfig, RdmapStream, WcOpcode, WorkRequest,
-};
+use rddp_proto::rdmap::{AsyncEvent, Completion, RdmapConfig, RdmapStream, WcOpcode, WorkRequest};
+use rddp_proto::wq::{Held, RecvPlan, Slots, WorkQueues};
 use rddp_wire::rdmap::qn;
 use rddp_wire::{DdpHeader, Opcode, RdmapControl};
 use std::collections::VecDeque;
@@ -51,7 +49,15 @@ pub struct QueuePairBuilder {
     ord: u32,
     max_send_wr: u32,
     max_recv_wr: u32,
-    srq: Option<(BufferPool, SrqMode, ProtectionDomain)>,
+    srq: Option<SrqLink>,
+}
+
+/// What a queue pair keeps of its shared receive queue.
+struct SrqLink {
+    pool: BufferPool,
+    mode: SrqMode,
+    pd: ProtectionDomain,
+    slots: Slots,
 }
 
 impl QueuePairBuilder {
@@ -73,13 +79,15 @@ impl QueuePairBuilder {
     }
 
     /// Most work requests outstanding on the send queue (reserved on the send CQ).
+    /// A request counts from its posting until its completion is polled.
     pub fn max_send_wr(mut self, n: u32) -> Self {
         self.max_send_wr = n;
         self
     }
 
-    /// Most receives posted at once (reserved on the receive CQ). With a credits
-    /// shared receive queue: the most credits outstanding.
+    /// Most receives posted at once (reserved on the receive CQ); a receive counts
+    /// until its completion is polled. With a credits shared receive queue: the
+    /// most credits outstanding, each until the completion it enabled is polled.
     pub fn max_recv_wr(mut self, n: u32) -> Self {
         self.max_recv_wr = n;
         self
@@ -87,17 +95,24 @@ impl QueuePairBuilder {
 
     /// Receive Sends from a shared receive queue instead of the QP's own.
     pub fn srq(mut self, srq: &SharedReceiveQueue) -> Self {
-        self.srq = Some((srq.pool.clone(), srq.mode, srq.pd.clone()));
+        self.srq = Some(SrqLink {
+            pool: srq.pool.clone(),
+            mode: srq.mode,
+            pd: srq.pd.clone(),
+            slots: srq.slots.clone(),
+        });
         self
     }
 
-    /// Inbound RDMA Read queue depth offered to the peer.
+    /// Inbound RDMA Read queue depth offered to the peer (at most 16383, the
+    /// 14-bit MPA field; negotiated by `connect_mpa` and `accept_mpa`).
     pub fn ird(mut self, n: u32) -> Self {
         self.ird = n;
         self
     }
 
-    /// Outbound RDMA Read queue depth wanted.
+    /// Outbound RDMA Read queue depth wanted (at most 16383). If the peer's IRD
+    /// leaves it at 0, every RDMA Read is refused at posting ([`Error::OrdZero`]).
     pub fn ord(mut self, n: u32) -> Self {
         self.ord = n;
         self
@@ -105,10 +120,17 @@ impl QueuePairBuilder {
 
     /// Reserve the queue pair (charged to the consumer's quota).
     pub fn build(self) -> Result<PreparedQueuePair, Error> {
-        if let Some((_, _, pd)) = &self.srq
-            && pd.id() != self.pd.id()
+        if let Some(link) = &self.srq
+            && link.pd.id() != self.pd.id()
         {
             return Err(Error::SrqWrongPd);
+        }
+        // RFC 6581: IRD and ORD travel in 14-bit fields; what we use is what we say.
+        let max = u32::from(rddp_wire::EnhancedBlock::IRD_ORD_MAX);
+        for (what, value) in [("IRD", self.ird), ("ORD", self.ord)] {
+            if value > max {
+                return Err(Error::IrdOrdTooLarge { what, value });
+            }
         }
         self.pd.inner.consumer.charge(Resource::QueuePairs, 1)?;
         Ok(PreparedQueuePair {
@@ -116,6 +138,7 @@ impl QueuePairBuilder {
             qp_num: NEXT_QP.fetch_add(1, Ordering::Relaxed),
             early_recvs: Vec::new(),
             early_credits: 0,
+            attached: false,
         })
     }
 }
@@ -128,10 +151,15 @@ pub struct PreparedQueuePair {
     early_recvs: Vec<(u64, usize)>,
     /// Credits granted before attach (credits-mode shared receive queue).
     early_credits: u32,
+    /// Attached: its quota charges belong to the queue pair now.
+    attached: bool,
 }
 
 impl Drop for PreparedQueuePair {
     fn drop(&mut self) {
+        if self.attached {
+            return;
+        }
         let consumer = &self.b.pd.inner.consumer;
         consumer.refund(Resource::QueuePairs, 1);
         consumer.refund(Resource::ReceiveBuffers, self.early_recvs.len() as u64);
@@ -159,7 +187,10 @@ impl PreparedQueuePair {
     /// shared receive queue), so that the peer's first Sends are already valid.
     pub fn grant_credits(&mut self, n: u32) -> Result<(), Error> {
         match &self.b.srq {
-            Some((_, SrqMode::Credits, _)) => {
+            Some(SrqLink {
+                mode: SrqMode::Credits,
+                ..
+            }) => {
                 self.early_credits = self.early_credits.saturating_add(n);
                 Ok(())
             }
@@ -180,20 +211,55 @@ impl PreparedQueuePair {
         self.attach(conn)
     }
 
+    /// Take the queue slots of the early receives and credits, all or none.
+    fn take_early_slots(&self, wq: &mut WorkQueues) -> Result<(), Error> {
+        wq.grant(self.early_credits)?;
+        for (i, &(wr_id, _)) in self.early_recvs.iter().enumerate() {
+            if let Err(e) = wq.post_recv(wr_id) {
+                for &(id, _) in &self.early_recvs[..i] {
+                    wq.unpost_recv(id);
+                }
+                wq.ungrant(self.early_credits);
+                return Err(e.into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Undo [`Self::take_early_slots`] after the first `posted` early receives went
+    /// to the engine. With a shared receive queue those are in its pool now, and
+    /// their slots and quota stay with it.
+    fn untake_early_slots(&mut self, wq: &mut WorkQueues, posted: usize) {
+        let kept = if self.b.srq.is_some() { posted } else { 0 };
+        for &(id, _) in &self.early_recvs[kept..] {
+            wq.unpost_recv(id);
+        }
+        self.early_recvs.drain(..kept);
+        wq.ungrant(self.early_credits);
+    }
+
     /// The IRD/ORD this queue pair asks for at connection setup.
     pub fn ird_ord(&self) -> (u32, u32) {
         (self.b.ird, self.b.ord)
     }
 
-    /// Run the queue pair over a connected LLP (MPA/TCP, SCTP or in memory).
+    /// Run the queue pair over a connected LLP (MPA/TCP, SCTP or in memory). IRD
+    /// and ORD: those the LLP's setup agreed, or this builder's where the LLP
+    /// negotiates none (SCTP). On failure every quota and reservation it was
+    /// charged is returned, the early receives' included.
     pub fn attach(mut self, conn: Connection) -> Result<QueuePair, Error> {
+        let (ird, ord) = if conn.ird_ord_negotiated {
+            (conn.ird, conn.ord)
+        } else {
+            (self.b.ird, self.b.ord)
+        };
         let cfg = RdmapConfig {
             ddp: DdpConfig {
                 mulpdu: conn.mulpdu,
                 ..DdpConfig::default()
             },
-            ird: conn.ird,
-            ord: conn.ord,
+            ird,
+            ord,
         };
         let mut rdmap =
             RdmapStream::new(StreamId(self.qp_num), self.b.pd.id(), cfg).map_err(Error::Setup)?;
@@ -202,50 +268,59 @@ impl PreparedQueuePair {
         rdmap.hold_ird_until_sent();
         // Seed 003: a CQ refuses what it could not hold. The send side reserves its
         // depth; the receive side its depth, its credit limit, or its whole SRQ pool.
-        let send_reservation = self.b.send_cq.as_ref().reserve(
-            CqSource::Ulp(u64::from(self.qp_num)),
+        // The DDP sink's binding below shares the receive reservation.
+        let max_recv_wr = self.b.max_recv_wr as usize;
+        let plan = match &self.b.srq {
+            None => RecvPlan::Own { depth: max_recv_wr },
+            Some(l) if l.mode == SrqMode::Credits => RecvPlan::Credits {
+                slots: l.slots.clone(),
+                limit: max_recv_wr,
+            },
+            Some(l) => RecvPlan::Pool {
+                pool: l.pool.id(),
+                slots: l.slots.clone(),
+            },
+        };
+        let mut wq = WorkQueues::reserve(
+            self.b.send_cq.as_ref(),
+            self.b.recv_cq.as_ref(),
+            StreamId(self.qp_num),
+            u64::from(self.qp_num),
             self.b.max_send_wr as usize,
+            plan,
         )?;
-        if let Some((pool, _, _)) = &self.b.srq {
-            rdmap.ddp_mut().set_recv_pool(qn::SEND, pool)?;
+        if let Some(l) = &self.b.srq {
+            rdmap.ddp_mut().set_recv_pool(qn::SEND, &l.pool)?;
         }
         rdmap
             .ddp_mut()
             .bind_cq(qn::SEND, &self.b.recv_cq, u64::from(self.b.max_recv_wr))?;
-        for (wr_id, len) in std::mem::take(&mut self.early_recvs) {
-            rdmap.post_recv(wr_id, vec![0; len])?;
+        if conn.send_read_rtr {
+            // RFC 6581: the initiator's first message is a zero-length RDMA Read.
+            rdmap.post_read_rtr()?;
+        }
+        self.take_early_slots(&mut wq)?;
+        // The slots taken leave room for every early receive and credit.
+        for i in 0..self.early_recvs.len() {
+            let (wr_id, len) = self.early_recvs[i];
+            if let Err(e) = rdmap.post_recv(wr_id, vec![0; len]) {
+                self.untake_early_slots(&mut wq, i);
+                return Err(e.into());
+            }
         }
         if self.early_credits > 0 && !rdmap.ddp_mut().grant_credits(qn::SEND, self.early_credits) {
+            self.untake_early_slots(&mut wq, self.early_recvs.len());
             return Err(Error::NotCredits);
-        }
-        let send_read_rtr = conn.send_read_rtr;
-        if send_read_rtr {
-            // RFC 6581: the initiator's first message is a zero-length RDMA Read.
-            let mem = self.b.pd.inner.consumer.device().mem();
-            rdmap.post(
-                &mem,
-                WorkRequest::Read {
-                    wr_id: INTERNAL_WR_ID,
-                    local_stag: 1,
-                    local_to: 0,
-                    len: 0,
-                    remote_stag: 1,
-                    remote_to: 0,
-                    fence: false,
-                },
-            );
         }
         let (tx, rx) = channel();
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 rdmap,
+                wq,
                 events: VecDeque::new(),
                 close_sent: false,
-                send_outstanding: 0,
-                rtr_read_pending: send_read_rtr,
             }),
             max_send_wr: self.b.max_send_wr,
-            _send_reservation: send_reservation,
             tx: Mutex::new(tx),
             pd: self.b.pd.clone(),
             send_cq: self.b.send_cq.clone(),
@@ -256,6 +331,10 @@ impl PreparedQueuePair {
         });
         // Whatever attach queued (the Read RTR) goes out now, not with the next post.
         shared.pump(&mut lock(&shared.state));
+        crate::trace::attached(self.qp_num, &shared.info, conn.ird, conn.ord, conn.mulpdu);
+        let weak: std::sync::Weak<dyn crate::stats::StatsSource> = Arc::downgrade(&shared) as _;
+        let device = self.b.pd.inner.consumer.device();
+        device.inner.stats.attach(self.qp_num, weak);
         let Connection {
             reader,
             writer,
@@ -270,8 +349,8 @@ impl PreparedQueuePair {
         });
         let s2 = shared.clone();
         let r = std::thread::spawn(move || read_loop(reader, &s2));
-        // The quota charge moves to the connected queue pair.
-        std::mem::forget(self);
+        // The quota charges (the early receives' too) move to the connected queue pair.
+        self.attached = true;
         Ok(QueuePair {
             shared,
             threads: Some((r, w)),
@@ -283,18 +362,15 @@ impl PreparedQueuePair {
 
 struct State {
     rdmap: RdmapStream,
+    /// Queue slots and the receives outstanding (rddp_proto::wq's rules).
+    wq: WorkQueues,
     events: VecDeque<AsyncEvent>,
     close_sent: bool,
-    /// Send-queue work requests posted and not yet completed.
-    send_outstanding: u32,
-    /// The RFC 6581 Read RTR has not completed yet.
-    rtr_read_pending: bool,
 }
 
 struct Shared {
     state: Mutex<State>,
     max_send_wr: u32,
-    _send_reservation: CqReservation,
     tx: Mutex<Sender<TxCmd>>,
     pd: ProtectionDomain,
     send_cq: CompletionQueue,
@@ -356,6 +432,12 @@ impl QueuePair {
         })
     }
 
+    /// This queue pair's counters (issue 13): octets and segments sent and placed,
+    /// messages delivered, refusals, Terminates by class, CRC errors, completions.
+    pub fn stats(&self) -> crate::QpStats {
+        lock(&self.shared.state).rdmap.stats()
+    }
+
     /// IRD and ORD in force.
     pub fn ird_ord(&self) -> (u32, u32) {
         let st = lock(&self.shared.state);
@@ -415,6 +497,10 @@ impl QueuePair {
         remote_offset: u64,
     ) -> Result<(), Error> {
         self.same_pd(mr)?;
+        // ORD 0 agreed (RFC 6581): no Read can ever leave; refuse it now.
+        if self.ird_ord().1 == 0 {
+            return Err(Error::OrdZero);
+        }
         let consumer = &self.shared.pd.inner.consumer;
         consumer.charge(Resource::OutstandingReads, 1)?;
         self.post(WorkRequest::Read {
@@ -430,11 +516,17 @@ impl QueuePair {
 
     /// Post a receive buffer of `len` octets for one incoming Send; the completion
     /// hands it back filled.
+    /// It counts against the receive queue's depth until its completion is polled.
     pub fn post_recv(&self, wr_id: u64, len: usize) -> Result<(), Error> {
         let consumer = &self.shared.pd.inner.consumer;
         consumer.charge(Resource::ReceiveBuffers, 1)?;
         let mut st = lock(&self.shared.state);
+        if let Err(e) = st.wq.post_recv(wr_id) {
+            consumer.refund(Resource::ReceiveBuffers, 1);
+            return Err(e.into());
+        }
         if let Err(e) = st.rdmap.post_recv(wr_id, vec![0; len]) {
+            st.wq.unpost_recv(wr_id);
             consumer.refund(Resource::ReceiveBuffers, 1);
             return Err(Error::Stream(e));
         }
@@ -443,12 +535,15 @@ impl QueuePair {
     }
 
     /// Enable the next `n` MSNs of incoming Sends (credits-mode shared receive
-    /// queue, seed 003 strategy 3). Tell the peer how many it may send.
+    /// queue, seed 003 strategy 3). Tell the peer how many it may send. A credit
+    /// counts against `max_recv_wr` until the completion it enabled is polled.
     pub fn grant_credits(&self, n: u32) -> Result<(), Error> {
         let mut st = lock(&self.shared.state);
+        st.wq.grant(n)?;
         if st.rdmap.ddp_mut().grant_credits(qn::SEND, n) {
             Ok(())
         } else {
+            st.wq.ungrant(n);
             Err(Error::NotCredits)
         }
     }
@@ -458,15 +553,15 @@ impl QueuePair {
         lock(&self.shared.state).events.drain(..).collect()
     }
 
-    /// Graceful disconnect: posted work finishes, then the LLP closes.
+    /// Graceful disconnect (seed 000: in-progress messages complete before the LLP
+    /// closes). Everything posted before finishes first, work that ORD or a fence
+    /// holds back and Reads awaiting their responses included; then the LLP closes.
+    /// Later work requests are refused ([`Error::Disconnecting`]); receives may
+    /// still be posted until the peer closes.
     pub fn disconnect(&self) {
         let mut st = lock(&self.shared.state);
-        st.rdmap.ddp_mut().close();
+        st.rdmap.close();
         self.shared.pump(&mut st);
-        if !st.close_sent && st.rdmap.ddp().drained() {
-            st.close_sent = true;
-            let _ = lock(&self.shared.tx).send(TxCmd::Close { abortive: false });
-        }
     }
 
     fn same_pd(&self, mr: &MemoryRegion) -> Result<(), Error> {
@@ -483,7 +578,16 @@ impl QueuePair {
 
     fn post(&self, wr: WorkRequest) -> Result<(), Error> {
         let mut st = lock(&self.shared.state);
-        if st.send_outstanding >= self.shared.max_send_wr {
+        let refused = if st.rdmap.is_closing() {
+            Some(Error::Disconnecting)
+        } else if st.wq.post_send().is_err() {
+            Some(Error::SendQueueFull {
+                depth: self.shared.max_send_wr,
+            })
+        } else {
+            None
+        };
+        if let Some(e) = refused {
             if let WorkRequest::Read { .. } = wr {
                 self.shared
                     .pd
@@ -491,11 +595,8 @@ impl QueuePair {
                     .consumer
                     .refund(Resource::OutstandingReads, 1);
             }
-            return Err(Error::SendQueueFull {
-                depth: self.shared.max_send_wr,
-            });
+            return Err(e);
         }
-        st.send_outstanding += 1;
         {
             let mem = self.shared.pd.inner.consumer.device().mem();
             st.rdmap.post(&mem, wr);
@@ -525,6 +626,10 @@ impl Drop for QueuePair {
             let _ = w.join();
             let _ = r.join();
         }
+        let last = self.stats();
+        crate::trace::dropped(self.shared.qp_num, &last);
+        let device = self.shared.pd.inner.consumer.device();
+        device.inner.stats.retire(self.shared.qp_num, &last);
         self.shared
             .pd
             .inner
@@ -533,9 +638,16 @@ impl Drop for QueuePair {
     }
 }
 
+impl crate::stats::StatsSource for Shared {
+    fn stats(&self) -> crate::QpStats {
+        lock(&self.state).rdmap.stats()
+    }
+}
+
 impl Shared {
     /// Move what the engine produced: segments to the writer, completions to the
-    /// CQs (returning quota), events to the ULP; close once a Terminate has left.
+    /// CQs (returning quota), events to the ULP; close once a Terminate has left,
+    /// or once a graceful disconnect has nothing left to finish.
     fn pump(&self, st: &mut State) {
         let tx = lock(&self.tx);
         while let Some(seg) = st.rdmap.poll_segment() {
@@ -545,25 +657,32 @@ impl Shared {
             st.close_sent = true;
             let _ = tx.send(TxCmd::Close { abortive: true });
         }
+        if st.rdmap.poll_close() && !st.close_sent {
+            st.close_sent = true;
+            let _ = tx.send(TxCmd::Close { abortive: false });
+        }
         drop(tx);
         while let Some(c) = st.rdmap.poll_completion() {
-            // The RTR's completion is the LLP's business, not the ULP's: it is the
-            // first Read to complete, as it was posted before any of the ULP's.
-            if st.rtr_read_pending && c.opcode == WcOpcode::RdmaRead {
-                st.rtr_read_pending = false;
-                continue;
+            // A receive that is not outstanding is never passed on (none invented
+            // or doubled).
+            if let Some(held) = st.wq.completed(&c) {
+                self.complete(c, held);
             }
-            if c.opcode != WcOpcode::Recv {
-                st.send_outstanding = st.send_outstanding.saturating_sub(1);
+        }
+        if *st.rdmap.ddp().state() == StreamState::Closed {
+            // Nothing more comes back from a closed stream: a receive still
+            // outstanding completes as flushed (none lost).
+            for (c, held) in st.wq.flush_unreturned() {
+                self.complete(c, held);
             }
-            self.complete(c);
         }
         while let Some(e) = st.rdmap.poll_event() {
+            crate::trace::event(self.qp_num, &e);
             st.events.push_back(e);
         }
     }
 
-    fn complete(&self, c: Completion) {
+    fn complete(&self, c: Completion, held: Held) {
         let consumer = &self.pd.inner.consumer;
         let cq = match c.opcode {
             WcOpcode::Recv => {
@@ -576,10 +695,13 @@ impl Shared {
             }
             WcOpcode::Send | WcOpcode::RdmaWrite => &self.send_cq,
         };
-        cq.push(WorkCompletion {
-            qp_num: self.qp_num,
-            c,
-        });
+        cq.push(
+            WorkCompletion {
+                qp_num: self.qp_num,
+                c,
+            },
+            held,
+        );
     }
 }
 
@@ -634,7 +756,8 @@ fn read_loop(mut r: Box<dyn SegmentReader>, shared: &Shared) {
                 st.rdmap.on_llp_closed(true);
                 true
             }
-            Err(_) => {
+            Err(e) => {
+                crate::trace::llp_lost(shared.qp_num, &e);
                 st.rdmap.on_llp_closed(false);
                 true
             }

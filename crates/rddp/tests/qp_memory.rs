@@ -79,7 +79,9 @@ fn write_read_send_recv() {
 #[test]
 fn send_with_invalidate_then_write_fails_as_invalid_stag() {
     let (a, b) = pair();
-    let target = b.pd.register(vec![0; 16], Access::REMOTE_WRITE).unwrap();
+    // Remote invalidation is a right of its own (RFC 5042 §5), off unless asked.
+    let access = Access::REMOTE_WRITE | Access::REMOTE_INVALIDATE;
+    let target = b.pd.register(vec![0; 16], access).unwrap();
     let src = a.pd.register(b"payload".to_vec(), Access::NONE).unwrap();
     b.qp.post_recv(1, 16).unwrap();
     let inv = SendFlags {

@@ -32,6 +32,12 @@ pub struct LinkArgs {
     /// Parallel connections (queue pairs); figures are the aggregate.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub qps: u32,
+    #[command(flatten)]
+    pub capture: crate::observe::CaptureArgs,
+    /// Seconds without progress before a side gives up (tests shorten it).
+    #[arg(long, default_value_t = 10, hide = true,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub stall_secs: u64,
     /// MULPDU of the in-memory LLP (--transport mem).
     #[arg(long, default_value_t = 16384, hide = true,
           value_parser = clap::value_parser!(u32).range(64..=1 << 20))]
@@ -48,6 +54,10 @@ pub struct ServerArgs {
     /// Receive buffers kept posted per connection (perftest's -r).
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(2..=4096))]
     pub rx_depth: u32,
+    /// One JSON object per connection at the end (also for a failed one: what
+    /// it verified, the Terminate that ended it, FPDUs refused by the CRC).
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub perftest: super::perftest::PerftestServerArgs,
 }

@@ -11,6 +11,7 @@ pub mod bw;
 pub mod chan;
 pub mod client;
 pub mod endpoint;
+pub mod failure;
 pub mod lat;
 pub mod link;
 pub mod opts;
@@ -29,9 +30,19 @@ pub use args::PerfCmd;
 /// Run `rddp perf ...`.
 pub fn main(cmd: &PerfCmd) -> Result<(), String> {
     match cmd {
-        PerfCmd::Server(a) if a.perftest.perftest => perftest::server(a),
-        PerfCmd::Client(a) if a.perftest.perftest => perftest::client(a),
-        PerfCmd::Server(a) => run::server_main(a),
-        PerfCmd::Client(a) => run::client_main(a),
+        PerfCmd::Server(a) => {
+            let _cap = a.link.capture.start()?;
+            if a.perftest.perftest {
+                return perftest::server(a);
+            }
+            run::server_main(a)
+        }
+        PerfCmd::Client(a) => {
+            let _cap = a.link.capture.start()?;
+            if a.perftest.perftest {
+                return perftest::client(a);
+            }
+            run::client_main(a)
+        }
     }
 }

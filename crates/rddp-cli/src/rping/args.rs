@@ -65,8 +65,9 @@ pub struct RpingArgs {
     /// Ping data size (23 to 65535 octets, as rping).
     #[arg(short = 'S', value_name = "SIZE", default_value_t = 64)]
     pub size: u32,
-    /// Display ping data on stdout.
-    #[arg(short = 'v')]
+    /// Display ping data on stdout: rping's -v, which is the tool's global -v
+    /// (it also turns on info logs on stderr).
+    #[arg(skip)]
     pub verbose: bool,
     /// Validate ping data (client; the server's -V does nothing, as in rping).
     #[arg(short = 'V')]

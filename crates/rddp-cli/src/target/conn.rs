@@ -121,6 +121,8 @@ fn run(
     // initiator's first FPDU or RTR has arrived.
     qp.post_send_inline(0, &buf.remote().to_bytes(), SendFlags::default())?;
     let reason = serve_loop(id, &qp, &cq, &receives, args, ev);
+    // The stream has closed: its receives are flushed and counted by now.
+    let stats = crate::observe::stats_json(&qp.stats());
     // Gone before it is reported: its resources are released by then.
     drop(buf);
     drop(qp);
@@ -134,7 +136,10 @@ fn run(
             }
         }
     }
-    ev.emit("closed", json!({ "conn": id, "reason": reason }));
+    ev.emit(
+        "closed",
+        json!({ "conn": id, "reason": reason, "stats": stats }),
+    );
     Ok(())
 }
 

@@ -60,6 +60,11 @@ impl Target {
         t
     }
 
+    /// The target's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     fn next_line(&mut self, timeout: Duration) -> Option<Value> {
         match self.lines.recv_timeout(timeout) {
             Ok(l) => {

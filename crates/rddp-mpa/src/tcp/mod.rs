@@ -1,16 +1,23 @@
-//! A blocking `std::net` driver for the sans-IO MPA engine.
+//! A `std::net` driver for the sans-IO MPA engine.
 //!
 //! * [`connect`] / [`listen`] + [`MpaListener::accept`] run connection setup with
 //!   its deadlines and return an [`MpaConnection`] in FPDU mode, ready for the ULP.
+//!   Setup itself runs on the process's event loop (rddp-io: a few threads, each
+//!   connection's deadline on the loop's timers); the calls block their caller
+//!   until their connection's setup has ended.
 //! * [`MpaConnection`] sends with vectored writes straight from the message
 //!   payload and receives into one read buffer that the DDP sink places from.
 //!
-//! One thread owns a connection; a test or ULP that sends and receives at once
-//! uses one thread per endpoint.
+//! In FPDU mode the socket is blocking again: one thread owns a connection; a
+//! test or ULP that sends and receives at once uses one thread per endpoint.
 
+mod accept;
 mod conn;
+mod dial;
 mod io;
+mod log;
 mod mss;
+mod nb;
 mod rx;
 mod setup;
 

@@ -54,6 +54,9 @@ impl DdpSink {
                 format!("segment of {seg_len} octets is longer than DDP can describe"),
             ));
         }
+        if seq == self.order.next() {
+            self.check_continues(&h, seg_len)?;
+        }
         if len == 0 {
             return Ok(None);
         }

@@ -25,7 +25,7 @@ pub use pool::{
     BufferOrdering, BufferPool, PoolConfig, PoolError, PoolEvent, PoolId, PoolStats, PoolStrategy,
 };
 pub use recv_queue::{RecvBuffer, RecvModel};
-pub use sink::{DdpSink, Delivery, DirectTarget, SinkStats};
+pub use sink::{DdpSink, Delivery, DirectTarget, SinkStats, TaggedProgress};
 pub use source::{DdpSource, OutSegment};
 pub use stream::{DdpStream, StreamEvent, StreamState};
 

@@ -1,6 +1,7 @@
 //! The DDP Data Source: segmentation (RFC 5041 §5; seed 000; spec §2.6).
 
 use super::error::SourceError;
+use crate::stats::SourceStats;
 use bytes::Bytes;
 use rddp_wire::ddp::{TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
 use rddp_wire::{DdpHeader, TaggedHeader, UntaggedHeader};
@@ -70,6 +71,7 @@ pub struct DdpSource {
     /// Next MSN per QN; starts at 1, wraps 0xFFFFFFFF -> 0 (spec §2.7).
     next_msn: Vec<u32>,
     queue: VecDeque<OutMessage>,
+    stats: SourceStats,
 }
 
 impl DdpSource {
@@ -79,6 +81,7 @@ impl DdpSource {
             mulpdu,
             next_msn: vec![1; num_qns as usize],
             queue: VecDeque::new(),
+            stats: SourceStats::default(),
         })
     }
 
@@ -162,10 +165,18 @@ impl DdpSource {
         let payload = msg.payload.slice(off..off + n);
         msg.sent += n;
         msg.started = true;
+        self.stats.segments_sent += 1;
+        self.stats.octets_sent += n as u64;
         if last {
+            self.stats.messages_sent += 1;
             self.queue.pop_front();
         }
         Some(OutSegment { header, payload })
+    }
+
+    /// What was handed to the LLP so far.
+    pub fn stats(&self) -> SourceStats {
+        self.stats
     }
 
     /// Messages (whole or partly sent) still queued.

@@ -15,6 +15,7 @@ use super::source::{DdpSource, OutSegment};
 use super::{DdpConfig, SenderSeq};
 use crate::cq::{CqError, CqLedger};
 use crate::mem::{MemoryTable, PdId, StreamId};
+use crate::stats::SourceStats;
 use bytes::Bytes;
 use rddp_wire::TerminateCode;
 use std::collections::VecDeque;
@@ -50,6 +51,8 @@ pub struct DdpStream {
     /// A last message (a Terminate) is queued: only it may still leave.
     last_queued: bool,
     events: VecDeque<StreamEvent>,
+    /// Received segments that failed validation (issue 13 counters).
+    refused: u64,
 }
 
 impl DdpStream {
@@ -60,6 +63,7 @@ impl DdpStream {
             state: StreamState::Open,
             last_queued: false,
             events: VecDeque::new(),
+            refused: 0,
         })
     }
 
@@ -214,6 +218,7 @@ impl DdpStream {
             StreamState::Closed => return Err(StreamError::Closed),
         }
         self.sink.on_segment(mem, seq, seg).map_err(|e| {
+            self.refused += 1;
             let code = e.code;
             self.state = StreamState::Erroneous(code);
             self.events.push_back(StreamEvent::Error(e));
@@ -235,6 +240,15 @@ impl DdpStream {
 
     pub fn sink_stats(&self) -> SinkStats {
         self.sink.stats()
+    }
+
+    pub fn source_stats(&self) -> SourceStats {
+        self.source.stats()
+    }
+
+    /// Received segments DDP refused by validation (none of them placed).
+    pub fn segments_refused(&self) -> u64 {
+        self.refused
     }
 
     // ---- Teardown ----

@@ -17,7 +17,8 @@ pub enum AccessFault {
     InvalidStag,
     /// The region belongs to another PD, or is bound to another stream.
     NotAssociated,
-    /// The region lacks the right (remote read or remote write) the access needs.
+    /// The region lacks the right (remote read, write or invalidate) the access
+    /// needs.
     AccessRights,
     /// TO + length wraps 2^64 (checked before bounds: a wrapped sum can look in bounds).
     ToWrap,
@@ -205,7 +206,8 @@ impl MemoryTable {
     }
 
     /// Invalidate on behalf of a remote peer (Send with Invalidate, spec §3.7 rule 7):
-    /// only a valid STag the stream is associated with may be invalidated.
+    /// only a valid STag the stream is associated with, registered with
+    /// [`Access::REMOTE_INVALIDATE`] (RFC 5042 §5; spec §6.2), may be invalidated.
     pub fn remote_invalidate(
         &mut self,
         stag: Stag,
@@ -218,6 +220,9 @@ impl MemoryTable {
             .ok_or(AccessFault::InvalidStag)?;
         if !r.associated_with(pd, stream) {
             return Err(AccessFault::NotAssociated);
+        }
+        if !r.access.contains(Access::REMOTE_INVALIDATE) {
+            return Err(AccessFault::AccessRights);
         }
         r.valid = false;
         Ok(())

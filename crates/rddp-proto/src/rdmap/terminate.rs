@@ -2,7 +2,7 @@
 //! Layer/EType/Code and M/D/R headers, sent as the last message; a received one is
 //! reported and never answered.
 
-use super::{AsyncEvent, Completion, RdmapStream, TxTrack, WcOpcode, WcStatus};
+use super::{AsyncEvent, Completion, RdmapStream, TxTrack, WcStatus};
 use crate::ddp::DdpError;
 use bytes::Bytes;
 use rddp_wire::rdmap::qn;
@@ -41,6 +41,7 @@ impl RdmapStream {
         }
         self.terminated = true;
         let code = term.code;
+        self.counters.terminates_sent.count(Some(code));
         // Every field of a Terminate we build is in range, so encoding succeeds;
         // if it did not, the code alone still goes out.
         let body = term
@@ -76,6 +77,9 @@ impl RdmapStream {
     /// a Terminate with the code alone goes out as the last message, then the LLP
     /// closes.
     pub fn llp_error(&mut self, code: TerminateCode, detail: String) {
+        if code == TerminateCode::MPA_CRC_ERROR {
+            self.counters.crc_errors += 1;
+        }
         self.ddp.fail(code);
         self.fatal(Terminate::bare(code), detail);
     }
@@ -98,11 +102,11 @@ impl RdmapStream {
                 Some(c) if c.etype == 1 && c.layer <= 1 => WcStatus::RemoteAccess,
                 _ => WcStatus::RemoteOperation,
             };
-            self.completions
-                .push_back(Completion::new(r.wr_id, WcOpcode::RdmaRead, status, 0));
+            self.read_done(r, status);
         }
         self.flush_all();
         if !already {
+            self.counters.terminates_received.count(code);
             self.events.push_back(AsyncEvent::TerminateReceived {
                 code,
                 terminate,

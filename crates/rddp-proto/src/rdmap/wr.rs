@@ -75,6 +75,9 @@ pub enum WcStatus {
     RemoteAccess,
     /// The peer reported another error (IBV_WC_REM_OP_ERR).
     RemoteOperation,
+    /// The request cannot run on this stream (IBV_WC_LOC_QP_OP_ERR): an RDMA Read
+    /// when connection setup agreed ORD 0.
+    LocalQpOperation,
     /// The stream failed or closed before the request ran (IBV_WC_WR_FLUSH_ERR).
     Flushed,
     /// A local catastrophic error (IBV_WC_FATAL_ERR).

@@ -1,6 +1,8 @@
 //! Helpers shared by the engine's integration tests.
 #![allow(dead_code)]
 
+pub mod host;
+
 use bytes::Bytes;
 use rddp_proto::ddp::{DdpConfig, DdpStream, StreamError};
 use rddp_proto::mem::{Access, MemoryTable, PdId, Stag, StagScope, StreamId};

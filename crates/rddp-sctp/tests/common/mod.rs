@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod link;
+pub mod sides;
 pub mod wire;
 
 use rddp_proto::mem::MemoryTable;
