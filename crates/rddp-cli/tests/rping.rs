@@ -149,22 +149,6 @@ fn faults_draw_the_terminates_they_are_for() {
         ("read-stag", "RDMAP invalid STag (0/1/0x00)"),
         ("write-stag", "DDP invalid STag (1/1/0x00)"),
     ];
-    let (ccode, _, cerr) = {
-        let s = Server::start(&[]);
-        let r = client(s.port, &["-C", "3", "--fault", "extra-send"]);
-        let (scode, _, serr) = s.finish();
-        assert_eq!(scode, Some(1), "{serr}");
-        assert!(
-            serr.contains("sent Terminate DDP invalid MSN: no buffer available (1/2/0x02)"),
-            "{serr}"
-        );
-        r
-    };
-    assert_eq!(ccode, Some(1), "{cerr}");
-    assert!(
-        cerr.contains("the peer sent Terminate DDP invalid MSN: no buffer"),
-        "{cerr}"
-    );
     for (fault, code) in cases {
         let s = Server::start(&[]);
         let (ccode, _, cerr) = client(s.port, &["-C", "3", "--fault", fault]);
@@ -183,15 +167,12 @@ fn faults_draw_the_terminates_they_are_for() {
             "{fault}: {serr}"
         );
     }
-    // As server, the wrong STag is the one it uses, and the extra Send is its
-    // own: the client finds the error.
+    // As server, the wrong STag is the one it uses: the client finds the error.
+    // (--fault extra-send races the peer's repost of its receive; siw loses that
+    // race every time, an rddp peer not always: tests/interop_siw.rs has it.)
     let server_cases = [
         ("read-stag", "RDMAP invalid STag (0/1/0x00)"),
         ("write-stag", "DDP invalid STag (1/1/0x00)"),
-        (
-            "extra-send",
-            "DDP invalid MSN: no buffer available (1/2/0x02)",
-        ),
     ];
     for (fault, code) in &server_cases {
         let s = Server::start(&["--fault", fault]);

@@ -64,10 +64,11 @@ pub fn run(a: &ClientArgs) -> Result<(), String> {
     std::thread::sleep(Duration::from_millis(100));
     let conn = connect(&at, &opts, 10)?;
     crate::rping::report_mpa("rddp perf client", &conn);
-    let cq = CompletionQueue::new((depth + 8) as usize);
+    let cq = CompletionQueue::new((depth + 9) as usize);
     let test = Waiter {
+        // Room for `depth` operations and the Read that confirms them.
         qp: QueuePairBuilder::new(&pd, &cq, &cq)
-            .max_send_wr(depth)
+            .max_send_wr(depth + 1)
             .max_recv_wr(1)
             .ird(u32::from(reads))
             .ord(u32::from(reads))
