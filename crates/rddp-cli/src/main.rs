@@ -16,6 +16,7 @@ mod limits;
 mod llp;
 mod observe;
 mod perf;
+mod rping;
 mod target;
 
 use clap::{Parser, Subcommand};
@@ -54,6 +55,8 @@ enum Cmd {
     /// Measure bandwidth and latency like perftest (server and client).
     #[command(subcommand)]
     Perf(perf::PerfCmd),
+    /// rdma-core's rping on the wire: interoperates with `rping` over siw.
+    Rping(rping::RpingArgs),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +69,11 @@ fn main() -> ExitCode {
         Cmd::Demo { transport, capture } => capture.start().and_then(|_cap| demo::run(transport)),
         Cmd::Target(a) => target::run(a.clone()),
         Cmd::Perf(p) => perf::main(p),
+        // rping's -v (display ping data) is the global -v.
+        Cmd::Rping(a) => rping::run(&rping::RpingArgs {
+            verbose: cli.verbose > 0,
+            ..a.clone()
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -40,13 +40,22 @@ pub(crate) fn event(qp: u32, e: &AsyncEvent) {
         AsyncEvent::TerminateSent { code, detail } => {
             tracing::warn!("qp {qp}: Terminate sent: {code}: {detail}; state ERROR")
         }
-        AsyncEvent::TerminateReceived { code, terminate } => {
+        AsyncEvent::TerminateReceived {
+            code,
+            terminate,
+            received,
+        } => {
             let what = code.map_or_else(
                 || "a malformed Terminate (its code did not parse)".to_string(),
                 |c| c.to_string(),
             );
+            // How it was read (Linux siw's bitfield layout) or its raw word.
+            let note = received
+                .note()
+                .map(|n| format!(" [{n}]"))
+                .unwrap_or_default();
             tracing::warn!(
-                "qp {qp}: Terminate received: {what}{}; state ERROR",
+                "qp {qp}: Terminate received: {what}{}{note}; state ERROR",
                 terminate.as_ref().map(offending).unwrap_or_default()
             );
         }

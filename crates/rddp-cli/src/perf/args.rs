@@ -62,6 +62,8 @@ pub struct ServerArgs {
     /// (for clients that reconnect, e.g. `--op mixed --reconnect`); --qps is ignored.
     #[arg(long)]
     pub forever: bool,
+    #[command(flatten)]
+    pub perftest: super::perftest::PerftestServerArgs,
 }
 
 #[derive(Args, Debug)]
@@ -101,7 +103,8 @@ pub struct ClientArgs {
     /// Work requests in flight at most (perftest's -t).
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub tx_depth: u32,
-    /// Receive buffers per connection of the in-process server (--transport mem).
+    /// Receive buffers per connection of the in-process server (--transport mem);
+    /// with --perftest, the server's receive depth (perftest's -r, for send).
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(2..=4096))]
     pub rx_depth: u32,
     /// --op mixed: seed of the random operations and sizes (a run repeats with it).
@@ -111,6 +114,8 @@ pub struct ClientArgs {
     /// (the first time after a random share of it, so they do not all at once).
     #[arg(long, value_name = "SECS", value_parser = parse_secs, allow_negative_numbers = true)]
     pub reconnect: Option<f64>,
+    #[command(flatten)]
+    pub perftest: super::perftest::PerftestClientArgs,
 }
 
 fn parse_secs(s: &str) -> Result<f64, String> {

@@ -59,9 +59,11 @@ mod tests {
 
     #[test]
     fn other_endings_refuse_nothing() {
+        let body = [0x20, 0x02, 0, 0];
         let got = AsyncEvent::TerminateReceived {
             code: Some(TerminateCode::MPA_CRC_ERROR),
             terminate: None,
+            received: Box::new(rddp_wire::ReceivedTerminate::decode(&body)),
         };
         let v = json("x", Some(&got));
         assert_eq!(

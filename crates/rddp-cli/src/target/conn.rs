@@ -206,11 +206,11 @@ fn serve_loop(
             match e {
                 AsyncEvent::TerminateSent { code, .. } => {
                     terminated = Some("terminate sent");
-                    ev.emit("terminate", term(id, "sent", Some(code)));
+                    ev.emit("terminate", term(id, "sent", code));
                 }
-                AsyncEvent::TerminateReceived { code, .. } => {
+                AsyncEvent::TerminateReceived { received, .. } => {
                     terminated = Some("terminate received");
-                    ev.emit("terminate", term(id, "received", code));
+                    ev.emit("terminate", super::term_json::received(id, &received));
                 }
                 AsyncEvent::Closed { graceful } => {
                     return terminated
@@ -226,12 +226,12 @@ fn serve_loop(
     }
 }
 
-fn term(id: u64, direction: &str, code: Option<TerminateCode>) -> Value {
+fn term(id: u64, direction: &str, code: TerminateCode) -> Value {
     json!({
         "conn": id,
         "direction": direction,
-        "layer": code.map(|c| c.layer),
-        "etype": code.map(|c| c.etype),
-        "code": code.map(|c| c.code),
+        "layer": code.layer,
+        "etype": code.etype,
+        "code": code.code,
     })
 }

@@ -3,6 +3,7 @@
 mod args;
 mod conn;
 mod events;
+mod term_json;
 
 pub use args::TargetArgs;
 

@@ -312,8 +312,10 @@ impl FpduConn {
 
     /// A Terminate from the peer: stop, report, close; never answer it (spec §3.5).
     fn on_terminate(&mut self, body: &[u8]) {
-        let term = Terminate::parse(body)
-            .unwrap_or_else(|_| Terminate::bare(TerminateCode::MPA_LOCAL_CATASTROPHIC));
+        // As the peer meant it, siw's bitfield layout included.
+        let term = rddp_wire::ReceivedTerminate::decode(body)
+            .terminate
+            .unwrap_or_else(|| Terminate::bare(TerminateCode::MPA_LOCAL_CATASTROPHIC));
         self.stream.abort();
         self.dead = true;
         self.error = Some(MpaError::RemoteTerminate(term));

@@ -7,7 +7,7 @@ use crate::ddp::DdpError;
 use bytes::Bytes;
 use rddp_wire::rdmap::qn;
 use rddp_wire::read_request::ReadRequestHeader;
-use rddp_wire::{DdpHeader, Opcode, Terminate, TerminateCode};
+use rddp_wire::{DdpHeader, Opcode, ReceivedTerminate, Terminate, TerminateCode};
 
 /// The Terminate describing a DDP validation failure: M=D=1 with the offending
 /// header and segment length when the header can be trusted, else the code alone.
@@ -85,9 +85,12 @@ impl RdmapStream {
     }
 
     /// The peer's Terminate arrived (QN 2): stop, report, never answer (spec §3.5).
+    /// Read as the peer meant it, siw's bitfield layout included (see
+    /// [`ReceivedTerminate`]).
     pub(super) fn on_terminate_received(&mut self, body: &[u8]) {
-        let terminate = Terminate::parse(body).ok();
-        let code = terminate.as_ref().map(|t| t.code);
+        let received = ReceivedTerminate::decode(body);
+        let terminate = received.terminate.clone();
+        let code = received.code();
         let already = self.terminated;
         self.terminated = true;
         self.ddp
@@ -104,8 +107,11 @@ impl RdmapStream {
         self.flush_all();
         if !already {
             self.counters.terminates_received.count(code);
-            self.events
-                .push_back(AsyncEvent::TerminateReceived { code, terminate });
+            self.events.push_back(AsyncEvent::TerminateReceived {
+                code,
+                terminate,
+                received: Box::new(received),
+            });
         }
     }
 }

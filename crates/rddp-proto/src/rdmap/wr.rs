@@ -1,7 +1,7 @@
 //! Work requests in, completions and asynchronous events out (the verbs vocabulary).
 
 use crate::ddp::Payload;
-use rddp_wire::{Terminate, TerminateCode};
+use rddp_wire::{ReceivedTerminate, Terminate, TerminateCode};
 
 /// A local request on a stream's send side.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,10 +131,13 @@ pub enum AsyncEvent {
     /// We found a fatal error on the peer's data and queued a Terminate as the last
     /// message; the LLP should close once it has left.
     TerminateSent { code: TerminateCode, detail: String },
-    /// The peer sent a Terminate (parsed if well formed); the stream is dead.
+    /// The peer sent a Terminate; the stream is dead. `code` and `terminate` are
+    /// what the peer meant, when the body could be decoded (in the RFC layout or
+    /// siw's); `received` keeps the raw octets, the layout and a note for reports.
     TerminateReceived {
         code: Option<TerminateCode>,
         terminate: Option<Terminate>,
+        received: Box<ReceivedTerminate>,
     },
     /// The stream is closed.
     Closed { graceful: bool },

@@ -49,6 +49,9 @@ pub struct LlpInfo {
     /// Markers in FPDUs we receive / we send (MPA).
     pub markers_rx: bool,
     pub markers_tx: bool,
+    /// The RFC 6581 ready-to-receive message agreed (MPA peer-to-peer mode):
+    /// "write" or "read", `None` without one.
+    pub rtr: Option<&'static str>,
 }
 
 /// A connected LLP, ready to carry DDP segments.

@@ -240,6 +240,10 @@ fn into_connection(
             crc: neg.crc,
             markers_rx: neg.markers_rx,
             markers_tx: neg.markers_tx,
+            rtr: neg.rtr.map(|r| match r {
+                Rtr::Write => "write",
+                Rtr::Read => "read",
+            }),
         },
         send_read_rtr: initiator && neg.rtr == Some(Rtr::Read),
         abort: Box::new(move || {
