@@ -52,20 +52,11 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v ethtool >/dev/null || need+=(ethtool)
 [ -x /usr/bin/python3 ] || need+=(python3)
 dpkg -s libusrsctp-dev >/dev/null 2>&1 || need+=(libusrsctp-dev)
-if [ ${#need[@]} -gt 0 ]; then
-  echo "faults.sh: installing ${need[*]}" >&2
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
-PY=/usr/bin/python3
-if [ -z "${RDDP:-}" ]; then
-  (cd "$ROOT" && cargo build --release -p rddp-cli --locked -q)
-  RDDP=$ROOT/target/release/rddp
-fi
-[ -x "$RDDP" ] || { echo "faults.sh: no rddp binary at $RDDP" >&2; exit 2; }
-
 # shellcheck source=faults/netns.sh
 source "$HERE/netns.sh"
+ft_install faults.sh ${need[@]+"${need[@]}"}
+PY=/usr/bin/python3
+ft_rddp faults.sh
 W=$(mktemp -d /tmp/rddp-faults.XXXXXX)
 cleanup() {
   ft_down
@@ -98,37 +89,28 @@ run_case() {
   local name=$1 kind=$2 transport=$3 op=$4 crc=$5 iters=$6
   shift 6
   N=$((N + 1))
-  local d=$W/run$N seed=$((SEED * 1000 + N)) port="" i t0 cl_rc=0 srv_rc=0
+  local d=$W/run$N seed=$((SEED * 1000 + N)) i t0 cl_rc=0
   mkdir -p "$d"
   ft_bg "$NS_M" "$PY" "$HERE/netem_bridge.py" mA mB --seed "$seed" --stats "$d/bridge.json" \
     --ready "$d/ready" "$@" 2>"$d/bridge.err"
   local br=$FT_LAST
   for ((i = 0; i < 100; i++)); do [ -e "$d/ready" ] && break; sleep 0.05; done
-  ft_bg "$NS_B" timeout 300 "$RDDP" perf server --listen "$IP_B:0" --transport "$transport" \
-    --crc "$crc" --json >"$d/server.out" 2>"$d/server.err"
-  local sv=$FT_LAST
-  for ((i = 0; i < 200; i++)); do
-    port=$(sed -n 's/.*listening on [0-9.]*:\([0-9]*\).*/\1/p' "$d/server.err" | head -1)
-    [ -n "$port" ] && break
-    sleep 0.05
-  done
+  ft_perf_server "$NS_B" "$d" --listen "$IP_B:0" --transport "$transport" --crc "$crc"
+  local sv=$FT_SERVER
   t0=$(date +%s.%N)
-  if [ -n "$port" ]; then
-    nsA timeout 300 "$RDDP" perf client --connect "$IP_B:$port" --transport "$transport" \
+  if [ -n "$FT_PORT" ]; then
+    nsA timeout 300 "$RDDP" perf client --connect "$IP_B:$FT_PORT" --transport "$transport" \
       --crc "$crc" --op "$op" --size "$SIZE" --iters "$iters" --verify --json \
       >"$d/client.out" 2>"$d/client.err" || cl_rc=$?
   else
     echo "server did not listen" >"$d/client.err"
     cl_rc=255
   fi
-  # The server exits once its connection has ended (well or not).
-  for ((i = 0; i < 150; i++)); do kill -0 "$sv" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$sv" 2>/dev/null && ft_stop "$sv" 2
-  wait "$sv" 2>/dev/null || srv_rc=$?
+  ft_perf_server_end "$sv"
   ft_stop "$br" 10
   "$PY" "$HERE/record.py" --dir "$d" --name "$name" --kind "$kind" --transport "$transport" \
     --op "$op" --crc "$crc" --iters "$iters" --size "$SIZE" --client-rc "$cl_rc" \
-    --server-rc "$srv_rc" --t0 "$t0" --impair "$*" >>"$RESULTS"
+    --server-rc "$FT_SERVER_RC" --t0 "$t0" --impair "$*" >>"$RESULTS"
   "$PY" "$HERE/summarize.py" --progress "$RESULTS" >&2
 }
 

@@ -40,19 +40,13 @@ need=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 [ -x /usr/bin/python3 ] || need+=(python3)
 if [ ${#need[@]} -gt 0 ]; then
-  echo "ipsec.sh: installing ${need[*]}" >&2
   echo 'wireshark-common wireshark-common/install-setuid boolean false' | debconf-set-selections
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
-PY=/usr/bin/python3
-if [ -z "${RDDP:-}" ]; then
-  (cd "$ROOT" && cargo build --release -p rddp-cli --locked -q)
-  RDDP=$ROOT/target/release/rddp
-fi
-
 # shellcheck source=faults/netns.sh
 source "$HERE/netns.sh"
+ft_install ipsec.sh ${need[@]+"${need[@]}"}
+PY=/usr/bin/python3
+ft_rddp ipsec.sh
 W=$(mktemp -d /tmp/rddp-ipsec.XXXXXX)
 cleanup() {
   ft_down
@@ -175,24 +169,15 @@ for ((i = 0; i < 50; i++)); do grep -q listening "$W/tcpdump.err" 2>/dev/null &&
 RESULTS=$W/results.jsonl
 : >"$RESULTS"
 perf() { # label transport op server-ip
-  local label=$1 t=$2 op=$3 dst=$4 d port="" i cl=0 sv_rc=0
+  local label=$1 t=$2 op=$3 dst=$4 d cl=0
   d=$W/$label-$t-$op
   mkdir -p "$d"
-  ft_bg "$NS_B" timeout 300 "$RDDP" perf server --listen "$dst:0" --transport "$t" --json \
-    >"$d/server.out" 2>"$d/server.err"
-  local sv=$FT_LAST
-  for ((i = 0; i < 200; i++)); do
-    port=$(sed -n 's/.*listening on [0-9.]*:\([0-9]*\).*/\1/p' "$d/server.err" | head -1)
-    [ -n "$port" ] && break
-    sleep 0.05
-  done
-  nsA timeout 300 "$RDDP" perf client --connect "$dst:$port" --transport "$t" --op "$op" \
+  ft_perf_server "$NS_B" "$d" --listen "$dst:0" --transport "$t"
+  nsA timeout 300 "$RDDP" perf client --connect "$dst:$FT_PORT" --transport "$t" --op "$op" \
     --size 65536 --iters "$ITERS" --verify --json >"$d/client.out" 2>"$d/client.err" || cl=$?
-  for ((i = 0; i < 150; i++)); do kill -0 "$sv" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$sv" 2>/dev/null && ft_stop "$sv" 2
-  wait "$sv" 2>/dev/null || sv_rc=$?
+  ft_perf_server_end "$FT_SERVER"
   "$PY" "$HERE/record.py" --dir "$d" --name "$label" --kind clean --transport "$t" --op "$op" \
-    --crc on --iters "$ITERS" --size 65536 --client-rc "$cl" --server-rc "$sv_rc" \
+    --crc on --iters "$ITERS" --size 65536 --client-rc "$cl" --server-rc "$FT_SERVER_RC" \
     --t0 "$(date +%s)" --impair "" >>"$RESULTS"
 }
 for t in mpa sctp; do for op in write read send; do perf tunnel "$t" "$op" "$IN_B"; done; done

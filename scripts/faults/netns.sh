@@ -105,3 +105,51 @@ ft_up_bridged() {
   done
   nsM sysctl -qw net.ipv4.ip_forward=0
 }
+
+# --- shared by the scripts' set-up and runs
+
+# Install with apt the Debian packages named after $1 (the calling script's
+# name, for the message); nothing when none is named.
+ft_install() { # who pkgs...
+  local who=$1
+  shift
+  [ $# -gt 0 ] || return 0
+  echo "$who: installing $*" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# $RDDP: the rddp binary given, or one built here (release).
+ft_rddp() { # who
+  if [ -z "${RDDP:-}" ]; then
+    (cd "$ROOT" && cargo build --release -p rddp-cli --locked -q)
+    RDDP=$ROOT/target/release/rddp
+  fi
+  [ -x "$RDDP" ] || { echo "$1: no rddp binary at $RDDP" >&2; exit 2; }
+}
+
+# Start `rddp perf server <args> --json` in namespace $1, output in dir $2
+# (server.out, server.err). Its PID is in $FT_SERVER, the port it listens on in
+# $FT_PORT (empty if it did not say within 10 s).
+ft_perf_server() { # ns dir args...
+  local ns=$1 d=$2 i
+  shift 2
+  ft_bg "$ns" timeout 300 "$RDDP" perf server "$@" --json >"$d/server.out" 2>"$d/server.err"
+  FT_SERVER=$FT_LAST
+  FT_PORT=""
+  for ((i = 0; i < 200; i++)); do
+    FT_PORT=$(sed -n 's/.*listening on [0-9.]*:\([0-9]*\).*/\1/p' "$d/server.err" | head -1)
+    [ -n "$FT_PORT" ] && break
+    sleep 0.05
+  done
+}
+
+# The server exits once its connection has ended (well or not): wait 15 s for
+# it, then stop it. Its exit status is in $FT_SERVER_RC.
+ft_perf_server_end() { # pid
+  local sv=$1 i
+  FT_SERVER_RC=0
+  for ((i = 0; i < 150; i++)); do kill -0 "$sv" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$sv" 2>/dev/null && ft_stop "$sv" 2
+  wait "$sv" 2>/dev/null || FT_SERVER_RC=$?
+}

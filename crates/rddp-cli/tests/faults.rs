@@ -6,22 +6,12 @@
 //! Needs root (network namespaces). Without root it is skipped with a message,
 //! except under CI=true, where it fails: CI runs as root and must run it.
 
+#[path = "common/root_script.rs"]
+mod root_script;
+
 use serde_json::Value;
-use std::path::PathBuf;
-use std::process::Command;
 
 const MIB16: u64 = 16 << 20;
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
 
 fn n(row: &Value, k: &str) -> u64 {
     row[k]
@@ -47,35 +37,11 @@ fn row<'a>(rows: &'a [Value], case: &str, kind: &str, transport: &str, op: &str)
 
 #[test]
 fn short_fault_run_through_loss_duplication_reordering_and_corruption() {
-    if !is_root() {
-        assert!(
-            !in_ci(),
-            "CI=true but not root: scripts/faults.sh needs root for network namespaces, and CI must run it"
-        );
-        eprintln!("skipped: scripts/faults.sh needs root (network namespaces)");
+    let Some((summary, stdout)) = root_script::run("faults.sh", &["--short"], "network namespaces")
+    else {
         return;
-    }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = std::env::temp_dir().join(format!("rddp-faults-test-{}", std::process::id()));
-    let run = Command::new("bash")
-        .arg(root.join("scripts/faults.sh"))
-        .args(["--short", "--out"])
-        .arg(&out)
-        .env("RDDP", env!("CARGO_BIN_EXE_rddp"))
-        .output()
-        .expect("running scripts/faults.sh");
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    let summary = std::fs::read_to_string(out.join("summary.json"));
-    let _ = std::fs::remove_dir_all(&out);
-    assert!(
-        run.status.success(),
-        "scripts/faults.sh --short failed ({}):\n{stdout}\n{stderr}",
-        run.status
-    );
-    let summary: Value = serde_json::from_str(&summary.expect("no summary.json")).unwrap();
+    };
     let rows = summary["rows"].as_array().expect("rows").as_slice();
-    println!("{stdout}");
 
     for op in ["write", "read", "send"] {
         // Loss, duplication and reordering over MPA: byte-exact, and the bridge

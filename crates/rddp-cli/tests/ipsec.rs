@@ -7,20 +7,10 @@
 //! Needs root (namespaces, strongSwan). Without root it is skipped with a
 //! message, except under CI=true, where it fails.
 
+#[path = "common/root_script.rs"]
+mod root_script;
+
 use serde_json::Value;
-use std::path::PathBuf;
-use std::process::Command;
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
 
 fn frames(cap: &Value, class: &str) -> u64 {
     cap["frames"][class].as_u64().unwrap_or(0)
@@ -28,34 +18,13 @@ fn frames(cap: &Value, class: &str) -> u64 {
 
 #[test]
 fn perf_through_an_esp_tunnel_and_only_esp_outside() {
-    if !is_root() {
-        assert!(
-            !in_ci(),
-            "CI=true but not root: scripts/ipsec.sh needs root, and CI must run it"
-        );
-        eprintln!("skipped: scripts/ipsec.sh needs root (network namespaces, strongSwan)");
+    let Some((s, stdout)) = root_script::run(
+        "ipsec.sh",
+        &["--iters", "64"],
+        "network namespaces, strongSwan",
+    ) else {
         return;
-    }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = std::env::temp_dir().join(format!("rddp-ipsec-test-{}", std::process::id()));
-    let run = Command::new("bash")
-        .arg(root.join("scripts/ipsec.sh"))
-        .args(["--iters", "64", "--out"])
-        .arg(&out)
-        .env("RDDP", env!("CARGO_BIN_EXE_rddp"))
-        .output()
-        .expect("running scripts/ipsec.sh");
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    let summary = std::fs::read_to_string(out.join("summary.json"));
-    let _ = std::fs::remove_dir_all(&out);
-    assert!(
-        run.status.success(),
-        "scripts/ipsec.sh failed ({}):\n{stdout}\n{stderr}",
-        run.status
-    );
-    println!("{stdout}");
-    let s: Value = serde_json::from_str(&summary.expect("no summary.json")).unwrap();
+    };
     assert!(
         s["esp_sa"]
             .as_str()

@@ -133,7 +133,7 @@ fn deliver(markers: bool, crc: bool, chunks: &dyn Fn(&[u8]) -> Vec<Vec<u8>>) {
         ..MpaOptions::default()
     };
     let mut p = pair(o.clone(), o, 600);
-    let (mut mem, stag) = table(3000);
+    let (mem, stag) = table(3000);
     p.r.stream_mut()
         .post_recv(
             0,
@@ -164,7 +164,7 @@ fn deliver(markers: bool, crc: bool, chunks: &dyn Fn(&[u8]) -> Vec<Vec<u8>>) {
         // The responder stops right after the RTR; the caller feeds the rest again.
         let mut c = &c[..];
         while !c.is_empty() {
-            let n = p.r.on_bytes(&mut mem, c);
+            let n = p.r.on_bytes(&mem, c);
             assert!(n > 0, "no progress");
             c = &c[n..];
         }
@@ -247,8 +247,8 @@ fn mulpdu_follows_the_emss() {
         .unwrap();
     let big = drain(&mut p.i);
     p.r.set_emss(536).unwrap();
-    let mut scratch = MemoryTable::new();
-    assert_eq!(p.r.on_bytes(&mut scratch, &big), big.len());
+    let scratch = MemoryTable::new();
+    assert_eq!(p.r.on_bytes(&scratch, &big), big.len());
     assert!(p.r.take_error().is_none());
     assert!(matches!(
         p.r.poll_delivery(),
@@ -285,7 +285,7 @@ fn mulpdu_follows_the_emss() {
 fn direct_once(corrupt: bool) -> (FpduConn, MemoryTable, rddp_proto::mem::Stag) {
     let o = MpaOptions::rev1();
     let mut p = pair(o.clone(), o, 65_000);
-    let (mut mem, stag) = table(10_000);
+    let (mem, stag) = table(10_000);
     let data = pattern(9000, 8);
     p.i.stream_mut()
         .send_tagged(
@@ -302,8 +302,7 @@ fn direct_once(corrupt: bool) -> (FpduConn, MemoryTable, rddp_proto::mem::Stag) 
     }
     assert!(p.r.direct_capable());
     assert_eq!(p.r.whole_prefix(&wire[..100]), 0);
-    let rddp_mpa::fpdu::DirectStart::Read { consumed, read } =
-        p.r.direct_begin(&mut mem, &wire[..100])
+    let rddp_mpa::fpdu::DirectStart::Read { consumed, read } = p.r.direct_begin(&mem, &wire[..100])
     else {
         panic!("not placed directly")
     };
@@ -312,8 +311,8 @@ fn direct_once(corrupt: bool) -> (FpduConn, MemoryTable, rddp_proto::mem::Stag) 
         (100, 1000 + 84, 1000 + 9000, 4)
     );
     let body = &wire[100..100 + (read.end - read.start)];
-    mem.region_mut(read.stag).unwrap().data_mut()[read.start..read.end].copy_from_slice(body);
-    p.r.direct_finish(&mut mem, &wire[wire.len() - read.trailer..]);
+    mem.region(read.stag).unwrap().data_mut()[read.start..read.end].copy_from_slice(body);
+    p.r.direct_finish(&mem, &wire[wire.len() - read.trailer..]);
     (p.r, mem, stag)
 }
 

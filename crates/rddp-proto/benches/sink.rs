@@ -21,7 +21,7 @@ fn bench(c: &mut Criterion) {
         let slots = REGION / size;
 
         // DDP: parse, validate (STag, PD, rights, wrap, bounds) and place.
-        let mut mem = MemoryTable::with_seed(1);
+        let mem = MemoryTable::with_seed(1);
         let stag = mem
             .register(
                 PdId(1),
@@ -59,7 +59,7 @@ fn bench(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("ddp_sink", size), &size, |b, _| {
             b.iter(|| {
                 let seg = &segs[seq as usize % slots];
-                sink.on_segment(&mut mem, seq, black_box(seg)).unwrap();
+                sink.on_segment(&mem, seq, black_box(seg)).unwrap();
                 seq += 1;
             })
         });
@@ -71,7 +71,7 @@ fn bench(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("rdmap_rx", size), &size, |b, _| {
             b.iter(|| {
                 let seg = &segs[seq as usize % slots];
-                rdmap.on_segment(&mut mem, seq, black_box(seg)).unwrap();
+                rdmap.on_segment(&mem, seq, black_box(seg)).unwrap();
                 seq += 1;
             })
         });
@@ -91,7 +91,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 let wr = WorkRequest::Write {
                     wr_id: 1,
-                    payload: payload.clone(),
+                    payload: payload.clone().into(),
                     remote_stag: stag.0,
                     remote_to: 0,
                     fence: false,

@@ -159,7 +159,7 @@ impl Sim {
         if i == ABUSER && self.abuser_gaps {
             self.seq[i] += 1;
         }
-        let r = feed(s, &mut self.mem, self.seq[i], seg);
+        let r = feed(s, &self.mem, self.seq[i], seg);
         self.seq[i] += 1;
         while let Some(d) = s.poll_delivery() {
             if let rddp_proto::ddp::Delivery::Untagged { buffer, .. } = d {

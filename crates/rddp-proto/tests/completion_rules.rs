@@ -6,51 +6,14 @@ use bytes::Bytes;
 use rddp_proto::cq::{CqError, CqLedger, CqSource};
 use rddp_proto::ddp::{PoolId, StreamState};
 use rddp_proto::mem::{Access, MemoryTable, PdId, Stag, StagScope, StreamId};
-use rddp_proto::rdmap::{
-    Completion, INTERNAL_WR_ID, RdmapConfig, RdmapStream, WcOpcode, WcStatus, WorkRequest,
-};
+use rddp_proto::rdmap::{Completion, INTERNAL_WR_ID, RdmapConfig, WcOpcode, WcStatus, WorkRequest};
 use rddp_proto::wq::{QueueFull, RecvPlan, Slots, WorkQueue, WorkQueues};
 
-/// Two RDMAP streams and their memories over an in-order link.
-struct Hosts {
-    mem: [MemoryTable; 2],
-    s: [RdmapStream; 2],
-    seq: [u64; 2],
-}
+#[path = "common/hosts.rs"]
+mod hosts;
+use hosts::Hosts;
 
 impl Hosts {
-    fn new(cfg: RdmapConfig) -> Self {
-        Self {
-            mem: [MemoryTable::with_seed(1), MemoryTable::with_seed(2)],
-            s: [
-                RdmapStream::new(StreamId(1), PdId(1), cfg).unwrap(),
-                RdmapStream::new(StreamId(2), PdId(1), cfg).unwrap(),
-            ],
-            seq: [0, 0],
-        }
-    }
-
-    /// Move segments both ways until nothing moves.
-    fn run(&mut self) {
-        loop {
-            let mut moved = false;
-            for from in 0..2 {
-                let to = 1 - from;
-                while let Some(seg) = self.s[from].poll_segment() {
-                    moved = true;
-                    let seq = self.seq[to];
-                    self.seq[to] += 1;
-                    let (a, b) = self.mem.split_at_mut(1);
-                    let mem = if to == 0 { &mut a[0] } else { &mut b[0] };
-                    let _ = self.s[to].on_segment(mem, seq, &seg.to_vec());
-                }
-            }
-            if !moved {
-                return;
-            }
-        }
-    }
-
     fn completions(&mut self, i: usize) -> Vec<(u64, WcOpcode, WcStatus)> {
         std::iter::from_fn(|| self.s[i].poll_completion())
             .map(|c| (c.wr_id, c.opcode, c.status))
@@ -61,11 +24,6 @@ impl Hosts {
         self.mem[i]
             .register(PdId(1), StagScope::Pd, access, 0, vec![7; len])
             .unwrap()
-    }
-
-    fn post(&mut self, i: usize, wr: WorkRequest) {
-        let mem = &self.mem[i];
-        self.s[i].post(mem, wr);
     }
 }
 
@@ -84,7 +42,7 @@ fn read(wr_id: u64, local: Stag, len: u32, remote: Stag, fence: bool) -> WorkReq
 fn send(wr_id: u64, fence: bool) -> WorkRequest {
     WorkRequest::Send {
         wr_id,
-        payload: Bytes::from_static(b"hi"),
+        payload: Bytes::from_static(b"hi").into(),
         solicited: false,
         invalidate: None,
         fence,
@@ -374,21 +332,20 @@ fn a_pool_counts_held_buffers_against_its_size() {
     };
     let mut s = DdpStream::new(StreamId(1), PdId(1), DdpConfig::default()).unwrap();
     s.set_recv_pool(0, &pool).unwrap();
-    let mut mem = MemoryTable::with_seed(3);
+    let mem = MemoryTable::with_seed(3);
     pool.post(buf(1)).unwrap();
     pool.post(buf(2)).unwrap();
     // MSN 1's first segment takes a buffer; the message is not complete.
-    s.on_segment(&mut mem, 0, &untagged(false, 1, 0, b"ab"))
+    s.on_segment(&mem, 0, &untagged(false, 1, 0, b"ab"))
         .unwrap();
     assert_eq!((pool.free(), pool.held()), (1, 1));
     assert_eq!(pool.post(buf(3)), Err(PoolError::Full(2)));
-    s.on_segment(&mut mem, 1, &untagged(true, 1, 2, b"cd"))
-        .unwrap();
+    s.on_segment(&mem, 1, &untagged(true, 1, 2, b"cd")).unwrap();
     assert!(s.poll_delivery().is_some());
     assert_eq!(pool.held(), 0);
     pool.post(buf(3)).unwrap();
     // A flushed stream gives its held buffers back too.
-    s.on_segment(&mut mem, 2, &untagged(false, 2, 0, b"ef"))
+    s.on_segment(&mem, 2, &untagged(false, 2, 0, b"ef"))
         .unwrap();
     assert_eq!(pool.held(), 1);
     s.abort();

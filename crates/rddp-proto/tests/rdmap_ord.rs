@@ -13,7 +13,7 @@ fn reads_with_ord_0_fail_at_once_and_block_nothing() {
         ..RdmapConfig::default()
     };
     let mut s = RdmapStream::new(StreamId(1), PdId(1), cfg).unwrap();
-    let mut mem = MemoryTable::new();
+    let mem = MemoryTable::new();
     let sink = mem
         .register(
             PdId(1),
@@ -41,7 +41,7 @@ fn reads_with_ord_0_fail_at_once_and_block_nothing() {
         &mem,
         WorkRequest::Send {
             wr_id: 3,
-            payload: Bytes::from_static(b"after"),
+            payload: Bytes::from_static(b"after").into(),
             solicited: false,
             invalidate: None,
             fence: false,

@@ -7,7 +7,7 @@
 
 mod common;
 use common::host::*;
-use rddp_proto::mem::Access;
+use rddp_proto::mem::{Access, Stag};
 use rddp_proto::rdmap::{Completion, RdmapConfig, WcOpcode, WcStatus};
 use rddp_wire::{Opcode, TerminateCode as T};
 
@@ -24,14 +24,37 @@ fn status_of(c: &[Completion], wr_id: u64) -> Vec<WcStatus> {
         .collect()
 }
 
-/// Today two 4-octet segments both at the sink's first TO completed an 8-octet
-/// Read as Success with 4 octets never written.
-#[test]
-fn read_response_segments_cover_the_sink_each_octet_once() {
+/// An in-order host with Read 1 of 8 octets outstanding into a 16-octet sink at
+/// `BASE`, whose first Read Response segment (`abcd`, not last) was accepted.
+fn read_half_answered() -> (Host, Stag) {
     let mut h = Host::with(in_order());
     let sink = h.region(Access::REMOTE_WRITE, 16);
     h.read(1, sink, BASE, 8);
     assert!(h.feed(&rresp(false, sink, BASE, b"abcd")));
+    (h, sink)
+}
+
+/// One 8-octet receive buffer for each of `ids`.
+fn post_receives(h: &mut Host, ids: &[u64]) {
+    for &id in ids {
+        h.s.post_recv(id, vec![0; 8]).unwrap();
+    }
+}
+
+/// After an abort, each receive of `ids` completes once, as Flushed.
+fn abort_and_expect_flushed(h: &mut Host, ids: &[u64]) {
+    h.s.abort();
+    let c = h.completions();
+    for &id in ids {
+        assert_eq!(status_of(&c, id), vec![WcStatus::Flushed], "{c:?}");
+    }
+}
+
+/// Today two 4-octet segments both at the sink's first TO completed an 8-octet
+/// Read as Success with 4 octets never written.
+#[test]
+fn read_response_segments_cover_the_sink_each_octet_once() {
+    let (mut h, sink) = read_half_answered();
     assert!(!h.feed(&rresp(true, sink, BASE, b"efgh")));
     assert_eq!(h.terminate_sent(), Some(T::DDP_BASE_BOUNDS));
     // The second segment was refused before placement.
@@ -40,10 +63,7 @@ fn read_response_segments_cover_the_sink_each_octet_once() {
 
     // A gap (the second segment skips 2 octets) and an overlap are refused too.
     for (to, p) in [(BASE + 6, &b"ef"[..]), (BASE + 2, &b"efghij"[..])] {
-        let mut h = Host::with(in_order());
-        let sink = h.region(Access::REMOTE_WRITE, 16);
-        h.read(1, sink, BASE, 8);
-        assert!(h.feed(&rresp(false, sink, BASE, b"abcd")));
+        let (mut h, sink) = read_half_answered();
         assert!(!h.feed(&rresp(true, sink, to, p)));
         assert_eq!(h.terminate_sent(), Some(T::DDP_BASE_BOUNDS));
         assert_eq!(&h.data(sink)[..8], b"abcd\0\0\0\0");
@@ -51,10 +71,7 @@ fn read_response_segments_cover_the_sink_each_octet_once() {
     }
 
     // Contiguous segments, a zero-length last one included, complete the Read.
-    let mut h = Host::with(in_order());
-    let sink = h.region(Access::REMOTE_WRITE, 16);
-    h.read(1, sink, BASE, 8);
-    assert!(h.feed(&rresp(false, sink, BASE, b"abcd")));
+    let (mut h, sink) = read_half_answered();
     assert!(h.feed(&rresp(false, sink, BASE + 4, b"efgh")));
     assert!(h.feed(&rresp(true, sink, BASE + 8, b"")));
     assert_eq!(h.terminate_sent(), None);
@@ -267,36 +284,24 @@ fn untagged_segments_tile_the_message() {
 #[test]
 fn interleaved_messages_of_one_queue_are_refused() {
     let mut h = Host::with(in_order());
-    for id in [1, 2, 3] {
-        h.s.post_recv(id, vec![0; 8]).unwrap();
-    }
+    post_receives(&mut h, &[1, 2, 3]);
     assert!(h.feed(&send(false, 1, 0, b"1a")));
     assert!(!h.feed(&send(true, 2, 0, b"22")));
     assert_eq!(h.terminate_sent(), Some(T::DDP_INVALID_MSN_RANGE));
-    h.s.abort();
-    let c = h.completions();
-    for id in [1, 2, 3] {
-        assert_eq!(status_of(&c, id), vec![WcStatus::Flushed], "{c:?}");
-    }
+    abort_and_expect_flushed(&mut h, &[1, 2, 3]);
 
     // The batch on MPA: MSN 1 is a Send with Invalidate of an STag that
     // cannot be invalidated. Today MSN 2 completed first, MSN 1's L=1 released
     // both in one batch, the invalidation failed and MSN 2's buffer was never
     // returned. Now MSN 2's first segment is refused: every buffer comes back.
     let mut h = Host::with(in_order());
-    for id in [1, 2, 3] {
-        h.s.post_recv(id, vec![0; 8]).unwrap();
-    }
+    post_receives(&mut h, &[1, 2, 3]);
     let inval = |last, mo, p: &[u8]| useg(last, Opcode::SEND_INVALIDATE, 0x0BAD_0101, 0, 1, mo, p);
     assert!(h.feed(&inval(false, 0, b"1a")));
     assert!(!h.feed(&send(true, 2, 0, b"22")));
     assert!(!h.feed(&inval(true, 2, b"1b")));
     assert_eq!(h.terminate_sent(), Some(T::DDP_INVALID_MSN_RANGE));
-    h.s.abort();
-    let c = h.completions();
-    for id in [1, 2, 3] {
-        assert_eq!(status_of(&c, id), vec![WcStatus::Flushed], "{c:?}");
-    }
+    abort_and_expect_flushed(&mut h, &[1, 2, 3]);
 
     // Different queues may interleave: a Read Request between a Send's segments.
     let mut h = Host::with(in_order());
@@ -333,9 +338,7 @@ fn interleaved_messages_of_one_queue_are_refused() {
 #[test]
 fn a_failing_send_with_invalidate_in_a_batch_strands_no_buffer() {
     let mut h = Host::new();
-    for id in [1, 2, 3] {
-        h.s.post_recv(id, vec![0; 8]).unwrap();
-    }
+    post_receives(&mut h, &[1, 2, 3]);
     assert!(h.feed_at(1, &send(true, 2, 0, b"two")));
     let bad = useg(true, Opcode::SEND_INVALIDATE, 0x0BAD_0101, 0, 1, 0, b"one");
     let _ = h.feed_at(0, &bad);

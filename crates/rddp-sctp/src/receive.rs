@@ -14,7 +14,7 @@ impl Adaptation {
     /// association (no Terminate on each stream, spec §5.6).
     pub fn on_chunk(
         &mut self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         sid: u16,
         ppid: u32,
         payload: &[u8],
@@ -58,7 +58,7 @@ impl Adaptation {
         Ok(())
     }
 
-    fn on_segment(&mut self, mem: &mut MemoryTable, sid: u16, index: u64, seg: &[u8]) {
+    fn on_segment(&mut self, mem: &MemoryTable, sid: u16, index: u64, seg: &[u8]) {
         let (max, held_max) = (self.max_recv_segment, self.cfg.max_held_octets);
         let slot = &mut self.slots[usize::from(sid)];
         let Some(s) = slot.session.as_mut().filter(|s| !s.idle()) else {

@@ -127,7 +127,7 @@ impl Upper {
 impl SegmentEndpoint for Upper {
     fn on_segment(
         &mut self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         seq: SenderSeq,
         seg: &[u8],
     ) -> Result<(), StreamError> {

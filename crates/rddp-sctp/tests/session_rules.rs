@@ -7,7 +7,6 @@ mod common;
 
 use bytes::Bytes;
 use common::sides::*;
-use rddp_proto::ddp::RecvBuffer;
 use rddp_proto::mem::{PdId, StreamId};
 use rddp_sctp::{Adaptation, CloseReason, Config, Event, OutChunk, SessionState};
 use rddp_wire::sctp::SessionFunction;
@@ -31,16 +30,7 @@ fn functions(c: &[OutChunk], sid: u16) -> Vec<SessionFunction> {
 
 /// The session on `sid` still carries a message from A to B.
 fn carries_on(a: &mut Side, b: &mut Side, sid: u16) {
-    b.ad.stream(sid)
-        .unwrap()
-        .post_recv(
-            0,
-            RecvBuffer {
-                id: 1,
-                data: vec![0; 16],
-            },
-        )
-        .unwrap();
+    post_recv16(b, sid);
     a.ad.stream(sid)
         .unwrap()
         .send_untagged(0, [0; 5], Bytes::from_static(b"still here"))
@@ -58,7 +48,7 @@ fn segment_on_a_stream_without_a_session_is_answered_with_terminate() {
     open(&mut a, &mut b, 1);
     let stag = register(&mut b, 64);
     for ssn in 0..3 {
-        b.ad.on_chunk(&mut b.mem, 2, 16, &write_chunk(ssn, stag.0, 0x1000, b"x"))
+        b.ad.on_chunk(&b.mem, 2, 16, &write_chunk(ssn, stag.0, 0x1000, b"x"))
             .unwrap();
     }
     assert_eq!(b.mem.region(stag).unwrap().data(), &[0; 64][..]);
@@ -75,7 +65,7 @@ fn segment_on_a_stream_without_a_session_is_answered_with_terminate() {
 #[test]
 fn initiate_with_too_much_private_data_gets_terminate_and_never_reaches_the_ulp() {
     let (_, mut b) = pair();
-    b.ad.on_chunk(&mut b.mem, 3, 17, &raw_ctl(0, 1, &[7; 513]))
+    b.ad.on_chunk(&b.mem, 3, 17, &raw_ctl(0, 1, &[7; 513]))
         .unwrap();
     let e = events(&mut b);
     assert!(
@@ -86,7 +76,7 @@ fn initiate_with_too_much_private_data_gets_terminate_and_never_reaches_the_ulp(
     let out = drain(&mut b);
     assert_eq!(functions(&out, 3), [SessionFunction::Terminate]);
     assert_eq!(out.len(), 1);
-    b.ad.on_chunk(&mut b.mem, 3, 17, &raw_ctl(1, 1, &[7; 512]))
+    b.ad.on_chunk(&b.mem, 3, 17, &raw_ctl(1, 1, &[7; 512]))
         .unwrap();
     assert_eq!(
         events(&mut b),
@@ -144,12 +134,10 @@ fn stream_reusable_after_a_violation_once_nothing_is_outstanding() {
     let (_, mut b) = pair();
     // A raw peer: Initiate (DDP-SSN 0), B accepts, then a second Initiate (1) on
     // the established session: a violation.
-    b.ad.on_chunk(&mut b.mem, 0, 17, &raw_ctl(0, 1, b""))
-        .unwrap();
+    b.ad.on_chunk(&b.mem, 0, 17, &raw_ctl(0, 1, b"")).unwrap();
     b.ad.accept(0, StreamId(9), PdId(1), b"").unwrap();
     assert_eq!(functions(&drain(&mut b), 0), [SessionFunction::Accept]);
-    b.ad.on_chunk(&mut b.mem, 0, 17, &raw_ctl(1, 1, b""))
-        .unwrap();
+    b.ad.on_chunk(&b.mem, 0, 17, &raw_ctl(1, 1, b"")).unwrap();
     assert!(matches!(
         closed(&events(&mut b), 0),
         Some(CloseReason::Violation(_))
@@ -163,8 +151,7 @@ fn stream_reusable_after_a_violation_once_nothing_is_outstanding() {
         Err(rddp_sctp::SessionError::Busy(0))
     );
     // Its Terminate (2) ends its side; everything before it has arrived.
-    b.ad.on_chunk(&mut b.mem, 0, 17, &raw_ctl(2, 4, b""))
-        .unwrap();
+    b.ad.on_chunk(&b.mem, 0, 17, &raw_ctl(2, 4, b"")).unwrap();
     b.ad.initiate(0, StreamId(0), PdId(1), b"again").unwrap();
     let c = drain(&mut b);
     assert_eq!(functions(&c, 0), [SessionFunction::Initiate]);
@@ -177,13 +164,12 @@ fn stream_reusable_after_a_violation_once_nothing_is_outstanding() {
 #[test]
 fn stream_reusable_after_a_stray_segment_once_the_peer_terminated() {
     let (_, mut b) = pair();
-    b.ad.on_chunk(&mut b.mem, 5, 16, &write_chunk(0, 1, 0, b"x"))
+    b.ad.on_chunk(&b.mem, 5, 16, &write_chunk(0, 1, 0, b"x"))
         .unwrap();
     assert_eq!(functions(&drain(&mut b), 5), [SessionFunction::Terminate]);
     b.ad.on_sender_dry();
     assert!(b.ad.initiate(5, StreamId(5), PdId(1), b"").is_err());
-    b.ad.on_chunk(&mut b.mem, 5, 17, &raw_ctl(1, 4, b""))
-        .unwrap();
+    b.ad.on_chunk(&b.mem, 5, 17, &raw_ctl(1, 4, b"")).unwrap();
     b.ad.initiate(5, StreamId(5), PdId(1), b"").unwrap();
     assert_eq!(functions(&drain(&mut b), 5), [SessionFunction::Initiate]);
 }
@@ -201,7 +187,7 @@ fn received_segment_above_the_maximum_terminates_its_session() {
     assert_eq!(b.ad.max_recv_segment(), max);
     let big = write_chunk(1, stag.0, 0x1000, &vec![9; max + 1 - 14]);
     assert_eq!(big.len(), 2 + max + 1);
-    b.ad.on_chunk(&mut b.mem, 0, 16, &big).unwrap();
+    b.ad.on_chunk(&b.mem, 0, 16, &big).unwrap();
     assert_eq!(b.mem.region(stag).unwrap().data(), &[0; 4096][..]);
     assert!(matches!(
         closed(&events(&mut b), 0),
@@ -212,7 +198,7 @@ fn received_segment_above_the_maximum_terminates_its_session() {
     carries_on(&mut a, &mut b, 1);
     // Exactly the maximum is fine.
     let fits = write_chunk(2, stag.0, 0x1000, &vec![9; max - 14]);
-    b.ad.on_chunk(&mut b.mem, 1, 16, &fits).unwrap();
+    b.ad.on_chunk(&b.mem, 1, 16, &fits).unwrap();
     assert_eq!(
         b.mem.region(stag).unwrap().data()[..max - 14],
         vec![9; max - 14]
@@ -240,15 +226,14 @@ fn segments_held_before_the_accept_are_bounded_in_octets() {
     // B's Accept is DDP-SSN 0; its segments 1..=n arrive first.
     for ssn in 1..=n as u16 {
         let to = 0x1000 + u64::from(ssn - 1) * seg.len() as u64;
-        a.ad.on_chunk(&mut a.mem, 0, 16, &write_chunk(ssn, stag.0, to, &seg))
+        a.ad.on_chunk(&a.mem, 0, 16, &write_chunk(ssn, stag.0, to, &seg))
             .unwrap();
     }
     assert!(matches!(
         closed(&events(&mut a), 0),
         Some(CloseReason::Violation(_))
     ));
-    a.ad.on_chunk(&mut a.mem, 0, 17, &raw_ctl(0, 2, b""))
-        .unwrap();
+    a.ad.on_chunk(&a.mem, 0, 17, &raw_ctl(0, 2, b"")).unwrap();
     assert!(
         !events(&mut a)
             .iter()

@@ -167,16 +167,7 @@ fn no_ddp_segment_before_accept() {
     feed(&mut b, &c);
     b.ad.stream(0); // no stream before accept
     b.ad.accept(0, StreamId(9), PdId(1), b"").unwrap();
-    b.ad.stream(0)
-        .unwrap()
-        .post_recv(
-            0,
-            RecvBuffer {
-                id: 1,
-                data: vec![0; 16],
-            },
-        )
-        .unwrap();
+    post_recv16(&mut b, 0);
     feed(&mut a, &drain(&mut b));
     let c = drain(&mut a);
     assert_eq!(c.len(), 1);
@@ -192,7 +183,7 @@ fn passive_side_terminates_on_a_segment_before_accept() {
     feed(&mut b, &drain(&mut a));
     let mut seg = 1u16.to_be_bytes().to_vec();
     seg.extend_from_slice(&[0x41, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-    b.ad.on_chunk(&mut b.mem, 0, 16, &seg).unwrap();
+    b.ad.on_chunk(&b.mem, 0, 16, &seg).unwrap();
     assert!(matches!(
         closed(&events(&mut b), 0),
         Some(CloseReason::Violation(_))
@@ -209,8 +200,7 @@ fn illegal_sequences_terminate_the_session() {
     for (code, pd) in [(1u16, &b""[..]), (2, b""), (3, b""), (4, b"x"), (9, b"")] {
         let (mut a, mut b) = pair();
         open(&mut a, &mut b, 0);
-        b.ad.on_chunk(&mut b.mem, 0, 17, &raw_ctl(1, code, pd))
-            .unwrap();
+        b.ad.on_chunk(&b.mem, 0, 17, &raw_ctl(1, code, pd)).unwrap();
         let e = events(&mut b);
         assert!(
             matches!(closed(&e, 0), Some(CloseReason::Violation(_))),
@@ -229,7 +219,7 @@ fn illegal_sequences_terminate_the_session() {
     // Private data over 512 octets on an Initiate: refused with Terminate, never
     // handed to the ULP (session_rules.rs has the details).
     let (_, mut b) = pair();
-    b.ad.on_chunk(&mut b.mem, 0, 17, &raw_ctl(0, 1, &[0; 513]))
+    b.ad.on_chunk(&b.mem, 0, 17, &raw_ctl(0, 1, &[0; 513]))
         .unwrap();
     assert!(matches!(
         closed(&events(&mut b), 0),
@@ -239,8 +229,7 @@ fn illegal_sequences_terminate_the_session() {
     // An Accept with no session fits no legal sequence either: the session it
     // claims is terminated at once (seed 001).
     let (_, mut b) = pair();
-    b.ad.on_chunk(&mut b.mem, 4, 17, &raw_ctl(0, 2, b""))
-        .unwrap();
+    b.ad.on_chunk(&b.mem, 4, 17, &raw_ctl(0, 2, b"")).unwrap();
     assert!(matches!(events(&mut b)[0], Event::Stray { sid: 4, .. }));
     let r = drain(&mut b);
     assert_eq!(r.len(), 1);
@@ -359,19 +348,16 @@ fn association_errors_and_teardown_without_terminates() {
     open(&mut a, &mut b, 0);
     open(&mut a, &mut b, 1);
     assert!(
-        b.ad.on_chunk(&mut b.mem, 0, 0, &[0, 1]).is_err(),
+        b.ad.on_chunk(&b.mem, 0, 0, &[0, 1]).is_err(),
         "non-DDP PPID"
     );
     assert!(
-        b.ad.on_chunk(&mut b.mem, 99, 16, &[0, 1]).is_err(),
+        b.ad.on_chunk(&b.mem, 99, 16, &[0, 1]).is_err(),
         "stream beyond count"
     );
+    assert!(b.ad.on_chunk(&b.mem, 0, 16, &[0]).is_err(), "no DDP-SSN");
     assert!(
-        b.ad.on_chunk(&mut b.mem, 0, 16, &[0]).is_err(),
-        "no DDP-SSN"
-    );
-    assert!(
-        b.ad.on_chunk(&mut b.mem, 0, 16, &[0, 0]).is_err(),
+        b.ad.on_chunk(&b.mem, 0, 16, &[0, 0]).is_err(),
         "duplicate DDP-SSN"
     );
     b.ad.on_association_lost();

@@ -29,7 +29,8 @@ impl Default for DeviceLimits {
 }
 
 pub(crate) struct DeviceInner {
-    pub(crate) mem: Mutex<MemoryTable>,
+    /// Shared without a device-wide lock (per-region locks inside).
+    pub(crate) mem: MemoryTable,
     limits: DeviceLimits,
     /// Sum of the quotas granted to live consumers.
     reserved: Mutex<Usage>,
@@ -57,14 +58,14 @@ impl Device {
     }
 
     pub fn with_limits(limits: DeviceLimits) -> Self {
-        let mut mem = MemoryTable::new();
+        let mem = MemoryTable::new();
         mem.set_limits(TableLimits {
             max_regions: limits.capacity.memory_regions as usize,
             max_bytes: limits.capacity.registered_bytes,
         });
         Self {
             inner: Arc::new(DeviceInner {
-                mem: Mutex::new(mem),
+                mem,
                 limits,
                 reserved: Mutex::new(Usage::default()),
                 next_pd: AtomicU32::new(1),
@@ -111,8 +112,8 @@ impl Device {
         self.inner.stats.snapshot()
     }
 
-    pub(crate) fn mem(&self) -> MutexGuard<'_, MemoryTable> {
-        lock(&self.inner.mem)
+    pub(crate) fn mem(&self) -> &MemoryTable {
+        &self.inner.mem
     }
 
     fn next_pd(&self) -> PdId {

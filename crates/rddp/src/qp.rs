@@ -2,7 +2,9 @@
 //!
 //! Each connected queue pair runs two threads: one reads segments from the LLP and
 //! feeds the RDMAP engine, one writes the segments the engine produces. The engine
-//! is behind a mutex that is never held while a socket blocks.
+//! is behind a mutex that is never held while a socket blocks. The writer's queue
+//! holds at most about `TX_BUDGET` octets; a Send or Write completes when the
+//! writer has handed its last segment to the LLP whole.
 
 use crate::cq::{CompletionQueue, WorkCompletion};
 use crate::device::lock;
@@ -14,7 +16,7 @@ use crate::srq::{SharedReceiveQueue, SrqMode};
 use crate::transport::{Connection, Inbound, LlpInfo, SegmentReader, SegmentWriter};
 use bytes::Bytes;
 use rddp_proto::ddp::BufferPool;
-use rddp_proto::ddp::{DdpConfig, OutSegment, StreamState};
+use rddp_proto::ddp::{DdpConfig, OutSegment, Payload, StreamState};
 use rddp_proto::mem::{Access, StreamId};
 use rddp_proto::rdmap::{AsyncEvent, Completion, RdmapConfig, RdmapStream, WcOpcode, WorkRequest};
 use rddp_proto::wq::{Held, RecvPlan, Slots, WorkQueues};
@@ -23,11 +25,16 @@ use rddp_wire::{DdpHeader, Opcode, RdmapControl};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 static NEXT_QP: AtomicU32 = AtomicU32::new(1);
+
+/// Octets of DDP segments a queue pair hands its writer ahead of the socket: the
+/// writer's queue stays this short, and the engine keeps the rest of the posted
+/// work (bounded by the send queue depth and IRD).
+const TX_BUDGET: usize = 2 << 20;
 
 /// Options of a Send.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -266,6 +273,9 @@ impl PreparedQueuePair {
         // Segments wait in a channel for the writer thread: a Read Response keeps its
         // IRD slot until the writer takes its last segment (see write_loop).
         rdmap.hold_ird_until_sent();
+        // A Send or Write completes when the LLP accepted its last octet (the
+        // writer reports each segment written), not when it was queued.
+        rdmap.complete_when_sent();
         // Seed 003: a CQ refuses what it could not hold. The send side reserves its
         // depth; the receive side its depth, its credit limit, or its whole SRQ pool.
         // The DDP sink's binding below shares the receive reservation.
@@ -314,11 +324,14 @@ impl PreparedQueuePair {
         }
         let (tx, rx) = channel();
         let shared = Arc::new(Shared {
+            written: Condvar::new(),
             state: Mutex::new(State {
                 rdmap,
                 wq,
                 events: VecDeque::new(),
                 close_sent: false,
+                tx_queued: 0,
+                writer_gone: false,
             }),
             max_send_wr: self.b.max_send_wr,
             tx: Mutex::new(tx),
@@ -366,10 +379,17 @@ struct State {
     wq: WorkQueues,
     events: VecDeque<AsyncEvent>,
     close_sent: bool,
+    /// Octets of segments handed to the writer and not yet written (at most
+    /// about [`TX_BUDGET`]; the rest waits in the engine).
+    tx_queued: usize,
+    /// The writer thread has ended: nothing queued for it will be written.
+    writer_gone: bool,
 }
 
 struct Shared {
     state: Mutex<State>,
+    /// Signalled (with `state`) when the writer reported segments written or ended.
+    written: Condvar,
     max_send_wr: u32,
     tx: Mutex<Sender<TxCmd>>,
     pd: ProtectionDomain,
@@ -425,7 +445,7 @@ impl QueuePair {
     pub fn post_send_inline(&self, wr_id: u64, data: &[u8], flags: SendFlags) -> Result<(), Error> {
         self.post(WorkRequest::Send {
             wr_id,
-            payload: Bytes::copy_from_slice(data),
+            payload: Bytes::copy_from_slice(data).into(),
             solicited: flags.solicited,
             invalidate: flags.invalidate,
             fence: flags.fence,
@@ -444,7 +464,8 @@ impl QueuePair {
         (st.rdmap.config().ird, st.rdmap.config().ord)
     }
 
-    /// Send `len` octets of `mr` from `offset`. The payload is copied at posting.
+    /// Send `len` octets of `mr` from `offset`. The octets are read from the region
+    /// when they are written to the LLP (over MPA: straight from the region).
     pub fn post_send(
         &self,
         wr_id: u64,
@@ -571,9 +592,11 @@ impl QueuePair {
         Ok(())
     }
 
-    fn payload(&self, mr: &MemoryRegion, offset: u64, len: u64) -> Result<Bytes, Error> {
+    /// A lease on the range: the LLP reads it from the region when it writes the
+    /// segments (no copy at posting; the octets sent are those in the region then).
+    fn payload(&self, mr: &MemoryRegion, offset: u64, len: u64) -> Result<Payload, Error> {
         self.same_pd(mr)?;
-        Ok(Bytes::from(mr.read(offset, len)?))
+        mr.lease(offset, len)
     }
 
     fn post(&self, wr: WorkRequest) -> Result<(), Error> {
@@ -597,10 +620,8 @@ impl QueuePair {
             }
             return Err(e);
         }
-        {
-            let mem = self.shared.pd.inner.consumer.device().mem();
-            st.rdmap.post(&mem, wr);
-        }
+        st.rdmap
+            .post(self.shared.pd.inner.consumer.device().mem(), wr);
         self.shared.pump(&mut st);
         Ok(())
     }
@@ -650,7 +671,10 @@ impl Shared {
     /// or once a graceful disconnect has nothing left to finish.
     fn pump(&self, st: &mut State) {
         let tx = lock(&self.tx);
-        while let Some(seg) = st.rdmap.poll_segment() {
+        while st.tx_queued < TX_BUDGET
+            && let Some(seg) = st.rdmap.poll_segment()
+        {
+            st.tx_queued += seg.len();
             let _ = tx.send(TxCmd::Segment(seg));
         }
         if st.rdmap.should_close() && !st.close_sent {
@@ -705,8 +729,27 @@ impl Shared {
     }
 }
 
-fn write_loop(mut w: Box<dyn SegmentWriter>, rx: Receiver<TxCmd>, shared: &Shared) {
-    for cmd in rx {
+fn write_loop(w: Box<dyn SegmentWriter>, rx: Receiver<TxCmd>, shared: &Shared) {
+    write_all(w, rx, shared);
+    lock(&shared.state).writer_gone = true;
+    shared.written.notify_all();
+}
+
+/// Segments written before the writer reports them (one QP lock for all).
+const REPORT_EVERY: usize = 64;
+
+fn write_all(mut w: Box<dyn SegmentWriter>, rx: Receiver<TxCmd>, shared: &Shared) {
+    // Segments written and not yet reported: (octets, L flag), in order.
+    let mut written: Vec<(usize, bool)> = Vec::new();
+    let mut next = None;
+    loop {
+        let cmd = match next.take() {
+            Some(c) => c,
+            None => match rx.recv() {
+                Ok(c) => c,
+                Err(_) => break,
+            },
+        };
         match cmd {
             TxCmd::Segment(seg) => {
                 // A Read Response frees its IRD slot as its last segment goes out
@@ -718,30 +761,78 @@ fn write_loop(mut w: Box<dyn SegmentWriter>, rx: Receiver<TxCmd>, shared: &Share
                     lock(&shared.state).rdmap.read_response_sent();
                 }
                 if w.write_segment(&seg).is_err() {
+                    report(shared, &mut written);
                     w.close(true);
                     return;
                 }
+                written.push((seg.len(), seg.header.last()));
+                // More already queued: write it before reporting, so a stream of
+                // small messages takes the QP lock once per batch, not per segment.
+                if let Ok(c) = rx.try_recv() {
+                    next = Some(c);
+                    if written.len() < REPORT_EVERY {
+                        continue;
+                    }
+                }
+                report(shared, &mut written);
             }
             TxCmd::Close { abortive } => {
+                report(shared, &mut written);
                 w.close(abortive);
                 return;
             }
         }
     }
+    report(shared, &mut written);
     w.close(true);
 }
+
+/// The LLP took these segments whole: the Sends and Writes they end complete,
+/// and the budget they used lets the next segments through.
+fn report(shared: &Shared, written: &mut Vec<(usize, bool)>) {
+    if written.is_empty() {
+        return;
+    }
+    let mut st = lock(&shared.state);
+    for (len, last) in written.drain(..) {
+        st.tx_queued = st.tx_queued.saturating_sub(len);
+        st.rdmap.segment_sent(last);
+    }
+    shared.pump(&mut st);
+    drop(st);
+    shared.written.notify_all();
+}
+
+/// How long a closed LLP's reader waits for the writer to report what it was
+/// writing, so that work whose octets the LLP accepted completes as sent.
+const WRITER_SETTLE: Duration = Duration::from_secs(1);
 
 fn read_loop(mut r: Box<dyn SegmentReader>, shared: &Shared) {
     loop {
         let got = r.read();
         let mut st = lock(&shared.state);
+        if matches!(got, Ok(Inbound::Closed) | Err(_)) {
+            // The writer may have handed the last segments to the LLP and not yet
+            // said so: let it, before the close flushes what is still in flight.
+            let deadline = std::time::Instant::now() + WRITER_SETTLE;
+            while st.tx_queued > 0 && !st.writer_gone {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                st = shared
+                    .written
+                    .wait_timeout(st, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        }
         let done = match got {
             Ok(Inbound::Segment { seq, bytes }) => {
-                {
-                    let mut mem = shared.pd.inner.consumer.device().mem();
-                    // Refusals are handled inside the engine (Terminate, events).
-                    let _ = st.rdmap.on_segment(&mut mem, seq, &bytes);
-                }
+                // Refusals are handled inside the engine (Terminate, events). The
+                // placement locks only the region it writes.
+                let mem = shared.pd.inner.consumer.device().mem();
+                let _ = st.rdmap.on_segment(mem, seq, &bytes);
                 false
             }
             Ok(Inbound::Mulpdu(n)) => {

@@ -21,14 +21,7 @@ use std::time::Duration;
 
 /// A client queue pair (CQ of 64) on a new consumer, over `conn`.
 fn client(dev: &Device, conn: Connection) -> (ProtectionDomain, CompletionQueue, QueuePair) {
-    let pd = common::pd(dev, "client");
-    let cq = CompletionQueue::new(64);
-    let qp = QueuePairBuilder::new(&pd, &cq, &cq)
-        .build()
-        .unwrap()
-        .attach(conn)
-        .unwrap();
-    (pd, cq, qp)
+    common::endpoint(dev, "client", 64, conn)
 }
 
 /// `client` RDMA-Reads 1 octet of `region` (a region of the peer): once it
@@ -48,22 +41,63 @@ fn sync_through_read(
 
 /// The first `Closed` event of `qp` within 5 s: whether it was graceful.
 fn closed(qp: &QueuePair) -> Option<bool> {
-    for _ in 0..250 {
-        let e = qp.async_events();
-        if let Some(g) = e.iter().find_map(|e| match e {
-            AsyncEvent::Closed { graceful } => Some(*graceful),
-            _ => None,
-        }) {
-            return Some(g);
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    common::poll_event(qp, |e| match e {
+        AsyncEvent::Closed { graceful } => Some(*graceful),
+        _ => None,
+    })
+}
+
+/// `client` sends one inline Send (`m`) for each of `ids`, waits for their
+/// completions, then syncs through a Read of `region` of the peer: the peer has
+/// handled every Send.
+fn deliver_sends(
+    (pd, cq, qp): (&ProtectionDomain, &CompletionQueue, &QueuePair),
+    ids: std::ops::Range<u64>,
+    region: rddp::RemoteBuf,
+) {
+    let n = ids.end.saturating_sub(ids.start) as usize;
+    for i in ids {
+        qp.post_send_inline(i, b"m", SendFlags::default()).unwrap();
     }
-    None
+    wait(cq, n);
+    sync_through_read(pd, cq, qp, region);
 }
 
 fn no_more(cq: &CompletionQueue) -> Vec<WorkCompletion> {
     std::thread::sleep(Duration::from_millis(100));
     cq.poll(64)
+}
+
+/// A queue pair with a send queue of 16 on a new memory pair: what attach
+/// returned, and the peer's end (kept, so that the pair stays up).
+fn attach_send_queue_of_16(
+    pd: &ProtectionDomain,
+    send_cq: &CompletionQueue,
+    recv_cq: &CompletionQueue,
+) -> (Result<QueuePair, rddp::Error>, Connection) {
+    let (c, peer) = memory_pair(256);
+    let qp = QueuePairBuilder::new(pd, send_cq, recv_cq)
+        .max_send_wr(16)
+        .build()
+        .unwrap()
+        .attach(c);
+    (qp, peer)
+}
+
+/// `attach_send_queue_of_16`, then 16 inline Sends nobody polls: inline Sends
+/// complete as they leave, so their 16 completions wait unpolled.
+fn sixteen_unpolled_sends(
+    pd: &ProtectionDomain,
+    send_cq: &CompletionQueue,
+    recv_cq: &CompletionQueue,
+) -> (QueuePair, Connection) {
+    let (qp, peer) = attach_send_queue_of_16(pd, send_cq, recv_cq);
+    let qp = qp.unwrap();
+    for i in 0..16 {
+        qp.post_send_inline(i, b"x", SendFlags::default()).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    (qp, peer)
 }
 
 /// Issue 10's example: a CQ of 16, a send queue of 16, 17 inline Sends nobody
@@ -75,18 +109,7 @@ fn a_send_slot_counts_until_its_completion_is_polled() {
     let pd = common::pd(&dev, "x");
     let send_cq = CompletionQueue::new(16);
     let recv_cq = CompletionQueue::new(16);
-    let (c, _peer) = memory_pair(256);
-    let qp = QueuePairBuilder::new(&pd, &send_cq, &recv_cq)
-        .max_send_wr(16)
-        .build()
-        .unwrap()
-        .attach(c)
-        .unwrap();
-    for i in 0..16 {
-        qp.post_send_inline(i, b"x", SendFlags::default()).unwrap();
-    }
-    // Inline Sends complete as they leave; the completions wait unpolled.
-    std::thread::sleep(Duration::from_millis(50));
+    let (qp, _peer) = sixteen_unpolled_sends(&pd, &send_cq, &recv_cq);
     let err = qp
         .post_send_inline(16, b"x", SendFlags::default())
         .expect_err("a 17th Send while 16 completions are unpolled");
@@ -125,11 +148,7 @@ fn a_receive_slot_counts_until_its_completion_is_polled() {
     for i in 0..4 {
         b.post_recv(i, 8).unwrap();
     }
-    for i in 0..4 {
-        a.post_send_inline(i, b"m", SendFlags::default()).unwrap();
-    }
-    wait(&acq, 4);
-    sync_through_read(&apd, &acq, &a, region.remote());
+    deliver_sends((&apd, &acq, &a), 0..4, region.remote());
     let err = b
         .post_recv(4, 8)
         .expect_err("a 5th receive while 4 are unpolled");
@@ -170,10 +189,7 @@ fn a_shared_pool_buffer_counts_until_its_completion_is_polled() {
     let region = pd.register(vec![0; 1], Access::REMOTE_READ).unwrap();
     srq.post_recv(0, 8).unwrap();
     srq.post_recv(1, 8).unwrap();
-    a.post_send_inline(0, b"m", SendFlags::default()).unwrap();
-    a.post_send_inline(1, b"m", SendFlags::default()).unwrap();
-    wait(&acq, 2);
-    sync_through_read(&apd, &acq, &a, region.remote());
+    deliver_sends((&apd, &acq, &a), 0..2, region.remote());
     assert_eq!(srq.free(), 0);
     let err = srq
         .post_recv(2, 8)
@@ -210,10 +226,7 @@ fn a_credit_counts_until_its_completion_is_polled() {
         srq.post_recv(i, 8).unwrap();
     }
     b.grant_credits(2).unwrap();
-    a.post_send_inline(0, b"m", SendFlags::default()).unwrap();
-    a.post_send_inline(1, b"m", SendFlags::default()).unwrap();
-    wait(&acq, 2);
-    sync_through_read(&apd, &acq, &a, region.remote());
+    deliver_sends((&apd, &acq, &a), 0..2, region.remote());
     let err = b
         .grant_credits(1)
         .expect_err("a 3rd credit while 2 completions are unpolled");
@@ -233,37 +246,17 @@ fn a_dropped_queue_pair_keeps_its_cq_share_until_its_completions_are_polled() {
     let pd = common::pd(&dev, "x");
     let send_cq = CompletionQueue::new(16);
     let recv_cq = CompletionQueue::new(64);
-    let (c1, _p1) = memory_pair(256);
-    let qp1 = QueuePairBuilder::new(&pd, &send_cq, &recv_cq)
-        .max_send_wr(16)
-        .build()
-        .unwrap()
-        .attach(c1)
-        .unwrap();
-    for i in 0..16 {
-        qp1.post_send_inline(i, b"x", SendFlags::default()).unwrap();
-    }
-    std::thread::sleep(Duration::from_millis(50));
+    let (qp1, _p1) = sixteen_unpolled_sends(&pd, &send_cq, &recv_cq);
     drop(qp1);
-    let (c2, _p2) = memory_pair(256);
-    let refused = QueuePairBuilder::new(&pd, &send_cq, &recv_cq)
-        .max_send_wr(16)
-        .build()
-        .unwrap()
-        .attach(c2);
+    let (refused, _p2) = attach_send_queue_of_16(&pd, &send_cq, &recv_cq);
     assert!(
         matches!(refused, Err(rddp::Error::Cq(_))),
         "16 completions still wait in the CQ of 16"
     );
     assert_eq!(wait(&send_cq, 16).len(), 16);
     assert_eq!(send_cq.reserved(), 0);
-    let (c3, _p3) = memory_pair(256);
-    QueuePairBuilder::new(&pd, &send_cq, &recv_cq)
-        .max_send_wr(16)
-        .build()
-        .unwrap()
-        .attach(c3)
-        .unwrap();
+    let (qp3, _p3) = attach_send_queue_of_16(&pd, &send_cq, &recv_cq);
+    qp3.unwrap();
 }
 
 /// RFC 6581: the Read RTR is the LLP's business. An application Read that fails
@@ -355,6 +348,21 @@ fn send_segment(op: Opcode, inval: u32, msn: u32, payload: &[u8]) -> Vec<u8> {
     seg
 }
 
+/// MSN 2 (a Send) arrives first, out of order; MSN 1, a Send with Invalidate of
+/// an STag that cannot be invalidated, completes both and is a fatal error: `qp`
+/// sends a Terminate. Then the peer dies.
+fn fatal_batch_then_peer_dies(qp: &QueuePair, peer: Sender<(u64, Vec<u8>)>) {
+    peer.send((1, send_segment(Opcode::SEND, 0, 2, b"second")))
+        .unwrap();
+    peer.send((
+        0,
+        send_segment(Opcode::SEND_INVALIDATE, 0x0bad_0001, 1, b"first"),
+    ))
+    .unwrap();
+    assert!(terminate_sent(qp).is_some());
+    drop(peer);
+}
+
 /// Every completion of each wr_id, in order.
 fn by_id(got: &[WorkCompletion]) -> BTreeMap<u64, Vec<WcStatus>> {
     let mut m: BTreeMap<u64, Vec<WcStatus>> = BTreeMap::new();
@@ -383,16 +391,7 @@ fn a_fatal_error_mid_batch_returns_every_receive_once() {
     for i in 1..=3 {
         qp.post_recv(i, 16).unwrap();
     }
-    peer.send((1, send_segment(Opcode::SEND, 0, 2, b"second")))
-        .unwrap();
-    peer.send((
-        0,
-        send_segment(Opcode::SEND_INVALIDATE, 0x0bad_0001, 1, b"first"),
-    ))
-    .unwrap();
-    assert!(terminate_sent(&qp).is_some());
-    // The peer dies.
-    drop(peer);
+    fatal_batch_then_peer_dies(&qp, peer);
     let got = wait(&cq, 3);
     let m = by_id(&got);
     assert_eq!(m[&1], vec![WcStatus::LocalProtection], "{got:?}");
@@ -425,10 +424,7 @@ fn when_the_peer_dies_every_accepted_receive_comes_back_once() {
         b.post_recv(i, 8).unwrap();
         accepted.push(i);
     }
-    a.post_send_inline(0, b"m", SendFlags::default()).unwrap();
-    a.post_send_inline(1, b"m", SendFlags::default()).unwrap();
-    wait(&acq, 2);
-    sync_through_read(&apd, &acq, &a, region.remote());
+    deliver_sends((&apd, &acq, &a), 0..2, region.remote());
     for i in 4..8 {
         if b.post_recv(i, 8).is_ok() {
             accepted.push(i);
@@ -517,15 +513,7 @@ fn a_fatal_error_mid_batch_returns_every_shared_buffer_once() {
     for i in 1..=3 {
         srq.post_recv(i, 16).unwrap();
     }
-    peer.send((1, send_segment(Opcode::SEND, 0, 2, b"second")))
-        .unwrap();
-    peer.send((
-        0,
-        send_segment(Opcode::SEND_INVALIDATE, 0x0bad_0001, 1, b"first"),
-    ))
-    .unwrap();
-    assert!(terminate_sent(&qp).is_some());
-    drop(peer);
+    fatal_batch_then_peer_dies(&qp, peer);
     let got = wait(&cq, 2);
     let m = by_id(&got);
     assert_eq!(m.values().map(Vec::len).sum::<usize>(), 2, "{got:?}");

@@ -7,11 +7,7 @@ mod common;
 mod raw_peer;
 
 use raw_peer::RawPeer;
-use rddp::transport::mpa::Listener;
-use rddp::{AsyncEvent, CompletionQueue, Device, QueuePairBuilder, TerminateCode};
-use rddp_mpa::MpaOptions;
-use rddp_wire::FpduEncoder;
-use std::time::Duration;
+use rddp::{AsyncEvent, CompletionQueue, Device, TerminateCode};
 
 /// A zero-length RDMA Write to STag 0 (places nothing; spec §7.8's RTR shape).
 fn empty_write() -> Vec<u8> {
@@ -22,40 +18,22 @@ fn empty_write() -> Vec<u8> {
 
 /// The detail of the first Terminate the queue pair sent, waiting up to 5 s.
 fn sent_detail(qp: &rddp::QueuePair) -> Option<(TerminateCode, String)> {
-    for _ in 0..250 {
-        for e in qp.async_events() {
-            if let AsyncEvent::TerminateSent { code, detail } = e {
-                return Some((code, detail));
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    None
+    common::poll_event(qp, |e| match e {
+        AsyncEvent::TerminateSent { code, detail } => Some((*code, detail.clone())),
+        _ => None,
+    })
 }
 
 fn refused_after(good: usize) -> (TerminateCode, String) {
     let dev = Device::new();
     let pd = common::pd(&dev, "server");
     let cq = CompletionQueue::new(64);
-    let listener = Listener::bind("127.0.0.1:0", MpaOptions::rev1()).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let accept = std::thread::spawn(move || listener.accept());
-    let mut raw = RawPeer::connect(addr, true);
-    let conn = accept.join().unwrap().unwrap();
-    let qp = QueuePairBuilder::new(&pd, &cq, &cq)
-        .build()
-        .unwrap()
-        .attach(conn)
-        .unwrap();
+    let (mut raw, conn) = RawPeer::accepted_rev1();
+    let qp = common::attach(&pd, &cq, conn);
     for _ in 0..good {
         raw.send_segment(&empty_write());
     }
-    let mut bad = Vec::new();
-    FpduEncoder::new(true, false)
-        .encode(&empty_write(), &mut bad)
-        .unwrap();
-    *bad.last_mut().unwrap() ^= 0x01;
-    raw.send_raw(&bad);
+    raw.send_bad_crc(&empty_write(), 0x01);
     let (term, _) = raw.terminate();
     assert_eq!(
         term.expect("no Terminate on the wire").code,

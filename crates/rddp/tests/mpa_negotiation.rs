@@ -7,15 +7,14 @@ mod common;
 mod raw_peer;
 
 use common::{pd, wait};
-use raw_peer::RawPeer;
+use raw_peer::{RawPeer, read_frame};
 use rddp::transport::mpa::Listener;
 use rddp::{CompletionQueue, Device, Error, QueuePair, QueuePairBuilder, WcOpcode, WcStatus};
 use rddp_mpa::MpaOptions;
 use rddp_proto::mem::Access;
 use rddp_wire::mpa::{EnhancedBlock, FrameKind, MpaFlags, MpaFrame};
 use rddp_wire::{DdpHeader, Opcode, RdmapControl, TaggedHeader, TerminateCode};
-use std::io::Read;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::thread;
 use std::time::Duration;
 
@@ -28,17 +27,6 @@ fn blk(p2p: bool, ird: u16, write: bool, read: bool, ord: u16) -> EnhancedBlock 
         rtr_read: read,
         ord,
     }
-}
-
-/// Read one MPA Request or Reply frame off `sock`.
-fn read_frame(sock: &mut TcpStream) -> MpaFrame {
-    let mut all = vec![0u8; 20];
-    sock.read_exact(&mut all).unwrap();
-    let pd_len = usize::from(u16::from_be_bytes([all[18], all[19]]));
-    let mut rest = vec![0u8; pd_len];
-    sock.read_exact(&mut rest).unwrap();
-    all.extend_from_slice(&rest);
-    MpaFrame::parse(&all).unwrap()
 }
 
 /// A raw responder: reads the Request, answers a Rev 2 Reply (C=1) with `reply`,

@@ -24,8 +24,8 @@ fn active_relay_holds_the_peer_back_instead_of_queueing() {
     let ((st_tx, st_rx), (done_tx, done_rx)) = (channel(), channel());
     let peer = std::thread::spawn(move || {
         let mut c = l.accept(Duration::from_secs(10)).unwrap();
-        let mut mem = MemoryTable::new();
-        c.run_until(&mut mem, Duration::from_secs(10), |c| {
+        let mem = MemoryTable::new();
+        c.run_until(&mem, Duration::from_secs(10), |c| {
             c.poll_event()
                 .is_some_and(|e| matches!(e, Event::InitiateRequest { .. }))
         })

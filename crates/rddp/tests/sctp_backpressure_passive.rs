@@ -26,8 +26,8 @@ fn passive_relay_holds_the_peer_back_instead_of_queueing() {
         c.adaptation()
             .initiate(0, StreamId(1), PdId(1), b"")
             .unwrap();
-        let mut mem = MemoryTable::new();
-        c.run_until(&mut mem, Duration::from_secs(10), |c| {
+        let mem = MemoryTable::new();
+        c.run_until(&mem, Duration::from_secs(10), |c| {
             c.poll_event()
                 .is_some_and(|e| matches!(e, Event::Accepted { .. }))
         })

@@ -5,16 +5,13 @@ mod common;
 #[path = "common/raw_peer.rs"]
 mod raw_peer;
 
-use common::{pd, terminate_received, terminate_sent, wait};
+use common::{endpoint, terminate_received, terminate_sent, wait};
 use raw_peer::RawPeer;
 use rddp::transport::memory_pair;
-use rddp::transport::mpa::Listener;
 use rddp::{
     Access, CompletionQueue, Device, QpStats, QueuePairBuilder, Quota, SendFlags, TerminateCode,
     WcStatus,
 };
-use rddp_mpa::MpaOptions;
-use rddp_wire::FpduEncoder;
 use std::time::Duration;
 
 /// `f(stats)` becomes true within 5 s (counters of the far side move on its
@@ -34,18 +31,8 @@ fn eventually(what: &str, read: impl Fn() -> QpStats, f: impl Fn(&QpStats) -> bo
 fn counters_add_up_on_both_sides_of_a_clean_exchange() {
     let dev = Device::new();
     let (la, lb) = memory_pair(1024);
-    let (pa, pb) = (pd(&dev, "a"), pd(&dev, "b"));
-    let (ca, cb) = (CompletionQueue::new(32), CompletionQueue::new(32));
-    let a = QueuePairBuilder::new(&pa, &ca, &ca)
-        .build()
-        .unwrap()
-        .attach(la)
-        .unwrap();
-    let b = QueuePairBuilder::new(&pb, &cb, &cb)
-        .build()
-        .unwrap()
-        .attach(lb)
-        .unwrap();
+    let (pa, ca, a) = endpoint(&dev, "a", 32, la);
+    let (pb, cb, b) = endpoint(&dev, "b", 32, lb);
     let target = pb
         .register(vec![0; 4096], Access::REMOTE_WRITE | Access::REMOTE_READ)
         .unwrap();
@@ -110,18 +97,8 @@ fn counters_add_up_on_both_sides_of_a_clean_exchange() {
 fn a_refused_write_is_counted_as_refused_and_terminated_on_both_sides() {
     let dev = Device::new();
     let (la, lb) = memory_pair(1024);
-    let (pa, pb) = (pd(&dev, "a"), pd(&dev, "b"));
-    let (ca, cb) = (CompletionQueue::new(32), CompletionQueue::new(32));
-    let a = QueuePairBuilder::new(&pa, &ca, &ca)
-        .build()
-        .unwrap()
-        .attach(la)
-        .unwrap();
-    let b = QueuePairBuilder::new(&pb, &cb, &cb)
-        .build()
-        .unwrap()
-        .attach(lb)
-        .unwrap();
+    let (pa, _ca, a) = endpoint(&dev, "a", 32, la);
+    let (pb, _cb, b) = endpoint(&dev, "b", 32, lb);
     let target = pb.register(vec![0; 64], Access::REMOTE_WRITE).unwrap();
     b.post_recv(1, 64).unwrap();
     b.post_recv(2, 64).unwrap();
@@ -155,29 +132,14 @@ fn a_refused_write_is_counted_as_refused_and_terminated_on_both_sides() {
 #[test]
 fn a_bad_crc_is_counted_as_a_crc_error_not_as_a_refusal() {
     let dev = Device::new();
-    let pd = pd(&dev, "server");
-    let cq = CompletionQueue::new(32);
-    let listener = Listener::bind("127.0.0.1:0", MpaOptions::rev1()).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let accept = std::thread::spawn(move || listener.accept());
-    let mut raw = RawPeer::connect(addr, true);
-    let conn = accept.join().unwrap().unwrap();
-    let qp = QueuePairBuilder::new(&pd, &cq, &cq)
-        .build()
-        .unwrap()
-        .attach(conn)
-        .unwrap();
+    let (mut raw, conn) = RawPeer::accepted_rev1();
+    let (_pd, _cq, qp) = endpoint(&dev, "server", 32, conn);
     // A zero-length Write (placed: 0 octets), then a Send whose CRC is wrong.
     raw.send_segment(&[0xC1, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-    let mut bad = Vec::new();
     let send = [
         0x41, 0x43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, b'a', b'b',
     ];
-    FpduEncoder::new(true, false)
-        .encode(&send, &mut bad)
-        .unwrap();
-    *bad.last_mut().unwrap() ^= 0xFF;
-    raw.send_raw(&bad);
+    raw.send_bad_crc(&send, 0xFF);
     assert_eq!(terminate_sent(&qp), Some(TerminateCode::MPA_CRC_ERROR));
     let (term, _) = raw.terminate();
     assert_eq!(term.map(|t| t.code), Some(TerminateCode::MPA_CRC_ERROR));

@@ -29,7 +29,7 @@
 #[path = "common/raw_peer.rs"]
 mod raw_peer;
 
-use raw_peer::RawPeer;
+use raw_peer::{RawPeer, read_frame};
 use rddp::transport::memory_pair;
 use rddp::transport::mpa::Listener;
 use rddp::{
@@ -920,18 +920,6 @@ fn reads_pipelined_at_ird_are_served() {
     done_tx.send(()).unwrap();
     let events = server.join().unwrap();
     assert!(events.is_empty(), "{events:?}");
-}
-
-/// Read one MPA Request or Reply frame off `sock`.
-fn read_frame(sock: &mut std::net::TcpStream) -> MpaFrame {
-    use std::io::Read;
-    let mut all = vec![0u8; 20];
-    sock.read_exact(&mut all).unwrap();
-    let pd_len = usize::from(u16::from_be_bytes([all[18], all[19]]));
-    let mut rest = vec![0u8; pd_len];
-    sock.read_exact(&mut rest).unwrap();
-    all.extend_from_slice(&rest);
-    MpaFrame::parse(&all).unwrap()
 }
 
 /// LLP codes an rddp initiator sends after a Reply it cannot accept (RFC 6581):

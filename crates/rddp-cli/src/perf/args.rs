@@ -30,7 +30,7 @@ pub struct LinkArgs {
     #[arg(long, value_enum, default_value = "on")]
     pub crc: OnOff,
     /// Parallel connections (queue pairs); figures are the aggregate.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=128))]
     pub qps: u32,
     #[command(flatten)]
     pub capture: crate::observe::CaptureArgs,
@@ -58,6 +58,10 @@ pub struct ServerArgs {
     /// it verified, the Terminate that ended it, FPDUs refused by the CRC).
     #[arg(long)]
     pub json: bool,
+    /// Serve connections as they come until killed, each as it ends on one line
+    /// (for clients that reconnect, e.g. `--op mixed --reconnect`); --qps is ignored.
+    #[arg(long)]
+    pub forever: bool,
     #[command(flatten)]
     pub perftest: super::perftest::PerftestServerArgs,
 }
@@ -103,6 +107,13 @@ pub struct ClientArgs {
     /// with --perftest, the server's receive depth (perftest's -r, for send).
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(2..=4096))]
     pub rx_depth: u32,
+    /// --op mixed: seed of the random operations and sizes (a run repeats with it).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// --op mixed: each queue pair disconnects and connects anew about every SECS
+    /// (the first time after a random share of it, so they do not all at once).
+    #[arg(long, value_name = "SECS", value_parser = parse_secs, allow_negative_numbers = true)]
+    pub reconnect: Option<f64>,
     #[command(flatten)]
     pub perftest: super::perftest::PerftestClientArgs,
 }

@@ -86,6 +86,7 @@ pub fn run(
                 }
                 Op::Read => chan.read(bufs.sink, size, bufs.remote)?,
                 Op::Send => chan.send_data(bufs.src, u64::from(size))?,
+                Op::Mixed => return Err("--op mixed runs in perf::mixed".into()),
             }
             posted += 1;
         }

@@ -218,7 +218,7 @@ impl Client {
                     samples.push(us);
                     bad += b;
                 }
-                Op::Read => return Err("--pingpong measures write or send".into()),
+                Op::Read | Op::Mixed => return Err("--pingpong measures write or send".into()),
             }
             i += 1;
         }

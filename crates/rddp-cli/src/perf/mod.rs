@@ -12,8 +12,10 @@ pub mod chan;
 pub mod client;
 pub mod endpoint;
 pub mod failure;
+pub mod forever;
 pub mod lat;
 pub mod link;
+pub mod mixed;
 pub mod opts;
 pub mod pattern;
 pub mod perftest;
@@ -40,6 +42,9 @@ pub fn main(cmd: &PerfCmd) -> Result<(), String> {
         PerfCmd::Client(a) => {
             let _cap = a.link.capture.start()?;
             if a.perftest.perftest {
+                if a.op == opts::Op::Mixed {
+                    return Err("--perftest takes --op write, read or send, not mixed".into());
+                }
                 return perftest::client(a);
             }
             run::client_main(a)

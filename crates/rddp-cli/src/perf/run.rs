@@ -60,6 +60,9 @@ fn spawn_server(server: Server) -> JoinHandle<ServerEnd> {
 /// `rddp perf client`.
 pub fn client_main(a: &ClientArgs) -> Result<(), String> {
     super::chan::set_stall(a.link.stall_secs);
+    if a.op == Op::Mixed {
+        return super::mixed::client_main(a);
+    }
     let opts = client_opts(a)?;
     if a.link.transport != Transport::Mem && a.connect.is_none() {
         return Err("--connect ADDR is needed (the perf server's address)".into());
@@ -119,6 +122,7 @@ fn banner(a: &ClientArgs, opts: &ClientOpts) -> String {
         (Op::Send, false) => "Send BW Test",
         (Op::Write, true) => "RDMA_Write Latency Test",
         (Op::Send, true) => "Send Latency Test",
+        (Op::Mixed, _) => "Mixed Write/Read/Send Test",
     };
     let stop = match opts.stop {
         Stop::Iters(n) => format!("{n} iterations"),
@@ -269,6 +273,9 @@ fn measure(
 /// `rddp perf server`.
 pub fn server_main(a: &ServerArgs) -> Result<(), String> {
     super::chan::set_stall(a.link.stall_secs);
+    if a.forever {
+        return super::forever::server_main(a);
+    }
     if a.link.transport != Transport::Mem && a.listen.is_none() {
         return Err("--listen ADDR is needed (e.g. --listen 0.0.0.0:18515)".into());
     }

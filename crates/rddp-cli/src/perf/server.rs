@@ -28,6 +28,16 @@ pub struct ServerEnd {
     pub event: Option<AsyncEvent>,
 }
 
+impl ServerEnd {
+    /// The summary, or the error that ended the connection.
+    pub fn into_result(self) -> Result<ServerSummary, String> {
+        match self.error {
+            None => Ok(self.summary),
+            Some(e) => Err(e),
+        }
+    }
+}
+
 /// A server on one connection, receives posted, waiting for the client's Hello.
 pub struct Server {
     chan: Chan,
@@ -152,12 +162,12 @@ impl Server {
         match run.op {
             Op::Write => run.buf.write(0, &vec![0; n]).map_err(e)?,
             Op::Read => run.buf.write(0, &pattern::fill(size, n)).map_err(e)?,
-            Op::Send => self.chan.set_recv_len(n, self.opts.rx_depth)?,
+            Op::Send | Op::Mixed => self.chan.set_recv_len(n, self.opts.rx_depth)?,
         }
         if run.pingpong {
             run.src.write(0, &pattern::fill(size, n)).map_err(e)?;
         }
-        let pad = if run.op == Op::Send {
+        let pad = if matches!(run.op, Op::Send | Op::Mixed) {
             self.chan.stale_below(n.max(CTRL_LEN))
         } else {
             0
@@ -169,7 +179,7 @@ impl Server {
                 let i = lat::server_write(&mut self.chan, &run.src, &run.buf, run.peer, size)?;
                 (i, 0)
             }
-            (Op::Send, _) => self.sends(run, size)?,
+            (Op::Send | Op::Mixed, _) => self.sends(run, size)?,
             _ => (self.wait_end()?, 0),
         };
         if run.verify && run.op == Op::Write {
@@ -203,7 +213,10 @@ impl Server {
         loop {
             match self.chan.recv("the client's Sends")? {
                 Incoming::Data(d) => {
-                    let bad = if run.verify {
+                    let bad = if run.verify && run.op == Op::Mixed {
+                        // Random lengths, each a prefix of the size's pattern.
+                        pattern::corrupt(size, &d)
+                    } else if run.verify {
                         lat::corrupt_msg(size, &d)
                     } else {
                         0

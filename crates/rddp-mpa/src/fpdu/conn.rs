@@ -175,7 +175,7 @@ impl FpduConn {
         let seg = self.stream.poll_segment()?;
         let mut hdr = [0u8; UNTAGGED_HDR_LEN];
         let n = seg.header.emit(&mut hdr).ok()?;
-        Some(build_fpdu(&mut self.enc, &hdr[..n], seg.payload))
+        Some(build_fpdu(&mut self.enc, &hdr[..n], seg.payload.to_bytes()))
     }
 
     /// The TCP connection ended (`graceful`: FIN, else reset/error): spec §4.11,
@@ -193,7 +193,7 @@ impl FpduConn {
     /// (so a driver can absorb the RTR before the ULP's memory table is at hand),
     /// and the caller feeds the rest again. After the connection died every
     /// octet is reported used (discarded).
-    pub fn on_bytes(&mut self, mem: &mut MemoryTable, input: &[u8]) -> usize {
+    pub fn on_bytes(&mut self, mem: &MemoryTable, input: &[u8]) -> usize {
         if self.dead {
             return input.len();
         }

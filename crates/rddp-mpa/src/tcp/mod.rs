@@ -15,6 +15,7 @@ mod accept;
 mod conn;
 mod dial;
 mod io;
+mod liveness;
 mod log;
 mod mss;
 mod nb;
@@ -22,6 +23,7 @@ mod rx;
 mod setup;
 
 pub use conn::MpaConnection;
-pub use io::write_fpdu;
+pub use io::{layout_rest, try_write_layout, write_fpdu};
+pub use liveness::{dead_peer_bound, keepalive_for, set_dead_peer_timeout};
 pub use mss::{FALLBACK_EMSS, effective_mss};
 pub use setup::{MpaListener, connect, connect_raw, listen};

@@ -7,6 +7,7 @@ use super::accept::{Backlog, ListenTask, Requested};
 use super::conn::MpaConnection;
 use super::dial;
 use super::io::write_frame;
+use super::liveness::set_dead_peer_timeout;
 use super::mss::effective_mss;
 use crate::error::MpaError;
 use crate::fpdu::FpduConn;
@@ -45,6 +46,7 @@ pub fn connect_raw(
     let init = Initiator::new(opts, Instant::now())?;
     let sock = TcpStream::connect(addr)?;
     sock.set_nodelay(true)?;
+    set_dead_peer_timeout(&sock, opts.dead_peer_timeout)?;
     dial::run(sock, init, opts.tap.clone())
 }
 
@@ -187,6 +189,7 @@ impl MpaListener {
             mut resp,
             received,
         } = self.backlog.pop()?;
+        set_dead_peer_timeout(&sock, opts.dead_peer_timeout)?;
         if let Some(t) = tap {
             t.record_received(&received);
         }
@@ -228,8 +231,8 @@ impl MpaListener {
         let mut c = MpaConnection::new(sock, conn, opts, leftover)?;
         // The RTR is zero-length (Write) or lands in our own QN 1 buffer (Read):
         // no ULP region is touched, so an empty table serves until it is absorbed.
-        let mut scratch = MemoryTable::new();
-        c.wait_established(&mut scratch, deadline)?;
+        let scratch = MemoryTable::new();
+        c.wait_established(&scratch, deadline)?;
         Ok(c)
     }
 }

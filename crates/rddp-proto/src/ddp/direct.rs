@@ -13,7 +13,7 @@
 use super::*;
 use rddp_wire::ddp::TAGGED_HDR_LEN;
 
-/// Where a tagged payload goes: `mem.region_mut(stag)` data octets
+/// Where a tagged payload goes: `mem.region(stag)` data octets
 /// `offset..offset + len`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DirectTarget {
@@ -28,7 +28,7 @@ impl DdpSink {
     /// zero-length segment (nothing to place, nothing checked, seed 000).
     pub fn direct_target(
         &self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         seq: SenderSeq,
         hdr: &[u8],
         len: usize,

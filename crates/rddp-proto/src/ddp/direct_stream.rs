@@ -28,7 +28,7 @@ impl DdpStream {
     /// erroneous, like `on_segment`.
     pub fn direct_target(
         &mut self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         seq: SenderSeq,
         hdr: &[u8],
         len: usize,

@@ -13,6 +13,7 @@
 mod endpoint;
 mod error;
 mod order;
+mod payload;
 mod pool;
 mod recv_queue;
 mod sink;
@@ -21,6 +22,7 @@ mod stream;
 
 pub use endpoint::SegmentEndpoint;
 pub use error::{DdpError, SourceError, StreamError};
+pub use payload::{Payload, count_lease_copy, lease_copied_octets};
 pub use pool::{
     BufferOrdering, BufferPool, PoolConfig, PoolError, PoolEvent, PoolId, PoolStats, PoolStrategy,
 };

@@ -12,7 +12,7 @@ use super::pool::BufferPool;
 use super::recv_queue::{PostRefused, RecvBuffer, RecvModel, UntaggedQueue};
 use super::{DdpConfig, SenderSeq};
 use crate::cq::{CqError, CqLedger};
-use crate::mem::{Access, AccessFault, MemoryTable, PdId, Region, Stag, StreamId};
+use crate::mem::{Access, AccessFault, MemoryTable, PdId, RegionRef, Stag, StreamId};
 use rddp_wire::ddp::{DDP_VERSION, TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
 use rddp_wire::{DdpControl, DdpHeader, TaggedHeader, TerminateCode, UntaggedHeader};
 use std::collections::VecDeque;
@@ -264,7 +264,7 @@ impl DdpSink {
     /// check passes; on error the caller must treat the stream as erroneous.
     pub fn on_segment(
         &mut self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         seq: SenderSeq,
         seg: &[u8],
     ) -> Result<(), DdpError> {
@@ -298,7 +298,7 @@ impl DdpSink {
     /// Tagged checks of spec §2.10 step 5, then placement.
     fn place_tagged(
         &self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         h: &TaggedHeader,
         payload: &[u8],
         seg_len: usize,
@@ -332,14 +332,14 @@ impl DdpSink {
 
     /// The region a tagged segment of `len` payload octets may be placed into,
     /// after the checks of spec §2.10 step 5, each failure mapped to its code.
-    pub(super) fn tagged_region<'m>(
+    pub(super) fn tagged_region(
         &self,
-        mem: &'m mut MemoryTable,
+        mem: &MemoryTable,
         h: &TaggedHeader,
         len: usize,
         seg_len: usize,
-    ) -> Result<&'m mut Region, DdpError> {
-        mem.remote_region_mut(
+    ) -> Result<RegionRef, DdpError> {
+        mem.remote_region(
             Stag(h.stag),
             self.pd,
             self.stream,

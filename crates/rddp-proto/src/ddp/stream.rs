@@ -7,6 +7,7 @@
 //! * Graceful teardown ([`DdpStream::close`]) lets queued messages finish and fails
 //!   later requests; abortive teardown (ULP request, LLP loss, bad header) discards.
 
+use super::Payload;
 use super::error::{DdpError, SourceError, StreamError};
 use super::pool::BufferPool;
 use super::recv_queue::RecvBuffer;
@@ -104,10 +105,12 @@ impl DdpStream {
         rsvd_ulp: u8,
         stag: u32,
         to: u64,
-        payload: Bytes,
+        payload: impl Into<Payload>,
     ) -> Result<(), StreamError> {
         self.may_submit()?;
-        Ok(self.source.submit_tagged(rsvd_ulp, stag, to, payload)?)
+        Ok(self
+            .source
+            .submit_tagged(rsvd_ulp, stag, to, payload.into())?)
     }
 
     /// Returns the MSN the message takes on `qn`.
@@ -115,10 +118,10 @@ impl DdpStream {
         &mut self,
         qn: u32,
         rsvd_ulp: [u8; 5],
-        payload: Bytes,
+        payload: impl Into<Payload>,
     ) -> Result<u32, StreamError> {
         self.may_submit()?;
-        Ok(self.source.submit_untagged(qn, rsvd_ulp, payload)?)
+        Ok(self.source.submit_untagged(qn, rsvd_ulp, payload.into())?)
     }
 
     /// Next segment for the LLP. Also drains during graceful teardown; nothing more
@@ -149,6 +152,7 @@ impl DdpStream {
         rsvd_ulp: [u8; 5],
         payload: Bytes,
     ) -> Result<(), StreamError> {
+        let payload = Payload::from(payload);
         if self.state == StreamState::Closed {
             return Err(StreamError::Closed);
         }
@@ -208,7 +212,7 @@ impl DdpStream {
     /// every later segment is refused unplaced.
     pub fn on_segment(
         &mut self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         seq: SenderSeq,
         seg: &[u8],
     ) -> Result<(), StreamError> {

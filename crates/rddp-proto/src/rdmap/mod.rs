@@ -51,11 +51,20 @@ impl Default for RdmapConfig {
 /// A DDP message handed to DDP, awaiting its L=1 segment's departure.
 #[derive(Debug)]
 enum TxTrack {
-    Send { wr_id: u64, len: u32 },
-    Write { wr_id: u64, len: u32 },
+    Send {
+        wr_id: u64,
+        len: u32,
+    },
+    Write {
+        wr_id: u64,
+        len: u32,
+    },
     ReadRequest,
     ReadResponse,
     Terminate,
+    /// Flushed while its last segment was on its way to the LLP: nothing more to do
+    /// when [`RdmapStream::segment_sent`] reaches it.
+    Flushed,
 }
 
 /// One of our RDMA Reads whose response has not been delivered.
@@ -78,6 +87,10 @@ pub struct RdmapStream {
     sq: VecDeque<WorkRequest>,
     /// Messages given to DDP, in order, until their last segment leaves.
     tx: VecDeque<TxTrack>,
+    /// With [`Self::complete_when_sent`]: messages whose last segment was polled,
+    /// in order, until the LLP reports it written ([`Self::segment_sent`]).
+    unsent: VecDeque<TxTrack>,
+    complete_when_sent: bool,
     /// Our Reads in flight (at most ORD), oldest first.
     orq: VecDeque<OutRead>,
     /// Peer Reads accepted whose Read Response has not fully left (at most IRD).
@@ -122,6 +135,8 @@ impl RdmapStream {
             cfg,
             sq: VecDeque::new(),
             tx: VecDeque::new(),
+            unsent: VecDeque::new(),
+            complete_when_sent: false,
             orq: VecDeque::new(),
             irq_active: 0,
             completions: VecDeque::new(),
@@ -172,6 +187,38 @@ impl RdmapStream {
     pub fn read_response_sent(&mut self) {
         if self.hold_ird_until_sent {
             self.irq_active = self.irq_active.saturating_sub(1);
+        }
+    }
+
+    /// For an LLP whose writer runs behind [`Self::poll_segment`]: a Send or Write
+    /// completes (and our Terminate counts as sent) only when the writer reports
+    /// its last segment accepted by the LLP ([`Self::segment_sent`]), not when it
+    /// is polled (issue 11: completion when the last octet left).
+    pub fn complete_when_sent(&mut self) {
+        self.complete_when_sent = true;
+    }
+
+    /// The LLP accepted a segment polled from [`Self::poll_segment`] (in polling
+    /// order) whole; `last` is its L flag. Completes the Send or Write it ends.
+    pub fn segment_sent(&mut self, last: bool) {
+        if !self.complete_when_sent || !last {
+            return;
+        }
+        match self.unsent.pop_front() {
+            Some(TxTrack::Send { wr_id, len }) => self.completions.push_back(Completion::new(
+                wr_id,
+                WcOpcode::Send,
+                WcStatus::Success,
+                len,
+            )),
+            Some(TxTrack::Write { wr_id, len }) => self.completions.push_back(Completion::new(
+                wr_id,
+                WcOpcode::RdmaWrite,
+                WcStatus::Success,
+                len,
+            )),
+            Some(TxTrack::Terminate) => self.terminate_sent = true,
+            Some(TxTrack::ReadRequest | TxTrack::ReadResponse | TxTrack::Flushed) | None => {}
         }
     }
 
@@ -314,6 +361,20 @@ impl RdmapStream {
     /// Flush what was handed to DDP but not finished: unsent Sends and Writes, and
     /// Reads awaiting their response.
     fn flush_in_flight(&mut self) {
+        // Polled but not yet reported written: flushed now, the place kept so that
+        // later `segment_sent` calls still match their segments. Oldest first.
+        for t in self.unsent.iter_mut() {
+            let flushed = match t {
+                TxTrack::Send { wr_id, .. } => Some((*wr_id, WcOpcode::Send)),
+                TxTrack::Write { wr_id, .. } => Some((*wr_id, WcOpcode::RdmaWrite)),
+                _ => None,
+            };
+            if let Some((wr_id, op)) = flushed {
+                self.completions
+                    .push_back(Completion::new(wr_id, op, WcStatus::Flushed, 0));
+                *t = TxTrack::Flushed;
+            }
+        }
         for t in std::mem::take(&mut self.tx) {
             match t {
                 TxTrack::Send { wr_id, .. } => {
@@ -332,7 +393,10 @@ impl RdmapStream {
                         0,
                     ));
                 }
-                TxTrack::ReadRequest | TxTrack::ReadResponse | TxTrack::Terminate => {}
+                TxTrack::ReadRequest
+                | TxTrack::ReadResponse
+                | TxTrack::Terminate
+                | TxTrack::Flushed => {}
             }
         }
         for r in std::mem::take(&mut self.orq) {

@@ -3,8 +3,9 @@
 
 use super::terminate::{from_ddp_error, with_header};
 use super::{AsyncEvent, Completion, INTERNAL_WR_ID, RdmapStream, WcOpcode, WcStatus};
+use crate::ddp::Payload;
 use crate::ddp::{Delivery, RecvBuffer, SenderSeq, StreamError, StreamEvent};
-use crate::mem::{AccessFault, MemoryTable, Stag};
+use crate::mem::{Access, AccessFault, MemoryTable, Stag};
 use bytes::Bytes;
 use rddp_wire::ddp::DDP_VERSION;
 use rddp_wire::rdmap::{RDMAP_VERSION, qn};
@@ -32,7 +33,7 @@ impl RdmapStream {
     /// the segment was accepted.
     pub fn on_segment(
         &mut self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         seq: SenderSeq,
         seg: &[u8],
     ) -> Result<(), StreamError> {
@@ -282,7 +283,7 @@ impl RdmapStream {
         }
     }
 
-    fn on_delivery(&mut self, mem: &mut MemoryTable, d: Delivery) {
+    fn on_delivery(&mut self, mem: &MemoryTable, d: Delivery) {
         match d {
             Delivery::Tagged {
                 rsvd_ulp,
@@ -346,13 +347,7 @@ impl RdmapStream {
         }
     }
 
-    fn on_send(
-        &mut self,
-        mem: &mut MemoryTable,
-        hdr: UntaggedHeader,
-        len: u32,
-        buffer: RecvBuffer,
-    ) {
+    fn on_send(&mut self, mem: &MemoryTable, hdr: UntaggedHeader, len: u32, buffer: RecvBuffer) {
         let op = RdmapControl(hdr.rsvd_ulp[0]).opcode();
         let mut c = Completion::new(buffer.id, WcOpcode::Recv, WcStatus::Success, len);
         c.qn_msn = Some((hdr.qn, hdr.msn));
@@ -396,7 +391,7 @@ impl RdmapStream {
     }
 
     /// Serve a Read Request in arrival order, within IRD (spec §3.4, §3.7).
-    fn on_read_request(&mut self, mem: &mut MemoryTable, hdr: UntaggedHeader, buffer: RecvBuffer) {
+    fn on_read_request(&mut self, mem: &MemoryTable, hdr: UntaggedHeader, buffer: RecvBuffer) {
         let rr = ReadRequestHeader::parse(&buffer.data).ok();
         // Give the internal buffer back to the Read Request queue.
         let _ = self.ddp.post_recv(qn::READ_REQUEST, buffer);
@@ -444,17 +439,26 @@ impl RdmapStream {
             self.respond_read(hdr, rr, Bytes::new());
             return;
         }
-        let src = mem.read_remote(
+        let src = mem.remote_region(
             Stag(rr.src_stag),
             self.ddp.pd(),
             self.ddp.id(),
+            Access::REMOTE_READ,
             rr.src_to,
-            rr.size as usize,
+            u64::from(rr.size),
         );
         match src {
-            Ok(data) => {
-                let data = Bytes::copy_from_slice(data);
-                self.respond_read(hdr, rr, data);
+            Ok(region) => {
+                // The response leases the source range: the LLP reads it from the
+                // region when it writes, no copy here.
+                let offset = (rr.src_to - region.base_to()) as usize;
+                let len = rr.size as usize;
+                let lease = Payload::Region {
+                    region,
+                    offset,
+                    len,
+                };
+                self.respond_read(hdr, rr, lease);
             }
             Err(f) => {
                 let code = match f {

@@ -3,7 +3,7 @@
 
 use super::terminate::with_header;
 use super::{Completion, OutRead, RdmapStream, TxTrack, WcOpcode, WcStatus, WorkRequest};
-use crate::ddp::OutSegment;
+use crate::ddp::{OutSegment, Payload};
 use crate::mem::{Access, MemoryTable, Stag};
 use bytes::Bytes;
 use rddp_wire::ddp::UNTAGGED_HDR_LEN;
@@ -197,7 +197,12 @@ impl RdmapStream {
     /// no message may enter the stream) the peer's Read would wait forever: the
     /// stream ends with 0/2/0x07, catastrophic error localized to the RDMAP
     /// stream, and the Read Request header (RFC 5040 §4.8, M=D=R=1).
-    pub(super) fn respond_read(&mut self, hdr: UntaggedHeader, rr: ReadRequestHeader, data: Bytes) {
+    pub(super) fn respond_read(
+        &mut self,
+        hdr: UntaggedHeader,
+        rr: ReadRequestHeader,
+        data: impl Into<Payload>,
+    ) {
         let ctrl = RdmapControl::new(Opcode::READ_RESPONSE).0;
         match self.ddp.send_tagged(ctrl, rr.sink_stag, rr.sink_to, data) {
             Ok(()) => {
@@ -220,11 +225,25 @@ impl RdmapStream {
     }
 
     /// The next segment for the LLP. When a message's last segment leaves, a Send or
-    /// Write completes and a Read Response frees its IRD slot.
+    /// Write completes (with [`Self::complete_when_sent`]: when the LLP reports it
+    /// written) and a Read Response frees its IRD slot.
     pub fn poll_segment(&mut self) -> Option<OutSegment> {
         let seg = self.ddp.poll_segment()?;
         if seg.header.last() {
-            match self.tx.pop_front() {
+            let track = self.tx.pop_front();
+            if let Some(TxTrack::ReadResponse) = track
+                && !self.hold_ird_until_sent
+            {
+                self.irq_active = self.irq_active.saturating_sub(1);
+            }
+            if self.complete_when_sent {
+                // Sends, Writes and our Terminate wait for `segment_sent`.
+                if let Some(t) = track {
+                    self.unsent.push_back(t);
+                }
+                return Some(seg);
+            }
+            match track {
                 Some(TxTrack::Send { wr_id, len }) => {
                     self.completions.push_back(Completion::new(
                         wr_id,
@@ -241,12 +260,8 @@ impl RdmapStream {
                         len,
                     ));
                 }
-                Some(TxTrack::ReadResponse) if !self.hold_ird_until_sent => {
-                    self.irq_active = self.irq_active.saturating_sub(1)
-                }
-                Some(TxTrack::ReadResponse) => {}
                 Some(TxTrack::Terminate) => self.terminate_sent = true,
-                Some(TxTrack::ReadRequest) | None => {}
+                Some(TxTrack::ReadResponse | TxTrack::ReadRequest | TxTrack::Flushed) | None => {}
             }
         }
         Some(seg)

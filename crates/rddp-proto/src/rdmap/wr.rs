@@ -1,6 +1,6 @@
 //! Work requests in, completions and asynchronous events out (the verbs vocabulary).
 
-use bytes::Bytes;
+use crate::ddp::Payload;
 use rddp_wire::{ReceivedTerminate, Terminate, TerminateCode};
 
 /// A local request on a stream's send side.
@@ -9,7 +9,8 @@ pub enum WorkRequest {
     /// Send (RFC 5040 §5.3), optionally with Solicited Event and/or Invalidate STag.
     Send {
         wr_id: u64,
-        payload: Bytes,
+        /// Owned octets or a lease on a region (read when the LLP writes it).
+        payload: Payload,
         solicited: bool,
         invalidate: Option<u32>,
         fence: bool,
@@ -17,7 +18,7 @@ pub enum WorkRequest {
     /// RDMA Write of `payload` to the peer's (`remote_stag`, `remote_to`).
     Write {
         wr_id: u64,
-        payload: Bytes,
+        payload: Payload,
         remote_stag: u32,
         remote_to: u64,
         fence: bool,

@@ -64,7 +64,7 @@ impl Host {
     /// Hand up `seg` at sender position `seq` (an out-of-order LLP); true if it
     /// was accepted.
     pub fn feed_at(&mut self, seq: u64, seg: &[u8]) -> bool {
-        self.s.on_segment(&mut self.mem, seq, seg).is_ok()
+        self.s.on_segment(&self.mem, seq, seg).is_ok()
     }
 
     pub fn completions(&mut self) -> Vec<Completion> {

@@ -165,7 +165,7 @@ impl SctpConnection {
 
     /// Receive one message or notification (waiting up to `timeout`) and feed it to
     /// the adaptation. Returns false on timeout.
-    pub fn poll(&mut self, mem: &mut MemoryTable, timeout: Duration) -> Result<bool, DriverError> {
+    pub fn poll(&mut self, mem: &MemoryTable, timeout: Duration) -> Result<bool, DriverError> {
         if self.closed {
             return Err(DriverError::Closed);
         }
@@ -216,7 +216,7 @@ impl SctpConnection {
     /// Flush and poll until `done` holds or `timeout` passes.
     pub fn run_until(
         &mut self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         timeout: Duration,
         mut done: impl FnMut(&mut Self) -> bool,
     ) -> Result<(), DriverError> {

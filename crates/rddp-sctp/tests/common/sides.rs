@@ -1,5 +1,6 @@
 //! Two sans-IO adaptation layers joined by chunk queues the test controls.
 
+use rddp_proto::ddp::RecvBuffer;
 use rddp_proto::mem::{Access, MemoryTable, PdId, Stag, StagScope, StreamId};
 use rddp_sctp::{Adaptation, CloseReason, Config, Event, OutChunk, SessionState};
 use rddp_wire::sctp::SessionControl;
@@ -29,9 +30,7 @@ pub fn drain(s: &mut Side) -> Vec<OutChunk> {
 
 pub fn feed(to: &mut Side, chunks: &[OutChunk]) {
     for c in chunks {
-        to.ad
-            .on_chunk(&mut to.mem, c.sid, c.ppid, &c.payload)
-            .unwrap();
+        to.ad.on_chunk(&to.mem, c.sid, c.ppid, &c.payload).unwrap();
     }
 }
 
@@ -72,6 +71,20 @@ pub fn open(a: &mut Side, b: &mut Side, sid: u16) {
     }));
     assert_eq!(a.ad.session_state(sid), Some(SessionState::Established));
     assert_eq!(b.ad.session_state(sid), Some(SessionState::Established));
+}
+
+/// Post one 16-octet receive buffer (wr 0, buffer 1) on the stream of `sid`.
+pub fn post_recv16(s: &mut Side, sid: u16) {
+    s.ad.stream(sid)
+        .unwrap()
+        .post_recv(
+            0,
+            RecvBuffer {
+                id: 1,
+                data: vec![0; 16],
+            },
+        )
+        .unwrap();
 }
 
 pub fn register(s: &mut Side, len: usize) -> Stag {

@@ -16,15 +16,15 @@
 use super::{Connection, Inbound, LlpInfo, SegmentReader, SegmentWriter};
 use crate::error::Error;
 use crate::qp::{PreparedQueuePair, QueuePair};
-use rddp_mpa::fpdu::{Receiver, build_fpdu, terminate_for_wire};
+use rddp_mpa::fpdu::{Receiver, build_fpdu, layout_fpdu, terminate_for_wire};
 use rddp_mpa::pcap::{PcapFile, Tap, TcpEndpoint};
-use rddp_mpa::tcp::{effective_mss, write_fpdu};
+use rddp_mpa::tcp::{effective_mss, layout_rest, try_write_layout, write_fpdu};
 use rddp_mpa::{MpaError, MpaOptions, Negotiated, PeerRequest, Role, Rtr};
-use rddp_proto::ddp::OutSegment;
+use rddp_proto::ddp::{OutSegment, Payload, count_lease_copy};
 use rddp_wire::ddp::{TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
 use rddp_wire::{FpduEncoder, Opcode, RdmapControl, TaggedHeader, TerminateCode, mulpdu};
 use std::collections::VecDeque;
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::ops::ControlFlow;
 use std::sync::{Arc, Condvar, Mutex};
@@ -391,13 +391,31 @@ impl SegmentWriter for MpaWriter {
         }
         let mut hdr = [0u8; UNTAGGED_HDR_LEN];
         let n = seg.header.emit(&mut hdr).map_err(io::Error::other)?;
-        let f = build_fpdu(&mut self.enc, &hdr[..n], seg.payload.clone());
-        // Recorded before it leaves: an answer recorded by a peer in this
-        // process must come after it in the file.
-        if let Some(w) = &self.wire {
-            w.sent(&f.to_vec());
+        if self.wire.is_some() || !matches!(seg.payload, Payload::Region { .. }) {
+            // Owned octets, or a capture (which records a copy anyway).
+            let f = build_fpdu(&mut self.enc, &hdr[..n], seg.payload.to_bytes());
+            // Recorded before it leaves: an answer recorded by a peer in this
+            // process must come after it in the file.
+            if let Some(w) = &self.wire {
+                w.sent(&f.to_vec());
+            }
+            return write_fpdu(&mut self.sock, &f, None, self.role);
         }
-        write_fpdu(&mut self.sock, &f, None, self.role)
+        // A region lease: the CRC is computed and the FPDU written straight from
+        // the locked region, without waiting on the socket. Whatever the socket
+        // does not take at once is copied (counted) and written after the
+        // region's lock is let go, so a slow peer never holds the region.
+        let (enc, sock) = (&mut self.enc, &self.sock);
+        let rest = seg.payload.with(|p| {
+            let layout = layout_fpdu(enc, &hdr[..n], p);
+            let done = try_write_layout(sock, &layout, p)?;
+            Ok::<_, io::Error>((done < layout.len()).then(|| layout_rest(&layout, p, done)))
+        })?;
+        if let Some((rest, of_payload)) = rest {
+            count_lease_copy(of_payload);
+            self.sock.write_all(&rest)?;
+        }
+        Ok(())
     }
 
     fn close(&mut self, abortive: bool) {

@@ -100,7 +100,7 @@ struct RelayEndpoint(Arc<Relay>);
 impl SegmentEndpoint for RelayEndpoint {
     fn on_segment(
         &mut self,
-        _mem: &mut MemoryTable,
+        _mem: &MemoryTable,
         seq: SenderSeq,
         seg: &[u8],
     ) -> Result<(), StreamError> {
@@ -238,9 +238,9 @@ pub fn connect(
     conn.adaptation()
         .initiate_relay(SID, Box::new(RelayEndpoint(relay.clone())), private_data)
         .map_err(io::Error::other)?;
-    let mut scratch = MemoryTable::new();
+    let scratch = MemoryTable::new();
     let mut answer = None;
-    conn.run_until(&mut scratch, opts.setup_timeout, |c| {
+    conn.run_until(&scratch, opts.setup_timeout, |c| {
         while let Some(e) = c.poll_event() {
             match e {
                 Event::Accepted { private_data, .. } => answer = Some(Ok(private_data)),
@@ -443,7 +443,7 @@ impl Association {
 /// The passive association's thread: the ULP's accepts and rejects in, session
 /// requests out, each accepted session relayed to its queue pair.
 fn drive_association(mut conn: SctpConnection, shared: &AssocShared) {
-    let mut scratch = MemoryTable::new();
+    let scratch = MemoryTable::new();
     let mut relays: Vec<(u16, Arc<Relay>, bool)> = Vec::new();
     loop {
         let cmds: Vec<Cmd> = {
@@ -497,7 +497,7 @@ fn drive_association(mut conn: SctpConnection, shared: &AssocShared) {
         } else {
             Duration::from_millis(2)
         };
-        let ok = conn.flush().is_ok() && conn.poll(&mut scratch, wait).is_ok();
+        let ok = conn.flush().is_ok() && conn.poll(&scratch, wait).is_ok();
         while let Some(e) = conn.poll_event() {
             match e {
                 Event::InitiateRequest { sid, private_data } => {
@@ -584,7 +584,7 @@ fn connection(
 
 /// The association's thread: segments out, chunks in, close when asked.
 fn drive(mut conn: SctpConnection, relay: &Relay) {
-    let mut scratch = MemoryTable::new();
+    let scratch = MemoryTable::new();
     let mut terminated = false;
     loop {
         let close = relay.lock().close;
@@ -592,7 +592,7 @@ fn drive(mut conn: SctpConnection, relay: &Relay) {
             Some(false) => {
                 // Abortive close: what the queue pair already handed over (its
                 // Terminate, say) still leaves, briefly, then the association ends.
-                linger(&mut conn, relay, &mut scratch);
+                linger(&mut conn, relay, &scratch);
                 let _ = conn.shutdown();
                 relay.lose();
                 return;
@@ -618,7 +618,7 @@ fn drive(mut conn: SctpConnection, relay: &Relay) {
         } else {
             Duration::from_millis(2)
         };
-        if conn.poll(&mut scratch, wait).is_err() {
+        if conn.poll(&scratch, wait).is_err() {
             relay.lose();
             return;
         }
@@ -626,7 +626,7 @@ fn drive(mut conn: SctpConnection, relay: &Relay) {
             if let Event::Closed { sid, reason } = e {
                 tracing::info!("SCTP: session on stream {sid} closed: {reason:?}");
                 relay.push(Inbound::Closed);
-                linger(&mut conn, relay, &mut scratch);
+                linger(&mut conn, relay, &scratch);
                 let _ = conn.shutdown();
                 return;
             }
@@ -635,7 +635,7 @@ fn drive(mut conn: SctpConnection, relay: &Relay) {
 }
 
 /// Hand what is queued to SCTP, for at most 2 s (SHUTDOWN then delivers it).
-fn linger(conn: &mut SctpConnection, relay: &Relay, scratch: &mut MemoryTable) {
+fn linger(conn: &mut SctpConnection, relay: &Relay, scratch: &MemoryTable) {
     let deadline = Instant::now() + Duration::from_secs(2);
     while Instant::now() < deadline {
         match conn.flush() {

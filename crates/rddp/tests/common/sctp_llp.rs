@@ -38,7 +38,7 @@ const STALL_BELOW: usize = 8 << 20;
 /// back for half a second (None: it sent everything), and keeps the association
 /// up until `done`.
 pub fn flood(mut c: SctpConnection, stalled: Sender<Option<usize>>, done: Receiver<()>) {
-    let mut mem = MemoryTable::new();
+    let mem = MemoryTable::new();
     let msg = 1 << 20;
     for i in 0..FLOOD / msg {
         c.stream(0)
@@ -62,7 +62,7 @@ pub fn flood(mut c: SctpConnection, stalled: Sender<Option<usize>>, done: Receiv
             told = true;
             stalled.send(Some(sent * per)).unwrap();
         }
-        c.poll(&mut mem, Duration::from_millis(1)).unwrap();
+        c.poll(&mem, Duration::from_millis(1)).unwrap();
     }
     if !told {
         stalled.send(None).unwrap();

@@ -212,6 +212,7 @@ fn run_test(
                     test.qp
                         .post_send(posted, buf, 0, u64::from(size), SendFlags::default())
                 }
+                Op::Mixed => return Err("--perftest takes --op write, read or send".into()),
             };
             r.map_err(|e| format!("post: {e}"))?;
             posted += 1;

@@ -6,6 +6,7 @@ use super::dest::DEST_LEN;
 use rddp::transport::Connection;
 use rddp::{AsyncEvent, CompletionQueue, ProtectionDomain, QueuePair, QueuePairBuilder};
 use rddp::{SendFlags, WcOpcode, WcStatus, WorkCompletion};
+use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
 /// Completions of a queue pair, with Terminates and closes turned into errors.
@@ -72,6 +73,9 @@ pub struct Ctrl {
     w: Waiter,
     client: bool,
     timeout: Duration,
+    /// The peer's answer when its receive completed before our Send did (a Send
+    /// completes once the socket took its last octet, which may come later).
+    early: RefCell<Option<WorkCompletion>>,
 }
 
 impl Ctrl {
@@ -93,6 +97,7 @@ impl Ctrl {
             },
             client,
             timeout: Duration::from_secs(60),
+            early: RefCell::new(None),
         })
     }
 
@@ -106,17 +111,28 @@ impl Ctrl {
             .qp
             .post_send_inline(5, data, SendFlags::default())
             .map_err(|e| e.to_string())?;
-        match self.w.next(self.timeout)? {
-            wc if wc.opcode == WcOpcode::Send => Ok(()),
-            wc => Err(format!(
-                "control: a {:?} completion before our Send's",
-                wc.opcode
-            )),
+        loop {
+            match self.w.next(self.timeout)? {
+                wc if wc.opcode == WcOpcode::Send => return Ok(()),
+                wc if wc.opcode == WcOpcode::Recv && self.early.borrow().is_none() => {
+                    *self.early.borrow_mut() = Some(wc);
+                }
+                wc => {
+                    return Err(format!(
+                        "control: a {:?} completion before our Send's",
+                        wc.opcode
+                    ));
+                }
+            }
         }
     }
 
     fn recv(&self) -> Result<Vec<u8>, String> {
-        let wc = self.w.next(self.timeout)?;
+        let early = self.early.borrow_mut().take();
+        let wc = match early {
+            Some(wc) => wc,
+            None => self.w.next(self.timeout)?,
+        };
         if wc.opcode != WcOpcode::Recv {
             return Err(format!(
                 "control: a {:?} completion instead of a receive",

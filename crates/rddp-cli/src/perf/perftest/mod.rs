@@ -80,5 +80,7 @@ pub fn test_name(op: Op) -> &'static str {
         Op::Write => "RDMA_Write BW Test",
         Op::Read => "RDMA_Read BW Test",
         Op::Send => "Send BW Test",
+        // Refused before a perftest run starts (perf/mod.rs).
+        Op::Mixed => "Mixed BW Test",
     }
 }
