@@ -53,12 +53,24 @@ impl Proxy {
         }
     }
 
-    /// What was corrupted (or why nothing was), once both directions ended.
+    /// What was corrupted (or why nothing was), once both directions ended or
+    /// after 5 s (a proxy nobody connected to is left waiting, not joined).
     pub fn report(mut self) -> String {
         if let Some(t) = self.thread.take() {
-            let _ = t.join();
+            for _ in 0..100 {
+                if t.is_finished() {
+                    let _ = t.join();
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
         }
-        self.log.lock().unwrap().clone()
+        let log = self.log.lock().unwrap().clone();
+        if log.is_empty() {
+            "nothing flipped".into()
+        } else {
+            log
+        }
     }
 }
 
