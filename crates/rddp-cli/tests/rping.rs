@@ -201,3 +201,27 @@ fn markers_work_between_rddp_ends() {
     assert_eq!(code, Some(0), "{out}\n{err}");
     assert!(err.contains("Markers rx on tx on"), "{err}");
 }
+
+#[test]
+fn pcap_of_an_rping_client_decodes_in_tshark_with_good_crcs() {
+    if !common::pcap::tshark_present() {
+        return;
+    }
+    let file = std::env::temp_dir().join(format!("rddp-rping-{}.pcap", std::process::id()));
+    let f = file.to_str().unwrap().to_string();
+    let s = Server::start(&["-S", "100", "--crc"]);
+    let (code, out, err) = client(
+        s.port,
+        &["-C", "3", "-S", "100", "-V", "--crc", "--pcap", &f],
+    );
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    let _ = s.finish();
+    let ops = common::pcap::check_mpa_capture(&file);
+    let names: Vec<&str> = ops.iter().map(|(_, o)| o.as_str()).collect();
+    // rping: advertisement Sends, the server's RDMA Read of the start buffer and
+    // its RDMA Write into the sink.
+    for want in ["0x00", "0x01", "0x02", "0x03"] {
+        assert!(names.contains(&want), "no opcode {want} in {names:?}");
+    }
+    let _ = std::fs::remove_file(&file);
+}

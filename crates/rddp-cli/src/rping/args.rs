@@ -93,6 +93,8 @@ pub struct RpingArgs {
     /// accepts Write or Read RTRs, Write preferred, as siw).
     #[arg(long, value_enum, default_value = "none")]
     pub p2p: P2p,
+    #[command(flatten)]
+    pub capture: crate::observe::CaptureArgs,
     /// Inject a protocol fault (interop tests of the peer's Terminate handling).
     #[arg(long, value_enum)]
     pub fault: Option<Fault>,

@@ -39,6 +39,7 @@ pub fn report_mpa(who: &str, c: &rddp::transport::Connection) {
 /// Run `rddp rping ...`.
 pub fn run(a: &RpingArgs) -> Result<(), String> {
     a.check()?;
+    let _cap = a.capture.start()?;
     if a.server {
         server::run(a)
     } else {

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod client;
+pub mod pcap;
 pub mod raw_peer;
 
 use raw_peer::RawPeer;
