@@ -163,6 +163,16 @@ impl ReceivedTerminate {
     }
 
     /// A sentence on how the body was read, unless it was a plain RFC Terminate.
+    /// What the peer meant, in words for an error message: the decoded code (or
+    /// that it could not be decoded) and the layout note, if any.
+    pub fn summary(&self) -> String {
+        let what = self
+            .code()
+            .map_or_else(|| "that could not be decoded".into(), |c| c.to_string());
+        let note = self.note().map(|n| format!(" [{n}]")).unwrap_or_default();
+        format!("{what}{note}")
+    }
+
     pub fn note(&self) -> Option<String> {
         let word = self
             .control_word

@@ -185,15 +185,9 @@ impl End {
                     return Err(Stop::Failed(format!("sent Terminate {code}: {detail}")));
                 }
                 AsyncEvent::TerminateReceived { received, .. } => {
-                    let what = received
-                        .code()
-                        .map_or_else(|| "that could not be decoded".into(), |c| c.to_string());
-                    let note = received
-                        .note()
-                        .map(|n| format!(" [{n}]"))
-                        .unwrap_or_default();
                     return Err(Stop::Failed(format!(
-                        "the peer sent Terminate {what}{note}"
+                        "the peer sent Terminate {}",
+                        received.summary()
                     )));
                 }
                 AsyncEvent::Closed { graceful } => {

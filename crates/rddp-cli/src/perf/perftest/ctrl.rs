@@ -55,14 +55,11 @@ impl Waiter {
                 format!("{}: sent Terminate {code}: {detail}", self.what)
             }
             AsyncEvent::TerminateReceived { received, .. } => {
-                let what = received
-                    .code()
-                    .map_or_else(|| "that could not be decoded".into(), |c| c.to_string());
-                let note = received
-                    .note()
-                    .map(|n| format!(" [{n}]"))
-                    .unwrap_or_default();
-                format!("{}: the peer sent Terminate {what}{note}", self.what)
+                format!(
+                    "{}: the peer sent Terminate {}",
+                    self.what,
+                    received.summary()
+                )
             }
             AsyncEvent::Closed { .. } => format!("{}: the peer closed the connection", self.what),
         })
