@@ -33,9 +33,9 @@ pub enum Fault {
     /// Do not repost the receive after the first message; the peer's next Send
     /// draws our DDP untagged Terminate (1/2/0x02, no buffer).
     NoRecv,
-    /// Send the first message twice at once: rping keeps one receive posted, so
-    /// the second finds none and draws the peer's DDP untagged Terminate
-    /// (1/2/0x02, no buffer).
+    /// Send the first message 8 times in a burst: rping keeps one receive posted
+    /// and reposts it from a thread, so one of the extra copies finds none and
+    /// draws the peer's DDP untagged Terminate (1/2/0x02, no buffer).
     ExtraSend,
 }
 

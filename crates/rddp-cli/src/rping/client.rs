@@ -122,7 +122,9 @@ fn pings(
             .map_err(|e| Stop::Failed(e.to_string()))?;
         advertise(end, start, a.size, a.fault == Some(Fault::ReadStag))?;
         if ping == 0 && a.fault == Some(Fault::ExtraSend) {
-            advertise(end, start, a.size, false)?;
+            for _ in 1..super::server::BURST {
+                advertise(end, start, a.size, false)?;
+            }
         }
         go_ahead(
             a,

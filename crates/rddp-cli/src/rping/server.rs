@@ -114,8 +114,11 @@ fn wrong_if(a: &RpingArgs, f: Fault, stag: u32) -> u32 {
     }
 }
 
-fn go_ahead(end: &mut End, twice: bool) -> Result<(), Stop> {
-    for _ in 0..if twice { 2 } else { 1 } {
+/// Copies of the first message `--fault extra-send` sends.
+pub const BURST: usize = 8;
+
+fn go_ahead(end: &mut End, burst: bool) -> Result<(), Stop> {
+    for _ in 0..if burst { BURST } else { 1 } {
         end.qp
             .post_send_inline(1, &[0; INFO_LEN], SendFlags::default())
             .map_err(|e| Stop::Failed(format!("post send error: {e}")))?;
