@@ -22,6 +22,22 @@ pub struct ListenOpts {
     pub sctp_max_pending: usize,
     pub sctp_accept_delay: Duration,
     pub sctp_reject: bool,
+    /// MPA: how long a connection may take to send its Request (and, in
+    /// peer-to-peer mode, its RTR) before it is closed (spec §4.9).
+    pub setup_timeout: Duration,
+}
+
+impl Default for ListenOpts {
+    fn default() -> Self {
+        Self {
+            crc_required: false,
+            refuse_markers: false,
+            sctp_max_pending: 16,
+            sctp_accept_delay: Duration::ZERO,
+            sctp_reject: false,
+            setup_timeout: MpaOptions::default().request_timeout,
+        }
+    }
 }
 
 pub trait Listener: Send + Sync {
@@ -39,6 +55,7 @@ pub fn listen(t: Transport, addr: &str, opts: &ListenOpts) -> Result<Box<dyn Lis
                 // Required: our Reply sets C=1, which turns CRC on (RFC 5044: either
                 // side's C bit). Optional: the initiator's C bit decides.
                 crc: opts.crc_required,
+                request_timeout: opts.setup_timeout,
                 ..MpaOptions::default()
             };
             let inner = mpa::Listener::bind(addr, mpa).map_err(|e| listen_error(addr, &e))?;

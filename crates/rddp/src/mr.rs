@@ -153,6 +153,13 @@ impl MemoryRegion {
         Ok(())
     }
 
+    /// True if no octet outside the region's data was ever written: its memory
+    /// sits between guard octets (rddp-proto), which placement never touches
+    /// unless a validation rule failed to refuse a segment (RFC 5042 §5).
+    pub fn guards_intact(&self) -> bool {
+        self.region.guards_intact()
+    }
+
     /// Whether remote access by STag still works (false after invalidation).
     pub fn is_valid(&self) -> bool {
         self.region.is_valid()

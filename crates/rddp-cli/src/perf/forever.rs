@@ -26,24 +26,31 @@ pub fn server_main(a: &ServerArgs) -> Result<(), String> {
     let addr = a.listen.as_deref().ok_or("--listen ADDR is needed")?;
     let lopts = llp::ListenOpts {
         crc_required: a.link.crc == OnOff::On,
-        refuse_markers: false,
-        sctp_max_pending: 16,
-        sctp_accept_delay: std::time::Duration::ZERO,
-        sctp_reject: false,
+        ..llp::ListenOpts::default()
     };
     let l: Arc<dyn llp::Listener> = Arc::from(llp::listen(t, addr, &lopts)?);
     eprintln!(
         "rddp perf server: listening on {} (forever)",
         l.local_addr()
     );
-    let dev = Device::new();
     let sopts = ServerOpts {
         rx_depth: a.rx_depth as usize,
     };
+    serve(&l, &Device::new(), sopts, Arc::new(report));
+    Err("the listener stopped".into())
+}
+
+/// How a connection ended: its number and its summary or error.
+pub type Report = Arc<dyn Fn(u64, Result<ServerSummary, String>) + Send + Sync>;
+
+/// Serve perf connections from `l` until the listener stops, each on its own
+/// thread, `report` called as each ends (also `rddp target --perf-listen`).
+pub fn serve(l: &Arc<dyn llp::Listener>, dev: &Device, sopts: ServerOpts, report: Report) {
     let next = Arc::new(AtomicU64::new(0));
     let acceptors: Vec<_> = (0..ACCEPTORS)
         .map(|_| {
             let (l, dev, next) = (l.clone(), dev.clone(), next.clone());
+            let report = report.clone();
             std::thread::spawn(move || {
                 loop {
                     let conn = l.accept();
@@ -53,9 +60,10 @@ pub fn server_main(a: &ServerArgs) -> Result<(), String> {
                         .and_then(|ep| Server::new(ep, sopts));
                     match served {
                         Ok(s) => {
+                            let report = report.clone();
                             std::thread::spawn(move || report(i, s.run().into_result()));
                         }
-                        Err(e) => eprintln!("rddp perf server: connection {i}: {e}"),
+                        Err(e) => report(i, Err(e)),
                     }
                 }
             })
@@ -64,7 +72,6 @@ pub fn server_main(a: &ServerArgs) -> Result<(), String> {
     for t in acceptors {
         let _ = t.join();
     }
-    Err("the listener stopped".into())
 }
 
 /// One line per connection: its summary, or its error on stderr.

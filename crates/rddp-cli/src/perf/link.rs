@@ -70,10 +70,7 @@ pub fn establish(opts: &LinkOpts, role: Role) -> Result<Links, String> {
             let addr = opts.addr.as_deref().ok_or("the server needs --listen ADDR")?;
             let lopts = crate::llp::ListenOpts {
                 crc_required: opts.crc,
-                refuse_markers: false,
-                sctp_max_pending: 16,
-                sctp_accept_delay: std::time::Duration::ZERO,
-                sctp_reject: false,
+                ..crate::llp::ListenOpts::default()
             };
             let l = crate::llp::listen(llp_transport(t), addr, &lopts)?;
             eprintln!("rddp perf server: listening on {}", l.local_addr());

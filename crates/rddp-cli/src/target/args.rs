@@ -74,6 +74,22 @@ pub struct TargetArgs {
     pub sctp_accept_delay: u64,
     #[arg(long)]
     pub sctp_reject: bool,
+    /// MPA: seconds a connection may take to send its Request (and its RTR)
+    /// before it is closed (a `closed` event with `conn: null`).
+    #[arg(long, value_name = "SECS", default_value_t = 5.0,
+          value_parser = parse_timeout)]
+    pub setup_timeout: f64,
+    /// Also answer `rddp perf client` connections on this address, in this
+    /// process (MPA; its connections end as `perf` events).
+    #[arg(long, value_name = "ADDR")]
+    pub perf_listen: Option<String>,
     #[command(flatten)]
     pub capture: crate::observe::CaptureArgs,
+}
+
+fn parse_timeout(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 3600.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a timeout in seconds (0 < SECS <= 3600)")),
+    }
 }

@@ -123,6 +123,8 @@ fn run(
     let reason = serve_loop(id, &qp, &cq, &receives, args, ev);
     // The stream has closed: its receives are flushed and counted by now.
     let stats = crate::observe::stats_json(&qp.stats());
+    // Nothing was placed outside the buffer (its guard octets, RFC 5042 §5).
+    let guards_intact = buf.guards_intact();
     // Gone before it is reported: its resources are released by then.
     drop(buf);
     drop(qp);
@@ -138,7 +140,7 @@ fn run(
     }
     ev.emit(
         "closed",
-        json!({ "conn": id, "reason": reason, "stats": stats }),
+        json!({ "conn": id, "reason": reason, "guards_intact": guards_intact, "stats": stats }),
     );
     Ok(())
 }

@@ -32,9 +32,13 @@ pub fn run(args: TargetArgs) -> Result<(), String> {
         sctp_max_pending: args.sctp_max_pending,
         sctp_accept_delay: Duration::from_millis(args.sctp_accept_delay),
         sctp_reject: args.sctp_reject,
+        setup_timeout: Duration::from_secs_f64(args.setup_timeout),
     };
     let listener = llp::listen(args.transport.into(), &args.listen, &opts)?;
     ev.emit("listening", json!({ "addr": listener.local_addr() }));
+    if let Some(addr) = &args.perf_listen {
+        perf_listen(addr, &opts, ev.clone())?;
+    }
 
     let dev = Device::new();
     let quota = Quota {
@@ -96,6 +100,28 @@ pub fn run(args: TargetArgs) -> Result<(), String> {
         let _ = a.join();
     }
     Err("the listener stopped".into())
+}
+
+/// `--perf-listen`: a perf server in this process (the honest client of a
+/// hostile-load run shares the process, its event loop and its memory with
+/// every hostile connection); each connection's end is a `perf` event.
+fn perf_listen(addr: &str, opts: &llp::ListenOpts, ev: Arc<Events>) -> Result<(), String> {
+    let lopts = llp::ListenOpts {
+        crc_required: false,
+        ..opts.clone()
+    };
+    let l: Arc<dyn llp::Listener> = Arc::from(llp::listen(llp::Transport::Mpa, addr, &lopts)?);
+    ev.emit("perf_listening", json!({ "addr": l.local_addr() }));
+    let report: crate::perf::forever::Report = Arc::new(move |i, r| match r {
+        Ok(s) => ev.emit(
+            "perf",
+            json!({ "perf_conn": i, "sizes": s.sizes, "messages": s.messages, "corrupt": s.corrupt }),
+        ),
+        Err(e) => ev.emit("perf", json!({ "perf_conn": i, "error": e })),
+    });
+    let sopts = crate::perf::opts::ServerOpts { rx_depth: 512 };
+    std::thread::spawn(move || crate::perf::forever::serve(&l, &Device::new(), sopts, report));
+    Ok(())
 }
 
 /// Report the shared pool's asynchronous events (soft limit crossed, a stream whose
