@@ -12,6 +12,7 @@ macro_rules! say {
 }
 
 mod demo;
+mod hostile;
 mod limits;
 mod llp;
 mod observe;
@@ -55,6 +56,8 @@ enum Cmd {
     /// Measure bandwidth and latency like perftest (server and client).
     #[command(subcommand)]
     Perf(perf::PerfCmd),
+    /// Hostile MPA peers against `rddp target`: slowloris, slow octets, floods.
+    Hostile(hostile::HostileArgs),
     /// rdma-core's rping on the wire: interoperates with `rping` over siw.
     Rping(rping::RpingArgs),
 }
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
         Cmd::Demo { transport, capture } => capture.start().and_then(|_cap| demo::run(transport)),
         Cmd::Target(a) => target::run(a.clone()),
         Cmd::Perf(p) => perf::main(p),
+        Cmd::Hostile(a) => hostile::run(a),
         // rping's -v (display ping data) is the global -v.
         Cmd::Rping(a) => rping::run(&rping::RpingArgs {
             verbose: cli.verbose > 0,
