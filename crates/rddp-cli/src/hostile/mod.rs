@@ -44,15 +44,22 @@ pub struct HostileArgs {
     /// Seconds the counts are kept up (ended connections replaced).
     #[arg(long, default_value_t = 30.0)]
     pub duration: f64,
+    /// Stop opening (as at the end of --duration) once this file exists.
+    #[arg(long, value_name = "PATH")]
+    pub stop_file: Option<std::path::PathBuf>,
     /// Seconds after --duration to wait for the last connections to end.
     #[arg(long, default_value_t = 60.0)]
     pub drain: f64,
     #[arg(long, default_value_t = 1000)]
     pub byte_interval_ms: u64,
-    /// The target's --setup-timeout: a slowloris closed this long (less 0.25 s)
-    /// after it opened counts as "setup timeout", earlier as "closed early".
+    /// The target's --setup-timeout: a slowloris closed at least this long after
+    /// its connect call counts as "setup timeout", earlier as "closed early".
     #[arg(long, value_name = "SECS", default_value_t = 5.0)]
     pub setup_timeout: f64,
+    /// Milliseconds before an ended flood connection is replaced (one peer
+    /// flooding, not a storm of connections).
+    #[arg(long, default_value_t = 100)]
+    pub flood_pause_ms: u64,
     /// TCP connects in flight at most.
     #[arg(long, default_value_t = 256)]
     pub max_connecting: usize,
@@ -71,8 +78,11 @@ fn idx(k: Kind) -> usize {
 #[derive(Default)]
 struct Tally {
     opened: u64,
+    /// Connections of this kind, connecting or established.
     open: usize,
-    peak_open: usize,
+    /// Established (TCP) now, and at most at once.
+    est: usize,
+    peak_est: usize,
     outcomes: BTreeMap<String, u64>,
     /// Lifetime (TCP established to end) of each ended connection: min, max.
     life: Option<(f64, f64)>,
@@ -87,7 +97,7 @@ impl Tally {
         let mut outcome = e.outcome.clone();
         let life = e.lifetime.map(|d| d.as_secs_f64());
         if e.kind == Kind::Slowloris && outcome == "closed" {
-            let at_timeout = life.is_some_and(|l| l >= setup_timeout - 0.25);
+            let at_timeout = e.since_connect.as_secs_f64() >= setup_timeout;
             outcome = if at_timeout { "setup timeout" } else { "closed early" }.into();
         }
         *self.outcomes.entry(outcome).or_default() += 1;
@@ -105,7 +115,7 @@ impl Tally {
     fn json(&self) -> Value {
         let mut v = json!({
             "opened": self.opened,
-            "peak_open": self.peak_open,
+            "peak_established": self.peak_est,
             "outcomes": self.outcomes,
             "lifetime_s": self.life.map(|(a, b)| json!({ "min": a, "max": b })),
         });
@@ -143,10 +153,13 @@ pub fn run(a: &HostileArgs) -> Result<(), String> {
     let mut connecting = 0usize;
     let mut loris_n = 0u64;
     let t0 = Instant::now();
-    let stop_at = t0 + Duration::from_secs_f64(a.duration);
-    let give_up = stop_at + Duration::from_secs_f64(a.drain);
+    let mut stop_at = t0 + Duration::from_secs_f64(a.duration);
+    let mut give_up = stop_at + Duration::from_secs_f64(a.drain);
+    let mut all_open = false;
     let (mut next_tick, mut next_report) = (t0, t0 + Duration::from_secs(5));
     let mut connect_errors = 0u64;
+    let flood_pause = Duration::from_millis(a.flood_pause_ms);
+    let mut flood_at = t0;
 
     loop {
         let now = Instant::now();
@@ -168,6 +181,7 @@ pub fn run(a: &HostileArgs) -> Result<(), String> {
             let Some(k) = KINDS
                 .into_iter()
                 .filter(|&k| tally[idx(k)].open < want[idx(k)])
+                .filter(|&k| k != Kind::Flood || now >= flood_at)
                 .min_by_key(|&k| tally[idx(k)].open * 1000 / want[idx(k)].max(1))
             else {
                 break 'open;
@@ -202,12 +216,19 @@ pub fn run(a: &HostileArgs) -> Result<(), String> {
                 return Err(format!("cannot register a socket: {e}"));
             }
             peers[i] = Some(Peer::new(k, sock, now, interval));
-            let t = &mut tally[idx(k)];
-            t.open += 1;
-            t.peak_open = t.peak_open.max(t.open);
+            tally[idx(k)].open += 1;
             connecting += 1;
         }
-        let wait = next_tick.saturating_duration_since(now).min(TICK);
+        let busy: Vec<usize> = peers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.as_ref().is_some_and(Peer::busy).then_some(i))
+            .collect();
+        let wait = if busy.is_empty() {
+            next_tick.saturating_duration_since(now).min(TICK)
+        } else {
+            Duration::ZERO
+        };
         if let Err(e) = poll.poll(&mut events, Some(wait)) {
             if e.kind() != std::io::ErrorKind::Interrupted {
                 return Err(format!("poll: {e}"));
@@ -215,8 +236,28 @@ pub fn run(a: &HostileArgs) -> Result<(), String> {
         }
         let now = Instant::now();
         let mut ready: Vec<usize> = events.iter().map(|e| e.token().0).collect();
+        ready.extend(busy);
         if now >= next_tick {
             next_tick = now + TICK;
+            if now < stop_at && a.stop_file.as_ref().is_some_and(|f| f.exists()) {
+                stop_at = now;
+                give_up = now + Duration::from_secs_f64(a.drain);
+                eprintln!("rddp hostile: stop file seen after {:.1} s", (now - t0).as_secs_f64());
+            }
+            // Every slowloris and slow peer established at once (a flood peer
+            // lives milliseconds: it counts once it has been).
+            let full = |k: Kind| match k {
+                Kind::Flood => tally[idx(k)].opened as usize >= want[idx(k)],
+                _ => tally[idx(k)].est >= want[idx(k)],
+            };
+            if !all_open && KINDS.into_iter().all(full) {
+                all_open = true;
+                let open: usize = tally.iter().map(|t| t.est).sum();
+                eprintln!(
+                    "rddp hostile: all open after {:.1} s ({open} connections)",
+                    (now - t0).as_secs_f64()
+                );
+            }
             ready.extend(peers.iter().enumerate().filter_map(|(i, p)| {
                 let p = p.as_ref()?;
                 let due = p.kind == Kind::SlowBytes && now >= p.next_byte;
@@ -236,7 +277,10 @@ pub fn run(a: &HostileArgs) -> Result<(), String> {
             if was_connecting && (!p.is_connecting() || matches!(step, Step::Ended(_))) {
                 connecting -= 1;
                 if p.opened.is_some() {
-                    tally[idx(p.kind)].opened += 1;
+                    let t = &mut tally[idx(p.kind)];
+                    t.opened += 1;
+                    t.est += 1;
+                    t.peak_est = t.peak_est.max(t.est);
                 }
             }
             if let Step::Ended(e) = step {
@@ -244,8 +288,14 @@ pub fn run(a: &HostileArgs) -> Result<(), String> {
                     let _ = poll.registry().deregister(&mut p.sock);
                 }
                 free.push(i);
+                if e.kind == Kind::Flood {
+                    flood_at = now + flood_pause;
+                }
                 let t = &mut tally[idx(e.kind)];
                 t.open -= 1;
+                if e.lifetime.is_some() {
+                    t.est -= 1;
+                }
                 t.add(&e, a.setup_timeout);
             }
         }
@@ -273,10 +323,10 @@ pub fn run(a: &HostileArgs) -> Result<(), String> {
         for k in KINDS {
             let t = &tally[idx(k)];
             say!(
-                "  {:<10} opened {:>7}, peak {:>6} at once; ended: {}",
+                "  {:<10} opened {:>7}, at most {:>6} at once; ended: {}",
                 k.name(),
                 t.opened,
-                t.peak_open,
+                t.peak_est,
                 serde_json::to_string(&t.outcomes).unwrap_or_default()
             );
         }

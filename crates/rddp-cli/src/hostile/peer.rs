@@ -59,6 +59,8 @@ pub struct Peer {
     pub received: u64,
     /// A write failed (the target closed), and how: nothing more is written.
     write_failed: Option<ErrorKind>,
+    /// The last write found the socket full (the writable event says when not).
+    blocked: bool,
 }
 
 /// How a peer ended (the outcome names the README and the tests count).
@@ -66,8 +68,11 @@ pub struct Peer {
 pub struct Ended {
     pub kind: Kind,
     pub outcome: String,
-    /// From TCP established to the end.
+    /// From TCP established (as this side saw it) to the end.
     pub lifetime: Option<Duration>,
+    /// From the connect call to the end: the target's setup deadline runs from
+    /// its accept, which is between the two.
+    pub since_connect: Duration,
     pub sends: u64,
     pub echoes: u64,
     pub bogus_sent: usize,
@@ -99,7 +104,17 @@ impl Peer {
             sends: 0,
             received: 0,
             write_failed: None,
+            blocked: false,
         }
+    }
+
+    /// A flood peer with Sends still to write: looked at every turn of the loop.
+    pub fn busy(&self) -> bool {
+        self.kind == Kind::Flood
+            && matches!(self.phase, Phase::Fpdu)
+            && !self.terminated()
+            && self.write_failed.is_none()
+            && !self.blocked
     }
 
     pub fn is_connecting(&self) -> bool {
@@ -116,6 +131,7 @@ impl Peer {
             kind: self.kind,
             outcome: outcome.into(),
             lifetime: self.opened.map(|o| now - o),
+            since_connect: now - self.started,
             sends: self.sends,
             echoes: self.incoming.as_ref().map_or(0, |i| i.others),
             bogus_sent: self.bogus_sent,
@@ -124,6 +140,7 @@ impl Peer {
 
     /// The socket is ready (or a timer fired): do what can be done now.
     pub fn poke(&mut self, now: Instant) -> Step {
+        self.blocked = false;
         if self.is_connecting() {
             match self.sock.take_error() {
                 Ok(Some(e)) | Err(e) => return self.end(format!("connect failed: {e}"), now),
@@ -235,9 +252,13 @@ impl Peer {
                 Kind::Slowloris => return None,
             }
         }
+        // A flood peer writes at most this much per look, so that one fast
+        // connection cannot keep the loop from the others.
+        let mut budget = 256 * 1024usize;
         loop {
             if self.out.is_empty() {
                 if self.kind == Kind::Flood
+                    && budget > 0
                     && matches!(self.phase, Phase::Fpdu)
                     && !self.terminated()
                 {
@@ -254,8 +275,12 @@ impl Peer {
             match self.sock.write(&self.out) {
                 Ok(n) => {
                     self.out.drain(..n);
+                    budget = budget.saturating_sub(n);
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    self.blocked = true;
+                    return None;
+                }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 // The target closed: what it said before it did, and its close,
                 // are read as they come.

@@ -117,6 +117,12 @@ fn perf_listen(addr: &str, opts: &llp::ListenOpts, ev: Arc<Events>) -> Result<()
             "perf",
             json!({ "perf_conn": i, "sizes": s.sizes, "messages": s.messages, "corrupt": s.corrupt }),
         ),
+        // A setup that failed (a silent peer past its deadline) is reported as
+        // the target's own listener reports it.
+        Err(e) if e.starts_with("connection setup failed") => ev.emit(
+            "closed",
+            json!({ "conn": null, "listener": "perf", "reason": e }),
+        ),
         Err(e) => ev.emit("perf", json!({ "perf_conn": i, "error": e })),
     });
     let sopts = crate::perf::opts::ServerOpts { rx_depth: 512 };

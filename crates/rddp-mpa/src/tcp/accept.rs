@@ -167,7 +167,11 @@ impl Task for ListenTask {
             match self.listener.accept() {
                 Ok((sock, peer)) => {
                     let b = self.backlog.clone();
-                    match ResponderTask::new(sock, peer, &self.opts, cx.now, b) {
+                    // The deadline runs from this accept, not from when the loop
+                    // woke: one wake-up may accept connections for many
+                    // milliseconds, and each may wait its whole timeout (§4.9).
+                    let now = Instant::now();
+                    match ResponderTask::new(sock, peer, &self.opts, now, b) {
                         Ok(t) => {
                             cx.spawn(Box::new(t));
                         }
