@@ -101,6 +101,7 @@ lat_round() {
 }
 median() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "nan"; else print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
 
+LOADAVG0=$(cut -d' ' -f1-3 /proc/loadavg)
 IDLE_BW=(); LOAD_BW=(); CORRUPT=0; FAILED=0
 for _ in $(seq "$ROUNDS"); do
   read -r g c < <(bw_round)
@@ -133,6 +134,7 @@ done
 read -r LOAD_P99 c < <(lat_round); [ "$LOAD_P99" = fail ] && FAILED=$((FAILED + 1)) || CORRUPT=$((CORRUPT + c))
 LOAD_T1=$(date +%s)
 touch "$STOP"
+LOADAVG1=$(cut -d' ' -f1-3 /proc/loadavg)
 set +e
 wait "$GEN"; GEN_RC=$?
 set -e
@@ -191,6 +193,7 @@ j() { python3 -c "import json,sys; v=json.load(open('$E')); print(eval(sys.argv[
 
 echo "rddp hostile load: one rddp target process (--setup-timeout $SETUP_TIMEOUT s, 64 KiB buffer per connection)"
 echo "  $SLOWLORIS slowloris + $SLOW_BYTES slow (1 octet per $BYTE_MS ms) + $FLOOD flood, kept up while the honest client ran; all open after $RAMP s"
+echo "  machine load average at the start $LOADAVG0, after the loaded rounds $LOADAVG1 ($(nproc) CPUs)"
 echo
 printf '%-44s %s\n' "honest client, idle (median of ${#IDLE_BW[@]})" "$IDLE Gbit/s (64 KiB RDMA Write, --verify)"
 printf '%-44s %s\n' "honest client, loaded (median of ${#LOAD_BW[@]})" "$LOADED Gbit/s"
@@ -206,7 +209,7 @@ for k in slowloris slow_bytes flood; do
     "$(j "v['$k']['ended']")" "$(j "v['$k']['expected']")" "$(j "v['$k']['as_expected']")" \
     "$(j "{o: n for o, n in v['$k']['outcomes'].items() if o != v['$k']['expected']} or '-'")"
 done
-echo "slowloris lifetime (connect to close): $(j "v['slowloris']['lifetime_s']") s"
+echo "slowloris lifetime (TCP established to close, as the generator saw it): $(j "v['slowloris']['lifetime_s']") s"
 echo "target side: setup failures $(j 'v["target_setup_failures"]'); connections closed $(j 'v["target_closed"]')"
 echo "target Terminates sent: $(j 'v["target_terminates_sent"]'); flood Sends written: $(j 'v["flood_sends"]')"
 echo "guard octets: $(j 'v["guards_intact"]') buffers intact, $(j 'v["guards_touched"]') touched"

@@ -160,6 +160,7 @@ pub fn run(a: &HostileArgs) -> Result<(), String> {
     let mut connect_errors = 0u64;
     let flood_pause = Duration::from_millis(a.flood_pause_ms);
     let mut flood_at = t0;
+    let mut floods: Vec<usize> = Vec::new();
 
     loop {
         let now = Instant::now();
@@ -216,13 +217,18 @@ pub fn run(a: &HostileArgs) -> Result<(), String> {
                 return Err(format!("cannot register a socket: {e}"));
             }
             peers[i] = Some(Peer::new(k, sock, now, interval));
+            if k == Kind::Flood {
+                floods.push(i);
+            }
             tally[idx(k)].open += 1;
             connecting += 1;
         }
-        let busy: Vec<usize> = peers
+        // Only flood peers can be busy: look at those, not at every peer.
+        floods.retain(|&i| peers[i].as_ref().is_some_and(|p| p.kind == Kind::Flood));
+        let busy: Vec<usize> = floods
             .iter()
-            .enumerate()
-            .filter_map(|(i, p)| p.as_ref().is_some_and(Peer::busy).then_some(i))
+            .copied()
+            .filter(|&i| peers[i].as_ref().is_some_and(Peer::busy))
             .collect();
         let wait = if busy.is_empty() {
             next_tick.saturating_duration_since(now).min(TICK)
