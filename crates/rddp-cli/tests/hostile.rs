@@ -41,7 +41,10 @@ fn missing_tool() -> Option<&'static str> {
 fn hostile_load_short_run() {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
     if let Some(what) = missing_tool() {
-        assert!(!ci, "CI=true but the hostile run cannot run here: no {what}");
+        assert!(
+            !ci,
+            "CI=true but the hostile run cannot run here: no {what}"
+        );
         eprintln!("SKIPPED: the hostile run needs {what}");
         return;
     }
@@ -70,7 +73,11 @@ fn hostile_load_short_run() {
     assert_eq!(n(&v, &["corrupt"]), 0, "wrong octets: {v}");
     assert_eq!(n(&v, &["failed_rounds"]), 0, "failed honest rounds: {v}");
     assert_eq!(n(e, &["perf_errors"]), 0, "perf server errors: {e}");
-    assert_eq!(n(e, &["perf_corrupt"]), 0, "perf server saw corrupt octets: {e}");
+    assert_eq!(
+        n(e, &["perf_corrupt"]),
+        0,
+        "perf server saw corrupt octets: {e}"
+    );
 
     // Every slowloris ended by the target's setup timeout, seen from both ends.
     let loris = n(e, &["slowloris", "opened"]);
@@ -78,7 +85,13 @@ fn hostile_load_short_run() {
     assert_eq!(n(e, &["slowloris", "ended"]), loris, "{e}");
     assert_eq!(n(e, &["slowloris", "as_expected"]), loris, "{e}");
     assert_eq!(
-        n(e, &["target_setup_failures", "connection setup failed: MPA setup timed out"]),
+        n(
+            e,
+            &[
+                "target_setup_failures",
+                "connection setup failed: MPA setup timed out"
+            ]
+        ),
         loris,
         "the target's setup timeouts are not the slowloris connections: {e}"
     );
@@ -100,7 +113,11 @@ fn hostile_load_short_run() {
         "fewer than 90 % of the flood connections got their Terminate: {e}"
     );
     assert_eq!(n(e, &["target_terminates_sent", "1/2/0x02"]), flood, "{e}");
-    assert_eq!(e["target_closed"].as_object().map(|o| o.len()), Some(1), "{e}");
+    assert_eq!(
+        e["target_closed"].as_object().map(|o| o.len()),
+        Some(1),
+        "{e}"
+    );
     assert_eq!(
         n(e, &["target_closed", "terminate sent"]),
         slow + flood,
@@ -121,8 +138,15 @@ fn hostile_load_short_run() {
         hwm / 1024,
         v["threads_loaded"]
     );
-    assert!(ratio >= 0.3, "honest throughput fell to {ratio} of idle: {v}");
-    assert!(out.status.success(), "scripts/hostile.sh failed: {}", out.status);
+    assert!(
+        ratio >= 0.3,
+        "honest throughput fell to {ratio} of idle: {v}"
+    );
+    assert!(
+        out.status.success(),
+        "scripts/hostile.sh failed: {}",
+        out.status
+    );
     let _ = std::fs::remove_dir_all(&logs);
 }
 
@@ -138,10 +162,22 @@ fn flood_connections_always_get_their_terminate() {
     let t = common::Target::start(&["--buffer-size", "4096"]);
     let out = Command::new(env!("CARGO_BIN_EXE_rddp"))
         .args(["hostile", "--target", &t.addr.to_string()])
-        .args(["--flood", "1", "--flood-pause-ms", "0", "--duration", "5", "--json"])
+        .args([
+            "--flood",
+            "1",
+            "--flood-pause-ms",
+            "0",
+            "--duration",
+            "5",
+            "--json",
+        ])
         .output()
         .expect("run rddp hostile");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let flood = &v["flood"];
     let opened = n(flood, &["opened"]);
@@ -151,5 +187,48 @@ fn flood_connections_always_get_their_terminate() {
         Some(1),
         "flood endings other than the Terminate: {flood}"
     );
-    assert_eq!(n(flood, &["outcomes", "terminate 1/2/0x02"]), opened, "{flood}");
+    assert_eq!(
+        n(flood, &["outcomes", "terminate 1/2/0x02"]),
+        opened,
+        "{flood}"
+    );
+}
+
+/// `rddp target --setup-timeout`: a connection that never sends its Request is
+/// closed that long after it was accepted (not the default 5 s), and the
+/// target says so in a `closed` event with `conn: null`.
+#[test]
+fn the_setup_timeout_is_the_one_asked_for() {
+    use std::io::Read;
+    use std::time::{Duration, Instant};
+    let mut t = common::Target::start(&["--setup-timeout", "1.5"]);
+    let t0 = Instant::now();
+    let socks: Vec<_> = (0..5)
+        .map(|_| std::net::TcpStream::connect(t.addr).unwrap())
+        .collect();
+    for mut s in socks {
+        s.set_read_timeout(Some(Duration::from_secs(4))).unwrap();
+        let mut b = [0u8; 16];
+        assert_eq!(s.read(&mut b).unwrap(), 0, "the target sent something");
+        let at = t0.elapsed();
+        assert!(
+            at >= Duration::from_millis(1500) && at < Duration::from_millis(3500),
+            "closed {at:?} after the connect"
+        );
+    }
+    let timeouts = |t: &common::Target| {
+        t.seen
+            .iter()
+            .filter(|e| {
+                e["event"] == "closed"
+                    && e["conn"].is_null()
+                    && e["reason"] == "connection setup failed: MPA setup timed out"
+            })
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while timeouts(&t) < 5 && Instant::now() < deadline {
+        t.drain_for(Duration::from_millis(100));
+    }
+    assert_eq!(timeouts(&t), 5, "{:#?}", t.seen);
 }

@@ -98,7 +98,12 @@ impl Tally {
         let life = e.lifetime.map(|d| d.as_secs_f64());
         if e.kind == Kind::Slowloris && outcome == "closed" {
             let at_timeout = e.since_connect.as_secs_f64() >= setup_timeout;
-            outcome = if at_timeout { "setup timeout" } else { "closed early" }.into();
+            outcome = if at_timeout {
+                "setup timeout"
+            } else {
+                "closed early"
+            }
+            .into();
         }
         *self.outcomes.entry(outcome).or_default() += 1;
         if let Some(l) = life {
@@ -209,10 +214,11 @@ pub fn run(a: &HostileArgs) -> Result<(), String> {
                 peers.push(None);
                 peers.len() - 1
             });
-            if let Err(e) =
-                poll.registry()
-                    .register(&mut sock, Token(i), Interest::READABLE | Interest::WRITABLE)
-            {
+            if let Err(e) = poll.registry().register(
+                &mut sock,
+                Token(i),
+                Interest::READABLE | Interest::WRITABLE,
+            ) {
                 free.push(i);
                 return Err(format!("cannot register a socket: {e}"));
             }
@@ -235,10 +241,10 @@ pub fn run(a: &HostileArgs) -> Result<(), String> {
         } else {
             Duration::ZERO
         };
-        if let Err(e) = poll.poll(&mut events, Some(wait)) {
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(format!("poll: {e}"));
-            }
+        if let Err(e) = poll.poll(&mut events, Some(wait))
+            && e.kind() != std::io::ErrorKind::Interrupted
+        {
+            return Err(format!("poll: {e}"));
         }
         let now = Instant::now();
         let mut ready: Vec<usize> = events.iter().map(|e| e.token().0).collect();
@@ -248,7 +254,10 @@ pub fn run(a: &HostileArgs) -> Result<(), String> {
             if now < stop_at && a.stop_file.as_ref().is_some_and(|f| f.exists()) {
                 stop_at = now;
                 give_up = now + Duration::from_secs_f64(a.drain);
-                eprintln!("rddp hostile: stop file seen after {:.1} s", (now - t0).as_secs_f64());
+                eprintln!(
+                    "rddp hostile: stop file seen after {:.1} s",
+                    (now - t0).as_secs_f64()
+                );
             }
             // Every slowloris and slow peer established at once (a flood peer
             // lives milliseconds: it counts once it has been).
@@ -318,14 +327,19 @@ pub fn run(a: &HostileArgs) -> Result<(), String> {
             );
         }
     }
-    let mut out = json!({ "seconds": t0.elapsed().as_secs_f64(), "connect_errors": connect_errors });
+    let mut out =
+        json!({ "seconds": t0.elapsed().as_secs_f64(), "connect_errors": connect_errors });
     for k in KINDS {
         out[k.name()] = tally[idx(k)].json();
     }
     if a.json {
         say!("{out}");
     } else {
-        say!("rddp hostile: {:.1} s against {}", t0.elapsed().as_secs_f64(), a.target);
+        say!(
+            "rddp hostile: {:.1} s against {}",
+            t0.elapsed().as_secs_f64(),
+            a.target
+        );
         for k in KINDS {
             let t = &tally[idx(k)];
             say!(

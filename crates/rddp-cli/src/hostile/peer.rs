@@ -123,7 +123,9 @@ impl Peer {
 
     /// The Terminate has arrived: nothing more is sent.
     fn terminated(&self) -> bool {
-        self.incoming.as_ref().is_some_and(|i| i.terminate.is_some())
+        self.incoming
+            .as_ref()
+            .is_some_and(|i| i.terminate.is_some())
     }
 
     pub fn end(&self, outcome: impl Into<String>, now: Instant) -> Step {

@@ -53,9 +53,14 @@ pub fn reply(buf: &[u8]) -> Result<Option<(bool, usize)>, String> {
 
 /// The slow peer's one FPDU: an RDMA Write of 4 octets to [`INVALID_STAG`].
 pub fn bogus_write(crc: bool) -> Vec<u8> {
-    let mut ulpdu = TaggedHeader::new(true, RdmapControl::new(Opcode::RDMA_WRITE).0, INVALID_STAG, 0)
-        .to_bytes()
-        .to_vec();
+    let mut ulpdu = TaggedHeader::new(
+        true,
+        RdmapControl::new(Opcode::RDMA_WRITE).0,
+        INVALID_STAG,
+        0,
+    )
+    .to_bytes()
+    .to_vec();
     ulpdu.extend_from_slice(b"slow");
     let mut out = Vec::new();
     let _ = FpduEncoder::new(crc, false).encode(&ulpdu, &mut out);
@@ -145,7 +150,16 @@ mod tests {
 
     #[test]
     fn a_terminate_is_read_back_with_its_code() {
-        let t = Terminate::bare(TerminateCode::DDP_INVALID_MSN_NO_BUFFER);
+        // As the target sends it: with the refused Send's length and header.
+        let mut send = [0u8; 5];
+        send[0] = RdmapControl::new(Opcode::SEND).0;
+        let refused = UntaggedHeader::new(true, send, qn::SEND, 9, 0);
+        let t = Terminate::with_headers(
+            TerminateCode::DDP_INVALID_MSN_NO_BUFFER,
+            (18 + FLOOD_PAYLOAD) as u16,
+            DdpHeader::Untagged(refused),
+            None,
+        );
         let mut rsvd = [0u8; 5];
         rsvd[0] = RdmapControl::new(Opcode::TERMINATE).0;
         let mut u = UntaggedHeader::new(true, rsvd, qn::TERMINATE, 1, 0)

@@ -90,6 +90,8 @@ pub struct TargetArgs {
 fn parse_timeout(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v > 0.0 && v <= 3600.0 => Ok(v),
-        _ => Err(format!("{s:?} is not a timeout in seconds (0 < SECS <= 3600)")),
+        _ => Err(format!(
+            "{s:?} is not a timeout in seconds (0 < SECS <= 3600)"
+        )),
     }
 }

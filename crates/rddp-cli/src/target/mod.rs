@@ -112,7 +112,8 @@ fn perf_listen(addr: &str, opts: &llp::ListenOpts, ev: Arc<Events>) -> Result<()
     };
     let l: Arc<dyn llp::Listener> = Arc::from(llp::listen(llp::Transport::Mpa, addr, &lopts)?);
     ev.emit("perf_listening", json!({ "addr": l.local_addr() }));
-    let report: crate::perf::forever::Report = Arc::new(move |i, r| match r {
+    let report: crate::perf::forever::Report = Arc::new(move |i, r| {
+        match r {
         Ok(s) => ev.emit(
             "perf",
             json!({ "perf_conn": i, "sizes": s.sizes, "messages": s.messages, "corrupt": s.corrupt }),
@@ -124,6 +125,7 @@ fn perf_listen(addr: &str, opts: &llp::ListenOpts, ev: Arc<Events>) -> Result<()
             json!({ "conn": null, "listener": "perf", "reason": e }),
         ),
         Err(e) => ev.emit("perf", json!({ "perf_conn": i, "error": e })),
+    }
     });
     let sopts = crate::perf::opts::ServerOpts { rx_depth: 512 };
     std::thread::spawn(move || crate::perf::forever::serve(&l, &Device::new(), sopts, report));
