@@ -11,7 +11,7 @@
 # (expected vs seen, from both ends), and guard octets.
 #
 #   scripts/hostile.sh            the full run (10,000 / 1,000 / 1; about 2 minutes)
-#   scripts/hostile.sh --short    what CI runs (2,000 / 200 / 1; about 45 s)
+#   scripts/hostile.sh --short    what CI runs (2,000 / 200 / 1; about 25 s)
 #
 # Environment: RDDP (binary; default: build target/release/rddp), OUT (logs; a
 # new directory under /tmp), and SLOWLORIS, SLOW_BYTES, FLOOD, ROUNDS, SECS,
