@@ -145,8 +145,8 @@ kill "$SAMPLER" 2>/dev/null || true; wait "$SAMPLER" 2>/dev/null || true; SAMPLE
 read -r MAX_THR MAX_FDS < <(awk '{ if ($2 > t) t = $2; if ($3 > f) f = $3 } END { print t + 0, f + 0 }' "$OUT/samples.txt")
 read -r LOAD_THR LOAD_FDS < <(awk -v a="$LOAD_T0" -v b="$LOAD_T1" '$1 >= a && $1 <= b { if ($2 > t) t = $2; if ($3 > f) f = $3 } END { print t + 0, f + 0 }' "$OUT/samples.txt")
 
-IDLE=$(printf '%s\n' "${IDLE_BW[@]}" | median)
-LOADED=$(printf '%s\n' "${LOAD_BW[@]:-}" | grep . | median)
+IDLE=$(printf '%s\n' "${IDLE_BW[@]:-}" | { grep . || true; } | median)
+LOADED=$(printf '%s\n' "${LOAD_BW[@]:-}" | { grep . || true; } | median)
 RATIO=$(awk -v a="$IDLE" -v b="$LOADED" 'BEGIN { printf "%.2f", (a > 0 ? b / a : 0) }')
 
 # Both ends' view of every hostile connection.
