@@ -1,0 +1,38 @@
+//! The bodies of rddp's fuzz targets, as plain functions on stable Rust.
+//!
+//! `fuzz/` (outside the workspace, built with `cargo fuzz`) has one libFuzzer
+//! target per function here; `tests/replay.rs` runs every file of
+//! `fuzz/corpus/<target>/` and `fuzz/regressions/<target>/` through the same
+//! function, so a corpus input that once passed and now panics fails CI on
+//! stable Rust. Each function panics (assert) when its oracle is violated.
+
+pub mod ddp;
+pub mod fixture;
+pub mod input;
+pub mod mpa_fpdu;
+pub mod mpa_setup;
+pub mod rdmap;
+pub mod reach;
+pub mod sctp;
+pub mod seeds;
+pub mod verbs;
+pub mod wire;
+
+pub use ddp::ddp_sink;
+pub use mpa_fpdu::mpa_fpdu;
+pub use mpa_setup::mpa_setup;
+pub use rdmap::rdmap_stream;
+pub use sctp::sctp_adaptation;
+pub use verbs::verbs_ops;
+pub use wire::wire_decoders;
+
+/// Every target: its name (the directory under `fuzz/corpus/`) and its body.
+pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+    ("wire_decoders", wire_decoders),
+    ("mpa_setup", mpa_setup),
+    ("mpa_fpdu", mpa_fpdu),
+    ("ddp_sink", ddp_sink),
+    ("rdmap_stream", rdmap_stream),
+    ("sctp_adaptation", sctp_adaptation),
+    ("verbs_ops", verbs_ops),
+];
