@@ -162,13 +162,27 @@ pub fn ddp_sink(data: &[u8]) {
             0..=5 => {
                 let seq = sink.order.pick(&mut input);
                 let seg = segment(&mut input, &regions);
-                if sink.s.on_segment(&mut mem, seq, &seg).is_ok() {
+                let res = sink.s.on_segment(&mut mem, seq, &seg);
+                let tagged = match DdpHeader::parse(&seg) {
+                    Ok(DdpHeader::Tagged(h)) if seg.len() > 14 => Some(h),
+                    _ => None,
+                };
+                if res.is_ok() {
                     crate::reach::note(|r| r.placed += 1);
                     sink.order.accepted(seq);
-                    if let Ok(DdpHeader::Tagged(h)) = DdpHeader::parse(&seg)
-                        && seg.len() > 14
-                    {
+                    if let Some(h) = tagged {
                         regions.apply(&mut model, h.stag, h.to, &seg[14..]);
+                    }
+                } else if let Some(h) = tagged {
+                    // This segment was placed if the error is about another one:
+                    // an earlier-arrived untagged segment whose in-order checks
+                    // ran once this one filled the gap before it.
+                    while let Some(ev) = sink.s.poll_event() {
+                        if let StreamEvent::Error(e) = ev
+                            && matches!(e.header, Some(DdpHeader::Untagged(_)))
+                        {
+                            regions.apply(&mut model, h.stag, h.to, &seg[14..]);
+                        }
                     }
                 }
             }

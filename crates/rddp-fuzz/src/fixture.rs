@@ -111,6 +111,31 @@ impl Regions {
         model[i][off..end].copy_from_slice(payload);
     }
 
+    /// For a tagged segment the engine refused: it may still have been placed
+    /// when the refusal was about an earlier-arrived segment whose in-order
+    /// checks ran only now (placement on arrival, delivery in order). Apply it
+    /// to `model` if it was a legal placement and its octets are now there.
+    pub fn apply_if_placed(
+        &self,
+        mem: &MemoryTable,
+        model: &mut [Vec<u8>],
+        stag: u32,
+        to: u64,
+        payload: &[u8],
+    ) {
+        let Some(i) = self.index_of(stag).filter(|&i| WRITABLE[i]) else {
+            return;
+        };
+        let Some(off) = to.checked_sub(self.base[i]).map(|o| o as usize) else {
+            return;
+        };
+        let end = off.saturating_add(payload.len());
+        let r = mem.region(Stag(stag)).expect("fixture region exists");
+        if r.data().get(off..end) == Some(payload) {
+            model[i][off..end].copy_from_slice(payload);
+        }
+    }
+
     /// An STag: one of ours (mostly), a near miss, or anything.
     pub fn stag(&self, input: &mut Input<'_>) -> u32 {
         match input.u8() % 8 {

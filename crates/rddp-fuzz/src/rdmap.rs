@@ -73,14 +73,21 @@ pub fn rdmap_stream(data: &[u8]) {
             0..=4 => {
                 let seq = order.pick(&mut input);
                 let seg = segment(&mut input, &regions);
-                if s.on_segment(&mut mem, seq, &seg).is_ok() {
+                let res = s.on_segment(&mut mem, seq, &seg);
+                let tagged = match DdpHeader::parse(&seg) {
+                    Ok(DdpHeader::Tagged(h)) if seg.len() > 14 => Some(h),
+                    _ => None,
+                };
+                if res.is_ok() {
                     crate::reach::note(|r| r.placed += 1);
                     order.accepted(seq);
-                    if let Ok(DdpHeader::Tagged(h)) = DdpHeader::parse(&seg)
-                        && seg.len() > 14
-                    {
+                    if let Some(h) = tagged {
                         regions.apply(&mut model, h.stag, h.to, &seg[14..]);
                     }
+                } else if let Some(h) = tagged {
+                    // Refused, yet placed if the error was an earlier-arrived
+                    // segment's, found once this one completed the order.
+                    regions.apply_if_placed(&mem, &mut model, h.stag, h.to, &seg[14..]);
                 }
             }
             5 | 6 => {
