@@ -344,3 +344,19 @@ fn direct_placement_by_hand() {
     );
     assert!(r.wants_close() || r.poll_transmit().is_some());
 }
+
+#[test]
+fn local_ird_ord_above_14_bits_are_negotiated_as_sent() {
+    // Found by fuzzing (mpa_setup): an initiator asked for IRD/ORD above 0x3FFF
+    // sent them clamped to 14 bits (spec §4.10) but kept the unclamped values as
+    // the negotiated ones.
+    let io = MpaOptions {
+        ird: 0x8073,
+        ord: 0xFFFF,
+        ..MpaOptions::default()
+    };
+    let (ni, nr) = setup(&io, &MpaOptions::default(), 0);
+    let (ird, ord) = ni.ird_ord.unwrap();
+    assert!(ird <= 0x3FFF && ord <= 0x3FFF, "({ird:#x}, {ord:#x})");
+    assert!(nr.peer_ird_ord.unwrap().0 <= 0x3FFF);
+}

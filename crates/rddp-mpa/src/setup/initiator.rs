@@ -50,13 +50,15 @@ impl Initiator {
     /// mistake (Rev not 1 or 2, too much private data).
     pub fn new(opts: &MpaOptions, now: Instant) -> Result<Self, MpaError> {
         check_private_data(opts)?;
+        // IRD and ORD are 14-bit fields (spec §4.10): what we negotiate with is
+        // what the Request carries.
         let offered = (opts.rev == 2).then_some(EnhancedBlock {
             p2p: opts.p2p,
             rtr_send: false,
-            ird: opts.ird,
+            ird: opts.ird.min(EnhancedBlock::IRD_ORD_MAX),
             rtr_write: opts.p2p && opts.rtr.write,
             rtr_read: opts.p2p && opts.rtr.read,
-            ord: opts.ord,
+            ord: opts.ord.min(EnhancedBlock::IRD_ORD_MAX),
         });
         let flags = MpaFlags::new(opts.markers, opts.crc, false, offered.is_some());
         let req = MpaFrame::new(

@@ -56,11 +56,13 @@ pub(crate) fn responder_ird_ord(
     if rtr == Some(Rtr::Read) {
         ird = ird.max(1);
     }
+    // 14-bit fields (spec §4.10): never more than the Reply can carry.
     let ord = if req.ird == EnhancedBlock::IRD_ORD_MAX {
         opts.ord
     } else {
         opts.ord.min(req.ird)
-    };
+    }
+    .min(EnhancedBlock::IRD_ORD_MAX);
     (ird, ord)
 }
 
@@ -206,5 +208,19 @@ mod tests {
             initiator_ird_ord((4, 4), &blk(true, false, true, false, 0x3FFF, 0x3FFF), true),
             Ok((4, 4))
         );
+    }
+
+    #[test]
+    fn ird_ord_stay_within_14_bits() {
+        // Found by fuzzing (mpa_setup): local IRD/ORD above 0x3FFF went into the
+        // negotiated values although the Reply carried them clamped (spec §4.10).
+        let opts = MpaOptions {
+            ird: 0xFFFF,
+            ord: 0x8000,
+            ..MpaOptions::default()
+        };
+        let (ird, ord) =
+            responder_ird_ord(&blk(true, false, true, true, 0x3FFF, 0x3FFF), &opts, None);
+        assert!(ird <= 0x3FFF && ord <= 0x3FFF, "({ird:#x}, {ord:#x})");
     }
 }
