@@ -16,7 +16,7 @@ use crate::fixture::{PD, Regions, STREAM, payload, segment};
 use crate::input::Input;
 use bytes::Bytes;
 use rddp_proto::ddp::RecvBuffer;
-use rddp_proto::mem::{MemoryTable, StreamId};
+use rddp_proto::mem::MemoryTable;
 use rddp_sctp::{Adaptation, Config, SessionState};
 use rddp_wire::sctp::{PPID_DDP_SEGMENT, PPID_SESSION_CONTROL};
 use rddp_wire::{Opcode, RdmapControl, SctpPayload};
@@ -81,12 +81,8 @@ pub fn sctp_adaptation(data: &[u8]) {
                 }
             }
             6 => {
-                let _ = a.initiate(
-                    sid,
-                    StreamId(STREAM.0 + u32::from(sid)),
-                    PD,
-                    input.blob(520),
-                );
+                // Every session is our stream (region 3 belongs to another).
+                let _ = a.initiate(sid, STREAM, PD, input.blob(520));
             }
             7 => {
                 let _ = match input.u8() % 3 {
