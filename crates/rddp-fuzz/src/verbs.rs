@@ -13,8 +13,8 @@
 use crate::input::Input;
 use rddp::transport::memory_pair;
 use rddp::{
-    Access, CompletionQueue, Consumer, Device, MemoryRegion, ProtectionDomain, QueuePair,
-    QueuePairBuilder, Quota, RemoteBuf, SendFlags, Usage,
+    Access, CompletionQueue, Consumer, Device, DeviceLimits, MemoryRegion, ProtectionDomain,
+    QueuePair, QueuePairBuilder, Quota, RemoteBuf, SendFlags, Usage,
 };
 use std::collections::BTreeMap;
 
@@ -22,7 +22,6 @@ const MRS: usize = 4;
 
 struct Side {
     consumer: Consumer,
-    pd: ProtectionDomain,
     cq: CompletionQueue,
     qp: Option<QueuePair>,
     /// 0: source (no remote access), 1: remote read+write, 2: remote read only,
@@ -97,7 +96,6 @@ fn side(
     Some((
         Side {
             consumer,
-            pd,
             cq,
             qp: None,
             mrs,
@@ -263,6 +261,10 @@ pub fn verbs_ops(data: &[u8]) {
             Usage::default(),
             "quota not back to zero"
         );
-        let _ = &s.pd;
+    }
+    // Once every handle is gone the consumers' shares are back in the device.
+    drop(sides);
+    if let Err(e) = dev.consumer("everything", DeviceLimits::default().capacity) {
+        panic!("the device did not get its consumers' shares back: {e}");
     }
 }

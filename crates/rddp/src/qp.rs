@@ -116,6 +116,7 @@ impl QueuePairBuilder {
             qp_num: NEXT_QP.fetch_add(1, Ordering::Relaxed),
             early_recvs: Vec::new(),
             early_credits: 0,
+            attached: false,
         })
     }
 }
@@ -128,10 +129,15 @@ pub struct PreparedQueuePair {
     early_recvs: Vec<(u64, usize)>,
     /// Credits granted before attach (credits-mode shared receive queue).
     early_credits: u32,
+    /// Attached: the quota charge now belongs to the connected queue pair.
+    attached: bool,
 }
 
 impl Drop for PreparedQueuePair {
     fn drop(&mut self) {
+        if self.attached {
+            return;
+        }
         let consumer = &self.b.pd.inner.consumer;
         consumer.refund(Resource::QueuePairs, 1);
         consumer.refund(Resource::ReceiveBuffers, self.early_recvs.len() as u64);
@@ -270,8 +276,9 @@ impl PreparedQueuePair {
         });
         let s2 = shared.clone();
         let r = std::thread::spawn(move || read_loop(reader, &s2));
-        // The quota charge moves to the connected queue pair.
-        std::mem::forget(self);
+        // The quota charge moves to the connected queue pair (not forget(self):
+        // that leaked the builder's PD and CQ handles, and with them the device).
+        self.attached = true;
         Ok(QueuePair {
             shared,
             threads: Some((r, w)),
