@@ -13,8 +13,8 @@
 use crate::input::Input;
 use rddp::transport::memory_pair;
 use rddp::{
-    Access, CompletionQueue, Consumer, Device, DeviceLimits, MemoryRegion, ProtectionDomain,
-    QueuePair, QueuePairBuilder, Quota, RemoteBuf, SendFlags, Usage,
+    Access, CompletionQueue, Consumer, Device, DeviceLimits, MemoryRegion, QueuePair,
+    QueuePairBuilder, Quota, RemoteBuf, SendFlags, Usage,
 };
 use std::collections::BTreeMap;
 
