@@ -202,7 +202,11 @@ pub fn segment(input: &mut Input<'_>, regions: &Regions) -> Vec<u8> {
             ][input.below(4)];
             let inv = regions.stag(input).to_be_bytes();
             let rsvd = [ctrl(op), inv[0], inv[1], inv[2], inv[3]];
-            let qn = if input.u8() % 4 == 0 { input.u32() } else { 0 };
+            let qn = if input.u8().is_multiple_of(4) {
+                input.u32()
+            } else {
+                0
+            };
             let msn = match input.u8() % 4 {
                 0 => input.u32(),
                 m => u32::from(m),

@@ -26,8 +26,11 @@ pub use sctp::sctp_adaptation;
 pub use verbs::verbs_ops;
 pub use wire::wire_decoders;
 
+/// A target's body: panics when the input breaks one of its oracles.
+pub type Target = fn(&[u8]);
+
 /// Every target: its name (the directory under `fuzz/corpus/`) and its body.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("wire_decoders", wire_decoders),
     ("mpa_setup", mpa_setup),
     ("mpa_fpdu", mpa_fpdu),

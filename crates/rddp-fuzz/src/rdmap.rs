@@ -93,7 +93,7 @@ pub fn rdmap_stream(data: &[u8]) {
             5 | 6 => {
                 let id = next_id;
                 next_id += 1;
-                let fence = input.u8() % 4 == 0;
+                let fence = input.u8().is_multiple_of(4);
                 let wr = match input.u8() % 3 {
                     0 => {
                         let n = usize::from(input.u16() % 3000);

@@ -41,7 +41,7 @@ pub fn sctp_adaptation(data: &[u8]) {
     let mut ops = 0;
     while !input.is_empty() && ops < 512 {
         ops += 1;
-        let beyond = usize::from(input.u8() % 8 == 0);
+        let beyond = usize::from(input.u8().is_multiple_of(8));
         let sid = input.below(n + beyond) as u16;
         match input.u8() % 14 {
             0..=5 => {
@@ -62,7 +62,7 @@ pub fn sctp_adaptation(data: &[u8]) {
                     _ => input.u16(),
                 };
                 let mut chunk = ssn.to_be_bytes().to_vec();
-                if ppid == PPID_SESSION_CONTROL && input.u8() % 8 != 0 {
+                if ppid == PPID_SESSION_CONTROL && !input.u8().is_multiple_of(8) {
                     let f = 1 + input.below(4) as u16;
                     chunk.extend_from_slice(&f.to_be_bytes());
                     let pd = if f == 4 { &[][..] } else { input.blob(520) };

@@ -142,7 +142,7 @@ fn op(sides: &mut [Side; 2], input: &mut Input<'_>) {
             let flags = SendFlags {
                 solicited: input.bool(),
                 invalidate: input.bool().then(|| remote(peer, input).stag),
-                fence: input.u8() % 4 == 0,
+                fence: input.u8().is_multiple_of(4),
             };
             match s.mr(0) {
                 Some(mr) => qp.post_send(id, mr, off, len, flags),
