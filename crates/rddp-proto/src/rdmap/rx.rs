@@ -51,11 +51,27 @@ impl RdmapStream {
         self.drain_ddp_events();
         while let Some(d) = self.ddp.poll_delivery() {
             if self.terminated {
-                break;
+                // The stream died on an earlier message (or this segment):
+                // later ones are not acted on, but their buffers complete.
+                self.flush_delivery(d);
+                continue;
             }
             self.on_delivery(mem, d);
         }
         res
+    }
+
+    /// A message delivered after the stream died: hand a Send's receive buffer
+    /// back as flushed (RDMAP's own buffers and tagged messages need nothing:
+    /// outstanding Reads were flushed when the stream died).
+    fn flush_delivery(&mut self, d: Delivery) {
+        if let Delivery::Untagged { buffer, .. } = d
+            && buffer.id < INTERNAL_WR_ID
+        {
+            let mut c = Completion::new(buffer.id, WcOpcode::Recv, WcStatus::Flushed, 0);
+            c.buffer = Some(buffer.data);
+            self.completions.push_back(c);
+        }
     }
 
     /// RDMAP version and opcode (0/2/0x05, 0/2/0x06), opcode against QN, Read
