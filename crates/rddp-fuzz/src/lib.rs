@@ -6,6 +6,28 @@
 //! function, so a corpus input that once passed and now panics fails CI on
 //! stable Rust. Each function panics (assert) when its oracle is violated.
 
+/// Print a trace line when RDDP_FUZZ_TRACE is set (for `run_input`).
+#[macro_export]
+macro_rules! trace {
+    ($($a:tt)*) => {
+        if $crate::tracing() {
+            eprintln!($($a)*);
+        }
+    };
+}
+
+/// Whether RDDP_FUZZ_TRACE is set (read once).
+pub fn tracing() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("RDDP_FUZZ_TRACE").is_some())
+}
+
+/// `v`, traced with a label.
+pub fn trace_val<T: std::fmt::Debug>(v: T, what: &str) -> T {
+    trace!("{what}: {v:?}");
+    v
+}
+
 pub mod ddp;
 pub mod fixture;
 pub mod input;

@@ -31,6 +31,7 @@ fn complete(s: &mut RdmapStream, posted: &mut BTreeMap<u64, u32>) {
             .get_mut(&c.wr_id)
             .unwrap_or_else(|| panic!("completion for wr_id {:#x} never posted: {c:?}", c.wr_id));
         *n += 1;
+        crate::trace!("completion {c:?}");
         assert_eq!(*n, 1, "second completion for wr_id {}: {c:?}", c.wr_id);
     }
     while s.poll_event().is_some() {}
@@ -74,6 +75,10 @@ pub fn rdmap_stream(data: &[u8]) {
                 let seq = order.pick(&mut input);
                 let seg = segment(&mut input, &regions);
                 let res = s.on_segment(&mut mem, seq, &seg);
+                crate::trace!(
+                    "peer seg seq {seq} {:02x?} -> {res:?}",
+                    &seg[..seg.len().min(48)]
+                );
                 let tagged = match DdpHeader::parse(&seg) {
                     Ok(DdpHeader::Tagged(h)) if seg.len() > 14 => Some(h),
                     _ => None,
@@ -133,12 +138,14 @@ pub fn rdmap_stream(data: &[u8]) {
                     }
                 };
                 posted.insert(id, 0);
+                crate::trace!("post {wr:?}");
                 s.post(&mem, wr);
             }
             7 => {
                 let id = next_id;
                 next_id += 1;
                 let len = usize::from(input.u8());
+                crate::trace!("post_recv {id} {len}");
                 if s.post_recv(id, vec![0; len]).is_ok() {
                     posted.insert(id, 0);
                 }
@@ -162,7 +169,7 @@ pub fn rdmap_stream(data: &[u8]) {
                     }
                 }
             }
-            10 => match input.u8() % 5 {
+            10 => match crate::trace_val(input.u8() % 5, "teardown op") {
                 0 => s.abort(),
                 1 => s.on_llp_closed(input.bool()),
                 2 => s.llp_error(rddp_wire::TerminateCode::MPA_CRC_ERROR, "fuzz".into()),

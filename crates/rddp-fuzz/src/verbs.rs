@@ -188,11 +188,13 @@ fn op(sides: &mut [Side; 2], input: &mut Input<'_>) {
             return;
         }
         (10, Some(qp)) => {
+            crate::trace!("side {me} disconnect");
             qp.disconnect();
             return;
         }
         (11, _) => {
             // Dropping a queue pair flushes everything posted on it.
+            crate::trace!("side {me} drop qp");
             s.qp = None;
             return;
         }
@@ -210,6 +212,7 @@ fn op(sides: &mut [Side; 2], input: &mut Input<'_>) {
         _ => return,
     };
     s.next_id += 1;
+    crate::trace!("side {me} code {} id {id} -> {res:?}", code % 14);
     if res.is_ok() {
         s.posted.insert(id, 0);
     }
