@@ -3,7 +3,7 @@
 use crate::device::lock;
 use rddp_proto::cq::CqLedger;
 use rddp_proto::rdmap::Completion;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -32,6 +32,15 @@ struct CqInner {
     ledger: CqLedger,
     /// Completions that did not fit (never silent: see [`CompletionQueue::overflows`]).
     overflows: AtomicU64,
+    /// Completions in the queue, not yet polled, per (queue pair, send side):
+    /// they still hold their work request's slot (as in verbs, a slot is free
+    /// once its completion is polled), so a queue pair cannot overflow a CQ
+    /// sized for its depths by posting without polling.
+    unpolled: Mutex<HashMap<(u32, bool), u32>>,
+}
+
+fn side(wc: &WorkCompletion) -> (u32, bool) {
+    (wc.qp_num, wc.c.opcode != rddp_proto::rdmap::WcOpcode::Recv)
 }
 
 /// A completion queue of bounded capacity, shared by any number of queue pairs.
@@ -53,6 +62,7 @@ impl CompletionQueue {
                 notify: tokio::sync::Notify::new(),
                 ledger: CqLedger::new(capacity),
                 overflows: AtomicU64::new(0),
+                unpolled: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -70,7 +80,27 @@ impl CompletionQueue {
     pub fn poll(&self, max: usize) -> Vec<WorkCompletion> {
         let mut q = lock(&self.inner.q);
         let n = max.min(q.len());
-        q.drain(..n).collect()
+        self.taken(q.drain(..n).collect())
+    }
+
+    /// Polled completions give their work requests' slots back.
+    fn taken(&self, got: Vec<WorkCompletion>) -> Vec<WorkCompletion> {
+        let mut u = lock(&self.inner.unpolled);
+        for wc in &got {
+            if let Some(n) = u.get_mut(&side(wc)) {
+                *n = n.saturating_sub(1);
+            }
+        }
+        got
+    }
+
+    /// Completions of `qp_num`'s send side (`send`) or receive side waiting in
+    /// the queue.
+    pub(crate) fn unpolled(&self, qp_num: u32, send: bool) -> u32 {
+        lock(&self.inner.unpolled)
+            .get(&(qp_num, send))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Wait up to `timeout` for at least one completion, then take up to `max`.
@@ -90,7 +120,7 @@ impl CompletionQueue {
                 .unwrap_or_else(|p| p.into_inner().0);
         }
         let n = max.min(q.len());
-        q.drain(..n).collect()
+        self.taken(q.drain(..n).collect())
     }
 
     /// Wait (asynchronously) for at least one completion, then take up to `max`.
@@ -123,6 +153,7 @@ impl CompletionQueue {
             self.inner.overflows.fetch_add(1, Ordering::Relaxed);
             return false;
         }
+        *lock(&self.inner.unpolled).entry(side(&wc)).or_insert(0) += 1;
         q.push_back(wc);
         self.inner.ready.notify_all();
         #[cfg(feature = "tokio")]

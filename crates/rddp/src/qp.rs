@@ -251,6 +251,8 @@ impl PreparedQueuePair {
                 rtr_read_pending: send_read_rtr,
             }),
             max_send_wr: self.b.max_send_wr,
+            max_recv_wr: self.b.max_recv_wr,
+            srq: self.b.srq.is_some(),
             _send_reservation: send_reservation,
             tx: Mutex::new(tx),
             pd: self.b.pd.clone(),
@@ -301,6 +303,9 @@ struct State {
 struct Shared {
     state: Mutex<State>,
     max_send_wr: u32,
+    max_recv_wr: u32,
+    /// Receives come from a shared receive queue (its pool bounds them).
+    srq: bool,
     _send_reservation: CqReservation,
     tx: Mutex<Sender<TxCmd>>,
     pd: ProtectionDomain,
@@ -439,8 +444,19 @@ impl QueuePair {
     /// hands it back filled.
     pub fn post_recv(&self, wr_id: u64, len: usize) -> Result<(), Error> {
         let consumer = &self.shared.pd.inner.consumer;
-        consumer.charge(Resource::ReceiveBuffers, 1)?;
         let mut st = lock(&self.shared.state);
+        // A receive holds its slot until its completion is polled (see cq.rs).
+        let waiting = self.shared.recv_cq.unpolled(self.shared.qp_num, false);
+        let posted = st.rdmap.ddp().sink().posted(qn::SEND) as u64;
+        if !self.shared.srq && posted + u64::from(waiting) >= u64::from(self.shared.max_recv_wr) {
+            return Err(Error::Stream(rddp_proto::ddp::StreamError::Source(
+                rddp_proto::ddp::SourceError::RecvQueueFull {
+                    qn: qn::SEND,
+                    limit: self.shared.max_recv_wr as usize,
+                },
+            )));
+        }
+        consumer.charge(Resource::ReceiveBuffers, 1)?;
         if let Err(e) = st.rdmap.post_recv(wr_id, vec![0; len]) {
             consumer.refund(Resource::ReceiveBuffers, 1);
             return Err(Error::Stream(e));
@@ -490,7 +506,9 @@ impl QueuePair {
 
     fn post(&self, wr: WorkRequest) -> Result<(), Error> {
         let mut st = lock(&self.shared.state);
-        if st.send_outstanding >= self.shared.max_send_wr {
+        // A work request holds its slot until its completion is polled (cq.rs).
+        let waiting = self.shared.send_cq.unpolled(self.shared.qp_num, true);
+        if st.send_outstanding + waiting >= self.shared.max_send_wr {
             if let WorkRequest::Read { .. } = wr {
                 self.shared
                     .pd
