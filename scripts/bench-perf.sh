@@ -1,56 +1,212 @@
 #!/usr/bin/env bash
-# `rddp perf` (verbs queue pairs, RDMA Write over MPA/TCP) against iperf3 (plain
-# TCP) with the same message/write size, in the same run; prints the median of
-# RUNS runs of each and their ratio.
+# The product path (verbs queue pairs over MPA/TCP, CRC on, as `rddp perf` and
+# `rddp target` run them) against plain-socket baselines, each pair measured
+# alternately in the same run: ROUNDS rounds, medians, ratios. Prints the README
+# table (issue 11, point 8) and writes it to target/bench-perf.md; with --readme
+# it also replaces the table between the bench-perf markers in README.md.
 #
-# Usage: scripts/bench-perf.sh [SIZE=1048576] [ITERS=2000] [RUNS=5]
-# Needs iperf3 (installed when run as root).
+#   work                      rddp                               baseline
+#   RDMA Write 1 MiB          rddp perf --op write --size 1M     iperf3 -l 1M
+#   RDMA Read 1 MiB           rddp perf --op read --size 1M      iperf3 -l 1M
+#   Send 64 KiB               rddp perf --op send --size 64K     iperf3 -l 64K
+#   Send 64 B message rate    rddp perf --op send --size 64      tcp_msg_rate (this repo)
+#   ping-pong 64 B, p50       rddp perf --op send --pingpong     sockperf ping-pong --tcp
+#                             (both ends of each pinned to CPU 0)
+#   idle queue pairs          rddp target + idle_mpa (N MPA connections): threads
+#                             and RSS per connection beyond its buffers
+#
+# Usage: scripts/bench-perf.sh [--readme] [--quick]
+#   --quick: 3 rounds, fewer iterations (a smoke run; say so when quoting it).
+# Environment: ROUNDS (5), IDLE (1000 connections), BATCH (1: messages per
+# write(2) in the baseline, = FPDUs per write(2) of rddp's transmit path today).
+# Needs iperf3, sockperf, taskset, python3 (installed when run as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-size=${1:-1048576}
-iters=${2:-2000}
-runs=${3:-5}
 
-if ! command -v iperf3 >/dev/null; then
+readme=0; quick=0
+for a in "$@"; do
+  case $a in
+    --readme) readme=1 ;;
+    --quick) quick=1 ;;
+    *) echo "usage: $0 [--readme] [--quick]" >&2; exit 2 ;;
+  esac
+done
+rounds=${ROUNDS:-$([ $quick = 1 ] && echo 3 || echo 5)}
+idle_n=${IDLE:-1000}
+batch=${BATCH:-1}
+# Iterations per measurement: big ones move 2 GiB (quick: 512 MiB).
+if [ $quick = 1 ]; then big=512; k64=8000; small=50000; pp=5000; pp_secs=1
+else big=2000; k64=30000; small=200000; pp=20000; pp_secs=3; fi
+
+need=()
+command -v iperf3 >/dev/null || need+=(iperf3)
+command -v sockperf >/dev/null || need+=(sockperf)
+if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo 'iperf3 iperf3/start_daemon boolean false' | debconf-set-selections
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iperf3
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
   else
-    echo "iperf3 is missing (run as root or install it)" >&2
+    echo "missing: ${need[*]} (run as root or install them)" >&2
     exit 1
   fi
 fi
 
-cargo build -q --release -p rddp-cli
+cargo build -q --release -p rddp-cli --bin rddp --example tcp_msg_rate --example idle_mpa
 bin=target/release/rddp
-median() { sort -g | awk '{a[NR]=$1} END {m=int((NR+1)/2); if (NR%2) print a[m]; else printf "%.2f\n", (a[m]+a[m+1])/2}'; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+ex=target/release/examples
 
-rddp=() ; tcp=()
-for r in $(seq "$runs"); do
+# Every process this script starts is ended by its id when it exits.
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+median() { sort -g | awk '{a[NR]=$1} END {m=int((NR+1)/2); if (NR%2) print a[m]; else print (a[m]+a[m+1])/2}'; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+json_field() { sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" | head -1; }
+wait_port() { for _ in $(seq 100); do python3 -c "import socket,sys; socket.create_connection(('127.0.0.1',$1),0.1)" 2>/dev/null && return 0; sleep 0.05; done; return 1; }
+
+# rddp perf client ARGS... against a fresh server; prints FIELD of its JSON line.
+# PIN=1 pins both ends to CPU 0.
+rddp_perf() {
+  local field=$1; shift
+  local port pin=() srv out
   port=$(free_port)
-  "$bin" perf server --listen "127.0.0.1:$port" >/dev/null 2>&1 &
-  srv=$!
+  [ "${PIN:-0}" = 1 ] && pin=(taskset -c 0)
+  "${pin[@]}" "$bin" perf server --listen "127.0.0.1:$port" >/dev/null 2>&1 &
+  srv=$!; pids+=("$srv")
   sleep 0.3
-  g=$("$bin" perf client --connect "127.0.0.1:$port" --op write --size "$size" --iters "$iters" --json \
-      | sed -n 's/.*"gbit_per_s":\([0-9.]*\).*/\1/p' | head -1)
-  kill "$srv" 2>/dev/null || true
+  out=$("${pin[@]}" "$bin" perf client --connect "127.0.0.1:$port" --json "$@" || true)
   wait "$srv" 2>/dev/null || true
-  rddp+=("$g")
+  echo "$out" | json_field "$field"
+}
+
+# iperf3 with writes of LEN octets moving TOTAL octets; prints Gbit/s (receiver).
+iperf() {
+  local len=$1 total=$2 port srv g
   port=$(free_port)
   iperf3 -s -1 -B 127.0.0.1 -p "$port" >/dev/null 2>&1 &
-  srv=$!
+  srv=$!; pids+=("$srv")
   sleep 0.3
-  t=$(iperf3 -c 127.0.0.1 -p "$port" -l "$size" -n $((size * iters)) -f g 2>/dev/null \
+  g=$(iperf3 -c 127.0.0.1 -p "$port" -l "$len" -n "$total" -f g 2>/dev/null \
       | awk '/receiver/ {for (i=1;i<=NF;i++) if ($i=="Gbits/sec") print $(i-1)}')
-  wait "$srv" || true
-  tcp+=("$t")
-  echo "run $r: rddp perf write ${g}  iperf3 ${t} Gbit/s" >&2
+  wait "$srv" 2>/dev/null || true
+  echo "$g"
+}
+
+# sockperf TCP ping-pong of 64-octet messages, both ends on CPU 0; prints p50 (us,
+# one way: sockperf reports half the round trip, as rddp perf does).
+sockperf_pp() {
+  local port srv p
+  port=$(free_port)
+  taskset -c 0 sockperf sr --tcp -i 127.0.0.1 -p "$port" >/dev/null 2>&1 &
+  srv=$!; pids+=("$srv")
+  wait_port "$port"
+  p=$(taskset -c 0 sockperf pp --tcp -i 127.0.0.1 -p "$port" -m 64 -t "$pp_secs" 2>/dev/null \
+      | sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/\1/p')
+  kill "$srv" 2>/dev/null || true
+  wait "$srv" 2>/dev/null || true
+  echo "$p"
+}
+
+declare -A R B
+add() { R[$1]+="$2 "; B[$1]+="$3 "; }
+last() { awk '{printf "%.4g", $NF}' <<<"$1"; }
+for r in $(seq "$rounds"); do
+  t=$(iperf 1M $((big << 20)))
+  g=$(rddp_perf gbit_per_s --op write --size 1M --iters "$big")
+  add write "$g" "$t"
+  t=$(iperf 1M $((big << 20)))
+  g=$(rddp_perf gbit_per_s --op read --size 1M --iters "$big")
+  add read "$g" "$t"
+  t=$(iperf 64K $((k64 << 16)))
+  g=$(rddp_perf gbit_per_s --op send --size 64K --iters "$k64")
+  add send64k "$g" "$t"
+  t=$("$ex/tcp_msg_rate" 64 "$small" "$batch" | json_field msgs_per_s)
+  g=$(rddp_perf msgs_per_s --op send --size 64 --iters "$small")
+  add msg64 "$g" "$t"
+  t=$(sockperf_pp)
+  g=$(PIN=1 rddp_perf p50_us --op send --pingpong --size 64 --iters "$pp")
+  add pp "$g" "$t"
+  line="round $r/$rounds (rddp/baseline):"
+  for k in write read send64k msg64 pp; do
+    line+=" $k $(last "${R[$k]}")/$(last "${B[$k]}")"
+  done
+  echo "$line" >&2
 done
-m1=$(printf '%s\n' "${rddp[@]}" | median)
-m2=$(printf '%s\n' "${tcp[@]}" | median)
-echo "message size $size, $iters per run, median of $runs runs (Gbit/s):"
-echo "  rddp perf, RDMA Write over MPA (CRC on): $m1"
-echo "  iperf3 (TCP):                            $m2"
-awk -v a="$m1" -v b="$m2" 'BEGIN { if (b > 0) printf "  ratio:                                   %.2f\n", a / b }'
+med() { tr ' ' '\n' | grep -v '^$' | median; }
+
+# Idle queue pairs: `rddp target` with small buffers, IDLE connections held open.
+buf=4096; rcount=2; rsize=4096
+port=$(free_port)
+"$bin" target --listen "127.0.0.1:$port" --buffer-size $buf --recv-count $rcount --recv-size $rsize \
+  >/dev/null 2>target/idle_target.err &
+tgt=$!; pids+=("$tgt")
+wait_port "$port"
+sleep 0.3
+status() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$tgt/status" 2>/dev/null || echo 0; }
+rss0=$(status VmRSS)
+"$ex/idle_mpa" "127.0.0.1:$port" "$idle_n" >target/idle_mpa.out 2>&1 &
+idle=$!; pids+=("$idle")
+ready=failed
+for _ in $(seq 600); do
+  grep -q '^ready' target/idle_mpa.out 2>/dev/null && { ready=ok; break; }
+  kill -0 "$idle" 2>/dev/null || break
+  sleep 0.5
+done
+sleep 1
+threads=$(status Threads)
+rss1=$(status VmRSS)
+if ! kill -0 "$tgt" 2>/dev/null; then
+  ready=failed
+  echo "rddp target exited during the idle measurement: $(tail -1 target/idle_target.err)" >> target/idle_mpa.out
+fi
+per_kib=$(awk -v a="$rss0" -v b="$rss1" -v n="$idle_n" -v reg=$(( (buf + rcount * rsize) / 1024 )) \
+  'BEGIN { printf "%.1f", (b - a) / n - reg }')
+kill "$idle" "$tgt" 2>/dev/null || true
+wait "$idle" "$tgt" 2>/dev/null || true
+if [ $ready != ok ]; then
+  echo "idle connections failed: $(tail -1 target/idle_mpa.out)" >&2
+  threads="(failed: $(tail -1 target/idle_mpa.out))"; per_kib="-"
+fi
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+fmt() { awk -v v="$1" -v f="$2" 'BEGIN { printf f, v }'; }
+row() { # name key unit baseline-name target printf-format
+  local a b; a=$(echo "${R[$2]}" | med); b=$(echo "${B[$2]}" | med)
+  printf '| %s | %s%s | %s: %s | %s | %s |\n' "$1" "$(fmt "$a" "$6")" "$3" "$4" "$(fmt "$b" "$6")" \
+    "$(ratio "$a" "$b")" "$5"
+}
+rowlat() {
+  local a b; a=$(echo "${R[pp]}" | med); b=$(echo "${B[pp]}" | med)
+  printf '| %s | %s us | sockperf: %s us | %sx slower | <= 1.3x |\n' "$1" "$(fmt "$a" %.1f)" \
+    "$(fmt "$b" %.1f)" "$(ratio "$a" "$b")"
+}
+table=$(
+  echo "| work (verbs QP over MPA/TCP, CRC on) | rddp | baseline | ratio | target |"
+  echo "|---|---|---|---|---|"
+  row "RDMA Write 1 MiB, Gbit/s" write "" "iperf3 -l 1M" ">= 0.95" %.1f
+  row "RDMA Read 1 MiB, Gbit/s" read "" "iperf3 -l 1M" ">= 0.9" %.1f
+  row "Send 64 KiB, Gbit/s" send64k "" "iperf3 -l 64K" ">= 0.9" %.1f
+  row "Send 64 B, messages/s" msg64 "" "tcp_msg_rate, $batch per write" ">= 0.8" %.0f
+  rowlat "Send ping-pong 64 B, p50 one way, both ends on CPU 0"
+  echo "| \`rddp target\`, $idle_n idle MPA connections | $threads threads, $per_kib KiB per connection beyond its $(( (buf + rcount * rsize) / 1024 )) KiB of buffers | | | <= cores + 4 threads, <= 32 KiB |"
+)
+stamp="$rounds rounds, medians, $(nproc) cores, $(date -u +%Y-%m-%d)$([ $quick = 1 ] && echo ', quick' || true)"
+mkdir -p target
+{ echo "$table"; echo; echo "($stamp; scripts/bench-perf.sh)"; } | tee target/bench-perf.md
+
+if [ $readme = 1 ]; then
+  python3 - "$stamp" <<'EOF'
+import re, sys
+stamp = sys.argv[1]
+table = open("target/bench-perf.md").read().split("\n\n(")[0]
+body = f"<!-- bench-perf:begin -->\n{table}\n\n({stamp}; `scripts/bench-perf.sh --readme`)\n<!-- bench-perf:end -->"
+s = open("README.md").read()
+new, n = re.subn(r"<!-- bench-perf:begin -->.*?<!-- bench-perf:end -->", lambda m: body, s, flags=re.S)
+if n != 1:
+    sys.exit("README.md has no bench-perf markers")
+open("README.md", "w").write(new)
+print("README.md table updated")
+EOF
+fi

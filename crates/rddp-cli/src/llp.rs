@@ -2,10 +2,11 @@
 
 use rddp::transport::{Connection, mpa, sctp};
 use rddp_mpa::{MpaError, MpaOptions};
+use std::collections::VecDeque;
 use std::net::{SocketAddr, SocketAddrV4, ToSocketAddrs};
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
@@ -106,9 +107,9 @@ pub fn connect(t: Transport, addr: &str, crc: bool) -> Result<Connection, String
 }
 
 /// SCTP for the tool: every association may carry many sessions. Each session
-/// Initiate is handed to the ULP's rule (accept after `delay`, or reject), one
-/// at a time per association, so Initiates beyond the adaptation's bound wait no
-/// longer: the adaptation answers them with Terminate (seed 001).
+/// Initiate is handed to the ULP's rule (accept after `delay`, or reject), each
+/// decided on its own: several Initiates wait at once, up to the adaptation's
+/// bound, and one more is answered with Terminate by the adaptation (seed 001).
 struct SctpListen {
     at: SocketAddrV4,
     sessions: Mutex<Receiver<Connection>>,
@@ -144,15 +145,22 @@ fn serve_association(
     reject: bool,
     tx: &Sender<Connection>,
 ) {
+    // Initiates waiting for their decision, each due `delay` after it arrived
+    // (the same delay for all: arrival order is deadline order).
+    let mut due: VecDeque<(Instant, sctp::SessionRequest)> = VecDeque::new();
     while !assoc.is_lost() {
-        let Some(req) = assoc.next_request(Duration::from_millis(200)) else {
-            continue;
-        };
-        std::thread::sleep(delay);
-        if reject {
-            assoc.reject(&req, b"rejected");
-        } else if tx.send(assoc.accept(&req, &[])).is_err() {
-            return;
+        let wait = due.front().map_or(Duration::from_millis(200), |(at, _)| {
+            at.saturating_duration_since(Instant::now())
+        });
+        if let Some(req) = assoc.next_request(wait) {
+            due.push_back((Instant::now() + delay, req));
+        }
+        while let Some((_, req)) = due.pop_front_if(|(at, _)| *at <= Instant::now()) {
+            if reject {
+                assoc.reject(&req, b"rejected");
+            } else if tx.send(assoc.accept(&req, &[])).is_err() {
+                return;
+            }
         }
     }
 }

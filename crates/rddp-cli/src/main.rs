@@ -12,8 +12,11 @@ macro_rules! say {
 }
 
 mod demo;
+mod limits;
 mod llp;
+mod observe;
 mod perf;
+mod rping;
 mod target;
 
 use clap::{Parser, Subcommand};
@@ -28,6 +31,13 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
+    /// More log lines on stderr: -v info, -vv debug, -vvv trace (default: warnings).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Fewer log lines on stderr: -q errors only, -qq none. Without -v/-q,
+    /// RUST_LOG is honoured (e.g. RUST_LOG=rddp=debug).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    quiet: u8,
 }
 
 #[derive(Subcommand)]
@@ -37,12 +47,16 @@ enum Cmd {
         /// Lower layer: mpa (MPA over TCP) or sctp (DDP over SCTP).
         #[arg(long, default_value = "mpa", value_parser = ["mpa", "sctp"])]
         transport: String,
+        #[command(flatten)]
+        capture: observe::CaptureArgs,
     },
     /// A conformance responder: registered buffer, echo, Reads, events.
     Target(target::TargetArgs),
     /// Measure bandwidth and latency like perftest (server and client).
     #[command(subcommand)]
     Perf(perf::PerfCmd),
+    /// rdma-core's rping on the wire: interoperates with `rping` over siw.
+    Rping(rping::RpingArgs),
 }
 
 fn main() -> ExitCode {
@@ -50,10 +64,16 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),
     };
+    observe::init_logging(cli.verbose, cli.quiet);
     let result = match &cli.cmd {
-        Cmd::Demo { transport } => demo::run(transport),
+        Cmd::Demo { transport, capture } => capture.start().and_then(|_cap| demo::run(transport)),
         Cmd::Target(a) => target::run(a.clone()),
         Cmd::Perf(p) => perf::main(p),
+        // rping's -v (display ping data) is the global -v.
+        Cmd::Rping(a) => rping::run(&rping::RpingArgs {
+            verbose: cli.verbose > 0,
+            ..a.clone()
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -117,6 +117,26 @@ fn several_sizes_queue_pairs_and_a_duration() {
 }
 
 #[test]
+fn writes_and_reads_may_run_longer_than_the_stall_limit() {
+    // The server sees nothing of Writes and Reads until End; a size that runs
+    // longer than the stall limit (1 s here, 10 s by default) must not look like
+    // a dead client to it.
+    for op in ["write", "read"] {
+        let lines = perf_json(&[
+            "--op",
+            op,
+            "--size",
+            "4K",
+            "--duration",
+            "2.5",
+            "--stall-secs",
+            "1",
+        ]);
+        assert!(num(&lines[0], "seconds") >= 2.5, "{op}: {}", lines[0]);
+    }
+}
+
+#[test]
 fn few_receive_buffers_slow_a_fast_client_down_but_never_overrun() {
     // 2 receives asked for (16 kept at least), a client that could post 512.
     let lines = perf_json(&[

@@ -63,32 +63,30 @@ fn received_terminate_is_reported_not_answered() {
 fn shared_rq_soft_limit_event() {
     let mut t = Target::start(&["--rq", "shared", "--recv-count", "8", "--soft-limit", "2"]);
     let (mut p, _) = raw(&t);
-    // Three first segments (L=0) that never finish: three buffers held.
-    for msn in 2..5 {
-        p.send(msn, b"part", false);
+    // Three whole messages after a missing one (MSN 2): three buffers held, as
+    // they cannot be delivered before MSN 2. (First segments of several MSNs
+    // would be interleaved messages of one queue, refused with 1/2/0x03.)
+    for msn in 3..6 {
+        p.send(msn, b"whole", true);
     }
     let v = t.expect("async", json!({ "conn": 1, "kind": "srq_limit_reached" }));
     int(&v, "conn");
-    // Nothing is wrong with that: once the messages finish they are delivered
-    // in order, and echoed.
-    for msn in 2..5 {
-        p.send_at(msn, 4, b"!", true);
-    }
-    p.send(5, b"whole", true);
-    for msn in 2..5 {
+    // Nothing is wrong with that: once MSN 2 arrives they are delivered in
+    // order, and echoed.
+    p.send(2, b"whole", true);
+    for msn in 2..6 {
         t.expect("completion", json!({ "conn": 1, "msn": msn, "bytes": 5 }));
-        assert_eq!(p.next_untagged(), (0, msn + 1, b"part!".to_vec()));
+        assert_eq!(p.next_untagged(), (0, msn + 1, b"whole".to_vec()));
     }
-    t.expect("completion", json!({ "conn": 1, "msn": 5, "bytes": 5 }));
 }
 
 #[test]
 fn pool_send_beyond_credits_is_terminated() {
     let mut t = Target::start(&["--rq", "pool", "--recv-count", "4", "--credits", "2"]);
     let mut p = RawPeer::connect(t.addr, true);
-    p.send(1, b"part", false);
-    p.send(2, b"part", false);
-    p.send(3, b"part", false);
+    // MSN 2 is held (MSN 1 missing); MSN 3 is beyond the 2 credits.
+    p.send(2, b"whole", true);
+    p.send(3, b"whole", true);
     let term = p.terminate().expect("no Terminate beyond the credits");
     assert_eq!(term.code, TerminateCode::DDP_INVALID_MSN_RANGE);
     check_terminate(&mut t, 1, "sent", TerminateCode::DDP_INVALID_MSN_RANGE);
@@ -128,9 +126,9 @@ fn read_request_outside_the_buffer_is_terminated_with_its_header() {
 fn ordered_send_without_a_buffer_is_terminated() {
     let mut t = Target::start(&["--recv-count", "2"]);
     let mut p = RawPeer::connect(t.addr, true);
-    p.send(1, b"part", false);
-    p.send(2, b"part", false);
-    p.send(3, b"part", false);
+    // MSN 2 is held (MSN 1 missing); MSN 3 has none of the 2 buffers.
+    p.send(2, b"whole", true);
+    p.send(3, b"whole", true);
     let term = p
         .terminate()
         .expect("no Terminate for a Send beyond the buffers");
@@ -145,20 +143,22 @@ fn ordered_send_without_a_buffer_is_terminated() {
 fn shared_buffers_held_by_a_dead_connection_are_not_lost() {
     let mut t = Target::start(&["--rq", "shared", "--recv-count", "4", "--soft-limit", "2"]);
     let (mut a, _) = raw(&t);
-    for msn in 2..5 {
-        a.send(msn, b"part", false);
+    // Three messages held behind a missing MSN 2.
+    for msn in 3..6 {
+        a.send(msn, b"whole", true);
     }
     t.expect("async", json!({ "conn": 1, "kind": "srq_limit_reached" }));
     drop(a);
     t.expect("closed", json!({ "conn": 1 }));
-    // All four buffers at once for the next connection.
+    // All four buffers at once for the next connection: three held behind MSN
+    // 2, then MSN 2 itself.
     let (mut b, _) = raw(&t);
-    for msn in 2..6 {
-        b.send(msn, b"part", false);
+    for msn in 3..6 {
+        b.send(msn, b"whole", true);
     }
+    b.send(2, b"whole", true);
     for msn in 2..6 {
-        b.send_at(msn, 4, b"!", true);
-        assert_eq!(b.next_untagged(), (0, msn + 1, b"part!".to_vec()));
+        assert_eq!(b.next_untagged(), (0, msn + 1, b"whole".to_vec()));
     }
 }
 
@@ -166,8 +166,8 @@ fn shared_buffers_held_by_a_dead_connection_are_not_lost() {
 fn a_dead_connection_holding_shared_buffers_does_not_stop_others() {
     let mut t = Target::start(&["--rq", "shared", "--recv-count", "4", "--soft-limit", "2"]);
     let (mut a, _) = raw(&t);
-    for msn in 2..5 {
-        a.send(msn, b"part", false);
+    for msn in 3..6 {
+        a.send(msn, b"whole", true);
     }
     t.expect("async", json!({ "conn": 1, "kind": "srq_limit_reached" }));
     drop(a);

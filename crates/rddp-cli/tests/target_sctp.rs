@@ -129,9 +129,9 @@ fn initiates_beyond_max_pending_are_answered_with_terminate() {
             .initiate(sid, StreamId(u32::from(sid)), PdId(1), b"")
             .unwrap();
     }
-    let mut mem = MemoryTable::new();
+    let mem = MemoryTable::new();
     let (mut accepted, mut refused) = (0, 0);
-    conn.run_until(&mut mem, Duration::from_secs(15), |c| {
+    conn.run_until(&mem, Duration::from_secs(15), |c| {
         while let Some(e) = c.poll_event() {
             match e {
                 Event::Accepted { .. } => accepted += 1,
@@ -165,9 +165,9 @@ fn sctp_reject_answers_each_initiate_with_reject() {
     conn.adaptation()
         .initiate(1, StreamId(1), PdId(1), b"please")
         .unwrap();
-    let mut mem = MemoryTable::new();
+    let mem = MemoryTable::new();
     let mut got = None;
-    conn.run_until(&mut mem, Duration::from_secs(10), |c| {
+    conn.run_until(&mem, Duration::from_secs(10), |c| {
         got = got.take().or_else(|| c.poll_event());
         got.is_some()
     })

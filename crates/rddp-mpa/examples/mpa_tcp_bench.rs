@@ -28,7 +28,7 @@ fn main() {
         direct_placement: arg(5, 1) != 0,
         ..MpaOptions::rev1()
     };
-    let mut mem_r = MemoryTable::new();
+    let mem_r = MemoryTable::new();
     let stag = mem_r
         .register(
             PdId(1),
@@ -51,10 +51,10 @@ fn main() {
         )
         .expect("post");
         // Writes complete as tagged deliveries; the closing Send ends the loop.
-        while let Delivery::Tagged { .. } = c.recv(&mut mem_r).expect("recv") {}
+        while let Delivery::Tagged { .. } = c.recv(&mem_r).expect("recv") {}
         c.send_untagged(0, [0x43, 0, 0, 0, 0], Bytes::from_static(b"done"))
             .expect("ack");
-        let _ = c.recv(&mut mem_r);
+        let _ = c.recv(&mem_r);
     });
     let mut c = connect(addr, opts).expect("connect");
     c.post_recv(
@@ -66,7 +66,7 @@ fn main() {
     )
     .expect("post");
     let msg = Bytes::from(vec![0x5Au8; size]);
-    let mut mem_i = MemoryTable::new();
+    let mem_i = MemoryTable::new();
     let t = Instant::now();
     let mut sent = 0;
     while sent < total {
@@ -75,7 +75,7 @@ fn main() {
     }
     c.send_untagged(0, [0x43, 0, 0, 0, 0], Bytes::from_static(b"end"))
         .expect("send");
-    c.recv(&mut mem_i).expect("ack");
+    c.recv(&mem_i).expect("ack");
     let secs = t.elapsed().as_secs_f64();
     c.close().expect("close");
     resp.join().expect("responder");

@@ -19,6 +19,10 @@ pub enum MpaError {
     /// PD_Length above 512 (spec §4.7), received or asked for locally.
     #[error("private data of {0} octets exceeds the MPA limit")]
     PrivateDataTooLong(usize),
+    /// Options that no Request or Reply can carry (an IRD/ORD above the 14-bit
+    /// field, peer-to-peer mode with no RTR type we could send; spec §4.10).
+    #[error("invalid MPA options: {0}")]
+    Options(String),
     /// A Request/Reply that breaks another rule (spec §4.7-4.10).
     #[error("invalid MPA Request/Reply: {0}")]
     InvalidFrame(String),

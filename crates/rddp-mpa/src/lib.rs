@@ -5,8 +5,8 @@
 //! * [`fpdu`]: the sans-IO FPDU-mode connection: DDP segments <-> FPDU octets, CRC,
 //!   Markers, MULPDU, Terminate on every fatal error (§4.1-4.6, §4.11, §3.5).
 //! * [`tcp`]: a blocking `std::net` driver: [`tcp::connect`], [`tcp::listen`].
-//! * [`pcap`]: a pcap writer that wraps the octets each side sent in synthesised
-//!   Ethernet/IPv4/TCP headers, for the independent Wireshark check.
+//! * [`pcap`]: captures that wrap the octets each side sent and received in
+//!   synthesised IP/TCP headers, for Wireshark (`--pcap`, and the wire check).
 //!
 //! No module except [`tcp`] touches a socket or a clock: callers pass
 //! `std::time::Instant` values in.
@@ -20,6 +20,6 @@ pub mod tcp;
 
 pub use error::MpaError;
 pub use fpdu::{FpduConn, OutFpdu};
-pub use options::{MpaOptions, RtrTypes};
+pub use options::{DEAD_PEER_TIMEOUT, MpaOptions, RtrTypes};
 pub use setup::{Initiator, Negotiated, PeerRequest, Responder, Role, Rtr, SetupStatus};
 pub use tcp::{MpaConnection, MpaListener, connect, connect_raw, listen};

@@ -14,6 +14,9 @@ pub struct RtrTypes {
     pub read: bool,
 }
 
+/// Default of [`MpaOptions::dead_peer_timeout`].
+pub const DEAD_PEER_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Connection options. The same struct serves both roles; fields name the role
 /// they matter to.
 #[derive(Debug, Clone)]
@@ -57,6 +60,13 @@ pub struct MpaOptions {
     pub direct_placement: bool,
     /// Record every octet written (tests: feeds [`crate::pcap::write_pcap`]).
     pub tap: Option<crate::pcap::Tap>,
+    /// A dead peer or a cut link is noticed within this much time (plus one
+    /// keepalive interval, [`crate::tcp::dead_peer_bound`]): TCP_USER_TIMEOUT and
+    /// keepalive on the socket (see [`crate::tcp::set_dead_peer_timeout`]). The
+    /// connection then fails and every posted work request completes. `None`
+    /// leaves the kernel's defaults (about 15 minutes with data unacknowledged,
+    /// never on an idle connection). Default 30 s.
+    pub dead_peer_timeout: Option<Duration>,
 }
 
 impl Default for MpaOptions {
@@ -82,6 +92,7 @@ impl Default for MpaOptions {
             pd: PdId(1),
             direct_placement: true,
             tap: None,
+            dead_peer_timeout: Some(DEAD_PEER_TIMEOUT),
         }
     }
 }

@@ -23,8 +23,8 @@ fn responder(opts: MpaOptions) -> (std::net::SocketAddr, JoinHandle<Result<MpaEr
     let h = thread::spawn(move || match l.accept() {
         Err(e) => Ok(e),
         Ok(mut c) => {
-            let mut mem = MemoryTable::new();
-            match c.recv_timeout(&mut mem, Duration::from_secs(5)) {
+            let mem = MemoryTable::new();
+            match c.recv_timeout(&mem, Duration::from_secs(5)) {
                 Err(e) => Ok(e),
                 Ok(d) => Err(format!("unexpected delivery {d:?}")),
             }
@@ -175,18 +175,25 @@ fn reply_with_wrong_key_or_reject() {
     }
 }
 
-#[test]
-fn reply_choosing_an_unoffered_rtr_gets_terminate_0x07() {
+/// A raw responder that reads our Rev 2 Request (24 octets: no private data),
+/// answers `reply` and returns all we sent after it, up to our close.
+fn raw_replier(reply: Vec<u8>) -> (std::net::SocketAddr, JoinHandle<Vec<u8>>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let h = thread::spawn(move || {
         let (mut s, _) = l.accept().unwrap();
         let mut req = [0u8; 24];
         s.read_exact(&mut req).unwrap();
-        // A=1 with B (zero-length Send), which we never offer.
-        write_all(&mut s, &frame(&KEY_REP, 0x50, 2, 4, &[0xC0, 4, 0x00, 4]));
+        write_all(&mut s, &reply);
         read_to_end(&mut s)
     });
+    (addr, h)
+}
+
+#[test]
+fn reply_choosing_an_unoffered_rtr_gets_terminate_0x07() {
+    // A=1 with B (zero-length Send), which we never offer.
+    let (addr, h) = raw_replier(frame(&KEY_REP, 0x50, 2, 4, &[0xC0, 4, 0x00, 4]));
     let e = connect(
         addr,
         MpaOptions {
@@ -348,8 +355,8 @@ fn responder_sends_nothing_before_the_first_fpdu() {
         // Queued at once, but held until the initiator's first FPDU arrives.
         c.send_untagged(0, send_rsvd(), Bytes::from_static(b"early"))
             .unwrap();
-        let mut mem = MemoryTable::new();
-        let d = c.recv_timeout(&mut mem, Duration::from_secs(5)).unwrap();
+        let mem = MemoryTable::new();
+        let d = c.recv_timeout(&mem, Duration::from_secs(5)).unwrap();
         assert!(matches!(d, Some(Delivery::Tagged { len: 0, .. })), "{d:?}");
     });
     let mut s = raw_handshake(addr, true);
@@ -403,12 +410,12 @@ fn local_private_data_limits() {
 fn bad_crc_on_a_directly_placed_fpdu() {
     // Header first, then (later) the payload with a bad CRC: the payload is read
     // straight into the region, the CRC fails, nothing is delivered, 2/0/0x02.
-    let (mut mem, stag) = table(4096);
+    let (mem, stag) = table(4096);
     let l = listen("127.0.0.1:0", fast()).unwrap();
     let addr = l.local_addr().unwrap();
     let h = thread::spawn(move || {
         let mut c = l.accept().unwrap();
-        let r = c.recv_timeout(&mut mem, Duration::from_secs(5));
+        let r = c.recv_timeout(&mem, Duration::from_secs(5));
         let placed = mem.region(stag).unwrap().data()[..4].to_vec();
         (
             r.map(|d| format!("{d:?}")),
@@ -450,9 +457,8 @@ fn direct_placement_validates_before_reading_the_payload() {
     let addr = l.local_addr().unwrap();
     let h = thread::spawn(move || {
         let mut c = l.accept().unwrap();
-        let mut mem = MemoryTable::new();
-        c.recv_timeout(&mut mem, Duration::from_secs(5))
-            .unwrap_err()
+        let mem = MemoryTable::new();
+        c.recv_timeout(&mem, Duration::from_secs(5)).unwrap_err()
     });
     let mut s = raw_handshake(addr, true);
     let mut head = (4014u16).to_be_bytes().to_vec();
@@ -500,16 +506,8 @@ fn ulp_decides_on_the_request_private_data() {
 
 #[test]
 fn strict_ird_gets_terminate_0x06() {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    let h = thread::spawn(move || {
-        let (mut s, _) = l.accept().unwrap();
-        let mut req = [0u8; 24];
-        s.read_exact(&mut req).unwrap();
-        // IRD 2 < the initiator's ORD 8; Write RTR chosen.
-        write_all(&mut s, &frame(&KEY_REP, 0x50, 2, 4, &[0x80, 2, 0x80, 2]));
-        read_to_end(&mut s)
-    });
+    // IRD 2 < the initiator's ORD 8; Write RTR chosen.
+    let (addr, h) = raw_replier(frame(&KEY_REP, 0x50, 2, 4, &[0x80, 2, 0x80, 2]));
     let o = MpaOptions {
         strict_ird: true,
         ord: 8,
@@ -526,4 +524,70 @@ fn strict_ird_gets_terminate_0x06() {
         terminate_code(&h.join().unwrap(), true),
         TerminateCode::MPA_INSUFFICIENT_IRD
     );
+}
+
+/// Our connect to a raw responder answering `reply`: returns our connect error
+/// and every FPDU we then sent.
+fn refused_reply(opts: MpaOptions, reply: Vec<u8>) -> (MpaError, Vec<Vec<u8>>) {
+    let (addr, h) = raw_replier(reply);
+    let e = connect(addr, opts).map(|_| ()).unwrap_err();
+    let wire = h.join().unwrap();
+    let mut fpdus = Vec::new();
+    rddp_wire::FpduDecoder::new(true, false, 65535)
+        .feed(&wire, &mut fpdus)
+        .unwrap();
+    (e, fpdus)
+}
+
+/// The refusal names `code`, and a Terminate with `code` is the only FPDU the
+/// peer sent (no RTR) before it closed.
+fn assert_only_terminate(e: &MpaError, fpdus: &[Vec<u8>], code: TerminateCode) {
+    assert_eq!(e.terminate_code(), Some(code), "{e}");
+    assert_eq!(fpdus.len(), 1, "only the Terminate, no RTR: {fpdus:?}");
+    assert_eq!(
+        rddp_wire::Terminate::parse(&fpdus[0][18..]).unwrap().code,
+        code
+    );
+}
+
+/// RFC 6581: we offered no peer-to-peer mode (A=0, no RTR type), the Reply says
+/// A=1 with the Write RTR: Terminate 2/0/0x07 is the only FPDU (no RTR), then close.
+#[test]
+fn reply_with_p2p_we_did_not_offer_gets_terminate_0x07() {
+    let o = MpaOptions {
+        p2p: false,
+        reply_timeout: Duration::from_secs(2),
+        ..MpaOptions::default()
+    };
+    let (e, fpdus) = refused_reply(o, frame(&KEY_REP, 0x50, 2, 4, &[0x80, 4, 0x80, 4]));
+    assert_only_terminate(&e, &fpdus, TerminateCode::MPA_NO_MATCHING_RTR);
+}
+
+/// RFC 6581: a Reply picking the Read RTR with IRD 0 leaves no slot for it:
+/// Terminate 2/0/0x06 (insufficient IRD) as the only FPDU, then close, instead of
+/// a connection whose ORD is 0 and whose RTR can never be sent.
+#[test]
+fn read_rtr_reply_with_ird_0_gets_terminate_0x06() {
+    let o = MpaOptions {
+        reply_timeout: Duration::from_secs(2),
+        ..MpaOptions::default()
+    };
+    // A=1, IRD 0; D (Read RTR), ORD 1.
+    let (e, fpdus) = refused_reply(o, frame(&KEY_REP, 0x50, 2, 4, &[0x80, 0, 0x40, 1]));
+    assert_only_terminate(&e, &fpdus, TerminateCode::MPA_INSUFFICIENT_IRD);
+}
+
+/// A listener whose IRD or ORD no Reply could carry (above the 14-bit field) is
+/// refused when it is made, not when the first peer comes.
+#[test]
+fn listen_refuses_ird_ord_above_14_bits() {
+    for (ird, ord) in [(0x4000, 1), (1, 0x4000)] {
+        let o = MpaOptions {
+            ird,
+            ord,
+            ..MpaOptions::default()
+        };
+        let e = listen("127.0.0.1:0", o).unwrap_err();
+        assert!(matches!(e, MpaError::Options(_)), "{e}");
+    }
 }

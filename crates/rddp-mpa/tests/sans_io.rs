@@ -133,7 +133,7 @@ fn deliver(markers: bool, crc: bool, chunks: &dyn Fn(&[u8]) -> Vec<Vec<u8>>) {
         ..MpaOptions::default()
     };
     let mut p = pair(o.clone(), o, 600);
-    let (mut mem, stag) = table(3000);
+    let (mem, stag) = table(3000);
     p.r.stream_mut()
         .post_recv(
             0,
@@ -164,7 +164,7 @@ fn deliver(markers: bool, crc: bool, chunks: &dyn Fn(&[u8]) -> Vec<Vec<u8>>) {
         // The responder stops right after the RTR; the caller feeds the rest again.
         let mut c = &c[..];
         while !c.is_empty() {
-            let n = p.r.on_bytes(&mut mem, c);
+            let n = p.r.on_bytes(&mem, c);
             assert!(n > 0, "no progress");
             c = &c[n..];
         }
@@ -247,8 +247,8 @@ fn mulpdu_follows_the_emss() {
         .unwrap();
     let big = drain(&mut p.i);
     p.r.set_emss(536).unwrap();
-    let mut scratch = MemoryTable::new();
-    assert_eq!(p.r.on_bytes(&mut scratch, &big), big.len());
+    let scratch = MemoryTable::new();
+    assert_eq!(p.r.on_bytes(&scratch, &big), big.len());
     assert!(p.r.take_error().is_none());
     assert!(matches!(
         p.r.poll_delivery(),
@@ -285,7 +285,7 @@ fn mulpdu_follows_the_emss() {
 fn direct_once(corrupt: bool) -> (FpduConn, MemoryTable, rddp_proto::mem::Stag) {
     let o = MpaOptions::rev1();
     let mut p = pair(o.clone(), o, 65_000);
-    let (mut mem, stag) = table(10_000);
+    let (mem, stag) = table(10_000);
     let data = pattern(9000, 8);
     p.i.stream_mut()
         .send_tagged(
@@ -302,8 +302,7 @@ fn direct_once(corrupt: bool) -> (FpduConn, MemoryTable, rddp_proto::mem::Stag) 
     }
     assert!(p.r.direct_capable());
     assert_eq!(p.r.whole_prefix(&wire[..100]), 0);
-    let rddp_mpa::fpdu::DirectStart::Read { consumed, read } =
-        p.r.direct_begin(&mut mem, &wire[..100])
+    let rddp_mpa::fpdu::DirectStart::Read { consumed, read } = p.r.direct_begin(&mem, &wire[..100])
     else {
         panic!("not placed directly")
     };
@@ -312,8 +311,8 @@ fn direct_once(corrupt: bool) -> (FpduConn, MemoryTable, rddp_proto::mem::Stag) 
         (100, 1000 + 84, 1000 + 9000, 4)
     );
     let body = &wire[100..100 + (read.end - read.start)];
-    mem.region_mut(read.stag).unwrap().data_mut()[read.start..read.end].copy_from_slice(body);
-    p.r.direct_finish(&mut mem, &wire[wire.len() - read.trailer..]);
+    mem.region(read.stag).unwrap().data_mut()[read.start..read.end].copy_from_slice(body);
+    p.r.direct_finish(&mem, &wire[wire.len() - read.trailer..]);
     (p.r, mem, stag)
 }
 
@@ -345,18 +344,168 @@ fn direct_placement_by_hand() {
     assert!(r.wants_close() || r.poll_transmit().is_some());
 }
 
+/// A Reply frame (C=1, E=1, Rev 2) carrying `blk`.
+fn reply_with(blk: rddp_wire::EnhancedBlock) -> Vec<u8> {
+    use rddp_wire::{FrameKind, MpaFlags, MpaFrame};
+    let flags = MpaFlags::new(false, true, false, true);
+    MpaFrame::new(FrameKind::Reply, flags, 2, Some(blk), Vec::new())
+        .to_vec()
+        .unwrap()
+}
+
+/// Feed `reply` to an initiator built from `o`; returns its error and the one
+/// Terminate FPDU it queued (decoded), if any.
+fn initiator_refusal(
+    o: &MpaOptions,
+    reply: &[u8],
+) -> (Option<MpaError>, Option<rddp_wire::Terminate>) {
+    let mut i = Initiator::new(o, Instant::now()).unwrap();
+    let _request = i.poll_transmit().unwrap();
+    assert_eq!(i.on_bytes(reply), reply.len());
+    let err = match i.take_result() {
+        Some(Err(e)) => Some(e),
+        _ => None,
+    };
+    let term = i.poll_transmit().map(|wire| {
+        let mut segs = Vec::new();
+        FpduDecoder::new(true, false, 65535)
+            .feed(&wire, &mut segs)
+            .unwrap();
+        assert_eq!(segs.len(), 1, "one Terminate FPDU, nothing else");
+        rddp_wire::Terminate::parse(&segs[0][18..]).unwrap()
+    });
+    (err, term)
+}
+
+fn blk(p2p: bool, b: bool, c: bool, d: bool, ird: u16, ord: u16) -> rddp_wire::EnhancedBlock {
+    rddp_wire::EnhancedBlock {
+        p2p,
+        rtr_send: b,
+        ird,
+        rtr_write: c,
+        rtr_read: d,
+        ord,
+    }
+}
+
+/// RFC 6581: an initiator that did not offer peer-to-peer mode (A=0 in its
+/// Request) and gets a Reply with A=1 or any RTR type set sends Terminate 2/0/0x07
+/// as its only FPDU and fails, instead of sending an RTR it never offered.
 #[test]
-fn local_ird_ord_above_14_bits_are_negotiated_as_sent() {
-    // Found by fuzzing (mpa_setup): an initiator asked for IRD/ORD above 0x3FFF
-    // sent them clamped to 14 bits (spec §4.10) but kept the unclamped values as
-    // the negotiated ones.
-    let io = MpaOptions {
-        ird: 0x8073,
-        ord: 0xFFFF,
+fn reply_with_p2p_we_did_not_offer_is_terminated() {
+    use rddp_wire::TerminateCode;
+    let o = MpaOptions {
+        p2p: false,
         ..MpaOptions::default()
     };
-    let (ni, nr) = setup(&io, &MpaOptions::default(), 0);
-    let (ird, ord) = ni.ird_ord.unwrap();
-    assert!(ird <= 0x3FFF && ord <= 0x3FFF, "({ird:#x}, {ord:#x})");
-    assert!(nr.peer_ird_ord.unwrap().0 <= 0x3FFF);
+    // Our Request offers no peer-to-peer mode and no RTR type.
+    let mut i = Initiator::new(&o, Instant::now()).unwrap();
+    let req = rddp_wire::MpaFrame::parse(&i.poll_transmit().unwrap()).unwrap();
+    let offered = req.enhanced.unwrap();
+    assert!(!offered.p2p && !offered.rtr_send && !offered.rtr_write && !offered.rtr_read);
+    for (name, b) in [
+        ("A=1, Write RTR", blk(true, false, true, false, 4, 4)),
+        ("A=1, Read RTR", blk(true, false, false, true, 4, 4)),
+        ("A=1, no RTR type", blk(true, false, false, false, 4, 4)),
+        ("A=0, Write RTR bit", blk(false, false, true, false, 4, 4)),
+    ] {
+        let (err, term) = initiator_refusal(&o, &reply_with(b));
+        let err = err.unwrap_or_else(|| panic!("{name}: the Reply was accepted"));
+        assert_eq!(
+            err.terminate_code(),
+            Some(TerminateCode::MPA_NO_MATCHING_RTR),
+            "{name}: {err}"
+        );
+        let term = term.unwrap_or_else(|| panic!("{name}: no Terminate queued"));
+        assert_eq!(term.code, TerminateCode::MPA_NO_MATCHING_RTR, "{name}");
+    }
+    // A=0 without RTR bits is the normal answer: no RTR, IRD/ORD negotiated.
+    let mut i = Initiator::new(&o, Instant::now()).unwrap();
+    i.poll_transmit().unwrap();
+    i.on_bytes(&reply_with(blk(false, false, false, false, 4, 4)));
+    let neg = i.take_result().unwrap().unwrap();
+    assert_eq!((neg.rtr, neg.ird_ord), (None, Some((16, 4))));
+}
+
+/// RFC 6581: the Read RTR takes one of the responder's IRD slots, so a Reply
+/// that picks it with IRD 0 is answered with Terminate 2/0/0x06 (insufficient IRD),
+/// relaxed or strict, instead of leaving our ORD at 0 and the RTR waiting forever.
+#[test]
+fn read_rtr_reply_with_ird_0_gets_terminate_0x06() {
+    use rddp_wire::TerminateCode;
+    for strict in [false, true] {
+        let o = MpaOptions {
+            strict_ird: strict,
+            ..MpaOptions::default()
+        };
+        let (err, term) = initiator_refusal(&o, &reply_with(blk(true, false, false, true, 0, 1)));
+        let err = err.unwrap_or_else(|| panic!("strict {strict}: the Reply was accepted"));
+        assert_eq!(
+            err.terminate_code(),
+            Some(TerminateCode::MPA_INSUFFICIENT_IRD),
+            "{err}"
+        );
+        assert_eq!(term.unwrap().code, TerminateCode::MPA_INSUFFICIENT_IRD);
+    }
+    // The Write RTR uses no slot: IRD 0 only leaves us ORD 0 (Reads fail at once).
+    let mut i = Initiator::new(&MpaOptions::default(), Instant::now()).unwrap();
+    i.poll_transmit().unwrap();
+    i.on_bytes(&reply_with(blk(true, false, true, false, 0, 1)));
+    assert_eq!(i.take_result().unwrap().unwrap().ird_ord, Some((16, 0)));
+}
+
+/// With ORD 0 we cannot send the zero-length Read RTR (it needs an ORD slot), so
+/// we do not offer it; offering nothing else in peer-to-peer mode is a local error.
+#[test]
+fn ord_0_offers_no_read_rtr() {
+    let o = MpaOptions {
+        ord: 0,
+        ..MpaOptions::default()
+    };
+    let mut i = Initiator::new(&o, Instant::now()).unwrap();
+    let req = rddp_wire::MpaFrame::parse(&i.poll_transmit().unwrap()).unwrap();
+    let offered = req.enhanced.unwrap();
+    assert!(
+        offered.p2p && offered.rtr_write && !offered.rtr_read,
+        "{offered:?}"
+    );
+    let read_only = MpaOptions {
+        ord: 0,
+        rtr: rddp_mpa::RtrTypes {
+            write: false,
+            read: true,
+        },
+        ..MpaOptions::default()
+    };
+    let e = Initiator::new(&read_only, Instant::now()).unwrap_err();
+    assert!(matches!(e, MpaError::Options(_)), "{e}");
+}
+
+/// IRD and ORD are 14-bit fields (RFC 6581): a larger value is refused at once on
+/// either side instead of being announced as 0x3FFF and used as is locally.
+#[test]
+fn ird_ord_above_14_bits_are_refused() {
+    for (ird, ord) in [(0x4000, 4), (4, 0x4000), (u16::MAX, u16::MAX)] {
+        let o = MpaOptions {
+            ird,
+            ord,
+            ..MpaOptions::default()
+        };
+        let e = Initiator::new(&o, Instant::now()).unwrap_err();
+        assert!(matches!(e, MpaError::Options(_)), "{ird}/{ord}: {e}");
+        // The responder finds out when it answers (it has nothing to say before).
+        let mut i = Initiator::new(&MpaOptions::default(), Instant::now()).unwrap();
+        let mut r = Responder::new(&o, Instant::now());
+        r.on_bytes(&i.poll_transmit().unwrap());
+        let e = r.accept().unwrap_err();
+        assert!(matches!(e, MpaError::Options(_)), "{ird}/{ord}: {e}");
+        assert!(r.poll_transmit().is_none(), "{ird}/{ord}: a Reply went out");
+    }
+    // 0x3FFF itself fits the field.
+    let o = MpaOptions {
+        ird: 0x3FFF,
+        ord: 0x3FFF,
+        ..MpaOptions::default()
+    };
+    assert!(Initiator::new(&o, Instant::now()).is_ok());
 }

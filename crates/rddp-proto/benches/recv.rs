@@ -140,7 +140,7 @@ fn throughput(c: &mut Criterion) {
                     }
                 }
             }
-            let mut mem = MemoryTable::with_seed(1);
+            let mem = MemoryTable::with_seed(1);
             let mut seq = vec![0u64; n];
             let mut seg = Vec::with_capacity(18 + PAYLOAD);
             let mut k = 0usize;
@@ -153,7 +153,7 @@ fn throughput(c: &mut Criterion) {
                     seg.clear();
                     seg.extend_from_slice(&UntaggedHeader::new(true, [0; 5], 0, msn, 0).to_bytes());
                     seg.extend_from_slice(&payload);
-                    st.on_segment(&mut mem, seq[i], black_box(&seg)).unwrap();
+                    st.on_segment(&mem, seq[i], black_box(&seg)).unwrap();
                     seq[i] += 1;
                     if let Some(Delivery::Untagged { buffer, .. }) = st.poll_delivery() {
                         match &pool {

@@ -12,8 +12,13 @@
 //! * [`cq`]: completion queues that refuse attachments they could not hold (seed 003).
 //! * [`rdmap`]: RDMAP over a DDP stream: Send, Write, Read, Terminate, ORD/IRD,
 //!   completions (RFC 5040).
+//! * [`wq`]: work-queue accounting for a verbs layer: a slot counts until its
+//!   completion is taken from the CQ; every posted receive comes back once.
+//! * [`stats`]: the counters each engine keeps where it does the work (issue 13).
 
 pub mod cq;
 pub mod ddp;
 pub mod mem;
 pub mod rdmap;
+pub mod stats;
+pub mod wq;

@@ -47,8 +47,14 @@ enum Abuse {
     /// Like SkipMsns, FLOOD per round: under arrival ordering the skipped MSNs
     /// take the whole pool (the hazard of seed 003).
     SkipFlood,
-    /// First segments (L=0) of consecutive MSNs, never finished, BURST per round.
+    /// First segments (L=0) of consecutive MSNs, never finished, BURST per round,
+    /// in sender order: messages of one queue interleaved, refused at once with
+    /// 1/2/0x03 (RFC 5041 §5.3; issue 10).
     NeverFinish,
+    /// The same, each segment handed up out of order after a gap in sender order
+    /// that never fills (an SCTP peer): every one is placed on arrival, none is
+    /// ever processed in sender order, so none can be refused for interleaving.
+    NeverFinishGapped,
 }
 
 #[derive(Debug, Default)]
@@ -79,6 +85,8 @@ struct Sim {
     pool: Option<BufferPool>,
     streams: Vec<DdpStream>,
     seq: Vec<u64>,
+    /// The abuser leaves a gap in sender order before each of its segments.
+    abuser_gaps: bool,
     msn: Vec<u32>,
     /// Delivered buffers waiting for the ULP (end of round).
     backlog: Vec<Vec<RecvBuffer>>,
@@ -134,6 +142,7 @@ impl Sim {
             pool,
             streams,
             seq: vec![0; STREAMS],
+            abuser_gaps: false,
             msn: vec![1; STREAMS],
             backlog: (0..STREAMS).map(|_| Vec::new()).collect(),
             abuser_segments: 0,
@@ -147,7 +156,10 @@ impl Sim {
 
     fn feed(&mut self, i: usize, seg: &[u8]) {
         let s = &mut self.streams[i];
-        let r = feed(s, &mut self.mem, self.seq[i], seg);
+        if i == ABUSER && self.abuser_gaps {
+            self.seq[i] += 1;
+        }
+        let r = feed(s, &self.mem, self.seq[i], seg);
         self.seq[i] += 1;
         while let Some(d) = s.poll_delivery() {
             if let rddp_proto::ddp::Delivery::Untagged { buffer, .. } = d {
@@ -197,7 +209,9 @@ impl Sim {
                     Abuse::SkipMsns | Abuse::SkipFlood => {
                         untagged(true, 0, m.wrapping_add(100), 0, b"skip")
                     }
-                    Abuse::NeverFinish => untagged(false, 0, *m, 0, b"part"),
+                    Abuse::NeverFinish | Abuse::NeverFinishGapped => {
+                        untagged(false, 0, *m, 0, b"part")
+                    }
                 };
                 *m = m.wrapping_add(if skip { 100 } else { 1 });
                 seg
@@ -290,6 +304,7 @@ fn code_str(c: TerminateCode) -> &'static str {
 
 fn run(strategy: Strategy, abuse: Abuse) -> Outcome {
     let mut sim = Sim::new(strategy);
+    sim.abuser_gaps = abuse == Abuse::NeverFinishGapped;
     for r in 0..ROUNDS {
         sim.round(r, abuse);
     }
@@ -330,6 +345,7 @@ fn one_abusive_stream_among_100() {
             Abuse::SkipMsns,
             Abuse::SkipFlood,
             Abuse::NeverFinish,
+            Abuse::NeverFinishGapped,
         ] {
             let o = run(st, abuse);
             println!(
@@ -346,6 +362,14 @@ fn one_abusive_stream_among_100() {
                 100.0 * o.honest_delivered as f64 / full as f64,
                 o.honest_killed
             );
+            // Interleaved messages of one queue end the abuser on its second
+            // segment, whatever the strategy.
+            if abuse == Abuse::NeverFinish {
+                assert_eq!(o.abuser_end, "terminated 1/2/0x03 at its segment 2");
+                assert_eq!(o.honest_delivered, full, "{st:?} {abuse:?}");
+                assert!(o.tied_up <= DEPTH as usize, "{st:?} {abuse:?}: {o:?}");
+                continue;
+            }
             match st {
                 // Per-stream buffers or credits: the abuser is capped at its own
                 // DEPTH and the others never notice.
@@ -373,7 +397,9 @@ fn one_abusive_stream_among_100() {
                     }
                     // Held buffers cross the soft limit within limit+1 segments
                     // (sequential skipping: on the first one).
-                    Abuse::SkipMsns | Abuse::NeverFinish => {
+                    // Checked above, for every strategy.
+                    Abuse::NeverFinish => {}
+                    Abuse::SkipMsns | Abuse::NeverFinishGapped => {
                         let limit = if ordering == Sequential && abuse == Abuse::SkipMsns {
                             1
                         } else {

@@ -165,11 +165,11 @@ fn ulp_sources_share_the_same_accounting() {
 
 #[test]
 fn receive_completion_from_a_delivery() {
-    let mut mem = MemoryTable::with_seed(3);
+    let mem = MemoryTable::with_seed(3);
     let mut s = stream_n(5);
     s.post_recv(0, buf(77)).unwrap();
     assert_eq!(
-        feed(&mut s, &mut mem, 0, &untagged(true, 0, 1, 0, b"abc")),
+        feed(&mut s, &mem, 0, &untagged(true, 0, 1, 0, b"abc")),
         None
     );
     let d = s.poll_delivery().unwrap();

@@ -6,7 +6,7 @@ use rddp_proto::mem::{Access, MemoryTable, PdId, StagScope, StreamId};
 use rddp_wire::{TaggedHeader, TerminateCode};
 
 fn setup() -> (DdpStream, MemoryTable, u32) {
-    let mut mem = MemoryTable::with_seed(3);
+    let mem = MemoryTable::with_seed(3);
     let stag = mem
         .register(
             PdId(1),
@@ -22,21 +22,18 @@ fn setup() -> (DdpStream, MemoryTable, u32) {
 
 #[test]
 fn direct_write_is_delivered_like_on_segment() {
-    let (mut s, mut mem, stag) = setup();
+    let (mut s, mem, stag) = setup();
     let h = TaggedHeader::new(false, 0x40, stag, 0x110);
-    let t = s
-        .direct_target(&mut mem, 0, &h.to_bytes(), 8)
-        .unwrap()
-        .unwrap();
+    let t = s.direct_target(&mem, 0, &h.to_bytes(), 8).unwrap().unwrap();
     assert_eq!((t.offset, t.len), (0x10, 8));
-    mem.region_mut(t.stag).unwrap().data_mut()[t.offset..t.offset + 8].copy_from_slice(b"directly");
+    mem.region(t.stag).unwrap().data_mut()[t.offset..t.offset + 8].copy_from_slice(b"directly");
     s.direct_placed(0, &h, 8).unwrap();
     // The message ends with an ordinary segment.
     let mut seg = TaggedHeader::new(true, 0x40, stag, 0x118)
         .to_bytes()
         .to_vec();
     seg.extend_from_slice(b"!");
-    s.on_segment(&mut mem, 1, &seg).unwrap();
+    s.on_segment(&mem, 1, &seg).unwrap();
     assert_eq!(
         s.poll_delivery(),
         Some(Delivery::Tagged {
@@ -60,26 +57,26 @@ fn direct_checks_give_the_same_codes() {
         (0, 0x140, 1, TerminateCode::DDP_BASE_BOUNDS),
         (0, u64::MAX - 2, 8, TerminateCode::DDP_TO_WRAP),
     ] {
-        let (mut s, mut mem, stag) = setup();
+        let (mut s, mem, stag) = setup();
         let h = TaggedHeader::new(true, 0x40, stag + stag_off, to);
-        assert!(s.direct_target(&mut mem, 0, &h.to_bytes(), len).is_err());
+        assert!(s.direct_target(&mem, 0, &h.to_bytes(), len).is_err());
         let Some(StreamEvent::Error(e)) = s.poll_event() else {
             panic!("no error event")
         };
         assert_eq!(e.code, code);
         assert_eq!(e.segment_len, 14 + len);
         // on_segment on a fresh stream says the same.
-        let (mut s2, mut mem2, _) = setup();
+        let (mut s2, mem2, _) = setup();
         let mut seg = h.to_bytes().to_vec();
         seg.resize(14 + len, 0);
-        assert!(s2.on_segment(&mut mem2, 0, &seg).is_err());
+        assert!(s2.on_segment(&mem2, 0, &seg).is_err());
         let Some(StreamEvent::Error(e2)) = s2.poll_event() else {
             panic!()
         };
         assert_eq!(e2.code, code);
     }
     // Out of order for an in-order LLP: refused before the header is looked at.
-    let (mut s, mut mem, stag) = setup();
+    let (mut s, mem, stag) = setup();
     let h = TaggedHeader::new(true, 0x40, stag, 0x100);
-    assert!(s.direct_target(&mut mem, 5000, &h.to_bytes(), 4).is_err());
+    assert!(s.direct_target(&mem, 5000, &h.to_bytes(), 4).is_err());
 }

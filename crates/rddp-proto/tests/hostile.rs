@@ -35,10 +35,10 @@ proptest! {
     #[test]
     fn no_crafted_segment_writes_outside_its_region(
         // STags are deterministic for a seeded table: register once to learn them.
-        segs in proptest::collection::vec(crafted(setup(&mut MemoryTable::with_seed(77))), 1..12)
+        segs in proptest::collection::vec(crafted(setup(&MemoryTable::with_seed(77))), 1..12)
     ) {
-        let mut mem = MemoryTable::with_seed(77);
-        let stags = setup(&mut mem);
+        let mem = MemoryTable::with_seed(77);
+        let stags = setup(&mem);
         let fresh = || {
             let mut s = DdpStream::new(STREAM, PD, DdpConfig::default()).unwrap();
             for id in 0..2 {
@@ -51,7 +51,7 @@ proptest! {
         let mut model: Vec<Vec<u8>> = stags.iter().map(|&t| mem.region(rddp_proto::mem::Stag(t)).unwrap().data().to_vec()).collect();
         let mut seq = 0;
         for seg in &segs {
-            let accepted = s.on_segment(&mut mem, seq, seg).is_ok();
+            let accepted = s.on_segment(&mem, seq, seg).is_ok();
             seq += 1;
             if accepted && seg.len() > 14 && seg[0] & 0x80 != 0 {
                 let stag = u32::from_be_bytes([seg[2], seg[3], seg[4], seg[5]]);
@@ -69,14 +69,14 @@ proptest! {
         }
         prop_assert!(mem.all_guards_intact());
         for (i, &t) in stags.iter().enumerate() {
-            prop_assert_eq!(mem.region(rddp_proto::mem::Stag(t)).unwrap().data(), &model[i][..]);
+            prop_assert_eq!(mem.region(rddp_proto::mem::Stag(t)).unwrap().data().to_vec(), &model[i][..]);
         }
     }
 }
 
 /// Four regions: writable in our PD at TO 0x1000 (64 octets), read-only in our PD,
 /// writable in another PD, writable but bound to another stream.
-fn setup(mem: &mut MemoryTable) -> Vec<u32> {
+fn setup(mem: &MemoryTable) -> Vec<u32> {
     let fill = |b| vec![b; 64];
     vec![
         mem.register(PD, StagScope::Pd, Access::REMOTE_WRITE, 0x1000, fill(0))

@@ -9,7 +9,7 @@ const S: StreamId = StreamId(1);
 
 #[test]
 fn a_stale_stag_never_matches_a_new_region() {
-    let mut mem = MemoryTable::with_seed(3);
+    let mem = MemoryTable::with_seed(3);
     let mut seen = std::collections::HashSet::new();
     let mut stale = Vec::new();
     // Reuse one index far more often than there are keys.
@@ -30,7 +30,7 @@ fn a_stale_stag_never_matches_a_new_region() {
 
 #[test]
 fn stag_is_index_plus_key_and_keys_differ() {
-    let mut mem = MemoryTable::with_seed(4);
+    let mem = MemoryTable::with_seed(4);
     let a = mem
         .register(PD, StagScope::Pd, Access::NONE, 0, vec![])
         .unwrap();
@@ -49,7 +49,7 @@ fn stag_is_index_plus_key_and_keys_differ() {
 
 #[test]
 fn read_and_write_rights_are_independent() {
-    let mut mem = MemoryTable::with_seed(5);
+    let mem = MemoryTable::with_seed(5);
     let r = mem
         .register(
             PD,
@@ -73,12 +73,12 @@ fn read_and_write_rights_are_independent() {
 
 #[test]
 fn remote_invalidation_needs_association() {
-    let mut mem = MemoryTable::with_seed(6);
+    let mem = MemoryTable::with_seed(6);
     let t = mem
         .register(
             PD,
             StagScope::Stream(S),
-            Access::REMOTE_WRITE,
+            Access::REMOTE_WRITE | Access::REMOTE_INVALIDATE,
             0,
             vec![0; 4],
         )
@@ -105,7 +105,7 @@ fn remote_invalidation_needs_association() {
 
 #[test]
 fn limits_are_clear_errors() {
-    let mut mem = MemoryTable::with_seed(7);
+    let mem = MemoryTable::with_seed(7);
     mem.set_limits(TableLimits {
         max_regions: 2,
         max_bytes: 10,

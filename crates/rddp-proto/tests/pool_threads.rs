@@ -33,13 +33,13 @@ fn four_threads_share_one_pool() {
         .map(|t| {
             let pool = pool.clone();
             std::thread::spawn(move || {
-                let mut mem = MemoryTable::with_seed(u64::from(t));
+                let mem = MemoryTable::with_seed(u64::from(t));
                 let mut s = DdpStream::new(StreamId(t), PD, DdpConfig::default()).unwrap();
                 s.set_recv_pool(0, &pool).unwrap();
                 let mut got = 0;
                 for msn in 1..=PER_THREAD {
                     let seg = untagged(true, 0, msn, 0, &msn.to_be_bytes());
-                    assert_eq!(feed(&mut s, &mut mem, u64::from(msn - 1), &seg), None);
+                    assert_eq!(feed(&mut s, &mem, u64::from(msn - 1), &seg), None);
                     while let Some(Delivery::Untagged { msn: m, buffer, .. }) = s.poll_delivery() {
                         assert_eq!(buffer.data[..4], m.to_be_bytes());
                         pool.post(buffer).unwrap();

@@ -1,75 +1,25 @@
 //! RDMAP operations between two in-memory RDMAP streams (RFC 5040; spec §3).
 
 use bytes::Bytes;
-use rddp_proto::mem::{Access, MemoryTable, PdId, Stag, StagScope, StreamId};
+use rddp_proto::mem::{Access, PdId, Stag, StagScope, StreamId};
 use rddp_proto::rdmap::{
     AsyncEvent, Completion, RdmapConfig, RdmapStream, WcOpcode, WcStatus, WorkRequest,
 };
 use rddp_wire::TerminateCode as T;
 
-/// Two hosts, each with its memory and one RDMAP stream; an in-order link.
-struct Hosts {
-    mem: [MemoryTable; 2],
-    s: [RdmapStream; 2],
-    seq: [u64; 2],
-    /// Segments each side refused.
-    refused: [usize; 2],
-}
+#[path = "common/hosts.rs"]
+mod hosts;
+use hosts::Hosts;
 
 impl Hosts {
-    fn new(cfg: RdmapConfig) -> Self {
-        Self {
-            mem: [MemoryTable::with_seed(1), MemoryTable::with_seed(2)],
-            s: [
-                RdmapStream::new(StreamId(1), PdId(1), cfg).unwrap(),
-                RdmapStream::new(StreamId(2), PdId(1), cfg).unwrap(),
-            ],
-            seq: [0, 0],
-            refused: [0, 0],
-        }
-    }
-
-    /// Move segments both ways until nothing moves.
-    fn run(&mut self) {
-        loop {
-            let mut moved = false;
-            for from in 0..2 {
-                let to = 1 - from;
-                while let Some(seg) = self.s[from].poll_segment() {
-                    moved = true;
-                    let bytes = seg.to_vec();
-                    let seq = self.seq[to];
-                    self.seq[to] += 1;
-                    let (a, b) = self.mem.split_at_mut(1);
-                    let mem = if to == 0 { &mut a[0] } else { &mut b[0] };
-                    if self.s[to].on_segment(mem, seq, &bytes).is_err() {
-                        self.refused[to] += 1;
-                    }
-                }
-            }
-            if !moved {
-                return;
-            }
-        }
-    }
-
     fn completions(&mut self, i: usize) -> Vec<Completion> {
         std::iter::from_fn(|| self.s[i].poll_completion()).collect()
-    }
-
-    fn events(&mut self, i: usize) -> Vec<AsyncEvent> {
-        std::iter::from_fn(|| self.s[i].poll_event()).collect()
     }
 
     fn region(&mut self, i: usize, access: Access, data: Vec<u8>) -> Stag {
         self.mem[i]
             .register(PdId(1), StagScope::Pd, access, 0x4000, data)
             .unwrap()
-    }
-
-    fn post(&mut self, i: usize, wr: WorkRequest) {
-        let mem = &self.mem[i];
-        self.s[i].post(mem, wr);
     }
 }
 
@@ -80,7 +30,7 @@ fn rw() -> Access {
 fn write(wr_id: u64, data: &[u8], stag: Stag, to: u64) -> WorkRequest {
     WorkRequest::Write {
         wr_id,
-        payload: Bytes::copy_from_slice(data),
+        payload: Bytes::copy_from_slice(data).into(),
         remote_stag: stag.0,
         remote_to: to,
         fence: false,
@@ -109,7 +59,7 @@ fn read(
 fn send(wr_id: u64, data: &[u8], solicited: bool, invalidate: Option<u32>) -> WorkRequest {
     WorkRequest::Send {
         wr_id,
-        payload: Bytes::copy_from_slice(data),
+        payload: Bytes::copy_from_slice(data).into(),
         solicited,
         invalidate,
         fence: false,
@@ -177,7 +127,7 @@ fn write_then_read_back_then_send() {
 #[test]
 fn send_variants_carry_solicited_and_invalidate() {
     let mut h = Hosts::new(RdmapConfig::default());
-    let target = h.region(1, rw(), vec![0; 16]);
+    let target = h.region(1, rw() | Access::REMOTE_INVALIDATE, vec![0; 16]);
     for id in 0..3 {
         h.s[1].post_recv(id, vec![0; 8]).unwrap();
     }
@@ -297,7 +247,7 @@ fn more_reads_than_ird_is_a_fatal_stream_error() {
         .collect();
     assert_eq!(reqs.len(), 4);
     for (seq, r) in reqs.iter().enumerate() {
-        let _ = h.s[1].on_segment(&mut h.mem[1], seq as u64, r);
+        let _ = h.s[1].on_segment(&h.mem[1], seq as u64, r);
     }
     assert_eq!(
         terminate_sent(&mut h, 1),
@@ -331,11 +281,11 @@ fn the_local_side_never_exceeds_ord_and_fences_wait_for_reads() {
     let mut write_seen_with_reads_left = false;
     while !pending.is_empty() {
         for s in pending.drain(..) {
-            let _ = h.s[1].on_segment(&mut h.mem[1], seq_b, &s.to_vec());
+            let _ = h.s[1].on_segment(&h.mem[1], seq_b, &s.to_vec());
             seq_b += 1;
         }
         while let Some(s) = h.s[1].poll_segment() {
-            let _ = h.s[0].on_segment(&mut h.mem[0], seq_a, &s.to_vec());
+            let _ = h.s[0].on_segment(&h.mem[0], seq_a, &s.to_vec());
             seq_a += 1;
         }
         assert!(h.s[0].reads_outstanding() <= 2);
@@ -433,7 +383,7 @@ fn a_message_too_long_for_the_buffer_is_a_local_length_error() {
 fn crafted(h: &mut Hosts, seg: &[u8]) -> Option<T> {
     let seq = h.seq[0];
     h.seq[0] += 1;
-    let _ = h.s[0].on_segment(&mut h.mem[0], seq, seg);
+    let _ = h.s[0].on_segment(&h.mem[0], seq, seg);
     terminate_sent(h, 0)
 }
 

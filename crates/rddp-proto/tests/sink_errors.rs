@@ -10,8 +10,8 @@ use rddp_wire::TerminateCode as T;
 /// Run one crafted segment against a fresh stream with one region and one buffer;
 /// check the code, that nothing changed, and that guards hold.
 fn provoke(build: impl Fn(u32) -> Vec<u8>) -> T {
-    let mut mem = MemoryTable::with_seed(1);
-    let stag = region(&mut mem);
+    let mem = MemoryTable::with_seed(1);
+    let stag = region(&mem);
     let mut s = stream();
     s.post_recv(
         0,
@@ -21,7 +21,7 @@ fn provoke(build: impl Fn(u32) -> Vec<u8>) -> T {
         },
     )
     .unwrap();
-    let code = feed(&mut s, &mut mem, 0, &build(stag.0)).expect("segment must be refused");
+    let code = feed(&mut s, &mem, 0, &build(stag.0)).expect("segment must be refused");
     assert!(
         mem.region(stag).unwrap().data().iter().all(|&b| b == 0),
         "nothing placed"
@@ -118,12 +118,12 @@ fn each_ddp_error_code() {
 #[test]
 fn stag_not_associated_other_pd_and_other_stream() {
     for scope in [StagScope::Pd, StagScope::Stream(StreamId(99))] {
-        let mut mem = MemoryTable::with_seed(2);
+        let mem = MemoryTable::with_seed(2);
         let pd = if scope == StagScope::Pd { PdId(2) } else { PD };
         let stag = mem.register(pd, scope, rw(), 0, vec![0; 8]).unwrap();
         let mut s = stream();
         assert_eq!(
-            feed(&mut s, &mut mem, 0, &tagged(true, stag.0, 0, b"x")),
+            feed(&mut s, &mem, 0, &tagged(true, stag.0, 0, b"x")),
             Some(T::DDP_STAG_NOT_ASSOCIATED)
         );
         assert_eq!(mem.region(stag).unwrap().data(), &[0; 8]);
@@ -132,27 +132,24 @@ fn stag_not_associated_other_pd_and_other_stream() {
 
 #[test]
 fn stream_bound_stag_works_on_its_stream_only() {
-    let mut mem = MemoryTable::with_seed(3);
+    let mem = MemoryTable::with_seed(3);
     let stag = mem
         .register(PD, StagScope::Stream(STREAM), rw(), 0, vec![0; 8])
         .unwrap();
     let mut s = stream();
-    assert_eq!(
-        feed(&mut s, &mut mem, 0, &tagged(true, stag.0, 2, b"ab")),
-        None
-    );
+    assert_eq!(feed(&mut s, &mem, 0, &tagged(true, stag.0, 2, b"ab")), None);
     assert_eq!(&mem.region(stag).unwrap().data()[..4], b"\0\0ab");
 }
 
 #[test]
 fn missing_remote_write_right_is_an_access_violation() {
-    let mut mem = MemoryTable::with_seed(4);
+    let mem = MemoryTable::with_seed(4);
     let stag = mem
         .register(PD, StagScope::Pd, Access::REMOTE_READ, 0, vec![0; 8])
         .unwrap();
     let mut s = stream();
     assert_eq!(
-        feed(&mut s, &mut mem, 0, &tagged(true, stag.0, 0, b"x")),
+        feed(&mut s, &mem, 0, &tagged(true, stag.0, 0, b"x")),
         Some(T::RDMAP_ACCESS_VIOLATION)
     );
 }
@@ -160,28 +157,23 @@ fn missing_remote_write_right_is_an_access_violation() {
 #[test]
 fn validation_order_follows_spec() {
     // TO wrap is reported before bounds (a wrapped sum can look in bounds).
-    let mut mem = MemoryTable::with_seed(5);
+    let mem = MemoryTable::with_seed(5);
     let stag = mem
         .register(PD, StagScope::Pd, rw(), u64::MAX - 15, vec![0; 8])
         .unwrap();
     let mut s = stream();
     assert_eq!(
-        feed(
-            &mut s,
-            &mut mem,
-            0,
-            &tagged(true, stag.0, u64::MAX - 1, b"abc")
-        ),
+        feed(&mut s, &mem, 0, &tagged(true, stag.0, u64::MAX - 1, b"abc")),
         Some(T::DDP_TO_WRAP)
     );
     // Not associated beats rights; rights beat bounds.
-    let mut mem = MemoryTable::with_seed(6);
+    let mem = MemoryTable::with_seed(6);
     let stag = mem
         .register(PdId(9), StagScope::Pd, Access::NONE, 0, vec![0; 1])
         .unwrap();
     let mut s = stream();
     assert_eq!(
-        feed(&mut s, &mut mem, 0, &tagged(true, stag.0, 5, b"abc")),
+        feed(&mut s, &mem, 0, &tagged(true, stag.0, 5, b"abc")),
         Some(T::DDP_STAG_NOT_ASSOCIATED)
     );
     let stag = mem
@@ -189,31 +181,28 @@ fn validation_order_follows_spec() {
         .unwrap();
     let mut s = stream();
     assert_eq!(
-        feed(&mut s, &mut mem, 0, &tagged(true, stag.0, 5, b"abc")),
+        feed(&mut s, &mem, 0, &tagged(true, stag.0, 5, b"abc")),
         Some(T::RDMAP_ACCESS_VIOLATION)
     );
     // Untagged: QN before MSN, MSN before MO.
     let mut s = stream();
     assert_eq!(
-        feed(&mut s, &mut mem, 0, &untagged(true, 7, 9, 1000, b"x")),
+        feed(&mut s, &mem, 0, &untagged(true, 7, 9, 1000, b"x")),
         Some(T::DDP_INVALID_QN)
     );
     let mut s = stream();
     assert_eq!(
-        feed(&mut s, &mut mem, 0, &untagged(true, 0, 9, 1000, b"x")),
+        feed(&mut s, &mem, 0, &untagged(true, 0, 9, 1000, b"x")),
         Some(T::DDP_INVALID_MSN_NO_BUFFER)
     );
 }
 
 #[test]
 fn zero_length_tagged_segment_is_not_checked() {
-    let mut mem = MemoryTable::with_seed(7);
+    let mem = MemoryTable::with_seed(7);
     let mut s = stream();
     // STag 0 and a TO that would wrap: no check, nothing placed, delivered as tagged.
-    assert_eq!(
-        feed(&mut s, &mut mem, 0, &tagged(true, 0, u64::MAX, b"")),
-        None
-    );
+    assert_eq!(feed(&mut s, &mem, 0, &tagged(true, 0, u64::MAX, b"")), None);
     assert!(matches!(
         s.poll_delivery(),
         Some(rddp_proto::ddp::Delivery::Tagged { len: 0, .. })
@@ -222,16 +211,16 @@ fn zero_length_tagged_segment_is_not_checked() {
 
 #[test]
 fn invalidated_stag_fails_as_invalid_stag() {
-    let mut mem = MemoryTable::with_seed(8);
-    let stag = region(&mut mem);
+    let mem = MemoryTable::with_seed(8);
+    let stag = region(&mem);
     let mut s = stream();
     assert_eq!(
-        feed(&mut s, &mut mem, 0, &tagged(true, stag.0, 0x1000, b"ok")),
+        feed(&mut s, &mem, 0, &tagged(true, stag.0, 0x1000, b"ok")),
         None
     );
     mem.invalidate(stag).unwrap();
     assert_eq!(
-        feed(&mut s, &mut mem, 1, &tagged(true, stag.0, 0x1002, b"no")),
+        feed(&mut s, &mem, 1, &tagged(true, stag.0, 0x1002, b"no")),
         Some(T::DDP_INVALID_STAG)
     );
     assert_eq!(&mem.region(stag).unwrap().data()[..4], b"ok\0\0");
@@ -239,12 +228,12 @@ fn invalidated_stag_fails_as_invalid_stag() {
 
 #[test]
 fn after_an_error_nothing_more_is_placed() {
-    let mut mem = MemoryTable::with_seed(9);
-    let stag = region(&mut mem);
+    let mem = MemoryTable::with_seed(9);
+    let stag = region(&mem);
     let mut s = stream();
-    assert!(feed(&mut s, &mut mem, 0, &tagged(true, stag.0 ^ 1, 0x1000, b"x")).is_some());
+    assert!(feed(&mut s, &mem, 0, &tagged(true, stag.0 ^ 1, 0x1000, b"x")).is_some());
     // A perfectly valid segment is now refused and not placed.
-    assert!(feed(&mut s, &mut mem, 1, &tagged(true, stag.0, 0x1000, b"y")).is_some());
+    assert!(feed(&mut s, &mem, 1, &tagged(true, stag.0, 0x1000, b"y")).is_some());
     assert_eq!(mem.region(stag).unwrap().data()[0], 0);
     // The error is reported once, and the stream stays until the ULP aborts.
     assert!(matches!(s.poll_event(), Some(StreamEvent::Error(_))));
@@ -257,7 +246,7 @@ fn after_an_error_nothing_more_is_placed() {
 #[test]
 fn credits_model_msn_range_and_missing_buffer() {
     use rddp_proto::ddp::RecvModel;
-    let mut mem = MemoryTable::with_seed(10);
+    let mem = MemoryTable::with_seed(10);
     let mut s = stream();
     s.set_recv_model(0, RecvModel::Credits).unwrap();
     s.post_recv(
@@ -271,7 +260,7 @@ fn credits_model_msn_range_and_missing_buffer() {
     assert!(s.grant_credits(0, 2));
     // MSN 3 lies outside the two granted MSNs: 1/2/0x03.
     assert_eq!(
-        feed(&mut s, &mut mem, 0, &untagged(true, 0, 3, 0, b"x")),
+        feed(&mut s, &mem, 0, &untagged(true, 0, 3, 0, b"x")),
         Some(T::DDP_INVALID_MSN_RANGE)
     );
 
@@ -288,12 +277,12 @@ fn credits_model_msn_range_and_missing_buffer() {
     s.grant_credits(0, 2);
     // MSN 2 first: takes the only buffer (association on first arrival).
     assert_eq!(
-        feed(&mut s, &mut mem, 0, &untagged(true, 0, 2, 0, b"two")),
+        feed(&mut s, &mem, 0, &untagged(true, 0, 2, 0, b"two")),
         None
     );
     // MSN 1 is valid but no buffer is left: 1/2/0x02, a fault of this stream only.
     assert_eq!(
-        feed(&mut s, &mut mem, 1, &untagged(true, 0, 1, 0, b"one")),
+        feed(&mut s, &mem, 1, &untagged(true, 0, 1, 0, b"one")),
         Some(T::DDP_INVALID_MSN_NO_BUFFER)
     );
 }
@@ -301,7 +290,7 @@ fn credits_model_msn_range_and_missing_buffer() {
 #[test]
 fn credits_model_delivers_and_slides_the_window() {
     use rddp_proto::ddp::{Delivery, RecvModel};
-    let mut mem = MemoryTable::with_seed(11);
+    let mem = MemoryTable::with_seed(11);
     let mut s = stream();
     s.set_recv_model(0, RecvModel::Credits).unwrap();
     for id in 0..2 {
@@ -315,20 +304,14 @@ fn credits_model_delivers_and_slides_the_window() {
         .unwrap();
     }
     s.grant_credits(0, 1);
-    assert_eq!(
-        feed(&mut s, &mut mem, 0, &untagged(true, 0, 1, 0, b"a")),
-        None
-    );
+    assert_eq!(feed(&mut s, &mem, 0, &untagged(true, 0, 1, 0, b"a")), None);
     assert!(matches!(
         s.poll_delivery(),
         Some(Delivery::Untagged { msn: 1, len: 1, .. })
     ));
     // The one credit was used: MSN 2 is out of range until the ULP grants again.
     s.grant_credits(0, 1);
-    assert_eq!(
-        feed(&mut s, &mut mem, 1, &untagged(true, 0, 2, 0, b"b")),
-        None
-    );
+    assert_eq!(feed(&mut s, &mem, 1, &untagged(true, 0, 2, 0, b"b")), None);
     assert!(matches!(
         s.poll_delivery(),
         Some(Delivery::Untagged { msn: 2, .. })

@@ -26,7 +26,10 @@ fn tagged_message_is_cut_to_mulpdu_with_advancing_to() {
         assert_eq!(h.rsvd_ulp, 0x40);
         assert_eq!(h.ctrl.last(), i == 2, "L=1 on the last segment only");
         assert!(seg.len() <= 24);
-        assert_eq!(&seg.payload[..], &data[10 * i..(10 * i + 10).min(25)]);
+        assert_eq!(
+            &seg.payload.to_vec()[..],
+            &data[10 * i..(10 * i + 10).min(25)]
+        );
     }
 }
 
@@ -66,7 +69,10 @@ fn messages_leave_in_submission_order() {
     s.submit_tagged(0, 7, 0, Bytes::from(vec![2; 30])).unwrap();
     s.submit_untagged(1, [0; 5], Bytes::from(vec![3; 5]))
         .unwrap();
-    let kinds: Vec<u8> = drain(&mut s).iter().map(|g| g.payload[0]).collect();
+    let kinds: Vec<u8> = drain(&mut s)
+        .iter()
+        .map(|g| g.payload.to_vec()[0])
+        .collect();
     let mut sorted = kinds.clone();
     sorted.sort();
     assert_eq!(kinds, sorted);
@@ -133,7 +139,7 @@ proptest! {
                 DdpHeader::Untagged(h) => h.mo as usize,
             };
             prop_assert_eq!(off, joined.len());
-            joined.extend_from_slice(&g.payload);
+            joined.extend_from_slice(&g.payload.to_vec());
         }
         prop_assert_eq!(joined, data);
     }

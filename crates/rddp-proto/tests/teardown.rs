@@ -36,7 +36,7 @@ fn graceful_teardown_finishes_queued_messages_and_refuses_new_ones() {
 
 #[test]
 fn graceful_close_by_peer_keeps_delivered_messages_and_flushes_the_rest() {
-    let mut mem = MemoryTable::with_seed(1);
+    let mem = MemoryTable::with_seed(1);
     let mut s = stream();
     for id in 0..3 {
         s.post_recv(
@@ -49,12 +49,12 @@ fn graceful_close_by_peer_keeps_delivered_messages_and_flushes_the_rest() {
         .unwrap();
     }
     assert_eq!(
-        feed(&mut s, &mut mem, 0, &untagged(true, 0, 1, 0, b"done")),
+        feed(&mut s, &mem, 0, &untagged(true, 0, 1, 0, b"done")),
         None
     );
     // Half of MSN 2 arrives, then the peer closes.
     assert_eq!(
-        feed(&mut s, &mut mem, 1, &untagged(false, 0, 2, 0, b"ha")),
+        feed(&mut s, &mem, 1, &untagged(false, 0, 2, 0, b"ha")),
         None
     );
     s.on_llp_closed(true);
@@ -124,11 +124,11 @@ fn llp_loss_is_an_abortive_teardown() {
 
 #[test]
 fn a_fatal_error_leaves_the_stream_until_the_ulp_aborts() {
-    let mut mem = MemoryTable::with_seed(2);
+    let mem = MemoryTable::with_seed(2);
     let mut s = stream();
     s.send_untagged(0, [0; 5], Bytes::from_static(b"queued"))
         .unwrap();
-    let code = feed(&mut s, &mut mem, 0, &untagged(true, 9, 1, 0, b"x")).unwrap();
+    let code = feed(&mut s, &mem, 0, &untagged(true, 9, 1, 0, b"x")).unwrap();
     // DDP does not tear down by itself: the stream stays, erroneous, sends nothing.
     assert_eq!(s.state(), &StreamState::Erroneous(code));
     assert!(s.poll_segment().is_none());

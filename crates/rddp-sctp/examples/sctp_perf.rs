@@ -100,11 +100,11 @@ fn one_run(mode: &str, total: usize) -> Result<f64, Box<dyn std::error::Error>> 
 }
 
 fn ddp_sender(addr: SocketAddrV4, total: usize) -> Result<f64, Box<dyn std::error::Error>> {
-    let mut mem = MemoryTable::new();
+    let mem = MemoryTable::new();
     let mut c = connect(addr, Options::default())?;
     c.adaptation().initiate(0, StreamId(0), PdId(1), b"")?;
     let mut pd = Vec::new();
-    c.run_until(&mut mem, T, |c| {
+    c.run_until(&mem, T, |c| {
         while let Some(e) = c.poll_event() {
             if let Event::Accepted { private_data, .. } = e {
                 pd = private_data;
@@ -128,7 +128,7 @@ fn ddp_sender(addr: SocketAddrV4, total: usize) -> Result<f64, Box<dyn std::erro
             .ok_or("no stream")?
             .send_tagged(0, stag, (i * MSG) as u64, data.clone())?;
     }
-    c.run_until(&mut mem, T, |c| {
+    c.run_until(&mem, T, |c| {
         c.stream(0).is_some_and(|s| s.poll_delivery().is_some())
     })?;
     Ok(start.elapsed().as_secs_f64())
@@ -138,7 +138,7 @@ fn ddp_receiver(addr: SocketAddrV4, total: usize) -> Result<(), Box<dyn std::err
     let l = Listener::bind(addr, Options::default())?;
     println!("READY");
     let mut c = l.accept(T)?;
-    let mut mem = MemoryTable::new();
+    let mem = MemoryTable::new();
     mem.set_limits(rddp_proto::mem::TableLimits {
         max_bytes: 1 << 31,
         ..Default::default()
@@ -150,11 +150,11 @@ fn ddp_receiver(addr: SocketAddrV4, total: usize) -> Result<(), Box<dyn std::err
         0,
         vec![0; total],
     )?;
-    c.run_until(&mut mem, T, |c| c.adaptation().pending_initiates() == 1)?;
+    c.run_until(&mem, T, |c| c.adaptation().pending_initiates() == 1)?;
     c.adaptation()
         .accept(0, StreamId(1), PdId(1), &stag.0.to_be_bytes())?;
     let mut n = 0;
-    c.run_until(&mut mem, T, |c| {
+    c.run_until(&mem, T, |c| {
         while let Some(Delivery::Tagged { .. }) = c.stream(0).and_then(|s| s.poll_delivery()) {
             n += 1;
         }
@@ -163,7 +163,7 @@ fn ddp_receiver(addr: SocketAddrV4, total: usize) -> Result<(), Box<dyn std::err
     c.stream(0)
         .ok_or("no stream")?
         .send_untagged(0, [0; 5], Bytes::from_static(b"done"))?;
-    c.run_until(&mut mem, T, |_| true)?;
+    c.run_until(&mem, T, |_| true)?;
     std::thread::sleep(Duration::from_millis(200));
     Ok(())
 }

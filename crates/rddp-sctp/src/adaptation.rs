@@ -18,6 +18,9 @@ pub struct Config {
     pub max_pending_initiates: usize,
     /// How far ahead of the lowest missing DDP-SSN a chunk may arrive.
     pub reorder_window: usize,
+    /// Octets of DDP segments the active side holds per session while its Accept
+    /// has not arrived (segments that overtook it); beyond it the session fails.
+    pub max_held_octets: usize,
     /// Settings of each session's DDP stream (its MULPDU is set by the adaptation).
     pub ddp: DdpConfig,
 }
@@ -28,6 +31,7 @@ impl Default for Config {
             streams: 16,
             max_pending_initiates: 8,
             reorder_window: 1024,
+            max_held_octets: 256 * 1024,
             ddp: DdpConfig::default(),
         }
     }
@@ -93,6 +97,9 @@ pub(crate) struct Slot {
 pub struct Adaptation {
     pub(crate) cfg: Config,
     pub(crate) max_segment: usize,
+    /// Largest DDP segment accepted from the peer: the largest `max_segment` this
+    /// association has had (segments sized before a path MTU drop stay valid).
+    pub(crate) max_recv_segment: usize,
     pub(crate) slots: Vec<Slot>,
     /// Stream numbers whose Initiate awaits the ULP (bounded by the config).
     pub(crate) pending: VecDeque<u16>,
@@ -123,6 +130,7 @@ impl Adaptation {
             .collect();
         Self {
             max_segment: max_segment_for(fragmentation_point),
+            max_recv_segment: max_segment_for(fragmentation_point),
             cfg,
             slots,
             pending: VecDeque::new(),
@@ -137,10 +145,18 @@ impl Adaptation {
         self.max_segment
     }
 
+    /// Largest DDP segment accepted from the peer (spec §5.3: larger ones were
+    /// fragmented by SCTP): the largest maximum segment this association has had,
+    /// as the fragmentation point applies to both directions of the path.
+    pub fn max_recv_segment(&self) -> usize {
+        self.max_recv_segment
+    }
+
     /// The path changed: tell every DDP stream its new MULPDU (spec §5.3).
     pub fn set_fragmentation_point(&mut self, fragmentation_point: usize) {
         self.max_segment = max_segment_for(fragmentation_point);
         let m = self.max_segment;
+        self.max_recv_segment = self.max_recv_segment.max(m);
         for s in self.slots.iter_mut().filter_map(|s| s.session.as_mut()) {
             if let Some(d) = s.ddp.as_mut() {
                 let _ = d.set_mulpdu(m);
@@ -367,12 +383,13 @@ fn check_pd(pd: &[u8]) -> Result<(), SessionError> {
 }
 
 /// A stream number may carry a new session we start only when the old session is
-/// over and nothing of it can be outstanding in either direction (spec §5.5).
+/// over and nothing of it can be outstanding in either direction (spec §5.5): our
+/// Terminate sent and acknowledged, the peer's last chunk and all before it here.
 pub(crate) fn reusable(slot: &Slot) -> bool {
     !slot.unacked
         && slot.ctl.is_empty()
         && slot
             .session
             .as_ref()
-            .is_none_or(|s| s.state == SessionState::Closed && s.peer_done)
+            .is_none_or(|s| s.idle() && s.local_terminate != LocalTerminate::Wanted)
 }

@@ -14,6 +14,7 @@
 //! poll deliveries and errors) while the driver carries the segments.
 
 pub mod adaptation;
+mod control;
 pub mod driver;
 mod receive;
 pub mod session;

@@ -1,15 +1,12 @@
-//! Received chunks (seed 001; spec §5.3-5.5): DDP-SSN unwrapping, the legal session
-//! sequences, and placement of DDP segments as they arrive.
+//! Received chunks (seed 001; spec §5.3-5.5): DDP-SSN unwrapping, the maximum
+//! segment size, placement of DDP segments as they arrive, violations and the end
+//! of a session.
 
 use crate::adaptation::{Adaptation, AssociationError, Event};
-use crate::session::{CloseReason, LocalTerminate, Role, Session, SessionState};
+use crate::session::{CloseReason, LocalTerminate, Role, SessionState};
 use rddp_proto::ddp::SegmentEndpoint;
 use rddp_proto::mem::MemoryTable;
-use rddp_wire::sctp::{
-    PPID_DDP_SEGMENT, PPID_SESSION_CONTROL, SSN_LEN, SessionControl, SessionFunction,
-};
-
-type Held = Vec<(u64, Vec<u8>)>;
+use rddp_wire::sctp::{PPID_DDP_SEGMENT, PPID_SESSION_CONTROL, SSN_LEN, SessionControl};
 
 impl Adaptation {
     /// A received chunk payload (DDP-SSN first). Problems of one session terminate
@@ -17,7 +14,7 @@ impl Adaptation {
     /// association (no Terminate on each stream, spec §5.6).
     pub fn on_chunk(
         &mut self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         sid: u16,
         ppid: u32,
         payload: &[u8],
@@ -54,20 +51,27 @@ impl Adaptation {
                         self.on_segment(mem, sid, i, &seg);
                     }
                 }
-                Err(e) => self.violation(sid, format!("bad session control: {e}")),
+                Err(e) => self.bad_control(sid, index, payload, &e.to_string()),
             }
         }
         self.settle(sid);
         Ok(())
     }
 
-    fn on_segment(&mut self, mem: &mut MemoryTable, sid: u16, index: u64, seg: &[u8]) {
-        let window = self.cfg.reorder_window;
+    fn on_segment(&mut self, mem: &MemoryTable, sid: u16, index: u64, seg: &[u8]) {
+        let (max, held_max) = (self.max_recv_segment, self.cfg.max_held_octets);
         let slot = &mut self.slots[usize::from(sid)];
-        let Some(s) = slot.session.as_mut() else {
-            return self.stray(sid, index, "DDP segment");
+        let Some(s) = slot.session.as_mut().filter(|s| !s.idle()) else {
+            return self.bogus(sid, index, "DDP segment");
         };
         match s.state {
+            SessionState::Closed => {} // rest of a failed session
+            // Seed 001: segments above the maximum are rejected, received ones too
+            // (SCTP fragmented them): before any octet is placed.
+            _ if seg.len() > max => self.violation(
+                sid,
+                format!("DDP segment of {} octets > maximum {max}", seg.len()),
+            ),
             SessionState::Established => {
                 if index <= s.peer_start || s.peer_terminate.is_some_and(|t| index > t) {
                     return self.violation(
@@ -83,115 +87,20 @@ impl Adaptation {
                     let _ = d.on_segment(mem, index - s.peer_start - 1, seg);
                 }
             }
-            // A segment the peer sent after its Accept, which has not arrived yet.
-            SessionState::InitiateSent if index > s.peer_start && s.held.len() < window => {
+            // A segment the peer sent after its Accept, which has not arrived yet:
+            // held, up to `max_held_octets` per session.
+            SessionState::InitiateSent if index > s.peer_start => {
+                if s.held_octets + seg.len() > held_max {
+                    return self.violation(
+                        sid,
+                        format!("more than {held_max} octets of DDP segments before Accept"),
+                    );
+                }
+                s.held_octets += seg.len();
                 s.held.push((index, seg.to_vec()));
             }
-            SessionState::Closed if !s.peer_done => {} // rest of a failed session
-            SessionState::Closed => self.stray(sid, index, "DDP segment"),
             _ => self.violation(sid, format!("DDP segment at index {index} before Accept")),
         }
-    }
-
-    /// A control chunk; returns held segments to place (those that overtook Accept).
-    fn on_control(&mut self, sid: u16, index: u64, c: SessionControl) -> Held {
-        use SessionFunction::*;
-        let full = self.pending.len() >= self.cfg.max_pending_initiates;
-        let slot = &mut self.slots[usize::from(sid)];
-        let state = slot
-            .session
-            .as_ref()
-            .map(|s| (s.role, s.state, s.peer_start, s.peer_done));
-        match (state, c.function) {
-            // A new session: nothing of the previous one may be outstanding.
-            (None | Some((_, SessionState::Closed, ..)), Initiate)
-                if slot.inbound.complete_below(index + 1) =>
-            {
-                let mut s =
-                    Session::new(Role::Passive, SessionState::InitiateReceived, index, None);
-                if full {
-                    // Bounded queue: refuse without the ULP (Initiate, Terminate).
-                    s.state = SessionState::Closed;
-                    s.peer_done = true;
-                    s.local_terminate = LocalTerminate::Sent;
-                    slot.ctl.push_back((Terminate, Vec::new()));
-                    self.events.push_back(Event::Closed {
-                        sid,
-                        reason: CloseReason::Refused,
-                    });
-                } else {
-                    self.pending.push_back(sid);
-                    self.events.push_back(Event::InitiateRequest {
-                        sid,
-                        private_data: c.private_data,
-                    });
-                }
-                slot.session = Some(s);
-            }
-            (
-                Some((Role::Active, SessionState::InitiateSent, start, _)),
-                f @ (Accept | Reject | Terminate),
-            ) if index == start => {
-                let Some(s) = slot.session.as_mut() else {
-                    return Vec::new();
-                };
-                s.ctl_confirmed = true;
-                if f == Accept {
-                    s.state = SessionState::Established;
-                    self.events.push_back(Event::Accepted {
-                        sid,
-                        private_data: c.private_data,
-                    });
-                    return std::mem::take(&mut s.held);
-                }
-                s.state = SessionState::Closed;
-                s.peer_done = true;
-                s.local_terminate = LocalTerminate::Sent;
-                s.held.clear();
-                if let Some(d) = s.ddp.as_mut() {
-                    d.on_llp_closed(false);
-                }
-                let reason = match f {
-                    Reject => CloseReason::Rejected(c.private_data),
-                    _ => CloseReason::Refused,
-                };
-                self.events.push_back(Event::Closed { sid, reason });
-            }
-            (Some((_, SessionState::Established, start, _)), Terminate) if index > start => {
-                let Some(s) = slot.session.as_mut() else {
-                    return Vec::new();
-                };
-                if s.peer_terminate.is_some() {
-                    self.violation(sid, "a second Terminate".into());
-                    return Vec::new();
-                }
-                s.peer_terminate = Some(index);
-                s.ctl_confirmed = true;
-                if s.local_terminate == LocalTerminate::None {
-                    // Answer with our own Terminate once our queued data has left.
-                    s.local_terminate = LocalTerminate::Wanted;
-                    if let Some(d) = s.ddp.as_mut() {
-                        d.close();
-                    }
-                }
-            }
-            (Some((_, SessionState::Closed, _, false)), _) => {} // rest of a failed session
-            (None | Some((_, SessionState::Closed, ..)), f) => {
-                self.stray(sid, index, &format!("{f:?}"));
-            }
-            (_, f) => self.violation(
-                sid,
-                format!("{f:?} at index {index} fits no legal sequence"),
-            ),
-        }
-        Vec::new()
-    }
-
-    fn stray(&mut self, sid: u16, index: u64, what: &str) {
-        self.events.push_back(Event::Stray {
-            sid,
-            detail: format!("{what} at DDP-SSN index {index} outside any session"),
-        });
     }
 
     /// Terminate the session on `sid` for a protocol violation: its DDP stream is
@@ -213,6 +122,7 @@ impl Adaptation {
         s.state = SessionState::Closed;
         s.peer_done = false;
         s.held.clear();
+        s.held_octets = 0;
         if s.local_terminate != LocalTerminate::Sent {
             s.local_terminate = LocalTerminate::Wanted;
         }
@@ -226,26 +136,33 @@ impl Adaptation {
     }
 
     /// Close an accepted session once both Terminates are done and every chunk the
-    /// peer sent before its Terminate has arrived.
+    /// peer sent before its Terminate has arrived. After a violation, the peer's
+    /// Terminate with everything before it means nothing of it is outstanding.
     pub(crate) fn settle(&mut self, sid: u16) {
         let slot = &mut self.slots[usize::from(sid)];
         let Some(s) = slot.session.as_mut() else {
             return;
         };
         let Some(t) = s.peer_terminate else { return };
-        if s.state != SessionState::Established || !slot.inbound.complete_below(t + 1) {
+        if !slot.inbound.complete_below(t + 1) {
             return;
         }
-        s.peer_done = true;
-        if s.local_terminate == LocalTerminate::Sent {
-            s.state = SessionState::Closed;
-            if let Some(d) = s.ddp.as_mut() {
-                d.on_llp_closed(true);
+        match s.state {
+            SessionState::Established => {
+                s.peer_done = true;
+                if s.local_terminate == LocalTerminate::Sent {
+                    s.state = SessionState::Closed;
+                    if let Some(d) = s.ddp.as_mut() {
+                        d.on_llp_closed(true);
+                    }
+                    self.events.push_back(Event::Closed {
+                        sid,
+                        reason: CloseReason::Terminated,
+                    });
+                }
             }
-            self.events.push_back(Event::Closed {
-                sid,
-                reason: CloseReason::Terminated,
-            });
+            SessionState::Closed => s.peer_done = true,
+            _ => {}
         }
     }
 }

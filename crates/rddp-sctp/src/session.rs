@@ -64,6 +64,8 @@ pub(crate) struct Session {
     pub ddp: Option<Upper>,
     /// Active side: peer segments that arrived before the Accept, (index, chunk).
     pub held: Vec<(u64, Vec<u8>)>,
+    /// Octets in `held` (bounded by `Config::max_held_octets`).
+    pub held_octets: usize,
     pub local_terminate: LocalTerminate,
     /// Index of the peer's Terminate, once received.
     pub peer_terminate: Option<u64>,
@@ -82,11 +84,18 @@ impl Session {
             peer_start,
             ddp,
             held: Vec::new(),
+            held_octets: 0,
             local_terminate: LocalTerminate::None,
             peer_terminate: None,
             ctl_confirmed: true,
             peer_done: false,
         }
+    }
+
+    /// Over, with nothing of the peer's outstanding: the stream is free for the
+    /// peer's next Initiate, and any other chunk on it fits no session.
+    pub fn idle(&self) -> bool {
+        self.state == SessionState::Closed && self.peer_done
     }
 }
 
@@ -118,7 +127,7 @@ impl Upper {
 impl SegmentEndpoint for Upper {
     fn on_segment(
         &mut self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         seq: SenderSeq,
         seg: &[u8],
     ) -> Result<(), StreamError> {

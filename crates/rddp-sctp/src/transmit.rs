@@ -73,7 +73,10 @@ impl Adaptation {
                 payload,
             });
         }
-        let drained = s.ddp.as_ref().is_none_or(|d| d.drained());
+        // A graceful Terminate follows our queued DDP messages; after a violation
+        // nothing more of the session leaves, so it does not wait for them.
+        let drained =
+            s.state != SessionState::Established || s.ddp.as_ref().is_none_or(|d| d.drained());
         if s.local_terminate == LocalTerminate::Wanted && drained && s.ctl_confirmed {
             s.local_terminate = LocalTerminate::Sent;
             let c = self.control(sid, SessionFunction::Terminate, Vec::new());

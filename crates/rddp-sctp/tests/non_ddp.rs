@@ -60,9 +60,9 @@ fn non_ddp_traffic_aborts_and_unequal_stream_counts_are_refused() {
         let mut chunk = vec![0, 0, 0xC1, 0];
         chunk.extend_from_slice(&[0; 12]);
         peer.send(0, ppid, unordered, &chunk).unwrap();
-        let mut mem = MemoryTable::new();
+        let mem = MemoryTable::new();
         let err = loop {
-            match c.poll(&mut mem, Duration::from_secs(5)) {
+            match c.poll(&mem, Duration::from_secs(5)) {
                 Ok(true) => continue,
                 Ok(false) => panic!("nothing received"),
                 Err(e) => break e,

@@ -29,11 +29,11 @@ fn segments_fit_a_lowered_fragmentation_point() {
     let fp = a.fragmentation_point();
     // usrsctp derives the fragmentation point from SCTP_MAXSEG (not equal to it).
     assert!((516..1000).contains(&fp), "fragmentation point {fp}");
-    let (mut ma, mut mb) = (MemoryTable::with_seed(1), MemoryTable::with_seed(2));
+    let (ma, mb) = (MemoryTable::with_seed(1), MemoryTable::with_seed(2));
     a.adaptation()
         .initiate(0, StreamId(0), PdId(1), b"")
         .unwrap();
-    drive(&mut a, &mut ma, &mut b, &mut mb, |_, b| {
+    drive(&mut a, &ma, &mut b, &mb, |_, b| {
         b.adaptation().pending_initiates() == 1
     });
     let stag = mb
@@ -46,7 +46,7 @@ fn segments_fit_a_lowered_fragmentation_point() {
         )
         .unwrap();
     b.adaptation().accept(0, StreamId(1), PdId(1), b"").unwrap();
-    drive(&mut a, &mut ma, &mut b, &mut mb, |a, _| {
+    drive(&mut a, &ma, &mut b, &mb, |a, _| {
         a.adaptation().session_state(0) == Some(SessionState::Established)
     });
     assert_eq!(a.stream(0).unwrap().mulpdu(), max_segment_for(fp));
@@ -55,7 +55,7 @@ fn segments_fit_a_lowered_fragmentation_point() {
         .unwrap()
         .send_tagged(0, stag.0, 0, Bytes::from(pattern(4, 20_000)))
         .unwrap();
-    drive(&mut a, &mut ma, &mut b, &mut mb, |_, b| {
+    drive(&mut a, &ma, &mut b, &mb, |_, b| {
         b.stream(0).unwrap().poll_delivery().is_some()
     });
     let sent = a.take_recorded();

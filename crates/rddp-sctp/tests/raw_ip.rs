@@ -38,11 +38,11 @@ fn session_over_raw_ip() {
     let l = Listener::bind(addr, opts.clone()).unwrap();
     let mut a = connect(addr, opts).unwrap();
     let mut b = l.accept(Duration::from_secs(5)).unwrap();
-    let (mut ma, mut mb) = (MemoryTable::with_seed(1), MemoryTable::with_seed(2));
+    let (ma, mb) = (MemoryTable::with_seed(1), MemoryTable::with_seed(2));
     a.adaptation()
         .initiate(0, StreamId(0), PdId(1), b"raw")
         .unwrap();
-    drive(&mut a, &mut ma, &mut b, &mut mb, |_, b| {
+    drive(&mut a, &ma, &mut b, &mb, |_, b| {
         b.adaptation().pending_initiates() == 1
     });
     let stag = mb
@@ -55,14 +55,14 @@ fn session_over_raw_ip() {
         )
         .unwrap();
     b.adaptation().accept(0, StreamId(1), PdId(1), b"").unwrap();
-    drive(&mut a, &mut ma, &mut b, &mut mb, |a, _| {
+    drive(&mut a, &ma, &mut b, &mb, |a, _| {
         a.adaptation().session_state(0) == Some(SessionState::Established)
     });
     a.stream(0)
         .unwrap()
         .send_tagged(0, stag.0, 0, Bytes::from(pattern(8, 10_000)))
         .unwrap();
-    drive(&mut a, &mut ma, &mut b, &mut mb, |_, b| {
+    drive(&mut a, &ma, &mut b, &mb, |_, b| {
         b.stream(0).unwrap().poll_delivery().is_some()
     });
     assert_eq!(mb.region(stag).unwrap().data(), &pattern(8, 10_000)[..]);

@@ -25,12 +25,12 @@ fn segments_are_placed_out_of_order_through_a_reordering_link() {
     let l = Listener::bind_conn(addr_b, 5001, Options::default()).unwrap();
     let mut a = connect_conn(addr_a, 5001, Options::default()).unwrap();
     let mut b = l.accept(Duration::from_secs(5)).unwrap();
-    let (mut ma, mut mb) = (MemoryTable::with_seed(3), MemoryTable::with_seed(4));
+    let (ma, mb) = (MemoryTable::with_seed(3), MemoryTable::with_seed(4));
 
     a.adaptation()
         .initiate(0, StreamId(0), PdId(1), b"")
         .unwrap();
-    drive(&mut a, &mut ma, &mut b, &mut mb, |_, b| {
+    drive(&mut a, &ma, &mut b, &mb, |_, b| {
         b.adaptation().pending_initiates() == 1
     });
     let len = 200_000;
@@ -54,7 +54,7 @@ fn segments_are_placed_out_of_order_through_a_reordering_link() {
             },
         )
         .unwrap();
-    drive(&mut a, &mut ma, &mut b, &mut mb, |a, _| {
+    drive(&mut a, &ma, &mut b, &mb, |a, _| {
         matches!(a.poll_event(), Some(Event::Accepted { .. }))
     });
     a.stream(0)
@@ -66,7 +66,7 @@ fn segments_are_placed_out_of_order_through_a_reordering_link() {
         .send_untagged(0, [0; 5], Bytes::from_static(b"after"))
         .unwrap();
     let mut deliveries = Vec::new();
-    drive(&mut a, &mut ma, &mut b, &mut mb, |_, b| {
+    drive(&mut a, &ma, &mut b, &mb, |_, b| {
         deliveries.extend(std::iter::from_fn(|| b.stream(0).unwrap().poll_delivery()));
         deliveries.len() == 2
     });
@@ -86,7 +86,7 @@ fn segments_are_placed_out_of_order_through_a_reordering_link() {
     assert!(st.placed_out_of_order > 0, "{st:?}");
 
     a.adaptation().terminate(0).unwrap();
-    drive(&mut a, &mut ma, &mut b, &mut mb, |a, b| {
+    drive(&mut a, &ma, &mut b, &mb, |a, b| {
         a.adaptation().session_state(0) == Some(rddp_sctp::SessionState::Closed)
             && b.adaptation().session_state(0) == Some(rddp_sctp::SessionState::Closed)
     });

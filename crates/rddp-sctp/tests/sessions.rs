@@ -1,98 +1,14 @@
 //! Every session rule of RFC 5043 (seed 001; spec §5.3-5.6), sans-IO: two
 //! adaptation layers joined by a chunk queue the test controls.
 
+mod common;
+
 use bytes::Bytes;
+use common::sides::*;
 use rddp_proto::ddp::{Delivery, RecvBuffer};
-use rddp_proto::mem::{Access, MemoryTable, PdId, Stag, StagScope, StreamId};
-use rddp_sctp::{Adaptation, CloseReason, Config, Event, OutChunk, SessionState, max_segment_for};
-use rddp_wire::sctp::{SessionControl, SessionFunction};
-
-const FP: usize = 600; // fragmentation point: max segment 598
-
-struct Side {
-    ad: Adaptation,
-    mem: MemoryTable,
-}
-
-fn side(cfg: Config) -> Side {
-    Side {
-        ad: Adaptation::new(cfg, FP),
-        mem: MemoryTable::with_seed(7),
-    }
-}
-
-fn pair() -> (Side, Side) {
-    (side(Config::default()), side(Config::default()))
-}
-
-fn drain(s: &mut Side) -> Vec<OutChunk> {
-    std::iter::from_fn(|| s.ad.poll_transmit()).collect()
-}
-
-fn feed(to: &mut Side, chunks: &[OutChunk]) {
-    for c in chunks {
-        to.ad
-            .on_chunk(&mut to.mem, c.sid, c.ppid, &c.payload)
-            .unwrap();
-    }
-}
-
-fn events(s: &mut Side) -> Vec<Event> {
-    std::iter::from_fn(|| s.ad.poll_event()).collect()
-}
-
-fn ctl(c: &OutChunk) -> SessionControl {
-    assert_eq!(c.ppid, 17);
-    SessionControl::parse(&c.payload).unwrap()
-}
-
-fn raw_ctl(ssn: u16, f: u16, pd: &[u8]) -> Vec<u8> {
-    let mut v = ssn.to_be_bytes().to_vec();
-    v.extend_from_slice(&f.to_be_bytes());
-    v.extend_from_slice(pd);
-    v
-}
-
-/// A opens a session on `sid`, B accepts; both established.
-fn open(a: &mut Side, b: &mut Side, sid: u16) {
-    a.ad.initiate(sid, StreamId(u32::from(sid)), PdId(1), b"hello")
-        .unwrap();
-    let c = drain(a);
-    feed(b, &c);
-    assert!(events(b).contains(&Event::InitiateRequest {
-        sid,
-        private_data: b"hello".to_vec()
-    }));
-    b.ad.accept(sid, StreamId(100 + u32::from(sid)), PdId(1), b"ok")
-        .unwrap();
-    let c = drain(b);
-    feed(a, &c);
-    assert!(events(a).contains(&Event::Accepted {
-        sid,
-        private_data: b"ok".to_vec()
-    }));
-    assert_eq!(a.ad.session_state(sid), Some(SessionState::Established));
-    assert_eq!(b.ad.session_state(sid), Some(SessionState::Established));
-}
-
-fn register(s: &mut Side, len: usize) -> Stag {
-    s.mem
-        .register(
-            PdId(1),
-            StagScope::Pd,
-            Access::REMOTE_WRITE,
-            0x1000,
-            vec![0; len],
-        )
-        .unwrap()
-}
-
-fn closed(evs: &[Event], sid: u16) -> Option<CloseReason> {
-    evs.iter().find_map(|e| match e {
-        Event::Closed { sid: s, reason } if *s == sid => Some(reason.clone()),
-        _ => None,
-    })
-}
+use rddp_proto::mem::{PdId, StreamId};
+use rddp_sctp::{CloseReason, Config, Event, max_segment_for};
+use rddp_wire::sctp::SessionFunction;
 
 #[test]
 fn ddp_ssn_is_the_sctp_ssn_per_stream_without_gaps() {
@@ -251,16 +167,7 @@ fn no_ddp_segment_before_accept() {
     feed(&mut b, &c);
     b.ad.stream(0); // no stream before accept
     b.ad.accept(0, StreamId(9), PdId(1), b"").unwrap();
-    b.ad.stream(0)
-        .unwrap()
-        .post_recv(
-            0,
-            RecvBuffer {
-                id: 1,
-                data: vec![0; 16],
-            },
-        )
-        .unwrap();
+    post_recv16(&mut b, 0);
     feed(&mut a, &drain(&mut b));
     let c = drain(&mut a);
     assert_eq!(c.len(), 1);
@@ -276,7 +183,7 @@ fn passive_side_terminates_on_a_segment_before_accept() {
     feed(&mut b, &drain(&mut a));
     let mut seg = 1u16.to_be_bytes().to_vec();
     seg.extend_from_slice(&[0x41, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-    b.ad.on_chunk(&mut b.mem, 0, 16, &seg).unwrap();
+    b.ad.on_chunk(&b.mem, 0, 16, &seg).unwrap();
     assert!(matches!(
         closed(&events(&mut b), 0),
         Some(CloseReason::Violation(_))
@@ -293,8 +200,7 @@ fn illegal_sequences_terminate_the_session() {
     for (code, pd) in [(1u16, &b""[..]), (2, b""), (3, b""), (4, b"x"), (9, b"")] {
         let (mut a, mut b) = pair();
         open(&mut a, &mut b, 0);
-        b.ad.on_chunk(&mut b.mem, 0, 17, &raw_ctl(1, code, pd))
-            .unwrap();
+        b.ad.on_chunk(&b.mem, 0, 17, &raw_ctl(1, code, pd)).unwrap();
         let e = events(&mut b);
         assert!(
             matches!(closed(&e, 0), Some(CloseReason::Violation(_))),
@@ -310,21 +216,27 @@ fn illegal_sequences_terminate_the_session() {
             "code {code}"
         );
     }
-    // Private data over 512 octets on an Initiate.
+    // Private data over 512 octets on an Initiate: refused with Terminate, never
+    // handed to the ULP (session_rules.rs has the details).
     let (_, mut b) = pair();
-    b.ad.on_chunk(&mut b.mem, 0, 17, &raw_ctl(0, 1, &[0; 513]))
+    b.ad.on_chunk(&b.mem, 0, 17, &raw_ctl(0, 1, &[0; 513]))
         .unwrap();
-    assert!(
-        events(&mut b)
-            .iter()
-            .any(|e| matches!(e, Event::Stray { .. }))
-    );
-    // An Accept with no session: nothing to terminate, reported as stray.
+    assert!(matches!(
+        closed(&events(&mut b), 0),
+        Some(CloseReason::Violation(_))
+    ));
+    assert_eq!(ctl(&drain(&mut b)[0]).function, SessionFunction::Terminate);
+    // An Accept with no session fits no legal sequence either: the session it
+    // claims is terminated at once (seed 001).
     let (_, mut b) = pair();
-    b.ad.on_chunk(&mut b.mem, 4, 17, &raw_ctl(0, 2, b""))
-        .unwrap();
+    b.ad.on_chunk(&b.mem, 4, 17, &raw_ctl(0, 2, b"")).unwrap();
     assert!(matches!(events(&mut b)[0], Event::Stray { sid: 4, .. }));
-    assert!(drain(&mut b).is_empty());
+    let r = drain(&mut b);
+    assert_eq!(r.len(), 1);
+    assert_eq!(
+        (r[0].sid, ctl(&r[0]).function),
+        (4, SessionFunction::Terminate)
+    );
 }
 
 #[test]
@@ -436,19 +348,16 @@ fn association_errors_and_teardown_without_terminates() {
     open(&mut a, &mut b, 0);
     open(&mut a, &mut b, 1);
     assert!(
-        b.ad.on_chunk(&mut b.mem, 0, 0, &[0, 1]).is_err(),
+        b.ad.on_chunk(&b.mem, 0, 0, &[0, 1]).is_err(),
         "non-DDP PPID"
     );
     assert!(
-        b.ad.on_chunk(&mut b.mem, 99, 16, &[0, 1]).is_err(),
+        b.ad.on_chunk(&b.mem, 99, 16, &[0, 1]).is_err(),
         "stream beyond count"
     );
+    assert!(b.ad.on_chunk(&b.mem, 0, 16, &[0]).is_err(), "no DDP-SSN");
     assert!(
-        b.ad.on_chunk(&mut b.mem, 0, 16, &[0]).is_err(),
-        "no DDP-SSN"
-    );
-    assert!(
-        b.ad.on_chunk(&mut b.mem, 0, 16, &[0, 0]).is_err(),
+        b.ad.on_chunk(&b.mem, 0, 16, &[0, 0]).is_err(),
         "duplicate DDP-SSN"
     );
     b.ad.on_association_lost();

@@ -52,14 +52,14 @@ fn two_process_session_with_tagged_and_untagged_messages() {
     };
     assert_eq!(next_peer_line(), "READY");
 
-    let mut mem = MemoryTable::with_seed(1);
+    let mem = MemoryTable::with_seed(1);
     let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
     let mut c = connect(addr, Options::default()).unwrap();
     assert!(c.fragmentation_point() >= 516);
     c.adaptation()
         .initiate(SID, StreamId(1), PdId(1), b"rping")
         .unwrap();
-    let e = wait_event(&mut c, &mut mem, |e| matches!(e, Event::Accepted { .. }));
+    let e = wait_event(&mut c, &mem, |e| matches!(e, Event::Accepted { .. }));
     let Event::Accepted {
         private_data: pd, ..
     } = e
@@ -90,7 +90,7 @@ fn two_process_session_with_tagged_and_untagged_messages() {
             .unwrap();
     }
     let mut acks = Vec::new();
-    c.run_until(&mut mem, Duration::from_secs(20), |c| {
+    c.run_until(&mem, Duration::from_secs(20), |c| {
         while let Some(Delivery::Untagged { buffer, len, .. }) =
             c.stream(SID).unwrap().poll_delivery()
         {
@@ -109,7 +109,7 @@ fn two_process_session_with_tagged_and_untagged_messages() {
         ]
     );
     c.adaptation().terminate(SID).unwrap();
-    wait_event(&mut c, &mut mem, |e| is_closed(e, SID));
+    wait_event(&mut c, &mem, |e| is_closed(e, SID));
     let last = next_peer_line();
     assert!(last.starts_with("OK placed_out_of_order="), "{last}");
     eprintln!("peer: {last}");
@@ -134,10 +134,8 @@ fn passive_peer() {
     let l = Listener::bind(addr, Options::default()).unwrap();
     println!("PEER READY");
     let mut c = l.accept(Duration::from_secs(20)).unwrap();
-    let mut mem = MemoryTable::with_seed(2);
-    let e = wait_event(&mut c, &mut mem, |e| {
-        matches!(e, Event::InitiateRequest { .. })
-    });
+    let mem = MemoryTable::with_seed(2);
+    let e = wait_event(&mut c, &mem, |e| matches!(e, Event::InitiateRequest { .. }));
     let Event::InitiateRequest { sid, private_data } = e else {
         unreachable!()
     };
@@ -170,7 +168,7 @@ fn passive_peer() {
             .unwrap();
     }
     let mut got = 0;
-    c.run_until(&mut mem, Duration::from_secs(20), |c| {
+    c.run_until(&mem, Duration::from_secs(20), |c| {
         while let Some(d) = c.stream(sid).unwrap().poll_delivery() {
             let ack = match d {
                 Delivery::Tagged { len, .. } => format!("tagged {len}"),
@@ -193,6 +191,6 @@ fn passive_peer() {
     .unwrap();
     assert_eq!(mem.region(stag).unwrap().data(), &pattern(1, WRITE_LEN)[..]);
     let ooo = c.stream(sid).unwrap().sink_stats().placed_out_of_order;
-    wait_event(&mut c, &mut mem, |e| is_closed(e, sid));
+    wait_event(&mut c, &mem, |e| is_closed(e, sid));
     println!("PEER OK placed_out_of_order={ooo}");
 }

@@ -21,8 +21,8 @@ fn tshark_sees_rfc5043_on_an_af_conn_capture() {
     let l = Listener::bind_conn(&link.b, 5002, Options::default()).unwrap();
     let mut a = connect_conn(&link.a, 5002, Options::default()).unwrap();
     let mut b = l.accept(Duration::from_secs(5)).unwrap();
-    let (mut ma, mut mb) = (MemoryTable::with_seed(5), MemoryTable::with_seed(6));
-    let sent = session(&mut a, &mut ma, &mut b, &mut mb);
+    let (ma, mb) = (MemoryTable::with_seed(5), MemoryTable::with_seed(6));
+    let sent = session(&mut a, &ma, &mut b, &mb);
     let pcap = std::env::temp_dir().join(format!("rddp-sctp-conn-{}.pcap", std::process::id()));
     std::fs::write(&pcap, link.pcap()).unwrap();
     drop((a, b, l, link));

@@ -116,8 +116,8 @@ fn tshark_sees_rfc5043_on_the_udp_encapsulation_port() {
     let l = Listener::bind(addr, Options::default()).unwrap();
     let mut a = connect(addr, Options::default()).unwrap();
     let mut b = l.accept(Duration::from_secs(5)).unwrap();
-    let (mut ma, mut mb) = (MemoryTable::with_seed(5), MemoryTable::with_seed(6));
-    let sent = session(&mut a, &mut ma, &mut b, &mut mb);
+    let (ma, mb) = (MemoryTable::with_seed(5), MemoryTable::with_seed(6));
+    let sent = session(&mut a, &ma, &mut b, &mb);
     cap.stop();
     drop((a, b, l));
     check_capture(

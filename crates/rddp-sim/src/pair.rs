@@ -135,7 +135,7 @@ impl Pair {
 /// unplaced, as on a real LLP until the ULP tears the stream down.
 fn deliver(to: &mut Endpoint, seq: u64, seg: &[u8]) {
     // The outcome is in the stream's state and events; the test reads them there.
-    let _: Result<(), StreamError> = to.stream.on_segment(&mut to.mem, seq, seg);
+    let _: Result<(), StreamError> = to.stream.on_segment(&to.mem, seq, seg);
 }
 
 fn cut<'a>(bytes: &'a [u8], chunking: Chunking, rng: &mut ChaCha8Rng) -> Vec<&'a [u8]> {

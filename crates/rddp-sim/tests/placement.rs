@@ -137,9 +137,7 @@ fn a_send_is_delivered_only_after_earlier_writes_are_placed() {
     }
     let n = segs.len() as u64;
     for (seq, seg) in segs.iter().enumerate().rev() {
-        p.b.stream
-            .on_segment(&mut p.b.mem, seq as u64, seg)
-            .unwrap();
+        p.b.stream.on_segment(&p.b.mem, seq as u64, seg).unwrap();
         let delivered = p.b.stream.poll_delivery();
         if seq > 0 {
             assert!(

@@ -12,10 +12,12 @@ pub mod crc;
 pub mod ddp;
 pub mod error;
 pub mod mpa;
+pub mod packet;
 pub mod rdmap;
 pub mod read_request;
 pub mod sctp;
 pub mod terminate;
+pub mod terminate_rx;
 
 pub use codes::TerminateCode;
 pub use crc::{Crc32c, crc32c};
@@ -31,3 +33,4 @@ pub use sctp::{
     AdaptationIndication, DdpSegmentChunk, SctpPayload, SessionControl, SessionFunction,
 };
 pub use terminate::Terminate;
+pub use terminate_rx::{ReceivedTerminate, TerminateLayout};

@@ -3,7 +3,8 @@
 use crate::device::lock;
 use rddp_proto::cq::CqLedger;
 use rddp_proto::rdmap::Completion;
-use std::collections::{HashMap, VecDeque};
+use rddp_proto::wq::Held;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -23,30 +24,25 @@ impl std::ops::Deref for WorkCompletion {
 }
 
 struct CqInner {
-    q: Mutex<VecDeque<WorkCompletion>>,
+    /// Each completion with the queue slots it holds until it is taken.
+    q: Mutex<VecDeque<(WorkCompletion, Held)>>,
     ready: Condvar,
     #[cfg(feature = "tokio")]
     notify: tokio::sync::Notify,
     /// Capacity and the worst cases reserved by attached queue pairs (seed 003):
     /// attaching more than the queue can hold is refused.
     ledger: CqLedger,
-    /// Completions that did not fit (never silent: see [`CompletionQueue::overflows`]).
+    /// Completions queued past the capacity (see [`CompletionQueue::overflows`]).
     overflows: AtomicU64,
-    /// Completions in the queue, not yet polled, per (queue pair, send side):
-    /// they still hold their work request's slot (as in verbs, a slot is free
-    /// once its completion is polled), so a queue pair cannot overflow a CQ
-    /// sized for its depths by posting without polling.
-    unpolled: Mutex<HashMap<(u32, bool), u32>>,
-}
-
-fn side(wc: &WorkCompletion) -> (u32, bool) {
-    (wc.qp_num, wc.c.opcode != rddp_proto::rdmap::WcOpcode::Recv)
 }
 
 /// A completion queue of bounded capacity, shared by any number of queue pairs.
 /// Each queue pair reserves its worst case when it attaches (its send queue depth,
-/// its receive queue depth, or its shared receive queue's whole pool), so a CQ that
-/// accepted its queue pairs cannot overflow; overflows are still counted.
+/// its receive queue depth or credit limit, or its shared receive queue's whole
+/// pool), and a queue slot stays taken until its completion has been taken from
+/// here (seed 003), so a CQ that accepted its queue pairs cannot overflow: posting
+/// beyond a queue's depth fails instead. A queue pair's reservation outlives it
+/// until its last completion is taken.
 #[derive(Clone)]
 pub struct CompletionQueue {
     inner: Arc<CqInner>,
@@ -62,7 +58,6 @@ impl CompletionQueue {
                 notify: tokio::sync::Notify::new(),
                 ledger: CqLedger::new(capacity),
                 overflows: AtomicU64::new(0),
-                unpolled: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -76,31 +71,20 @@ impl CompletionQueue {
         self.inner.ledger.reserved()
     }
 
-    /// Take up to `max` completions, oldest first, without waiting.
+    /// Completions waiting to be taken.
+    pub fn len(&self) -> usize {
+        lock(&self.inner.q).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Take up to `max` completions, oldest first, without waiting. Each frees the
+    /// queue slot it held.
     pub fn poll(&self, max: usize) -> Vec<WorkCompletion> {
         let mut q = lock(&self.inner.q);
-        let n = max.min(q.len());
-        self.taken(q.drain(..n).collect())
-    }
-
-    /// Polled completions give their work requests' slots back.
-    fn taken(&self, got: Vec<WorkCompletion>) -> Vec<WorkCompletion> {
-        let mut u = lock(&self.inner.unpolled);
-        for wc in &got {
-            if let Some(n) = u.get_mut(&side(wc)) {
-                *n = n.saturating_sub(1);
-            }
-        }
-        got
-    }
-
-    /// Completions of `qp_num`'s send side (`send`) or receive side waiting in
-    /// the queue.
-    pub(crate) fn unpolled(&self, qp_num: u32, send: bool) -> u32 {
-        lock(&self.inner.unpolled)
-            .get(&(qp_num, send))
-            .copied()
-            .unwrap_or(0)
+        take(&mut q, max)
     }
 
     /// Wait up to `timeout` for at least one completion, then take up to `max`.
@@ -119,8 +103,7 @@ impl CompletionQueue {
                 .map(|(g, _)| g)
                 .unwrap_or_else(|p| p.into_inner().0);
         }
-        let n = max.min(q.len());
-        self.taken(q.drain(..n).collect())
+        take(&mut q, max)
     }
 
     /// Wait (asynchronously) for at least one completion, then take up to `max`.
@@ -140,26 +123,30 @@ impl CompletionQueue {
         }
     }
 
-    /// How many completions were lost because the queue was full. Non-zero means
-    /// the queue was sized too small for the work posted against it.
+    /// How many completions were queued while the queue already held its capacity.
+    /// The slot accounting keeps this at zero; a completion is never dropped.
     pub fn overflows(&self) -> u64 {
         self.inner.overflows.load(Ordering::Relaxed)
     }
 
-    /// Add a completion; false (and counted) if the queue is full.
-    pub(crate) fn push(&self, wc: WorkCompletion) -> bool {
+    /// Add a completion with the slots it holds until taken. Never dropped: past
+    /// the capacity (which the accounting rules out) it is kept and counted.
+    pub(crate) fn push(&self, wc: WorkCompletion, held: Held) {
         let mut q = lock(&self.inner.q);
         if q.len() >= self.inner.ledger.capacity() {
             self.inner.overflows.fetch_add(1, Ordering::Relaxed);
-            return false;
         }
-        *lock(&self.inner.unpolled).entry(side(&wc)).or_insert(0) += 1;
-        q.push_back(wc);
+        q.push_back((wc, held));
         self.inner.ready.notify_all();
         #[cfg(feature = "tokio")]
         self.inner.notify.notify_waiters();
-        true
     }
+}
+
+/// Take up to `max` entries; their slots are given back as they are dropped.
+fn take(q: &mut VecDeque<(WorkCompletion, Held)>, max: usize) -> Vec<WorkCompletion> {
+    let n = max.min(q.len());
+    q.drain(..n).map(|(wc, _held)| wc).collect()
 }
 
 impl AsRef<CqLedger> for CompletionQueue {

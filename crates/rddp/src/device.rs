@@ -3,6 +3,7 @@
 use crate::error::Error;
 use crate::pd::ProtectionDomain;
 use crate::quota::{Quota, Resource, Usage};
+use crate::stats::{DeviceStats, Registry};
 use rddp_proto::mem::{MemoryTable, PdId, TableLimits};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -28,11 +29,14 @@ impl Default for DeviceLimits {
 }
 
 pub(crate) struct DeviceInner {
-    pub(crate) mem: Mutex<MemoryTable>,
+    /// Shared without a device-wide lock (per-region locks inside).
+    pub(crate) mem: MemoryTable,
     limits: DeviceLimits,
     /// Sum of the quotas granted to live consumers.
     reserved: Mutex<Usage>,
     next_pd: AtomicU32,
+    /// Queue pairs' counters and the resource manager's refusals (issue 13).
+    pub(crate) stats: Registry,
 }
 
 /// The software RNIC: owns every resource (seed 000's Privileged Resource Manager).
@@ -54,17 +58,18 @@ impl Device {
     }
 
     pub fn with_limits(limits: DeviceLimits) -> Self {
-        let mut mem = MemoryTable::new();
+        let mem = MemoryTable::new();
         mem.set_limits(TableLimits {
             max_regions: limits.capacity.memory_regions as usize,
             max_bytes: limits.capacity.registered_bytes,
         });
         Self {
             inner: Arc::new(DeviceInner {
-                mem: Mutex::new(mem),
+                mem,
                 limits,
                 reserved: Mutex::new(Usage::default()),
                 next_pd: AtomicU32::new(1),
+                stats: Registry::default(),
             }),
         }
     }
@@ -76,6 +81,11 @@ impl Device {
         for r in Quota::ALL {
             let left = self.inner.limits.capacity.get(r) - *reserved.slot(r);
             if quota.get(r) > left {
+                self.inner.stats.refused();
+                tracing::info!(
+                    "device full: consumer {name:?} asks for {} {r}, {left} left",
+                    quota.get(r)
+                );
                 return Err(Error::DeviceFull {
                     what: r,
                     asked: quota.get(r),
@@ -96,8 +106,14 @@ impl Device {
         })
     }
 
-    pub(crate) fn mem(&self) -> MutexGuard<'_, MemoryTable> {
-        lock(&self.inner.mem)
+    /// Counters of every queue pair so far (live and closed) and of the
+    /// resource manager's refusals.
+    pub fn stats(&self) -> DeviceStats {
+        self.inner.stats.snapshot()
+    }
+
+    pub(crate) fn mem(&self) -> &MemoryTable {
+        &self.inner.mem
     }
 
     fn next_pd(&self) -> PdId {
@@ -153,6 +169,11 @@ impl Consumer {
         let limit = self.inner.quota.get(r);
         let slot = u.slot(r);
         if *slot + n > limit {
+            self.inner.device.inner.stats.refused();
+            tracing::info!(
+                "quota refused: consumer {:?} asks for {n} more {r}, which would pass its limit of {limit}",
+                self.inner.name
+            );
             return Err(Error::Quota {
                 consumer: self.inner.name.clone(),
                 what: r,

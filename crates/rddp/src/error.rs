@@ -40,11 +40,25 @@ pub enum Error {
     #[error("shared receive queue: {0}")]
     Srq(rddp_proto::ddp::PoolError),
     #[error(
-        "the send queue holds its maximum of {depth} outstanding work requests; poll the send CQ first"
+        "the send queue holds its maximum of {depth} work requests posted and not yet polled from the send CQ; poll the send CQ first"
     )]
     SendQueueFull { depth: u32 },
+    /// A receive queue, shared receive queue or credit window is at its limit: a
+    /// slot counts until its completion is taken from the CQ.
+    #[error(transparent)]
+    QueueFull(#[from] rddp_proto::wq::QueueFull),
+    #[error("the queue pair is disconnecting: it takes no new work requests")]
+    Disconnecting,
+    #[error("queue pair setup: {0}")]
+    ReadRtr(#[from] rddp_proto::rdmap::RtrRefused),
     #[error("the shared receive queue belongs to another protection domain than the queue pair")]
     SrqWrongPd,
+    #[error("{what} {value} does not fit the 14-bit MPA field (RFC 6581): at most 16383")]
+    IrdOrdTooLarge { what: &'static str, value: u32 },
+    #[error(
+        "the connection agreed ORD 0 (the peer serves no RDMA Reads): an RDMA Read cannot be posted on this queue pair"
+    )]
+    OrdZero,
     #[error(
         "credits can only be granted on a queue pair attached to a credits-mode shared receive queue"
     )]

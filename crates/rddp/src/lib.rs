@@ -60,6 +60,7 @@
 //! * [`Consumer`]: one user of the device (like one process's ibverbs context).
 //! * [`ProtectionDomain`], [`MemoryRegion`]: memory the peer may reach, by STag.
 
+pub mod capture;
 mod cq;
 mod device;
 mod error;
@@ -68,6 +69,8 @@ mod pd;
 mod qp;
 mod quota;
 mod srq;
+mod stats;
+mod trace;
 pub mod transport;
 
 pub use cq::{CompletionQueue, WorkCompletion};
@@ -82,3 +85,4 @@ pub use rddp_proto::mem::Access;
 pub use rddp_proto::rdmap::{AsyncEvent, WcOpcode, WcStatus};
 pub use rddp_wire::TerminateCode;
 pub use srq::{SharedReceiveQueue, SrqMode};
+pub use stats::{CompletionCounts, DeviceStats, QpStats, TerminateClasses};

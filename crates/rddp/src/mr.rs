@@ -4,7 +4,8 @@ use crate::device::Device;
 use crate::error::Error;
 use crate::pd::ProtectionDomain;
 use crate::quota::Resource;
-use rddp_proto::mem::{Access, Stag, StagScope, StreamId};
+use rddp_proto::ddp::Payload;
+use rddp_proto::mem::{Access, RegionRef, Stag, StagScope, StreamId};
 
 /// What the peer needs to reach a region: advertise it (e.g. in a Send).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,9 +37,11 @@ impl RemoteBuf {
 }
 
 /// A registered memory region. It owns its memory (inside the device's table);
-/// dropping it deregisters the memory and returns the quota.
+/// dropping it deregisters the memory and returns the quota. Its own reads and
+/// writes lock only this region (no device-wide lock).
 pub struct MemoryRegion {
     stag: Stag,
+    region: RegionRef,
     len: u64,
     access: Access,
     pd: ProtectionDomain,
@@ -59,21 +62,23 @@ impl MemoryRegion {
             return Err(e);
         }
         let scope = stream.map_or(StagScope::Pd, StagScope::Stream);
-        let res = consumer
-            .device()
-            .mem()
-            .register(pd.id(), scope, access, 0, buf);
-        match res {
-            Ok(stag) => Ok(Self {
+        let mem = consumer.device().mem();
+        let res = mem.register(pd.id(), scope, access, 0, buf);
+        match res.map(|stag| (stag, mem.region(stag))) {
+            Ok((stag, Some(region))) => Ok(Self {
                 stag,
+                region,
                 len,
                 access,
                 pd: pd.clone(),
             }),
-            Err(e) => {
+            res => {
                 consumer.refund(Resource::MemoryRegions, 1);
                 consumer.refund(Resource::RegisteredBytes, len);
-                Err(e.into())
+                Err(match res {
+                    Err(e) => e.into(),
+                    Ok(_) => Error::RegionGone,
+                })
             }
         }
     }
@@ -122,29 +127,35 @@ impl MemoryRegion {
         }
     }
 
+    /// A lease on `len` octets at `offset` for the transmit path: the region's
+    /// handle and the range, no copy.
+    pub(crate) fn lease(&self, offset: u64, len: u64) -> Result<Payload, Error> {
+        self.check(offset, len)?;
+        Payload::region(self.region.clone(), offset as usize, len as usize).ok_or(
+            Error::OutOfRange {
+                offset,
+                len,
+                size: self.len,
+            },
+        )
+    }
+
     /// Copy `len` octets out of the region at `offset` (local access).
     pub fn read(&self, offset: u64, len: u64) -> Result<Vec<u8>, Error> {
         self.check(offset, len)?;
-        let mem = self.device().mem();
-        let r = mem.region(self.stag).ok_or(Error::RegionGone)?;
-        Ok(r.data()[offset as usize..(offset + len) as usize].to_vec())
+        Ok(self.region.data()[offset as usize..(offset + len) as usize].to_vec())
     }
 
     /// Copy `data` into the region at `offset` (local access).
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), Error> {
         self.check(offset, data.len() as u64)?;
-        let mut mem = self.device().mem();
-        let r = mem.region_mut(self.stag).ok_or(Error::RegionGone)?;
-        r.data_mut()[offset as usize..offset as usize + data.len()].copy_from_slice(data);
+        self.region.data_mut()[offset as usize..offset as usize + data.len()].copy_from_slice(data);
         Ok(())
     }
 
     /// Whether remote access by STag still works (false after invalidation).
     pub fn is_valid(&self) -> bool {
-        self.device()
-            .mem()
-            .region(self.stag)
-            .is_some_and(|r| r.is_valid())
+        self.region.is_valid()
     }
 
     /// Invalidate the STag: every later remote use fails as Invalid STag. Local
@@ -156,7 +167,8 @@ impl MemoryRegion {
 
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
-        let _ = self.device().mem().deregister(self.stag);
+        // The memory goes with the last handle (ours, or a lease still sending).
+        let _ = self.device().mem().remove(self.stag);
         let consumer = &self.pd.inner.consumer;
         consumer.refund(Resource::MemoryRegions, 1);
         consumer.refund(Resource::RegisteredBytes, self.len);

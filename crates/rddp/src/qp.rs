@@ -2,7 +2,9 @@
 //!
 //! Each connected queue pair runs two threads: one reads segments from the LLP and
 //! feeds the RDMAP engine, one writes the segments the engine produces. The engine
-//! is behind a mutex that is never held while a socket blocks.
+//! is behind a mutex that is never held while a socket blocks. The writer's queue
+//! holds at most about `TX_BUDGET` octets; a Send or Write completes when the
+//! writer has handed its last segment to the LLP whole.
 
 use crate::cq::{CompletionQueue, WorkCompletion};
 use crate::device::lock;
@@ -13,23 +15,26 @@ use crate::quota::Resource;
 use crate::srq::{SharedReceiveQueue, SrqMode};
 use crate::transport::{Connection, Inbound, LlpInfo, SegmentReader, SegmentWriter};
 use bytes::Bytes;
-use rddp_proto::cq::{CqReservation, CqSource};
 use rddp_proto::ddp::BufferPool;
-use rddp_proto::ddp::{DdpConfig, OutSegment};
+use rddp_proto::ddp::{DdpConfig, OutSegment, Payload, StreamState};
 use rddp_proto::mem::{Access, StreamId};
-use rddp_proto::rdmap::{
-    AsyncEvent, Completion, INTERNAL_WR_ID, RdmapConfig, RdmapStream, WcOpcode, WorkRequest,
-};
+use rddp_proto::rdmap::{AsyncEvent, Completion, RdmapConfig, RdmapStream, WcOpcode, WorkRequest};
+use rddp_proto::wq::{Held, RecvPlan, Slots, WorkQueues};
 use rddp_wire::rdmap::qn;
 use rddp_wire::{DdpHeader, Opcode, RdmapControl};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 static NEXT_QP: AtomicU32 = AtomicU32::new(1);
+
+/// Octets of DDP segments a queue pair hands its writer ahead of the socket: the
+/// writer's queue stays this short, and the engine keeps the rest of the posted
+/// work (bounded by the send queue depth and IRD).
+const TX_BUDGET: usize = 2 << 20;
 
 /// Options of a Send.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -51,7 +56,15 @@ pub struct QueuePairBuilder {
     ord: u32,
     max_send_wr: u32,
     max_recv_wr: u32,
-    srq: Option<(BufferPool, SrqMode, ProtectionDomain)>,
+    srq: Option<SrqLink>,
+}
+
+/// What a queue pair keeps of its shared receive queue.
+struct SrqLink {
+    pool: BufferPool,
+    mode: SrqMode,
+    pd: ProtectionDomain,
+    slots: Slots,
 }
 
 impl QueuePairBuilder {
@@ -73,13 +86,15 @@ impl QueuePairBuilder {
     }
 
     /// Most work requests outstanding on the send queue (reserved on the send CQ).
+    /// A request counts from its posting until its completion is polled.
     pub fn max_send_wr(mut self, n: u32) -> Self {
         self.max_send_wr = n;
         self
     }
 
-    /// Most receives posted at once (reserved on the receive CQ). With a credits
-    /// shared receive queue: the most credits outstanding.
+    /// Most receives posted at once (reserved on the receive CQ); a receive counts
+    /// until its completion is polled. With a credits shared receive queue: the
+    /// most credits outstanding, each until the completion it enabled is polled.
     pub fn max_recv_wr(mut self, n: u32) -> Self {
         self.max_recv_wr = n;
         self
@@ -87,17 +102,24 @@ impl QueuePairBuilder {
 
     /// Receive Sends from a shared receive queue instead of the QP's own.
     pub fn srq(mut self, srq: &SharedReceiveQueue) -> Self {
-        self.srq = Some((srq.pool.clone(), srq.mode, srq.pd.clone()));
+        self.srq = Some(SrqLink {
+            pool: srq.pool.clone(),
+            mode: srq.mode,
+            pd: srq.pd.clone(),
+            slots: srq.slots.clone(),
+        });
         self
     }
 
-    /// Inbound RDMA Read queue depth offered to the peer.
+    /// Inbound RDMA Read queue depth offered to the peer (at most 16383, the
+    /// 14-bit MPA field; negotiated by `connect_mpa` and `accept_mpa`).
     pub fn ird(mut self, n: u32) -> Self {
         self.ird = n;
         self
     }
 
-    /// Outbound RDMA Read queue depth wanted.
+    /// Outbound RDMA Read queue depth wanted (at most 16383). If the peer's IRD
+    /// leaves it at 0, every RDMA Read is refused at posting ([`Error::OrdZero`]).
     pub fn ord(mut self, n: u32) -> Self {
         self.ord = n;
         self
@@ -105,10 +127,17 @@ impl QueuePairBuilder {
 
     /// Reserve the queue pair (charged to the consumer's quota).
     pub fn build(self) -> Result<PreparedQueuePair, Error> {
-        if let Some((_, _, pd)) = &self.srq
-            && pd.id() != self.pd.id()
+        if let Some(link) = &self.srq
+            && link.pd.id() != self.pd.id()
         {
             return Err(Error::SrqWrongPd);
+        }
+        // RFC 6581: IRD and ORD travel in 14-bit fields; what we use is what we say.
+        let max = u32::from(rddp_wire::EnhancedBlock::IRD_ORD_MAX);
+        for (what, value) in [("IRD", self.ird), ("ORD", self.ord)] {
+            if value > max {
+                return Err(Error::IrdOrdTooLarge { what, value });
+            }
         }
         self.pd.inner.consumer.charge(Resource::QueuePairs, 1)?;
         Ok(PreparedQueuePair {
@@ -129,7 +158,7 @@ pub struct PreparedQueuePair {
     early_recvs: Vec<(u64, usize)>,
     /// Credits granted before attach (credits-mode shared receive queue).
     early_credits: u32,
-    /// Attached: the quota charge now belongs to the connected queue pair.
+    /// Attached: its quota charges belong to the queue pair now.
     attached: bool,
 }
 
@@ -165,7 +194,10 @@ impl PreparedQueuePair {
     /// shared receive queue), so that the peer's first Sends are already valid.
     pub fn grant_credits(&mut self, n: u32) -> Result<(), Error> {
         match &self.b.srq {
-            Some((_, SrqMode::Credits, _)) => {
+            Some(SrqLink {
+                mode: SrqMode::Credits,
+                ..
+            }) => {
                 self.early_credits = self.early_credits.saturating_add(n);
                 Ok(())
             }
@@ -186,74 +218,122 @@ impl PreparedQueuePair {
         self.attach(conn)
     }
 
+    /// Take the queue slots of the early receives and credits, all or none.
+    fn take_early_slots(&self, wq: &mut WorkQueues) -> Result<(), Error> {
+        wq.grant(self.early_credits)?;
+        for (i, &(wr_id, _)) in self.early_recvs.iter().enumerate() {
+            if let Err(e) = wq.post_recv(wr_id) {
+                for &(id, _) in &self.early_recvs[..i] {
+                    wq.unpost_recv(id);
+                }
+                wq.ungrant(self.early_credits);
+                return Err(e.into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Undo [`Self::take_early_slots`] after the first `posted` early receives went
+    /// to the engine. With a shared receive queue those are in its pool now, and
+    /// their slots and quota stay with it.
+    fn untake_early_slots(&mut self, wq: &mut WorkQueues, posted: usize) {
+        let kept = if self.b.srq.is_some() { posted } else { 0 };
+        for &(id, _) in &self.early_recvs[kept..] {
+            wq.unpost_recv(id);
+        }
+        self.early_recvs.drain(..kept);
+        wq.ungrant(self.early_credits);
+    }
+
     /// The IRD/ORD this queue pair asks for at connection setup.
     pub fn ird_ord(&self) -> (u32, u32) {
         (self.b.ird, self.b.ord)
     }
 
-    /// Run the queue pair over a connected LLP (MPA/TCP, SCTP or in memory).
+    /// Run the queue pair over a connected LLP (MPA/TCP, SCTP or in memory). IRD
+    /// and ORD: those the LLP's setup agreed, or this builder's where the LLP
+    /// negotiates none (SCTP). On failure every quota and reservation it was
+    /// charged is returned, the early receives' included.
     pub fn attach(mut self, conn: Connection) -> Result<QueuePair, Error> {
+        let (ird, ord) = if conn.ird_ord_negotiated {
+            (conn.ird, conn.ord)
+        } else {
+            (self.b.ird, self.b.ord)
+        };
         let cfg = RdmapConfig {
             ddp: DdpConfig {
                 mulpdu: conn.mulpdu,
                 ..DdpConfig::default()
             },
-            ird: conn.ird,
-            ord: conn.ord,
+            ird,
+            ord,
         };
         let mut rdmap =
             RdmapStream::new(StreamId(self.qp_num), self.b.pd.id(), cfg).map_err(Error::Setup)?;
         // Segments wait in a channel for the writer thread: a Read Response keeps its
         // IRD slot until the writer takes its last segment (see write_loop).
         rdmap.hold_ird_until_sent();
+        // A Send or Write completes when the LLP accepted its last octet (the
+        // writer reports each segment written), not when it was queued.
+        rdmap.complete_when_sent();
         // Seed 003: a CQ refuses what it could not hold. The send side reserves its
         // depth; the receive side its depth, its credit limit, or its whole SRQ pool.
-        let send_reservation = self.b.send_cq.as_ref().reserve(
-            CqSource::Ulp(u64::from(self.qp_num)),
+        // The DDP sink's binding below shares the receive reservation.
+        let max_recv_wr = self.b.max_recv_wr as usize;
+        let plan = match &self.b.srq {
+            None => RecvPlan::Own { depth: max_recv_wr },
+            Some(l) if l.mode == SrqMode::Credits => RecvPlan::Credits {
+                slots: l.slots.clone(),
+                limit: max_recv_wr,
+            },
+            Some(l) => RecvPlan::Pool {
+                pool: l.pool.id(),
+                slots: l.slots.clone(),
+            },
+        };
+        let mut wq = WorkQueues::reserve(
+            self.b.send_cq.as_ref(),
+            self.b.recv_cq.as_ref(),
+            StreamId(self.qp_num),
+            u64::from(self.qp_num),
             self.b.max_send_wr as usize,
+            plan,
         )?;
-        if let Some((pool, _, _)) = &self.b.srq {
-            rdmap.ddp_mut().set_recv_pool(qn::SEND, pool)?;
+        if let Some(l) = &self.b.srq {
+            rdmap.ddp_mut().set_recv_pool(qn::SEND, &l.pool)?;
         }
         rdmap
             .ddp_mut()
             .bind_cq(qn::SEND, &self.b.recv_cq, u64::from(self.b.max_recv_wr))?;
-        for (wr_id, len) in std::mem::take(&mut self.early_recvs) {
-            rdmap.post_recv(wr_id, vec![0; len])?;
+        if conn.send_read_rtr {
+            // RFC 6581: the initiator's first message is a zero-length RDMA Read.
+            rdmap.post_read_rtr()?;
+        }
+        self.take_early_slots(&mut wq)?;
+        // The slots taken leave room for every early receive and credit.
+        for i in 0..self.early_recvs.len() {
+            let (wr_id, len) = self.early_recvs[i];
+            if let Err(e) = rdmap.post_recv(wr_id, vec![0; len]) {
+                self.untake_early_slots(&mut wq, i);
+                return Err(e.into());
+            }
         }
         if self.early_credits > 0 && !rdmap.ddp_mut().grant_credits(qn::SEND, self.early_credits) {
+            self.untake_early_slots(&mut wq, self.early_recvs.len());
             return Err(Error::NotCredits);
-        }
-        let send_read_rtr = conn.send_read_rtr;
-        if send_read_rtr {
-            // RFC 6581: the initiator's first message is a zero-length RDMA Read.
-            let mem = self.b.pd.inner.consumer.device().mem();
-            rdmap.post(
-                &mem,
-                WorkRequest::Read {
-                    wr_id: INTERNAL_WR_ID,
-                    local_stag: 1,
-                    local_to: 0,
-                    len: 0,
-                    remote_stag: 1,
-                    remote_to: 0,
-                    fence: false,
-                },
-            );
         }
         let (tx, rx) = channel();
         let shared = Arc::new(Shared {
+            written: Condvar::new(),
             state: Mutex::new(State {
                 rdmap,
+                wq,
                 events: VecDeque::new(),
                 close_sent: false,
-                send_outstanding: 0,
-                rtr_read_pending: send_read_rtr,
+                tx_queued: 0,
+                writer_gone: false,
             }),
             max_send_wr: self.b.max_send_wr,
-            max_recv_wr: self.b.max_recv_wr,
-            srq: self.b.srq.is_some(),
-            _send_reservation: send_reservation,
             tx: Mutex::new(tx),
             pd: self.b.pd.clone(),
             send_cq: self.b.send_cq.clone(),
@@ -264,6 +344,10 @@ impl PreparedQueuePair {
         });
         // Whatever attach queued (the Read RTR) goes out now, not with the next post.
         shared.pump(&mut lock(&shared.state));
+        crate::trace::attached(self.qp_num, &shared.info, conn.ird, conn.ord, conn.mulpdu);
+        let weak: std::sync::Weak<dyn crate::stats::StatsSource> = Arc::downgrade(&shared) as _;
+        let device = self.b.pd.inner.consumer.device();
+        device.inner.stats.attach(self.qp_num, weak);
         let Connection {
             reader,
             writer,
@@ -278,8 +362,7 @@ impl PreparedQueuePair {
         });
         let s2 = shared.clone();
         let r = std::thread::spawn(move || read_loop(reader, &s2));
-        // The quota charge moves to the connected queue pair (not forget(self):
-        // that leaked the builder's PD and CQ handles, and with them the device).
+        // The quota charges (the early receives' too) move to the connected queue pair.
         self.attached = true;
         Ok(QueuePair {
             shared,
@@ -292,21 +375,22 @@ impl PreparedQueuePair {
 
 struct State {
     rdmap: RdmapStream,
+    /// Queue slots and the receives outstanding (rddp_proto::wq's rules).
+    wq: WorkQueues,
     events: VecDeque<AsyncEvent>,
     close_sent: bool,
-    /// Send-queue work requests posted and not yet completed.
-    send_outstanding: u32,
-    /// The RFC 6581 Read RTR has not completed yet.
-    rtr_read_pending: bool,
+    /// Octets of segments handed to the writer and not yet written (at most
+    /// about [`TX_BUDGET`]; the rest waits in the engine).
+    tx_queued: usize,
+    /// The writer thread has ended: nothing queued for it will be written.
+    writer_gone: bool,
 }
 
 struct Shared {
     state: Mutex<State>,
+    /// Signalled (with `state`) when the writer reported segments written or ended.
+    written: Condvar,
     max_send_wr: u32,
-    max_recv_wr: u32,
-    /// Receives come from a shared receive queue (its pool bounds them).
-    srq: bool,
-    _send_reservation: CqReservation,
     tx: Mutex<Sender<TxCmd>>,
     pd: ProtectionDomain,
     send_cq: CompletionQueue,
@@ -361,11 +445,17 @@ impl QueuePair {
     pub fn post_send_inline(&self, wr_id: u64, data: &[u8], flags: SendFlags) -> Result<(), Error> {
         self.post(WorkRequest::Send {
             wr_id,
-            payload: Bytes::copy_from_slice(data),
+            payload: Bytes::copy_from_slice(data).into(),
             solicited: flags.solicited,
             invalidate: flags.invalidate,
             fence: flags.fence,
         })
+    }
+
+    /// This queue pair's counters (issue 13): octets and segments sent and placed,
+    /// messages delivered, refusals, Terminates by class, CRC errors, completions.
+    pub fn stats(&self) -> crate::QpStats {
+        lock(&self.shared.state).rdmap.stats()
     }
 
     /// IRD and ORD in force.
@@ -374,7 +464,8 @@ impl QueuePair {
         (st.rdmap.config().ird, st.rdmap.config().ord)
     }
 
-    /// Send `len` octets of `mr` from `offset`. The payload is copied at posting.
+    /// Send `len` octets of `mr` from `offset`. The octets are read from the region
+    /// when they are written to the LLP (over MPA: straight from the region).
     pub fn post_send(
         &self,
         wr_id: u64,
@@ -427,6 +518,10 @@ impl QueuePair {
         remote_offset: u64,
     ) -> Result<(), Error> {
         self.same_pd(mr)?;
+        // ORD 0 agreed (RFC 6581): no Read can ever leave; refuse it now.
+        if self.ird_ord().1 == 0 {
+            return Err(Error::OrdZero);
+        }
         let consumer = &self.shared.pd.inner.consumer;
         consumer.charge(Resource::OutstandingReads, 1)?;
         self.post(WorkRequest::Read {
@@ -442,22 +537,17 @@ impl QueuePair {
 
     /// Post a receive buffer of `len` octets for one incoming Send; the completion
     /// hands it back filled.
+    /// It counts against the receive queue's depth until its completion is polled.
     pub fn post_recv(&self, wr_id: u64, len: usize) -> Result<(), Error> {
         let consumer = &self.shared.pd.inner.consumer;
-        let mut st = lock(&self.shared.state);
-        // A receive holds its slot until its completion is polled (see cq.rs).
-        let waiting = self.shared.recv_cq.unpolled(self.shared.qp_num, false);
-        let posted = st.rdmap.ddp().sink().posted(qn::SEND) as u64;
-        if !self.shared.srq && posted + u64::from(waiting) >= u64::from(self.shared.max_recv_wr) {
-            return Err(Error::Stream(rddp_proto::ddp::StreamError::Source(
-                rddp_proto::ddp::SourceError::RecvQueueFull {
-                    qn: qn::SEND,
-                    limit: self.shared.max_recv_wr as usize,
-                },
-            )));
-        }
         consumer.charge(Resource::ReceiveBuffers, 1)?;
+        let mut st = lock(&self.shared.state);
+        if let Err(e) = st.wq.post_recv(wr_id) {
+            consumer.refund(Resource::ReceiveBuffers, 1);
+            return Err(e.into());
+        }
         if let Err(e) = st.rdmap.post_recv(wr_id, vec![0; len]) {
+            st.wq.unpost_recv(wr_id);
             consumer.refund(Resource::ReceiveBuffers, 1);
             return Err(Error::Stream(e));
         }
@@ -466,12 +556,15 @@ impl QueuePair {
     }
 
     /// Enable the next `n` MSNs of incoming Sends (credits-mode shared receive
-    /// queue, seed 003 strategy 3). Tell the peer how many it may send.
+    /// queue, seed 003 strategy 3). Tell the peer how many it may send. A credit
+    /// counts against `max_recv_wr` until the completion it enabled is polled.
     pub fn grant_credits(&self, n: u32) -> Result<(), Error> {
         let mut st = lock(&self.shared.state);
+        st.wq.grant(n)?;
         if st.rdmap.ddp_mut().grant_credits(qn::SEND, n) {
             Ok(())
         } else {
+            st.wq.ungrant(n);
             Err(Error::NotCredits)
         }
     }
@@ -481,15 +574,15 @@ impl QueuePair {
         lock(&self.shared.state).events.drain(..).collect()
     }
 
-    /// Graceful disconnect: posted work finishes, then the LLP closes.
+    /// Graceful disconnect (seed 000: in-progress messages complete before the LLP
+    /// closes). Everything posted before finishes first, work that ORD or a fence
+    /// holds back and Reads awaiting their responses included; then the LLP closes.
+    /// Later work requests are refused ([`Error::Disconnecting`]); receives may
+    /// still be posted until the peer closes.
     pub fn disconnect(&self) {
         let mut st = lock(&self.shared.state);
-        st.rdmap.ddp_mut().close();
+        st.rdmap.close();
         self.shared.pump(&mut st);
-        if !st.close_sent && st.rdmap.ddp().drained() {
-            st.close_sent = true;
-            let _ = lock(&self.shared.tx).send(TxCmd::Close { abortive: false });
-        }
     }
 
     fn same_pd(&self, mr: &MemoryRegion) -> Result<(), Error> {
@@ -499,16 +592,25 @@ impl QueuePair {
         Ok(())
     }
 
-    fn payload(&self, mr: &MemoryRegion, offset: u64, len: u64) -> Result<Bytes, Error> {
+    /// A lease on the range: the LLP reads it from the region when it writes the
+    /// segments (no copy at posting; the octets sent are those in the region then).
+    fn payload(&self, mr: &MemoryRegion, offset: u64, len: u64) -> Result<Payload, Error> {
         self.same_pd(mr)?;
-        Ok(Bytes::from(mr.read(offset, len)?))
+        mr.lease(offset, len)
     }
 
     fn post(&self, wr: WorkRequest) -> Result<(), Error> {
         let mut st = lock(&self.shared.state);
-        // A work request holds its slot until its completion is polled (cq.rs).
-        let waiting = self.shared.send_cq.unpolled(self.shared.qp_num, true);
-        if st.send_outstanding + waiting >= self.shared.max_send_wr {
+        let refused = if st.rdmap.is_closing() {
+            Some(Error::Disconnecting)
+        } else if st.wq.post_send().is_err() {
+            Some(Error::SendQueueFull {
+                depth: self.shared.max_send_wr,
+            })
+        } else {
+            None
+        };
+        if let Some(e) = refused {
             if let WorkRequest::Read { .. } = wr {
                 self.shared
                     .pd
@@ -516,15 +618,10 @@ impl QueuePair {
                     .consumer
                     .refund(Resource::OutstandingReads, 1);
             }
-            return Err(Error::SendQueueFull {
-                depth: self.shared.max_send_wr,
-            });
+            return Err(e);
         }
-        st.send_outstanding += 1;
-        {
-            let mem = self.shared.pd.inner.consumer.device().mem();
-            st.rdmap.post(&mem, wr);
-        }
+        st.rdmap
+            .post(self.shared.pd.inner.consumer.device().mem(), wr);
         self.shared.pump(&mut st);
         Ok(())
     }
@@ -550,6 +647,10 @@ impl Drop for QueuePair {
             let _ = w.join();
             let _ = r.join();
         }
+        let last = self.stats();
+        crate::trace::dropped(self.shared.qp_num, &last);
+        let device = self.shared.pd.inner.consumer.device();
+        device.inner.stats.retire(self.shared.qp_num, &last);
         self.shared
             .pd
             .inner
@@ -558,37 +659,54 @@ impl Drop for QueuePair {
     }
 }
 
+impl crate::stats::StatsSource for Shared {
+    fn stats(&self) -> crate::QpStats {
+        lock(&self.state).rdmap.stats()
+    }
+}
+
 impl Shared {
     /// Move what the engine produced: segments to the writer, completions to the
-    /// CQs (returning quota), events to the ULP; close once a Terminate has left.
+    /// CQs (returning quota), events to the ULP; close once a Terminate has left,
+    /// or once a graceful disconnect has nothing left to finish.
     fn pump(&self, st: &mut State) {
         let tx = lock(&self.tx);
-        while let Some(seg) = st.rdmap.poll_segment() {
+        while st.tx_queued < TX_BUDGET
+            && let Some(seg) = st.rdmap.poll_segment()
+        {
+            st.tx_queued += seg.len();
             let _ = tx.send(TxCmd::Segment(seg));
         }
         if st.rdmap.should_close() && !st.close_sent {
             st.close_sent = true;
             let _ = tx.send(TxCmd::Close { abortive: true });
         }
+        if st.rdmap.poll_close() && !st.close_sent {
+            st.close_sent = true;
+            let _ = tx.send(TxCmd::Close { abortive: false });
+        }
         drop(tx);
         while let Some(c) = st.rdmap.poll_completion() {
-            // The RTR's completion is the LLP's business, not the ULP's: it is the
-            // first Read to complete, as it was posted before any of the ULP's.
-            if st.rtr_read_pending && c.opcode == WcOpcode::RdmaRead {
-                st.rtr_read_pending = false;
-                continue;
+            // A receive that is not outstanding is never passed on (none invented
+            // or doubled).
+            if let Some(held) = st.wq.completed(&c) {
+                self.complete(c, held);
             }
-            if c.opcode != WcOpcode::Recv {
-                st.send_outstanding = st.send_outstanding.saturating_sub(1);
+        }
+        if *st.rdmap.ddp().state() == StreamState::Closed {
+            // Nothing more comes back from a closed stream: a receive still
+            // outstanding completes as flushed (none lost).
+            for (c, held) in st.wq.flush_unreturned() {
+                self.complete(c, held);
             }
-            self.complete(c);
         }
         while let Some(e) = st.rdmap.poll_event() {
+            crate::trace::event(self.qp_num, &e);
             st.events.push_back(e);
         }
     }
 
-    fn complete(&self, c: Completion) {
+    fn complete(&self, c: Completion, held: Held) {
         let consumer = &self.pd.inner.consumer;
         let cq = match c.opcode {
             WcOpcode::Recv => {
@@ -601,15 +719,37 @@ impl Shared {
             }
             WcOpcode::Send | WcOpcode::RdmaWrite => &self.send_cq,
         };
-        cq.push(WorkCompletion {
-            qp_num: self.qp_num,
-            c,
-        });
+        cq.push(
+            WorkCompletion {
+                qp_num: self.qp_num,
+                c,
+            },
+            held,
+        );
     }
 }
 
-fn write_loop(mut w: Box<dyn SegmentWriter>, rx: Receiver<TxCmd>, shared: &Shared) {
-    for cmd in rx {
+fn write_loop(w: Box<dyn SegmentWriter>, rx: Receiver<TxCmd>, shared: &Shared) {
+    write_all(w, rx, shared);
+    lock(&shared.state).writer_gone = true;
+    shared.written.notify_all();
+}
+
+/// Segments written before the writer reports them (one QP lock for all).
+const REPORT_EVERY: usize = 64;
+
+fn write_all(mut w: Box<dyn SegmentWriter>, rx: Receiver<TxCmd>, shared: &Shared) {
+    // Segments written and not yet reported: (octets, L flag), in order.
+    let mut written: Vec<(usize, bool)> = Vec::new();
+    let mut next = None;
+    loop {
+        let cmd = match next.take() {
+            Some(c) => c,
+            None => match rx.recv() {
+                Ok(c) => c,
+                Err(_) => break,
+            },
+        };
         match cmd {
             TxCmd::Segment(seg) => {
                 // A Read Response frees its IRD slot as its last segment goes out
@@ -621,30 +761,78 @@ fn write_loop(mut w: Box<dyn SegmentWriter>, rx: Receiver<TxCmd>, shared: &Share
                     lock(&shared.state).rdmap.read_response_sent();
                 }
                 if w.write_segment(&seg).is_err() {
+                    report(shared, &mut written);
                     w.close(true);
                     return;
                 }
+                written.push((seg.len(), seg.header.last()));
+                // More already queued: write it before reporting, so a stream of
+                // small messages takes the QP lock once per batch, not per segment.
+                if let Ok(c) = rx.try_recv() {
+                    next = Some(c);
+                    if written.len() < REPORT_EVERY {
+                        continue;
+                    }
+                }
+                report(shared, &mut written);
             }
             TxCmd::Close { abortive } => {
+                report(shared, &mut written);
                 w.close(abortive);
                 return;
             }
         }
     }
+    report(shared, &mut written);
     w.close(true);
 }
+
+/// The LLP took these segments whole: the Sends and Writes they end complete,
+/// and the budget they used lets the next segments through.
+fn report(shared: &Shared, written: &mut Vec<(usize, bool)>) {
+    if written.is_empty() {
+        return;
+    }
+    let mut st = lock(&shared.state);
+    for (len, last) in written.drain(..) {
+        st.tx_queued = st.tx_queued.saturating_sub(len);
+        st.rdmap.segment_sent(last);
+    }
+    shared.pump(&mut st);
+    drop(st);
+    shared.written.notify_all();
+}
+
+/// How long a closed LLP's reader waits for the writer to report what it was
+/// writing, so that work whose octets the LLP accepted completes as sent.
+const WRITER_SETTLE: Duration = Duration::from_secs(1);
 
 fn read_loop(mut r: Box<dyn SegmentReader>, shared: &Shared) {
     loop {
         let got = r.read();
         let mut st = lock(&shared.state);
+        if matches!(got, Ok(Inbound::Closed) | Err(_)) {
+            // The writer may have handed the last segments to the LLP and not yet
+            // said so: let it, before the close flushes what is still in flight.
+            let deadline = std::time::Instant::now() + WRITER_SETTLE;
+            while st.tx_queued > 0 && !st.writer_gone {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                st = shared
+                    .written
+                    .wait_timeout(st, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        }
         let done = match got {
             Ok(Inbound::Segment { seq, bytes }) => {
-                {
-                    let mut mem = shared.pd.inner.consumer.device().mem();
-                    // Refusals are handled inside the engine (Terminate, events).
-                    let _ = st.rdmap.on_segment(&mut mem, seq, &bytes);
-                }
+                // Refusals are handled inside the engine (Terminate, events). The
+                // placement locks only the region it writes.
+                let mem = shared.pd.inner.consumer.device().mem();
+                let _ = st.rdmap.on_segment(mem, seq, &bytes);
                 false
             }
             Ok(Inbound::Mulpdu(n)) => {
@@ -659,7 +847,8 @@ fn read_loop(mut r: Box<dyn SegmentReader>, shared: &Shared) {
                 st.rdmap.on_llp_closed(true);
                 true
             }
-            Err(_) => {
+            Err(e) => {
+                crate::trace::llp_lost(shared.qp_num, &e);
                 st.rdmap.on_llp_closed(false);
                 true
             }

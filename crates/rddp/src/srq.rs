@@ -5,6 +5,7 @@ use crate::error::Error;
 use crate::pd::ProtectionDomain;
 use crate::quota::Resource;
 use rddp_proto::ddp::{BufferOrdering, BufferPool, PoolConfig, PoolEvent, RecvBuffer};
+use rddp_proto::wq::{Slots, WorkQueue};
 
 /// How queue pairs draw on the pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,10 +23,15 @@ pub struct SharedReceiveQueue {
     pub(crate) pool: BufferPool,
     pub(crate) pd: ProtectionDomain,
     pub(crate) mode: SrqMode,
+    /// Buffers free, held by a message, or completed and not yet polled: at most
+    /// `max_wr`, the pool size each receive CQ reserved.
+    pub(crate) slots: Slots,
 }
 
 impl SharedReceiveQueue {
-    /// A pool of at most `max_wr` buffers, `ordering` as seed 003 describes.
+    /// A pool of at most `max_wr` buffers, `ordering` as seed 003 describes. A
+    /// buffer counts against `max_wr` from its posting until its completion has
+    /// been taken from the CQ.
     pub fn new(
         pd: &ProtectionDomain,
         mode: SrqMode,
@@ -40,6 +46,7 @@ impl SharedReceiveQueue {
             pool: BufferPool::new(cfg),
             pd: pd.clone(),
             mode,
+            slots: Slots::new(WorkQueue::SharedRecv, max_wr),
         }
     }
 
@@ -52,12 +59,17 @@ impl SharedReceiveQueue {
     pub fn post_recv(&self, wr_id: u64, len: usize) -> Result<(), Error> {
         let consumer = &self.pd.inner.consumer;
         consumer.charge(Resource::ReceiveBuffers, 1)?;
+        if let Err(e) = self.slots.take(1) {
+            consumer.refund(Resource::ReceiveBuffers, 1);
+            return Err(Error::QueueFull(e));
+        }
         self.pool
             .post(RecvBuffer {
                 id: wr_id,
                 data: vec![0; len],
             })
             .map_err(|e| {
+                self.slots.give_back(1);
                 consumer.refund(Resource::ReceiveBuffers, 1);
                 Error::Srq(e)
             })
@@ -77,7 +89,11 @@ impl SharedReceiveQueue {
 
 impl Drop for SharedReceiveQueue {
     fn drop(&mut self) {
-        let n = self.pool.drain().len() as u64;
-        self.pd.inner.consumer.refund(Resource::ReceiveBuffers, n);
+        let n = self.pool.drain().len();
+        self.slots.give_back(n);
+        self.pd
+            .inner
+            .consumer
+            .refund(Resource::ReceiveBuffers, n as u64);
     }
 }

@@ -79,7 +79,9 @@ fn write_read_send_recv() {
 #[test]
 fn send_with_invalidate_then_write_fails_as_invalid_stag() {
     let (a, b) = pair();
-    let target = b.pd.register(vec![0; 16], Access::REMOTE_WRITE).unwrap();
+    // Remote invalidation is a right of its own (RFC 5042 §5), off unless asked.
+    let access = Access::REMOTE_WRITE | Access::REMOTE_INVALIDATE;
+    let target = b.pd.register(vec![0; 16], access).unwrap();
     let src = a.pd.register(b"payload".to_vec(), Access::NONE).unwrap();
     b.qp.post_recv(1, 16).unwrap();
     let inv = SendFlags {
@@ -384,5 +386,12 @@ fn a_region_bound_to_one_queue_pair_refuses_the_others() {
         terminate_received(&k2),
         Some(TerminateCode::DDP_STAG_NOT_ASSOCIATED)
     );
-    assert_eq!(bound.read(0, 8).unwrap(), b"1234\0\0\0\0".to_vec());
+    // A Write completes when the LLP took its last octet, not when the peer
+    // placed it: wait (bounded) for k1's octets to land.
+    let want = b"1234\0\0\0\0".to_vec();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while bound.read(0, 8).unwrap() != want && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(bound.read(0, 8).unwrap(), want);
 }

@@ -19,12 +19,17 @@
 //! initiator in the tests after the table.
 //!
 //! 1/1/0x00 and 1/1/0x01 are also provoked by a bad Read Response: those rows
-//! first have the queue pair post an RDMA Read towards the raw peer.
+//! first have the queue pair post one or two RDMA Reads towards the raw peer.
+//!
+//! Issue 10 adds the rows for a message placed whole or refused (point 1: Read
+//! Responses matched FIFO and covering their sink exactly, one opcode and STag
+//! per message, untagged segments tiling their message, no interleaving on one
+//! queue) and for remote invalidation and unsendable Read Responses (point 6).
 
 #[path = "common/raw_peer.rs"]
 mod raw_peer;
 
-use raw_peer::RawPeer;
+use raw_peer::{RawPeer, read_frame};
 use rddp::transport::memory_pair;
 use rddp::transport::mpa::Listener;
 use rddp::{
@@ -77,6 +82,8 @@ enum Wire {
     Seg(Vec<u8>),
     /// A DDP segment in an FPDU whose CRC is wrong.
     BadCrc(Vec<u8>),
+    /// A well-formed segment sent after the offending one (not echoed).
+    After(Vec<u8>),
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -92,6 +99,19 @@ enum Setup {
     /// As Plain, and the queue pair has an RDMA Read outstanding towards the raw
     /// peer into `rw` (TO 0, 8 octets).
     ReadOutstanding,
+    /// As ReadOutstanding, then a second Read (wr_id 8) into `wo` (TO 0, 8).
+    TwoReadsOutstanding,
+}
+
+impl Setup {
+    /// The RDMA Reads the queue pair has outstanding towards the raw peer.
+    fn reads(self) -> &'static [u64] {
+        match self {
+            Setup::ReadOutstanding => &[7],
+            Setup::TwoReadsOutstanding => &[7, 8],
+            _ => &[],
+        }
+    }
 }
 
 struct Row {
@@ -157,9 +177,13 @@ fn read_req(src_stag: u32, src_to: u64, size: u32) -> Vec<Wire> {
 }
 
 fn read_req_msn(msn: u32, src_stag: u32, src_to: u64, size: u32) -> Vec<Wire> {
+    read_req_to(msn, 0, src_stag, src_to, size)
+}
+
+fn read_req_to(msn: u32, sink_to: u64, src_stag: u32, src_to: u64, size: u32) -> Vec<Wire> {
     let rr = ReadRequestHeader {
         sink_stag: 0x1234_5600,
-        sink_to: 0,
+        sink_to,
         size,
         src_stag,
         src_to,
@@ -400,6 +424,54 @@ fn rows() -> Vec<Row> {
             recvs: Some([WcStatus::LocalProtection, WcStatus::Flushed]),
         },
         Row {
+            // Point 6: remote invalidation is a right of its own, and `rw` was
+            // registered with remote read and write only (RFC 5042 §5).
+            name: "send with invalidate of a region not registered for it",
+            setup: Setup::Plain,
+            wire: |r| send_inv(r.rw.stag()),
+            code: Tc::RDMAP_PROT_CANNOT_INVALIDATE,
+            mdr: MD,
+            recvs: Some([WcStatus::LocalProtection, WcStatus::Flushed]),
+        },
+        row(
+            // Point 6: the Read Response could not be sent.
+            "read request: sink TO + size wraps",
+            |r| read_req_to(1, u64::MAX - 3, r.rw.stag(), 0, 8),
+            Tc::RDMAP_TO_WRAP,
+            MDR,
+        ),
+        // Point 1: untagged messages, whole or refused.
+        row(
+            "send segments overlapping at MO 0",
+            |_| {
+                let p = [0xEE; 4];
+                vec![
+                    Wire::Seg(untagged(0x01, [0x43, 0, 0, 0, 0], 0, 1, 0, &p)),
+                    Wire::Seg(untagged(0x01, [0x43, 0, 0, 0, 0], 0, 1, 0, &p)),
+                    Wire::After(untagged(0x41, [0x43, 0, 0, 0, 0], 0, 1, 8, &p)),
+                ]
+            },
+            Tc::DDP_INVALID_MO,
+            MD,
+        ),
+        row(
+            // The issue's batch: MSN 1 a Send with Invalidate that cannot succeed,
+            // MSN 2 complete before MSN 1's last segment. Refused at MSN 2, so
+            // both receives come back.
+            "send MSN 2 before the last segment of MSN 1",
+            |r| {
+                let s = unknown(r).to_be_bytes();
+                let inv = [0x44, s[0], s[1], s[2], s[3]];
+                vec![
+                    Wire::Seg(untagged(0x01, inv, 0, 1, 0, b"1a")),
+                    Wire::Seg(untagged(0x41, [0x43, 0, 0, 0, 0], 0, 2, 0, b"22")),
+                    Wire::After(untagged(0x41, inv, 0, 1, 2, b"1b")),
+                ]
+            },
+            Tc::DDP_INVALID_MSN_RANGE,
+            MD,
+        ),
+        Row {
             // IRD + 1 Read Requests, the responses not read: the first response
             // cannot all leave, so it still holds the one IRD slot.
             name: "two read requests with IRD 1, responses unread",
@@ -448,6 +520,45 @@ fn rows() -> Vec<Row> {
             setup: Setup::ReadOutstanding,
             wire: |r| vec![Wire::Seg(tagged(0xC1, 0x42, r.rw.stag(), 0, &[0xEE; 9]))],
             code: Tc::DDP_BASE_BOUNDS,
+            mdr: MD,
+            recvs: FLUSHED,
+        },
+        // Point 1: Read Responses, whole or refused. The first segments carry the
+        // sink's own octets, so a segment placed before the refusal changes
+        // nothing the check below would see.
+        Row {
+            name: "read response: two segments at the sink's first TO",
+            setup: Setup::ReadOutstanding,
+            wire: |r| {
+                let p = &pattern(1)[..4];
+                vec![
+                    Wire::Seg(tagged(0x81, 0x42, r.rw.stag(), 0, p)),
+                    Wire::Seg(tagged(0xC1, 0x42, r.rw.stag(), 0, &[0xEE; 4])),
+                ]
+            },
+            code: Tc::DDP_BASE_BOUNDS,
+            mdr: MD,
+            recvs: FLUSHED,
+        },
+        Row {
+            name: "write with L=0, then a read response with L=1",
+            setup: Setup::ReadOutstanding,
+            wire: |r| {
+                let p = pattern(1);
+                vec![
+                    Wire::Seg(tagged(0x81, 0x40, r.rw.stag(), 0, &p[..4])),
+                    Wire::Seg(tagged(0xC1, 0x42, r.rw.stag(), 4, &p[4..8])),
+                ]
+            },
+            code: Tc::RDMAP_UNEXPECTED_OPCODE,
+            mdr: MD,
+            recvs: FLUSHED,
+        },
+        Row {
+            name: "read response to the second read's sink first",
+            setup: Setup::TwoReadsOutstanding,
+            wire: |r| vec![Wire::Seg(tagged(0xC1, 0x42, r.wo.stag(), 0, &[0xEE; 8]))],
+            code: Tc::DDP_INVALID_STAG,
             mdr: MD,
             recvs: FLUSHED,
         },
@@ -555,13 +666,13 @@ fn start(setup: Setup) -> (Server, RawPeer) {
                 .unwrap()
         }),
     };
-    if setup == Setup::ReadOutstanding {
-        let src = RemoteBuf {
-            stag: 0x0BAD_5100,
-            to: 0,
-            len: 8,
-        };
-        qp.post_read(7, &regions.rw, 0, 8, src, 0).unwrap();
+    let src = RemoteBuf {
+        stag: 0x0BAD_5100,
+        to: 0,
+        len: 8,
+    };
+    for (&id, sink) in setup.reads().iter().zip([&regions.rw, &regions.wo]) {
+        qp.post_read(id, sink, 0, 8, src, 0).unwrap();
     }
     let server = Server {
         regions,
@@ -576,7 +687,7 @@ fn start(setup: Setup) -> (Server, RawPeer) {
 fn send_wire(raw: &mut RawPeer, wire: &[Wire]) {
     for w in wire {
         match w {
-            Wire::Seg(s) => raw.send_segment(s),
+            Wire::Seg(s) | Wire::After(s) => raw.send_segment(s),
             Wire::BadCrc(s) => {
                 // No Markers, so a fresh encoder frames it as the peer's would.
                 let mut out = Vec::new();
@@ -611,11 +722,20 @@ fn run(row: &Row) -> Result<(), String> {
     let wire = (row.wire)(r);
     // When a Read is outstanding, open the responder's gate (spec §4.9) with a
     // zero-length Write and take the Read Request off the wire first.
-    if row.setup == Setup::ReadOutstanding {
+    let reads = row.setup.reads();
+    if !reads.is_empty() {
         raw.send_segment(&tagged(0xC1, 0x40, 0, 0, &[]));
-        let (segs, _) = raw.read_all(Duration::from_millis(500));
-        if !segs.iter().any(|s| s.len() == 46 && s[1] & 0x0F == 1) {
-            return Err("the queue pair's Read Request did not arrive".into());
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut got = 0;
+        while got < reads.len() && Instant::now() < deadline {
+            let (segs, _) = raw.read_all(Duration::from_millis(200));
+            got += segs
+                .iter()
+                .filter(|s| s.len() == 46 && s[1] & 0x0F == 1)
+                .count();
+        }
+        if got < reads.len() {
+            return Err("the queue pair's Read Requests did not arrive".into());
         }
     }
     send_wire(&mut raw, &wire);
@@ -632,8 +752,11 @@ fn run(row: &Row) -> Result<(), String> {
             row.mdr
         ));
     }
-    // The offending segment is the last one sent; its header and length are echoed.
-    let Some(Wire::Seg(last) | Wire::BadCrc(last)) = wire.last() else {
+    // The offending segment is the last one sent before any `After`; its header
+    // and length are echoed.
+    let Some(Wire::Seg(last) | Wire::BadCrc(last)) =
+        wire.iter().rev().find(|w| !matches!(w, Wire::After(_)))
+    else {
         return Err("row sends nothing".into());
     };
     if d {
@@ -675,9 +798,7 @@ fn run(row: &Row) -> Result<(), String> {
     if row.recvs.is_some() {
         want_ids.extend([100, 101]);
     }
-    if row.setup == Setup::ReadOutstanding {
-        want_ids.push(7);
-    }
+    want_ids.extend(reads);
     let got = collect(&server.cq, &want_ids);
     let status = |id: u64| got.iter().find(|w| w.wr_id == id).map(|w| w.status);
     if let Some([s100, s101]) = row.recvs {
@@ -692,8 +813,13 @@ fn run(row: &Row) -> Result<(), String> {
             return Err(format!("late work {id}: {:?}, want Flushed", status(id)));
         }
     }
-    if row.setup == Setup::ReadOutstanding && status(7) != Some(WcStatus::Flushed) {
-        return Err(format!("outstanding Read: {:?}, want Flushed", status(7)));
+    for &id in reads {
+        if status(id) != Some(WcStatus::Flushed) {
+            return Err(format!(
+                "outstanding Read {id}: {:?}, want Flushed",
+                status(id)
+            ));
+        }
     }
     let events = server.qp.async_events();
     if !events
@@ -794,18 +920,6 @@ fn reads_pipelined_at_ird_are_served() {
     done_tx.send(()).unwrap();
     let events = server.join().unwrap();
     assert!(events.is_empty(), "{events:?}");
-}
-
-/// Read one MPA Request or Reply frame off `sock`.
-fn read_frame(sock: &mut std::net::TcpStream) -> MpaFrame {
-    use std::io::Read;
-    let mut all = vec![0u8; 20];
-    sock.read_exact(&mut all).unwrap();
-    let pd_len = usize::from(u16::from_be_bytes([all[18], all[19]]));
-    let mut rest = vec![0u8; pd_len];
-    sock.read_exact(&mut rest).unwrap();
-    all.extend_from_slice(&rest);
-    MpaFrame::parse(&all).unwrap()
 }
 
 /// LLP codes an rddp initiator sends after a Reply it cannot accept (RFC 6581):

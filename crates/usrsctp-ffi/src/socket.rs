@@ -29,6 +29,8 @@ pub struct Status {
     pub outstrms: u16,
     pub fragmentation_point: u32,
     pub mtu: u32,
+    /// The peer's primary address (IPv4 only; `None` for AF_CONN or IPv6).
+    pub primary: Option<std::net::SocketAddrV4>,
 }
 
 /// `struct sctp_rcvinfo` of a received message.
@@ -104,6 +106,21 @@ fn ret(r: c_int, op: &'static str) -> Result<(), Error> {
 }
 
 /// A `sockaddr` for `t`, as storage plus length.
+/// The IPv4 address in `ss`, if it holds one.
+fn inet_of(ss: &libc::sockaddr_storage) -> Option<std::net::SocketAddrV4> {
+    if i32::from(ss.ss_family) != libc::AF_INET {
+        return None;
+    }
+    // SAFETY: the family says `ss` holds a sockaddr_in, which it is large and
+    // aligned enough for; read_unaligned copies it out.
+    let sin: libc::sockaddr_in =
+        unsafe { core::ptr::read_unaligned((ss as *const libc::sockaddr_storage).cast()) };
+    Some(std::net::SocketAddrV4::new(
+        u32::from_be(sin.sin_addr.s_addr).into(),
+        u16::from_be(sin.sin_port),
+    ))
+}
+
 fn sockaddr_of(t: Target) -> (libc::sockaddr_storage, socklen_t) {
     // SAFETY: all-zero is a valid sockaddr_storage.
     let mut ss: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
@@ -283,6 +300,7 @@ impl Socket {
             outstrms: s.sstat_outstrms,
             fragmentation_point: s.sstat_fragmentation_point,
             mtu: s.sstat_primary.spinfo_mtu,
+            primary: inet_of(&s.sstat_primary.spinfo_address),
         })
     }
 

@@ -30,8 +30,14 @@ pub struct LinkArgs {
     #[arg(long, value_enum, default_value = "on")]
     pub crc: OnOff,
     /// Parallel connections (queue pairs); figures are the aggregate.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=128))]
     pub qps: u32,
+    #[command(flatten)]
+    pub capture: crate::observe::CaptureArgs,
+    /// Seconds without progress before a side gives up (tests shorten it).
+    #[arg(long, default_value_t = 10, hide = true,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub stall_secs: u64,
     /// MULPDU of the in-memory LLP (--transport mem).
     #[arg(long, default_value_t = 16384, hide = true,
           value_parser = clap::value_parser!(u32).range(64..=1 << 20))]
@@ -48,6 +54,16 @@ pub struct ServerArgs {
     /// Receive buffers kept posted per connection (perftest's -r).
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(2..=4096))]
     pub rx_depth: u32,
+    /// One JSON object per connection at the end (also for a failed one: what
+    /// it verified, the Terminate that ended it, FPDUs refused by the CRC).
+    #[arg(long)]
+    pub json: bool,
+    /// Serve connections as they come until killed, each as it ends on one line
+    /// (for clients that reconnect, e.g. `--op mixed --reconnect`); --qps is ignored.
+    #[arg(long)]
+    pub forever: bool,
+    #[command(flatten)]
+    pub perftest: super::perftest::PerftestServerArgs,
 }
 
 #[derive(Args, Debug)]
@@ -87,9 +103,19 @@ pub struct ClientArgs {
     /// Work requests in flight at most (perftest's -t).
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub tx_depth: u32,
-    /// Receive buffers per connection of the in-process server (--transport mem).
+    /// Receive buffers per connection of the in-process server (--transport mem);
+    /// with --perftest, the server's receive depth (perftest's -r, for send).
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(2..=4096))]
     pub rx_depth: u32,
+    /// --op mixed: seed of the random operations and sizes (a run repeats with it).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// --op mixed: each queue pair disconnects and connects anew about every SECS
+    /// (the first time after a random share of it, so they do not all at once).
+    #[arg(long, value_name = "SECS", value_parser = parse_secs, allow_negative_numbers = true)]
+    pub reconnect: Option<f64>,
+    #[command(flatten)]
+    pub perftest: super::perftest::PerftestClientArgs,
 }
 
 fn parse_secs(s: &str) -> Result<f64, String> {

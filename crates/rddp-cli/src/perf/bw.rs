@@ -6,8 +6,9 @@
 //! one-octet Read every half window confirms the Writes before it, and no more
 //! than a window of Writes is ever unconfirmed.
 
-use super::chan::Chan;
+use super::chan::{Chan, stall};
 use super::opts::{Op, Stop};
+use super::proto::Msg;
 use super::stats::peak_rate;
 use rddp::{MemoryRegion, RemoteBuf};
 use std::time::{Duration, Instant};
@@ -61,6 +62,12 @@ pub fn run(
     let mut done = 0u64;
     let mut marks: Vec<(u64, Duration)> = Vec::new();
     let mut last = start;
+    // The server sees nothing of Writes and Reads until End: a Pad every quarter
+    // of the stall limit tells it the client is alive, so a size may run longer
+    // than that limit.
+    let keepalive = stall() / 4;
+    let mut last_pad = start;
+    let mut last_completion = start;
     let more = |posted: u64| match stop {
         Stop::Iters(n) => posted < n,
         Stop::Duration(d) => start.elapsed() < d,
@@ -79,8 +86,13 @@ pub fn run(
                 }
                 Op::Read => chan.read(bufs.sink, size, bufs.remote)?,
                 Op::Send => chan.send_data(bufs.src, u64::from(size))?,
+                Op::Mixed => return Err("--op mixed runs in perf::mixed".into()),
             }
             posted += 1;
+        }
+        if op != Op::Send && last_pad.elapsed() >= keepalive {
+            chan.send_ctrl(&Msg::Pad)?;
+            last_pad = Instant::now();
         }
         // Completions taken while waiting for credits count too.
         let now_done = chan.data_done() - base;
@@ -101,7 +113,16 @@ pub fn run(
             break;
         }
         if chan.outstanding() > 0 {
-            chan.reap(true)?;
+            // Waits of at most `keepalive`, so the Pads keep going out; the stall
+            // limit counts from the last completion.
+            if chan.reap_within(keepalive)?.is_some() {
+                last_completion = Instant::now();
+            } else if last_completion.elapsed() > stall() {
+                return Err(format!(
+                    "no completion for {} s: the peer stopped taking data",
+                    stall().as_secs()
+                ));
+            }
         }
     }
     let seconds = (last - start).as_secs_f64();

@@ -12,6 +12,7 @@ use super::endpoint::Endpoint;
 use super::proto::{CTRL_LEN, Msg};
 use rddp::{Access, AsyncEvent, MemoryRegion, RemoteBuf, SendFlags, WcStatus, WorkCompletion};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const CTRL: u64 = 1 << 63;
@@ -26,8 +27,18 @@ pub const RECV_BUDGET: usize = 64 << 20;
 /// Receive buffers kept posted at least.
 pub const MIN_RECVS: usize = 16;
 
+/// How long a side waits without any progress before it gives up, in seconds
+/// (10; the hidden `--stall-secs` changes it, so tests need not wait that long).
+static STALL_SECS: AtomicU64 = AtomicU64::new(10);
+
 /// How long a side waits without any progress before it gives up.
-pub const STALL: Duration = Duration::from_secs(10);
+pub fn stall() -> Duration {
+    Duration::from_secs(STALL_SECS.load(Ordering::Relaxed))
+}
+
+pub fn set_stall(secs: u64) {
+    STALL_SECS.store(secs.max(1), Ordering::Relaxed);
+}
 
 /// What a receive brought.
 pub enum Incoming {
@@ -64,6 +75,9 @@ pub struct Chan {
     next_id: u64,
     credits: Option<Credits>,
     grant: Option<Grant>,
+    /// The event that ended the connection, once `check_events` found one
+    /// (reported by `--json` on failure: see [`super::failure`]).
+    pub ended_by: Option<AsyncEvent>,
 }
 
 fn verbs(what: &str) -> impl Fn(rddp::Error) -> String + '_ {
@@ -91,6 +105,7 @@ impl Chan {
             next_id: 0,
             credits: None,
             grant: None,
+            ended_by: None,
         };
         for _ in 0..recvs {
             c.post_recv()?;
@@ -206,10 +221,10 @@ impl Chan {
             }
             self.reap(false)?;
             self.check_events("receive credits from the server")?;
-            if start.elapsed() > STALL {
+            if start.elapsed() > stall() {
                 return Err(format!(
                     "no receive credits from the server for {} s: it stopped reposting receives",
-                    STALL.as_secs()
+                    stall().as_secs()
                 ));
             }
             std::thread::yield_now();
@@ -321,27 +336,38 @@ impl Chan {
         self.data_done
     }
 
-    /// Take send-side completions (waiting up to `STALL` for one if `wait`);
+    /// Take send-side completions (waiting up to `stall()` for one if `wait`);
     /// returns how many were data work requests (also counted in `data_done`).
     pub fn reap(&mut self, wait: bool) -> Result<u64, String> {
-        let got = if wait {
-            let start = Instant::now();
-            loop {
-                let got = self.ep.send_cq.wait(256, Duration::from_millis(100));
-                if !got.is_empty() {
-                    break got;
-                }
-                self.check_events("completions")?;
-                if start.elapsed() > STALL {
-                    return Err(format!(
-                        "no completion for {} s: the peer stopped taking data",
-                        STALL.as_secs()
-                    ));
-                }
+        if !wait {
+            let got = self.ep.send_cq.poll(256);
+            return self.take(got);
+        }
+        self.reap_within(stall())?.ok_or_else(|| {
+            format!(
+                "no completion for {} s: the peer stopped taking data",
+                stall().as_secs()
+            )
+        })
+    }
+
+    /// Take send-side completions, waiting up to `limit` for one; `None` if none
+    /// came (not an error: the caller keeps its own stall limit).
+    pub fn reap_within(&mut self, limit: Duration) -> Result<Option<u64>, String> {
+        let start = Instant::now();
+        loop {
+            let got = self.ep.send_cq.wait(256, Duration::from_millis(100));
+            if !got.is_empty() {
+                return self.take(got).map(Some);
             }
-        } else {
-            self.ep.send_cq.poll(256)
-        };
+            self.check_events("completions")?;
+            if start.elapsed() > limit {
+                return Ok(None);
+            }
+        }
+    }
+
+    fn take(&mut self, got: Vec<WorkCompletion>) -> Result<u64, String> {
         let mut data = 0;
         for wc in got {
             check_status(&wc)?;
@@ -381,10 +407,10 @@ impl Chan {
             }
             self.reap(false)?;
             self.check_events(what)?;
-            if start.elapsed() > STALL {
+            if start.elapsed() > stall() {
                 return Err(format!(
                     "waited {} s for {what}: the peer stopped answering",
-                    STALL.as_secs()
+                    stall().as_secs()
                 ));
             }
         }
@@ -431,10 +457,49 @@ impl Chan {
         Ok(got)
     }
 
+    /// Wait up to `limit` for the peer to close the connection (a Closed event),
+    /// so that this side's last messages are known to have arrived before it
+    /// drops its queue pair. Dropping aborts the LLP; over SCTP (usrsctp lives
+    /// in this process) a message still being retransmitted then never arrives.
+    pub fn wait_peer_close(&mut self, limit: Duration) -> Result<(), String> {
+        let start = Instant::now();
+        loop {
+            // The first event decides. Lost is an end too: the peer dropped
+            // its queue pair.
+            match self.ep.qp.async_events().into_iter().next() {
+                Some(AsyncEvent::Closed { .. }) => return Ok(()),
+                Some(e) => {
+                    self.ended_by.get_or_insert(e.clone());
+                    return Err(format!(
+                        "the connection ended with {e:?} instead of a close"
+                    ));
+                }
+                None => {}
+            }
+            if start.elapsed() > limit {
+                return Err(format!(
+                    "the peer did not close the connection within {} s",
+                    limit.as_secs()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// What ended the connection: the event `check_events` turned into an error,
+    /// or else the first one queued (a flushed completion may have been the
+    /// error seen first).
+    pub fn end_event(&mut self) -> Option<AsyncEvent> {
+        self.ended_by
+            .take()
+            .or_else(|| self.ep.qp.async_events().into_iter().next())
+    }
+
     /// Turn a Terminate or a close of the connection into an error.
-    pub fn check_events(&self, what: &str) -> Result<(), String> {
+    pub fn check_events(&mut self, what: &str) -> Result<(), String> {
         // The first event says what happened; the rest follow from it.
         if let Some(e) = self.ep.qp.async_events().into_iter().next() {
+            self.ended_by.get_or_insert(e.clone());
             let why = match e {
                 AsyncEvent::TerminateSent { code, detail } => {
                     format!("this side sent Terminate {code}: {detail}")

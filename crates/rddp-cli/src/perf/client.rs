@@ -92,6 +92,7 @@ impl Client {
             return Err(format!("size {size} is outside 1..={}", o.max_size()));
         }
         let n = size as usize;
+        let before = self.chan.ep.qp.stats();
         let e = |e: rddp::Error| e.to_string();
         self.src.write(0, &pattern::fill(size, n)).map_err(e)?;
         self.local.write(0, &vec![0; n]).map_err(e)?;
@@ -142,6 +143,7 @@ impl Client {
             }
             m => return Err(format!("expected Result, got {m:?}")),
         }
+        m.counters = Some(self.chan.ep.qp.stats().since(&before));
         Ok(m)
     }
 
@@ -156,6 +158,7 @@ impl Client {
             corrupt: None,
             samples_us: Vec::new(),
             pingpong: self.opts.pingpong,
+            counters: None,
         }
     }
 
@@ -215,7 +218,7 @@ impl Client {
                     samples.push(us);
                     bad += b;
                 }
-                Op::Read => return Err("--pingpong measures write or send".into()),
+                Op::Read | Op::Mixed => return Err("--pingpong measures write or send".into()),
             }
             i += 1;
         }
@@ -240,11 +243,19 @@ impl Client {
         Ok((m, bad))
     }
 
-    /// End the run: Bye, then a graceful disconnect.
-    pub fn finish(mut self) -> Result<(), String> {
+    /// What ended the connection, after a failure (see [`Chan::end_event`]).
+    pub fn end_event(&mut self) -> Option<rddp::AsyncEvent> {
+        self.chan.end_event()
+    }
+
+    /// End the run: Bye, then wait for the server to close (it does once it has
+    /// taken Bye), then close too. Closing first would let the queue pair's drop
+    /// cut off a Bye still in flight (over SCTP under loss, it did).
+    pub fn finish(&mut self) -> Result<(), String> {
         self.chan.send_ctrl(&Msg::Bye)?;
         self.chan.drain()?;
+        let closed = self.chan.wait_peer_close(super::chan::stall());
         self.chan.ep.qp.disconnect();
-        Ok(())
+        closed.map_err(|e| format!("after Bye: {e}"))
     }
 }

@@ -3,7 +3,7 @@
 //! Sends, the server answers with a Send of the same size (ib_send_lat). One-way
 //! latency is half the round trip.
 
-use super::chan::{Chan, Incoming, STALL};
+use super::chan::{Chan, Incoming, stall};
 use super::pattern;
 use super::proto::Msg;
 use rddp::{MemoryRegion, RemoteBuf};
@@ -36,10 +36,10 @@ fn wait_marker(chan: &mut Chan, mine: &MemoryRegion, size: u32, want: u8) -> Res
                 return Ok(false);
             }
             chan.check_events("the peer's ping-pong write")?;
-            if start.elapsed() > STALL {
+            if start.elapsed() > stall() {
                 return Err(format!(
                     "no ping-pong write from the peer for {} s",
-                    STALL.as_secs()
+                    stall().as_secs()
                 ));
             }
         }

@@ -11,10 +11,14 @@ pub mod bw;
 pub mod chan;
 pub mod client;
 pub mod endpoint;
+pub mod failure;
+pub mod forever;
 pub mod lat;
 pub mod link;
+pub mod mixed;
 pub mod opts;
 pub mod pattern;
+pub mod perftest;
 pub mod plot;
 pub mod progress;
 pub mod proto;
@@ -28,7 +32,22 @@ pub use args::PerfCmd;
 /// Run `rddp perf ...`.
 pub fn main(cmd: &PerfCmd) -> Result<(), String> {
     match cmd {
-        PerfCmd::Server(a) => run::server_main(a),
-        PerfCmd::Client(a) => run::client_main(a),
+        PerfCmd::Server(a) => {
+            let _cap = a.link.capture.start()?;
+            if a.perftest.perftest {
+                return perftest::server(a);
+            }
+            run::server_main(a)
+        }
+        PerfCmd::Client(a) => {
+            let _cap = a.link.capture.start()?;
+            if a.perftest.perftest {
+                if a.op == opts::Op::Mixed {
+                    return Err("--perftest takes --op write, read or send, not mixed".into());
+                }
+                return perftest::client(a);
+            }
+            run::client_main(a)
+        }
     }
 }

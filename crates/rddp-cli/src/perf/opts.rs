@@ -11,6 +11,9 @@ pub enum Op {
     Read,
     /// Send into the server's posted receives (ib_send_bw; ib_send_lat with --pingpong).
     Send,
+    /// Writes, Reads and Sends of random sizes mixed, each checked (soak test;
+    /// see perf/mixed.rs): --size is the largest, --duration the whole run.
+    Mixed,
 }
 
 impl Op {
@@ -19,6 +22,7 @@ impl Op {
             Self::Write => "write",
             Self::Read => "read",
             Self::Send => "send",
+            Self::Mixed => "mixed",
         }
     }
 }

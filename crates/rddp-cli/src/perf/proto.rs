@@ -48,6 +48,7 @@ fn op_code(op: Op) -> u8 {
         Op::Write => 1,
         Op::Read => 2,
         Op::Send => 3,
+        Op::Mixed => 4,
     }
 }
 
@@ -125,6 +126,7 @@ impl Msg {
                     Some(1) => Op::Write,
                     Some(2) => Op::Read,
                     Some(3) => Op::Send,
+                    Some(4) => Op::Mixed,
                     _ => return Err(bad()),
                 };
                 let flags = *b.get(2).ok_or_else(bad)?;

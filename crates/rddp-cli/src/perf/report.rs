@@ -20,6 +20,9 @@ pub struct Measurement {
     /// One-way latencies (half the round trip) in microseconds, with --pingpong.
     pub samples_us: Vec<f64>,
     pub pingpong: bool,
+    /// The client queue pairs' counters over this size (control messages
+    /// included), summed over queue pairs.
+    pub counters: Option<rddp::QpStats>,
 }
 
 impl Measurement {
@@ -58,6 +61,13 @@ impl Measurement {
                 (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
             };
             m.samples_us.extend(p.samples_us);
+            m.counters = match (m.counters, p.counters) {
+                (Some(mut a), Some(b)) => {
+                    a.add(&b);
+                    Some(a)
+                }
+                (a, b) => a.or(b),
+            };
         }
         // The peak cannot be below the average.
         m.peak_msgs_per_s = m.peak_msgs_per_s.max(m.msgs_per_s());
@@ -141,6 +151,9 @@ pub fn json_line(m: &Measurement) -> String {
     if let Some(c) = m.corrupt {
         o["corrupt_bytes"] = c.into();
     }
+    if let Some(c) = &m.counters {
+        o["counters"] = crate::observe::stats_json(c);
+    }
     if let Some(s) = m.latency() {
         o["p50_us"] = s.typical.into();
         o["p99_us"] = s.p99.into();
@@ -171,6 +184,7 @@ mod tests {
                 vec![]
             },
             pingpong,
+            counters: None,
         }
     }
 

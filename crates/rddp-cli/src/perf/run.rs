@@ -7,12 +7,12 @@ use super::endpoint::Endpoint;
 use super::link::{LinkOpts, Links, Role, Transport, establish};
 use super::opts::{ClientOpts, Op, ServerOpts, Stop, sweep_sizes};
 use super::report::{self, Measurement};
-use super::server::{Server, ServerSummary};
-use super::{plot, progress};
-use rddp::Device;
+use super::server::{Server, ServerEnd};
+use super::{failure, plot, progress};
+use rddp::{AsyncEvent, Device};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::channel;
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -53,12 +53,16 @@ pub fn client_opts(a: &ClientArgs) -> Result<ClientOpts, String> {
     })
 }
 
-fn spawn_server(server: Server) -> JoinHandle<Result<ServerSummary, String>> {
+fn spawn_server(server: Server) -> JoinHandle<ServerEnd> {
     std::thread::spawn(move || server.run())
 }
 
 /// `rddp perf client`.
 pub fn client_main(a: &ClientArgs) -> Result<(), String> {
+    super::chan::set_stall(a.link.stall_secs);
+    if a.op == Op::Mixed {
+        return super::mixed::client_main(a);
+    }
     let opts = client_opts(a)?;
     if a.link.transport != Transport::Mem && a.connect.is_none() {
         return Err("--connect ADDR is needed (the perf server's address)".into());
@@ -85,14 +89,21 @@ pub fn client_main(a: &ClientArgs) -> Result<(), String> {
             }
         }
     }
-    let result = measure(a, &opts, eps);
+    let ended_by = Mutex::new(None);
+    let result = measure(a, &opts, eps, &ended_by);
+    if let (Err(e), true) = (&result, a.json) {
+        // One JSON line for the failure too: why it ended, CRC refusals.
+        let ev = ended_by.lock().unwrap_or_else(|p| p.into_inner()).take();
+        say!("{}", failure::json(e, ev.as_ref()));
+    }
     // The in-process server's error, if any, is usually the cause of the client's.
     let mut server_err = None;
     for s in servers {
-        let r = s
-            .join()
-            .unwrap_or_else(|_| Err("the in-process server thread failed".into()));
-        if let Err(e) = r {
+        let r = s.join().map_or_else(
+            |_| Some("the in-process server thread failed".to_string()),
+            |end| end.error,
+        );
+        if let Some(e) = r {
             server_err.get_or_insert(e);
         }
     }
@@ -111,6 +122,7 @@ fn banner(a: &ClientArgs, opts: &ClientOpts) -> String {
         (Op::Send, false) => "Send BW Test",
         (Op::Write, true) => "RDMA_Write Latency Test",
         (Op::Send, true) => "Send Latency Test",
+        (Op::Mixed, _) => "Mixed Write/Read/Send Test",
     };
     let stop = match opts.stop {
         Stop::Iters(n) => format!("{n} iterations"),
@@ -143,16 +155,24 @@ impl LowerFirst for String {
     }
 }
 
-/// Run every size on every queue pair; print as sizes complete.
-fn measure(a: &ClientArgs, opts: &ClientOpts, eps: Vec<Endpoint>) -> Result<(), String> {
+/// Run every size on every queue pair; print as sizes complete. The first
+/// failed queue pair's ending event goes into `ended_by`.
+fn measure(
+    a: &ClientArgs,
+    opts: &ClientOpts,
+    eps: Vec<Endpoint>,
+    ended_by: &Mutex<Option<AsyncEvent>>,
+) -> Result<(), String> {
     let n = eps.len();
     let sizes = opts.sizes.clone();
     let barrier = Arc::new(Barrier::new(n));
     let failed = Arc::new(AtomicBool::new(false));
     let (tx, rx) = channel::<(usize, Result<Measurement, String>)>();
+    let (ev_tx, ev_rx) = channel::<AsyncEvent>();
     let mut threads = Vec::new();
     for ep in eps {
         let (tx, barrier, failed) = (tx.clone(), barrier.clone(), failed.clone());
+        let ev_tx = ev_tx.clone();
         let (opts, sizes) = (opts.clone(), sizes.clone());
         threads.push(std::thread::spawn(move || {
             let mut client = match Client::connect(ep, &opts) {
@@ -174,18 +194,25 @@ fn measure(a: &ClientArgs, opts: &ClientOpts, eps: Vec<Endpoint>) -> Result<(), 
                 let r = c.run_size(size);
                 if r.is_err() {
                     failed.store(true, Ordering::SeqCst);
+                    if let Some(ev) = c.end_event() {
+                        let _ = ev_tx.send(ev);
+                    }
                 }
                 let _ = tx.send((i, r));
             }
-            if let Some(c) = client
+            if let Some(c) = client.as_mut()
                 && !failed.load(Ordering::SeqCst)
                 && let Err(e) = c.finish()
             {
+                if let Some(ev) = c.end_event() {
+                    let _ = ev_tx.send(ev);
+                }
                 let _ = tx.send((usize::MAX, Err(e)));
             }
         }));
     }
     drop(tx);
+    drop(ev_tx);
 
     let bar = progress::bar(sizes.len() as u64, a.json);
     let out = |line: String| progress::println(&bar, line);
@@ -225,6 +252,9 @@ fn measure(a: &ClientArgs, opts: &ClientOpts, eps: Vec<Endpoint>) -> Result<(), 
     for t in threads {
         t.join().map_err(|_| "a client thread failed".to_string())?;
     }
+    if let Some(ev) = ev_rx.try_iter().next() {
+        *ended_by.lock().unwrap_or_else(|p| p.into_inner()) = Some(ev);
+    }
     if let Some(e) = first_err {
         return Err(e);
     }
@@ -242,6 +272,10 @@ fn measure(a: &ClientArgs, opts: &ClientOpts, eps: Vec<Endpoint>) -> Result<(), 
 
 /// `rddp perf server`.
 pub fn server_main(a: &ServerArgs) -> Result<(), String> {
+    super::chan::set_stall(a.link.stall_secs);
+    if a.forever {
+        return super::forever::server_main(a);
+    }
     if a.link.transport != Transport::Mem && a.listen.is_none() {
         return Err("--listen ADDR is needed (e.g. --listen 0.0.0.0:18515)".into());
     }
@@ -260,20 +294,44 @@ pub fn server_main(a: &ServerArgs) -> Result<(), String> {
     }
     let mut err = None;
     for (i, t) in threads.into_iter().enumerate() {
-        match t.join() {
-            Ok(Ok(s)) => say!(
-                " connection {i}: {} sizes, {} messages, {} corrupt bytes",
+        let Ok(end) = t.join() else {
+            err.get_or_insert(format!("connection {i}: the server thread failed"));
+            continue;
+        };
+        let s = &end.summary;
+        if a.json {
+            say!("{}", server_json(i, &end));
+        } else {
+            say!(
+                " connection {i}: {}{} sizes, {} messages, {} corrupt bytes",
+                if end.error.is_some() {
+                    "failed after "
+                } else {
+                    ""
+                },
                 s.sizes,
                 s.messages,
                 s.corrupt
-            ),
-            Ok(Err(e)) => {
-                err.get_or_insert(format!("connection {i}: {e}"));
-            }
-            Err(_) => {
-                err.get_or_insert(format!("connection {i}: the server thread failed"));
-            }
+            );
+        }
+        if let Some(e) = end.error {
+            err.get_or_insert(format!("connection {i}: {e}"));
         }
     }
     err.map_or(Ok(()), Err)
+}
+
+/// `rddp perf server --json`: one line per connection, also for a failed one
+/// (what it had taken and verified until then, why it ended).
+fn server_json(i: usize, end: &ServerEnd) -> serde_json::Value {
+    let mut o = match &end.error {
+        Some(e) => failure::json(e, end.event.as_ref()),
+        None => serde_json::json!({ "crc_refused": 0 }),
+    };
+    o["conn"] = i.into();
+    o["ok"] = end.error.is_none().into();
+    o["sizes"] = end.summary.sizes.into();
+    o["messages"] = end.summary.messages.into();
+    o["corrupt_bytes"] = end.summary.corrupt.into();
+    o
 }

@@ -7,7 +7,7 @@ use super::lat;
 use super::opts::{Op, ServerOpts};
 use super::pattern;
 use super::proto::{CTRL_LEN, Msg};
-use rddp::{Access, MemoryRegion, RemoteBuf};
+use rddp::{Access, AsyncEvent, MemoryRegion, RemoteBuf};
 
 /// What the server saw of a whole run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -17,10 +17,32 @@ pub struct ServerSummary {
     pub corrupt: u64,
 }
 
+/// How a server's run ended: what it saw (also when it failed), and why it failed.
+#[derive(Debug)]
+pub struct ServerEnd {
+    /// Sizes and messages taken and corrupt octets found, up to the end or the
+    /// failure (Sends are counted one by one, so a failed size counts too).
+    pub summary: ServerSummary,
+    pub error: Option<String>,
+    /// The event that ended the connection (Terminate sent or received, close).
+    pub event: Option<AsyncEvent>,
+}
+
+impl ServerEnd {
+    /// The summary, or the error that ended the connection.
+    pub fn into_result(self) -> Result<ServerSummary, String> {
+        match self.error {
+            None => Ok(self.summary),
+            Some(e) => Err(e),
+        }
+    }
+}
+
 /// A server on one connection, receives posted, waiting for the client's Hello.
 pub struct Server {
     chan: Chan,
     opts: ServerOpts,
+    sum: ServerSummary,
 }
 
 struct Run {
@@ -43,20 +65,37 @@ impl Server {
         Ok(Self {
             chan: Chan::new(ep, CTRL_LEN, depth)?,
             opts,
+            sum: ServerSummary::default(),
         })
     }
 
-    /// Serve the client until its Bye.
-    pub fn run(mut self) -> Result<ServerSummary, String> {
+    /// Serve the client until its Bye; on failure, what was seen until then.
+    pub fn run(mut self) -> ServerEnd {
+        let r = self.serve();
+        let event = if r.is_err() {
+            self.chan.end_event()
+        } else {
+            None
+        };
+        ServerEnd {
+            summary: self.sum.clone(),
+            error: r.err(),
+            event,
+        }
+    }
+
+    fn serve(&mut self) -> Result<(), String> {
         let mut run = self.hello()?;
-        let mut sum = ServerSummary::default();
         loop {
             match self.chan.recv_ctrl("the client's next size or Bye")? {
                 Msg::Begin { size, .. } => {
                     let (msgs, corrupt) = self.size(&mut run, size)?;
-                    sum.sizes += 1;
-                    sum.messages += msgs;
-                    sum.corrupt += corrupt;
+                    self.sum.sizes += 1;
+                    // Sends were counted as they came (see `sends`).
+                    if run.op != Op::Send {
+                        self.sum.messages += msgs;
+                        self.sum.corrupt += corrupt;
+                    }
                 }
                 Msg::Pad => {}
                 Msg::Bye => break,
@@ -65,7 +104,11 @@ impl Server {
         }
         self.chan.drain()?;
         self.chan.ep.qp.disconnect();
-        Ok(sum)
+        // Our close must reach the client (it waits for it) before our queue
+        // pair is dropped; its own close answers ours. Not an error if it does
+        // not come: everything of the run has been verified by now.
+        let _ = self.chan.wait_peer_close(std::time::Duration::from_secs(5));
+        Ok(())
     }
 
     fn hello(&mut self) -> Result<Run, String> {
@@ -119,12 +162,12 @@ impl Server {
         match run.op {
             Op::Write => run.buf.write(0, &vec![0; n]).map_err(e)?,
             Op::Read => run.buf.write(0, &pattern::fill(size, n)).map_err(e)?,
-            Op::Send => self.chan.set_recv_len(n, self.opts.rx_depth)?,
+            Op::Send | Op::Mixed => self.chan.set_recv_len(n, self.opts.rx_depth)?,
         }
         if run.pingpong {
             run.src.write(0, &pattern::fill(size, n)).map_err(e)?;
         }
-        let pad = if run.op == Op::Send {
+        let pad = if matches!(run.op, Op::Send | Op::Mixed) {
             self.chan.stale_below(n.max(CTRL_LEN))
         } else {
             0
@@ -136,7 +179,7 @@ impl Server {
                 let i = lat::server_write(&mut self.chan, &run.src, &run.buf, run.peer, size)?;
                 (i, 0)
             }
-            (Op::Send, _) => self.sends(run, size)?,
+            (Op::Send | Op::Mixed, _) => self.sends(run, size)?,
             _ => (self.wait_end()?, 0),
         };
         if run.verify && run.op == Op::Write {
@@ -170,10 +213,18 @@ impl Server {
         loop {
             match self.chan.recv("the client's Sends")? {
                 Incoming::Data(d) => {
+                    let bad = if run.verify && run.op == Op::Mixed {
+                        // Random lengths, each a prefix of the size's pattern.
+                        pattern::corrupt(size, &d)
+                    } else if run.verify {
+                        lat::corrupt_msg(size, &d)
+                    } else {
+                        0
+                    };
                     msgs += 1;
-                    if run.verify {
-                        corrupt += lat::corrupt_msg(size, &d);
-                    }
+                    corrupt += bad;
+                    self.sum.messages += 1;
+                    self.sum.corrupt += bad;
                     if run.pingpong {
                         self.chan.send_data(&run.src, u64::from(size))?;
                     }
@@ -210,7 +261,7 @@ mod tests {
         let t = std::thread::spawn(move || server.run());
         let mut chan = Chan::new(c, CTRL_LEN, 4).unwrap();
         chan.send_ctrl(&Msg::Bye).unwrap();
-        let err = t.join().unwrap().unwrap_err();
+        let err = t.join().unwrap().error.unwrap();
         assert!(err.contains("not Hello"), "{err}");
     }
 

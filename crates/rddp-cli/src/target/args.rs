@@ -74,4 +74,6 @@ pub struct TargetArgs {
     pub sctp_accept_delay: u64,
     #[arg(long)]
     pub sctp_reject: bool,
+    #[command(flatten)]
+    pub capture: crate::observe::CaptureArgs,
 }

@@ -121,6 +121,8 @@ fn run(
     // initiator's first FPDU or RTR has arrived.
     qp.post_send_inline(0, &buf.remote().to_bytes(), SendFlags::default())?;
     let reason = serve_loop(id, &qp, &cq, &receives, args, ev);
+    // The stream has closed: its receives are flushed and counted by now.
+    let stats = crate::observe::stats_json(&qp.stats());
     // Gone before it is reported: its resources are released by then.
     drop(buf);
     drop(qp);
@@ -134,7 +136,10 @@ fn run(
             }
         }
     }
-    ev.emit("closed", json!({ "conn": id, "reason": reason }));
+    ev.emit(
+        "closed",
+        json!({ "conn": id, "reason": reason, "stats": stats }),
+    );
     Ok(())
 }
 
@@ -201,11 +206,11 @@ fn serve_loop(
             match e {
                 AsyncEvent::TerminateSent { code, .. } => {
                     terminated = Some("terminate sent");
-                    ev.emit("terminate", term(id, "sent", Some(code)));
+                    ev.emit("terminate", term(id, "sent", code));
                 }
-                AsyncEvent::TerminateReceived { code, .. } => {
+                AsyncEvent::TerminateReceived { received, .. } => {
                     terminated = Some("terminate received");
-                    ev.emit("terminate", term(id, "received", code));
+                    ev.emit("terminate", super::term_json::received(id, &received));
                 }
                 AsyncEvent::Closed { graceful } => {
                     return terminated
@@ -221,12 +226,12 @@ fn serve_loop(
     }
 }
 
-fn term(id: u64, direction: &str, code: Option<TerminateCode>) -> Value {
+fn term(id: u64, direction: &str, code: TerminateCode) -> Value {
     json!({
         "conn": id,
         "direction": direction,
-        "layer": code.map(|c| c.layer),
-        "etype": code.map(|c| c.etype),
-        "code": code.map(|c| c.code),
+        "layer": code.layer,
+        "etype": code.etype,
+        "code": code.code,
     })
 }

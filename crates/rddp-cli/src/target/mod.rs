@@ -3,6 +3,7 @@
 mod args;
 mod conn;
 mod events;
+mod term_json;
 
 pub use args::TargetArgs;
 
@@ -15,10 +16,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Threads accepting (and setting up) connections at once.
-const ACCEPTORS: usize = 8;
+/// Threads taking set-up connections from the listener. MPA setup itself runs on
+/// the event loop (rddp-io), so a silent peer holds none of them.
+const ACCEPTORS: usize = 2;
 
 pub fn run(args: TargetArgs) -> Result<(), String> {
+    if let Some(w) = crate::limits::raise_nofile() {
+        eprintln!("rddp target: {w}");
+    }
+    let _cap = args.capture.start()?;
     let ev = Arc::new(Events::new(args.events.is_some()));
     let opts = llp::ListenOpts {
         crc_required: args.crc == CrcPolicy::Required,
@@ -59,8 +65,8 @@ pub fn run(args: TargetArgs) -> Result<(), String> {
     } else {
         None
     };
-    // Several acceptors: MPA setup waits up to seconds for a silent peer's Request,
-    // and that must not hold up the next connection.
+    // Each accepted connection is served by its own thread (issue 11: the data
+    // path's event loop is to replace them).
     let listener: Arc<dyn llp::Listener> = Arc::from(listener);
     let next = Arc::new(AtomicU64::new(1));
     let acceptors: Vec<_> = (0..ACCEPTORS)

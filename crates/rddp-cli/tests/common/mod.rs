@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod client;
+pub mod pcap;
 pub mod raw_peer;
 
 use raw_peer::RawPeer;
@@ -58,6 +59,11 @@ impl Target {
         assert_eq!(t.addr.ip().to_string(), "127.0.0.1");
         assert_ne!(t.addr.port(), 0);
         t
+    }
+
+    /// The target's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     fn next_line(&mut self, timeout: Duration) -> Option<Value> {

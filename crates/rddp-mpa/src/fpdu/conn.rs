@@ -175,7 +175,7 @@ impl FpduConn {
         let seg = self.stream.poll_segment()?;
         let mut hdr = [0u8; UNTAGGED_HDR_LEN];
         let n = seg.header.emit(&mut hdr).ok()?;
-        Some(build_fpdu(&mut self.enc, &hdr[..n], seg.payload))
+        Some(build_fpdu(&mut self.enc, &hdr[..n], seg.payload.to_bytes()))
     }
 
     /// The TCP connection ended (`graceful`: FIN, else reset/error): spec §4.11,
@@ -193,7 +193,7 @@ impl FpduConn {
     /// (so a driver can absorb the RTR before the ULP's memory table is at hand),
     /// and the caller feeds the rest again. After the connection died every
     /// octet is reported used (discarded).
-    pub fn on_bytes(&mut self, mem: &mut MemoryTable, input: &[u8]) -> usize {
+    pub fn on_bytes(&mut self, mem: &MemoryTable, input: &[u8]) -> usize {
         if self.dead {
             return input.len();
         }
@@ -312,8 +312,10 @@ impl FpduConn {
 
     /// A Terminate from the peer: stop, report, close; never answer it (spec §3.5).
     fn on_terminate(&mut self, body: &[u8]) {
-        let term = Terminate::parse(body)
-            .unwrap_or_else(|_| Terminate::bare(TerminateCode::MPA_LOCAL_CATASTROPHIC));
+        // As the peer meant it, siw's bitfield layout included.
+        let term = rddp_wire::ReceivedTerminate::decode(body)
+            .terminate
+            .unwrap_or_else(|| Terminate::bare(TerminateCode::MPA_LOCAL_CATASTROPHIC));
         self.stream.abort();
         self.dead = true;
         self.error = Some(MpaError::RemoteTerminate(term));

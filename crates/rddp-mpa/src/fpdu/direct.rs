@@ -57,7 +57,8 @@ impl Pending {
         let Some(r) = mem.region(self.stag) else {
             return false;
         };
-        let Some(payload) = r.data().get(self.offset..self.offset + self.len) else {
+        let data = r.data();
+        let Some(payload) = data.get(self.offset..self.offset + self.len) else {
             return false;
         };
         let (pad, crc) = trailer.split_at(self.pad.min(trailer.len()));
@@ -128,7 +129,7 @@ impl FpduConn {
     /// FPDU). If it is a tagged segment with payload, validate it with the DDP
     /// sink, copy any payload octets already in `head` into the region, and tell
     /// the driver where to read the rest.
-    pub fn direct_begin(&mut self, mem: &mut MemoryTable, head: &[u8]) -> DirectStart {
+    pub fn direct_begin(&mut self, mem: &MemoryTable, head: &[u8]) -> DirectStart {
         if !self.direct_capable() {
             return DirectStart::No;
         }
@@ -156,7 +157,7 @@ impl FpduConn {
             }
         };
         let have = head.len() - DIRECT_HEAD;
-        if let Some(r) = mem.region_mut(target.stag) {
+        if let Some(r) = mem.region(target.stag) {
             r.data_mut()[target.offset..target.offset + have].copy_from_slice(&head[DIRECT_HEAD..]);
         }
         let mut h = [0u8; DIRECT_HEAD];
@@ -182,7 +183,7 @@ impl FpduConn {
 
     /// The payload is in the region and `trailer` (PAD + CRC) has arrived: check
     /// the CRC over the placed octets and complete the segment, or send 2/0/0x02.
-    pub fn direct_finish(&mut self, mem: &mut MemoryTable, trailer: &[u8]) {
+    pub fn direct_finish(&mut self, mem: &MemoryTable, trailer: &[u8]) {
         let Some(p) = self.direct.take() else {
             return;
         };

@@ -18,7 +18,7 @@ pub use conn::FpduConn;
 pub use direct::{DIRECT_HEAD, DirectRead, DirectStart};
 pub use errors::{ULPDU_LENGTH_CODE, terminate_for_ddp, terminate_for_wire};
 pub use rx::Receiver;
-pub use tx::{OutFpdu, build_fpdu};
+pub use tx::{FpduLayout, OutFpdu, Piece, build_fpdu, layout_fpdu};
 
 use rddp_wire::{FpduEncoder, Terminate};
 

@@ -35,9 +35,53 @@ impl OutFpdu {
     }
 }
 
+/// One piece of an FPDU laid out over a borrowed payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// ULPDU_Length, header, Markers, PAD, CRC (owned, small).
+    Own(Bytes),
+    /// This range of the payload.
+    Payload(std::ops::Range<usize>),
+}
+
+/// An FPDU as pieces over a payload the caller holds (e.g. a locked region):
+/// write them in order; [`Piece::Payload`] ranges index that payload.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FpduLayout {
+    pub pieces: Vec<Piece>,
+}
+
+impl FpduLayout {
+    /// The pieces as slices for one vectored write.
+    pub fn slices<'a>(&'a self, payload: &'a [u8]) -> Vec<std::io::IoSlice<'a>> {
+        self.pieces
+            .iter()
+            .map(|p| match p {
+                Piece::Own(b) => std::io::IoSlice::new(b),
+                Piece::Payload(r) => std::io::IoSlice::new(&payload[r.clone()]),
+            })
+            .collect()
+    }
+
+    /// Octets on the wire.
+    pub fn len(&self) -> usize {
+        self.pieces
+            .iter()
+            .map(|p| match p {
+                Piece::Own(b) => b.len(),
+                Piece::Payload(r) => r.len(),
+            })
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 struct Builder<'a> {
     enc: &'a mut FpduEncoder,
-    parts: Vec<Bytes>,
+    parts: Vec<Piece>,
     small: Vec<u8>,
     digest: Crc32c,
     len_off: Option<u32>,
@@ -58,7 +102,7 @@ impl Builder<'_> {
     fn flush_small(&mut self) {
         if !self.small.is_empty() {
             self.parts
-                .push(Bytes::from(std::mem::take(&mut self.small)));
+                .push(Piece::Own(Bytes::from(std::mem::take(&mut self.small))));
         }
     }
     fn marker_if_due(&mut self) {
@@ -83,15 +127,16 @@ impl Builder<'_> {
             b = &b[n..];
         }
     }
-    fn write_payload(&mut self, mut p: Bytes) {
-        while !p.is_empty() {
+    fn write_payload(&mut self, p: &[u8]) {
+        let mut at = 0;
+        while at < p.len() {
             self.marker_if_due();
-            let n = self.room().min(p.len());
-            let piece = p.split_to(n);
-            self.digest.update(&piece);
+            let n = self.room().min(p.len() - at);
+            self.digest.update(&p[at..at + n]);
             self.flush_small();
             self.advance(n);
-            self.parts.push(piece);
+            self.parts.push(Piece::Payload(at..at + n));
+            at += n;
         }
     }
 }
@@ -99,6 +144,23 @@ impl Builder<'_> {
 /// Build one FPDU of `header ++ payload` (a DDP segment of at most 65535 octets,
 /// checked by the caller) and advance `enc.offset`.
 pub fn build_fpdu(enc: &mut FpduEncoder, header: &[u8], payload: Bytes) -> OutFpdu {
+    let layout = layout_fpdu(enc, header, &payload);
+    OutFpdu {
+        parts: layout
+            .pieces
+            .into_iter()
+            .map(|p| match p {
+                Piece::Own(b) => b,
+                Piece::Payload(r) => payload.slice(r),
+            })
+            .collect(),
+    }
+}
+
+/// Lay out one FPDU of `header ++ payload` over the caller's `payload` (the CRC
+/// is computed over it now: the caller writes exactly these octets) and advance
+/// `enc.offset`.
+pub fn layout_fpdu(enc: &mut FpduEncoder, header: &[u8], payload: &[u8]) -> FpduLayout {
     let ulpdu_len = header.len() + payload.len();
     let mut b = Builder {
         enc,
@@ -117,7 +179,7 @@ pub fn build_fpdu(enc: &mut FpduEncoder, header: &[u8], payload: Bytes) -> OutFp
     let crc = if b.enc.crc { b.digest.finalize() } else { 0 };
     b.small(&crc_wire_bytes(crc), false);
     b.flush_small();
-    OutFpdu { parts: b.parts }
+    FpduLayout { pieces: b.parts }
 }
 
 #[cfg(test)]

@@ -3,15 +3,15 @@
 //! Sends the Request at once, then nothing until the Reply arrives or the
 //! deadline passes. A Reply with a wrong key, unknown Rev or PD_Length > 512 ends
 //! the connection (close, spec §4.11); R=1 is a refusal; an RTR type we did not
-//! offer or an IRD we cannot live with gets a Terminate (2/0/0x07, 2/0/0x06) as the
-//! only FPDU, then close.
+//! offer (or peer-to-peer mode when we offered none) or an IRD we cannot live with
+//! gets a Terminate (2/0/0x07, 2/0/0x06) as the only FPDU, then close.
 
 use super::negotiate::{crc_in_use, initiator_ird_ord, reply_rtr};
 use super::reader::{FrameReader, Problem};
 use super::{Negotiated, Role, SetupStatus};
 use crate::error::MpaError;
 use crate::fpdu::terminate_fpdu;
-use crate::options::{MpaOptions, RtrTypes};
+use crate::options::MpaOptions;
 use rddp_wire::mpa::MPA_MAX_PD;
 use rddp_wire::mpa::frame::ENHANCED_LEN;
 use rddp_wire::{
@@ -23,8 +23,8 @@ use std::time::Instant;
 pub struct Initiator {
     crc: bool,
     markers: bool,
+    /// Our Request's enhanced block (Rev 2): the RTR types and IRD/ORD offered.
     offered: Option<EnhancedBlock>,
-    rtr_offer: RtrTypes,
     strict_ird: bool,
     deadline: Instant,
     reader: FrameReader,
@@ -33,11 +33,15 @@ pub struct Initiator {
     result: Option<Result<Negotiated, MpaError>>,
 }
 
-/// Check the ULP's private data against the limit of its revision (spec §4.7).
-pub(crate) fn check_private_data(opts: &MpaOptions) -> Result<(), MpaError> {
+/// Check the ULP's options against what a Request or Reply can carry: Rev 1 or
+/// 2, private data within its revision's limit (spec §4.7), IRD and ORD within
+/// their 14-bit fields (RFC 6581; spec §4.10), so that what we announce is what
+/// we use.
+pub(crate) fn check_options(opts: &MpaOptions) -> Result<(), MpaError> {
     if !(1..=2).contains(&opts.rev) {
         return Err(MpaError::UnsupportedRev(opts.rev));
     }
+    check_ird_ord(opts)?;
     let limit = MPA_MAX_PD - if opts.rev == 2 { ENHANCED_LEN } else { 0 };
     if opts.private_data.len() > limit {
         return Err(MpaError::PrivateDataTooLong(opts.private_data.len()));
@@ -45,20 +49,43 @@ pub(crate) fn check_private_data(opts: &MpaOptions) -> Result<(), MpaError> {
     Ok(())
 }
 
+/// IRD and ORD within their 14-bit fields (RFC 6581; spec §4.10).
+pub(crate) fn check_ird_ord(opts: &MpaOptions) -> Result<(), MpaError> {
+    let max = EnhancedBlock::IRD_ORD_MAX;
+    for (name, v) in [("IRD", opts.ird), ("ORD", opts.ord)] {
+        if v > max {
+            return Err(MpaError::Options(format!(
+                "{name} {v} does not fit the 14-bit MPA field (at most {max})"
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl Initiator {
     /// Build the Request; it is ready in [`Self::poll_transmit`]. Fails on a local
-    /// mistake (Rev not 1 or 2, too much private data).
+    /// mistake (Rev not 1 or 2, too much private data, IRD/ORD above 14 bits,
+    /// peer-to-peer mode with no RTR type we can send).
     pub fn new(opts: &MpaOptions, now: Instant) -> Result<Self, MpaError> {
-        check_private_data(opts)?;
-        // IRD and ORD are 14-bit fields (spec §4.10): what we negotiate with is
-        // what the Request carries.
+        check_options(opts)?;
+        // The Read RTR takes one of our ORD slots (spec §4.10 step 4 D): with ORD 0
+        // we could never send it, so we do not offer it.
+        let rtr_write = opts.p2p && opts.rtr.write;
+        let rtr_read = opts.p2p && opts.rtr.read && opts.ord >= 1;
+        if opts.rev == 2 && opts.p2p && !rtr_write && !rtr_read {
+            return Err(MpaError::Options(format!(
+                "peer-to-peer mode needs an RTR type we can send: the Write RTR, or the \
+                 Read RTR with ORD >= 1 (asked: {:?}, ORD {})",
+                opts.rtr, opts.ord
+            )));
+        }
         let offered = (opts.rev == 2).then_some(EnhancedBlock {
             p2p: opts.p2p,
             rtr_send: false,
-            ird: opts.ird.min(EnhancedBlock::IRD_ORD_MAX),
-            rtr_write: opts.p2p && opts.rtr.write,
-            rtr_read: opts.p2p && opts.rtr.read,
-            ord: opts.ord.min(EnhancedBlock::IRD_ORD_MAX),
+            ird: opts.ird,
+            rtr_write,
+            rtr_read,
+            ord: opts.ord,
         });
         let flags = MpaFlags::new(opts.markers, opts.crc, false, offered.is_some());
         let req = MpaFrame::new(
@@ -75,7 +102,6 @@ impl Initiator {
             crc: opts.crc,
             markers: opts.markers,
             offered,
-            rtr_offer: opts.rtr,
             strict_ird: opts.strict_ird,
             deadline: now + opts.reply_timeout,
             reader: FrameReader::new(FrameKind::Reply),
@@ -168,21 +194,23 @@ impl Initiator {
         // A Rev 1 Reply (or Rev 2 without E) downgrades: no IRD/ORD, no RTR.
         if let (Some(ours), Some(theirs)) = (self.offered, reply.enhanced) {
             neg.peer_ird_ord = Some((theirs.ird, theirs.ord));
-            let Ok(rtr) = reply_rtr(self.rtr_offer, &theirs) else {
-                return self.terminate(
-                    &neg,
-                    TerminateCode::MPA_NO_MATCHING_RTR,
-                    "the Reply chose an RTR type we did not offer",
-                );
+            let Ok(rtr) = reply_rtr(&ours, &theirs) else {
+                let why = if ours.p2p {
+                    "the Reply chose an RTR type we did not offer"
+                } else {
+                    "the Reply chose peer-to-peer mode or an RTR type, and we offered neither"
+                };
+                return self.terminate(&neg, TerminateCode::MPA_NO_MATCHING_RTR, why);
             };
             neg.rtr = rtr;
-            match initiator_ird_ord((ours.ird, ours.ord), &theirs, self.strict_ird) {
+            match initiator_ird_ord((ours.ird, ours.ord), &theirs, rtr, self.strict_ird) {
                 Ok(v) => neg.ird_ord = Some(v),
                 Err(()) => {
                     return self.terminate(
                         &neg,
                         TerminateCode::MPA_INSUFFICIENT_IRD,
-                        "the responder's IRD/ORD do not fit ours",
+                        "the responder's IRD/ORD do not fit ours (or it chose the Read \
+                         RTR with IRD 0)",
                     );
                 }
             }

@@ -11,6 +11,7 @@ mod reader;
 mod responder;
 
 pub use initiator::Initiator;
+pub(crate) use initiator::check_ird_ord;
 pub use negotiate::{choose_rtr, crc_in_use};
 pub use responder::{PeerRequest, Responder};
 

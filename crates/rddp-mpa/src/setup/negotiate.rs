@@ -25,15 +25,26 @@ pub fn choose_rtr(offer: &EnhancedBlock, accept: RtrTypes) -> Option<Rtr> {
     }
 }
 
-/// The RTR a Reply selected, checked against what the initiator offered (spec
-/// §4.10 step 3). `Err` means "no matching RTR option" (Terminate 2/0/0x07).
-pub(crate) fn reply_rtr(offered: RtrTypes, reply: &EnhancedBlock) -> Result<Option<Rtr>, ()> {
+/// The RTR a Reply selected, checked against the initiator's own Request block
+/// `offered` (spec §4.10 step 3). `Err` means "no matching RTR option" (RFC 6581:
+/// Terminate 2/0/0x07): a type we did not offer or not exactly one type with A=1,
+/// and, when we offered no peer-to-peer mode at all, any A=1 or RTR type in the
+/// Reply (we would otherwise send an RTR the responder cannot expect from us).
+pub(crate) fn reply_rtr(offered: &EnhancedBlock, reply: &EnhancedBlock) -> Result<Option<Rtr>, ()> {
+    let any_type = reply.rtr_send || reply.rtr_write || reply.rtr_read;
+    if !offered.p2p {
+        return if reply.p2p || any_type {
+            Err(())
+        } else {
+            Ok(None)
+        };
+    }
     if !reply.p2p {
         return Ok(None);
     }
     match (reply.rtr_send, reply.rtr_write, reply.rtr_read) {
-        (false, true, false) if offered.write => Ok(Some(Rtr::Write)),
-        (false, false, true) if offered.read => Ok(Some(Rtr::Read)),
+        (false, true, false) if offered.rtr_write => Ok(Some(Rtr::Write)),
+        (false, false, true) if offered.rtr_read => Ok(Some(Rtr::Read)),
         _ => Err(()),
     }
 }
@@ -56,28 +67,31 @@ pub(crate) fn responder_ird_ord(
     if rtr == Some(Rtr::Read) {
         ird = ird.max(1);
     }
-    // 14-bit fields (spec §4.10): never more than the Reply can carry.
     let ord = if req.ird == EnhancedBlock::IRD_ORD_MAX {
         opts.ord
     } else {
         opts.ord.min(req.ird)
-    }
-    .min(EnhancedBlock::IRD_ORD_MAX);
+    };
     (ird, ord)
 }
 
 /// Initiator's final (IRD, ORD) after the Reply (spec §4.10 step 3). `Err` means
 /// insufficient IRD (Terminate 2/0/0x06): always when the responder's ORD exceeds
-/// our IRD, and in strict mode also when our ORD exceeds its IRD. 0x3FFF means
-/// "not given" (Intel practice) and never fails.
+/// our IRD or when it picked the Read RTR with IRD 0 (the RTR takes one of its IRD
+/// slots, RFC 6581; spec §4.10 step 4 D), and in strict mode also when our ORD
+/// exceeds its IRD. 0x3FFF means "not given" (Intel practice) and never fails.
 pub(crate) fn initiator_ird_ord(
     ours: (u16, u16),
     reply: &EnhancedBlock,
+    rtr: Option<Rtr>,
     strict: bool,
 ) -> Result<(u16, u16), ()> {
     let (ird, ord) = ours;
     let given = |v: u16| v != EnhancedBlock::IRD_ORD_MAX;
     if given(reply.ord) && reply.ord > ird {
+        return Err(());
+    }
+    if rtr == Some(Rtr::Read) && reply.ird == 0 {
         return Err(());
     }
     if given(reply.ird) && ord > reply.ird {
@@ -146,30 +160,47 @@ mod tests {
 
     #[test]
     fn reply_rtr_checks() {
+        let offer = blk(true, false, true, true, 1, 1);
+        let offer_read = blk(true, false, false, true, 1, 1);
+        let no_p2p = blk(false, false, false, false, 1, 1);
         assert_eq!(
-            reply_rtr(BOTH, &blk(true, false, true, false, 1, 1)),
+            reply_rtr(&offer, &blk(true, false, true, false, 1, 1)),
             Ok(Some(Rtr::Write))
         );
         assert_eq!(
-            reply_rtr(READ, &blk(true, false, true, false, 1, 1)),
+            reply_rtr(&offer_read, &blk(true, false, true, false, 1, 1)),
             Err(())
         );
         assert_eq!(
-            reply_rtr(BOTH, &blk(true, false, true, true, 1, 1)),
+            reply_rtr(&offer, &blk(true, false, true, true, 1, 1)),
             Err(())
         );
         assert_eq!(
-            reply_rtr(BOTH, &blk(true, true, false, false, 1, 1)),
+            reply_rtr(&offer, &blk(true, true, false, false, 1, 1)),
             Err(())
         );
         assert_eq!(
-            reply_rtr(BOTH, &blk(true, false, false, false, 1, 1)),
+            reply_rtr(&offer, &blk(true, false, false, false, 1, 1)),
             Err(())
         );
         assert_eq!(
-            reply_rtr(BOTH, &blk(false, false, false, false, 1, 1)),
+            reply_rtr(&offer, &blk(false, false, false, false, 1, 1)),
             Ok(None)
         );
+        // No peer-to-peer offered: A=1 or any RTR type is no match.
+        assert_eq!(
+            reply_rtr(&no_p2p, &blk(false, false, false, false, 1, 1)),
+            Ok(None)
+        );
+        for r in [
+            blk(true, false, true, false, 1, 1),
+            blk(true, false, false, true, 1, 1),
+            blk(true, false, false, false, 1, 1),
+            blk(false, false, true, false, 1, 1),
+            blk(false, true, false, false, 1, 1),
+        ] {
+            assert_eq!(reply_rtr(&no_p2p, &r), Err(()), "{r:?}");
+        }
     }
 
     #[test]
@@ -193,34 +224,44 @@ mod tests {
             (1, 4)
         );
         assert_eq!(
-            initiator_ird_ord((4, 16), &blk(true, false, true, false, 8, 4), false),
+            initiator_ird_ord((4, 16), &blk(true, false, true, false, 8, 4), None, false),
             Ok((4, 8))
         );
         assert_eq!(
-            initiator_ird_ord((4, 16), &blk(true, false, true, false, 8, 4), true),
+            initiator_ird_ord((4, 16), &blk(true, false, true, false, 8, 4), None, true),
             Err(())
         );
         assert_eq!(
-            initiator_ird_ord((4, 4), &blk(true, false, true, false, 8, 5), false),
+            initiator_ird_ord((4, 4), &blk(true, false, true, false, 8, 5), None, false),
             Err(())
         );
         assert_eq!(
-            initiator_ird_ord((4, 4), &blk(true, false, true, false, 0x3FFF, 0x3FFF), true),
+            initiator_ird_ord(
+                (4, 4),
+                &blk(true, false, true, false, 0x3FFF, 0x3FFF),
+                None,
+                true
+            ),
             Ok((4, 4))
         );
-    }
-
-    #[test]
-    fn ird_ord_stay_within_14_bits() {
-        // Found by fuzzing (mpa_setup): local IRD/ORD above 0x3FFF went into the
-        // negotiated values although the Reply carried them clamped (spec §4.10).
-        let opts = MpaOptions {
-            ird: 0xFFFF,
-            ord: 0x8000,
-            ..MpaOptions::default()
-        };
-        let (ird, ord) =
-            responder_ird_ord(&blk(true, false, true, true, 0x3FFF, 0x3FFF), &opts, None);
-        assert!(ird <= 0x3FFF && ord <= 0x3FFF, "({ird:#x}, {ord:#x})");
+        // The Read RTR needs one IRD slot at the responder; the Write RTR none.
+        let ird0 = blk(true, false, false, true, 0, 1);
+        assert_eq!(
+            initiator_ird_ord((4, 4), &ird0, Some(Rtr::Read), false),
+            Err(())
+        );
+        assert_eq!(
+            initiator_ird_ord((4, 4), &ird0, Some(Rtr::Write), false),
+            Ok((4, 0))
+        );
+        assert_eq!(
+            initiator_ird_ord(
+                (4, 4),
+                &blk(true, false, false, true, 1, 1),
+                Some(Rtr::Read),
+                false
+            ),
+            Ok((4, 1))
+        );
     }
 }

@@ -7,7 +7,7 @@
 //! may also reject a valid Request. Octets from the initiator after its Request and
 //! before our Reply break spec §4.9 and close the connection.
 
-use super::initiator::check_private_data;
+use super::initiator::check_options;
 use super::negotiate::{choose_rtr, crc_in_use, responder_ird_ord};
 use super::reader::{FrameReader, Problem};
 use super::{Negotiated, Role, SetupStatus};
@@ -50,6 +50,13 @@ impl Responder {
             status: SetupStatus::Pending,
             result: None,
         }
+    }
+
+    /// Answer with `opts` instead of the options the Request was read with (a
+    /// listener reads every Request with its own; each accept may bring its own,
+    /// e.g. a queue pair's IRD/ORD, spec §4.10). The deadline stays.
+    pub fn set_options(&mut self, opts: &MpaOptions) {
+        self.opts = opts.clone();
     }
 
     pub fn status(&self) -> SetupStatus {
@@ -187,7 +194,7 @@ impl Responder {
         let rev = req.rev.min(self.opts.rev);
         let mut o = self.opts.clone();
         o.rev = rev;
-        check_private_data(&o)?;
+        check_options(&o)?;
         let crc = crc_in_use(self.opts.crc, req.flags.crc());
         let their = if rev == 2 { req.enhanced } else { None };
         let rtr = their.and_then(|b| {

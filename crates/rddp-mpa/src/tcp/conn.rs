@@ -210,7 +210,7 @@ impl MpaConnection {
     }
 
     /// One read (bounded by `deadline`) and its processing. `Ok(false)`: timed out.
-    fn step(&mut self, mem: &mut MemoryTable, deadline: Option<Instant>) -> Result<bool, MpaError> {
+    fn step(&mut self, mem: &MemoryTable, deadline: Option<Instant>) -> Result<bool, MpaError> {
         let want = self.read_len();
         match read_until(&mut self.sock, &mut self.rbuf[..want], deadline) {
             Ok(None) => return Ok(false),
@@ -226,7 +226,7 @@ impl MpaConnection {
     /// Responder: read until the RTR (or first FPDU) has been absorbed.
     pub(crate) fn wait_established(
         &mut self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         deadline: Option<Instant>,
     ) -> Result<(), MpaError> {
         self.drain_pending(mem);
@@ -246,14 +246,14 @@ impl MpaConnection {
 
     /// The next delivered message, blocking. Errors: a Terminate sent or received,
     /// or the connection ended.
-    pub fn recv(&mut self, mem: &mut MemoryTable) -> Result<Delivery, MpaError> {
+    pub fn recv(&mut self, mem: &MemoryTable) -> Result<Delivery, MpaError> {
         self.recv_deadline(mem, None)?.ok_or(MpaError::Timeout)
     }
 
     /// As [`Self::recv`], giving up (`Ok(None)`) after `timeout`.
     pub fn recv_timeout(
         &mut self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         timeout: Duration,
     ) -> Result<Option<Delivery>, MpaError> {
         self.recv_deadline(mem, Some(Instant::now() + timeout))
@@ -261,7 +261,7 @@ impl MpaConnection {
 
     fn recv_deadline(
         &mut self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         deadline: Option<Instant>,
     ) -> Result<Option<Delivery>, MpaError> {
         self.drain_pending(mem);

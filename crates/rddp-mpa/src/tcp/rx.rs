@@ -9,7 +9,7 @@ use std::io::{self, Read};
 
 impl MpaConnection {
     /// Process `n` fresh octets in `rbuf` after whatever is pending.
-    pub(super) fn ingest(&mut self, mem: &mut MemoryTable, n: usize) {
+    pub(super) fn ingest(&mut self, mem: &MemoryTable, n: usize) {
         let rbuf = std::mem::take(&mut self.rbuf);
         if self.pending.is_empty() {
             self.process(mem, &rbuf[..n]);
@@ -21,7 +21,7 @@ impl MpaConnection {
         self.rbuf = rbuf;
     }
 
-    pub(super) fn drain_pending(&mut self, mem: &mut MemoryTable) {
+    pub(super) fn drain_pending(&mut self, mem: &MemoryTable) {
         if !self.pending.is_empty() {
             let p = std::mem::take(&mut self.pending);
             self.process(mem, &p);
@@ -32,7 +32,7 @@ impl MpaConnection {
     /// FPDU to direct placement; keep a partial header (< 16 octets) pending.
     /// Before the responder has absorbed the RTR, `mem` is a scratch table: stop
     /// right after it and keep the rest for the ULP's table.
-    fn process(&mut self, mem: &mut MemoryTable, mut data: &[u8]) {
+    fn process(&mut self, mem: &MemoryTable, mut data: &[u8]) {
         let scratch = !self.conn.is_established();
         loop {
             let rtr_absorbed = scratch && self.conn.is_established();
@@ -66,11 +66,13 @@ impl MpaConnection {
     }
 
     /// Read a tagged payload straight into its region, then PAD + CRC.
-    fn direct_read(&mut self, mem: &mut MemoryTable, r: DirectRead) {
+    fn direct_read(&mut self, mem: &MemoryTable, r: DirectRead) {
         let mut trailer = [0u8; 7];
         let got = self.sock.set_read_timeout(None).and_then(|_| {
+            // The region's own lock is held for the read (this blocking driver
+            // only; docs/data-path.md: the event loop reads non-blocking).
             let region = mem
-                .region_mut(r.stag)
+                .region(r.stag)
                 .ok_or_else(|| io::Error::other("region vanished"))?;
             self.sock
                 .read_exact(&mut region.data_mut()[r.start..r.end])?;

@@ -1,21 +1,33 @@
-//! Connection setup over real TCP (spec §4.9): drives [`Initiator`] and
-//! [`Responder`] with socket reads bounded by their deadlines.
+//! Connection setup over real TCP (spec §4.9): [`Initiator`] and [`Responder`]
+//! run on the process's event loop (rddp-io), each connection with its own
+//! deadline on the loop's timers, no thread per connection; the caller gets the
+//! socket back in blocking mode once setup has ended.
 
+use super::accept::{Backlog, ListenTask, Requested};
 use super::conn::MpaConnection;
-use super::io::{read_until, write_frame};
+use super::dial;
+use super::io::write_frame;
+use super::liveness::set_dead_peer_timeout;
 use super::mss::effective_mss;
 use crate::error::MpaError;
 use crate::fpdu::FpduConn;
 use crate::options::MpaOptions;
-use crate::setup::{Initiator, Negotiated, PeerRequest, Responder, Role, SetupStatus};
+use crate::setup::{Initiator, Negotiated, PeerRequest, Role};
+use rddp_io::{Driver, TaskHandle};
 use rddp_proto::mem::MemoryTable;
+use socket2::{Domain, Protocol, Socket, Type};
+use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::Instant;
 
-/// Octets read per call during setup: a Request/Reply is at most 532.
-const SETUP_READ: usize = 4096;
+/// The kernel's queue of connections not yet taken by the loop (capped by
+/// net.core.somaxconn): the loop takes them as fast as they come, this only
+/// absorbs a burst.
+const LISTEN_BACKLOG: i32 = 1024;
 
 fn bail<T>(sock: &TcpStream, e: MpaError) -> Result<T, MpaError> {
+    super::log::failed(sock.peer_addr().ok(), &e);
     let _ = sock.shutdown(Shutdown::Both);
     Err(e)
 }
@@ -24,45 +36,18 @@ fn bail<T>(sock: &TcpStream, e: MpaError) -> Result<T, MpaError> {
 /// (at most `opts.reply_timeout`). Returns the socket, what was agreed, and any
 /// octets that followed the Reply (the start of FPDU mode). For an upper layer
 /// that frames FPDUs itself (the verbs queue pair); [`connect`] builds on it.
+///
+/// The TCP connect blocks this thread; the MPA exchange runs on the event loop
+/// while this thread waits for its outcome.
 pub fn connect_raw(
     addr: impl ToSocketAddrs,
     opts: &MpaOptions,
 ) -> Result<(TcpStream, Negotiated, Vec<u8>), MpaError> {
-    let mut init = Initiator::new(opts, Instant::now())?;
-    let mut sock = TcpStream::connect(addr)?;
+    let init = Initiator::new(opts, Instant::now())?;
+    let sock = TcpStream::connect(addr)?;
     sock.set_nodelay(true)?;
-    let tap = opts.tap.as_ref();
-    if let Some(req) = init.poll_transmit() {
-        write_frame(&mut sock, &req, tap, Role::Initiator)?;
-    }
-    let mut buf = vec![0u8; SETUP_READ];
-    let leftover = loop {
-        match read_until(&mut sock, &mut buf, init.deadline())? {
-            None => init.on_timeout(Instant::now()),
-            Some(0) => return bail(&sock, MpaError::ConnectionLost),
-            Some(n) => {
-                let used = init.on_bytes(&buf[..n]);
-                if init.status() == SetupStatus::Established {
-                    break buf[used..n].to_vec();
-                }
-            }
-        }
-        if init.status() == SetupStatus::Failed {
-            if let Some(t) = init.poll_transmit() {
-                let _ = write_frame(&mut sock, &t, tap, Role::Initiator);
-            }
-            let e = init
-                .take_result()
-                .and_then(Result::err)
-                .unwrap_or(MpaError::Timeout);
-            return bail(&sock, e);
-        }
-    };
-    match init.take_result() {
-        Some(Ok(n)) => Ok((sock, n, leftover)),
-        Some(Err(e)) => bail(&sock, e),
-        None => bail(&sock, MpaError::Timeout),
-    }
+    set_dead_peer_timeout(&sock, opts.dead_peer_timeout)?;
+    dial::run(sock, init, opts.tap.clone())
 }
 
 /// Active open: [`connect_raw`], then FPDU mode with the RTR sent if one was agreed.
@@ -77,36 +62,87 @@ pub fn connect(addr: impl ToSocketAddrs, opts: MpaOptions) -> Result<MpaConnecti
 
 /// A passive MPA endpoint: accepts TCP connections and answers their Requests
 /// with `opts` (private data, CRC, Markers, Rev, RTR types).
+///
+/// Connections are accepted and their Requests read on the event loop as they
+/// come, whether or not an accept call waits: each accept call takes the next
+/// setup that ended (a Request to answer, or the reason it failed), in the order
+/// they ended. Dropping the listener closes its socket and every connection not
+/// yet taken.
 #[derive(Debug)]
 pub struct MpaListener {
-    listener: TcpListener,
+    local: SocketAddr,
     opts: MpaOptions,
+    backlog: Arc<Backlog>,
+    task: TaskHandle,
 }
 
 /// Bind and listen (use port 0 for a free port; see [`MpaListener::local_addr`]).
+/// Fails at once on an IRD or ORD that no Reply could carry (above 14 bits).
 pub fn listen(addr: impl ToSocketAddrs, opts: MpaOptions) -> Result<MpaListener, MpaError> {
+    crate::setup::check_ird_ord(&opts)?;
+    let listener = bind(addr)?;
+    let local = listener.local_addr()?;
+    let backlog = Arc::new(Backlog::new());
+    let task = Driver::global()?.spawn(Box::new(ListenTask {
+        listener,
+        opts: opts.clone(),
+        backlog: backlog.clone(),
+    }))?;
     Ok(MpaListener {
-        listener: TcpListener::bind(addr)?,
+        local,
         opts,
+        backlog,
+        task,
     })
+}
+
+/// A non-blocking listening socket on the first address of `addr` that binds.
+fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+    let mut last = None;
+    for a in addr.to_socket_addrs()? {
+        let s = Socket::new(Domain::for_address(a), Type::STREAM, Some(Protocol::TCP))?;
+        // As std's TcpListener::bind: a port in TIME_WAIT may be bound again.
+        s.set_reuse_address(true)?;
+        match s.bind(&a.into()).and_then(|()| s.listen(LISTEN_BACKLOG)) {
+            Ok(()) => {
+                s.set_nonblocking(true)?;
+                return Ok(s.into());
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "could not resolve to any addresses",
+        )
+    }))
+}
+
+impl Drop for MpaListener {
+    fn drop(&mut self) {
+        self.backlog.close(&self.task);
+    }
 }
 
 impl MpaListener {
     pub fn local_addr(&self) -> Result<SocketAddr, MpaError> {
-        Ok(self.listener.local_addr()?)
+        Ok(self.local)
     }
 
-    /// Accept one connection and run the responder's setup: wait for the Request
-    /// (at most `request_timeout`), accept it, send the Reply, and in peer-to-peer
-    /// mode wait (same deadline) for the RTR. A refused Request (Reply with R=1 or
+    /// Accept one connection: take the next connection whose Request has arrived
+    /// (each has `request_timeout` from its TCP accept to send it), accept it,
+    /// send the Reply, and in peer-to-peer mode wait (`request_timeout` from this
+    /// call) for the RTR. A connection whose setup failed before (silent past its
+    /// deadline, not MPA) comes out as its error, in turn. A refused Request (Reply with R=1 or
     /// close) returns [`MpaError::Refused`]; the listener stays usable.
     pub fn accept(&self) -> Result<MpaConnection, MpaError> {
         let pd = self.opts.private_data.clone();
         self.accept_with(move |_| Ok(pd))
     }
 
-    /// Accept one connection up to FPDU mode: wait for the Request (at most
-    /// `request_timeout`), let `decide` answer it (`Ok(reply private data)` to
+    /// Accept one connection up to FPDU mode: take the next connection whose
+    /// Request has arrived (or the error of one whose setup failed), let `decide` answer it (`Ok(reply private data)` to
     /// accept, `Err(private data)` to refuse with R=1), send the Reply. Returns the
     /// socket, the peer, what was agreed and any octets after the Request. For an
     /// upper layer that frames FPDUs itself (the verbs queue pair), which must then
@@ -115,26 +151,52 @@ impl MpaListener {
         &self,
         decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
     ) -> Result<(TcpStream, SocketAddr, Negotiated, Vec<u8>), MpaError> {
-        let (mut sock, peer) = self.listener.accept()?;
-        sock.set_nodelay(true)?;
-        let opts = &self.opts;
-        let tap = opts.tap.as_ref();
-        let mut resp = Responder::new(opts, Instant::now());
-        let mut buf = vec![0u8; SETUP_READ];
-        let mut leftover = Vec::new();
-        while matches!(resp.status(), SetupStatus::Pending) {
-            match read_until(&mut sock, &mut buf, resp.deadline())? {
-                None => resp.on_timeout(Instant::now()),
-                Some(0) => return bail(&sock, MpaError::ConnectionLost),
-                Some(n) => {
-                    let used = resp.on_bytes(&buf[..n]);
-                    leftover = buf[used..n].to_vec();
-                }
-            }
+        self.accept_raw_opts(&self.opts, decide)
+    }
+
+    /// As [`Self::accept_raw`], answering with `opts` instead of the listener's own
+    /// (the verbs queue pair negotiates its own IRD/ORD this way, spec §4.10).
+    pub fn accept_raw_opts(
+        &self,
+        opts: &MpaOptions,
+        decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
+    ) -> Result<(TcpStream, SocketAddr, Negotiated, Vec<u8>), MpaError> {
+        self.accept_raw_full(opts, decide, opts.tap.as_ref())
+    }
+
+    /// As [`Self::accept_raw`], recording this connection's setup frames in `tap`
+    /// instead of the listener's (a capture per connection).
+    pub fn accept_raw_tapped(
+        &self,
+        decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
+        tap: Option<&crate::pcap::Tap>,
+    ) -> Result<(TcpStream, SocketAddr, Negotiated, Vec<u8>), MpaError> {
+        self.accept_raw_full(&self.opts, decide, tap)
+    }
+
+    /// As [`Self::accept_raw`], answering with `opts` and recording the setup
+    /// frames in `tap`.
+    pub fn accept_raw_full(
+        &self,
+        opts: &MpaOptions,
+        decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
+        tap: Option<&crate::pcap::Tap>,
+    ) -> Result<(TcpStream, SocketAddr, Negotiated, Vec<u8>), MpaError> {
+        crate::setup::check_ird_ord(opts)?;
+        let Requested {
+            mut sock,
+            peer,
+            mut resp,
+            received,
+        } = self.backlog.pop()?;
+        set_dead_peer_timeout(&sock, opts.dead_peer_timeout)?;
+        if let Some(t) = tap {
+            t.record_received(&received);
         }
-        if resp.status() == SetupStatus::Requested
-            && let Some(req) = resp.request()
-        {
+        // The Request was read with the listener's options; the Reply is this
+        // call's (e.g. a queue pair's IRD/ORD).
+        resp.set_options(opts);
+        if let Some(req) = resp.request() {
             match decide(req) {
                 Ok(pd) => resp.accept_with(pd)?,
                 Err(pd) => resp.reject(pd)?,
@@ -144,7 +206,11 @@ impl MpaListener {
             write_frame(&mut sock, &reply, tap, Role::Responder)?;
         }
         match resp.take_result() {
-            Some(Ok(n)) => Ok((sock, peer, n, leftover)),
+            // A Request followed by more octets fails on the loop: none are left.
+            Some(Ok(n)) => {
+                super::log::established(Some(peer), &n);
+                Ok((sock, peer, n, Vec::new()))
+            }
             Some(Err(e)) => bail(&sock, e),
             None => bail(&sock, MpaError::Timeout),
         }
@@ -165,8 +231,8 @@ impl MpaListener {
         let mut c = MpaConnection::new(sock, conn, opts, leftover)?;
         // The RTR is zero-length (Write) or lands in our own QN 1 buffer (Read):
         // no ULP region is touched, so an empty table serves until it is absorbed.
-        let mut scratch = MemoryTable::new();
-        c.wait_established(&mut scratch, deadline)?;
+        let scratch = MemoryTable::new();
+        c.wait_established(&scratch, deadline)?;
         Ok(c)
     }
 }

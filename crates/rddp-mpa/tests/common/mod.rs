@@ -30,7 +30,7 @@ pub fn send_rsvd() -> [u8; 5] {
 
 /// A table with one remotely writable region of `size` octets at BASE_TO.
 pub fn table(size: usize) -> (MemoryTable, Stag) {
-    let mut m = MemoryTable::new();
+    let m = MemoryTable::new();
     let s = m
         .register(
             PdId(1),
@@ -56,8 +56,8 @@ pub struct Seen {
 /// responder's region and sends a `size`-octet message; then the responder does the
 /// same back. Each side checks what it got; returns (initiator, responder) views.
 pub fn exchange(iopts: MpaOptions, ropts: MpaOptions, size: usize) -> (Seen, Seen) {
-    let (mut mem_i, stag_i) = table(size);
-    let (mut mem_r, stag_r) = table(size);
+    let (mem_i, stag_i) = table(size);
+    let (mem_r, stag_r) = table(size);
     let l = listen("127.0.0.1:0", ropts).unwrap();
     let addr = l.local_addr().unwrap();
     let to_r = pattern(size, 1);
@@ -73,7 +73,7 @@ pub fn exchange(iopts: MpaOptions, ropts: MpaOptions, size: usize) -> (Seen, See
             },
         )
         .unwrap();
-        let d = c.recv(&mut mem_r).unwrap();
+        let d = c.recv(&mem_r).unwrap();
         assert_eq!(
             d,
             Delivery::Tagged {
@@ -89,7 +89,7 @@ pub fn exchange(iopts: MpaOptions, ropts: MpaOptions, size: usize) -> (Seen, See
             len,
             buffer,
             ..
-        } = c.recv(&mut mem_r).unwrap()
+        } = c.recv(&mem_r).unwrap()
         else {
             panic!("expected a Send")
         };
@@ -103,7 +103,7 @@ pub fn exchange(iopts: MpaOptions, ropts: MpaOptions, size: usize) -> (Seen, See
         .unwrap();
         c.send_untagged(0, send_rsvd(), Bytes::from(b)).unwrap();
         // The initiator closes after it has everything: a graceful end.
-        let end = c.recv_timeout(&mut mem_r, Duration::from_secs(10));
+        let end = c.recv_timeout(&mem_r, Duration::from_secs(10));
         assert!(matches!(end, Err(MpaError::ConnectionLost)), "{end:?}");
         Seen {
             neg: c.negotiated().clone(),
@@ -129,7 +129,7 @@ pub fn exchange(iopts: MpaOptions, ropts: MpaOptions, size: usize) -> (Seen, See
     )
     .unwrap();
     c.send_untagged(0, send_rsvd(), Bytes::from(a)).unwrap();
-    let d = c.recv(&mut mem_i).unwrap();
+    let d = c.recv(&mem_i).unwrap();
     assert_eq!(
         d,
         Delivery::Tagged {
@@ -139,7 +139,7 @@ pub fn exchange(iopts: MpaOptions, ropts: MpaOptions, size: usize) -> (Seen, See
             len: size as u64
         }
     );
-    let Delivery::Untagged { len, buffer, .. } = c.recv(&mut mem_i).unwrap() else {
+    let Delivery::Untagged { len, buffer, .. } = c.recv(&mem_i).unwrap() else {
         panic!("expected a Send")
     };
     let init = Seen {

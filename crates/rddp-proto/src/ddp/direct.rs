@@ -13,7 +13,7 @@
 use super::*;
 use rddp_wire::ddp::TAGGED_HDR_LEN;
 
-/// Where a tagged payload goes: `mem.region_mut(stag)` data octets
+/// Where a tagged payload goes: `mem.region(stag)` data octets
 /// `offset..offset + len`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DirectTarget {
@@ -28,7 +28,7 @@ impl DdpSink {
     /// zero-length segment (nothing to place, nothing checked, seed 000).
     pub fn direct_target(
         &self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         seq: SenderSeq,
         hdr: &[u8],
         len: usize,
@@ -53,6 +53,9 @@ impl DdpSink {
                 seg_len,
                 format!("segment of {seg_len} octets is longer than DDP can describe"),
             ));
+        }
+        if seq == self.order.next() {
+            self.check_continues(&h, seg_len)?;
         }
         if len == 0 {
             return Ok(None);

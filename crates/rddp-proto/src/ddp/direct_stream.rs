@@ -7,6 +7,7 @@ use rddp_wire::TaggedHeader;
 
 impl DdpStream {
     fn direct_fail(&mut self, e: super::super::DdpError) -> StreamError {
+        self.refused += 1;
         let code = e.code;
         self.state = StreamState::Erroneous(code);
         self.events.push_back(StreamEvent::Error(e));
@@ -27,7 +28,7 @@ impl DdpStream {
     /// erroneous, like `on_segment`.
     pub fn direct_target(
         &mut self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         seq: SenderSeq,
         hdr: &[u8],
         len: usize,

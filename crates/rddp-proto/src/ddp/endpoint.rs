@@ -9,7 +9,7 @@ use crate::mem::MemoryTable;
 pub trait SegmentEndpoint: Send + std::fmt::Debug {
     fn on_segment(
         &mut self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         seq: SenderSeq,
         seg: &[u8],
     ) -> Result<(), StreamError>;
@@ -25,7 +25,7 @@ pub trait SegmentEndpoint: Send + std::fmt::Debug {
 impl SegmentEndpoint for DdpStream {
     fn on_segment(
         &mut self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         seq: SenderSeq,
         seg: &[u8],
     ) -> Result<(), StreamError> {

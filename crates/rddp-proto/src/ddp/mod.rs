@@ -13,6 +13,7 @@
 mod endpoint;
 mod error;
 mod order;
+mod payload;
 mod pool;
 mod recv_queue;
 mod sink;
@@ -21,11 +22,12 @@ mod stream;
 
 pub use endpoint::SegmentEndpoint;
 pub use error::{DdpError, SourceError, StreamError};
+pub use payload::{Payload, count_lease_copy, lease_copied_octets};
 pub use pool::{
     BufferOrdering, BufferPool, PoolConfig, PoolError, PoolEvent, PoolId, PoolStats, PoolStrategy,
 };
 pub use recv_queue::{RecvBuffer, RecvModel};
-pub use sink::{DdpSink, Delivery, DirectTarget, SinkStats};
+pub use sink::{DdpSink, Delivery, DirectTarget, SinkStats, TaggedProgress};
 pub use source::{DdpSource, OutSegment};
 pub use stream::{DdpStream, StreamEvent, StreamState};
 

@@ -45,8 +45,10 @@ pub enum BufferOrdering {
 pub struct PoolConfig {
     pub strategy: PoolStrategy,
     pub ordering: BufferOrdering,
-    /// Most buffers the pool ever holds (posting beyond is refused). Bounds the
-    /// completions the pool's messages can generate (see [`crate::cq`]).
+    /// Most buffers the pool ever holds, free or held by a message not yet
+    /// delivered (posting beyond is refused). Bounds the completions the pool's
+    /// messages can generate (see [`crate::cq`]; a verbs layer also counts the
+    /// completions not yet polled, see [`crate::wq`]).
     pub max_buffers: usize,
     /// Strategy 2: a stream holding more buffers than this raises
     /// [`PoolEvent::SoftLimit`]. `None`: no check (usual under strategy 3).
@@ -112,7 +114,7 @@ pub enum PoolEvent {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum PoolError {
-    #[error("the pool already holds its maximum of {0} buffers")]
+    #[error("the pool already holds its maximum of {0} buffers, free or held by a message")]
     Full(usize),
 }
 
@@ -152,6 +154,8 @@ struct Gap {
 pub(crate) struct PoolInner {
     cfg: PoolConfig,
     free: VecDeque<RecvBuffer>,
+    /// Buffers taken by queues for messages not yet delivered (or flushed).
+    held: usize,
     /// Queues holding at least one buffer.
     holders: usize,
     /// Queues whose oldest undelivered MSN has no buffer while later MSNs hold some.
@@ -194,6 +198,7 @@ impl BufferPool {
             inner: Arc::new(Mutex::new(PoolInner {
                 cfg,
                 free: VecDeque::new(),
+                held: 0,
                 holders: 0,
                 gapped: BTreeMap::new(),
                 spell: 1,
@@ -236,6 +241,12 @@ impl BufferPool {
         self.lock().free.len()
     }
 
+    /// Buffers associated with messages not yet delivered. Free plus held never
+    /// exceed [`PoolConfig::max_buffers`], what a CQ reserves for the pool.
+    pub fn held(&self) -> usize {
+        self.lock().held
+    }
+
     pub fn stats(&self) -> PoolStats {
         self.lock().stats
     }
@@ -258,7 +269,9 @@ impl BufferPool {
 
 impl PoolInner {
     fn post(&mut self, buf: RecvBuffer) -> Result<(), PoolError> {
-        if self.free.len() >= self.cfg.max_buffers {
+        // Seed 003: the CQ "may be sized to allow for every buffer in the pool to
+        // be completed to it": every buffer, free or held, counts.
+        if self.free.len() + self.held >= self.cfg.max_buffers {
             return Err(PoolError::Full(self.cfg.max_buffers));
         }
         if self.free.is_empty() {
@@ -281,10 +294,16 @@ impl PoolInner {
             return false;
         }
         self.stats.taken += n as u64;
+        self.held += n;
         for b in self.free.drain(..n) {
             put(b);
         }
         true
+    }
+
+    /// `n` held buffers were delivered or flushed: no longer the pool's.
+    pub fn release(&mut self, n: usize) {
+        self.held = self.held.saturating_sub(n);
     }
 
     /// Every free buffer, for the teardown of a queue that owns its pool alone.

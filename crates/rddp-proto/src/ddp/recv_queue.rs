@@ -46,6 +46,8 @@ pub(crate) struct MsgSlot {
     pub end: Option<u32>,
     /// RsvdULP of the L=1 segment (RDMAP control, Invalidate STag).
     pub rsvd_ulp: [u8; 5],
+    /// RDMAP control octet of the first segment processed in sender order.
+    pub ctrl: Option<u8>,
 }
 
 impl MsgSlot {
@@ -55,6 +57,7 @@ impl MsgSlot {
             ordered_bytes: 0,
             end: None,
             rsvd_ulp: [0; 5],
+            ctrl: None,
         }
     }
 }
@@ -104,6 +107,9 @@ pub(crate) struct UntaggedQueue {
     /// Gap last reported to the pool.
     gap: Option<u32>,
     cq: Option<CqReservation>,
+    /// The MSN whose segments are being processed in sender order and whose
+    /// L=1 segment has not come yet: no other MSN of this queue may interleave.
+    pub(crate) in_progress: Option<u32>,
 }
 
 impl UntaggedQueue {
@@ -152,6 +158,7 @@ impl UntaggedQueue {
             over_soft: false,
             gap: None,
             cq: None,
+            in_progress: None,
         }
     }
 
@@ -284,7 +291,8 @@ impl UntaggedQueue {
         Some((msn, slot))
     }
 
-    /// Tell the pool about a release when it changes what the pool tracks.
+    /// Tell the pool its buffers are no longer held (delivered or flushed), and
+    /// what else changed that it tracks.
     fn after_release(&mut self, was: usize) {
         let Model::Pooled {
             pool, soft_limit, ..
@@ -297,9 +305,11 @@ impl UntaggedQueue {
             self.over_soft = false;
         }
         let gap = gap_of(&self.slots, self.expected_abs, self.expected_msn);
+        let mut p = pool.lock();
+        p.release(was.saturating_sub(now));
         if gap != self.gap || (now == 0) != (was == 0) {
             self.gap = gap;
-            pool.lock().update(self.key, was, now, gap);
+            p.update(self.key, was, now, gap);
         }
     }
 
@@ -391,11 +401,13 @@ fn gap_of(slots: &BTreeMap<u64, MsgSlot>, expected_abs: u64, expected_msn: u32) 
 
 impl Drop for UntaggedQueue {
     fn drop(&mut self) {
-        // The pool forgets a queue that goes away with buffers.
+        // The pool forgets a queue that goes away with buffers (they go with it).
         if let Model::Pooled { pool, .. } = &self.model
             && (!self.slots.is_empty() || self.gap.is_some())
         {
-            pool.lock().update(self.key, self.slots.len(), 0, None);
+            let mut p = pool.lock();
+            p.release(self.slots.len());
+            p.update(self.key, self.slots.len(), 0, None);
         }
     }
 }

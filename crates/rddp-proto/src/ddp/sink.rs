@@ -12,7 +12,7 @@ use super::pool::BufferPool;
 use super::recv_queue::{PostRefused, RecvBuffer, RecvModel, UntaggedQueue};
 use super::{DdpConfig, SenderSeq};
 use crate::cq::{CqError, CqLedger};
-use crate::mem::{Access, AccessFault, MemoryTable, PdId, Region, Stag, StreamId};
+use crate::mem::{Access, AccessFault, MemoryTable, PdId, RegionRef, Stag, StreamId};
 use rddp_wire::ddp::{DDP_VERSION, TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
 use rddp_wire::{DdpControl, DdpHeader, TaggedHeader, TerminateCode, UntaggedHeader};
 use std::collections::VecDeque;
@@ -62,12 +62,70 @@ pub struct DdpSink {
 }
 
 /// The tagged message being assembled in sender order.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 struct TaggedAcc {
     rsvd_ulp: u8,
     stag: u32,
     to: u64,
     len: u64,
+}
+
+/// The tagged message in progress in sender order (its L=1 segment not yet
+/// processed): what its next segment must continue. RDMAP matches a Read
+/// Response's next segment against it before placement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaggedProgress {
+    /// RsvdULP of its first segment (RDMAP: the control octet).
+    pub rsvd_ulp: u8,
+    pub stag: u32,
+    /// TO where the next segment must start.
+    pub next_to: u64,
+    /// Payload octets so far.
+    pub len: u64,
+}
+
+/// One tagged message is one range of one buffer (RFC 5041 §5.2), sent in
+/// increasing TO order (§5.3), under one RDMAP header repeated in each segment
+/// (RFC 5040 §4). So in sender order each segment after the first must keep the
+/// first's RsvdULP and STag and start where the previous one ended; else it
+/// belongs to no message in progress. Codes as siw (`siw_get_hdr`,
+/// `siw_write_check_ntoh`, `siw_rresp_check_ntoh`): another opcode is 0/2/0x06
+/// (unexpected in the current state, spec §2.10 step 3), another STag 1/1/0x00,
+/// another TO 1/1/0x01. This is what lets a Read Response be checked to cover
+/// its sink exactly, each octet once, in bounded state.
+fn tagged_continues(
+    acc: Option<&TaggedAcc>,
+    rsvd_ulp: u8,
+    stag: u32,
+    to: u64,
+) -> Result<(), (TerminateCode, String)> {
+    let Some(acc) = acc else { return Ok(()) };
+    if rsvd_ulp != acc.rsvd_ulp {
+        return Err((
+            TerminateCode::RDMAP_UNEXPECTED_OPCODE,
+            format!(
+                "tagged segment with RDMAP control {rsvd_ulp:#04x} inside a message begun with {:#04x}",
+                acc.rsvd_ulp
+            ),
+        ));
+    }
+    if stag != acc.stag {
+        return Err((
+            TerminateCode::DDP_INVALID_STAG,
+            format!(
+                "tagged segment for STag {stag:#010x} inside a message to STag {:#010x}",
+                acc.stag
+            ),
+        ));
+    }
+    let next = acc.to.wrapping_add(acc.len);
+    if to != next {
+        return Err((
+            TerminateCode::DDP_BASE_BOUNDS,
+            format!("tagged segment at TO {to:#x}; the message in progress continues at {next:#x}"),
+        ));
+    }
+    Ok(())
 }
 
 impl DdpSink {
@@ -171,6 +229,22 @@ impl DdpSink {
         self.order.waiting()
     }
 
+    /// Sender position of the oldest segment not yet seen: a segment handed up
+    /// at this position is in sender order, and every earlier one was processed.
+    pub fn next_seq(&self) -> SenderSeq {
+        self.order.next()
+    }
+
+    /// The tagged message in progress in sender order, if any.
+    pub fn tagged_in_progress(&self) -> Option<TaggedProgress> {
+        self.tagged.map(|a| TaggedProgress {
+            rsvd_ulp: a.rsvd_ulp,
+            stag: a.stag,
+            next_to: a.to.wrapping_add(a.len),
+            len: a.len,
+        })
+    }
+
     pub fn stats(&self) -> SinkStats {
         self.stats
     }
@@ -190,7 +264,7 @@ impl DdpSink {
     /// check passes; on error the caller must treat the stream as erroneous.
     pub fn on_segment(
         &mut self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         seq: SenderSeq,
         seg: &[u8],
     ) -> Result<(), DdpError> {
@@ -211,9 +285,12 @@ impl DdpSink {
                 ),
             )
         })?;
+        // In sender order (always on MPA) the rules that span segments are
+        // checked before placement too; otherwise when the gap before it fills.
+        let in_order = seq == self.order.next();
         let meta = match hdr {
-            DdpHeader::Tagged(h) => self.place_tagged(mem, &h, payload, seg.len())?,
-            DdpHeader::Untagged(h) => self.place_untagged(&h, payload, seg.len())?,
+            DdpHeader::Tagged(h) => self.place_tagged(mem, &h, payload, seg.len(), in_order)?,
+            DdpHeader::Untagged(h) => self.place_untagged(&h, payload, seg.len(), in_order)?,
         };
         self.account(seq, meta, len)
     }
@@ -221,10 +298,11 @@ impl DdpSink {
     /// Tagged checks of spec §2.10 step 5, then placement.
     fn place_tagged(
         &self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         h: &TaggedHeader,
         payload: &[u8],
         seg_len: usize,
+        in_order: bool,
     ) -> Result<SegMeta, DdpError> {
         let meta = SegMeta::Tagged {
             last: h.ctrl.last(),
@@ -233,7 +311,11 @@ impl DdpSink {
             to: h.to,
             len: payload.len() as u32,
         };
-        // A zero-length tagged segment's STag and TO are not checked (seed 000).
+        if in_order {
+            self.check_continues(h, seg_len)?;
+        }
+        // A zero-length tagged segment's STag and TO are not checked against
+        // memory (seed 000).
         if payload.is_empty() {
             return Ok(meta);
         }
@@ -242,16 +324,22 @@ impl DdpSink {
         Ok(meta)
     }
 
+    /// [`tagged_continues`] for a segment in sender order, before placement.
+    pub(super) fn check_continues(&self, h: &TaggedHeader, seg_len: usize) -> Result<(), DdpError> {
+        tagged_continues(self.tagged.as_ref(), h.rsvd_ulp, h.stag, h.to)
+            .map_err(|(code, d)| DdpError::new(code, Some(DdpHeader::Tagged(*h)), seg_len, d))
+    }
+
     /// The region a tagged segment of `len` payload octets may be placed into,
     /// after the checks of spec §2.10 step 5, each failure mapped to its code.
-    pub(super) fn tagged_region<'m>(
+    pub(super) fn tagged_region(
         &self,
-        mem: &'m mut MemoryTable,
+        mem: &MemoryTable,
         h: &TaggedHeader,
         len: usize,
         seg_len: usize,
-    ) -> Result<&'m mut Region, DdpError> {
-        mem.remote_region_mut(
+    ) -> Result<RegionRef, DdpError> {
+        mem.remote_region(
             Stag(h.stag),
             self.pd,
             self.stream,
@@ -327,6 +415,7 @@ impl DdpSink {
         h: &UntaggedHeader,
         payload: &[u8],
         seg_len: usize,
+        in_order: bool,
     ) -> Result<SegMeta, DdpError> {
         let err = |code, detail: String| {
             DdpError::new(code, Some(DdpHeader::Untagged(*h)), seg_len, detail)
@@ -339,6 +428,12 @@ impl DdpSink {
             )
         })?;
         let expected = q.expected_msn();
+        if in_order && let Some(m) = q.in_progress.filter(|&m| m != h.msn) {
+            return Err(err(
+                TerminateCode::DDP_INVALID_MSN_RANGE,
+                interleaved(h.qn, h.msn, m),
+            ));
+        }
         let slot = q.slot_for_arrival(h.msn).map_err(|code| {
             let why = if code == TerminateCode::DDP_INVALID_MSN_RANGE {
                 "is outside the granted range"
@@ -359,6 +454,12 @@ impl DdpSink {
                 ),
             ));
         }
+        if in_order && let Some(c) = slot.ctrl.filter(|&c| c != h.rsvd_ulp[0]) {
+            return Err(err(
+                TerminateCode::RDMAP_UNEXPECTED_OPCODE,
+                other_opcode(h.qn, h.msn, h.rsvd_ulp[0], c),
+            ));
+        }
         let cap = slot.buf.data.len() as u64;
         let mo = u64::from(h.mo);
         if mo > cap {
@@ -375,6 +476,13 @@ impl DdpSink {
                     payload.len(),
                     h.mo
                 ),
+            ));
+        }
+        // Checked after the buffer's own bounds (spec §2.10 step 4).
+        if in_order && mo != slot.ordered_bytes {
+            return Err(err(
+                TerminateCode::DDP_INVALID_MO,
+                not_tiling(h.qn, h.msn, h.mo, slot.ordered_bytes),
             ));
         }
         let at = h.mo as usize;
@@ -435,6 +543,33 @@ fn parse_header(seg: &[u8]) -> Result<DdpHeader, DdpError> {
     })
 }
 
+/// An untagged message's segments tile [0, length) in sender order: each starts
+/// where the previous one ended (RFC 5041 §5.3 asks increasing MO of the Data
+/// Source; siw `siw_send_check_ntoh` requires exactly this). An overlap or a gap
+/// is an Invalid MO (1/2/0x04), so a message is never delivered with octets its
+/// sender did not write, and no octet is placed twice.
+fn not_tiling(qn: u32, msn: u32, mo: u32, at: u64) -> String {
+    format!("QN {qn} MSN {msn}: segment at MO {mo}, but its earlier segments end at {at}")
+}
+
+/// Messages of one queue do not interleave in sender order: the Data Source
+/// MUST transmit DDP Messages in the order they were submitted (RFC 5041 §5.3),
+/// so while one is incomplete, a segment of another MSN of the same queue is an
+/// invalid MSN, 1/2/0x03 (as siw `siw_send_check_ntoh`). Messages of different
+/// queues, and tagged with untagged, may interleave: nothing about them is
+/// ambiguous (siw too lets a Send interleave with a Write).
+fn interleaved(qn: u32, msn: u32, in_progress: u32) -> String {
+    format!("QN {qn} MSN {msn} starts before the last segment of MSN {in_progress}")
+}
+
+/// An untagged message keeps one RDMAP opcode in all its segments (RFC 5040 §4):
+/// 0/2/0x06, unexpected in the current state (spec §2.10 step 3).
+fn other_opcode(qn: u32, msn: u32, ctrl: u8, first: u8) -> String {
+    format!(
+        "QN {qn} MSN {msn}: segment with RDMAP control {ctrl:#04x} in a message begun with {first:#04x}"
+    )
+}
+
 fn order_error(e: OrderError, seg_len: usize) -> DdpError {
     let detail = match e {
         OrderError::Duplicate(s) => format!("LLP handed up segment {s} twice"),
@@ -463,6 +598,15 @@ fn in_order(
             to,
             len,
         } => {
+            tagged_continues(tagged.as_ref(), rsvd_ulp, stag, to).map_err(|(code, d)| {
+                let hdr = TaggedHeader::new(last, rsvd_ulp, stag, to);
+                DdpError::new(
+                    code,
+                    Some(DdpHeader::Tagged(hdr)),
+                    TAGGED_HDR_LEN + len as usize,
+                    d,
+                )
+            })?;
             let acc = tagged.get_or_insert(TaggedAcc {
                 rsvd_ulp,
                 stag,
@@ -490,35 +634,45 @@ fn in_order(
             len,
         } => {
             let hdr = DdpHeader::Untagged(UntaggedHeader::new(last, rsvd_ulp, qn, msn, mo));
-            let bad = |detail: String| {
-                DdpError::new(
-                    TerminateCode::DDP_INVALID_MO,
-                    Some(hdr),
-                    UNTAGGED_HDR_LEN + len as usize,
-                    detail,
-                )
+            let bad = |code, detail: String| {
+                DdpError::new(code, Some(hdr), UNTAGGED_HDR_LEN + len as usize, detail)
             };
+            let invalid_mo = |detail| bad(TerminateCode::DDP_INVALID_MO, detail);
             // Validated on arrival; a message is only delivered after this segment.
             let q = &mut queues[qn as usize];
-            let slot = q
-                .slot(msn)
-                .ok_or_else(|| bad(format!("segment of QN {qn} MSN {msn} follows its delivery")))?;
+            if let Some(m) = q.in_progress.filter(|&m| m != msn) {
+                return Err(bad(
+                    TerminateCode::DDP_INVALID_MSN_RANGE,
+                    interleaved(qn, msn, m),
+                ));
+            }
+            let slot = q.slot(msn).ok_or_else(|| {
+                invalid_mo(format!("segment of QN {qn} MSN {msn} follows its delivery"))
+            })?;
             if slot.end.is_some() {
-                return Err(bad(format!(
+                return Err(invalid_mo(format!(
                     "segment of QN {qn} MSN {msn} follows its last segment"
                 )));
             }
+            if let Some(c) = slot.ctrl.filter(|&c| c != rsvd_ulp[0]) {
+                return Err(bad(
+                    TerminateCode::RDMAP_UNEXPECTED_OPCODE,
+                    other_opcode(qn, msn, rsvd_ulp[0], c),
+                ));
+            }
+            if u64::from(mo) != slot.ordered_bytes {
+                return Err(invalid_mo(not_tiling(qn, msn, mo, slot.ordered_bytes)));
+            }
+            slot.ctrl = Some(rsvd_ulp[0]);
             slot.ordered_bytes += u64::from(len);
             if last {
-                let end = u64::from(mo) + u64::from(len);
-                if slot.ordered_bytes != end {
-                    return Err(bad(format!(
-                        "QN {qn} MSN {msn} ends at {end} but its segments carry {} octets",
-                        slot.ordered_bytes
-                    )));
-                }
-                slot.end = Some(end as u32);
+                // The segments tiled [0, end) in sender order; the buffer was
+                // checked to hold them, so `end` fits.
+                slot.end = Some(slot.ordered_bytes as u32);
                 slot.rsvd_ulp = rsvd_ulp;
+            }
+            q.in_progress = (!last).then_some(msn);
+            if last {
                 while let Some((msn, s)) = q.pop_complete() {
                     deliveries.push_back(Delivery::Untagged {
                         rsvd_ulp: s.rsvd_ulp,

@@ -1,16 +1,18 @@
 //! The DDP Data Source: segmentation (RFC 5041 §5; seed 000; spec §2.6).
 
+use super::Payload;
 use super::error::SourceError;
-use bytes::Bytes;
+use crate::stats::SourceStats;
 use rddp_wire::ddp::{TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
 use rddp_wire::{DdpHeader, TaggedHeader, UntaggedHeader};
 use std::collections::VecDeque;
 
-/// One segment for the LLP: a header and a view of the message payload (no copy).
+/// One segment for the LLP: a header and a view of the message payload (no copy;
+/// a region lease is read when the LLP writes the segment).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutSegment {
     pub header: DdpHeader,
-    pub payload: Bytes,
+    pub payload: Payload,
 }
 
 impl OutSegment {
@@ -23,13 +25,17 @@ impl OutSegment {
         false
     }
 
-    /// Append the segment's octets to `out`.
+    /// Append the segment's octets to `out` (a lease's octets are copied, and
+    /// counted: [`super::lease_copied_octets`]).
     pub fn write_to(&self, out: &mut Vec<u8>) {
         let start = out.len();
         out.resize(start + self.header.len(), 0);
         // The slice was sized for the header just above.
         let _ = self.header.emit(&mut out[start..]);
-        out.extend_from_slice(&self.payload);
+        if let Payload::Region { len, .. } = self.payload {
+            super::count_lease_copy(len);
+        }
+        self.payload.with(|p| out.extend_from_slice(p));
     }
 
     pub fn to_vec(&self) -> Vec<u8> {
@@ -56,7 +62,7 @@ enum Target {
 #[derive(Debug)]
 struct OutMessage {
     target: Target,
-    payload: Bytes,
+    payload: Payload,
     /// Octets of the payload already handed to the LLP.
     sent: usize,
     /// Whether at least one segment went out (a zero-length message needs one).
@@ -70,6 +76,7 @@ pub struct DdpSource {
     /// Next MSN per QN; starts at 1, wraps 0xFFFFFFFF -> 0 (spec §2.7).
     next_msn: Vec<u32>,
     queue: VecDeque<OutMessage>,
+    stats: SourceStats,
 }
 
 impl DdpSource {
@@ -79,6 +86,7 @@ impl DdpSource {
             mulpdu,
             next_msn: vec![1; num_qns as usize],
             queue: VecDeque::new(),
+            stats: SourceStats::default(),
         })
     }
 
@@ -100,8 +108,9 @@ impl DdpSource {
         rsvd_ulp: u8,
         stag: u32,
         to: u64,
-        payload: Bytes,
+        payload: impl Into<Payload>,
     ) -> Result<(), SourceError> {
+        let payload = payload.into();
         let len = check_len(&payload)?;
         if to.checked_add(len).is_none() {
             return Err(SourceError::ToWrap { to, len });
@@ -115,8 +124,9 @@ impl DdpSource {
         &mut self,
         qn: u32,
         rsvd_ulp: [u8; 5],
-        payload: Bytes,
+        payload: impl Into<Payload>,
     ) -> Result<u32, SourceError> {
+        let payload = payload.into();
         check_len(&payload)?;
         let count = self.next_msn.len() as u32;
         let slot = self
@@ -129,7 +139,7 @@ impl DdpSource {
         Ok(msn)
     }
 
-    fn push(&mut self, target: Target, payload: Bytes) {
+    fn push(&mut self, target: Target, payload: Payload) {
         self.queue.push_back(OutMessage {
             target,
             payload,
@@ -162,10 +172,18 @@ impl DdpSource {
         let payload = msg.payload.slice(off..off + n);
         msg.sent += n;
         msg.started = true;
+        self.stats.segments_sent += 1;
+        self.stats.octets_sent += n as u64;
         if last {
+            self.stats.messages_sent += 1;
             self.queue.pop_front();
         }
         Some(OutSegment { header, payload })
+    }
+
+    /// What was handed to the LLP so far.
+    pub fn stats(&self) -> SourceStats {
+        self.stats
     }
 
     /// Messages (whole or partly sent) still queued.
@@ -191,7 +209,7 @@ impl DdpSource {
     }
 }
 
-fn check_len(payload: &Bytes) -> Result<u64, SourceError> {
+fn check_len(payload: &Payload) -> Result<u64, SourceError> {
     let len = payload.len() as u64;
     if len > u64::from(u32::MAX) {
         return Err(SourceError::MessageTooLong(len));
@@ -209,6 +227,7 @@ fn check_mulpdu(mulpdu: usize) -> Result<(), SourceError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
 
     #[test]
     fn msn_starts_at_one_and_wraps_to_zero() {

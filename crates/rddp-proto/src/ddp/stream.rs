@@ -7,6 +7,7 @@
 //! * Graceful teardown ([`DdpStream::close`]) lets queued messages finish and fails
 //!   later requests; abortive teardown (ULP request, LLP loss, bad header) discards.
 
+use super::Payload;
 use super::error::{DdpError, SourceError, StreamError};
 use super::pool::BufferPool;
 use super::recv_queue::RecvBuffer;
@@ -15,6 +16,7 @@ use super::source::{DdpSource, OutSegment};
 use super::{DdpConfig, SenderSeq};
 use crate::cq::{CqError, CqLedger};
 use crate::mem::{MemoryTable, PdId, StreamId};
+use crate::stats::SourceStats;
 use bytes::Bytes;
 use rddp_wire::TerminateCode;
 use std::collections::VecDeque;
@@ -50,6 +52,8 @@ pub struct DdpStream {
     /// A last message (a Terminate) is queued: only it may still leave.
     last_queued: bool,
     events: VecDeque<StreamEvent>,
+    /// Received segments that failed validation (issue 13 counters).
+    refused: u64,
 }
 
 impl DdpStream {
@@ -60,6 +64,7 @@ impl DdpStream {
             state: StreamState::Open,
             last_queued: false,
             events: VecDeque::new(),
+            refused: 0,
         })
     }
 
@@ -100,10 +105,12 @@ impl DdpStream {
         rsvd_ulp: u8,
         stag: u32,
         to: u64,
-        payload: Bytes,
+        payload: impl Into<Payload>,
     ) -> Result<(), StreamError> {
         self.may_submit()?;
-        Ok(self.source.submit_tagged(rsvd_ulp, stag, to, payload)?)
+        Ok(self
+            .source
+            .submit_tagged(rsvd_ulp, stag, to, payload.into())?)
     }
 
     /// Returns the MSN the message takes on `qn`.
@@ -111,10 +118,10 @@ impl DdpStream {
         &mut self,
         qn: u32,
         rsvd_ulp: [u8; 5],
-        payload: Bytes,
+        payload: impl Into<Payload>,
     ) -> Result<u32, StreamError> {
         self.may_submit()?;
-        Ok(self.source.submit_untagged(qn, rsvd_ulp, payload)?)
+        Ok(self.source.submit_untagged(qn, rsvd_ulp, payload.into())?)
     }
 
     /// Next segment for the LLP. Also drains during graceful teardown; nothing more
@@ -145,6 +152,7 @@ impl DdpStream {
         rsvd_ulp: [u8; 5],
         payload: Bytes,
     ) -> Result<(), StreamError> {
+        let payload = Payload::from(payload);
         if self.state == StreamState::Closed {
             return Err(StreamError::Closed);
         }
@@ -204,7 +212,7 @@ impl DdpStream {
     /// every later segment is refused unplaced.
     pub fn on_segment(
         &mut self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         seq: SenderSeq,
         seg: &[u8],
     ) -> Result<(), StreamError> {
@@ -214,6 +222,7 @@ impl DdpStream {
             StreamState::Closed => return Err(StreamError::Closed),
         }
         self.sink.on_segment(mem, seq, seg).map_err(|e| {
+            self.refused += 1;
             let code = e.code;
             self.state = StreamState::Erroneous(code);
             self.events.push_back(StreamEvent::Error(e));
@@ -235,6 +244,15 @@ impl DdpStream {
 
     pub fn sink_stats(&self) -> SinkStats {
         self.sink.stats()
+    }
+
+    pub fn source_stats(&self) -> SourceStats {
+        self.source.stats()
+    }
+
+    /// Received segments DDP refused by validation (none of them placed).
+    pub fn segments_refused(&self) -> u64 {
+        self.refused
     }
 
     // ---- Teardown ----

@@ -1,6 +1,14 @@
 //! A registered memory region that owns its memory.
+//!
+//! The table hands out regions as [`RegionRef`]s (`Arc`): a placement, a
+//! transmit and the application's own access each lock only the region's octets,
+//! never the table, so work on different regions never serializes.
 
 use super::{Access, PdId, StagScope, StreamId};
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Octets of guard pattern kept on each side of every region's memory. Placement
 /// indexes the guarded allocation, so a validation bug would land in a guard (where
@@ -8,7 +16,11 @@ use super::{Access, PdId, StagScope, StreamId};
 pub const GUARD_LEN: usize = 64;
 const GUARD_BYTE: u8 = 0xA5;
 
-/// A memory region: memory, protection domain, scope, rights and TO range.
+/// A shared handle to a registered region.
+pub type RegionRef = Arc<Region>;
+
+/// A memory region: memory, protection domain, scope, rights and TO range. Every
+/// field but the octets and the valid flag is fixed at registration.
 #[derive(Debug)]
 pub struct Region {
     pub(crate) pd: PdId,
@@ -16,9 +28,53 @@ pub struct Region {
     pub(crate) access: Access,
     pub(crate) base_to: u64,
     pub(crate) len: u64,
-    pub(crate) valid: bool,
-    /// GUARD_LEN guard octets, `len` data octets, GUARD_LEN guard octets.
-    mem: Vec<u8>,
+    valid: AtomicBool,
+    /// GUARD_LEN guard octets, `len` data octets, GUARD_LEN guard octets; the
+    /// region's own lock (no table lock is held while it is).
+    mem: Mutex<Vec<u8>>,
+}
+
+/// The locked data octets of a region (local access).
+pub struct RegionData<'a> {
+    guard: MutexGuard<'a, Vec<u8>>,
+    len: usize,
+}
+
+impl Deref for RegionData<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.guard[GUARD_LEN..GUARD_LEN + self.len]
+    }
+}
+
+impl DerefMut for RegionData<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.guard[GUARD_LEN..GUARD_LEN + self.len]
+    }
+}
+
+impl fmt::Debug for RegionData<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl PartialEq<[u8]> for RegionData<'_> {
+    fn eq(&self, other: &[u8]) -> bool {
+        **self == *other
+    }
+}
+
+impl PartialEq<&[u8]> for RegionData<'_> {
+    fn eq(&self, other: &&[u8]) -> bool {
+        **self == **other
+    }
+}
+
+impl<const N: usize> PartialEq<&[u8; N]> for RegionData<'_> {
+    fn eq(&self, other: &&[u8; N]) -> bool {
+        **self == other[..]
+    }
 }
 
 impl Region {
@@ -40,9 +96,14 @@ impl Region {
             access,
             base_to,
             len,
-            valid: true,
-            mem,
+            valid: AtomicBool::new(true),
+            mem: Mutex::new(mem),
         }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<u8>> {
+        // A panic while placing leaves octets, never a broken invariant.
+        self.mem.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn pd(&self) -> PdId {
@@ -66,7 +127,11 @@ impl Region {
     }
     /// False once invalidated: every later remote use fails as Invalid STag.
     pub fn is_valid(&self) -> bool {
-        self.valid
+        self.valid.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_invalid(&self) {
+        self.valid.store(false, Ordering::Release);
     }
 
     /// Whether `stream` of protection domain `pd` may use this region (spec §2.13).
@@ -78,41 +143,53 @@ impl Region {
             }
     }
 
-    /// The region's data (local access).
-    pub fn data(&self) -> &[u8] {
-        &self.mem[GUARD_LEN..GUARD_LEN + self.len as usize]
+    /// The region's data, locked (local access): read it, or write it through
+    /// `DerefMut`. Hold it briefly: placements into this region wait meanwhile.
+    pub fn data(&self) -> RegionData<'_> {
+        RegionData {
+            guard: self.lock(),
+            len: self.len as usize,
+        }
     }
-    /// The region's data, writable (local access).
-    pub fn data_mut(&mut self) -> &mut [u8] {
-        let end = GUARD_LEN + self.len as usize;
-        &mut self.mem[GUARD_LEN..end]
+
+    /// The region's data, locked for writing (local access); same as [`Self::data`].
+    pub fn data_mut(&self) -> RegionData<'_> {
+        self.data()
     }
 
     /// Write `src` at tagged offset `to`. The caller has validated the range
     /// (`base_to <= to`, `to + src.len() <= base_to + len`, no wrap).
-    pub(crate) fn place(&mut self, to: u64, src: &[u8]) {
+    pub(crate) fn place(&self, to: u64, src: &[u8]) {
         let at = GUARD_LEN + (to.wrapping_sub(self.base_to)) as usize;
-        self.mem[at..at + src.len()].copy_from_slice(src);
+        self.lock()[at..at + src.len()].copy_from_slice(src);
     }
 
-    /// Read `n` octets at tagged offset `to` (range validated by the caller).
-    pub(crate) fn read(&self, to: u64, n: usize) -> &[u8] {
+    /// Copy out `n` octets at tagged offset `to` (range validated by the caller).
+    pub(crate) fn read(&self, to: u64, n: usize) -> Vec<u8> {
         let at = GUARD_LEN + (to.wrapping_sub(self.base_to)) as usize;
-        &self.mem[at..at + n]
+        self.lock()[at..at + n].to_vec()
     }
 
     /// True if no octet outside the data range was ever written.
     pub fn guards_intact(&self) -> bool {
         let end = GUARD_LEN + self.len as usize;
-        self.mem[..GUARD_LEN].iter().all(|&b| b == GUARD_BYTE)
-            && self.mem[end..].iter().all(|&b| b == GUARD_BYTE)
+        let mem = self.lock();
+        mem[..GUARD_LEN].iter().all(|&b| b == GUARD_BYTE)
+            && mem[end..].iter().all(|&b| b == GUARD_BYTE)
     }
 
-    /// Give the memory back (on deregistration).
-    pub(crate) fn into_data(mut self) -> Vec<u8> {
-        let end = GUARD_LEN + self.len as usize;
-        self.mem.truncate(end);
-        self.mem.drain(..GUARD_LEN);
-        self.mem
+    /// Give the memory back (on deregistration): the octets themselves if no one
+    /// else holds the region, else a copy (a lease still finishing with them).
+    pub(crate) fn into_data(this: RegionRef) -> Vec<u8> {
+        let end = GUARD_LEN + this.len as usize;
+        match Arc::try_unwrap(this) {
+            Ok(r) => {
+                let mut mem = r.mem.into_inner().unwrap_or_else(|p| p.into_inner());
+                mem.truncate(end);
+                mem.drain(..GUARD_LEN);
+                mem
+            }
+            Err(shared) => shared.lock()[GUARD_LEN..end].to_vec(),
+        }
     }
 }

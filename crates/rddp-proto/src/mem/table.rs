@@ -1,9 +1,11 @@
 //! The STag table: registration, lookup with the checks of spec §2.10, invalidation.
+//! Shared by every stream of a device without a device-wide lock.
 
-use super::{Access, PdId, Region, Stag, StagScope, StreamId};
+use super::{Access, PdId, Region, RegionRef, Stag, StagScope, StreamId};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::VecDeque;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Largest table index: STag index is 24 bits; index 0 is never used.
 const MAX_INDEX: u32 = (1 << 24) - 1;
@@ -17,7 +19,8 @@ pub enum AccessFault {
     InvalidStag,
     /// The region belongs to another PD, or is bound to another stream.
     NotAssociated,
-    /// The region lacks the right (remote read or remote write) the access needs.
+    /// The region lacks the right (remote read, write or invalidate) the access
+    /// needs.
     AccessRights,
     /// TO + length wraps 2^64 (checked before bounds: a wrapped sum can look in bounds).
     ToWrap,
@@ -60,7 +63,7 @@ struct Slot {
     /// Keys this index has ever carried; never handed out twice, so a stale STag
     /// can never match a later region at the same index.
     used_keys: [u64; 4],
-    current: Option<(u8, Region)>,
+    current: Option<(u8, RegionRef)>,
 }
 
 impl Slot {
@@ -75,9 +78,8 @@ impl Slot {
     }
 }
 
-/// Every region of one device, by STag.
 #[derive(Debug)]
-pub struct MemoryTable {
+struct Inner {
     /// Slot `i` holds index `i + 1`.
     slots: Vec<Slot>,
     /// Free indices, reused oldest first so a freed index rests as long as possible.
@@ -86,6 +88,37 @@ pub struct MemoryTable {
     limits: TableLimits,
     regions: usize,
     bytes: u64,
+}
+
+impl Inner {
+    fn take_index(&mut self) -> Result<u32, MemError> {
+        if let Some(i) = self.free.pop_front() {
+            return Ok(i);
+        }
+        let next = self.slots.len() as u32 + 1;
+        if next > MAX_INDEX {
+            return Err(MemError::TooManyRegions(MAX_INDEX as usize));
+        }
+        self.slots.push(Slot::default());
+        Ok(next)
+    }
+
+    fn slot(&self, stag: Stag) -> Option<&RegionRef> {
+        let i = stag.index().checked_sub(1)? as usize;
+        match &self.slots.get(i)?.current {
+            Some((k, r)) if *k == stag.key() => Some(r),
+            _ => None,
+        }
+    }
+}
+
+/// Every region of one device, by STag. Shared: every method takes `&self`. The
+/// slot table is read-mostly (an `RwLock` written only to register and
+/// deregister); a lookup clones the region's handle and lets go of the table, so
+/// placements into different regions never wait for each other.
+#[derive(Debug)]
+pub struct MemoryTable {
+    inner: RwLock<Inner>,
 }
 
 impl Default for MemoryTable {
@@ -107,22 +140,34 @@ impl MemoryTable {
 
     fn with_rng(rng: StdRng) -> Self {
         Self {
-            slots: Vec::new(),
-            free: VecDeque::new(),
-            rng,
-            limits: TableLimits::default(),
-            regions: 0,
-            bytes: 0,
+            inner: RwLock::new(Inner {
+                slots: Vec::new(),
+                free: VecDeque::new(),
+                rng,
+                limits: TableLimits::default(),
+                regions: 0,
+                bytes: 0,
+            }),
         }
     }
 
-    pub fn set_limits(&mut self, limits: TableLimits) {
-        self.limits = limits;
+    // A panic elsewhere cannot leave the table inconsistent: each write is a few
+    // plain updates done after every check.
+    fn read(&self) -> RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn set_limits(&self, limits: TableLimits) {
+        self.write().limits = limits;
     }
 
     /// Register `data` as a region and return its new STag.
     pub fn register(
-        &mut self,
+        &self,
         pd: PdId,
         scope: StagScope,
         access: Access,
@@ -133,144 +178,111 @@ impl MemoryTable {
         if base_to.checked_add(len).is_none() {
             return Err(MemError::RangeWraps { base_to, len });
         }
-        if self.regions >= self.limits.max_regions {
-            return Err(MemError::TooManyRegions(self.limits.max_regions));
+        // Build the region (its copy into guarded memory) outside the table lock.
+        let region = Arc::new(Region::new(pd, scope, access, base_to, data));
+        let mut t = self.write();
+        if t.regions >= t.limits.max_regions {
+            return Err(MemError::TooManyRegions(t.limits.max_regions));
         }
-        if self.bytes + len > self.limits.max_bytes {
+        if t.bytes + len > t.limits.max_bytes {
             return Err(MemError::TooManyBytes {
                 asked: len,
-                limit: self.limits.max_bytes,
+                limit: t.limits.max_bytes,
             });
         }
-        let index = self.take_index()?;
-        let slot = &mut self.slots[(index - 1) as usize];
+        let index = t.take_index()?;
+        let Inner { slots, rng, .. } = &mut *t;
+        let slot = &mut slots[(index - 1) as usize];
         // Draw an unused key; a slot is only taken while it has one left.
         let key = loop {
-            let k = self.rng.next_u32() as u8;
+            let k = rng.next_u32() as u8;
             if !slot.key_used(k) {
                 break k;
             }
         };
         slot.mark_used(key);
-        slot.current = Some((key, Region::new(pd, scope, access, base_to, data)));
-        self.regions += 1;
-        self.bytes += len;
+        slot.current = Some((key, region));
+        t.regions += 1;
+        t.bytes += len;
         Ok(Stag::new(index, key))
     }
 
-    fn take_index(&mut self) -> Result<u32, MemError> {
-        if let Some(i) = self.free.pop_front() {
-            return Ok(i);
-        }
-        let next = self.slots.len() as u32 + 1;
-        if next > MAX_INDEX {
-            return Err(MemError::TooManyRegions(MAX_INDEX as usize));
-        }
-        self.slots.push(Slot::default());
-        Ok(next)
-    }
-
-    fn slot(&self, stag: Stag) -> Option<&Region> {
-        let i = stag.index().checked_sub(1)? as usize;
-        match &self.slots.get(i)?.current {
-            Some((k, r)) if *k == stag.key() => Some(r),
-            _ => None,
-        }
-    }
-
-    fn slot_mut(&mut self, stag: Stag) -> Option<&mut Region> {
-        let i = stag.index().checked_sub(1)? as usize;
-        match &mut self.slots.get_mut(i)?.current {
-            Some((k, r)) if *k == stag.key() => Some(r),
-            _ => None,
-        }
-    }
-
-    /// Local access to a region (valid or invalidated) by its STag.
-    pub fn region(&self, stag: Stag) -> Option<&Region> {
-        self.slot(stag)
-    }
-
-    /// Local mutable access to a region (valid or invalidated) by its STag.
-    pub fn region_mut(&mut self, stag: Stag) -> Option<&mut Region> {
-        self.slot_mut(stag)
+    /// Local access to a region (valid or invalidated) by its STag: a handle that
+    /// stays usable without the table.
+    pub fn region(&self, stag: Stag) -> Option<RegionRef> {
+        self.read().slot(stag).cloned()
     }
 
     /// Invalidate an STag: every later remote use fails as Invalid STag. The region
     /// stays registered for local access until deregistered.
-    pub fn invalidate(&mut self, stag: Stag) -> Result<(), MemError> {
-        let r = self.slot_mut(stag).ok_or(MemError::UnknownStag(stag))?;
-        r.valid = false;
+    pub fn invalidate(&self, stag: Stag) -> Result<(), MemError> {
+        let t = self.read();
+        let r = t.slot(stag).ok_or(MemError::UnknownStag(stag))?;
+        r.set_invalid();
         Ok(())
     }
 
     /// Invalidate on behalf of a remote peer (Send with Invalidate, spec §3.7 rule 7):
-    /// only a valid STag the stream is associated with may be invalidated.
+    /// only a valid STag the stream is associated with, registered with
+    /// [`Access::REMOTE_INVALIDATE`] (RFC 5042 §5; spec §6.2), may be invalidated.
     pub fn remote_invalidate(
-        &mut self,
+        &self,
         stag: Stag,
         pd: PdId,
         stream: StreamId,
     ) -> Result<(), AccessFault> {
-        let r = self
-            .slot_mut(stag)
-            .filter(|r| r.valid)
+        let t = self.read();
+        let r = t
+            .slot(stag)
+            .filter(|r| r.is_valid())
             .ok_or(AccessFault::InvalidStag)?;
         if !r.associated_with(pd, stream) {
             return Err(AccessFault::NotAssociated);
         }
-        r.valid = false;
+        if !r.access.contains(Access::REMOTE_INVALIDATE) {
+            return Err(AccessFault::AccessRights);
+        }
+        r.set_invalid();
         Ok(())
     }
 
-    /// Remove a region and hand its memory back.
-    pub fn deregister(&mut self, stag: Stag) -> Result<Vec<u8>, MemError> {
-        self.slot(stag).ok_or(MemError::UnknownStag(stag))?;
+    /// Remove a region and hand its memory back (a copy if a handle to it is
+    /// still held elsewhere).
+    pub fn deregister(&self, stag: Stag) -> Result<Vec<u8>, MemError> {
+        self.remove(stag).map(Region::into_data)
+    }
+
+    /// Remove a region; its handle keeps the memory alive for whoever holds it.
+    pub fn remove(&self, stag: Stag) -> Result<RegionRef, MemError> {
+        let mut t = self.write();
+        t.slot(stag).ok_or(MemError::UnknownStag(stag))?;
         let index = stag.index();
-        let slot = &mut self.slots[(index - 1) as usize];
+        let slot = &mut t.slots[(index - 1) as usize];
         let (_, region) = slot.current.take().ok_or(MemError::UnknownStag(stag))?;
         if !slot.exhausted() {
-            self.free.push_back(index);
+            t.free.push_back(index);
         }
-        self.regions -= 1;
-        self.bytes -= region.len;
-        Ok(region.into_data())
+        t.regions -= 1;
+        t.bytes -= region.len;
+        Ok(region)
     }
 
     /// Number of registered regions.
     pub fn len(&self) -> usize {
-        self.regions
+        self.read().regions
     }
 
     pub fn is_empty(&self) -> bool {
-        self.regions == 0
+        self.len() == 0
     }
 
     /// Registered octets in all regions.
     pub fn registered_bytes(&self) -> u64 {
-        self.bytes
+        self.read().bytes
     }
 
     /// The region a remote access may use, after every check of spec §2.10 step 5,
     /// in that order: STag valid, associated, access right, TO wrap, base and bounds.
-    pub fn remote_region_mut(
-        &mut self,
-        stag: Stag,
-        pd: PdId,
-        stream: StreamId,
-        need: Access,
-        to: u64,
-        len: u64,
-    ) -> Result<&mut Region, AccessFault> {
-        let r = self
-            .slot_mut(stag)
-            .filter(|r| r.valid)
-            .ok_or(AccessFault::InvalidStag)?;
-        check_access(r, pd, stream, need, to, len)?;
-        Ok(r)
-    }
-
-    /// Read-only variant of [`Self::remote_region_mut`] (an RDMA Read's source).
     pub fn remote_region(
         &self,
         stag: Stag,
@@ -279,27 +291,26 @@ impl MemoryTable {
         need: Access,
         to: u64,
         len: u64,
-    ) -> Result<&Region, AccessFault> {
+    ) -> Result<RegionRef, AccessFault> {
         let r = self
-            .slot(stag)
-            .filter(|r| r.valid)
+            .region(stag)
+            .filter(|r| r.is_valid())
             .ok_or(AccessFault::InvalidStag)?;
-        check_access(r, pd, stream, need, to, len)?;
+        check_access(&r, pd, stream, need, to, len)?;
         Ok(r)
     }
 
-    /// Place `src` at (`stag`, `to`) after the checks of [`Self::remote_region_mut`]
+    /// Place `src` at (`stag`, `to`) after the checks of [`Self::remote_region`]
     /// with the remote-write right.
     pub fn place(
-        &mut self,
+        &self,
         stag: Stag,
         pd: PdId,
         stream: StreamId,
         to: u64,
         src: &[u8],
     ) -> Result<(), AccessFault> {
-        let r =
-            self.remote_region_mut(stag, pd, stream, Access::REMOTE_WRITE, to, src.len() as u64)?;
+        let r = self.remote_region(stag, pd, stream, Access::REMOTE_WRITE, to, src.len() as u64)?;
         r.place(to, src);
         Ok(())
     }
@@ -312,14 +323,15 @@ impl MemoryTable {
         stream: StreamId,
         to: u64,
         n: usize,
-    ) -> Result<&[u8], AccessFault> {
+    ) -> Result<Vec<u8>, AccessFault> {
         let r = self.remote_region(stag, pd, stream, Access::REMOTE_READ, to, n as u64)?;
         Ok(r.read(to, n))
     }
 
     /// True if every region's guard octets are untouched (test support).
     pub fn all_guards_intact(&self) -> bool {
-        self.slots
+        self.read()
+            .slots
             .iter()
             .filter_map(|s| s.current.as_ref())
             .all(|(_, r)| r.guards_intact())

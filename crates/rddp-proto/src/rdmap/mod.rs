@@ -15,10 +15,12 @@ mod terminate;
 mod tx;
 mod wr;
 
+pub use tx::RtrRefused;
 pub use wr::{AsyncEvent, Completion, WcOpcode, WcStatus, WorkRequest};
 
 use crate::ddp::{DdpConfig, DdpStream, RecvBuffer, SourceError, StreamError};
 use crate::mem::{PdId, StreamId};
+use crate::stats::{RdmapCounters, StreamStats};
 use rddp_wire::rdmap::qn;
 use std::collections::VecDeque;
 
@@ -49,11 +51,20 @@ impl Default for RdmapConfig {
 /// A DDP message handed to DDP, awaiting its L=1 segment's departure.
 #[derive(Debug)]
 enum TxTrack {
-    Send { wr_id: u64, len: u32 },
-    Write { wr_id: u64, len: u32 },
+    Send {
+        wr_id: u64,
+        len: u32,
+    },
+    Write {
+        wr_id: u64,
+        len: u32,
+    },
     ReadRequest,
     ReadResponse,
     Terminate,
+    /// Flushed while its last segment was on its way to the LLP: nothing more to do
+    /// when [`RdmapStream::segment_sent`] reaches it.
+    Flushed,
 }
 
 /// One of our RDMA Reads whose response has not been delivered.
@@ -63,6 +74,8 @@ struct OutRead {
     sink_stag: u32,
     sink_to: u64,
     len: u32,
+    /// RDMAP's own RFC 6581 Read RTR: its completion is never the ULP's.
+    rtr: bool,
 }
 
 /// One RDMAP stream over one DDP stream.
@@ -74,6 +87,10 @@ pub struct RdmapStream {
     sq: VecDeque<WorkRequest>,
     /// Messages given to DDP, in order, until their last segment leaves.
     tx: VecDeque<TxTrack>,
+    /// With [`Self::complete_when_sent`]: messages whose last segment was polled,
+    /// in order, until the LLP reports it written ([`Self::segment_sent`]).
+    unsent: VecDeque<TxTrack>,
+    complete_when_sent: bool,
     /// Our Reads in flight (at most ORD), oldest first.
     orq: VecDeque<OutRead>,
     /// Peer Reads accepted whose Read Response has not fully left (at most IRD).
@@ -89,6 +106,10 @@ pub struct RdmapStream {
     /// A Read Response keeps its IRD slot until the LLP writer reports it sent
     /// ([`Self::read_response_sent`]) rather than until its last segment is polled.
     hold_ird_until_sent: bool,
+    /// The ULP asked for graceful teardown ([`Self::close`]).
+    closing: bool,
+    /// Issue 13: refusals, Terminates, CRC errors, completions by status.
+    counters: RdmapCounters,
 }
 
 impl RdmapStream {
@@ -114,6 +135,8 @@ impl RdmapStream {
             cfg,
             sq: VecDeque::new(),
             tx: VecDeque::new(),
+            unsent: VecDeque::new(),
+            complete_when_sent: false,
             orq: VecDeque::new(),
             irq_active: 0,
             completions: VecDeque::new(),
@@ -122,6 +145,8 @@ impl RdmapStream {
             terminate_sent: false,
             first_recv_status: None,
             hold_ird_until_sent: false,
+            closing: false,
+            counters: RdmapCounters::default(),
         })
     }
 
@@ -165,6 +190,38 @@ impl RdmapStream {
         }
     }
 
+    /// For an LLP whose writer runs behind [`Self::poll_segment`]: a Send or Write
+    /// completes (and our Terminate counts as sent) only when the writer reports
+    /// its last segment accepted by the LLP ([`Self::segment_sent`]), not when it
+    /// is polled (issue 11: completion when the last octet left).
+    pub fn complete_when_sent(&mut self) {
+        self.complete_when_sent = true;
+    }
+
+    /// The LLP accepted a segment polled from [`Self::poll_segment`] (in polling
+    /// order) whole; `last` is its L flag. Completes the Send or Write it ends.
+    pub fn segment_sent(&mut self, last: bool) {
+        if !self.complete_when_sent || !last {
+            return;
+        }
+        match self.unsent.pop_front() {
+            Some(TxTrack::Send { wr_id, len }) => self.completions.push_back(Completion::new(
+                wr_id,
+                WcOpcode::Send,
+                WcStatus::Success,
+                len,
+            )),
+            Some(TxTrack::Write { wr_id, len }) => self.completions.push_back(Completion::new(
+                wr_id,
+                WcOpcode::RdmaWrite,
+                WcStatus::Success,
+                len,
+            )),
+            Some(TxTrack::Terminate) => self.terminate_sent = true,
+            Some(TxTrack::ReadRequest | TxTrack::ReadResponse | TxTrack::Flushed) | None => {}
+        }
+    }
+
     /// Our Reads outstanding.
     pub fn reads_outstanding(&self) -> usize {
         self.orq.len()
@@ -195,11 +252,74 @@ impl RdmapStream {
     }
 
     pub fn poll_completion(&mut self) -> Option<Completion> {
-        self.completions.pop_front()
+        let c = self.completions.pop_front();
+        // The RFC 6581 Read RTR is the LLP's, not the ULP's: not counted. (By
+        // reference: the completion is not moved out and back in.)
+        if let Some(c) = &c
+            && !(c.opcode == WcOpcode::RdmaRead && c.wr_id == INTERNAL_WR_ID)
+        {
+            self.counters.completions.count(c.status);
+        }
+        c
+    }
+
+    /// The stream's counters (issue 13): what DDP sent, placed and delivered, what
+    /// was refused, Terminates by class, CRC errors, completions by status.
+    pub fn stats(&self) -> StreamStats {
+        let (tx, rx) = (self.ddp.source_stats(), self.ddp.sink_stats());
+        let c = &self.counters;
+        StreamStats {
+            segments_sent: tx.segments_sent,
+            octets_sent: tx.octets_sent,
+            messages_sent: tx.messages_sent,
+            segments_placed: rx.segments_placed,
+            octets_placed: rx.bytes_placed,
+            placed_out_of_order: rx.placed_out_of_order,
+            messages_delivered: rx.messages_delivered,
+            segments_refused: self.ddp.segments_refused() + c.segments_refused,
+            crc_errors: c.crc_errors,
+            terminates_sent: c.terminates_sent,
+            terminates_received: c.terminates_received,
+            completions: c.completions,
+        }
     }
 
     pub fn poll_event(&mut self) -> Option<AsyncEvent> {
         self.events.pop_front()
+    }
+
+    /// Graceful teardown by the ULP. Seed 000: "all in-progress DDP Messages
+    /// complete before the LLP Stream is closed; further ULP requests MUST return
+    /// error". Every request posted before still runs, including those that ORD or a
+    /// fence holds back, and every Read waits for its response; new requests
+    /// complete as flushed. [`Self::poll_close`] says when the LLP may close.
+    pub fn close(&mut self) {
+        if !self.terminated {
+            self.closing = true;
+        }
+    }
+
+    /// Whether [`Self::close`] was called.
+    pub fn is_closing(&self) -> bool {
+        self.closing
+    }
+
+    /// After [`Self::close`]: true once every request posted before it has left
+    /// (the send queue held back by ORD and fences included) and every Read has its
+    /// response, so the LLP may now close gracefully. DDP then accepts no new
+    /// message. False on a dead stream (that closes abortively, see
+    /// [`Self::should_close`]).
+    pub fn poll_close(&mut self) -> bool {
+        let done = self.closing
+            && !self.terminated
+            && self.sq.is_empty()
+            && self.orq.is_empty()
+            && self.tx.is_empty()
+            && self.ddp.drained();
+        if done {
+            self.ddp.close();
+        }
+        done
     }
 
     /// Abortive teardown (the ULP's call, or the LLP is gone): everything pending
@@ -222,6 +342,11 @@ impl RdmapStream {
     }
 
     fn flush_all(&mut self) {
+        // Deliveries are taken as they come; none should be left, but if one were
+        // its buffer still comes back.
+        while let Some(d) = self.ddp.poll_delivery() {
+            self.discard_delivery(d);
+        }
         for wr in std::mem::take(&mut self.sq) {
             self.completions.push_back(Completion::new(
                 wr.wr_id(),
@@ -236,6 +361,20 @@ impl RdmapStream {
     /// Flush what was handed to DDP but not finished: unsent Sends and Writes, and
     /// Reads awaiting their response.
     fn flush_in_flight(&mut self) {
+        // Polled but not yet reported written: flushed now, the place kept so that
+        // later `segment_sent` calls still match their segments. Oldest first.
+        for t in self.unsent.iter_mut() {
+            let flushed = match t {
+                TxTrack::Send { wr_id, .. } => Some((*wr_id, WcOpcode::Send)),
+                TxTrack::Write { wr_id, .. } => Some((*wr_id, WcOpcode::RdmaWrite)),
+                _ => None,
+            };
+            if let Some((wr_id, op)) = flushed {
+                self.completions
+                    .push_back(Completion::new(wr_id, op, WcStatus::Flushed, 0));
+                *t = TxTrack::Flushed;
+            }
+        }
         for t in std::mem::take(&mut self.tx) {
             match t {
                 TxTrack::Send { wr_id, .. } => {
@@ -254,17 +393,32 @@ impl RdmapStream {
                         0,
                     ));
                 }
-                TxTrack::ReadRequest | TxTrack::ReadResponse | TxTrack::Terminate => {}
+                TxTrack::ReadRequest
+                | TxTrack::ReadResponse
+                | TxTrack::Terminate
+                | TxTrack::Flushed => {}
             }
         }
         for r in std::mem::take(&mut self.orq) {
-            self.completions.push_back(Completion::new(
-                r.wr_id,
-                WcOpcode::RdmaRead,
-                WcStatus::Flushed,
-                0,
-            ));
+            self.read_done(r, WcStatus::Flushed);
         }
+    }
+
+    /// An outstanding Read is over: its completion, unless it is the Read RTR
+    /// (RFC 6581: the RTR is absorbed by RDMAP, not a ULP message; spec §4.10), so
+    /// whatever becomes of it nothing reaches the ULP, and the ULP's own Reads keep
+    /// their own completions.
+    fn read_done(&mut self, r: OutRead, status: WcStatus) {
+        if r.rtr {
+            return;
+        }
+        let len = if status == WcStatus::Success {
+            r.len
+        } else {
+            0
+        };
+        self.completions
+            .push_back(Completion::new(r.wr_id, WcOpcode::RdmaRead, status, len));
     }
 }
 

@@ -3,14 +3,16 @@
 
 use super::terminate::{from_ddp_error, with_header};
 use super::{AsyncEvent, Completion, INTERNAL_WR_ID, RdmapStream, WcOpcode, WcStatus};
+use crate::ddp::Payload;
 use crate::ddp::{Delivery, RecvBuffer, SenderSeq, StreamError, StreamEvent};
-use crate::mem::{AccessFault, MemoryTable, Stag};
+use crate::mem::{Access, AccessFault, MemoryTable, Stag};
 use bytes::Bytes;
 use rddp_wire::ddp::DDP_VERSION;
 use rddp_wire::rdmap::{RDMAP_VERSION, qn};
 use rddp_wire::read_request::{READ_REQ_HDR_LEN, ReadRequestHeader};
 use rddp_wire::{
-    DdpControl, DdpHeader, Opcode, RdmapControl, Terminate, TerminateCode, UntaggedHeader,
+    DdpControl, DdpHeader, Opcode, RdmapControl, TaggedHeader, Terminate, TerminateCode,
+    UntaggedHeader,
 };
 
 /// An RDMAP-level refusal found before placement.
@@ -31,14 +33,15 @@ impl RdmapStream {
     /// the segment was accepted.
     pub fn on_segment(
         &mut self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         seq: SenderSeq,
         seg: &[u8],
     ) -> Result<(), StreamError> {
         if self.terminated {
             return Err(StreamError::Closed);
         }
-        if let Err(r) = self.pre_check(seg) {
+        if let Err(r) = self.pre_check(seq, seg) {
+            self.counters.segments_refused += 1;
             let term = match (r.echo, DdpHeader::parse(seg)) {
                 (true, Ok(h)) => with_header(r.code, h, seg.len(), None),
                 _ => Terminate::bare(r.code),
@@ -49,22 +52,22 @@ impl RdmapStream {
         }
         let res = self.ddp.on_segment(mem, seq, seg);
         self.drain_ddp_events();
+        // One segment can release a batch of deliveries (an out-of-order LLP). If
+        // one of them ends the stream, the rest still give their buffers back.
         while let Some(d) = self.ddp.poll_delivery() {
             if self.terminated {
-                // The stream died on an earlier message (or this segment):
-                // later ones are not acted on, but their buffers complete.
-                self.flush_delivery(d);
-                continue;
+                self.discard_delivery(d);
+            } else {
+                self.on_delivery(mem, d);
             }
-            self.on_delivery(mem, d);
         }
         res
     }
 
-    /// A message delivered after the stream died: hand a Send's receive buffer
-    /// back as flushed (RDMAP's own buffers and tagged messages need nothing:
-    /// outstanding Reads were flushed when the stream died).
-    fn flush_delivery(&mut self, d: Delivery) {
+    /// A message DDP delivered after the stream died: its receive buffer comes
+    /// back flushed (a receive is never stranded); RDMAP's own buffers and tagged
+    /// messages need nothing (the Reads were flushed with the stream).
+    pub(super) fn discard_delivery(&mut self, d: Delivery) {
         if let Delivery::Untagged { buffer, .. } = d
             && buffer.id < INTERNAL_WR_ID
         {
@@ -77,7 +80,7 @@ impl RdmapStream {
     /// RDMAP version and opcode (0/2/0x05, 0/2/0x06), opcode against QN, Read
     /// Request shape, and a Read Response against our outstanding Reads so that it
     /// is never placed past the sink it was asked for.
-    fn pre_check(&self, seg: &[u8]) -> Result<(), Refusal> {
+    fn pre_check(&self, seq: SenderSeq, seg: &[u8]) -> Result<(), Refusal> {
         // Leave truncated segments and DDP version errors to DDP (spec §2.10 step 2).
         let (Some(&c), Some(&r)) = (seg.first(), seg.get(1)) else {
             return Ok(());
@@ -142,12 +145,83 @@ impl RdmapStream {
                 Ok(())
             }
             DdpHeader::Tagged(h) if op == Opcode::READ_RESPONSE => {
-                self.check_read_response(h.stag, h.to, payload as u64)
+                if seq == self.ddp.sink().next_seq() {
+                    self.check_read_response_in_order(&h, payload as u64)
+                } else {
+                    self.check_read_response(h.stag, h.to, payload as u64)
+                }
             }
             DdpHeader::Tagged(_) => Ok(()),
         }
     }
 
+    /// A Read Response segment in sender order (always on MPA): it belongs to the
+    /// oldest outstanding Read (RFC 5040 §5.5: responses come back in request
+    /// order; spec §3.7 rule 4), carries that Read's sink STag, starts where the
+    /// response so far ends, and stays inside the Read's length, which its L=1
+    /// segment must reach exactly: every octet of the sink once (as siw
+    /// `siw_rresp_check_ntoh`). Checked before placement. A wrong STag is 1/1/0x00
+    /// (invalid STag), a wrong TO or length 1/1/0x01 (base or bounds): DDP's codes,
+    /// since the segment fails as a tagged placement into the sink (spec §3.6).
+    fn check_read_response_in_order(&self, h: &TaggedHeader, len: u64) -> Result<(), Refusal> {
+        let Some(r) = self.orq.front() else {
+            return Err(refuse(
+                TerminateCode::RDMAP_UNEXPECTED_OPCODE,
+                true,
+                "Read Response with no outstanding Read Request".into(),
+            ));
+        };
+        let want = u64::from(r.len);
+        let progress = self.ddp.sink().tagged_in_progress();
+        let done = match progress {
+            // Another message is in progress: DDP refuses the segment (0/2/0x06).
+            Some(p) if p.rsvd_ulp != h.rsvd_ulp => return Ok(()),
+            Some(p) => p.len,
+            // A zero-length message: its STag and TO are not checked (seed 000);
+            // it answers a zero-length Read (the RFC 6581 RTR).
+            None if len == 0 && h.ctrl.last() => {
+                return if want == 0 {
+                    Ok(())
+                } else {
+                    Err(refuse(
+                        TerminateCode::DDP_BASE_BOUNDS,
+                        true,
+                        format!("zero-length Read Response to a Read of {want} octets"),
+                    ))
+                };
+            }
+            None => 0,
+        };
+        if h.stag != r.sink_stag {
+            return Err(refuse(
+                TerminateCode::DDP_INVALID_STAG,
+                true,
+                format!(
+                    "Read Response to STag {:#010x}; the oldest Read's sink is {:#010x}",
+                    h.stag, r.sink_stag
+                ),
+            ));
+        }
+        let at = r.sink_to.wrapping_add(done);
+        let end = done + len;
+        if h.to != at || end > want || (h.ctrl.last() && end != want) {
+            return Err(refuse(
+                TerminateCode::DDP_BASE_BOUNDS,
+                true,
+                format!(
+                    "Read Response of {len} octets at TO {:#x}: the oldest Read wants {want} octets at {:#x}, {done} received",
+                    h.to, r.sink_to
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A Read Response segment that arrived ahead of an earlier one (an out-of-
+    /// order LLP): which Read it answers is known only in sender order, so here
+    /// it must fit inside the sink of some outstanding Read; the exact match is
+    /// checked when DDP delivers the message ([`Self::complete_read`]), after DDP
+    /// has checked that its segments tiled one range of one STag.
     fn check_read_response(&self, stag: u32, to: u64, len: u64) -> Result<(), Refusal> {
         if self.orq.is_empty() {
             return Err(refuse(
@@ -209,7 +283,7 @@ impl RdmapStream {
         }
     }
 
-    fn on_delivery(&mut self, mem: &mut MemoryTable, d: Delivery) {
+    fn on_delivery(&mut self, mem: &MemoryTable, d: Delivery) {
         match d {
             Delivery::Tagged {
                 rsvd_ulp,
@@ -239,40 +313,41 @@ impl RdmapStream {
         }
     }
 
-    /// The Read Response for the oldest outstanding Read, first-in first-out.
+    /// The Read Response for the oldest outstanding Read, first-in first-out. DDP
+    /// delivers a tagged message only if its segments tiled [to, to + len) of one
+    /// STag, so this is the exact match of [`Self::check_read_response_in_order`]
+    /// for responses that arrived out of order. A zero-length response to a
+    /// zero-length Read is not checked (seed 000).
     fn complete_read(&mut self, stag: u32, to: u64, len: u64) {
-        match self.orq.front() {
-            Some(r) if r.sink_stag == stag && r.sink_to == to && u64::from(r.len) == len => {
-                let r = *r;
-                self.orq.pop_front();
-                self.completions.push_back(Completion::new(
-                    r.wr_id,
-                    WcOpcode::RdmaRead,
-                    WcStatus::Success,
-                    r.len,
-                ));
+        let code = match self.orq.front() {
+            Some(r) if r.len == 0 && len == 0 => None,
+            Some(_) if len == 0 => Some(TerminateCode::DDP_BASE_BOUNDS),
+            Some(r) if r.sink_stag != stag => Some(TerminateCode::DDP_INVALID_STAG),
+            Some(r) if r.sink_to == to && u64::from(r.len) == len => None,
+            _ => Some(TerminateCode::DDP_BASE_BOUNDS),
+        };
+        match code {
+            None => {
+                let Some(r) = self.orq.pop_front() else {
+                    return;
+                };
+                self.read_done(r, WcStatus::Success);
                 self.pump_sq();
             }
-            _ => {
-                let hdr = DdpHeader::Tagged(rddp_wire::TaggedHeader::new(
+            Some(code) => {
+                let hdr = DdpHeader::Tagged(TaggedHeader::new(
                     true,
                     RdmapControl::new(Opcode::READ_RESPONSE).0,
                     stag,
                     to,
                 ));
-                let term = with_header(TerminateCode::DDP_BASE_BOUNDS, hdr, 14, None);
+                let term = with_header(code, hdr, 14, None);
                 self.fatal(term, format!("Read Response of {len} octets at STag {stag:#010x} TO {to:#x} does not match the oldest Read"));
             }
         }
     }
 
-    fn on_send(
-        &mut self,
-        mem: &mut MemoryTable,
-        hdr: UntaggedHeader,
-        len: u32,
-        buffer: RecvBuffer,
-    ) {
+    fn on_send(&mut self, mem: &MemoryTable, hdr: UntaggedHeader, len: u32, buffer: RecvBuffer) {
         let op = RdmapControl(hdr.rsvd_ulp[0]).opcode();
         let mut c = Completion::new(buffer.id, WcOpcode::Recv, WcStatus::Success, len);
         c.qn_msn = Some((hdr.qn, hdr.msn));
@@ -280,10 +355,17 @@ impl RdmapStream {
         if op.carries_invalidate_stag() {
             let s = hdr.rsvd_ulp;
             let stag = u32::from_be_bytes([s[1], s[2], s[3], s[4]]);
-            // Invalidate after placement, before delivery (spec §3.7 rule 7).
+            // Invalidate after placement, before delivery (spec §3.7 rule 7). Only
+            // regions registered with `Access::REMOTE_INVALIDATE` may be (RFC 5042
+            // §5, spec §6.2). The code is "STag cannot be invalidated" (RFC 5040
+            // §4.8): EType 1, Remote Protection, when the STag is valid but not the
+            // peer's to invalidate (another PD or stream, or no such right), EType
+            // 2, Remote Operation, when it names no valid region (as siw).
             if let Err(f) = mem.remote_invalidate(Stag(stag), self.ddp.pd(), self.ddp.id()) {
                 let code = match f {
-                    AccessFault::NotAssociated => TerminateCode::RDMAP_PROT_CANNOT_INVALIDATE,
+                    AccessFault::NotAssociated | AccessFault::AccessRights => {
+                        TerminateCode::RDMAP_PROT_CANNOT_INVALIDATE
+                    }
                     _ => TerminateCode::RDMAP_OP_CANNOT_INVALIDATE,
                 };
                 let term = with_header(code, DdpHeader::Untagged(hdr), 18 + len as usize, None);
@@ -309,7 +391,7 @@ impl RdmapStream {
     }
 
     /// Serve a Read Request in arrival order, within IRD (spec §3.4, §3.7).
-    fn on_read_request(&mut self, mem: &mut MemoryTable, hdr: UntaggedHeader, buffer: RecvBuffer) {
+    fn on_read_request(&mut self, mem: &MemoryTable, hdr: UntaggedHeader, buffer: RecvBuffer) {
         let rr = ReadRequestHeader::parse(&buffer.data).ok();
         // Give the internal buffer back to the Read Request queue.
         let _ = self.ddp.post_recv(qn::READ_REQUEST, buffer);
@@ -331,23 +413,52 @@ impl RdmapStream {
             );
             return;
         }
+        // The Read Response covers [sink TO, sink TO + size): if that wraps 2^64
+        // it cannot be sent (RFC 5041 §5.2: a tagged message's TO range does not
+        // wrap). The request itself is at fault: 0/1/0x04, TO wrap, with its
+        // header (RFC 5040 §4.8), rather than a response dropped silently.
+        if rr.sink_to.checked_add(u64::from(rr.size)).is_none() {
+            let term = with_header(
+                TerminateCode::RDMAP_TO_WRAP,
+                DdpHeader::Untagged(hdr),
+                seg,
+                Some(rr),
+            );
+            self.fatal(
+                term,
+                format!(
+                    "peer asked for {} octets at sink TO {:#x}: the Read Response would wrap 2^64",
+                    rr.size, rr.sink_to
+                ),
+            );
+            return;
+        }
         // A zero-length Read (e.g. the RFC 6581 RTR) reads nothing: no checks, and
         // one zero-length Read Response (spec §2.8).
         if rr.size == 0 {
-            self.respond_read(rr.sink_stag, rr.sink_to, Bytes::new());
+            self.respond_read(hdr, rr, Bytes::new());
             return;
         }
-        let src = mem.read_remote(
+        let src = mem.remote_region(
             Stag(rr.src_stag),
             self.ddp.pd(),
             self.ddp.id(),
+            Access::REMOTE_READ,
             rr.src_to,
-            rr.size as usize,
+            u64::from(rr.size),
         );
         match src {
-            Ok(data) => {
-                let data = Bytes::copy_from_slice(data);
-                self.respond_read(rr.sink_stag, rr.sink_to, data);
+            Ok(region) => {
+                // The response leases the source range: the LLP reads it from the
+                // region when it writes, no copy here.
+                let offset = (rr.src_to - region.base_to()) as usize;
+                let len = rr.size as usize;
+                let lease = Payload::Region {
+                    region,
+                    offset,
+                    len,
+                };
+                self.respond_read(hdr, rr, lease);
             }
             Err(f) => {
                 let code = match f {

@@ -2,12 +2,12 @@
 //! Layer/EType/Code and M/D/R headers, sent as the last message; a received one is
 //! reported and never answered.
 
-use super::{AsyncEvent, Completion, RdmapStream, TxTrack, WcOpcode, WcStatus};
+use super::{AsyncEvent, Completion, RdmapStream, TxTrack, WcStatus};
 use crate::ddp::DdpError;
 use bytes::Bytes;
 use rddp_wire::rdmap::qn;
 use rddp_wire::read_request::ReadRequestHeader;
-use rddp_wire::{DdpHeader, Opcode, Terminate, TerminateCode};
+use rddp_wire::{DdpHeader, Opcode, ReceivedTerminate, Terminate, TerminateCode};
 
 /// The Terminate describing a DDP validation failure: M=D=1 with the offending
 /// header and segment length when the header can be trusted, else the code alone.
@@ -41,6 +41,7 @@ impl RdmapStream {
         }
         self.terminated = true;
         let code = term.code;
+        self.counters.terminates_sent.count(Some(code));
         // Every field of a Terminate we build is in range, so encoding succeeds;
         // if it did not, the code alone still goes out.
         let body = term
@@ -76,14 +77,20 @@ impl RdmapStream {
     /// a Terminate with the code alone goes out as the last message, then the LLP
     /// closes.
     pub fn llp_error(&mut self, code: TerminateCode, detail: String) {
+        if code == TerminateCode::MPA_CRC_ERROR {
+            self.counters.crc_errors += 1;
+        }
         self.ddp.fail(code);
         self.fatal(Terminate::bare(code), detail);
     }
 
     /// The peer's Terminate arrived (QN 2): stop, report, never answer (spec §3.5).
+    /// Read as the peer meant it, siw's bitfield layout included (see
+    /// [`ReceivedTerminate`]).
     pub(super) fn on_terminate_received(&mut self, body: &[u8]) {
-        let terminate = Terminate::parse(body).ok();
-        let code = terminate.as_ref().map(|t| t.code);
+        let received = ReceivedTerminate::decode(body);
+        let terminate = received.terminate.clone();
+        let code = received.code();
         let already = self.terminated;
         self.terminated = true;
         self.ddp
@@ -95,13 +102,16 @@ impl RdmapStream {
                 Some(c) if c.etype == 1 && c.layer <= 1 => WcStatus::RemoteAccess,
                 _ => WcStatus::RemoteOperation,
             };
-            self.completions
-                .push_back(Completion::new(r.wr_id, WcOpcode::RdmaRead, status, 0));
+            self.read_done(r, status);
         }
         self.flush_all();
         if !already {
-            self.events
-                .push_back(AsyncEvent::TerminateReceived { code, terminate });
+            self.counters.terminates_received.count(code);
+            self.events.push_back(AsyncEvent::TerminateReceived {
+                code,
+                terminate,
+                received: Box::new(received),
+            });
         }
     }
 }

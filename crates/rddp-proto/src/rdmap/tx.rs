@@ -1,20 +1,24 @@
 //! The sending side: work requests -> DDP messages, ORD and fences, completions of
 //! Sends and Writes when their last segment leaves.
 
+use super::terminate::with_header;
 use super::{Completion, OutRead, RdmapStream, TxTrack, WcOpcode, WcStatus, WorkRequest};
-use crate::ddp::OutSegment;
+use crate::ddp::{OutSegment, Payload};
 use crate::mem::{Access, MemoryTable, Stag};
 use bytes::Bytes;
+use rddp_wire::ddp::UNTAGGED_HDR_LEN;
 use rddp_wire::rdmap::qn;
-use rddp_wire::read_request::ReadRequestHeader;
-use rddp_wire::{Opcode, RdmapControl};
+use rddp_wire::read_request::{READ_REQ_HDR_LEN, ReadRequestHeader};
+use rddp_wire::{DdpHeader, Opcode, RdmapControl, TerminateCode, UntaggedHeader};
 
 impl RdmapStream {
     /// Post a work request. Checks needing only local state fail at once as a
-    /// completion (never a panic); after the stream died it completes as flushed.
-    /// `mem` is the local memory table (a Read's sink STag is checked here).
+    /// completion (never a panic): a Read's sink, a Read with ORD 0. After the
+    /// stream died, or once graceful teardown began ([`Self::close`]), it completes
+    /// as flushed. `mem` is the local memory table (a Read's sink STag is checked
+    /// here).
     pub fn post(&mut self, mem: &MemoryTable, wr: WorkRequest) {
-        if self.terminated {
+        if self.terminated || self.closing {
             self.completions.push_back(Completion::new(
                 wr.wr_id(),
                 wr.opcode(),
@@ -31,6 +35,17 @@ impl RdmapStream {
             ..
         } = wr
         {
+            // ORD 0 (the peer announced IRD 0, RFC 6581): no Read can ever leave, and
+            // one waiting in the send queue would hold back everything behind it.
+            if self.cfg.ord == 0 {
+                self.completions.push_back(Completion::new(
+                    wr_id,
+                    WcOpcode::RdmaRead,
+                    WcStatus::LocalQpOperation,
+                    0,
+                ));
+                return;
+            }
             // The response lands through DDP's tagged checks, so the sink must be a
             // valid region of this stream with remote write (spec §3.4). A
             // zero-length Read places nothing (the RFC 6581 RTR): no sink needed.
@@ -75,7 +90,33 @@ impl RdmapStream {
         }
     }
 
+    /// Queue RDMAP's own RFC 6581 Read RTR: a zero-length Read, the first message
+    /// of an initiator that chose it (spec §4.10). It takes an ORD slot like any
+    /// Read, but no completion of it ever reaches the ULP. Refused unless it can
+    /// leave now: a live stream, a free ORD slot, nothing waiting ahead of it.
+    pub fn post_read_rtr(&mut self) -> Result<(), RtrRefused> {
+        if self.terminated || !self.sq.is_empty() || self.orq.len() >= self.cfg.ord as usize {
+            return Err(RtrRefused { ord: self.cfg.ord });
+        }
+        let rtr = WorkRequest::Read {
+            wr_id: super::INTERNAL_WR_ID,
+            local_stag: 1,
+            local_to: 0,
+            len: 0,
+            remote_stag: 1,
+            remote_to: 0,
+            fence: false,
+        };
+        self.submit_as(rtr, true);
+        Ok(())
+    }
+
     fn submit(&mut self, wr: WorkRequest) {
+        self.submit_as(wr, false);
+    }
+
+    /// `rtr`: the request is the Read RTR ([`Self::post_read_rtr`]).
+    fn submit_as(&mut self, wr: WorkRequest, rtr: bool) {
         let wr_id = wr.wr_id();
         let opcode = wr.opcode();
         let res = match wr {
@@ -134,11 +175,12 @@ impl RdmapStream {
                         sink_stag: local_stag,
                         sink_to: local_to,
                         len,
+                        rtr,
                     });
                 })
             }
         };
-        if res.is_err() {
+        if res.is_err() && !rtr {
             // Too long, TO wrap, or the stream refuses: a local error of this request.
             let status = if self.terminated {
                 WcStatus::Flushed
@@ -150,21 +192,58 @@ impl RdmapStream {
         }
     }
 
-    /// Queue the Read Response for an accepted Read Request (served in arrival order).
-    pub(super) fn respond_read(&mut self, sink_stag: u32, sink_to: u64, data: Bytes) {
+    /// Queue the Read Response for an accepted Read Request (`hdr`, `rr`), served
+    /// in arrival order. If it cannot be queued (graceful teardown has begun, so
+    /// no message may enter the stream) the peer's Read would wait forever: the
+    /// stream ends with 0/2/0x07, catastrophic error localized to the RDMAP
+    /// stream, and the Read Request header (RFC 5040 §4.8, M=D=R=1).
+    pub(super) fn respond_read(
+        &mut self,
+        hdr: UntaggedHeader,
+        rr: ReadRequestHeader,
+        data: impl Into<Payload>,
+    ) {
         let ctrl = RdmapControl::new(Opcode::READ_RESPONSE).0;
-        if self.ddp.send_tagged(ctrl, sink_stag, sink_to, data).is_ok() {
-            self.tx.push_back(TxTrack::ReadResponse);
-            self.irq_active += 1;
+        match self.ddp.send_tagged(ctrl, rr.sink_stag, rr.sink_to, data) {
+            Ok(()) => {
+                self.tx.push_back(TxTrack::ReadResponse);
+                self.irq_active += 1;
+            }
+            Err(e) => {
+                let code = TerminateCode::RDMAP_CATASTROPHIC_STREAM;
+                let seg = UNTAGGED_HDR_LEN + READ_REQ_HDR_LEN;
+                let term = with_header(code, DdpHeader::Untagged(hdr), seg, Some(rr));
+                self.fatal(
+                    term,
+                    format!(
+                        "cannot send the Read Response for {} octets at sink STag {:#010x} TO {:#x}: {e}",
+                        rr.size, rr.sink_stag, rr.sink_to
+                    ),
+                );
+            }
         }
     }
 
     /// The next segment for the LLP. When a message's last segment leaves, a Send or
-    /// Write completes and a Read Response frees its IRD slot.
+    /// Write completes (with [`Self::complete_when_sent`]: when the LLP reports it
+    /// written) and a Read Response frees its IRD slot.
     pub fn poll_segment(&mut self) -> Option<OutSegment> {
         let seg = self.ddp.poll_segment()?;
         if seg.header.last() {
-            match self.tx.pop_front() {
+            let track = self.tx.pop_front();
+            if let Some(TxTrack::ReadResponse) = track
+                && !self.hold_ird_until_sent
+            {
+                self.irq_active = self.irq_active.saturating_sub(1);
+            }
+            if self.complete_when_sent {
+                // Sends, Writes and our Terminate wait for `segment_sent`.
+                if let Some(t) = track {
+                    self.unsent.push_back(t);
+                }
+                return Some(seg);
+            }
+            match track {
                 Some(TxTrack::Send { wr_id, len }) => {
                     self.completions.push_back(Completion::new(
                         wr_id,
@@ -181,16 +260,22 @@ impl RdmapStream {
                         len,
                     ));
                 }
-                Some(TxTrack::ReadResponse) if !self.hold_ird_until_sent => {
-                    self.irq_active = self.irq_active.saturating_sub(1)
-                }
-                Some(TxTrack::ReadResponse) => {}
                 Some(TxTrack::Terminate) => self.terminate_sent = true,
-                Some(TxTrack::ReadRequest) | None => {}
+                Some(TxTrack::ReadResponse | TxTrack::ReadRequest | TxTrack::Flushed) | None => {}
             }
         }
         Some(seg)
     }
+}
+
+/// The Read RTR cannot leave now (spec §4.10: it takes an ORD slot, so it needs
+/// ORD of at least 1, and it is the initiator's first message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the RFC 6581 Read RTR cannot be sent: it needs a free ORD slot (ORD is {ord}) on a live stream with nothing queued ahead of it"
+)]
+pub struct RtrRefused {
+    pub ord: u32,
 }
 
 /// RsvdULP of an untagged RDMAP message: control octet, then the Invalidate STag.

@@ -1,7 +1,7 @@
 //! Work requests in, completions and asynchronous events out (the verbs vocabulary).
 
-use bytes::Bytes;
-use rddp_wire::{Terminate, TerminateCode};
+use crate::ddp::Payload;
+use rddp_wire::{ReceivedTerminate, Terminate, TerminateCode};
 
 /// A local request on a stream's send side.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -9,7 +9,8 @@ pub enum WorkRequest {
     /// Send (RFC 5040 §5.3), optionally with Solicited Event and/or Invalidate STag.
     Send {
         wr_id: u64,
-        payload: Bytes,
+        /// Owned octets or a lease on a region (read when the LLP writes it).
+        payload: Payload,
         solicited: bool,
         invalidate: Option<u32>,
         fence: bool,
@@ -17,7 +18,7 @@ pub enum WorkRequest {
     /// RDMA Write of `payload` to the peer's (`remote_stag`, `remote_to`).
     Write {
         wr_id: u64,
-        payload: Bytes,
+        payload: Payload,
         remote_stag: u32,
         remote_to: u64,
         fence: bool,
@@ -75,6 +76,9 @@ pub enum WcStatus {
     RemoteAccess,
     /// The peer reported another error (IBV_WC_REM_OP_ERR).
     RemoteOperation,
+    /// The request cannot run on this stream (IBV_WC_LOC_QP_OP_ERR): an RDMA Read
+    /// when connection setup agreed ORD 0.
+    LocalQpOperation,
     /// The stream failed or closed before the request ran (IBV_WC_WR_FLUSH_ERR).
     Flushed,
     /// A local catastrophic error (IBV_WC_FATAL_ERR).
@@ -127,10 +131,13 @@ pub enum AsyncEvent {
     /// We found a fatal error on the peer's data and queued a Terminate as the last
     /// message; the LLP should close once it has left.
     TerminateSent { code: TerminateCode, detail: String },
-    /// The peer sent a Terminate (parsed if well formed); the stream is dead.
+    /// The peer sent a Terminate; the stream is dead. `code` and `terminate` are
+    /// what the peer meant, when the body could be decoded (in the RFC layout or
+    /// siw's); `received` keeps the raw octets, the layout and a note for reports.
     TerminateReceived {
         code: Option<TerminateCode>,
         terminate: Option<Terminate>,
+        received: Box<ReceivedTerminate>,
     },
     /// The stream is closed.
     Closed { graceful: bool },

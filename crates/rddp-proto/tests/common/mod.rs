@@ -1,6 +1,8 @@
 //! Helpers shared by the engine's integration tests.
 #![allow(dead_code)]
 
+pub mod host;
+
 use bytes::Bytes;
 use rddp_proto::ddp::{DdpConfig, DdpStream, StreamError};
 use rddp_proto::mem::{Access, MemoryTable, PdId, Stag, StagScope, StreamId};
@@ -18,7 +20,7 @@ pub fn rw() -> Access {
 }
 
 /// A 64-octet zeroed region at TO 0x1000 in PD, scoped to the PD.
-pub fn region(mem: &mut MemoryTable) -> Stag {
+pub fn region(mem: &MemoryTable) -> Stag {
     mem.register(PD, StagScope::Pd, rw(), 0x1000, vec![0; 64])
         .unwrap()
 }
@@ -38,12 +40,7 @@ pub fn untagged(last: bool, qn: u32, msn: u32, mo: u32, payload: &[u8]) -> Vec<u
 }
 
 /// Feed one segment at `seq`; return the Terminate code if it was refused.
-pub fn feed(
-    s: &mut DdpStream,
-    mem: &mut MemoryTable,
-    seq: u64,
-    seg: &[u8],
-) -> Option<TerminateCode> {
+pub fn feed(s: &mut DdpStream, mem: &MemoryTable, seq: u64, seg: &[u8]) -> Option<TerminateCode> {
     match s.on_segment(mem, seq, seg) {
         Ok(()) => None,
         Err(StreamError::Erroneous(c)) => Some(c),

@@ -14,6 +14,15 @@ use usrsctp_ffi::{Notification, Received, Socket};
 /// may differ from ours, but never beyond this); anything bigger aborts.
 const RECV_BUF: usize = 64 * 1024;
 
+/// What a capture (`--pcap`) is shown of the association's messages: each is one
+/// whole DATA chunk on the wire (spec §5.1). Called on the driver's thread.
+pub trait ChunkTap: Send + std::fmt::Debug {
+    /// A message handed to SCTP on stream `sid` with `ppid`.
+    fn sent(&mut self, sid: u16, ppid: u32, payload: &[u8]);
+    /// A message received, with its TSN and stream as SCTP reported them.
+    fn received(&mut self, tsn: u32, sid: u16, ppid: u32, payload: &[u8]);
+}
+
 /// Counters of the association.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ChunkStats {
@@ -32,6 +41,8 @@ pub struct SctpConnection {
     stats: ChunkStats,
     /// Every chunk sent, kept only when recording (wire checks).
     record: Option<Vec<OutChunk>>,
+    /// A capture of every message sent and received (`--pcap`).
+    tap: Option<Box<dyn ChunkTap>>,
     closed: bool,
     /// When the path (fragmentation point) was last read.
     path_checked: Instant,
@@ -51,6 +62,7 @@ impl SctpConnection {
             fragmentation_point,
             stats: ChunkStats::default(),
             record: None,
+            tap: None,
             closed: false,
             path_checked: Instant::now(),
         }
@@ -83,6 +95,16 @@ impl SctpConnection {
         self.record = Some(Vec::new());
     }
 
+    /// Show every message sent and received from now on to `tap`.
+    pub fn set_tap(&mut self, tap: Box<dyn ChunkTap>) {
+        self.tap = Some(tap);
+    }
+
+    /// The peer's primary address and SCTP port, as SCTP reports it (IPv4).
+    pub fn peer_addr(&self) -> Option<std::net::SocketAddrV4> {
+        self.sock.status().ok()?.primary
+    }
+
     pub fn take_recorded(&mut self) -> Vec<OutChunk> {
         self.record.take().unwrap_or_default()
     }
@@ -110,9 +132,19 @@ impl SctpConnection {
             let _ = self.refresh_path();
         }
         loop {
-            let Some(c) = self.blocked.take().or_else(|| self.ad.poll_transmit()) else {
-                return Ok(true);
+            // A blocked chunk was shown to the tap when it was first tried.
+            let (c, shown) = match self.blocked.take() {
+                Some(c) => (c, true),
+                None => match self.ad.poll_transmit() {
+                    Some(c) => (c, false),
+                    None => return Ok(true),
+                },
             };
+            // Shown before it leaves: an answer shown by a peer in this process
+            // must come after it in a capture.
+            if let (false, Some(t)) = (shown, self.tap.as_mut()) {
+                t.sent(c.sid, c.ppid, &c.payload);
+            }
             // Unordered always; one chunk per message, never above the fragmentation
             // point (the adaptation capped the segment).
             match self.sock.send(c.sid, c.ppid, true, &c.payload) {
@@ -133,7 +165,7 @@ impl SctpConnection {
 
     /// Receive one message or notification (waiting up to `timeout`) and feed it to
     /// the adaptation. Returns false on timeout.
-    pub fn poll(&mut self, mem: &mut MemoryTable, timeout: Duration) -> Result<bool, DriverError> {
+    pub fn poll(&mut self, mem: &MemoryTable, timeout: Duration) -> Result<bool, DriverError> {
         if self.closed {
             return Err(DriverError::Closed);
         }
@@ -149,6 +181,9 @@ impl SctpConnection {
                 complete,
             } => {
                 self.stats.chunks_received += 1;
+                if let Some(t) = self.tap.as_mut() {
+                    t.received(info.tsn, info.sid, info.ppid, &self.buf[..len]);
+                }
                 let bad = if !complete {
                     Some(format!("message larger than {RECV_BUF} octets"))
                 } else if !info.unordered {
@@ -181,7 +216,7 @@ impl SctpConnection {
     /// Flush and poll until `done` holds or `timeout` passes.
     pub fn run_until(
         &mut self,
-        mem: &mut MemoryTable,
+        mem: &MemoryTable,
         timeout: Duration,
         mut done: impl FnMut(&mut Self) -> bool,
     ) -> Result<(), DriverError> {
@@ -214,11 +249,15 @@ impl SctpConnection {
     /// Association error: ABORT, and every session closes without a Terminate on
     /// each stream (spec §5.6).
     fn fail(&mut self, e: AssociationError) -> DriverError {
+        tracing::warn!("SCTP: {e}; ABORT sent, every session on the association ends");
         let _ = self.sock.abort();
         self.lost(e.into())
     }
 
     fn lost(&mut self, e: DriverError) -> DriverError {
+        if !self.closed {
+            tracing::info!("SCTP: the association ended: {e}");
+        }
         self.closed = true;
         self.ad.on_association_lost();
         e

@@ -10,7 +10,7 @@
 mod connection;
 mod setup;
 
-pub use connection::{ChunkStats, SctpConnection};
+pub use connection::{ChunkStats, ChunkTap, SctpConnection};
 pub use setup::{Listener, connect, connect_conn};
 
 use crate::adaptation::Config;

@@ -162,6 +162,15 @@ fn running_port() -> Result<u16, DriverError> {
 /// Wait for COMM_UP and the peer's Adaptation Layer Indication; anything else
 /// first (data, or no indication in time) means no DDP: the association is aborted.
 pub(crate) fn verify(s: Socket, opts: &Options) -> Result<SctpConnection, DriverError> {
+    let r = check(s, opts);
+    // Info, not a warning: the error goes back to the caller, who reports it.
+    if let Err(e) = &r {
+        tracing::info!("SCTP: association setup failed: {e}");
+    }
+    r
+}
+
+fn check(s: Socket, opts: &Options) -> Result<SctpConnection, DriverError> {
     let deadline = Instant::now() + opts.setup_timeout;
     let mut buf = vec![0u8; 1024];
     let mut up = false;
@@ -218,5 +227,10 @@ pub(crate) fn verify(s: Socket, opts: &Options) -> Result<SctpConnection, Driver
     }
     let mut cfg = opts.config;
     cfg.streams = st.outstrms.min(cfg.streams);
+    tracing::info!(
+        "SCTP: association up, the peer announced the DDP adaptation (0x00000001); {} streams, fragmentation point {}",
+        cfg.streams,
+        st.fragmentation_point
+    );
     Ok(SctpConnection::new(s, cfg, st.fragmentation_point as usize))
 }

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod link;
+pub mod sides;
 pub mod wire;
 
 use rddp_proto::mem::MemoryTable;
@@ -38,7 +39,7 @@ pub fn pattern(seed: u8, len: usize) -> Vec<u8> {
 /// Run `c` until an event matching `f` arrives; returns it.
 pub fn wait_event(
     c: &mut SctpConnection,
-    mem: &mut MemoryTable,
+    mem: &MemoryTable,
     mut f: impl FnMut(&Event) -> bool,
 ) -> Event {
     let mut found = None;
@@ -59,9 +60,9 @@ pub fn wait_event(
 /// Flush and poll both ends of an in-process association until `done`.
 pub fn drive(
     a: &mut SctpConnection,
-    ma: &mut MemoryTable,
+    ma: &MemoryTable,
     b: &mut SctpConnection,
-    mb: &mut MemoryTable,
+    mb: &MemoryTable,
     mut done: impl FnMut(&mut SctpConnection, &mut SctpConnection) -> bool,
 ) {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);

@@ -101,9 +101,9 @@ pub fn split(v: &str) -> Vec<&str> {
 /// returns every chunk both sides sent.
 pub fn session(
     a: &mut SctpConnection,
-    ma: &mut MemoryTable,
+    ma: &MemoryTable,
     b: &mut SctpConnection,
-    mb: &mut MemoryTable,
+    mb: &MemoryTable,
 ) -> Vec<OutChunk> {
     a.record_sent();
     b.record_sent();
@@ -207,7 +207,7 @@ pub fn session(
         ),
         "{req:?}"
     );
-    let data = Bytes::copy_from_slice(mb.region(src).unwrap().data());
+    let data = Bytes::copy_from_slice(&mb.region(src).unwrap().data());
     b.stream(1)
         .unwrap()
         .send_tagged(0x42, sink.0, 0x7000, data)

@@ -8,6 +8,9 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 
 enum Msg {
     Segment(Vec<u8>),
+    /// A graceful close: the reader sees `Closed`. (Dropping our sender is not
+    /// enough: the peer's own `Sender` into the same channel keeps it open.)
+    Close,
     /// An abortive close: the reader sees a lost connection.
     Reset,
     /// Our own side closed: our reader stops too (as a TCP shutdown would do).
@@ -33,6 +36,7 @@ impl SegmentReader for Reader {
                 self.seq += 1;
                 Ok(Inbound::Segment { seq, bytes })
             }
+            Ok(Msg::Close) => Ok(Inbound::Closed),
             Ok(Msg::Reset) => Err(io::Error::from(io::ErrorKind::ConnectionReset)),
             Ok(Msg::LocalClose) => Err(io::Error::from(io::ErrorKind::ConnectionAborted)),
             Err(_) => Ok(Inbound::Closed),
@@ -48,12 +52,13 @@ impl SegmentWriter for Writer {
     }
 
     fn close(&mut self, abortive: bool) {
-        // Dropping the sender is the graceful close (the peer reads `Closed`).
-        if let Some(tx) = self.tx.take()
-            && abortive
-        {
-            let _ = tx.send(Msg::Reset);
-            let _ = self.own.send(Msg::LocalClose);
+        if let Some(tx) = self.tx.take() {
+            if abortive {
+                let _ = tx.send(Msg::Reset);
+                let _ = self.own.send(Msg::LocalClose);
+            } else {
+                let _ = tx.send(Msg::Close);
+            }
         }
     }
 }
@@ -75,6 +80,7 @@ pub fn memory_pair(mulpdu: usize) -> (Connection, Connection) {
         mulpdu,
         ird: 16,
         ord: 16,
+        ird_ord_negotiated: true,
         peer_private_data: Vec::new(),
         info: LlpInfo {
             transport: "memory",

@@ -49,6 +49,9 @@ pub struct LlpInfo {
     /// Markers in FPDUs we receive / we send (MPA).
     pub markers_rx: bool,
     pub markers_tx: bool,
+    /// The RFC 6581 ready-to-receive message agreed (MPA peer-to-peer mode):
+    /// "write" or "read", `None` without one.
+    pub rtr: Option<&'static str>,
 }
 
 /// A connected LLP, ready to carry DDP segments.
@@ -57,9 +60,14 @@ pub struct Connection {
     pub writer: Box<dyn SegmentWriter>,
     /// Largest DDP segment the LLP carries now.
     pub mulpdu: usize,
-    /// IRD/ORD agreed at connection setup (RFC 6581), if the LLP negotiated them.
+    /// IRD/ORD agreed at connection setup (RFC 6581), if the LLP negotiated them
+    /// (`ird_ord_negotiated`).
     pub ird: u32,
     pub ord: u32,
+    /// Whether `ird`/`ord` were agreed by the LLP's setup. False (DDP over SCTP:
+    /// RFC 5043 exchanges no IRD/ORD): the queue pair uses its builder's values,
+    /// which the ULPs agree on by other means (e.g. session private data).
+    pub ird_ord_negotiated: bool,
     /// Private data the peer sent during setup.
     pub peer_private_data: Vec<u8>,
     /// What setup agreed.

@@ -14,14 +14,17 @@
 //! connection places tagged payloads straight from the socket instead.
 
 use super::{Connection, Inbound, LlpInfo, SegmentReader, SegmentWriter};
-use rddp_mpa::fpdu::{Receiver, build_fpdu, terminate_for_wire};
-use rddp_mpa::tcp::{effective_mss, write_fpdu};
+use crate::error::Error;
+use crate::qp::{PreparedQueuePair, QueuePair};
+use rddp_mpa::fpdu::{Receiver, build_fpdu, layout_fpdu, terminate_for_wire};
+use rddp_mpa::pcap::{PcapFile, Tap, TcpEndpoint};
+use rddp_mpa::tcp::{effective_mss, layout_rest, try_write_layout, write_fpdu};
 use rddp_mpa::{MpaError, MpaOptions, Negotiated, PeerRequest, Role, Rtr};
-use rddp_proto::ddp::OutSegment;
+use rddp_proto::ddp::{OutSegment, Payload, count_lease_copy};
 use rddp_wire::ddp::{TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
 use rddp_wire::{FpduEncoder, Opcode, RdmapControl, TaggedHeader, TerminateCode, mulpdu};
 use std::collections::VecDeque;
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::ops::ControlFlow;
 use std::sync::{Arc, Condvar, Mutex};
@@ -30,9 +33,42 @@ const READ_BUF: usize = 256 * 1024;
 
 /// Active open: an MPA connection to `addr`, ready to attach to a queue pair.
 pub fn connect(addr: impl ToSocketAddrs, opts: &MpaOptions) -> Result<Connection, MpaError> {
+    let cap = crate::capture::current();
+    let tap = cap.as_ref().map(|_| Tap::new());
+    let tapped;
+    let opts = match &tap {
+        Some(t) => {
+            tapped = MpaOptions {
+                tap: Some(t.clone()),
+                ..opts.clone()
+            };
+            &tapped
+        }
+        None => opts,
+    };
     let (sock, neg, leftover) = rddp_mpa::connect_raw(addr, opts)?;
     let peer = sock.peer_addr().ok();
-    into_connection(sock, peer, neg, leftover, opts)
+    let wire = endpoint(cap, tap, &sock, &neg);
+    into_connection(sock, peer, neg, leftover, opts, wire)
+}
+
+/// This connection in the process's capture, if one runs (see [`crate::capture`]).
+fn endpoint(
+    cap: Option<PcapFile>,
+    tap: Option<Tap>,
+    sock: &TcpStream,
+    neg: &Negotiated,
+) -> Option<TcpEndpoint> {
+    let (cap, tap) = (cap?, tap?);
+    let (local, peer) = (sock.local_addr().ok()?, sock.peer_addr().ok()?);
+    let ours = tap.records().into_iter().next().map(|(_, o)| o);
+    let ours = ours.unwrap_or_default();
+    let theirs = tap.received();
+    let (request, reply) = match neg.role {
+        Role::Initiator => (&ours, &theirs),
+        Role::Responder => (&theirs, &ours),
+    };
+    Some(cap.mpa_endpoint(local, peer, neg.role, request, reply))
 }
 
 /// A passive MPA endpoint handing out connections for queue pairs.
@@ -54,7 +90,9 @@ impl Listener {
         self.inner.local_addr()
     }
 
-    /// The next connection, accepted with the listener's private data.
+    /// The next connection, accepted with the listener's private data and
+    /// negotiated with its options' IRD/ORD; a queue pair that wants its builder's
+    /// IRD/ORD negotiated uses [`PreparedQueuePair::accept_mpa`] instead.
     pub fn accept(&self) -> Result<Connection, MpaError> {
         let pd = self.opts.private_data.clone();
         self.accept_with(move |_| Ok(pd))
@@ -66,8 +104,53 @@ impl Listener {
         &self,
         decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
     ) -> Result<Connection, MpaError> {
-        let (sock, peer, neg, leftover) = self.inner.accept_raw(decide)?;
-        into_connection(sock, Some(peer), neg, leftover, &self.opts)
+        self.accept_with_ird_ord(self.opts.ird, self.opts.ord, decide)
+    }
+
+    /// As [`Self::accept_with`], negotiating IRD `ird` and ORD `ord` (spec §4.10)
+    /// instead of the listener's: a queue pair's own, see
+    /// [`PreparedQueuePair::accept_mpa`].
+    pub fn accept_with_ird_ord(
+        &self,
+        ird: u16,
+        ord: u16,
+        decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
+    ) -> Result<Connection, MpaError> {
+        let mut opts = self.opts.clone();
+        (opts.ird, opts.ord) = (ird, ord);
+        let cap = crate::capture::current();
+        let tap = cap.as_ref().map(|_| Tap::new());
+        let (sock, peer, neg, leftover) =
+            self.inner.accept_raw_full(&opts, decide, tap.as_ref())?;
+        let wire = endpoint(cap, tap, &sock, &neg);
+        into_connection(sock, Some(peer), neg, leftover, &opts, wire)
+    }
+}
+
+// The passive MPA side of a queue pair (its active side is
+// `PreparedQueuePair::connect_mpa`).
+impl PreparedQueuePair {
+    /// Accept the next MPA connection on `listener` with the listener's private
+    /// data, negotiating this queue pair's IRD/ORD (RFC 6581) rather than the
+    /// listener's, and attach. ([`PreparedQueuePair::attach`] of a connection from
+    /// [`Listener::accept`] runs with what the listener's options negotiated.)
+    pub fn accept_mpa(self, listener: &Listener) -> Result<QueuePair, Error> {
+        let pd = listener.opts.private_data.clone();
+        self.accept_mpa_with(listener, move |_| Ok(pd))
+    }
+
+    /// As [`Self::accept_mpa`], the ULP deciding from the Request: `Ok(reply
+    /// private data)` accepts, `Err(private data)` refuses with R=1.
+    pub fn accept_mpa_with(
+        self,
+        listener: &Listener,
+        decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
+    ) -> Result<QueuePair, Error> {
+        // The builder refused IRD/ORD above the 14-bit field (RFC 6581).
+        let (ird, ord) = self.ird_ord();
+        let wire = |v: u32| u16::try_from(v).unwrap_or(u16::MAX);
+        let conn = listener.accept_with_ird_ord(wire(ird), wire(ord), decide)?;
+        self.attach(conn)
     }
 }
 
@@ -86,6 +169,7 @@ fn into_connection(
     neg: Negotiated,
     leftover: Vec<u8>,
     opts: &MpaOptions,
+    wire: Option<TcpEndpoint>,
 ) -> Result<Connection, MpaError> {
     // Setup read with deadlines; FPDU mode blocks until data or close.
     sock.set_read_timeout(None)?;
@@ -96,13 +180,23 @@ fn into_connection(
     // The initiator's Write RTR leaves first (RFC 6581; siw's STag 1, spec §7.8).
     if initiator && neg.rtr == Some(Rtr::Write) {
         let hdr = TaggedHeader::new(true, RdmapControl::new(Opcode::RDMA_WRITE).0, 1, 0).to_bytes();
-        write_fpdu(
-            &mut sock,
-            &build_fpdu(&mut enc, &hdr, bytes::Bytes::new()),
-            None,
-            neg.role,
-        )?;
+        let f = build_fpdu(&mut enc, &hdr, bytes::Bytes::new());
+        if let Some(w) = &wire {
+            w.sent(&f.to_vec());
+        }
+        write_fpdu(&mut sock, &f, None, neg.role)?;
     }
+    if let Some(w) = &wire {
+        w.received(&leftover);
+    }
+    tracing::debug!(
+        "MPA: FPDU mode: EMSS {emss}, MULPDU {tx_mulpdu}{}",
+        if initiator {
+            ""
+        } else {
+            "; nothing leaves before the initiator's first FPDU (spec §4.9)"
+        }
+    );
     let gate: Gate = Arc::new((Mutex::new(initiator), Condvar::new()));
     let (ird, ord) = neg
         .ird_ord
@@ -121,6 +215,7 @@ fn into_connection(
         gate: gate.clone(),
         expect_rtr: if initiator { None } else { neg.rtr },
         failed: false,
+        wire: wire.clone(),
     };
     let abort_sock = sock.try_clone()?;
     let abort_gate = gate.clone();
@@ -131,10 +226,12 @@ fn into_connection(
             enc,
             gate,
             role: neg.role,
+            wire,
         }),
         mulpdu: tx_mulpdu,
         ird,
         ord,
+        ird_ord_negotiated: true,
         peer_private_data: neg.peer_private_data.clone(),
         info: LlpInfo {
             transport: "mpa",
@@ -143,6 +240,10 @@ fn into_connection(
             crc: neg.crc,
             markers_rx: neg.markers_rx,
             markers_tx: neg.markers_tx,
+            rtr: neg.rtr.map(|r| match r {
+                Rtr::Write => "write",
+                Rtr::Read => "read",
+            }),
         },
         send_read_rtr: initiator && neg.rtr == Some(Rtr::Read),
         abort: Box::new(move || {
@@ -164,6 +265,8 @@ struct MpaReader {
     /// Responder in peer-to-peer mode: the RTR the first FPDU must be.
     expect_rtr: Option<Rtr>,
     failed: bool,
+    /// This connection in the process's capture (`--pcap`).
+    wire: Option<TcpEndpoint>,
 }
 
 impl MpaReader {
@@ -200,9 +303,11 @@ impl MpaReader {
             ControlFlow::Continue(())
         });
         if let Err(e) = res {
+            // Which FPDU (counted from 0 after setup) failed, so a capture or an
+            // impairing bridge can tell which one was refused.
             out.push_back(Inbound::Error {
                 code: terminate_for_wire(&e).code,
-                detail: format!("MPA framing: {e}"),
+                detail: format!("MPA framing: {e} (FPDU {seq} after setup)"),
             });
         }
         if matches!(out.back(), Some(Inbound::Error { .. })) {
@@ -239,6 +344,9 @@ impl SegmentReader for MpaReader {
             if self.failed {
                 // Nothing after a framing error is trusted: wait for the close.
                 let n = self.sock.read(&mut self.buf)?;
+                if let Some(w) = &self.wire {
+                    w.received(&self.buf[..n]);
+                }
                 if n == 0 {
                     return Ok(Inbound::Closed);
                 }
@@ -250,6 +358,9 @@ impl SegmentReader for MpaReader {
                 continue;
             }
             let n = self.sock.read(&mut self.buf)?;
+            if let Some(w) = &self.wire {
+                w.received(&self.buf[..n]);
+            }
             if n == 0 {
                 return Ok(Inbound::Closed);
             }
@@ -265,6 +376,8 @@ struct MpaWriter {
     enc: FpduEncoder,
     gate: Gate,
     role: Role,
+    /// This connection in the process's capture (`--pcap`).
+    wire: Option<TcpEndpoint>,
 }
 
 impl SegmentWriter for MpaWriter {
@@ -278,12 +391,31 @@ impl SegmentWriter for MpaWriter {
         }
         let mut hdr = [0u8; UNTAGGED_HDR_LEN];
         let n = seg.header.emit(&mut hdr).map_err(io::Error::other)?;
-        write_fpdu(
-            &mut self.sock,
-            &build_fpdu(&mut self.enc, &hdr[..n], seg.payload.clone()),
-            None,
-            self.role,
-        )
+        if self.wire.is_some() || !matches!(seg.payload, Payload::Region { .. }) {
+            // Owned octets, or a capture (which records a copy anyway).
+            let f = build_fpdu(&mut self.enc, &hdr[..n], seg.payload.to_bytes());
+            // Recorded before it leaves: an answer recorded by a peer in this
+            // process must come after it in the file.
+            if let Some(w) = &self.wire {
+                w.sent(&f.to_vec());
+            }
+            return write_fpdu(&mut self.sock, &f, None, self.role);
+        }
+        // A region lease: the CRC is computed and the FPDU written straight from
+        // the locked region, without waiting on the socket. Whatever the socket
+        // does not take at once is copied (counted) and written after the
+        // region's lock is let go, so a slow peer never holds the region.
+        let (enc, sock) = (&mut self.enc, &self.sock);
+        let rest = seg.payload.with(|p| {
+            let layout = layout_fpdu(enc, &hdr[..n], p);
+            let done = try_write_layout(sock, &layout, p)?;
+            Ok::<_, io::Error>((done < layout.len()).then(|| layout_rest(&layout, p, done)))
+        })?;
+        if let Some((rest, of_payload)) = rest {
+            count_lease_copy(of_payload);
+            self.sock.write_all(&rest)?;
+        }
+        Ok(())
     }
 
     fn close(&mut self, abortive: bool) {
@@ -293,6 +425,9 @@ impl SegmentWriter for MpaWriter {
             Shutdown::Write
         };
         let _ = self.sock.shutdown(how);
+        if let Some(w) = self.wire.take() {
+            w.closed();
+        }
         open_gate(&self.gate);
     }
 }

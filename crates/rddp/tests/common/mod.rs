@@ -1,9 +1,10 @@
 //! Helpers shared by the queue pair tests.
 #![allow(dead_code)]
 
+use rddp::transport::Connection;
 use rddp::{
-    AsyncEvent, CompletionQueue, Device, ProtectionDomain, QueuePair, Quota, TerminateCode,
-    WorkCompletion,
+    AsyncEvent, CompletionQueue, Device, ProtectionDomain, QueuePair, QueuePairBuilder, Quota,
+    TerminateCode, WorkCompletion,
 };
 use std::time::Duration;
 
@@ -13,6 +14,29 @@ pub fn pd(dev: &Device, name: &str) -> ProtectionDomain {
         .unwrap()
         .alloc_pd()
         .unwrap()
+}
+
+/// A queue pair of `pd` with the default builder, `cq` for both queues, attached
+/// to `conn`.
+pub fn attach(pd: &ProtectionDomain, cq: &CompletionQueue, conn: Connection) -> QueuePair {
+    QueuePairBuilder::new(pd, cq, cq)
+        .build()
+        .unwrap()
+        .attach(conn)
+        .unwrap()
+}
+
+/// A queue pair (CQ of `depth`) on a new consumer `name`, over `conn`.
+pub fn endpoint(
+    dev: &Device,
+    name: &str,
+    depth: usize,
+    conn: Connection,
+) -> (ProtectionDomain, CompletionQueue, QueuePair) {
+    let pd = pd(dev, name);
+    let cq = CompletionQueue::new(depth);
+    let qp = attach(&pd, &cq, conn);
+    (pd, cq, qp)
 }
 
 /// Wait for `n` completions (10 s at most for each batch).
@@ -42,10 +66,8 @@ pub fn terminate_sent(qp: &QueuePair) -> Option<TerminateCode> {
     })
 }
 
-fn poll_event(
-    qp: &QueuePair,
-    f: impl Fn(&AsyncEvent) -> Option<TerminateCode>,
-) -> Option<TerminateCode> {
+/// The first asynchronous event of `qp` that `f` picks, waiting up to 5 s.
+pub fn poll_event<T>(qp: &QueuePair, f: impl Fn(&AsyncEvent) -> Option<T>) -> Option<T> {
     for _ in 0..250 {
         if let Some(c) = qp.async_events().iter().find_map(&f) {
             return Some(c);

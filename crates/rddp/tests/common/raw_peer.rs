@@ -2,11 +2,25 @@
 //! then sends whatever octets a test crafts and reads back what the rddp side says.
 #![allow(dead_code)]
 
+use rddp::transport::Connection;
+use rddp::transport::mpa::Listener;
+use rddp_mpa::MpaOptions;
 use rddp_wire::mpa::{FrameKind, MpaFlags, MpaFrame};
 use rddp_wire::{FpduDecoder, FpduEncoder, Terminate};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
+
+/// Read one MPA Request or Reply frame off `sock`.
+pub fn read_frame(sock: &mut TcpStream) -> MpaFrame {
+    let mut all = vec![0u8; 20];
+    sock.read_exact(&mut all).unwrap();
+    let pd_len = usize::from(u16::from_be_bytes([all[18], all[19]]));
+    let mut rest = vec![0u8; pd_len];
+    sock.read_exact(&mut rest).unwrap();
+    all.extend_from_slice(&rest);
+    MpaFrame::parse(&all).unwrap()
+}
 
 pub struct RawPeer {
     pub sock: TcpStream,
@@ -17,6 +31,17 @@ pub struct RawPeer {
 }
 
 impl RawPeer {
+    /// A Rev 1 rddp listener on a port of its own and a raw peer connected to it
+    /// (C=1): the raw peer and the rddp side's connection.
+    pub fn accepted_rev1() -> (Self, Connection) {
+        let listener = Listener::bind("127.0.0.1:0", MpaOptions::rev1()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accept = std::thread::spawn(move || listener.accept());
+        let raw = Self::connect(addr, true);
+        let conn = accept.join().unwrap().unwrap();
+        (raw, conn)
+    }
+
     /// TCP connect, send an MPA Request (Rev 1, C as given), read the Reply.
     pub fn connect(addr: SocketAddr, crc: bool) -> Self {
         let req = MpaFrame::new(
@@ -35,14 +60,7 @@ impl RawPeer {
         let mut sock = TcpStream::connect(addr).unwrap();
         sock.set_nodelay(true).unwrap();
         sock.write_all(&req.to_vec().unwrap()).unwrap();
-        let mut hdr = [0u8; 20];
-        sock.read_exact(&mut hdr).unwrap();
-        let pd_len = usize::from(u16::from_be_bytes([hdr[18], hdr[19]]));
-        let mut rest = vec![0u8; pd_len];
-        sock.read_exact(&mut rest).unwrap();
-        let mut all = hdr.to_vec();
-        all.extend_from_slice(&rest);
-        let rep = MpaFrame::parse(&all).unwrap();
+        let rep = read_frame(&mut sock);
         assert!(!rep.flags.reject(), "the rddp side refused the connection");
         let crc = crc || rep.flags.crc();
         Self {
@@ -69,6 +87,15 @@ impl RawPeer {
         let mut out = Vec::new();
         self.enc.encode(seg, &mut out).unwrap();
         self.sock.write_all(&out).unwrap();
+    }
+
+    /// Send `seg` as an FPDU (CRC, no Markers) whose CRC is broken: its last
+    /// octet XOR `flip`.
+    pub fn send_bad_crc(&mut self, seg: &[u8], flip: u8) {
+        let mut bad = Vec::new();
+        FpduEncoder::new(true, false).encode(seg, &mut bad).unwrap();
+        *bad.last_mut().unwrap() ^= flip;
+        self.send_raw(&bad);
     }
 
     /// Send raw octets (a broken FPDU, say).

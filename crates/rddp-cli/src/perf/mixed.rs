@@ -1,0 +1,523 @@
+//! `rddp perf client --op mixed`: a soak. Every queue pair runs batches of RDMA
+//! Writes, RDMA Reads and Sends of random sizes (seeded), and checks each octet:
+//!
+//! * Writes go to random offsets of the server's buffer; the client keeps a model
+//!   of that buffer, so each Read is compared with what the Writes before it left
+//!   there, and at the end of a connection the whole buffer is read back.
+//! * Sends are prefixes of the size's pattern; the server checks them (its
+//!   Result says how many it received and how many octets were wrong).
+//! * Within a batch no two operations touch the same octets of the server's
+//!   buffer (a Write and a Read of one range are in different batches), so the
+//!   check does not depend on how a responder orders a Read after a Write.
+//!
+//! With `--reconnect SECS` each queue pair ends its connection (Bye, graceful
+//! disconnect) about every SECS and connects anew (the server needs
+//! `--forever`). One JSON line every [`REPORT_EVERY`] and one at the end; the
+//! run fails if any connection failed or any octet was wrong.
+
+use super::args::{ClientArgs, OnOff};
+use super::chan::{Chan, Incoming, stall};
+use super::endpoint::Endpoint;
+use super::link::Transport;
+use super::pattern;
+use super::proto::{CTRL_LEN, Msg};
+use crate::llp;
+use rddp::{Access, AsyncEvent, Device, MemoryRegion, RemoteBuf};
+use serde_json::json;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How often a progress line is printed.
+pub const REPORT_EVERY: Duration = Duration::from_secs(5);
+/// Reads in one batch at most (each has a sink region of its own).
+const SINKS: usize = 8;
+/// Operations in one batch at most.
+const BATCH: usize = 64;
+/// One step (Begin .. Result with the server) lasts about this long.
+const STEP: Duration = Duration::from_secs(2);
+/// Error messages kept for the final line.
+const KEEP_ERRORS: usize = 8;
+
+/// A small seeded generator (SplitMix64): the run repeats with its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    /// A size in 1..=max, log-uniform: small and large messages alike.
+    fn size(&mut self, max: u32) -> u32 {
+        let bits = 64 - u64::from(max).leading_zeros();
+        let top = 1u64 << self.below(u64::from(bits) + 1);
+        (1 + self.below(top)).min(u64::from(max)) as u32
+    }
+}
+
+/// Totals of the whole run, shared by the queue pairs' threads.
+#[derive(Default)]
+struct Totals {
+    connections: AtomicU64,
+    writes: AtomicU64,
+    reads: AtomicU64,
+    sends: AtomicU64,
+    bytes: AtomicU64,
+    verified: AtomicU64,
+    corrupt: AtomicU64,
+    errors: AtomicU64,
+    messages: Mutex<Vec<String>>,
+}
+
+impl Totals {
+    fn json(&self, t: f64) -> serde_json::Value {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        json!({
+            "t": (t * 10.0).round() / 10.0,
+            "connections": g(&self.connections),
+            "writes": g(&self.writes),
+            "reads": g(&self.reads),
+            "sends": g(&self.sends),
+            "bytes": g(&self.bytes),
+            "verified_bytes": g(&self.verified),
+            "corrupt": g(&self.corrupt),
+            "errors": g(&self.errors),
+        })
+    }
+
+    fn error(&self, e: String) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        eprintln!("rddp perf: {e}");
+        let mut m = self.messages.lock().unwrap_or_else(|p| p.into_inner());
+        if m.len() < KEEP_ERRORS {
+            m.push(e);
+        }
+    }
+}
+
+/// What one queue pair's thread needs.
+struct Plan {
+    transport: llp::Transport,
+    addr: String,
+    crc: bool,
+    max: u32,
+    verify: bool,
+    depth: usize,
+    deadline: Instant,
+    reconnect: Option<Duration>,
+}
+
+pub fn client_main(a: &ClientArgs) -> Result<(), String> {
+    if a.pingpong || a.sweep || a.plot.is_some() || a.iters.is_some() {
+        return Err(
+            "--op mixed takes --duration SECS, --size (the largest), --qps, --seed, --reconnect, --verify".into(),
+        );
+    }
+    let transport = match a.link.transport {
+        Transport::Mpa => llp::Transport::Mpa,
+        Transport::Sctp => llp::Transport::Sctp,
+        Transport::Mem => return Err("--op mixed runs against a perf server (mpa or sctp)".into()),
+    };
+    let secs = a.duration.ok_or("--op mixed needs --duration SECS")?;
+    let addr = a.connect.clone().ok_or("--connect ADDR is needed")?;
+    let plan = Arc::new(Plan {
+        transport,
+        addr,
+        crc: a.link.crc == OnOff::On,
+        max: a.size.unwrap_or(65536),
+        verify: a.verify,
+        depth: (a.tx_depth as usize).clamp(1, BATCH),
+        deadline: Instant::now() + Duration::from_secs_f64(secs),
+        reconnect: a.reconnect.map(Duration::from_secs_f64),
+    });
+    let start = Instant::now();
+    let totals = Arc::new(Totals::default());
+    let dev = Device::new();
+    let done = Arc::new(AtomicBool::new(false));
+    let threads: Vec<_> = (0..a.link.qps)
+        .map(|q| {
+            let (plan, totals, dev) = (plan.clone(), totals.clone(), dev.clone());
+            let seed = a.seed ^ (u64::from(q) << 32);
+            std::thread::spawn(move || queue_pair(q, &plan, &totals, &dev, seed))
+        })
+        .collect();
+    let reporter = {
+        let (totals, done) = (totals.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut next = start + REPORT_EVERY;
+            while !done.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(100));
+                if Instant::now() >= next {
+                    say!("{}", totals.json(start.elapsed().as_secs_f64()));
+                    next += REPORT_EVERY;
+                }
+            }
+        })
+    };
+    for t in threads {
+        if t.join().is_err() {
+            totals.error("a queue pair's thread panicked".into());
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    let _ = reporter.join();
+    let mut end = totals.json(start.elapsed().as_secs_f64());
+    end["done"] = true.into();
+    end["seed"] = a.seed.into();
+    end["error_messages"] = totals
+        .messages
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+        .into();
+    say!("{end}");
+    let (errors, corrupt) = (
+        totals.errors.load(Ordering::Relaxed),
+        totals.corrupt.load(Ordering::Relaxed),
+    );
+    if errors > 0 || corrupt > 0 {
+        return Err(format!(
+            "{errors} connection(s) failed, {corrupt} octet(s) wrong"
+        ));
+    }
+    Ok(())
+}
+
+/// One queue pair: connections one after the other until the deadline.
+fn queue_pair(q: u32, plan: &Plan, totals: &Totals, dev: &Device, seed: u64) {
+    let mut rng = Rng(seed);
+    let mut k = 0u64;
+    while Instant::now() < plan.deadline {
+        // The first connection lasts a random share of the period, so the queue
+        // pairs do not all reconnect at once.
+        let until = match plan.reconnect {
+            Some(p) if k == 0 => {
+                Instant::now() + p.mul_f64(0.2 + 0.8 * rng.below(1000) as f64 / 1000.0)
+            }
+            Some(p) => Instant::now() + p,
+            None => plan.deadline,
+        }
+        .min(plan.deadline);
+        totals.connections.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = connection(plan, totals, dev, &mut rng, until, &format!("qp{q}-{k}")) {
+            totals.error(format!("queue pair {q}, connection {k}: {e}"));
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        k += 1;
+    }
+}
+
+/// The regions of one connection.
+struct Bufs {
+    /// Pattern (seed: the largest size) that Writes and Sends take from.
+    src: MemoryRegion,
+    sinks: Vec<MemoryRegion>,
+    sync: MemoryRegion,
+    remote: RemoteBuf,
+    /// The octets of `src`.
+    pat: Vec<u8>,
+    /// What the server's buffer holds, as far as this client's Writes go.
+    model: Vec<u8>,
+}
+
+fn reg(ep: &Endpoint, len: u32, access: Access) -> Result<MemoryRegion, String> {
+    ep.pd
+        .register(vec![0; len as usize], access)
+        .map_err(|e| format!("registering {len} octets: {e}"))
+}
+
+fn connection(
+    plan: &Plan,
+    totals: &Totals,
+    dev: &Device,
+    rng: &mut Rng,
+    until: Instant,
+    name: &str,
+) -> Result<(), String> {
+    let conn = llp::connect(plan.transport, &plan.addr, plan.crc)?;
+    let ep = Endpoint::attach(dev, name, conn)?;
+    let max = plan.max;
+    let mailbox = reg(&ep, 8, Access::REMOTE_WRITE)?;
+    let src = reg(&ep, max, Access::NONE)?;
+    let pat = pattern::fill(max, max as usize);
+    src.write(0, &pat).map_err(|e| e.to_string())?;
+    let sinks = (0..SINKS)
+        .map(|_| reg(&ep, max, Access::REMOTE_WRITE))
+        .collect::<Result<Vec<_>, _>>()?;
+    let sync = reg(&ep, 8, Access::REMOTE_WRITE)?;
+    let hello = Msg::Hello {
+        op: super::opts::Op::Mixed,
+        pingpong: false,
+        verify: plan.verify,
+        max_size: max,
+        buf: sinks[0].remote(),
+        mailbox: mailbox.remote(),
+    };
+    let mut chan = Chan::new(ep, CTRL_LEN, 8)?;
+    chan.enable_credits(mailbox);
+    chan.send_ctrl(&hello)?;
+    let remote = match chan.recv("the server's buffer advertisement")? {
+        Incoming::Data(b) if b.len() == 16 => {
+            RemoteBuf::from_bytes(&b).ok_or("malformed advertisement")?
+        }
+        _ => return Err("the server's first Send is not its advertisement".into()),
+    };
+    if remote.len < u64::from(max) {
+        return Err(format!("the server's buffer is only {} octets", remote.len));
+    }
+    let mut b = Bufs {
+        src,
+        sinks,
+        sync,
+        remote,
+        pat,
+        // The server registers a zeroed buffer for each connection.
+        model: vec![0; max as usize],
+    };
+    loop {
+        let last = Instant::now() + STEP >= until;
+        step(&mut chan, &mut b, plan, totals, rng, until, last)?;
+        if last {
+            break;
+        }
+    }
+    finish(&mut chan)
+}
+
+/// Bye, then wait for the server to close (it does once it has taken Bye), then
+/// close too. Closing first lets the queue pair's drop reset the connection
+/// while Bye still waits unread at the server, which then sees the connection
+/// lost (the soak's first run: 34 of 684 connections).
+fn finish(chan: &mut Chan) -> Result<(), String> {
+    chan.send_ctrl(&Msg::Bye)?;
+    chan.drain()?;
+    let start = Instant::now();
+    let closed = loop {
+        let ev = chan.ep.qp.async_events();
+        if ev
+            .iter()
+            .any(|e| matches!(e, AsyncEvent::Closed { graceful: true }))
+        {
+            break Ok(());
+        }
+        if let Some(e) = ev.first() {
+            break Err(format!("after Bye: {e:?}"));
+        }
+        if start.elapsed() > stall() {
+            break Err(format!(
+                "the server did not close within {} s of Bye",
+                stall().as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    chan.ep.qp.disconnect();
+    closed
+}
+
+/// One step with the server: Begin, batches for about [`STEP`], End, Result.
+/// The last step of a connection reads the whole buffer back first.
+fn step(
+    chan: &mut Chan,
+    b: &mut Bufs,
+    plan: &Plan,
+    totals: &Totals,
+    rng: &mut Rng,
+    until: Instant,
+    last: bool,
+) -> Result<(), String> {
+    let max = plan.max;
+    chan.send_ctrl(&Msg::Begin {
+        size: max,
+        iters: 0,
+    })?;
+    match chan.recv_ctrl("the server's Ack")? {
+        Msg::Ack { granted, pad } => {
+            chan.note_granted(granted);
+            for _ in 0..pad {
+                chan.send_ctrl(&Msg::Pad)?;
+            }
+        }
+        m => return Err(format!("expected Ack, got {m:?}")),
+    }
+    let end = (Instant::now() + STEP).min(until);
+    let (mut sends, mut send_bytes) = (0u64, 0u64);
+    while Instant::now() < end {
+        let (n, bytes) = batch(chan, b, plan, totals, rng)?;
+        sends += n;
+        send_bytes += bytes;
+    }
+    if last {
+        read_back(chan, b, plan, totals)?;
+    }
+    chan.drain()?;
+    chan.send_ctrl(&Msg::End { iters: sends })?;
+    match chan.recv_ctrl("the server's Result")? {
+        Msg::Result {
+            corrupt,
+            received,
+            granted,
+        } => {
+            chan.note_granted(granted);
+            totals.corrupt.fetch_add(corrupt, Ordering::Relaxed);
+            if received != sends {
+                return Err(format!("the server received {received} of {sends} Sends"));
+            }
+            if plan.verify {
+                // The server compared every octet of them.
+                totals.verified.fetch_add(send_bytes, Ordering::Relaxed);
+            }
+            Ok(())
+        }
+        m => Err(format!("expected Result, got {m:?}")),
+    }
+}
+
+fn at(remote: RemoteBuf, off: u64) -> RemoteBuf {
+    RemoteBuf {
+        stag: remote.stag,
+        to: remote.to.wrapping_add(off),
+        len: remote.len - off,
+    }
+}
+
+fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
+    a.0 < b.1 && b.0 < a.1
+}
+
+/// Post one batch of random operations, wait for all of them (and a one-octet
+/// Read that confirms the Writes arrived), check the Reads. Returns the Sends
+/// and their octets.
+fn batch(
+    chan: &mut Chan,
+    b: &mut Bufs,
+    plan: &Plan,
+    totals: &Totals,
+    rng: &mut Rng,
+) -> Result<(u64, u64), String> {
+    let max = plan.max;
+    let n = 1 + rng.below(plan.depth as u64) as usize;
+    // Ranges of the server's buffer this batch writes and reads.
+    let mut written: Vec<(u64, u64)> = Vec::new();
+    let mut read: Vec<(u64, u64)> = Vec::new();
+    // (sink, offset, expected octets) of each Read.
+    let mut expect: Vec<(usize, u64, Vec<u8>)> = Vec::new();
+    let (mut w, mut r, mut s, mut bytes, mut send_bytes) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    for _ in 0..n {
+        let len = rng.size(max);
+        let off = rng.below(u64::from(max - len) + 1);
+        let range = (off, off + u64::from(len));
+        match rng.below(3) {
+            0 if !written.iter().chain(&read).any(|x| overlaps(*x, range)) => {
+                chan.write(&b.src, u64::from(len), at(b.remote, off))?;
+                b.model[off as usize..range.1 as usize].copy_from_slice(&b.pat[..len as usize]);
+                written.push(range);
+                w += 1;
+            }
+            1 if expect.len() < SINKS && !written.iter().any(|x| overlaps(*x, range)) => {
+                let k = expect.len();
+                chan.read(&b.sinks[k], len, at(b.remote, off))?;
+                expect.push((k, off, b.model[off as usize..range.1 as usize].to_vec()));
+                read.push(range);
+                r += 1;
+            }
+            _ => {
+                chan.send_data(&b.src, u64::from(len))?;
+                s += 1;
+                send_bytes += u64::from(len);
+            }
+        }
+        bytes += u64::from(len);
+    }
+    if w > 0 {
+        chan.sync(&b.sync, b.remote)?;
+    }
+    chan.drain()?;
+    for (k, off, want) in expect {
+        check(b, k, off, &want, plan, totals)?;
+    }
+    totals.writes.fetch_add(w, Ordering::Relaxed);
+    totals.reads.fetch_add(r, Ordering::Relaxed);
+    totals.sends.fetch_add(s, Ordering::Relaxed);
+    totals.bytes.fetch_add(bytes, Ordering::Relaxed);
+    Ok((s, send_bytes))
+}
+
+/// Compare sink `k` with `want`, read from `off` of the server's buffer (with
+/// --verify). Wrong octets are counted and the first one described.
+fn check(
+    b: &Bufs,
+    k: usize,
+    off: u64,
+    want: &[u8],
+    plan: &Plan,
+    totals: &Totals,
+) -> Result<(), String> {
+    if !plan.verify {
+        return Ok(());
+    }
+    let got = b.sinks[k]
+        .read(0, want.len() as u64)
+        .map_err(|e| e.to_string())?;
+    let bad = got.iter().zip(want).filter(|(g, w)| g != w).count() as u64;
+    if bad > 0 {
+        let i = got.iter().zip(want).position(|(g, w)| g != w).unwrap_or(0);
+        let last = got.iter().zip(want).rposition(|(g, w)| g != w).unwrap_or(0);
+        eprintln!(
+            "rddp perf: a Read of {} octets at offset {off}: {bad} octets wrong, \
+             from +{i} to +{last} (first: got {:#04x}, want {:#04x})",
+            want.len(),
+            got[i],
+            want[i]
+        );
+    }
+    totals.corrupt.fetch_add(bad, Ordering::Relaxed);
+    totals
+        .verified
+        .fetch_add(want.len() as u64, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Read the whole server buffer back and compare it with the model: every Write
+/// of the connection that was not overwritten is checked here.
+fn read_back(chan: &mut Chan, b: &mut Bufs, plan: &Plan, totals: &Totals) -> Result<(), String> {
+    let max = plan.max;
+    chan.read(&b.sinks[0], max, b.remote)?;
+    chan.drain()?;
+    let want = b.model.clone();
+    check(b, 0, 0, &want, plan, totals)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_span_one_octet_to_the_largest_and_repeat_with_the_seed() {
+        let mut r = Rng(7);
+        let sizes: Vec<u32> = (0..20_000).map(|_| r.size(32768)).collect();
+        assert!(sizes.iter().all(|&s| (1..=32768).contains(&s)));
+        assert!(sizes.iter().any(|&s| s < 64), "small ones");
+        assert!(sizes.iter().any(|&s| s > 16384), "large ones");
+        let mut again = Rng(7);
+        assert!(sizes.iter().all(|&s| s == again.size(32768)));
+        assert_ne!(Rng(8).next(), Rng(7).next());
+    }
+
+    #[test]
+    fn ranges_overlap_only_when_they_share_an_octet() {
+        assert!(overlaps((0, 10), (9, 12)));
+        assert!(overlaps((5, 6), (0, 100)));
+        assert!(!overlaps((0, 10), (10, 12)));
+        assert!(!overlaps((10, 12), (0, 10)));
+    }
+}

@@ -1,0 +1,420 @@
+//! Driving the siw interop guest (scripts/interop/) from tests: one boot runs a
+//! plan of steps, each a guest command (rping, perftest against siw) paired with a
+//! host command (the `rddp` tool), and returns every step's output.
+//!
+//! A step's host side is either started before the boot and reached by the guest
+//! at 10.0.2.2:PORT (QEMU's user network maps it to the host's 127.0.0.1), or
+//! started once the guest server listens, reaching it through a forwarded
+//! 127.0.0.1 port. Several checks share one boot: TCG boots take seconds each.
+//!
+//! Availability: the harness builds (or finds cached) the guest with
+//! scripts/interop/build-guest.sh, which installs QEMU and friends when run as
+//! root. If it cannot, the tests fail under CI=true and say why; elsewhere they
+//! print why and pass without checking (RDDP_INTEROP=0 asks for that too).
+#![allow(dead_code)]
+
+pub mod proxy;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Repository root (this file is crates/rddp-cli/tests/interop/mod.rs).
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+pub fn rddp() -> String {
+    env!("CARGO_BIN_EXE_rddp").to_string()
+}
+
+/// `n` distinct free ports on 127.0.0.1 (bound to port 0 all at once, then
+/// released for the children and QEMU's forwards).
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
+}
+
+/// Whether the harness can run here; `Err` says why not. Under CI=true a harness
+/// that cannot run is a failure, not a skip.
+pub fn available() -> Result<(), String> {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    let why = match std::env::var("RDDP_INTEROP").as_deref() {
+        Ok("0" | "off") if !ci => Some("RDDP_INTEROP=0".to_string()),
+        _ => build_guest().err(),
+    };
+    match why {
+        None => Ok(()),
+        Some(w) if ci => panic!("the siw interop harness cannot run under CI: {w}"),
+        Some(w) => Err(w),
+    }
+}
+
+fn build_guest() -> Result<(), String> {
+    let script = repo().join("scripts/interop/build-guest.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "scripts/interop/build-guest.sh failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// Where a step's host side starts.
+pub enum Host {
+    /// Before the boot; the guest command finds it at 10.0.2.2:{port}.
+    Before(Vec<String>),
+    /// Once the guest server listens on its port (`{gport}`, chosen per step); the
+    /// host command reaches it at 127.0.0.1:{port}, forwarded there.
+    OnReady(Vec<String>),
+    /// Nothing on the host.
+    None,
+}
+
+/// One check: a guest command and its host side. In both commands `{port}` is
+/// the host port of this step (the host server's, or the forwarded one) and
+/// `{gport}` the guest server's port.
+pub struct Step {
+    pub name: String,
+    pub siw: String,
+    pub seconds: u32,
+    pub guest: String,
+    pub host: Host,
+    /// A corrupting proxy in front of the host side's port (see [`proxy`]).
+    pub proxy: Option<proxy::Corrupt>,
+}
+
+impl Step {
+    pub fn new(name: &str, siw: &str, seconds: u32, guest: &str, host: Host) -> Self {
+        Self {
+            name: name.into(),
+            siw: siw.into(),
+            seconds,
+            guest: guest.into(),
+            host,
+            proxy: None,
+        }
+    }
+
+    /// The guest command's time limit (it is killed then).
+    pub fn secs(mut self, n: u32) -> Self {
+        self.seconds = n;
+        self
+    }
+
+    pub fn via_proxy(mut self, c: proxy::Corrupt) -> Self {
+        self.proxy = Some(c);
+        self
+    }
+}
+
+/// What one step produced.
+#[derive(Debug, Default, Clone)]
+pub struct Outcome {
+    /// The guest command's exit status (137: killed at its time limit).
+    pub guest_rc: Option<i32>,
+    /// The guest command's output (stdout and stderr), without markers.
+    pub guest: String,
+    /// siw's kernel messages during the step ("[dmesg] ..." lines).
+    pub dmesg: String,
+    pub host_rc: Option<i32>,
+    pub host_out: String,
+    pub host_err: String,
+    /// What the proxy did, if there was one.
+    pub proxy: String,
+}
+
+impl Outcome {
+    pub fn all(&self) -> String {
+        format!(
+            "--- guest (rc {:?})\n{}--- dmesg\n{}--- host (rc {:?})\n{}{}--- proxy\n{}",
+            self.guest_rc,
+            self.guest,
+            self.dmesg,
+            self.host_rc,
+            self.host_out,
+            self.host_err,
+            self.proxy
+        )
+    }
+}
+
+/// The results of one boot, by step name.
+pub struct Run {
+    pub steps: HashMap<String, Outcome>,
+    pub seconds: f64,
+    /// run-guest.sh's stdout (the guest console from the boot on).
+    pub console: String,
+    /// run-guest.sh's own lines and QEMU's errors.
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn get(&self, name: &str) -> &Outcome {
+        self.steps.get(name).unwrap_or_else(|| {
+            panic!(
+                "step {name} did not run; console:\n{}\n{}",
+                self.console, self.stderr
+            )
+        })
+    }
+
+    /// A step's outputs and the harness's own lines, for assertion messages.
+    pub fn explain(&self, name: &str) -> String {
+        format!(
+            "step {name}\n{}--- run-guest\n{}",
+            self.get(name).all(),
+            self.stderr
+        )
+    }
+}
+
+struct Proc {
+    child: Child,
+    out: Arc<Mutex<String>>,
+    err: Arc<Mutex<String>>,
+}
+
+fn collect(r: impl Read + Send + 'static, into: Arc<Mutex<String>>) {
+    std::thread::spawn(move || {
+        for l in BufReader::new(r).lines().map_while(Result::ok) {
+            let mut s = into.lock().unwrap();
+            s.push_str(&l);
+            s.push('\n');
+        }
+    });
+}
+
+fn spawn(cmd: &[String]) -> Proc {
+    let mut child = Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let (out, err) = (Arc::default(), Arc::default());
+    collect(child.stdout.take().unwrap(), Arc::clone(&out));
+    collect(child.stderr.take().unwrap(), Arc::clone(&err));
+    Proc { child, out, err }
+}
+
+impl Proc {
+    /// Wait up to `d` for the exit, then kill: (rc, stdout, stderr).
+    fn finish(mut self, d: Duration) -> (Option<i32>, String, String) {
+        let deadline = Instant::now() + d;
+        let mut rc = None;
+        while Instant::now() < deadline {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                rc = s.code();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if rc.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let out = self.out.lock().unwrap().clone();
+        let err = self.err.lock().unwrap().clone();
+        (rc, out, err)
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn subst(s: &str, port: u16, gport: u16) -> String {
+    s.replace("{port}", &port.to_string())
+        .replace("{gport}", &gport.to_string())
+        .replace("{rddp}", &rddp())
+}
+
+/// Single quotes for the guest's sh.
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// Boot once and run `steps` in order; every step's output, by name.
+pub fn run(mut steps: Vec<Step>) -> Run {
+    let t0 = Instant::now();
+    // RDDP_INTEROP_ONLY=NAME,NAME runs only the steps whose names start so
+    // (to rerun a few by hand; the tests for the others then fail).
+    if let Ok(only) = std::env::var("RDDP_INTEROP_ONLY") {
+        let only: Vec<&str> = only.split(',').collect();
+        steps.retain(|s| only.iter().any(|o| s.name.starts_with(o)));
+    }
+    let mut script = String::new();
+    let mut fwds = Vec::new();
+    let mut before: HashMap<String, (Proc, Option<proxy::Proxy>)> = HashMap::new();
+    // Host clients to start on READY: (command template, forwarded port, guest port, proxy).
+    type Ready = (Vec<String>, u16, u16, Option<proxy::Corrupt>);
+    let mut on_ready: HashMap<String, Ready> = HashMap::new();
+    let mut guest_limit = 30;
+    let mut siw = "default".to_string();
+    let ports = free_ports(steps.len());
+    for (i, s) in steps.iter().enumerate() {
+        let gport = 7200 + i as u16;
+        let port = ports[i];
+        // With a proxy the guest (or the host client) talks to the proxy's port.
+        let mut visible = port;
+        match &s.host {
+            Host::Before(cmd) => {
+                let cmd: Vec<String> = cmd.iter().map(|a| subst(a, port, gport)).collect();
+                let p = s.proxy.map(|c| proxy::Proxy::start(port, c));
+                if let Some(p) = &p {
+                    visible = p.port;
+                }
+                before.insert(s.name.clone(), (spawn(&cmd), p));
+            }
+            Host::OnReady(cmd) => {
+                fwds.push(format!("-f{port}:{gport}"));
+                on_ready.insert(s.name.clone(), (cmd.clone(), port, gport, s.proxy));
+            }
+            Host::None => {}
+        }
+        if s.siw != siw {
+            script.push_str(&format!("siw {}\n", s.siw));
+            siw = s.siw.clone();
+        }
+        let guest = subst(&s.guest, visible, gport);
+        match &s.host {
+            Host::OnReady(_) => script.push_str(&format!(
+                "serve {} {} {} {}\n",
+                s.name,
+                gport,
+                s.seconds,
+                quote(&guest)
+            )),
+            _ => script.push_str(&format!(
+                "step {} {} {}\n",
+                s.name,
+                s.seconds,
+                quote(&guest)
+            )),
+        }
+        guest_limit += s.seconds + 5;
+    }
+    // Host servers get a moment to listen.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut qemu = Command::new("bash")
+        .arg(repo().join("scripts/interop/run-guest.sh"))
+        .arg("-q")
+        .arg("-t")
+        .arg(guest_limit.to_string())
+        .args(&fwds)
+        .arg(&script)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot start scripts/interop/run-guest.sh");
+    let err = Arc::new(Mutex::new(String::new()));
+    collect(qemu.stderr.take().unwrap(), Arc::clone(&err));
+    let mut results: HashMap<String, Outcome> = HashMap::new();
+    let mut running: Option<(String, Option<Proc>, Option<proxy::Proxy>)> = None;
+    let mut current: Option<String> = None;
+    let mut console = String::new();
+    for line in BufReader::new(qemu.stdout.take().unwrap()).lines() {
+        let Ok(line) = line else { break };
+        console.push_str(&line);
+        console.push('\n');
+        let Some(at) = line.find("### RDDP-") else {
+            if let Some(name) = &current {
+                let o = results.entry(name.clone()).or_default();
+                if let Some(k) = line.strip_prefix("[dmesg] ") {
+                    o.dmesg.push_str(k);
+                    o.dmesg.push('\n');
+                } else {
+                    o.guest.push_str(&line);
+                    o.guest.push('\n');
+                }
+            }
+            continue;
+        };
+        let mark = &line[at + "### RDDP-".len()..];
+        let mut w = mark.split_whitespace();
+        match (w.next(), w.next()) {
+            (Some("STEP-BEGIN"), Some(name)) => {
+                current = Some(name.to_string());
+                results.entry(name.to_string()).or_default();
+            }
+            (Some("READY"), Some(name)) => {
+                if let Some((cmd, fwd, gport, corrupt)) = on_ready.remove(name) {
+                    // The host client connects to the forwarded 127.0.0.1 port, or
+                    // to a proxy in front of it.
+                    let p = corrupt.map(|c| proxy::Proxy::start(fwd, c));
+                    let port = p.as_ref().map_or(fwd, |p| p.port);
+                    let cmd: Vec<String> = cmd.iter().map(|a| subst(a, port, gport)).collect();
+                    running = Some((name.to_string(), Some(spawn(&cmd)), p));
+                }
+            }
+            (Some("STEP-END"), Some(name)) => {
+                let rc = w
+                    .next()
+                    .and_then(|r| r.strip_prefix("rc="))
+                    .and_then(|r| r.parse().ok());
+                let o = results.entry(name.to_string()).or_default();
+                o.guest_rc = rc;
+                let host = match running.take() {
+                    Some((n, p, px)) if n == name => Some((p, px)),
+                    other => {
+                        running = other;
+                        before.remove(name).map(|(p, px)| (Some(p), px))
+                    }
+                };
+                if let Some((p, px)) = host {
+                    if let Some(p) = p {
+                        let (rc, out, err) = p.finish(Duration::from_secs(5));
+                        (o.host_rc, o.host_out, o.host_err) = (rc, out, err);
+                    }
+                    if let Some(px) = px {
+                        o.proxy = px.report();
+                    }
+                }
+                current = None;
+            }
+            _ => {}
+        }
+    }
+    let _ = qemu.wait();
+    std::thread::sleep(Duration::from_millis(50));
+    let stderr = err.lock().unwrap().clone();
+    // RDDP_INTEROP_LOG=FILE keeps the guest script, its forwards and the console.
+    if let Ok(f) = std::env::var("RDDP_INTEROP_LOG") {
+        let mut log = format!("{fwds:?}\n{script}\n{console}\n{stderr}\n");
+        for s in &steps {
+            if let Some(o) = results.get(&s.name) {
+                log.push_str(&format!("=== {}\n{}", s.name, o.all()));
+            }
+        }
+        let _ = std::fs::write(f, log);
+    }
+    Run {
+        steps: results,
+        seconds: t0.elapsed().as_secs_f64(),
+        console,
+        stderr,
+    }
+}

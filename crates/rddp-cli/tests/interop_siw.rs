@@ -1,0 +1,672 @@
+//! rddp against the Linux kernel's soft-iWARP (siw 6.1) and rdma-core's tools in a
+//! QEMU guest (issue 12): rping both ways with -V, Terminates across the boundary,
+//! MPA negotiation with every siw build, perftest's ib_*_bw -R both ways.
+//!
+//! All checks share one boot (scripts/interop/, see tests/interop/mod.rs); each
+//! test looks at its steps. docs/interop.md has the table of results and the
+//! commands to rerun each by hand.
+
+mod interop;
+
+use interop::{Host, Run, Step};
+use std::sync::OnceLock;
+
+/// rping's sizes from its minimum to its maximum (RPING_BUFSIZE - 1).
+const SIZES: [u32; 4] = [23, 64, 4096, 65535];
+const PINGS: u32 = 100;
+
+fn rddp(args: &str) -> Vec<String> {
+    std::iter::once("{rddp}".to_string())
+        .chain(args.split_whitespace().map(String::from))
+        .collect()
+}
+
+fn plan() -> Vec<Step> {
+    let mut p = Vec::new();
+    // 1. rping: siw's client against `rddp rping -s`, then `rddp rping -c` against
+    // siw's server, 100 validated pings of each size.
+    for size in SIZES {
+        let v = if size == 64 { " -v" } else { "" };
+        p.push(Step::new(
+            &format!("rping-siw-client-{size}"),
+            "default",
+            60,
+            &format!("rping -c -a 10.0.2.2 -p {{port}} -C {PINGS} -S {size} -V{v}"),
+            Host::Before(rddp(&format!(
+                "rping -s -a 127.0.0.1 -p {{port}} -S {size} -V{v}"
+            ))),
+        ));
+        p.push(Step::new(
+            &format!("rping-siw-server-{size}"),
+            "default",
+            60,
+            &format!("rping -s -a 0.0.0.0 -p {{gport}} -S {size} -V{v}"),
+            Host::OnReady(rddp(&format!(
+                "rping -c -a 127.0.0.1 -p {{port}} -C {PINGS} -S {size} -V{v}"
+            ))),
+        ));
+    }
+    perftest(&mut p);
+    terminates(&mut p);
+    mpa(&mut p);
+    p
+}
+
+/// perftest iterations per run here (the debug build of rddp moves about
+/// 10 MB/s of Writes; docs/interop.md has the default 5000-iteration runs).
+const PERFTEST_ITERS: u32 = 1000;
+
+/// Point 2, perftest -R both ways: siw's ib_*_bw against `rddp perf server
+/// --perftest`, then `rddp perf client --perftest` against siw's ib_*_bw server.
+fn perftest(p: &mut Vec<Step>) {
+    let n = PERFTEST_ITERS;
+    for op in ["write", "read", "send"] {
+        p.push(Step::new(
+            &format!("perftest-siw-client-{op}"),
+            "default",
+            120,
+            &format!("ib_{op}_bw -R -d siw0 -n {n} -p {{port}} 10.0.2.2"),
+            // CRC as siw asks (off): siw 6.1 reassembles an MPA CRC trailer that
+            // a TCP segment boundary splits at the wrong offset, and QEMU's user
+            // network re-segments the stream, so with CRC on bulk transfers into
+            // siw end with a false CRC error now and then, siw's own as well
+            // (docs/interop.md). The CRC steps below use small messages.
+            Host::Before(rddp(&format!(
+                "perf server --listen 127.0.0.1:{{port}} --perftest --op {op} --iters {n} --crc off"
+            ))),
+        ));
+        p.push(Step::new(
+            &format!("perftest-siw-server-{op}"),
+            "default",
+            120,
+            &format!("ib_{op}_bw -R -d siw0 -n {n} -p {{gport}}"),
+            Host::OnReady(rddp(&format!(
+                "perf client --connect 127.0.0.1:{{port}} --perftest --op {op} --iters {n} --crc off"
+            ))),
+        ));
+    }
+}
+
+/// Seconds for a step siw's rping finishes, and for one where it waits forever
+/// (a refused connection, a hung client): it is killed then.
+const OK_SECS: u32 = 20;
+const HANGS_SECS: u32 = 6;
+
+/// A guest rping client against a host `rddp` command (before the boot).
+fn siw_client(name: &str, siw: &str, rping: &str, host: &str) -> Step {
+    Step::new(
+        name,
+        siw,
+        OK_SECS,
+        &format!("rping -c -a 10.0.2.2 -p {{port}} {rping}"),
+        Host::Before(rddp(host)),
+    )
+}
+
+/// A guest rping server and a host `rddp` client started once it listens.
+fn siw_server(name: &str, siw: &str, rping: &str, host: &str) -> Step {
+    // RDDP_INTEROP_DEBUG=1: both sides with -d.
+    let d = if std::env::var("RDDP_INTEROP_DEBUG").is_ok() {
+        " -d"
+    } else {
+        ""
+    };
+    Step::new(
+        name,
+        siw,
+        OK_SECS,
+        &format!("rping -s -a 0.0.0.0 -p {{gport}} {rping}{d}"),
+        Host::OnReady(rddp(&format!("{host}{d}"))),
+    )
+}
+
+/// Point 4, Terminates across the boundary: rddp finds the error and siw reports what
+/// it read; siw finds the error and rddp decodes siw's Terminate.
+fn terminates(p: &mut Vec<Step>) {
+    let c = "rping -c -a 127.0.0.1 -p {port} -C 3 -V";
+    let s = "rping -s -a 127.0.0.1 -p {port} -V";
+    for (name, fault) in [
+        ("to-siw-ddp-untagged", "no-recv"),
+        ("to-siw-ddp-tagged", "write-stag"),
+        ("to-siw-rdmap", "read-stag"),
+    ] {
+        p.push(siw_server(
+            &format!("term-{name}"),
+            "default",
+            "-V",
+            &format!("{c} --fault {fault}"),
+        ));
+    }
+    p.push(
+        siw_client(
+            "term-to-siw-mpa-crc",
+            "default",
+            "-C 3 -V",
+            &format!("{s} --crc"),
+        )
+        .via_proxy(interop::proxy::Corrupt {
+            from_connector: true,
+            fpdu: 0,
+        }),
+    );
+    for (name, fault) in [
+        ("from-siw-ddp-tagged", "write-stag"),
+        ("from-siw-rdmap", "read-stag"),
+    ] {
+        p.push(siw_client(
+            &format!("term-{name}"),
+            "default",
+            "-C 3 -V",
+            &format!("{s} --fault {fault}"),
+        ));
+    }
+    p.push(
+        siw_server(
+            "term-from-siw-mpa-crc",
+            "default",
+            "-V",
+            &format!("{c} --crc"),
+        )
+        .via_proxy(interop::proxy::Corrupt {
+            from_connector: true,
+            fpdu: 0,
+        }),
+    );
+    // Two go-aheads at once: siw's rping keeps one receive posted.
+    p.push(siw_client(
+        "term-from-siw-ddp-untagged",
+        "default",
+        "-C 3 -V",
+        &format!("{s} --fault extra-send"),
+    ));
+    // The case of issue 12: siw built to require CRC, its rping client against
+    // `rddp target`, whose echo finds no receive posted when it comes before
+    // rping has posted its next one (a race: rping may win it).
+    p.push(
+        siw_client(
+            "term-from-siw-target-crc",
+            "crc",
+            "-C 3 -V",
+            "target --listen 127.0.0.1:{port} --events json",
+        )
+        .secs(HANGS_SECS),
+    );
+}
+
+/// Point 3, MPA negotiation with every siw build, siw as initiator and as responder.
+fn mpa(p: &mut Vec<Step>) {
+    let c = "rping -c -a 127.0.0.1 -p {port} -C 10 -V";
+    let s = "rping -s -a 127.0.0.1 -p {port} -V";
+    for siw in ["crc", "strict", "crc+strict", "p2p", "crc+p2p", "rev1"] {
+        let tag = siw.replace('+', "-");
+        p.push(siw_client(&format!("mpa-{tag}-init"), siw, "-C 10 -V", s));
+        p.push(siw_client(
+            &format!("mpa-{tag}-init-crc"),
+            siw,
+            "-C 10 -V",
+            &format!("{s} --crc"),
+        ));
+        p.push(siw_server(&format!("mpa-{tag}-resp"), siw, "-V", c));
+        p.push(siw_server(
+            &format!("mpa-{tag}-resp-crc"),
+            siw,
+            "-V",
+            &format!("{c} --crc"),
+        ));
+    }
+    for rtr in ["write", "read", "both"] {
+        p.push(siw_server(
+            &format!("mpa-p2p-resp-rtr-{rtr}"),
+            "p2p",
+            "-V",
+            &format!("{c} --p2p {rtr}"),
+        ));
+        p.push(siw_server(
+            &format!("mpa-default-resp-rtr-{rtr}"),
+            "default",
+            "-V",
+            &format!("{c} --p2p {rtr}"),
+        ));
+    }
+    p.push(siw_server(
+        "mpa-default-resp-rev1",
+        "default",
+        "-V",
+        &format!("{c} --mpa-rev 1"),
+    ));
+    p.push(siw_server(
+        "mpa-default-resp-markers",
+        "default",
+        "-V",
+        &format!("{c} --markers"),
+    ));
+    p.push(siw_client(
+        "mpa-default-init-markers",
+        "default",
+        "-C 10 -V",
+        &format!("{s} --markers"),
+    ));
+}
+
+static RUN: OnceLock<Result<Run, String>> = OnceLock::new();
+
+/// The shared boot, or `None` when the harness cannot run here (and this is not
+/// CI, where that fails instead).
+fn session() -> Option<&'static Run> {
+    let r = RUN.get_or_init(|| {
+        std::panic::catch_unwind(|| match interop::available() {
+            Ok(()) => {
+                let mut run = interop::run(plan());
+                // A guest that never came up (seen once in many boots under heavy
+                // load) gets one more try; its console is kept for the record.
+                if !run.console.contains("### RDDP-BOOTED") {
+                    eprintln!(
+                        "siw interop: the guest did not boot, once more:\n{}",
+                        run.stderr
+                    );
+                    run = interop::run(plan());
+                }
+                eprintln!(
+                    "siw interop: {} steps in {:.1} s",
+                    run.steps.len(),
+                    run.seconds
+                );
+                Some(run)
+            }
+            Err(why) => {
+                eprintln!("siw interop tests skipped: {why}");
+                None
+            }
+        })
+        .map_err(|e| {
+            e.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default()
+        })
+        .and_then(|o| o.ok_or_else(String::new))
+    });
+    match r {
+        Ok(run) => Some(run),
+        Err(e) if e.is_empty() => None,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// rping's own failure lines (its exit status is 0 even when the peer went away
+/// mid-ping). A server always ends with "wait for RDMA_READ_ADV state 10".
+fn rping_failed(out: &str, server: bool) -> bool {
+    let client_only = !server && out.contains("wait for RDMA");
+    client_only
+        || [
+            "data mismatch",
+            "cq completion failed",
+            "error",
+            "Received bogus",
+        ]
+        .iter()
+        .any(|w| out.contains(w))
+}
+
+#[test]
+fn rping_siw_client_against_rddp_server() {
+    let Some(run) = session() else { return };
+    for size in SIZES {
+        let name = format!("rping-siw-client-{size}");
+        let (o, all) = (run.get(&name), run.explain(&name));
+        assert_eq!(o.guest_rc, Some(0), "{all}");
+        assert!(!rping_failed(&o.guest, false), "{all}");
+        assert!(o.guest.contains("client DISCONNECT EVENT"), "{all}");
+        assert_eq!(o.host_rc, Some(0), "{all}");
+        assert!(
+            o.host_err.contains(&format!("served {PINGS} pings")),
+            "{all}"
+        );
+        assert!(o.host_err.contains("MPA rev 2, CRC off"), "{all}");
+        if size == 64 {
+            // siw's client printed what came back, our server what it read.
+            let lines = |s: &str, p: &str| s.lines().filter(|l| l.starts_with(p)).count();
+            assert_eq!(
+                lines(&o.guest, "ping data: rdma-ping-"),
+                PINGS as usize,
+                "{all}"
+            );
+            assert_eq!(
+                lines(&o.host_out, "server ping data: rdma-ping-"),
+                PINGS as usize
+            );
+        }
+    }
+}
+
+#[test]
+fn rping_rddp_client_against_siw_server() {
+    let Some(run) = session() else { return };
+    for size in SIZES {
+        let name = format!("rping-siw-server-{size}");
+        let (o, all) = (run.get(&name), run.explain(&name));
+        assert_eq!(o.host_rc, Some(0), "{all}");
+        assert!(
+            o.host_err
+                .contains(&format!("{PINGS} pings of {size} octets, each validated")),
+            "{all}"
+        );
+        // siw's server ends when the client disconnects, as with its own client.
+        assert_eq!(o.guest_rc, Some(0), "{all}");
+        assert!(!rping_failed(&o.guest, true), "{all}");
+        assert!(o.guest.contains("server DISCONNECT EVENT"), "{all}");
+        if size == 64 {
+            let n = o
+                .guest
+                .lines()
+                .filter(|l| l.starts_with("server ping data: rdma-ping-"));
+            assert_eq!(n.count(), PINGS as usize, "{all}");
+        }
+    }
+}
+
+/// A step where siw's rping client pinged `n` times against an rddp server.
+fn siw_client_ok(run: &Run, name: &str, n: u32) -> String {
+    let (o, all) = (run.get(name), run.explain(name));
+    assert_eq!(o.guest_rc, Some(0), "{all}");
+    assert!(!rping_failed(&o.guest, false), "{all}");
+    assert_eq!(o.host_rc, Some(0), "{all}");
+    assert!(o.host_err.contains(&format!("served {n} pings")), "{all}");
+    o.host_err.clone()
+}
+
+/// A step where `rddp rping -c` pinged `n` times against siw's rping server.
+fn siw_server_ok(run: &Run, name: &str, n: u32) -> String {
+    let (o, all) = (run.get(name), run.explain(name));
+    assert_eq!(o.host_rc, Some(0), "{all}");
+    assert!(o.host_err.contains(&format!("{n} pings of")), "{all}");
+    assert!(!rping_failed(&o.guest, true), "{all}");
+    assert!(o.guest.contains("server DISCONNECT EVENT"), "{all}");
+    o.host_err.clone()
+}
+
+fn has(run: &Run, name: &str, text: &str, what: &str) {
+    let o = run.get(name);
+    let hay = match what {
+        "host" => &o.host_err,
+        "guest" => &o.guest,
+        "dmesg" => &o.dmesg,
+        _ => &o.proxy,
+    };
+    assert!(
+        hay.contains(text),
+        "{what} of {name} lacks {text:?}\n{}",
+        run.explain(name)
+    );
+}
+
+#[test]
+fn terminates_from_rddp_are_reported_by_siw() {
+    let Some(run) = session() else { return };
+    use rddp_wire::TerminateCode as T;
+    for (name, code) in [
+        ("term-to-siw-ddp-untagged", T::DDP_INVALID_MSN_NO_BUFFER),
+        ("term-to-siw-ddp-tagged", T::DDP_INVALID_STAG),
+        ("term-to-siw-rdmap", T::RDMAP_INVALID_STAG),
+        ("term-to-siw-mpa-crc", T::MPA_CRC_ERROR),
+    ] {
+        has(run, name, &format!("sent Terminate {code}"), "host");
+        // siw reads our RFC control word through its bitfields: Layer and EType
+        // come out swapped.
+        let siw_reads = format!(
+            "siw: got TERMINATE. layer {}, type {}, code {}",
+            code.etype, code.layer, code.code
+        );
+        has(run, name, &siw_reads, "dmesg");
+        // rping on siw sees the connection go (its work requests are flushed).
+        has(run, name, "DISCONNECT EVENT", "guest");
+    }
+    has(run, "term-to-siw-mpa-crc", "flipped the octet", "proxy");
+}
+
+#[test]
+fn terminates_from_siw_are_decoded_as_siw_meant_them() {
+    let Some(run) = session() else { return };
+    for (name, meant, word) in [
+        (
+            "term-from-siw-ddp-untagged",
+            "DDP invalid MSN: no buffer available (1/2/0x02)",
+            "0x21020300",
+        ),
+        (
+            "term-from-siw-ddp-tagged",
+            "DDP invalid STag (1/1/0x00)",
+            "0x11000300",
+        ),
+        (
+            "term-from-siw-rdmap",
+            "RDMAP invalid STag (0/1/0x00)",
+            "0x10000700",
+        ),
+        (
+            "term-from-siw-mpa-crc",
+            "MPA CRC error (2/0/0x02)",
+            "0x02020000",
+        ),
+    ] {
+        has(
+            run,
+            name,
+            &format!("the peer sent Terminate {meant}"),
+            "host",
+        );
+        has(
+            run,
+            name,
+            &format!("control word {word} is in Linux siw's layout"),
+            "host",
+        );
+    }
+    has(run, "term-from-siw-mpa-crc", "siw: crc error", "dmesg");
+    // Issue 12's case: `rddp target` reported siw's Terminate with null fields.
+    // When rping wins the race there is no Terminate: the client gives up.
+    let name = "term-from-siw-target-crc";
+    let o = run.get(name);
+    let Some(ev) = o
+        .host_out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["event"] == "terminate")
+    else {
+        assert!(
+            o.host_out.contains("\"reason\":\"peer closed\""),
+            "{}",
+            run.explain(name)
+        );
+        eprintln!("{name}: siw's rping reposted its receive in time, no Terminate this run");
+        return;
+    };
+    assert_eq!(ev["direction"], "received", "{ev}");
+    assert_eq!(
+        (
+            ev["layer"].as_u64(),
+            ev["etype"].as_u64(),
+            ev["code"].as_u64()
+        ),
+        (Some(1), Some(2), Some(2)),
+        "{ev}"
+    );
+    assert_eq!(ev["layout"], "siw-bitfields", "{ev}");
+    assert_eq!(ev["control_word"], "0x21020300", "{ev}");
+    assert!(
+        ev.as_object().unwrap().values().all(|v| !v.is_null()),
+        "{ev}"
+    );
+}
+
+#[test]
+fn mpa_crc_with_every_siw_crc_build() {
+    let Some(run) = session() else { return };
+    for build in ["crc", "crc-strict"] {
+        // siw requiring CRC sets C=1 in its Request: CRC on either way.
+        for s in ["init", "init-crc"] {
+            let err = siw_client_ok(run, &format!("mpa-{build}-{s}"), 10);
+            assert!(err.contains("CRC on"), "{err}");
+        }
+        // As responder it does not ask for CRC itself (only echoes C=1).
+        let err = siw_server_ok(run, &format!("mpa-{build}-resp"), 10);
+        assert!(err.contains("CRC off"), "{err}");
+        let err = siw_server_ok(run, &format!("mpa-{build}-resp-crc"), 10);
+        assert!(err.contains("CRC on"), "{err}");
+    }
+    // Strict without required: CRC must stay off, asking for it is refused.
+    assert!(siw_client_ok(run, "mpa-strict-init", 10).contains("CRC off"));
+    has(
+        run,
+        "mpa-strict-init-crc",
+        "RDMA_CM_EVENT_REJECTED",
+        "guest",
+    );
+    has(
+        run,
+        "mpa-strict-init-crc",
+        "it may refuse the CRC we asked for",
+        "host",
+    );
+    assert!(siw_server_ok(run, "mpa-strict-resp", 10).contains("CRC off"));
+    has(
+        run,
+        "mpa-strict-resp-crc",
+        "connection refused by the peer (MPA Reply with R=1)",
+        "host",
+    );
+}
+
+#[test]
+fn mpa_peer_to_peer_rtr() {
+    let Some(run) = session() else { return };
+    // siw built peer-to-peer offers both RTRs; rddp as responder picks Write.
+    for name in [
+        "mpa-p2p-init",
+        "mpa-p2p-init-crc",
+        "mpa-crc-p2p-init",
+        "mpa-crc-p2p-init-crc",
+    ] {
+        let err = siw_client_ok(run, name, 10);
+        assert!(
+            err.contains("peer-to-peer with a write RTR"),
+            "{name}: {err}"
+        );
+    }
+    for name in [
+        "mpa-p2p-resp",
+        "mpa-p2p-resp-crc",
+        "mpa-crc-p2p-resp",
+        "mpa-crc-p2p-resp-crc",
+    ] {
+        let err = siw_server_ok(run, name, 10);
+        assert!(!err.contains("peer-to-peer"), "{name}: {err}");
+    }
+    // rddp offering RTRs: siw (peer-to-peer build or not) prefers Write.
+    for build in ["p2p", "default"] {
+        for (offer, got) in [("write", "write"), ("read", "read"), ("both", "write")] {
+            let name = format!("mpa-{build}-resp-rtr-{offer}");
+            let err = siw_server_ok(run, &name, 10);
+            assert!(
+                err.contains(&format!("peer-to-peer with a {got} RTR")),
+                "{name}: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn mpa_revision_1() {
+    let Some(run) = session() else { return };
+    for name in ["mpa-rev1-init", "mpa-rev1-init-crc"] {
+        assert!(siw_client_ok(run, name, 10).contains("MPA rev 1"), "{name}");
+    }
+    // siw built for Rev 1 still answers a Rev 2 Request with Rev 2.
+    for name in ["mpa-rev1-resp", "mpa-rev1-resp-crc"] {
+        assert!(siw_server_ok(run, name, 10).contains("MPA rev 2"), "{name}");
+    }
+    // A Rev 1 Request leaves siw's server with ORD 0: it cannot post its Read.
+    has(run, "mpa-default-resp-rev1", "MPA rev 1", "host");
+    has(run, "mpa-default-resp-rev1", "post send error", "guest");
+}
+
+#[test]
+fn mpa_markers_refused_by_siw_fall_back_or_fail_clearly() {
+    let Some(run) = session() else { return };
+    let err = siw_server_ok(run, "mpa-default-resp-markers", 10);
+    assert!(
+        err.contains("refused the MPA Request with Markers (R=1); retrying without"),
+        "{err}"
+    );
+    assert!(err.contains("Markers rx off tx off"), "{err}");
+    has(
+        run,
+        "mpa-default-init-markers",
+        "RDMA_CM_EVENT_REJECTED",
+        "guest",
+    );
+    has(
+        run,
+        "mpa-default-init-markers",
+        "refuses the Markers we asked for",
+        "host",
+    );
+}
+
+/// perftest's report line for `size` x `iters` (" 65536      1000   ...") and its
+/// average MB/sec.
+fn bw_line(out: &str, iters: u32) -> Option<(String, f64)> {
+    out.lines()
+        .find(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.len() == 5 && w[0] == "65536" && w[1] == iters.to_string()
+        })
+        .map(|l| {
+            let avg = l
+                .split_whitespace()
+                .nth(3)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0);
+            (l.trim().to_string(), avg)
+        })
+}
+
+#[test]
+fn perftest_siw_clients_against_rddp_perf_server() {
+    let Some(run) = session() else { return };
+    for op in ["write", "read", "send"] {
+        let name = format!("perftest-siw-client-{op}");
+        let (o, all) = (run.get(&name), run.explain(&name));
+        assert_eq!(o.guest_rc, Some(0), "{all}");
+        assert_eq!(o.host_rc, Some(0), "{all}");
+        assert!(o.guest.contains("Data ex. method : rdma_cm"), "{all}");
+        let (theirs, avg) = bw_line(&o.guest, PERFTEST_ITERS).unwrap_or_else(|| panic!("{all}"));
+        let (ours, ours_avg) =
+            bw_line(&o.host_out, PERFTEST_ITERS).unwrap_or_else(|| panic!("{all}"));
+        assert!(avg > 0.0 && ours_avg > 0.0, "{all}");
+        // Write and read: the server prints the client's report as it came.
+        if op != "send" {
+            assert_eq!(theirs, ours, "{all}");
+        }
+        eprintln!("{name}: ib_{op}_bw: {theirs}\n{name}: rddp:      {ours}");
+    }
+}
+
+#[test]
+fn perftest_rddp_perf_client_against_siw_servers() {
+    let Some(run) = session() else { return };
+    for op in ["write", "read", "send"] {
+        let name = format!("perftest-siw-server-{op}");
+        let (o, all) = (run.get(&name), run.explain(&name));
+        assert_eq!(o.host_rc, Some(0), "{all}");
+        assert_eq!(o.guest_rc, Some(0), "{all}");
+        let (ours, avg) = bw_line(&o.host_out, PERFTEST_ITERS).unwrap_or_else(|| panic!("{all}"));
+        let (theirs, their_avg) =
+            bw_line(&o.guest, PERFTEST_ITERS).unwrap_or_else(|| panic!("{all}"));
+        assert!(avg > 0.0 && their_avg > 0.0, "{all}");
+        if op != "send" {
+            assert_eq!(theirs, ours, "{all}");
+        }
+        eprintln!("{name}: rddp:      {ours}\n{name}: ib_{op}_bw: {theirs}");
+    }
+}

@@ -1,0 +1,158 @@
+//! Peer death (issue 14, point 3): the peer process killed with SIGKILL in the
+//! middle of a transfer, and the link cut (a veth end set down between two
+//! network namespaces). Every posted work request completes, flushed or with an
+//! error, within a stated bound; no completion is invented or doubled; the
+//! consumer's quota usage returns to where it started.
+//!
+//! Bounds: SIGKILL: the kernel closes the peer's sockets as it exits, so the
+//! survivor sees a FIN or RST at once: [`KILL_BOUND`]. A cut link is silent: the
+//! survivor notices through `MpaOptions::dead_peer_timeout` (TCP_USER_TIMEOUT and
+//! keepalive), within `rddp_mpa::tcp::dead_peer_bound(timeout)` =
+//! 2 x timeout + max(1 s, timeout / 10); here 5 s for 2 s, checked with [`SLACK`]
+//! for a loaded machine.
+//!
+//! The link-cut tests run the survivor inside namespace A: this test binary runs
+//! itself there (`ip netns exec A <this binary> netns_survivor`), with the
+//! scenario in `RDDP_PEER_DEATH_NETNS`.
+
+mod netns;
+mod peer;
+mod survivor;
+
+use netns::NetnsPair;
+use peer::Peer;
+use rddp::{Device, Usage};
+use std::process::Command;
+use std::time::{Duration, Instant};
+use survivor::{Load, Outcome, Survivor};
+
+/// SIGKILL to last completion.
+const KILL_BOUND: Duration = Duration::from_secs(3);
+/// The dead-peer timeout the link-cut tests set.
+const CUT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Scheduling slack on a shared 2-core machine.
+const SLACK: Duration = Duration::from_secs(1);
+
+const ENV: &str = "RDDP_PEER_DEATH_NETNS";
+
+/// 8 Writes and 48 Reads of 1 MiB and 8 Sends: with ORD 16, tens of MiB are
+/// still to come when the first Read completes and the peer dies.
+const BIG: Load = Load {
+    writes: 8,
+    reads: 48,
+    sends: 8,
+    size: 1 << 20,
+};
+
+fn check(what: &str, o: &Outcome, bound: Duration, usage: (Usage, Usage)) {
+    println!(
+        "{what}: {} work requests posted, completed {:?} within {:?} of the death \
+         ({} Reads were in flight), events {:?}",
+        o.posted, o.by_status, o.elapsed, o.reads_in_flight_at_death, o.events
+    );
+    assert_eq!(o.missing, 0, "{what}: work requests never completed: {o:?}");
+    assert_eq!(o.unexpected, 0, "{what}: completions invented: {o:?}");
+    assert!(
+        o.elapsed <= bound,
+        "{what}: took {:?} > {bound:?}",
+        o.elapsed
+    );
+    assert!(o.not_success() >= 1, "{what}: nothing was flushed: {o:?}");
+    let (live, after) = usage;
+    // With the queue pair still there, no receive or Read is charged any more.
+    assert_eq!(
+        (live.receive_buffers, live.outstanding_reads),
+        (0, 0),
+        "{what}: quota still charged after every completion: {live:?}"
+    );
+    assert_eq!(after, Usage::default(), "{what}: quota not returned");
+}
+
+#[test]
+fn sigkill_mid_transfer_completes_every_work_request() {
+    let dev = Device::new();
+    let mut peer = Peer::start(&[], "127.0.0.1:0", &["--recv-count", "64"]);
+    let mut s = Survivor::connect(&dev, peer.addr, None);
+    s.start(BIG);
+    let in_flight = s.reads_in_flight();
+    let died = peer.kill();
+    let o = s.collect(died, KILL_BOUND + Duration::from_secs(10), in_flight);
+    assert!(o.reads_in_flight_at_death >= 1, "not mid-transfer: {o:?}");
+    check("SIGKILL", &o, KILL_BOUND, s.close());
+}
+
+/// Run `scenario` in a survivor inside namespace A against a target in B.
+fn link_cut(scenario: &str) {
+    let Some(ns) = netns::require() else { return };
+    let exe = std::env::current_exe().unwrap();
+    let env = format!("{scenario},{},{},{}", ns.a, ns.b, ns.dev_b);
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &ns.a])
+        .arg(exe)
+        .args(["netns_survivor", "--exact", "--ignored", "--nocapture"])
+        .env(ENV, env)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the survivor in {} did not finish in 60 s", ns.a);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        status.success(),
+        "the survivor in {} failed: {status}",
+        ns.a
+    );
+}
+
+#[test]
+fn link_cut_mid_transfer_completes_within_the_dead_peer_bound() {
+    link_cut("transfer");
+}
+
+#[test]
+fn link_cut_on_an_idle_connection_flushes_its_receives_within_the_bound() {
+    link_cut("idle");
+}
+
+/// The survivor side of [`link_cut`], run by it inside namespace A.
+#[test]
+#[ignore = "run by the link_cut tests inside their network namespace"]
+fn netns_survivor() {
+    let Ok(env) = std::env::var(ENV) else {
+        eprintln!("{ENV} is not set: this runs only inside a link_cut test");
+        return;
+    };
+    let parts: Vec<&str> = env.split(',').collect();
+    let [scenario, _a, b, dev_b] = parts[..] else {
+        panic!("{ENV}={env:?}");
+    };
+    let dev = Device::new();
+    let listen = format!("{}:0", netns::IP_B);
+    let mut peer = Peer::start(&NetnsPair::exec(b), &listen, &["--recv-count", "64"]);
+    let mut s = Survivor::connect(&dev, peer.addr, Some(CUT_TIMEOUT));
+    let in_flight = if scenario == "transfer" {
+        s.start(BIG);
+        s.reads_in_flight()
+    } else {
+        // Let every octet of the setup be acknowledged: only keepalive can notice.
+        std::thread::sleep(Duration::from_millis(300));
+        0
+    };
+    let cut = Instant::now();
+    NetnsPair::cut(b, dev_b);
+    let bound = rddp_mpa::tcp::dead_peer_bound(CUT_TIMEOUT) + SLACK;
+    let o = s.collect(cut, bound + Duration::from_secs(20), in_flight);
+    if scenario == "transfer" {
+        assert!(o.reads_in_flight_at_death >= 1, "not mid-transfer: {o:?}");
+    }
+    check(&format!("link cut ({scenario})"), &o, bound, s.close());
+    peer.kill();
+}

@@ -1,0 +1,107 @@
+//! Two sans-IO adaptation layers joined by chunk queues the test controls.
+
+use rddp_proto::ddp::RecvBuffer;
+use rddp_proto::mem::{Access, MemoryTable, PdId, Stag, StagScope, StreamId};
+use rddp_sctp::{Adaptation, CloseReason, Config, Event, OutChunk, SessionState};
+use rddp_wire::sctp::SessionControl;
+
+/// Fragmentation point of the sans-IO tests: maximum DDP segment 598.
+pub const FP: usize = 600;
+
+pub struct Side {
+    pub ad: Adaptation,
+    pub mem: MemoryTable,
+}
+
+pub fn side(cfg: Config) -> Side {
+    Side {
+        ad: Adaptation::new(cfg, FP),
+        mem: MemoryTable::with_seed(7),
+    }
+}
+
+pub fn pair() -> (Side, Side) {
+    (side(Config::default()), side(Config::default()))
+}
+
+pub fn drain(s: &mut Side) -> Vec<OutChunk> {
+    std::iter::from_fn(|| s.ad.poll_transmit()).collect()
+}
+
+pub fn feed(to: &mut Side, chunks: &[OutChunk]) {
+    for c in chunks {
+        to.ad.on_chunk(&to.mem, c.sid, c.ppid, &c.payload).unwrap();
+    }
+}
+
+pub fn events(s: &mut Side) -> Vec<Event> {
+    std::iter::from_fn(|| s.ad.poll_event()).collect()
+}
+
+pub fn ctl(c: &OutChunk) -> SessionControl {
+    assert_eq!(c.ppid, 17);
+    SessionControl::parse(&c.payload).unwrap()
+}
+
+/// A PPID 17 payload with any function code and private data.
+pub fn raw_ctl(ssn: u16, f: u16, pd: &[u8]) -> Vec<u8> {
+    let mut v = ssn.to_be_bytes().to_vec();
+    v.extend_from_slice(&f.to_be_bytes());
+    v.extend_from_slice(pd);
+    v
+}
+
+/// A opens a session on `sid`, B accepts; both established.
+pub fn open(a: &mut Side, b: &mut Side, sid: u16) {
+    a.ad.initiate(sid, StreamId(u32::from(sid)), PdId(1), b"hello")
+        .unwrap();
+    let c = drain(a);
+    feed(b, &c);
+    assert!(events(b).contains(&Event::InitiateRequest {
+        sid,
+        private_data: b"hello".to_vec()
+    }));
+    b.ad.accept(sid, StreamId(100 + u32::from(sid)), PdId(1), b"ok")
+        .unwrap();
+    let c = drain(b);
+    feed(a, &c);
+    assert!(events(a).contains(&Event::Accepted {
+        sid,
+        private_data: b"ok".to_vec()
+    }));
+    assert_eq!(a.ad.session_state(sid), Some(SessionState::Established));
+    assert_eq!(b.ad.session_state(sid), Some(SessionState::Established));
+}
+
+/// Post one 16-octet receive buffer (wr 0, buffer 1) on the stream of `sid`.
+pub fn post_recv16(s: &mut Side, sid: u16) {
+    s.ad.stream(sid)
+        .unwrap()
+        .post_recv(
+            0,
+            RecvBuffer {
+                id: 1,
+                data: vec![0; 16],
+            },
+        )
+        .unwrap();
+}
+
+pub fn register(s: &mut Side, len: usize) -> Stag {
+    s.mem
+        .register(
+            PdId(1),
+            StagScope::Pd,
+            Access::REMOTE_WRITE,
+            0x1000,
+            vec![0; len],
+        )
+        .unwrap()
+}
+
+pub fn closed(evs: &[Event], sid: u16) -> Option<CloseReason> {
+    evs.iter().find_map(|e| match e {
+        Event::Closed { sid: s, reason } if *s == sid => Some(reason.clone()),
+        _ => None,
+    })
+}

@@ -1,0 +1,47 @@
+//! Issue 10, point 4 over SCTP: RFC 5043 negotiates no IRD/ORD, so the queue pair
+//! runs with its builder's values on both sides. Real usrsctp, UDP encapsulation.
+
+mod common;
+#[path = "common/sctp_llp.rs"]
+mod llp;
+
+use llp::{free_addr, library};
+use rddp::transport::sctp::{Listener, SctpOptions, connect};
+use rddp::{CompletionQueue, Device, QueuePairBuilder};
+use std::time::Duration;
+
+/// Issue 10, point 4: over SCTP the queue pair runs with its builder's IRD and
+/// ORD on the active and on the passive side (before: 16/16 whatever was asked).
+#[test]
+fn builder_ird_ord_are_used_on_both_sctp_sides() {
+    if !library() {
+        return;
+    }
+    let addr = free_addr();
+    let listener = Listener::bind(addr, SctpOptions::default()).unwrap();
+    let dev = Device::new();
+    let sdev = dev.clone();
+    let server = std::thread::spawn(move || {
+        let pd = common::pd(&sdev, "server");
+        let cq = CompletionQueue::new(64);
+        let prep = QueuePairBuilder::new(&pd, &cq, &cq)
+            .ird(3)
+            .ord(5)
+            .build()
+            .unwrap();
+        let conn = listener.accept(Duration::from_secs(10), b"").unwrap();
+        prep.attach(conn).unwrap().ird_ord()
+    });
+    let pd = common::pd(&dev, "client");
+    let cq = CompletionQueue::new(64);
+    let prep = QueuePairBuilder::new(&pd, &cq, &cq)
+        .ird(7)
+        .ord(2)
+        .build()
+        .unwrap();
+    let qp = prep
+        .attach(connect(addr, SctpOptions::default(), b"").unwrap())
+        .unwrap();
+    assert_eq!(qp.ird_ord(), (7, 2), "active side");
+    assert_eq!(server.join().unwrap(), (3, 5), "passive side");
+}

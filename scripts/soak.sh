@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Soak (issue 14, point 5): mixed RDMA Write / RDMA Read / Send traffic of random
+# sizes over 100 queue pairs with --verify and periodic reconnects, between an
+# `rddp perf server --forever` and an `rddp perf client --op mixed`, for DURATION
+# seconds. Every SAMPLE seconds it records each process's VmRSS, threads and
+# file descriptors and the client's counters; at the end it prints the series,
+# the errors, and whether memory stayed flat. Exit 0 only with no error, no
+# corrupt octet and flat memory.
+#
+#   scripts/soak.sh DURATION            e.g. scripts/soak.sh 600
+#
+# Environment: RDDP (binary; default: build target/release/rddp), QPS (100),
+# RECONNECT (seconds between a queue pair's reconnects, 10), SEED (1), SIZE
+# (largest message, 32K), SAMPLE (5), OUT (directory for the logs, a new one
+# under /tmp).
+#
+# Flat memory: for each process, the largest VmRSS of the last fifth of the run
+# may exceed the largest of the second fifth (after warm-up: every queue pair
+# connected and reconnected at least once at the defaults) by at most
+# max(16 MiB, 10 %) (the allocator settles over the first minute: +6 % in
+# 60 s runs, decelerating); threads and file descriptors by max(16, 10 %).
+set -euo pipefail
+
+DURATION=${1:?usage: scripts/soak.sh DURATION_SECONDS}
+QPS=${QPS:-100}
+RECONNECT=${RECONNECT:-10}
+SEED=${SEED:-1}
+SIZE=${SIZE:-32K}
+SAMPLE=${SAMPLE:-5}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-$(mktemp -d /tmp/rddp-soak.XXXXXX)}
+mkdir -p "$OUT"
+
+if [ -z "${RDDP:-}" ]; then
+  (cd "$ROOT" && nice -n 10 cargo build --release --locked -q -p rddp-cli)
+  RDDP=$ROOT/target/release/rddp
+fi
+[ -x "$RDDP" ] || { echo "soak: no rddp binary at $RDDP" >&2; exit 2; }
+
+SERVER=""; CLIENT=""
+cleanup() {
+  [ -n "$CLIENT" ] && kill "$CLIENT" 2>/dev/null || true
+  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null || true
+  [ -n "$CLIENT" ] && wait "$CLIENT" 2>/dev/null || true
+  [ -n "$SERVER" ] && wait "$SERVER" 2>/dev/null || true
+}
+trap cleanup EXIT
+
+nice -n 10 "$RDDP" perf server --listen 127.0.0.1:0 --forever --rx-depth 32 \
+  >"$OUT/server.out" 2>"$OUT/server.err" &
+SERVER=$!
+ADDR=""
+for _ in $(seq 100); do
+  ADDR=$(sed -n 's/.*listening on \([0-9.]*:[0-9]*\).*/\1/p' "$OUT/server.err" | head -1)
+  [ -n "$ADDR" ] && break
+  sleep 0.1
+done
+[ -n "$ADDR" ] || { echo "soak: the server did not start" >&2; cat "$OUT/server.err" >&2; exit 2; }
+
+nice -n 10 "$RDDP" perf client --connect "$ADDR" --op mixed --qps "$QPS" \
+  --duration "$DURATION" --reconnect "$RECONNECT" --seed "$SEED" --size "$SIZE" \
+  --verify >"$OUT/client.out" 2>"$OUT/client.err" &
+CLIENT=$!
+
+# pid -> "rss_kib threads fds"
+probe() {
+  local rss thr fds
+  rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null) || return 1
+  thr=$(awk '/^Threads:/ {print $2}' "/proc/$1/status" 2>/dev/null) || return 1
+  fds=$(ls "/proc/$1/fd" 2>/dev/null | wc -l)
+  echo "${rss:-0} ${thr:-0} $fds"
+}
+
+echo "t c_rss_kib c_threads c_fds s_rss_kib s_threads s_fds" >"$OUT/samples.txt"
+START=$(date +%s.%N)
+NEXT=$SAMPLE
+while kill -0 "$CLIENT" 2>/dev/null; do
+  NOW=$(awk -v s="$START" -v n="$(date +%s.%N)" 'BEGIN {print n - s}')
+  if awk -v a="$NOW" -v b="$NEXT" 'BEGIN {exit !(a >= b)}'; then
+    C=$(probe "$CLIENT") || break
+    S=$(probe "$SERVER") || { echo "soak: the server died" >&2; break; }
+    echo "$NEXT $C $S" >>"$OUT/samples.txt"
+    NEXT=$((NEXT + SAMPLE))
+  fi
+  sleep 0.2
+done
+set +e
+wait "$CLIENT"; CLIENT_RC=$?
+set -e
+CLIENT=""
+sleep 1   # the server's last connections end after the client's Bye
+
+LAST=$(grep '"done":true' "$OUT/client.out" | tail -1 || true)
+field() { echo "$LAST" | sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
+C_ERRORS=$(field errors); C_CORRUPT=$(field corrupt)
+S_ERRORS=$(grep -c "rddp perf server: connection" "$OUT/server.err" || true)
+S_CORRUPT=$(awk '/corrupt bytes/ {s += $(NF-2)} END {print s + 0}' "$OUT/server.out")
+S_CONNS=$(grep -c "corrupt bytes" "$OUT/server.out" || true)
+[ -n "$LAST" ] || { C_ERRORS=1; C_CORRUPT=0; echo "soak: the client gave no final line (rc $CLIENT_RC)" >&2; }
+
+echo "rddp soak: $QPS queue pairs, ${DURATION} s, reconnect every ${RECONNECT} s, seed $SEED, sizes 1..$SIZE, --verify"
+echo
+printf '%6s | %10s %8s %6s | %10s %8s %6s\n' "t[s]" "client RSS" threads fds "server RSS" threads fds
+awk 'NR > 1 {printf "%6d | %7.1f MiB %8d %6d | %7.1f MiB %8d %6d\n", $1, $2/1024, $3, $4, $5/1024, $6, $7}' "$OUT/samples.txt"
+echo
+echo "client: $(echo "$LAST" | sed 's/"error_messages":\[[^]]*\],//')"
+echo "server: $S_CONNS connections served, $S_CORRUPT corrupt octets in Sends, $S_ERRORS connection errors"
+sed -n '1,5p' "$OUT/client.err" "$OUT/server.err" | grep -v "listening on" | sed 's/^/  /' || true
+
+# Flat: the last fifth against the second fifth (largest value of each).
+VERDICT=$(awk -v d="$DURATION" '
+  NR == 1 { next }
+  { t = $1
+    for (i = 2; i <= 7; i++) {
+      if (t > d * 0.2 && t <= d * 0.4 && $i > base[i]) base[i] = $i
+      if (t > d * 0.8 && $i > fin[i]) fin[i] = $i
+    } }
+  END {
+    split("client_rss client_threads client_fds server_rss server_threads server_fds", name)
+    ok = 1; out = ""
+    for (i = 2; i <= 7; i++) {
+      if (!(i in base) || !(i in fin)) { ok = 0; out = out " " name[i-1] "=no-samples"; continue }
+      rss = (i == 2 || i == 5)
+      slack = rss ? 16384 : 16
+      if (base[i] * 0.10 > slack) slack = base[i] * 0.10
+      grow = fin[i] - base[i]
+      flat = grow <= slack
+      if (!flat) ok = 0
+      out = out sprintf(" %s=%d->%d%s", name[i-1], base[i], fin[i], flat ? "" : "(GROWING)")
+    }
+    print (ok ? "flat" : "NOT-FLAT") out
+  }' "$OUT/samples.txt")
+echo "memory (largest of the 2nd fifth -> of the last fifth; RSS in KiB): $VERDICT"
+
+ERRORS=$(( ${C_ERRORS:-1} + ${C_CORRUPT:-0} + S_ERRORS + S_CORRUPT ))
+FLAT=false; case $VERDICT in flat*) FLAT=true ;; esac
+echo "soak-result {\"errors\":$ERRORS,\"client_errors\":${C_ERRORS:-1},\"corrupt\":$(( ${C_CORRUPT:-0} + S_CORRUPT )),\"server_errors\":$S_ERRORS,\"flat_memory\":$FLAT,\"logs\":\"$OUT\"}"
+[ "$ERRORS" -eq 0 ] && [ "$FLAT" = true ]
