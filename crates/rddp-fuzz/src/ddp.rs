@@ -220,12 +220,15 @@ pub fn ddp_sink(data: &[u8]) {
                 match sink.s.direct_target(&mut mem, seq, &h.to_bytes(), len) {
                     Ok(Some(t)) => {
                         assert_eq!(t.len, len);
-                        let r = mem.region_mut(t.stag).expect("target region exists");
-                        assert!(
-                            t.offset + len <= r.data().len(),
-                            "direct target past the region"
-                        );
-                        r.data_mut()[t.offset..t.offset + len].copy_from_slice(&body);
+                        let r = mem.region(t.stag).expect("target region exists");
+                        {
+                            let mut data = r.data_mut();
+                            assert!(
+                                t.offset + len <= data.len(),
+                                "direct target past the region"
+                            );
+                            data[t.offset..t.offset + len].copy_from_slice(&body);
+                        }
                         // Placed octets are in the region whatever the CRC says.
                         regions.apply(&mut model, t.stag.0, to, &body);
                         if crc_ok && sink.s.direct_placed(seq, &h, len).is_ok() {

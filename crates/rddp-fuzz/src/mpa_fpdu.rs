@@ -141,12 +141,14 @@ impl Driver<'_> {
                         DirectStart::No => self.conn.on_bytes(mem, data),
                         DirectStart::Failed => data.len(),
                         DirectStart::Read { consumed, read } => {
-                            let region = mem.region_mut(read.stag).expect("target region");
-                            let dst = &mut region.data_mut()[read.start..read.end];
-                            let body = self.wire.len().min(dst.len());
-                            dst[..body].copy_from_slice(&self.wire[..body]);
+                            let region = mem.region(read.stag).expect("target region");
+                            let want = read.end - read.start;
+                            let body = self.wire.len().min(want);
+                            // The region's lock is held only while the LLP writes.
+                            region.data_mut()[read.start..read.start + body]
+                                .copy_from_slice(&self.wire[..body]);
                             self.wire = &self.wire[body..];
-                            if body < dst.len() || self.wire.len() < read.trailer {
+                            if body < want || self.wire.len() < read.trailer {
                                 self.conn.on_llp_closed(true);
                             } else {
                                 let (t, rest) = self.wire.split_at(read.trailer);

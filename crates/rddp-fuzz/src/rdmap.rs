@@ -104,7 +104,7 @@ pub fn rdmap_stream(data: &[u8]) {
                         let n = usize::from(input.u16() % 3000);
                         WorkRequest::Send {
                             wr_id: id,
-                            payload: Bytes::from(payload(&mut input, n)),
+                            payload: Bytes::from(payload(&mut input, n)).into(),
                             solicited: input.bool(),
                             invalidate: input.bool().then(|| regions.stag(&mut input)),
                             fence,
@@ -114,7 +114,7 @@ pub fn rdmap_stream(data: &[u8]) {
                         let n = usize::from(input.u16() % 3000);
                         WorkRequest::Write {
                             wr_id: id,
-                            payload: Bytes::from(payload(&mut input, n)),
+                            payload: Bytes::from(payload(&mut input, n)).into(),
                             remote_stag: input.u32(),
                             remote_to: input.u64(),
                             fence,
