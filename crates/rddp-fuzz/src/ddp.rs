@@ -162,7 +162,14 @@ pub fn ddp_sink(data: &[u8]) {
             0..=5 => {
                 let seq = sink.order.pick(&mut input);
                 let seg = segment(&mut input, &regions);
+                let placed_before = sink.s.sink_stats().segments_placed;
                 let res = sink.s.on_segment(&mut mem, seq, &seg);
+                // A refused segment was still placed (on arrival, legally) when
+                // the refusal is about a later-sent segment that arrived earlier,
+                // whose in-order checks ran once this one filled the gap before
+                // it: the sink counts the placement then. If it counted one it
+                // did not make (or made one it did not count), the model differs.
+                let placed = res.is_ok() || sink.s.sink_stats().segments_placed > placed_before;
                 let tagged = match DdpHeader::parse(&seg) {
                     Ok(DdpHeader::Tagged(h)) if seg.len() > 14 => Some(h),
                     _ => None,
@@ -170,20 +177,9 @@ pub fn ddp_sink(data: &[u8]) {
                 if res.is_ok() {
                     crate::reach::note(|r| r.placed += 1);
                     sink.order.accepted(seq);
-                    if let Some(h) = tagged {
-                        regions.apply(&mut model, h.stag, h.to, &seg[14..]);
-                    }
-                } else if let Some(h) = tagged {
-                    // This segment was placed if the error is about another one:
-                    // an earlier-arrived untagged segment whose in-order checks
-                    // ran once this one filled the gap before it.
-                    while let Some(ev) = sink.s.poll_event() {
-                        if let StreamEvent::Error(e) = ev
-                            && matches!(e.header, Some(DdpHeader::Untagged(_)))
-                        {
-                            regions.apply(&mut model, h.stag, h.to, &seg[14..]);
-                        }
-                    }
+                }
+                if let Some(h) = tagged.filter(|_| placed) {
+                    regions.apply(&mut model, h.stag, h.to, &seg[14..]);
                 }
             }
             6 => {
