@@ -60,7 +60,13 @@ fn run_initiator(
     timeout: bool,
 ) -> Option<(Outcome, Option<Negotiated>)> {
     let t0 = Instant::now();
-    let mut i = Initiator::new(opts, t0).ok()?;
+    let i = Initiator::new(opts, t0);
+    // IRD and ORD are 14-bit fields (RFC 6581; spec §4.10): larger ones are a
+    // local mistake, refused before anything is sent.
+    if opts.ird > 0x3FFF || opts.ord > 0x3FFF {
+        assert!(i.is_err(), "IRD {} / ORD {} accepted", opts.ird, opts.ord);
+    }
+    let mut i = i.ok()?;
     let mut sent: Vec<Vec<u8>> = i.poll_transmit().into_iter().collect();
     let mut used = 0;
     for part in wire.chunks(chunk.max(1)) {

@@ -6,9 +6,11 @@
 //!
 //! Oracles: no panic and no hang (libFuzzer's timeout); no lost completion:
 //! once both queue pairs are gone every accepted post has exactly one
-//! completion, none is duplicated or foreign, no CQ overflowed; regions the
-//! peer may only read never change; quotas back to zero once everything is
-//! dropped.
+//! completion, none is duplicated or foreign, no CQ overflowed; a send-queue
+//! slot is held from posting until its completion is polled (rddp_proto::wq):
+//! a post is accepted only below the depth and refused as SendQueueFull only
+//! at it; regions the peer may only read never change; quotas back to zero
+//! once everything is dropped.
 
 use crate::input::Input;
 use rddp::transport::memory_pair;
@@ -16,7 +18,7 @@ use rddp::{
     Access, CompletionQueue, Consumer, Device, DeviceLimits, MemoryRegion, QueuePair,
     QueuePairBuilder, Quota, RemoteBuf, SendFlags, Usage,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 const MRS: usize = 4;
 
@@ -30,12 +32,22 @@ struct Side {
     read_only: Vec<u8>,
     /// Accepted posts by wr_id, with the completions seen for each.
     posted: BTreeMap<u64, u32>,
+    /// The wr_ids of accepted send-queue posts (Sends, Writes, Reads).
+    sends: BTreeSet<u64>,
+    /// The send queue's depth (max_send_wr).
+    max_send: u32,
     next_id: u64,
 }
 
 impl Side {
     fn mr(&self, i: usize) -> Option<&MemoryRegion> {
         self.mrs.get(i % MRS).and_then(Option::as_ref)
+    }
+
+    /// Send-queue posts whose completion has not been polled yet: the slots
+    /// they hold.
+    fn sends_unpolled(&self) -> usize {
+        self.sends.iter().filter(|id| self.posted[id] == 0).count()
     }
 
     fn take_completions(&mut self) {
@@ -86,8 +98,9 @@ fn side(
         }
         mrs.push(pd.register(data, a).ok());
     }
+    let max_send = 1 + u32::from(input.u8() % 16);
     let prep = QueuePairBuilder::new(&pd, &cq, &cq)
-        .max_send_wr(1 + u32::from(input.u8() % 16))
+        .max_send_wr(max_send)
         .max_recv_wr(1 + u32::from(input.u8() % 16))
         .ird(u32::from(input.u8() % 5))
         .ord(u32::from(input.u8() % 5))
@@ -101,6 +114,8 @@ fn side(
             mrs,
             read_only,
             posted: BTreeMap::new(),
+            sends: BTreeSet::new(),
+            max_send,
             next_id: 1,
         },
         prep,
@@ -137,6 +152,8 @@ fn op(sides: &mut [Side; 2], input: &mut Input<'_>) {
     let id = s.next_id;
     let off = u64::from(input.u16() % 4200);
     let len = u64::from(input.u16() % 4200);
+    let held = s.sends_unpolled();
+    let send_side = matches!(code % 14, 0..=6);
     let res = match (code % 14, s.qp.as_ref()) {
         (0 | 1, Some(qp)) => {
             let flags = SendFlags {
@@ -213,6 +230,23 @@ fn op(sides: &mut [Side; 2], input: &mut Input<'_>) {
     };
     s.next_id += 1;
     crate::trace!("side {me} code {} id {id} -> {res:?}", code % 14);
+    if send_side {
+        match &res {
+            Ok(()) => assert!(
+                held < s.max_send as usize,
+                "send post accepted with {held} slots held, depth {}",
+                s.max_send
+            ),
+            Err(rddp::Error::SendQueueFull { depth }) => {
+                assert_eq!(*depth, s.max_send);
+                assert_eq!(held, s.max_send as usize, "SendQueueFull below the depth");
+            }
+            Err(_) => {}
+        }
+        if res.is_ok() {
+            s.sends.insert(id);
+        }
+    }
     if res.is_ok() {
         s.posted.insert(id, 0);
     }
