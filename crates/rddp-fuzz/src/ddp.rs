@@ -150,8 +150,8 @@ pub fn ddp_sink(data: &[u8]) {
     };
     let model_sel = input.u8();
     let pool_size = input.below(16);
-    let mut mem = MemoryTable::with_seed(11);
-    let regions = Regions::new(&mut mem, &mut input, STREAM);
+    let mem = MemoryTable::with_seed(11);
+    let regions = Regions::new(&mem, &mut input, STREAM);
     let mut model = regions.model();
     let mut sink = new_sink(cfg, model_sel, pool_size);
     let mut ids = 0u64;
@@ -163,7 +163,7 @@ pub fn ddp_sink(data: &[u8]) {
                 let seq = sink.order.pick(&mut input);
                 let seg = segment(&mut input, &regions);
                 let placed_before = sink.s.sink_stats().segments_placed;
-                let res = sink.s.on_segment(&mut mem, seq, &seg);
+                let res = sink.s.on_segment(&mem, seq, &seg);
                 // A refused segment was still placed (on arrival, legally) when
                 // the refusal is about a later-sent segment that arrived earlier,
                 // whose in-order checks ran once this one filled the gap before
@@ -213,7 +213,7 @@ pub fn ddp_sink(data: &[u8]) {
                 let len = usize::from(input.u8() % 96);
                 let crc_ok = input.u8() != 0;
                 let body = crate::fixture::payload(&mut input, len);
-                match sink.s.direct_target(&mut mem, seq, &h.to_bytes(), len) {
+                match sink.s.direct_target(&mem, seq, &h.to_bytes(), len) {
                     Ok(Some(t)) => {
                         assert_eq!(t.len, len);
                         let r = mem.region(t.stag).expect("target region exists");

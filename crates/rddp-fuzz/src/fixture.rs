@@ -30,7 +30,7 @@ pub struct Regions {
 impl Regions {
     /// Register the six regions in `mem`; sizes and TOs come from `input`
     /// (including TOs that end exactly at 2^64).
-    pub fn new(mem: &mut MemoryTable, input: &mut Input<'_>, stream: StreamId) -> Self {
+    pub fn new(mem: &MemoryTable, input: &mut Input<'_>, stream: StreamId) -> Self {
         let mut stags = [0; REGIONS];
         let mut base = [0; REGIONS];
         let mut before = Vec::new();

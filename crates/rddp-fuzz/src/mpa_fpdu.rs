@@ -114,7 +114,7 @@ impl Driver<'_> {
         a
     }
 
-    fn run(&mut self, mem: &mut MemoryTable) {
+    fn run(&mut self, mem: &MemoryTable) {
         let mut k = 0;
         while !self.wire.is_empty() && !self.conn.is_dead() {
             let fresh = self.next_read(k).to_vec();
@@ -127,7 +127,7 @@ impl Driver<'_> {
         self.conn.on_llp_closed(true);
     }
 
-    fn process(&mut self, mem: &mut MemoryTable, mut data: &[u8]) {
+    fn process(&mut self, mem: &MemoryTable, mut data: &[u8]) {
         loop {
             if data.is_empty() || self.conn.is_dead() {
                 break;
@@ -182,8 +182,8 @@ fn run(s: &Setup, wire: &[u8], reads: &[u8], direct: bool, input: &mut Input<'_>
     if let Some(e) = s.new_emss {
         let _ = conn.set_emss(e);
     }
-    let mut mem = MemoryTable::with_seed(5);
-    let regions = Regions::new(&mut mem, input, STREAM);
+    let mem = MemoryTable::with_seed(5);
+    let regions = Regions::new(&mem, input, STREAM);
     for (id, &n) in s.recvs.iter().enumerate() {
         let _ = conn.stream_mut().post_recv(
             0,
@@ -216,7 +216,7 @@ fn run(s: &Setup, wire: &[u8], reads: &[u8], direct: bool, input: &mut Input<'_>
         direct,
         pending: Vec::new(),
     };
-    d.run(&mut mem);
+    d.run(&mem);
     let mut conn = d.conn;
     let mut deliveries = Vec::new();
     while let Some(x) = conn.poll_delivery() {

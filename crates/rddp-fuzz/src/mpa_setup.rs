@@ -215,8 +215,8 @@ fn fpdu_mode(neg: Negotiated, opts: &MpaOptions, emss: usize, rest: &[u8], input
     let Ok(mut conn) = FpduConn::new(neg, opts, emss) else {
         return;
     };
-    let mut mem = MemoryTable::with_seed(3);
-    let regions = Regions::new(&mut mem, input, STREAM);
+    let mem = MemoryTable::with_seed(3);
+    let regions = Regions::new(&mem, input, STREAM);
     for id in 0..4 {
         let buf = rddp_proto::ddp::RecvBuffer {
             id,
@@ -226,7 +226,7 @@ fn fpdu_mode(neg: Negotiated, opts: &MpaOptions, emss: usize, rest: &[u8], input
     }
     let mut data = rest;
     while !data.is_empty() {
-        let n = conn.on_bytes(&mut mem, data);
+        let n = conn.on_bytes(&mem, data);
         assert!(n <= data.len());
         if n == 0 {
             break;

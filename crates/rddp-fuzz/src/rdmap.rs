@@ -53,8 +53,8 @@ pub fn rdmap_stream(data: &[u8]) {
         ord: u32::from(input.u8() % 5),
     };
     let hold = input.bool();
-    let mut mem = MemoryTable::with_seed(13);
-    let regions = Regions::new(&mut mem, &mut input, STREAM);
+    let mem = MemoryTable::with_seed(13);
+    let regions = Regions::new(&mem, &mut input, STREAM);
     let mut model = regions.model();
     let Ok(mut s) = RdmapStream::new(STREAM, PD, cfg) else {
         return;
@@ -74,7 +74,7 @@ pub fn rdmap_stream(data: &[u8]) {
             0..=4 => {
                 let seq = order.pick(&mut input);
                 let seg = segment(&mut input, &regions);
-                let res = s.on_segment(&mut mem, seq, &seg);
+                let res = s.on_segment(&mem, seq, &seg);
                 crate::trace!(
                     "peer seg seq {seq} {:02x?} -> {res:?}",
                     &seg[..seg.len().min(48)]

@@ -31,8 +31,8 @@ pub fn sctp_adaptation(data: &[u8]) {
     };
     let frag = 500 + usize::from(input.u16() % 2000);
     let mut a = Adaptation::new(cfg, frag);
-    let mut mem = MemoryTable::with_seed(17);
-    let regions = Regions::new(&mut mem, &mut input, STREAM);
+    let mem = MemoryTable::with_seed(17);
+    let regions = Regions::new(&mem, &mut input, STREAM);
     let n = usize::from(cfg.streams);
     // Next DDP-SSN the peer would send / we must send, per stream.
     let mut peer_ssn = vec![0u16; n + 1];
@@ -70,7 +70,7 @@ pub fn sctp_adaptation(data: &[u8]) {
                 } else {
                     chunk.extend_from_slice(&segment(&mut input, &regions));
                 }
-                let r = a.on_chunk(&mut mem, sid, ppid, &chunk);
+                let r = a.on_chunk(&mem, sid, ppid, &chunk);
                 if dead {
                     assert!(r.is_err(), "a failed association accepted a chunk");
                 }

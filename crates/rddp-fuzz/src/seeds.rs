@@ -234,7 +234,7 @@ fn conversation(io: &MpaOptions, ro: &MpaOptions) -> (Vec<u8>, Vec<u8>, Vec<u8>,
     };
     let from_i = drain(&mut ci);
     // The responder sends only after the initiator's first FPDU arrived.
-    let mut scratch = rddp_proto::mem::MemoryTable::new();
+    let scratch = rddp_proto::mem::MemoryTable::new();
     for id in 0..2 {
         let buf = rddp_proto::ddp::RecvBuffer {
             id,
@@ -244,7 +244,7 @@ fn conversation(io: &MpaOptions, ro: &MpaOptions) -> (Vec<u8>, Vec<u8>, Vec<u8>,
     }
     let mut rest = &from_i[..];
     while !rest.is_empty() {
-        let n = cr.on_bytes(&mut scratch, rest);
+        let n = cr.on_bytes(&scratch, rest);
         if n == 0 {
             break;
         }
@@ -290,9 +290,9 @@ fn regions_seed(s: &mut Seed, len: u8) {
 fn fixture_regions(seed: u64, len: u8) -> crate::fixture::Regions {
     let mut s = Seed::default();
     regions_seed(&mut s, len);
-    let mut mem = rddp_proto::mem::MemoryTable::with_seed(seed);
+    let mem = rddp_proto::mem::MemoryTable::with_seed(seed);
     crate::fixture::Regions::new(
-        &mut mem,
+        &mem,
         &mut crate::input::Input::new(&s.0),
         crate::fixture::STREAM,
     )
@@ -364,9 +364,9 @@ fn mpa_fpdu_seeds(out: &mut Vec<SeedFile>) {
         s.0
     };
     let r = {
-        let mut mem = rddp_proto::mem::MemoryTable::with_seed(5);
+        let mem = rddp_proto::mem::MemoryTable::with_seed(5);
         crate::fixture::Regions::new(
-            &mut mem,
+            &mem,
             &mut crate::input::Input::new(&region_cfg),
             crate::fixture::STREAM,
         )

@@ -21,16 +21,16 @@ fn a_message_delivered_after_a_fatal_one_still_completes() {
     // of an STag that cannot be invalidated, so the stream dies while handling
     // it, and the second Send's receive buffer was left in DDP's delivery queue:
     // never completed, not even flushed.
-    let mut mem = MemoryTable::with_seed(1);
+    let mem = MemoryTable::with_seed(1);
     let mut s = RdmapStream::new(StreamId(1), PdId(1), RdmapConfig::default()).unwrap();
     s.post_recv(1, vec![0; 16]).unwrap();
     s.post_recv(2, vec![0; 16]).unwrap();
     assert!(
-        s.on_segment(&mut mem, 1, &send(Opcode::SEND, 2, 0, b"second"))
+        s.on_segment(&mem, 1, &send(Opcode::SEND, 2, 0, b"second"))
             .is_ok()
     );
     let _ = s.on_segment(
-        &mut mem,
+        &mem,
         0,
         &send(Opcode::SEND_INVALIDATE, 1, 0xDEAD_BEEF, b"first"),
     );
