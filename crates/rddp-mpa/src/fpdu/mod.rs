@@ -10,6 +10,7 @@
 
 mod conn;
 mod errors;
+mod rdmap_placer;
 mod rtr;
 mod rx;
 mod rx_direct;
@@ -17,6 +18,7 @@ mod tx;
 
 pub use conn::FpduConn;
 pub use errors::{ULPDU_LENGTH_CODE, terminate_for_ddp, terminate_for_wire};
+pub use rdmap_placer::RdmapPlacer;
 pub use rx::Receiver;
 pub use rx_direct::{FpduReceiver, Placer, Progress, RxConfig, is_rtr};
 pub use tx::{FpduLayout, OutFpdu, Piece, build_fpdu, layout_fpdu};

@@ -495,13 +495,6 @@ impl FpduReceiver {
         engine: &mut impl Placer,
         room: usize,
     ) -> Result<(), Halt> {
-        if !self.in_fpdu {
-            self.digest.reset();
-            self.in_fpdu = true;
-        }
-        if self.have == 0 {
-            self.len_off = self.off;
-        }
         let goal = if self.head_want == 0 {
             if self.have < MPA_HDR_LEN {
                 MPA_HDR_LEN
@@ -515,6 +508,15 @@ impl FpduReceiver {
         let ahead = self.ahead();
         let mut b = [0u8; HEAD_MAX];
         let n = self.input.small(src, &mut b[..want], ahead)?;
+        // The FPDU starts with its first octet read (a source that ends right
+        // at a boundary ends cleanly).
+        if !self.in_fpdu {
+            self.digest.reset();
+            self.in_fpdu = true;
+        }
+        if self.have == 0 {
+            self.len_off = self.off;
+        }
         self.head[self.have..self.have + n].copy_from_slice(&b[..n]);
         self.digest.update(&b[..n]);
         self.have += n;

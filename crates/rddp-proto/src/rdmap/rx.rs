@@ -55,9 +55,14 @@ impl RdmapStream {
                 count_rx_copy(len);
             }
             Target::Buffer { len } => {
+                // A Send's payload is the ULP's; a Read Request's or Terminate's
+                // is RDMAP's own small message (not counted).
+                let ulp = matches!(DdpHeader::parse(head), Ok(DdpHeader::Untagged(h)) if h.qn == qn::SEND);
                 if let Some(b) = self.segment_buffer() {
                     b.copy_from_slice(payload);
-                    count_rx_copy(len);
+                    if ulp {
+                        count_rx_copy(len);
+                    }
                 }
             }
         }
