@@ -211,7 +211,13 @@ fn setup(crc: bool, markers: bool, pooled: bool) -> Setup {
     let read = pattern(9000, 7);
     let src = a
         .mem
-        .register(PdId(1), StagScope::Pd, Access::REMOTE_READ, BASE, read.clone())
+        .register(
+            PdId(1),
+            StagScope::Pd,
+            Access::REMOTE_READ,
+            BASE,
+            read.clone(),
+        )
         .unwrap();
     let pool = pooled.then(|| {
         let pool = BufferPool::new(PoolConfig::shared(BufferOrdering::Arrival, 8, 8));
@@ -301,7 +307,10 @@ fn every_payload_kind_is_placed_straight_from_the_source() {
                     );
                     let c = t.b.completions();
                     assert_eq!(c.len(), 3, "{what}: {c:?}");
-                    assert_eq!((c[0].opcode, c[0].status), (WcOpcode::RdmaRead, WcStatus::Success));
+                    assert_eq!(
+                        (c[0].opcode, c[0].status),
+                        (WcOpcode::RdmaRead, WcStatus::Success)
+                    );
                     for (k, want) in t.sends.iter().enumerate() {
                         let c = &c[k + 1];
                         assert_eq!((c.opcode, c.status), (WcOpcode::Recv, WcStatus::Success));
@@ -454,10 +463,9 @@ fn refusals_from_the_header_read_no_payload() {
     let mut src = Source::new(wire, Cut::One);
     let mut got = Progress::WouldBlock;
     while got == Progress::WouldBlock {
-        got = b
-            .rx
-            .drive(&mut src, &mut RdmapPlacer::new(&mut b.s, &b.mem))
-            .unwrap();
+        got =
+            b.rx.drive(&mut src, &mut RdmapPlacer::new(&mut b.s, &b.mem))
+                .unwrap();
     }
     assert_eq!(got, Progress::Stopped);
     assert_eq!(b.terminate_sent(), Some(TerminateCode::DDP_INVALID_STAG));
@@ -536,11 +544,10 @@ fn a_blocking_tcp_connection_drives_the_receiver() {
         }
     });
     let (mut sock, _) = l.accept().unwrap();
-    let got = t
-        .b
-        .rx
-        .drive(&mut sock, &mut RdmapPlacer::new(&mut t.b.s, &t.b.mem))
-        .unwrap();
+    let got =
+        t.b.rx
+            .drive(&mut sock, &mut RdmapPlacer::new(&mut t.b.s, &t.b.mem))
+            .unwrap();
     writer.join().unwrap();
     assert_eq!(got, Progress::Eof { at_boundary: true });
     assert_eq!(

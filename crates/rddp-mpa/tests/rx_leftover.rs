@@ -32,7 +32,13 @@ fn stream(id: u32) -> RdmapStream {
 fn wire(n: usize) -> (Vec<u8>, Vec<usize>, u32, MemoryTable, RdmapStream) {
     let mem = MemoryTable::with_seed(9);
     let stag = mem
-        .register(PdId(1), StagScope::Pd, Access::REMOTE_WRITE, BASE, vec![0; n])
+        .register(
+            PdId(1),
+            StagScope::Pd,
+            Access::REMOTE_WRITE,
+            BASE,
+            vec![0; n],
+        )
         .unwrap();
     let mut rx = stream(2);
     rx.post_recv(1, vec![0; 500]).unwrap();
@@ -126,7 +132,10 @@ fn whole_segment_entry_points_copy_and_count() {
         .unwrap();
     assert_eq!(got, Progress::Eof { at_boundary: true });
     assert_eq!(r.placed_octets(), 0);
-    assert_eq!(rx_copied_octets() - before, lens.iter().sum::<usize>() as u64);
+    assert_eq!(
+        rx_copied_octets() - before,
+        lens.iter().sum::<usize>() as u64
+    );
     // RdmapStream::on_segment (SCTP, in-memory LLP) copies and counts too.
     let (_, _, stag, mem2, mut rx2) = wire(100);
     let before = rx_copied_octets();

@@ -64,7 +64,15 @@ fn refused_cases() -> Vec<(&'static str, Vec<u8>, T)> {
         ),
         (
             "Read Request of 20 octets",
-            useg(true, Opcode::READ_REQUEST, 0, qn::READ_REQUEST, 1, 0, &[0; 20]),
+            useg(
+                true,
+                Opcode::READ_REQUEST,
+                0,
+                qn::READ_REQUEST,
+                1,
+                0,
+                &[0; 20],
+            ),
             T::RDMAP_OP_UNSPECIFIED,
         ),
         (
@@ -106,7 +114,13 @@ fn tagged_cases(h: &mut Host) -> Vec<(&'static str, Vec<u8>, T)> {
         ),
         (
             "Write to an unknown STag",
-            tseg(true, Opcode::RDMA_WRITE, rddp_proto::mem::Stag(rw.0 ^ 0x100), BASE, &[1; 8]),
+            tseg(
+                true,
+                Opcode::RDMA_WRITE,
+                rddp_proto::mem::Stag(rw.0 ^ 0x100),
+                BASE,
+                &[1; 8],
+            ),
             T::DDP_INVALID_STAG,
         ),
         (
@@ -152,7 +166,14 @@ fn refusals_come_from_the_header_alone_with_on_segment_codes() {
                     h.s.begin_segment(&h.mem, 0, head, n).is_err()
                 };
                 let guards = h.mem.all_guards_intact();
-                (what, refused, h.terminate_sent(), h.terminate_on_wire(), guards, code)
+                (
+                    what,
+                    refused,
+                    h.terminate_sent(),
+                    h.terminate_on_wire(),
+                    guards,
+                    code,
+                )
             };
             let (what, r1, c1, w1, g1, code) = run(true);
             let (_, r2, c2, w2, g2, _) = run(false);
@@ -237,9 +258,16 @@ fn a_failed_crc_delivers_nothing_for_every_payload_kind() {
         assert_eq!(h.terminate_sent(), Some(T::MPA_CRC_ERROR), "{kind}");
         let term = h.terminate_on_wire().expect("no Terminate");
         assert_eq!(term.code, T::MPA_CRC_ERROR);
-        assert!(!term.m && !term.r, "{kind}: a CRC Terminate carries no header");
+        assert!(
+            !term.m && !term.r,
+            "{kind}: a CRC Terminate carries no header"
+        );
         for c in h.completions() {
-            assert_eq!((c.status, c.byte_len), (WcStatus::Flushed, 0), "{kind}: {c:?}");
+            assert_eq!(
+                (c.status, c.byte_len),
+                (WcStatus::Flushed, 0),
+                "{kind}: {c:?}"
+            );
             assert!(c.opcode == WcOpcode::Recv || c.opcode == WcOpcode::RdmaRead);
         }
         assert!(h.s.is_terminated(), "{kind}");

@@ -17,7 +17,9 @@ use super::{rtr, terminate_fpdu};
 use crate::error::MpaError;
 use crate::options::MpaOptions;
 use crate::setup::{Negotiated, Role, Rtr};
-use rddp_proto::ddp::{DdpConfig, DdpStream, Delivery, RecvBuffer, StreamEvent, Target, count_rx_copy};
+use rddp_proto::ddp::{
+    DdpConfig, DdpStream, Delivery, RecvBuffer, StreamEvent, Target, count_rx_copy,
+};
 use rddp_proto::mem::MemoryTable;
 use rddp_wire::ddp::UNTAGGED_HDR_LEN;
 use rddp_wire::rdmap::qn;
@@ -430,8 +432,8 @@ impl Placer for ConnPlacer<'_> {
     }
 
     fn more(&mut self) -> bool {
-        !self.conn.dead
-            && !(self.stop_after_first && self.seen)
-            && !(self.hand_up && !self.conn.deliveries.is_empty())
+        let rtr_pause = self.stop_after_first && self.seen;
+        let hand_up = self.hand_up && !self.conn.deliveries.is_empty();
+        !(self.conn.dead || rtr_pause || hand_up)
     }
 }

@@ -125,7 +125,9 @@ enum Sink {
     Rtr,
     /// Read and dropped (not placed): a buffer that vanished, or a first FPDU
     /// too long to be the RTR (reported after its CRC).
-    Discard { not_rtr: bool },
+    Discard {
+        not_rtr: bool,
+    },
 }
 
 /// Octets read but not yet consumed: the setup's leftover (any octets), then a
@@ -596,9 +598,7 @@ impl FpduReceiver {
         let want = (self.payload_len - self.done).min(room);
         let at = self.done;
         let n = match &self.sink {
-            Sink::Engine(Target::Region {
-                region, offset, ..
-            }) => {
+            Sink::Engine(Target::Region { region, offset, .. }) => {
                 let region = region.clone();
                 let start = offset + at;
                 // The region's own lock, for this one read (never across a wait:

@@ -153,7 +153,11 @@ impl DdpSink {
         let payload = &seg[seg.len() - target.len()..];
         match target {
             Target::Nothing => {}
-            Target::Region { region, offset, len } => {
+            Target::Region {
+                region,
+                offset,
+                len,
+            } => {
                 region.data_mut()[offset..offset + len].copy_from_slice(payload);
                 count_rx_copy(len);
             }

@@ -217,7 +217,9 @@ impl DdpStream {
         seg: &[u8],
     ) -> Result<(), StreamError> {
         self.may_receive()?;
-        self.sink.on_segment(mem, seq, seg).map_err(|e| self.refuse(e))
+        self.sink
+            .on_segment(mem, seq, seg)
+            .map_err(|e| self.refuse(e))
     }
 
     pub fn poll_delivery(&mut self) -> Option<Delivery> {

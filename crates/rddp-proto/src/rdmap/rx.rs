@@ -71,7 +71,12 @@ impl RdmapStream {
 
     /// An RDMAP-level refusal before placement: Terminate (echoing the header
     /// when its layout is trusted), stream erroneous.
-    pub(super) fn refuse_segment(&mut self, r: Refusal, head: &[u8], seg_len: usize) -> StreamError {
+    pub(super) fn refuse_segment(
+        &mut self,
+        r: Refusal,
+        head: &[u8],
+        seg_len: usize,
+    ) -> StreamError {
         self.counters.segments_refused += 1;
         let term = match (r.echo, DdpHeader::parse(head)) {
             (true, Ok(h)) => with_header(r.code, h, seg_len, None),
