@@ -543,12 +543,24 @@ fn a_blocking_tcp_connection_drives_the_receiver() {
             s.flush().unwrap();
         }
     });
-    let (mut sock, _) = l.accept().unwrap();
+    let (sock, _) = l.accept().unwrap();
+    // Through a capture tap, as `--pcap` would read it.
+    let mut seen = Vec::new();
+    let mut src = rddp_mpa::fpdu::Recorded {
+        inner: sock,
+        record: |b: &[u8]| seen.extend_from_slice(b),
+    };
     let got =
         t.b.rx
-            .drive(&mut sock, &mut RdmapPlacer::new(&mut t.b.s, &t.b.mem))
+            .drive(&mut src, &mut RdmapPlacer::new(&mut t.b.s, &t.b.mem))
             .unwrap();
     writer.join().unwrap();
+    drop(src);
+    assert_eq!(
+        seen,
+        wire_of(&fpdus),
+        "the capture saw every octet in order"
+    );
     assert_eq!(got, Progress::Eof { at_boundary: true });
     assert_eq!(
         &t.b.mem.region(t.dst).unwrap().data()[100..20_100],

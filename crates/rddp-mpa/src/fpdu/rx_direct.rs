@@ -617,7 +617,11 @@ impl FpduReceiver {
                 let (input, digest) = (&mut self.input, &mut self.digest);
                 let mut direct = 0;
                 let mut f = |buf: &mut [u8]| {
-                    let dst = &mut buf[at..at + want];
+                    // Never outside the target (an engine handing a shorter
+                    // buffer is a bug: the connection fails, nothing is written).
+                    let Some(dst) = buf.get_mut(at..at + want) else {
+                        return Err(io::Error::other("receive buffer shorter than the payload"));
+                    };
                     let (n, copied) = input.payload(src, dst).map_err(halt_to_io)?;
                     digest.update(&dst[..n]);
                     if !copied {
@@ -731,9 +735,14 @@ impl FpduReceiver {
                         region.data_mut()[offset..offset + len].copy_from_slice(payload);
                     }
                     Target::Buffer { len } if len == payload.len() => {
-                        let mut f = |b: &mut [u8]| {
-                            b.copy_from_slice(payload);
-                            Ok(b.len())
+                        let mut f = |b: &mut [u8]| match b.get_mut(..payload.len()) {
+                            Some(b) => {
+                                b.copy_from_slice(payload);
+                                Ok(payload.len())
+                            }
+                            None => {
+                                Err(io::Error::other("receive buffer shorter than the payload"))
+                            }
                         };
                         let _ = engine.with_buffer(&mut f);
                     }
@@ -788,5 +797,20 @@ pub fn is_rtr(want: Rtr, u: &[u8]) -> bool {
                 && op == Some(Opcode::READ_REQUEST)
                 && u[UNTAGGED_HDR_LEN + 12..UNTAGGED_HDR_LEN + 16] == [0; 4]
         }
+    }
+}
+
+/// A source whose every read is also shown to `record` (a capture, `--pcap`):
+/// the octets stay where they were read to; `record` sees them there.
+pub struct Recorded<R, F> {
+    pub inner: R,
+    pub record: F,
+}
+
+impl<R: Read, F: FnMut(&[u8])> Read for Recorded<R, F> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        (self.record)(&buf[..n]);
+        Ok(n)
     }
 }
