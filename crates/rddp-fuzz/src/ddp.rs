@@ -14,7 +14,7 @@ use crate::fixture::{PD, Regions, STREAM, segment};
 use crate::input::Input;
 use rddp_proto::ddp::{
     BufferOrdering, BufferPool, DdpConfig, DdpStream, Delivery, PoolConfig, RecvBuffer, RecvModel,
-    StreamEvent,
+    StreamEvent, Target,
 };
 use rddp_proto::mem::MemoryTable;
 use rddp_wire::{DdpHeader, TaggedHeader};
@@ -213,32 +213,34 @@ pub fn ddp_sink(data: &[u8]) {
                 let len = usize::from(input.u8() % 96);
                 let crc_ok = input.u8() != 0;
                 let body = crate::fixture::payload(&mut input, len);
-                match sink.s.direct_target(&mem, seq, &h.to_bytes(), len) {
-                    Ok(Some(t)) => {
-                        assert_eq!(t.len, len);
-                        let r = mem.region(t.stag).expect("target region exists");
+                match sink.s.begin_segment(&mem, seq, &h.to_bytes(), len) {
+                    Ok(Target::Region {
+                        region,
+                        offset,
+                        len: n,
+                    }) => {
+                        assert_eq!(n, len);
                         {
-                            let mut data = r.data_mut();
-                            assert!(
-                                t.offset + len <= data.len(),
-                                "direct target past the region"
-                            );
-                            data[t.offset..t.offset + len].copy_from_slice(&body);
+                            let mut data = region.data_mut();
+                            assert!(offset + len <= data.len(), "direct target past the region");
+                            data[offset..offset + len].copy_from_slice(&body);
                         }
                         // Placed octets are in the region whatever the CRC says.
-                        regions.apply(&mut model, t.stag.0, to, &body);
-                        if crc_ok && sink.s.direct_placed(seq, &h, len).is_ok() {
+                        regions.apply(&mut model, stag, to, &body);
+                        if crc_ok && sink.s.finish_segment().is_ok() {
                             sink.order.accepted(seq);
                         } else if !crc_ok {
+                            sink.s.abandon_segment();
                             sink.s.abort();
                         }
                     }
-                    Ok(None) => {
+                    Ok(Target::Nothing) => {
                         assert_eq!(len, 0);
-                        if sink.s.direct_placed(seq, &h, 0).is_ok() {
+                        if sink.s.finish_segment().is_ok() {
                             sink.order.accepted(seq);
                         }
                     }
+                    Ok(Target::Buffer { .. }) => panic!("a tagged segment got a receive buffer"),
                     Err(_) => {}
                 }
             }

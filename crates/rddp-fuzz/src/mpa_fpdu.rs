@@ -1,9 +1,9 @@
 //! Target `mpa_fpdu`: an MPA connection in FPDU mode (RFC 5044 §4-5, RFC 6581
 //! RTRs) with any negotiated settings (role, CRC and Markers each way, RTR),
 //! fed arbitrary octets in arbitrary chunkings through the same steps as the
-//! TCP driver: whole FPDUs through `on_bytes`, a partial tagged FPDU placed
-//! directly into its region (`direct_begin`, the "socket" read into the region,
-//! `direct_finish`).
+//! TCP driver: whole FPDUs through `on_bytes`, or header first through `drive`
+//! (every payload read from the "socket" straight into its region or receive
+//! buffer, in the fuzzer's read sizes with would-blocks between).
 //!
 //! Oracles: no panic; guard octets intact and nothing but writable regions of
 //! our stream changes; the same octets fed whole (no direct placement) and
@@ -13,7 +13,7 @@
 use crate::fixture::{Regions, STREAM};
 use crate::input::Input;
 use bytes::Bytes;
-use rddp_mpa::fpdu::{DIRECT_HEAD, DirectStart};
+use rddp_mpa::fpdu::Progress;
 use rddp_mpa::{FpduConn, MpaOptions, Negotiated, Role, Rtr};
 use rddp_proto::ddp::{Delivery, RecvBuffer};
 use rddp_proto::mem::MemoryTable;
@@ -87,7 +87,10 @@ fn setup(input: &mut Input<'_>) -> Setup {
     }
 }
 
-/// The TCP driver's receive steps (tcp/rx.rs), with `wire` as the socket.
+/// The TCP driver's receive steps (tcp/rx.rs), with `wire` as the socket: fed
+/// whole through `on_bytes`, or (`direct`) read header first by `drive` in reads
+/// of the fuzzer's sizes with a would-block after each, as a non-blocking socket
+/// gives them.
 struct Driver<'a> {
     conn: FpduConn,
     wire: &'a [u8],
@@ -95,32 +98,84 @@ struct Driver<'a> {
     reads: &'a [u8],
     direct: bool,
     pending: Vec<u8>,
+    /// Deliveries taken between drives (drive pauses while one waits).
+    delivered: Vec<Delivery>,
 }
 
-impl Driver<'_> {
-    fn next_read(&mut self, k: usize) -> &[u8] {
+/// `wire` as a non-blocking socket: reads of the given sizes, each followed by
+/// one `WouldBlock`, then end of stream.
+struct Chunked<'a> {
+    wire: &'a [u8],
+    reads: &'a [u8],
+    k: usize,
+    blocked: bool,
+}
+
+impl std::io::Read for Chunked<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.blocked && !self.wire.is_empty() {
+            self.blocked = false;
+            return Err(std::io::ErrorKind::WouldBlock.into());
+        }
         let n = if self.reads.is_empty() {
             self.wire.len()
         } else {
-            1 + usize::from(self.reads[k % self.reads.len()]) * 7
+            1 + usize::from(self.reads[self.k % self.reads.len()]) * 7
         };
-        let n = if self.direct && self.conn.direct_capable() && self.pending.len() < DIRECT_HEAD {
-            n.min(DIRECT_HEAD - self.pending.len())
-        } else {
-            n
-        };
-        let (a, b) = self.wire.split_at(n.min(self.wire.len()));
-        self.wire = b;
-        a
+        self.k += 1;
+        let n = n.min(self.wire.len()).min(buf.len());
+        buf[..n].copy_from_slice(&self.wire[..n]);
+        self.wire = &self.wire[n..];
+        self.blocked = true;
+        Ok(n)
     }
+}
 
+impl Driver<'_> {
     fn run(&mut self, mem: &MemoryTable) {
+        if self.direct {
+            let mut src = Chunked {
+                wire: self.wire,
+                reads: self.reads,
+                k: 0,
+                blocked: false,
+            };
+            // Each drive ends at a would-block, a pause for the ULP, the end of
+            // the stream (drive closes the connection) or its death.
+            let mut rounds = 0usize;
+            while !self.conn.is_dead() {
+                let got = self.conn.drive(mem, &mut src);
+                while let Some(x) = self.conn.poll_delivery() {
+                    self.delivered.push(x);
+                }
+                match got {
+                    Ok(Progress::WouldBlock) | Ok(Progress::Paused) => {}
+                    Ok(_) | Err(_) => break,
+                }
+                rounds += 1;
+                assert!(
+                    rounds <= 4 * self.wire.len() + 16,
+                    "drive makes no progress"
+                );
+            }
+            self.wire = src.wire;
+            if !self.conn.is_dead() && !self.wire.is_empty() {
+                self.conn.on_llp_closed(true);
+            }
+            return;
+        }
         let mut k = 0;
         while !self.wire.is_empty() && !self.conn.is_dead() {
-            let fresh = self.next_read(k).to_vec();
+            let n = if self.reads.is_empty() {
+                self.wire.len()
+            } else {
+                1 + usize::from(self.reads[k % self.reads.len()]) * 7
+            };
             k += 1;
+            let (a, b) = self.wire.split_at(n.min(self.wire.len()));
+            self.wire = b;
             let mut data = std::mem::take(&mut self.pending);
-            data.extend_from_slice(&fresh);
+            data.extend_from_slice(a);
             self.process(mem, &data);
         }
         // End of the stream: whatever is pending is a truncated FPDU.
@@ -132,35 +187,7 @@ impl Driver<'_> {
             if data.is_empty() || self.conn.is_dead() {
                 break;
             }
-            let used = if !(self.direct && self.conn.direct_capable()) {
-                self.conn.on_bytes(mem, data)
-            } else {
-                match self.conn.whole_prefix(data) {
-                    0 if data.len() < DIRECT_HEAD => 0,
-                    0 => match self.conn.direct_begin(mem, data) {
-                        DirectStart::No => self.conn.on_bytes(mem, data),
-                        DirectStart::Failed => data.len(),
-                        DirectStart::Read { consumed, read } => {
-                            let region = mem.region(read.stag).expect("target region");
-                            let want = read.end - read.start;
-                            let body = self.wire.len().min(want);
-                            // The region's lock is held only while the LLP writes.
-                            region.data_mut()[read.start..read.start + body]
-                                .copy_from_slice(&self.wire[..body]);
-                            self.wire = &self.wire[body..];
-                            if body < want || self.wire.len() < read.trailer {
-                                self.conn.on_llp_closed(true);
-                            } else {
-                                let (t, rest) = self.wire.split_at(read.trailer);
-                                self.wire = rest;
-                                self.conn.direct_finish(mem, t);
-                            }
-                            consumed
-                        }
-                    },
-                    whole => self.conn.on_bytes(mem, &data[..whole]),
-                }
-            };
+            let used = self.conn.on_bytes(mem, data);
             assert!(used <= data.len());
             if used == 0 {
                 break;
@@ -214,11 +241,16 @@ fn run(s: &Setup, wire: &[u8], reads: &[u8], direct: bool, input: &mut Input<'_>
         wire,
         reads,
         direct,
+        delivered: Vec::new(),
         pending: Vec::new(),
     };
     d.run(&mem);
     let mut conn = d.conn;
     let mut deliveries = Vec::new();
+    for x in std::mem::take(&mut d.delivered) {
+        crate::reach::note(|r| r.delivered += 1);
+        deliveries.push(x);
+    }
     while let Some(x) = conn.poll_delivery() {
         crate::reach::note(|r| r.delivered += 1);
         deliveries.push(x);
