@@ -1,9 +1,8 @@
 //! An attached queue pair with its protection domain and completion queues: what
 //! the perf client and server run on.
 
-use rddp::transport::{Connection, Inbound, SegmentReader};
+use rddp::transport::{Connection, ReadHold};
 use rddp::{CompletionQueue, Device, ProtectionDomain, QueuePair, QueuePairBuilder, Quota};
-use std::sync::mpsc::{Receiver, Sender, channel};
 
 /// Completion queue capacity `attach` gives each endpoint.
 pub const CQ_CAPACITY: usize = 8192;
@@ -11,30 +10,13 @@ pub const CQ_CAPACITY: usize = 8192;
 /// A connected queue pair and the resources it was built from.
 pub struct Endpoint {
     /// Holds back the first read from the LLP until receives are posted. First,
-    /// so that it is dropped (opening the gate) before the queue pair, whose drop
-    /// joins the reading thread.
-    gate: Option<Sender<()>>,
+    /// so that it is dropped (releasing it) before the queue pair, whose drop
+    /// may join the reading thread.
+    gate: Option<ReadHold>,
     pub qp: QueuePair,
     pub pd: ProtectionDomain,
     pub send_cq: CompletionQueue,
     pub recv_cq: CompletionQueue,
-}
-
-/// Reads nothing from the LLP until the gate opens (or its sender is dropped):
-/// a Send from the peer that came in before the first receive was posted would
-/// otherwise find no buffer and end the stream with a Terminate.
-struct GatedReader {
-    inner: Box<dyn SegmentReader>,
-    gate: Option<Receiver<()>>,
-}
-
-impl SegmentReader for GatedReader {
-    fn read(&mut self) -> std::io::Result<Inbound> {
-        if let Some(g) = self.gate.take() {
-            let _ = g.recv();
-        }
-        self.inner.read()
-    }
 }
 
 impl Endpoint {
@@ -74,11 +56,9 @@ impl Endpoint {
         let pd = consumer.alloc_pd().map_err(err)?;
         let send_cq = CompletionQueue::new(CQ_CAPACITY);
         let recv_cq = CompletionQueue::new(CQ_CAPACITY);
-        let (open, gate) = channel();
-        conn.reader = Box::new(GatedReader {
-            inner: conn.reader,
-            gate: Some(gate),
-        });
+        // A Send from the peer that came in before the first receive was posted
+        // would otherwise find no buffer and end the stream with a Terminate.
+        let open = conn.hold_reads();
         // Each CQ serves one side of one queue pair: it reserves its whole depth.
         let depth = (CQ_CAPACITY / 2) as u32;
         let qp = QueuePairBuilder::new(&pd, &send_cq, &recv_cq)
@@ -97,7 +77,7 @@ impl Endpoint {
     /// Let the LLP's segments in.
     pub fn open(&mut self) {
         if let Some(g) = self.gate.take() {
-            let _ = g.send(());
+            g.release();
         }
     }
 }
