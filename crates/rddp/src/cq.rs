@@ -5,7 +5,7 @@ use rddp_proto::cq::CqLedger;
 use rddp_proto::rdmap::Completion;
 use rddp_proto::wq::Held;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,6 +27,12 @@ struct CqInner {
     /// Each completion with the queue slots it holds until it is taken.
     q: Mutex<VecDeque<(WorkCompletion, Held)>>,
     ready: Condvar,
+    /// Threads in [`CompletionQueue::wait`] (changed with `q` locked): a push
+    /// signals `ready` only when one waits, so a busy data path that nobody
+    /// waits on pays no futex call per completion.
+    waiters: AtomicUsize,
+    /// How many pushes signalled `ready` (for the test of that rule).
+    signals: AtomicU64,
     #[cfg(feature = "tokio")]
     notify: tokio::sync::Notify,
     /// Capacity and the worst cases reserved by attached queue pairs (seed 003):
@@ -54,6 +60,8 @@ impl CompletionQueue {
             inner: Arc::new(CqInner {
                 q: Mutex::new(VecDeque::new()),
                 ready: Condvar::new(),
+                waiters: AtomicUsize::new(0),
+                signals: AtomicU64::new(0),
                 #[cfg(feature = "tokio")]
                 notify: tokio::sync::Notify::new(),
                 ledger: CqLedger::new(capacity),
@@ -96,12 +104,14 @@ impl CompletionQueue {
             if now >= deadline {
                 return Vec::new();
             }
+            self.inner.waiters.fetch_add(1, Ordering::Relaxed);
             q = self
                 .inner
                 .ready
                 .wait_timeout(q, deadline - now)
                 .map(|(g, _)| g)
                 .unwrap_or_else(|p| p.into_inner().0);
+            self.inner.waiters.fetch_sub(1, Ordering::Relaxed);
         }
         take(&mut q, max)
     }
@@ -137,7 +147,10 @@ impl CompletionQueue {
             self.inner.overflows.fetch_add(1, Ordering::Relaxed);
         }
         q.push_back((wc, held));
-        self.inner.ready.notify_all();
+        if self.inner.waiters.load(Ordering::Relaxed) > 0 {
+            self.inner.signals.fetch_add(1, Ordering::Relaxed);
+            self.inner.ready.notify_all();
+        }
         #[cfg(feature = "tokio")]
         self.inner.notify.notify_waiters();
     }
@@ -152,5 +165,49 @@ fn take(q: &mut VecDeque<(WorkCompletion, Held)>, max: usize) -> Vec<WorkComplet
 impl AsRef<CqLedger> for CompletionQueue {
     fn as_ref(&self) -> &CqLedger {
         &self.inner.ledger
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rddp_proto::rdmap::{WcOpcode, WcStatus};
+
+    fn wc(id: u64) -> WorkCompletion {
+        WorkCompletion {
+            qp_num: 1,
+            c: Completion {
+                wr_id: id,
+                status: WcStatus::Success,
+                opcode: WcOpcode::Send,
+                byte_len: 0,
+                solicited: false,
+                invalidated_stag: None,
+                buffer: None,
+                qn_msn: None,
+            },
+        }
+    }
+
+    #[test]
+    fn a_push_signals_only_when_someone_waits() {
+        let cq = CompletionQueue::new(1024);
+        for i in 0..100 {
+            cq.push(wc(i), Held::default());
+        }
+        assert_eq!(cq.inner.signals.load(Ordering::Relaxed), 0, "nobody waited");
+        assert_eq!(cq.poll(1000).len(), 100);
+        let waiter = {
+            let cq = cq.clone();
+            std::thread::spawn(move || cq.wait(10, Duration::from_secs(30)))
+        };
+        // Push once the waiter is waiting.
+        while cq.inner.waiters.load(Ordering::Relaxed) == 0 {
+            std::thread::yield_now();
+        }
+        cq.push(wc(100), Held::default());
+        let got = waiter.join().unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(cq.inner.signals.load(Ordering::Relaxed), 1);
     }
 }
