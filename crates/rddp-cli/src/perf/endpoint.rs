@@ -19,6 +19,35 @@ pub struct Endpoint {
     pub recv_cq: CompletionQueue,
 }
 
+/// A device for `endpoints` endpoints: each gets its own consumer quota (see
+/// [`Endpoint::attach`]), so the device's capacity grows with them (it only
+/// bounds reservations; memory is used as buffers are registered).
+pub fn device(endpoints: usize) -> Device {
+    let n = endpoints.max(1) as u64;
+    let per = endpoint_quota();
+    let d = rddp::DeviceLimits::default().capacity;
+    Device::with_limits(rddp::DeviceLimits {
+        capacity: Quota {
+            queue_pairs: d.queue_pairs.max(n * per.queue_pairs),
+            memory_regions: d.memory_regions.max(n * per.memory_regions),
+            registered_bytes: d.registered_bytes.max(n * per.registered_bytes),
+            receive_buffers: d.receive_buffers.max(n * per.receive_buffers),
+            outstanding_reads: d.outstanding_reads.max(n * per.outstanding_reads),
+        },
+    })
+}
+
+/// Enough for two buffers of the largest size and the small ones.
+fn endpoint_quota() -> Quota {
+    Quota {
+        queue_pairs: 1,
+        memory_regions: 16,
+        registered_bytes: 2 * u64::from(super::opts::MAX_SIZE) + (1 << 20),
+        receive_buffers: 8192,
+        outstanding_reads: 1024,
+    }
+}
+
 impl Endpoint {
     /// An endpoint of a queue pair attached elsewhere (its receives are the
     /// caller's business).
@@ -41,16 +70,8 @@ impl Endpoint {
     /// Nothing is read from the LLP until [`Endpoint::open`] (the perf client
     /// and server call it once their first receives are posted).
     pub fn attach(dev: &Device, name: &str, mut conn: Connection) -> Result<Self, String> {
-        // Enough for two buffers of the largest size and the small ones; small
-        // enough that --qps 64 (128 consumers with --transport mem) fits the
-        // device.
-        let quota = Quota {
-            queue_pairs: 1,
-            memory_regions: 16,
-            registered_bytes: 2 * u64::from(super::opts::MAX_SIZE) + (1 << 20),
-            receive_buffers: 8192,
-            outstanding_reads: 1024,
-        };
+        // The device (see [`device`]) has room for every endpoint's quota.
+        let quota = endpoint_quota();
         let err = |e: rddp::Error| format!("setting up {name}: {e}");
         let consumer = dev.consumer(name, quota).map_err(err)?;
         let pd = consumer.alloc_pd().map_err(err)?;
