@@ -5,7 +5,7 @@ use rddp_proto::cq::CqLedger;
 use rddp_proto::rdmap::Completion;
 use rddp_proto::wq::Held;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -33,6 +33,11 @@ struct CqInner {
     waiters: AtomicUsize,
     /// How many pushes signalled `ready` (for the test of that rule).
     signals: AtomicU64,
+    /// Called once by the next push after [`CompletionQueue::arm`] (verbs'
+    /// completion channel: `ibv_req_notify_cq`), so that one thread can serve
+    /// many queues without a thread waiting on each.
+    on_arm: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
+    armed: AtomicBool,
     #[cfg(feature = "tokio")]
     notify: tokio::sync::Notify,
     /// Capacity and the worst cases reserved by attached queue pairs (seed 003):
@@ -62,6 +67,8 @@ impl CompletionQueue {
                 ready: Condvar::new(),
                 waiters: AtomicUsize::new(0),
                 signals: AtomicU64::new(0),
+                on_arm: Mutex::new(None),
+                armed: AtomicBool::new(false),
                 #[cfg(feature = "tokio")]
                 notify: tokio::sync::Notify::new(),
                 ledger: CqLedger::new(capacity),
@@ -133,6 +140,19 @@ impl CompletionQueue {
         }
     }
 
+    /// What [`Self::arm`] calls on the next completion (replacing any earlier).
+    /// It runs on the thread that pushed the completion (often an I/O thread):
+    /// keep it short (e.g. send a message to the thread that serves the queue).
+    pub fn set_notify(&self, f: impl Fn() + Send + Sync + 'static) {
+        *lock(&self.inner.on_arm) = Some(Arc::new(f));
+    }
+
+    /// Call the notify function once, on the next completion pushed. A
+    /// completion already queued does not call it: arm, then poll once more.
+    pub fn arm(&self) {
+        self.inner.armed.store(true, Ordering::SeqCst);
+    }
+
     /// How many completions were queued while the queue already held its capacity.
     /// The slot accounting keeps this at zero; a completion is never dropped.
     pub fn overflows(&self) -> u64 {
@@ -150,6 +170,13 @@ impl CompletionQueue {
         if self.inner.waiters.load(Ordering::Relaxed) > 0 {
             self.inner.signals.fetch_add(1, Ordering::Relaxed);
             self.inner.ready.notify_all();
+        }
+        drop(q);
+        if self.inner.armed.load(Ordering::Relaxed) && self.inner.armed.swap(false, Ordering::SeqCst) {
+            let f = lock(&self.inner.on_arm).clone();
+            if let Some(f) = f {
+                f();
+            }
         }
         #[cfg(feature = "tokio")]
         self.inner.notify.notify_waiters();
@@ -187,6 +214,22 @@ mod tests {
                 qn_msn: None,
             },
         }
+    }
+
+    #[test]
+    fn an_armed_queue_calls_its_notify_once() {
+        let cq = CompletionQueue::new(16);
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = calls.clone();
+        cq.set_notify(move || {
+            c.fetch_add(1, Ordering::SeqCst);
+        });
+        cq.push(wc(1), Held::default());
+        assert_eq!(calls.load(Ordering::SeqCst), 0, "not armed");
+        cq.arm();
+        cq.push(wc(2), Held::default());
+        cq.push(wc(3), Held::default());
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "once per arm");
     }
 
     #[test]
