@@ -12,19 +12,28 @@
 //! * Partial writes: the region's lock is never held while waiting. FPDUs of the
 //!   batch that the socket did not start are rolled back (the encoder's stream
 //!   offset is reset; they are laid out again, CRC and all, on the next write).
-//!   Of the one FPDU the socket took part of, the unwritten rest is copied (counted
-//!   by `rddp_proto::ddp::lease_copied_octets`) and written first next time, so the
-//!   CRC always matches the octets sent even if the region changes meanwhile. That
-//!   is at most one FPDU (<= 64 KiB) each time the socket's buffer fills.
+//!   The one FPDU the socket took part of keeps its lease and resumes from the
+//!   octet where it stopped, the region locked again for that write. Its CRC is
+//!   then computed over the octets actually sent: a running CRC over the part
+//!   already written (fed from the locked octets as they went out) continues
+//!   over the rest as the region holds it at the resumed write. So the CRC always
+//!   matches the octets on the wire, and an application that changes a region
+//!   under a Send or Write still posted (which verbs leaves undefined) gets that
+//!   message's octets undefined, never a CRC error. No octet of a lease is copied
+//!   (`rddp_proto::ddp::lease_copied_octets` stays 0). Exceptions, copied
+//!   (counted where they are payload): the rest of an FPDU stopped inside its
+//!   4-octet CRC, and with a capture (`--pcap`: the FPDU was recorded whole).
 //! * The responder sends nothing before the initiator's first FPDU (spec §4.9):
 //!   segments queue behind `gate_open`.
 
-use rddp_mpa::fpdu::{FpduLayout, layout_fpdu};
+use rddp_mpa::fpdu::{FpduLayout, Piece, layout_fpdu};
 use rddp_mpa::pcap::TcpEndpoint;
 use rddp_mpa::tcp::layout_rest;
 use rddp_proto::ddp::{OutSegment, Payload, count_lease_copy};
 use rddp_wire::ddp::UNTAGGED_HDR_LEN;
-use rddp_wire::{DdpHeader, FpduEncoder, Opcode, RdmapControl};
+use rddp_wire::crc::crc_wire_bytes;
+use rddp_wire::mpa::MPA_CRC_LEN as CRC_LEN;
+use rddp_wire::{Crc32c, DdpHeader, FpduEncoder, Opcode, RdmapControl};
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::net::{Shutdown, TcpStream};
@@ -36,6 +45,20 @@ const GATHER_SEGMENTS: usize = 64;
 
 /// Most octets gathered into one `sendmsg`.
 const GATHER_OCTETS: usize = 1 << 20;
+
+/// An FPDU the socket took part of.
+enum Rest {
+    /// Its remaining octets, copied, and how many of them are written.
+    Owned(Vec<u8>, usize, Sent),
+    /// Still a lease: the segment, its layout, how many octets are written, and
+    /// the running CRC over them (as they were sent).
+    Lease {
+        seg: OutSegment,
+        layout: FpduLayout,
+        written: usize,
+        digest: Crc32c,
+    },
+}
 
 /// What the socket accepted whole: one segment.
 #[derive(Debug, Clone, Copy)]
@@ -57,9 +80,8 @@ pub(crate) struct MpaOut {
     /// This connection in the process's capture (`--pcap`).
     wire: Option<TcpEndpoint>,
     queue: VecDeque<OutSegment>,
-    /// The copied rest of an FPDU the socket took part of, how much of it is
-    /// written, and its segment.
-    rest: Option<(Vec<u8>, usize, Sent)>,
+    /// The FPDU the socket took part of (written first next time).
+    rest: Option<Rest>,
     /// The last write found the socket's buffer full.
     blocked: bool,
     /// A write failed: the connection is lost.
@@ -135,19 +157,11 @@ impl MpaOut {
 
     fn write_all_now(&mut self, sent: &mut impl FnMut(Sent)) -> io::Result<()> {
         loop {
-            if let Some((bytes, done, seg)) = &mut self.rest {
-                while *done < bytes.len() {
-                    match send_now(&self.sock, &[IoSlice::new(&bytes[*done..])]) {
-                        Ok(n) => *done += n,
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                            self.blocked = true;
-                            return Ok(());
-                        }
-                        Err(e) => return Err(e),
-                    }
+            if self.rest.is_some() {
+                self.write_rest(sent)?;
+                if self.blocked {
+                    return Ok(());
                 }
-                sent(*seg);
-                self.rest = None;
             }
             if self.queue.is_empty() {
                 return Ok(());
@@ -157,6 +171,82 @@ impl MpaOut {
                 return Ok(());
             }
         }
+    }
+
+    /// Go on with the FPDU the socket took part of.
+    fn write_rest(&mut self, sent: &mut impl FnMut(Sent)) -> io::Result<()> {
+        let crc_on = self.enc.crc;
+        let Some(rest) = self.rest.take() else {
+            return Ok(());
+        };
+        match rest {
+            Rest::Owned(bytes, mut done, seg) => {
+                while done < bytes.len() {
+                    match send_now(&self.sock, &[IoSlice::new(&bytes[done..])]) {
+                        Ok(n) => done += n,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            self.blocked = true;
+                            self.rest = Some(Rest::Owned(bytes, done, seg));
+                            return Ok(());
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                sent(seg);
+            }
+            Rest::Lease {
+                seg,
+                layout,
+                mut written,
+                mut digest,
+            } => {
+                let len = layout.len();
+                let body = len - CRC_LEN;
+                // The region locked again, for this one write.
+                let next = seg.payload.with(|p| {
+                    let slices = range_slices(&layout, p, written, body);
+                    let mut d = digest;
+                    for s in &slices {
+                        d.update(s);
+                    }
+                    let trailer = crc_wire_bytes(if crc_on { d.finalize() } else { 0 });
+                    let mut all = slices.clone();
+                    all.push(IoSlice::new(&trailer));
+                    let n = match send_now(&self.sock, &all) {
+                        Ok(n) => n,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+                        Err(e) => return Err(e),
+                    };
+                    let of_body = n.min(body - written);
+                    for s in range_slices(&layout, p, written, written + of_body) {
+                        digest.update(&s);
+                    }
+                    let at = written + n;
+                    Ok(if at >= len {
+                        None
+                    } else if at > body {
+                        // Stopped inside the CRC: its last octets, copied.
+                        Some(Rest::Owned(trailer[at - body..].to_vec(), 0, summary(&seg)))
+                    } else {
+                        written = at;
+                        Some(Rest::Lease {
+                            seg: seg.clone(),
+                            layout: layout.clone(),
+                            written,
+                            digest,
+                        })
+                    })
+                })?;
+                match next {
+                    None => sent(summary(&seg)),
+                    Some(r) => {
+                        self.blocked = true;
+                        self.rest = Some(r);
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// One gathered `sendmsg` of the FPDUs at the front of the queue.
@@ -232,11 +322,21 @@ impl MpaOut {
                 continue;
             }
             if written > 0 {
-                let (rest, of_payload) = layout_rest(l, payloads[i], written);
-                if matches!(self.queue[i].payload, Payload::Region { .. }) {
-                    count_lease_copy(of_payload);
+                let lease = matches!(self.queue[i].payload, Payload::Region { .. });
+                if lease && self.wire.is_none() && written <= len - CRC_LEN {
+                    // Keep the lease; the CRC so far is over what went out.
+                    let mut digest = Crc32c::new();
+                    for s in range_slices(l, payloads[i], 0, written) {
+                        digest.update(&s);
+                    }
+                    part = Some((None, Some((l.clone(), written, digest))));
+                } else {
+                    let (rest, of_payload) = layout_rest(l, payloads[i], written);
+                    if lease {
+                        count_lease_copy(of_payload);
+                    }
+                    part = Some((Some(rest), None));
                 }
-                part = Some(rest);
                 // The FPDUs after it were never started: lay them out again later.
                 self.enc.offset = starts.get(i + 1).copied().unwrap_or(self.enc.offset);
             } else {
@@ -254,10 +354,19 @@ impl MpaOut {
                 sent(summary(&seg));
             }
         }
-        if let Some(rest) = part
+        if let Some(p) = part
             && let Some(seg) = self.queue.pop_front()
         {
-            self.rest = Some((rest, 0, summary(&seg)));
+            self.rest = Some(match p {
+                (Some(bytes), _) => Rest::Owned(bytes, 0, summary(&seg)),
+                (None, Some((layout, written, digest))) => Rest::Lease {
+                    seg,
+                    layout,
+                    written,
+                    digest,
+                },
+                (None, None) => return Ok(()),
+            });
         }
         Ok(())
     }
@@ -271,6 +380,33 @@ fn summary(seg: &OutSegment) -> Sent {
         last: seg.header.last(),
         read_response,
     }
+}
+
+/// The octets `from..to` of `layout` laid over `payload`, as slices.
+fn range_slices<'a>(
+    layout: &'a FpduLayout,
+    payload: &'a [u8],
+    from: usize,
+    to: usize,
+) -> Vec<IoSlice<'a>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    for piece in &layout.pieces {
+        let b: &[u8] = match piece {
+            Piece::Own(b) => b,
+            Piece::Payload(r) => &payload[r.clone()],
+        };
+        let (start, end) = (at, at + b.len());
+        at = end;
+        let (lo, hi) = (from.max(start), to.min(end));
+        if lo < hi {
+            out.push(IoSlice::new(&b[lo - start..hi - start]));
+        }
+        if at >= to {
+            break;
+        }
+    }
+    out
 }
 
 /// One non-blocking vectored send (no SIGPIPE).
