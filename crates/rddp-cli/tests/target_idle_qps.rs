@@ -29,13 +29,23 @@ fn raise_nofile(need: u64) {
     l.current = l.maximum;
     setrlimit(Resource::Nofile, l).expect("raise RLIMIT_NOFILE to the hard limit");
     let have = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
-    assert!(have >= need, "need {need} descriptors, the hard limit is {have}");
+    assert!(
+        have >= need,
+        "need {need} descriptors, the hard limit is {have}"
+    );
 }
 
 #[test]
 fn a_thousand_idle_queue_pairs_cost_the_target_no_threads() {
     raise_nofile(QPS as u64 + 200);
-    let t = Target::start(&["--buffer-size", "4096", "--recv-count", "2", "--recv-size", "4096"]);
+    let t = Target::start(&[
+        "--buffer-size",
+        "4096",
+        "--recv-count",
+        "2",
+        "--recv-size",
+        "4096",
+    ]);
     let pid = t.pid();
     let threads_idle = status(pid, "Threads");
     let rss_idle = status(pid, "VmRSS");
@@ -67,7 +77,10 @@ fn a_thousand_idle_queue_pairs_cost_the_target_no_threads() {
     let (mut recvs, mut sends) = (0, 0);
     while recvs < 2 * QPS || sends < QPS {
         let wcs = cq.wait(4 * QPS, Duration::from_secs(20));
-        assert!(!wcs.is_empty(), "{recvs} receives and {sends} sends completed");
+        assert!(
+            !wcs.is_empty(),
+            "{recvs} receives and {sends} sends completed"
+        );
         for wc in wcs {
             assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
             match wc.opcode {

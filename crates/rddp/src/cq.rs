@@ -172,7 +172,9 @@ impl CompletionQueue {
             self.inner.ready.notify_all();
         }
         drop(q);
-        if self.inner.armed.load(Ordering::Relaxed) && self.inner.armed.swap(false, Ordering::SeqCst) {
+        if self.inner.armed.load(Ordering::Relaxed)
+            && self.inner.armed.swap(false, Ordering::SeqCst)
+        {
             let f = lock(&self.inner.on_arm).clone();
             if let Some(f) = f {
                 f();

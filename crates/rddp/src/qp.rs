@@ -1,10 +1,19 @@
 //! Queue pairs: builder, then attach to a connected LLP; post work, get completions.
 //!
-//! Each connected queue pair runs two threads: one reads segments from the LLP and
-//! feeds the RDMAP engine, one writes the segments the engine produces. The engine
-//! is behind a mutex that is never held while a socket blocks. The writer's queue
-//! holds at most about `TX_BUDGET` octets; a Send or Write completes when the
-//! writer has handed its last segment to the LLP whole.
+//! The RDMAP engine of a queue pair is behind one mutex (the QP lock), never held
+//! while a socket blocks. How the LLP is driven:
+//!
+//! * MPA (`Llp::Mpa`): no thread of its own. One task on the process's event
+//!   loop (`qp/task.rs`, rddp-io) reads the non-blocking socket and feeds the
+//!   engine; whoever pumps the engine (the posting thread, or that task after a
+//!   read or on WRITABLE) writes its FPDUs with non-blocking `sendmsg` under the
+//!   QP lock (`transport::mpa_out`). What the socket refuses stays queued (at most
+//!   about `TX_BUDGET` octets) and the task waits for WRITABLE.
+//! * SCTP and in memory (`Llp::Threads`): a reader thread feeding the engine and
+//!   a writer thread writing what it produces, the writer's queue bounded the same
+//!   way.
+//!
+//! Either way a Send or Write completes when the LLP accepted its last octet.
 
 use crate::cq::{CompletionQueue, WorkCompletion};
 use crate::device::lock;

@@ -6,7 +6,9 @@
 mod common;
 
 use common::{terminate_sent, wait};
-use rddp::transport::{Connection, Inbound, Llp, LlpInfo, SegmentReader, SegmentWriter, memory_pair};
+use rddp::transport::{
+    Connection, Inbound, Llp, LlpInfo, SegmentReader, SegmentWriter, memory_pair,
+};
 use rddp::{
     Access, AsyncEvent, BufferOrdering, CompletionQueue, Device, ProtectionDomain, QueuePair,
     QueuePairBuilder, Quota, SendFlags, SharedReceiveQueue, SrqMode, WcOpcode, WcStatus,

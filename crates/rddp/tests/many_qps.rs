@@ -46,14 +46,25 @@ fn ten_thousand_queue_pairs_on_a_few_threads() {
     let fds = raise_nofile();
     // Two sockets per connection, and some room for the rest.
     let n = CONNECTIONS.min((fds.saturating_sub(200) / 2) as usize);
-    assert!(n >= 1000, "RLIMIT_NOFILE {fds} leaves room for {n} connections only");
+    assert!(
+        n >= 1000,
+        "RLIMIT_NOFILE {fds} leaves room for {n} connections only"
+    );
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as u64;
 
     let dev = Device::new();
     let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
     let addr = listener.local_addr().unwrap();
-    let server_pd = dev.consumer("server", quota(n)).unwrap().alloc_pd().unwrap();
-    let client_pd = dev.consumer("client", quota(n)).unwrap().alloc_pd().unwrap();
+    let server_pd = dev
+        .consumer("server", quota(n))
+        .unwrap()
+        .alloc_pd()
+        .unwrap();
+    let client_pd = dev
+        .consumer("client", quota(n))
+        .unwrap()
+        .alloc_pd()
+        .unwrap();
     // Each queue pair reserves one send and one receive completion.
     let server_cq = CompletionQueue::new(2 * n);
     let client_cq = CompletionQueue::new(2 * n);
@@ -91,8 +102,12 @@ fn ten_thousand_queue_pairs_on_a_few_threads() {
             .build()
             .unwrap();
         let qp = p.connect_mpa(addr, MpaOptions::default()).unwrap();
-        qp.post_send_inline(i as u64, b"one small Send per queue pair", SendFlags::default())
-            .unwrap();
+        qp.post_send_inline(
+            i as u64,
+            b"one small Send per queue pair",
+            SendFlags::default(),
+        )
+        .unwrap();
         clients.push(qp);
     }
     let servers = acceptor.join().unwrap();

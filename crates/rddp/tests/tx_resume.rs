@@ -71,7 +71,10 @@ fn a_partial_fpdu_resumes_from_the_lease_with_a_crc_over_what_was_sent() {
     // Not a timing check: give the socket time to fill (the Write cannot
     // complete while the peer reads nothing).
     std::thread::sleep(Duration::from_millis(300));
-    assert!(cq.poll(1).is_empty(), "completed with the peer reading nothing");
+    assert!(
+        cq.poll(1).is_empty(),
+        "completed with the peer reading nothing"
+    );
     // Change the region under the Write still posted: its octets become
     // undefined, its CRCs must not break.
     src.write(0, &vec![0x5A; LEN]).unwrap();
@@ -83,5 +86,8 @@ fn a_partial_fpdu_resumes_from_the_lease_with_a_crc_over_what_was_sent() {
     let copied = lease_copied_octets() - before;
     eprintln!("{payload} payload octets in {fpdus} FPDUs, {copied} copied");
     assert_eq!(payload, LEN);
-    assert_eq!(copied, 0, "payload octets copied out of the region on the way out");
+    assert_eq!(
+        copied, 0,
+        "payload octets copied out of the region on the way out"
+    );
 }

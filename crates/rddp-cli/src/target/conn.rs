@@ -5,9 +5,8 @@ use super::args::{Rq, TargetArgs};
 use super::events::{Events, Streams};
 use rddp::transport::Connection;
 use rddp::{
-    Access, AsyncEvent, BufferOrdering, CompletionQueue, MemoryRegion, ProtectionDomain,
-    QueuePair, QueuePairBuilder, SendFlags, SharedReceiveQueue, SrqMode, TerminateCode, WcOpcode,
-    WcStatus,
+    Access, AsyncEvent, BufferOrdering, CompletionQueue, MemoryRegion, ProtectionDomain, QueuePair,
+    QueuePairBuilder, SendFlags, SharedReceiveQueue, SrqMode, TerminateCode, WcOpcode, WcStatus,
 };
 use serde_json::{Value, json};
 use std::collections::VecDeque;

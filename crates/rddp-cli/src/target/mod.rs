@@ -3,8 +3,8 @@
 mod args;
 mod conn;
 mod events;
-mod term_json;
 mod service;
+mod term_json;
 
 pub use args::TargetArgs;
 
@@ -82,8 +82,7 @@ pub fn run(args: TargetArgs) -> Result<(), String> {
                         Ok(conn) => {
                             let id = next.fetch_add(1, Ordering::Relaxed);
                             let srq = shared.clone();
-                            if let Some(s) = conn::setup(id, conn, &pd, &args, srq, &streams, &ev)
-                            {
+                            if let Some(s) = conn::setup(id, conn, &pd, &args, srq, &streams, &ev) {
                                 service.add(s);
                             }
                         }

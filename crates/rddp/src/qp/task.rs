@@ -197,10 +197,12 @@ impl Task for QpTask {
             self.ended(st, graceful, err);
         }
         shared.pump_in(st, true);
-        let failed = st
-            .mpa
-            .as_mut()
-            .and_then(|io| io.out.failed.as_ref().map(|e| io::Error::new(e.kind(), e.to_string())));
+        let failed = st.mpa.as_mut().and_then(|io| {
+            io.out
+                .failed
+                .as_ref()
+                .map(|e| io::Error::new(e.kind(), e.to_string()))
+        });
         if let Some(e) = failed {
             // A write failed: the connection is lost.
             self.ended(st, false, Some(e));

@@ -30,8 +30,8 @@ use rddp_mpa::fpdu::{FpduLayout, Piece, layout_fpdu};
 use rddp_mpa::pcap::TcpEndpoint;
 use rddp_mpa::tcp::layout_rest;
 use rddp_proto::ddp::{OutSegment, Payload, count_lease_copy};
-use rddp_wire::ddp::UNTAGGED_HDR_LEN;
 use rddp_wire::crc::crc_wire_bytes;
+use rddp_wire::ddp::UNTAGGED_HDR_LEN;
 use rddp_wire::mpa::MPA_CRC_LEN as CRC_LEN;
 use rddp_wire::{Crc32c, DdpHeader, FpduEncoder, Opcode, RdmapControl};
 use std::collections::VecDeque;
@@ -94,7 +94,12 @@ pub(crate) struct MpaOut {
 }
 
 impl MpaOut {
-    pub fn new(sock: Arc<TcpStream>, enc: FpduEncoder, gate_open: bool, wire: Option<TcpEndpoint>) -> Self {
+    pub fn new(
+        sock: Arc<TcpStream>,
+        enc: FpduEncoder,
+        gate_open: bool,
+        wire: Option<TcpEndpoint>,
+    ) -> Self {
         Self {
             sock,
             enc,
@@ -121,7 +126,11 @@ impl MpaOut {
     /// Output waits for the socket to take more (the loop should watch for
     /// WRITABLE).
     pub fn wants_writable(&self) -> bool {
-        self.gate_open && self.blocked && !self.is_idle() && self.failed.is_none() && self.shut.is_none()
+        self.gate_open
+            && self.blocked
+            && !self.is_idle()
+            && self.failed.is_none()
+            && self.shut.is_none()
     }
 
     /// Write what the socket takes now, without waiting; `sent` hears of every
@@ -147,7 +156,11 @@ impl MpaOut {
         if self.shut.is_some_and(|a| a || !abortive) {
             return;
         }
-        let how = if abortive { Shutdown::Both } else { Shutdown::Write };
+        let how = if abortive {
+            Shutdown::Both
+        } else {
+            Shutdown::Write
+        };
         let _ = self.sock.shutdown(how);
         if let Some(w) = self.wire.take() {
             w.closed();
@@ -254,7 +267,11 @@ impl MpaOut {
         // Which segments: owned payloads, and leases of one region only. With a
         // capture, one at a time (each FPDU is recorded before it leaves; one the
         // socket did not start would be recorded twice).
-        let most = if self.wire.is_some() { 1 } else { GATHER_SEGMENTS };
+        let most = if self.wire.is_some() {
+            1
+        } else {
+            GATHER_SEGMENTS
+        };
         let mut region = None;
         let (mut count, mut octets) = (0, 0);
         for seg in self.queue.iter().take(most) {
