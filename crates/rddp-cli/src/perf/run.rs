@@ -74,6 +74,7 @@ const WORKER_STACK: usize = 512 << 10;
 /// `rddp perf client`.
 pub fn client_main(a: &ClientArgs) -> Result<(), String> {
     super::chan::set_stall(a.link.stall_secs);
+    super::chan::set_parallel(u64::from(a.link.qps));
     if a.op == Op::Mixed {
         return super::mixed::client_main(a);
     }
@@ -287,6 +288,7 @@ fn measure(
 /// `rddp perf server`.
 pub fn server_main(a: &ServerArgs) -> Result<(), String> {
     super::chan::set_stall(a.link.stall_secs);
+    super::chan::set_parallel(u64::from(a.link.qps));
     if a.forever {
         return super::forever::server_main(a);
     }

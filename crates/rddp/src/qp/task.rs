@@ -236,11 +236,14 @@ impl Task for QpTask {
             (true, true) => Some(Interest::WRITABLE),
             (true, false) => Some(Interest::READABLE),
         };
-        let deadline = if more && !held {
-            Some(cx.now)
-        } else {
-            io.linger
-        };
-        Next::Wait { interest, deadline }
+        if more {
+            // Read READS_PER_RUN times and not yet to WouldBlock: no new edge
+            // will come, so run again after the thread's other ready tasks.
+            cx.handle().wake();
+        }
+        Next::Wait {
+            interest,
+            deadline: io.linger,
+        }
     }
 }
