@@ -69,7 +69,7 @@ pub enum Llp {
         abort: Box<dyn FnMut() + Send>,
     },
     /// MPA over a non-blocking TCP socket, on the event loop.
-    Mpa(mpa::MpaLlp),
+    Mpa(Box<mpa::MpaLlp>),
 }
 
 /// A connected LLP, ready to carry DDP segments.

@@ -213,14 +213,14 @@ fn into_connection(
     let expect_rtr = if initiator { None } else { neg.rtr };
     let input = MpaIn::new(rx, leftover, expect_rtr, !initiator, wire.clone());
     Ok(Connection {
-        llp: Llp::Mpa(MpaLlp {
+        llp: Llp::Mpa(Box::new(MpaLlp {
             sock,
             enc,
             initiator,
             input,
             wire,
             hold: None,
-        }),
+        })),
         mulpdu: tx_mulpdu,
         ird,
         ord,

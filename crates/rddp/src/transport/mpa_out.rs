@@ -50,14 +50,17 @@ const GATHER_OCTETS: usize = 1 << 20;
 enum Rest {
     /// Its remaining octets, copied, and how many of them are written.
     Owned(Vec<u8>, usize, Sent),
-    /// Still a lease: the segment, its layout, how many octets are written, and
-    /// the running CRC over them (as they were sent).
-    Lease {
-        seg: OutSegment,
-        layout: FpduLayout,
-        written: usize,
-        digest: Crc32c,
-    },
+    /// Still a lease.
+    Lease(Box<Lease>),
+}
+
+/// The segment, its layout, how many octets are written, and the running CRC
+/// over them (as they were sent).
+struct Lease {
+    seg: OutSegment,
+    layout: FpduLayout,
+    written: usize,
+    digest: Crc32c,
 }
 
 /// What the socket accepted whole: one segment.
@@ -137,12 +140,14 @@ impl MpaOut {
     /// segment accepted whole, in order. Then close if asked and nothing is left.
     pub fn flush(&mut self, sent: &mut impl FnMut(Sent)) {
         self.blocked = false;
-        if self.gate_open && self.failed.is_none() && self.shut.is_none() {
-            if let Err(e) = self.write_all_now(sent) {
-                self.failed = Some(e);
-                self.shutdown(true);
-                return;
-            }
+        if self.gate_open
+            && self.failed.is_none()
+            && self.shut.is_none()
+            && let Err(e) = self.write_all_now(sent)
+        {
+            self.failed = Some(e);
+            self.shutdown(true);
+            return;
         }
         if let Some(abortive) = self.close
             && self.is_idle()
@@ -207,12 +212,13 @@ impl MpaOut {
                 }
                 sent(seg);
             }
-            Rest::Lease {
-                seg,
-                layout,
-                mut written,
-                mut digest,
-            } => {
+            Rest::Lease(lease) => {
+                let Lease {
+                    seg,
+                    layout,
+                    mut written,
+                    mut digest,
+                } = *lease;
                 let len = layout.len();
                 let body = len - CRC_LEN;
                 // The region locked again, for this one write.
@@ -242,12 +248,12 @@ impl MpaOut {
                         Some(Rest::Owned(trailer[at - body..].to_vec(), 0, summary(&seg)))
                     } else {
                         written = at;
-                        Some(Rest::Lease {
+                        Some(Rest::Lease(Box::new(Lease {
                             seg: seg.clone(),
                             layout: layout.clone(),
                             written,
                             digest,
-                        })
+                        })))
                     })
                 })?;
                 match next {
@@ -376,12 +382,12 @@ impl MpaOut {
         {
             self.rest = Some(match p {
                 (Some(bytes), _) => Rest::Owned(bytes, 0, summary(&seg)),
-                (None, Some((layout, written, digest))) => Rest::Lease {
+                (None, Some((layout, written, digest))) => Rest::Lease(Box::new(Lease {
                     seg,
                     layout,
                     written,
                     digest,
-                },
+                })),
                 (None, None) => return Ok(()),
             });
         }
