@@ -9,6 +9,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+/// How long [`CompletionQueue::wait`] yields its thread before it sleeps.
+const SPIN: Duration = Duration::from_micros(20);
+
 /// One completion, with the queue pair it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkCompletion {
@@ -105,6 +108,22 @@ impl CompletionQueue {
     /// Wait up to `timeout` for at least one completion, then take up to `max`.
     pub fn wait(&self, max: usize, timeout: Duration) -> Vec<WorkCompletion> {
         let deadline = Instant::now() + timeout;
+        // A completion is often a few microseconds away (an answer the I/O
+        // thread is reading now): let that thread run first, briefly, before
+        // going to sleep on the condvar (a futex wake and a switch back).
+        let spin_until = Instant::now() + SPIN.min(timeout);
+        loop {
+            {
+                let mut q = lock(&self.inner.q);
+                if !q.is_empty() {
+                    return take(&mut q, max);
+                }
+            }
+            if Instant::now() >= spin_until {
+                break;
+            }
+            std::thread::yield_now();
+        }
         let mut q = lock(&self.inner.q);
         while q.is_empty() {
             let now = Instant::now();
