@@ -12,12 +12,16 @@
 #   Send 64 B message rate    rddp perf --op send --size 64      tcp_msg_rate (this repo)
 #   ping-pong 64 B, p50       rddp perf --op send --pingpong     sockperf ping-pong --tcp
 #                             (both ends of each pinned to CPU 0)
+#   1,000 QPs 64 KiB Writes   rddp perf --qps 1000 (aggregate)   the same with --qps 1
+#   DDP over SCTP 64 KiB      rddp perf --transport sctp         sctp_perf raw: plain
+#                             --op write --size 64K              usrsctp unordered messages
 #   idle queue pairs          rddp target + idle_mpa (N MPA connections): threads
 #                             and RSS per connection beyond its buffers
 #
 # Usage: scripts/bench-perf.sh [--readme] [--quick]
 #   --quick: 3 rounds, fewer iterations (a smoke run; say so when quoting it).
-# Environment: ROUNDS (5), IDLE (1000 connections), BATCH (1: messages per
+# Environment: ROUNDS (5), IDLE (1000 connections), MANY (1000 queue pairs of the
+# aggregate row), BATCH (1: messages per
 # write(2) in the baseline, = FPDUs per write(2) of rddp's transmit path today).
 # Needs iperf3, sockperf, taskset, python3 (installed when run as root).
 set -euo pipefail
@@ -33,10 +37,15 @@ for a in "$@"; do
 done
 rounds=${ROUNDS:-$([ $quick = 1 ] && echo 3 || echo 5)}
 idle_n=${IDLE:-1000}
+many=${MANY:-1000}
 batch=${BATCH:-1}
 # Iterations per measurement: big ones move 2 GiB (quick: 512 MiB).
-if [ $quick = 1 ]; then big=512; k64=8000; small=50000; pp=5000; pp_secs=1
-else big=2000; k64=30000; small=200000; pp=20000; pp_secs=3; fi
+if [ $quick = 1 ]; then big=512; k64=8000; small=50000; pp=5000; pp_secs=1; sctp_mib=64
+else big=2000; k64=30000; small=200000; pp=20000; pp_secs=3; sctp_mib=256; fi
+# The aggregate row: each of MANY queue pairs moves k64/10 64 KiB Writes at
+# least (8 with --quick), the one-QP figure the same total.
+many_iters=$(( k64 / 10 / many > 0 ? k64 / 10 / many : 1 ))
+[ $quick = 1 ] && many_iters=$(( many_iters < 8 ? 8 : many_iters ))
 
 need=()
 command -v iperf3 >/dev/null || need+=(iperf3)
@@ -53,6 +62,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 cargo build -q --release -p rddp-cli --bin rddp --example tcp_msg_rate --example idle_mpa
+cargo build -q --release -p rddp-sctp --example sctp_perf
 bin=target/release/rddp
 ex=target/release/examples
 
@@ -67,13 +77,17 @@ json_field() { sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" | head -1; }
 wait_port() { for _ in $(seq 100); do python3 -c "import socket,sys; socket.create_connection(('127.0.0.1',$1),0.1)" 2>/dev/null && return 0; sleep 0.05; done; return 1; }
 
 # rddp perf client ARGS... against a fresh server; prints FIELD of its JSON line.
-# PIN=1 pins both ends to CPU 0.
+# PIN=1 pins both ends to CPU 0. The link options (--qps N, --transport T) go to
+# both ends.
 rddp_perf() {
   local field=$1; shift
-  local port pin=() srv out
+  local port pin=() srv out link=() a
   port=$(free_port)
   [ "${PIN:-0}" = 1 ] && pin=(taskset -c 0)
-  "${pin[@]}" "$bin" perf server --listen "127.0.0.1:$port" >/dev/null 2>&1 &
+  for a in $(seq $#); do
+    case ${!a} in --qps|--transport) local b=$((a + 1)); link+=("${!a}" "${!b}") ;; esac
+  done
+  "${pin[@]}" "$bin" perf server --listen "127.0.0.1:$port" "${link[@]}" >/dev/null 2>&1 &
   srv=$!; pids+=("$srv")
   sleep 0.3
   out=$("${pin[@]}" "$bin" perf client --connect "127.0.0.1:$port" --json "$@" || true)
@@ -128,8 +142,14 @@ for r in $(seq "$rounds"); do
   t=$(sockperf_pp)
   g=$(PIN=1 rddp_perf p50_us --op send --pingpong --size 64 --iters "$pp")
   add pp "$g" "$t"
+  t=$(rddp_perf gbit_per_s --op write --size 64K --iters $(( many_iters * many )))
+  g=$(rddp_perf gbit_per_s --qps "$many" --op write --size 64K --iters "$many_iters")
+  add many "${g:-0}" "$t"
+  t=$("$ex/sctp_perf" 1 "$sctp_mib" raw 2>/dev/null | sed -n 's/^median.* raw \([0-9.]*\) Gbit.*/\1/p')
+  g=$(rddp_perf gbit_per_s --transport sctp --op write --size 64K --iters $(( sctp_mib * 16 )))
+  add sctp "${g:-0}" "${t:-0}"
   line="round $r/$rounds (rddp/baseline):"
-  for k in write read send64k msg64 pp; do
+  for k in write read send64k msg64 pp many sctp; do
     line+=" $k $(last "${R[$k]}")/$(last "${B[$k]}")"
   done
   echo "$line" >&2
@@ -190,6 +210,8 @@ table=$(
   row "Send 64 KiB, Gbit/s" send64k "" "iperf3 -l 64K" ">= 0.9" %.1f
   row "Send 64 B, messages/s" msg64 "" "tcp_msg_rate, $batch per write" ">= 0.8" %.0f
   rowlat "Send ping-pong 64 B, p50 one way, both ends on CPU 0"
+  row "$many queue pairs of 64 KiB Writes, aggregate Gbit/s" many "" "one queue pair" ">= 0.8" %.2f
+  row "DDP over SCTP (verbs QP), 64 KiB Writes, Gbit/s" sctp "" "usrsctp unordered messages" ">= 0.9" %.2f
   echo "| \`rddp target\`, $idle_n idle MPA connections | $threads threads, $per_kib KiB per connection beyond its $(( (buf + rcount * rsize) / 1024 )) KiB of buffers | | | <= cores + 4 threads, <= 32 KiB |"
 )
 stamp="$rounds rounds, medians, $(nproc) cores, $(date -u +%Y-%m-%d)$([ $quick = 1 ] && echo ', quick' || true)"

@@ -279,9 +279,9 @@ fn mulpdu_follows_the_emss() {
     assert!(p.i.set_emss(20).is_err());
 }
 
-/// Drive direct placement by hand: the head goes through `direct_begin`, the
-/// "socket" copy into the region is done here, the trailer through
-/// `direct_finish`.
+/// Direct placement from a reader: the engine's header-first receiver reads
+/// the FPDU from a source that hands out 100 octets and then 7 at a time (short
+/// reads, as a socket), the payload straight into the region.
 fn direct_once(corrupt: bool) -> (FpduConn, MemoryTable, rddp_proto::mem::Stag) {
     let o = MpaOptions::rev1();
     let mut p = pair(o.clone(), o, 65_000);
@@ -300,19 +300,24 @@ fn direct_once(corrupt: bool) -> (FpduConn, MemoryTable, rddp_proto::mem::Stag) 
         let n = wire.len();
         wire[n - 1] ^= 1;
     }
-    assert!(p.r.direct_capable());
-    assert_eq!(p.r.whole_prefix(&wire[..100]), 0);
-    let rddp_mpa::fpdu::DirectStart::Read { consumed, read } = p.r.direct_begin(&mem, &wire[..100])
-    else {
-        panic!("not placed directly")
-    };
-    assert_eq!(
-        (consumed, read.start, read.end, read.trailer),
-        (100, 1000 + 84, 1000 + 9000, 4)
-    );
-    let body = &wire[100..100 + (read.end - read.start)];
-    mem.region(read.stag).unwrap().data_mut()[read.start..read.end].copy_from_slice(body);
-    p.r.direct_finish(&mem, &wire[wire.len() - read.trailer..]);
+    struct Short<'a>(&'a [u8], usize);
+    impl std::io::Read for Short<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let k = if self.1 == 0 { 100 } else { 7 };
+            self.1 += 1;
+            let n = k.min(buf.len()).min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+    let got = p.r.drive(&mem, &mut Short(&wire, 0)).unwrap();
+    assert!(matches!(
+        got,
+        rddp_mpa::fpdu::Progress::Eof { .. }
+            | rddp_mpa::fpdu::Progress::Stopped
+            | rddp_mpa::fpdu::Progress::Paused
+    ));
     (p.r, mem, stag)
 }
 

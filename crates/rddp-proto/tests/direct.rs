@@ -1,7 +1,7 @@
-//! Direct placement (ddp/direct.rs) agrees with on_segment: same checks, same
-//! codes, same deliveries.
+//! Header-first receive at the DDP level (ddp/direct.rs) agrees with on_segment:
+//! same checks, same codes, same deliveries.
 
-use rddp_proto::ddp::{DdpConfig, DdpStream, Delivery, StreamEvent};
+use rddp_proto::ddp::{DdpConfig, DdpStream, Delivery, StreamEvent, Target};
 use rddp_proto::mem::{Access, MemoryTable, PdId, StagScope, StreamId};
 use rddp_wire::{TaggedHeader, TerminateCode};
 
@@ -24,10 +24,17 @@ fn setup() -> (DdpStream, MemoryTable, u32) {
 fn direct_write_is_delivered_like_on_segment() {
     let (mut s, mem, stag) = setup();
     let h = TaggedHeader::new(false, 0x40, stag, 0x110);
-    let t = s.direct_target(&mem, 0, &h.to_bytes(), 8).unwrap().unwrap();
-    assert_eq!((t.offset, t.len), (0x10, 8));
-    mem.region(t.stag).unwrap().data_mut()[t.offset..t.offset + 8].copy_from_slice(b"directly");
-    s.direct_placed(0, &h, 8).unwrap();
+    let Target::Region {
+        region,
+        offset,
+        len,
+    } = s.begin_segment(&mem, 0, &h.to_bytes(), 8).unwrap()
+    else {
+        panic!("not a region target")
+    };
+    assert_eq!((offset, len), (0x10, 8));
+    region.data_mut()[offset..offset + 8].copy_from_slice(b"directly");
+    s.finish_segment().unwrap();
     // The message ends with an ordinary segment.
     let mut seg = TaggedHeader::new(true, 0x40, stag, 0x118)
         .to_bytes()
@@ -44,7 +51,7 @@ fn direct_write_is_delivered_like_on_segment() {
         })
     );
     assert_eq!(
-        &mem.region(t.stag).unwrap().data()[0x10..0x19],
+        &mem.region(rddp_proto::mem::Stag(stag)).unwrap().data()[0x10..0x19],
         b"directly!"
     );
     assert_eq!(s.sink_stats().bytes_placed, 9);
@@ -59,7 +66,7 @@ fn direct_checks_give_the_same_codes() {
     ] {
         let (mut s, mem, stag) = setup();
         let h = TaggedHeader::new(true, 0x40, stag + stag_off, to);
-        assert!(s.direct_target(&mem, 0, &h.to_bytes(), len).is_err());
+        assert!(s.begin_segment(&mem, 0, &h.to_bytes(), len).is_err());
         let Some(StreamEvent::Error(e)) = s.poll_event() else {
             panic!("no error event")
         };
@@ -78,5 +85,5 @@ fn direct_checks_give_the_same_codes() {
     // Out of order for an in-order LLP: refused before the header is looked at.
     let (mut s, mem, stag) = setup();
     let h = TaggedHeader::new(true, 0x40, stag, 0x100);
-    assert!(s.direct_target(&mem, 5000, &h.to_bytes(), 4).is_err());
+    assert!(s.begin_segment(&mem, 5000, &h.to_bytes(), 4).is_err());
 }

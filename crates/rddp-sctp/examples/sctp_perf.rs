@@ -2,7 +2,9 @@
 //! usrsctp unordered messages, in the same run, between two processes over UDP
 //! encapsulation on 127.0.0.1 (this binary spawns itself as the receiver).
 //!
-//! `cargo run --release -p rddp-sctp --example sctp_perf [-- RUNS MIB]`
+//! `cargo run --release -p rddp-sctp --example sctp_perf [-- RUNS MIB [MODES]]`
+//! (MODES: `raw,ddp` by default; `raw` alone is the baseline that
+//! `scripts/bench-perf.sh` puts next to the verbs queue pair over SCTP).
 //!
 //! * ddp: tagged messages of 64 KiB, cut by DDP into segments of the maximum size
 //!   (fragmentation point - 2), one unordered PPID 16 chunk each, placed at the
@@ -41,9 +43,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let runs: usize = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(5);
     let mib: usize = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(64);
     let total = mib * 1024 * 1024;
+    let modes = args.get(3).map_or("raw,ddp", String::as_str);
+    let modes: Vec<&str> = modes.split(',').collect();
+    if let Some(bad) = modes.iter().find(|m| !["raw", "ddp"].contains(m)) {
+        return Err(format!("unknown mode {bad} (raw, ddp)").into());
+    }
     let (mut ddp, mut raw) = (Vec::new(), Vec::new());
     for run in 0..runs {
-        for mode in ["raw", "ddp"] {
+        for &mode in &modes {
             let gbps = one_run(mode, total)?;
             println!("run {run} {mode}: {gbps:.3} Gbit/s");
             if mode == "ddp" {
@@ -53,17 +60,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    let (d, r) = (median(&mut ddp), median(&mut raw));
-    println!(
-        "median of {runs} runs, {mib} MiB each: ddp {d:.3} Gbit/s, raw {r:.3} Gbit/s, ratio {:.3}",
-        d / r
-    );
+    match (median(&mut ddp), median(&mut raw)) {
+        (Some(d), Some(r)) => println!(
+            "median of {runs} runs, {mib} MiB each: ddp {d:.3} Gbit/s, raw {r:.3} Gbit/s, ratio {:.3}",
+            d / r
+        ),
+        (d, r) => {
+            let (name, m) = if d.is_some() { ("ddp", d) } else { ("raw", r) };
+            let m = m.unwrap_or(0.0);
+            println!("median of {runs} runs, {mib} MiB each: {name} {m:.3} Gbit/s");
+        }
+    }
     Ok(())
 }
 
-fn median(v: &mut [f64]) -> f64 {
+fn median(v: &mut [f64]) -> Option<f64> {
     v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
+    v.get(v.len() / 2).copied()
 }
 
 fn free_port() -> std::io::Result<u16> {

@@ -94,3 +94,26 @@ fn regions_are_local_memory_with_bounds() {
     let ad = mr.remote();
     assert_eq!(rddp::RemoteBuf::from_bytes(&ad.to_bytes()), Some(ad));
 }
+
+#[test]
+fn a_consumer_whose_queue_pair_was_attached_gives_its_share_back() {
+    // Found by fuzzing (verbs_ops, LeakSanitizer): attach forgot the prepared
+    // queue pair, leaking its PD and CQ handles, so the consumer (and the whole
+    // device) was never freed and its reserved share never returned.
+    let limits = DeviceLimits { capacity: small() };
+    let dev = Device::with_limits(limits);
+    for round in 0..3 {
+        let c = dev
+            .consumer("tenant", small())
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let pd = c.alloc_pd().unwrap();
+        let cq = rddp::CompletionQueue::new(64);
+        let (l1, _l2) = rddp::transport::memory_pair(256);
+        let qp = rddp::QueuePairBuilder::new(&pd, &cq, &cq)
+            .build()
+            .unwrap()
+            .attach(l1)
+            .unwrap();
+        drop(qp);
+    }
+}

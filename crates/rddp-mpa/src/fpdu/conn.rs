@@ -1,28 +1,32 @@
 //! [`FpduConn`]: one MPA connection in FPDU mode, sans-IO (spec §4.1-4.6, §4.9,
 //! §4.10, §4.11, §3.5).
 //!
-//! Octets from the socket go in ([`FpduConn::on_bytes`]) and become DDP segments for
-//! the owned [`DdpStream`] (SenderSeq = running count, TCP keeps order); segments
+//! Octets go in from a buffer ([`FpduConn::on_bytes`], payload copied into place)
+//! or straight from the socket ([`FpduConn::drive`], payload read into place) and
+//! become DDP segments for the owned [`DdpStream`], both through the one
+//! header-first receiver ([`super::FpduReceiver`]; SenderSeq = running count,
+//! TCP keeps order); segments
 //! the stream sends come out as whole FPDUs ([`FpduConn::poll_transmit`]). Every
 //! fatal error queues a Terminate as the last FPDU and marks the connection dead;
 //! the driver closes once [`FpduConn::wants_close`].
 
-use super::direct::Pending;
-use super::errors::{terminate_for_ddp, terminate_for_wire};
-use super::rx::Receiver;
+use super::errors::terminate_for_ddp;
+use super::rx_direct::{FpduReceiver, Placer, Progress, RxConfig};
 use super::tx::{OutFpdu, build_fpdu};
 use super::{rtr, terminate_fpdu};
 use crate::error::MpaError;
 use crate::options::MpaOptions;
 use crate::setup::{Negotiated, Role, Rtr};
-use rddp_proto::ddp::{DdpConfig, DdpStream, Delivery, RecvBuffer, StreamEvent};
+use rddp_proto::ddp::{
+    DdpConfig, DdpStream, Delivery, RecvBuffer, StreamEvent, Target, count_rx_copy,
+};
 use rddp_proto::mem::MemoryTable;
 use rddp_wire::ddp::UNTAGGED_HDR_LEN;
 use rddp_wire::rdmap::qn;
 use rddp_wire::terminate::TERM_MAX_BODY;
 use rddp_wire::{FpduEncoder, Terminate, TerminateCode, mulpdu};
 use std::collections::VecDeque;
-use std::ops::ControlFlow;
+use std::io::{self, Read};
 
 /// Receive-buffer id of the buffer posted on QN 2 for the peer's Terminate.
 const TERM_BUF_ID: u64 = u64::MAX - 1;
@@ -32,7 +36,7 @@ pub struct FpduConn {
     pub(super) neg: Negotiated,
     pub(super) stream: DdpStream,
     pub(super) enc: FpduEncoder,
-    pub(super) rx: Receiver,
+    pub(super) rx: FpduReceiver,
     pub(super) emss: usize,
     pub(super) rx_seq: u64,
     /// Responder: no FPDU leaves before the initiator's first valid FPDU (§4.9).
@@ -46,7 +50,7 @@ pub struct FpduConn {
     pub(super) out: VecDeque<OutFpdu>,
     pub(super) dead: bool,
     pub(super) error: Option<MpaError>,
-    pub(super) direct: Option<Pending>,
+    /// Payload octets read straight from the socket into place ([`Self::drive`]).
     pub(super) direct_bytes: u64,
 }
 
@@ -85,7 +89,16 @@ impl FpduConn {
         }
         Ok(Self {
             enc: FpduEncoder::new(neg.crc, neg.markers_tx),
-            rx: Receiver::new(neg.crc, neg.markers_rx, mulpdu(emss, neg.markers_rx)),
+            rx: FpduReceiver::new(
+                RxConfig {
+                    crc: neg.crc,
+                    markers: neg.markers_rx,
+                    max_ulpdu: mulpdu(emss, neg.markers_rx),
+                    // The RTR is checked on delivery (`sort_deliveries`).
+                    expect_rtr: None,
+                },
+                Vec::new(),
+            ),
             emss,
             rx_seq: 0,
             may_send: initiator,
@@ -98,7 +111,6 @@ impl FpduConn {
             out: VecDeque::new(),
             dead: false,
             error: None,
-            direct: None,
             direct_bytes: 0,
         })
     }
@@ -188,64 +200,72 @@ impl FpduConn {
         self.dead = true;
     }
 
-    /// Octets from the socket; returns how many were used. All of them, except
+    /// Octets from a buffer; returns how many were used. All of them, except
     /// for a responder waiting for the RTR: it stops right after the first FPDU
     /// (so a driver can absorb the RTR before the ULP's memory table is at hand),
     /// and the caller feeds the rest again. After the connection died every
-    /// octet is reported used (discarded).
+    /// octet is reported used (discarded). Payloads are copied from `input` into
+    /// place (counted, [`rddp_proto::ddp::rx_copied_octets`]).
     pub fn on_bytes(&mut self, mem: &MemoryTable, input: &[u8]) -> usize {
         if self.dead {
             return input.len();
         }
-        // The responder takes only the first FPDU while it waits for the RTR: the
-        // caller keeps the rest for the ULP's memory table.
-        let rtr_first = self.neg.role == Role::Responder && self.rtr_wait.is_some();
-        let Self {
-            rx,
-            stream,
-            rx_seq,
-            raw,
-            may_send,
-            ..
-        } = self;
-        let mut ddp_failed = false;
-        let fed = rx.feed(input, |seg| {
-            if stream.on_segment(mem, *rx_seq, seg).is_err() {
-                ddp_failed = true;
-                return ControlFlow::Break(());
-            }
-            *rx_seq += 1;
-            *may_send = true;
-            let mut term = false;
-            while let Some(d) = stream.poll_delivery() {
-                term |= matches!(&d, Delivery::Untagged { qn: q, .. } if *q == qn::TERMINATE);
-                raw.push(d);
-            }
-            if term || rtr_first {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
-        });
-        self.sort_deliveries();
-        match fed {
-            Err(e) => {
-                let detail = e.to_string();
-                self.fail_local(terminate_for_wire(&e), detail);
-                input.len()
-            }
-            Ok(_) if ddp_failed => {
-                self.ddp_failed();
-                input.len()
-            }
-            Ok(n) => {
-                if self.dead {
-                    input.len()
-                } else {
-                    n
-                }
-            }
+        let mut src = Slice(input);
+        let before = self.rx.placed_octets();
+        let _ = self.run_rx(mem, &mut src, false);
+        count_rx_copy((self.rx.placed_octets() - before) as usize);
+        if self.dead {
+            input.len()
+        } else {
+            input.len() - src.0.len()
         }
+    }
+
+    /// Read FPDUs straight from `src` (a socket: blocking, with a timeout, or
+    /// non-blocking), payloads into their regions and receive buffers, until it
+    /// would block, ends or the connection dies; the responder waiting for the
+    /// RTR pauses after the first FPDU, as for [`Self::on_bytes`]. On end of
+    /// stream or an I/O error the connection is closed (`on_llp_closed`).
+    pub fn drive(&mut self, mem: &MemoryTable, src: &mut impl Read) -> io::Result<Progress> {
+        if self.dead {
+            return Ok(Progress::Stopped);
+        }
+        let before = self.rx.placed_octets();
+        let got = self.run_rx(mem, src, true);
+        self.direct_bytes += self.rx.placed_octets() - before;
+        match &got {
+            Ok(Progress::Eof { .. }) => self.on_llp_closed(true),
+            Err(_) => self.on_llp_closed(false),
+            Ok(_) => {}
+        }
+        got
+    }
+
+    /// Payload octets placed straight from the socket so far.
+    pub fn direct_bytes(&self) -> u64 {
+        self.direct_bytes
+    }
+
+    /// `hand_up`: pause between FPDUs while a delivery waits for the ULP (a
+    /// blocking source would otherwise sit on it until the next FPDU comes).
+    fn run_rx(
+        &mut self,
+        mem: &MemoryTable,
+        src: &mut impl Read,
+        hand_up: bool,
+    ) -> io::Result<Progress> {
+        let mut rx = std::mem::take(&mut self.rx);
+        let stop_after_first = self.neg.role == Role::Responder && self.rtr_wait.is_some();
+        let mut p = ConnPlacer {
+            conn: self,
+            mem,
+            stop_after_first,
+            seen: false,
+            hand_up,
+        };
+        let got = rx.drive(src, &mut p);
+        self.rx = rx;
+        got
     }
 
     /// The stream refused a segment: send its error as a Terminate (spec §3.5).
@@ -334,5 +354,86 @@ impl FpduConn {
             terminate: term,
             detail,
         });
+    }
+}
+
+/// A byte slice as a source that would block at its end.
+struct Slice<'a>(&'a [u8]);
+
+impl Read for Slice<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.0.is_empty() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let n = self.0.read(buf)?;
+        Ok(n)
+    }
+}
+
+/// [`FpduConn`]'s DDP stream as the receiver's engine.
+struct ConnPlacer<'a> {
+    conn: &'a mut FpduConn,
+    mem: &'a MemoryTable,
+    stop_after_first: bool,
+    seen: bool,
+    hand_up: bool,
+}
+
+impl Placer for ConnPlacer<'_> {
+    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target> {
+        if self.conn.dead {
+            return None;
+        }
+        match self
+            .conn
+            .stream
+            .begin_segment(self.mem, seq, head, payload_len)
+        {
+            Ok(t) => Some(t),
+            Err(_) => {
+                self.conn.ddp_failed();
+                None
+            }
+        }
+    }
+
+    fn with_buffer(
+        &mut self,
+        f: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
+    ) -> Option<io::Result<usize>> {
+        self.conn.stream.begun_buffer().map(f)
+    }
+
+    fn finish(&mut self, crc_ok: bool) {
+        let c = &mut *self.conn;
+        if !crc_ok {
+            // The placed octets are undefined (spec §4.3): nothing delivered.
+            c.stream.abandon_segment();
+            c.fail_local(
+                Terminate::bare(TerminateCode::MPA_CRC_ERROR),
+                "MPA CRC mismatch on a directly placed FPDU (placed octets undefined)".into(),
+            );
+            return;
+        }
+        if c.stream.finish_segment().is_err() {
+            return c.ddp_failed();
+        }
+        c.rx_seq += 1;
+        c.may_send = true;
+        self.seen = true;
+        while let Some(d) = c.stream.poll_delivery() {
+            c.raw.push(d);
+        }
+        c.sort_deliveries();
+    }
+
+    fn framing_error(&mut self, code: TerminateCode, detail: String) {
+        self.conn.fail_local(Terminate::bare(code), detail);
+    }
+
+    fn more(&mut self) -> bool {
+        let rtr_pause = self.stop_after_first && self.seen;
+        let hand_up = self.hand_up && !self.conn.deliveries.is_empty();
+        !(self.conn.dead || rtr_pause || hand_up)
     }
 }

@@ -4,20 +4,23 @@
 //! * `rx`: cuts the received byte stream into CRC-checked ULPDUs.
 //! * `rtr`: the RFC 6581 ready-to-receive messages.
 //! * `conn`: [`FpduConn`], tying them to a [`rddp_proto::ddp::DdpStream`].
-//! * `direct`: reading a tagged payload straight into its region.
+//! * `rx_direct`: [`FpduReceiver`], the header-first receiver: payloads read
+//!   from the socket straight into their region or receive buffer.
 //! * `errors`: which Terminate each fatal error sends.
 
 mod conn;
-mod direct;
 mod errors;
+mod rdmap_placer;
 mod rtr;
 mod rx;
+mod rx_direct;
 mod tx;
 
 pub use conn::FpduConn;
-pub use direct::{DIRECT_HEAD, DirectRead, DirectStart};
 pub use errors::{ULPDU_LENGTH_CODE, terminate_for_ddp, terminate_for_wire};
+pub use rdmap_placer::RdmapPlacer;
 pub use rx::Receiver;
+pub use rx_direct::{FpduReceiver, Placer, Progress, Recorded, RxConfig, is_rtr};
 pub use tx::{FpduLayout, OutFpdu, Piece, build_fpdu, layout_fpdu};
 
 use rddp_wire::{FpduEncoder, Terminate};

@@ -4,18 +4,14 @@
 //! Markers, PAD and CRC are small owned pieces; payload slices point into the
 //! message's `Bytes`), so the kernel copies payload straight from the ULP's buffer.
 //!
-//! Copies on receive (direct placement on, no Markers towards us): at an FPDU
-//! boundary the driver reads only the next 16 octets (ULPDU_Length + tagged DDP
-//! header); for a tagged segment with payload the DDP sink validates it from the
-//! header and the payload is read by the kernel straight into the region
-//! (kernel -> region, no user-space copy), then PAD + CRC are read and the CRC is
-//! computed over the placed octets. A CRC failure there leaves those region
-//! octets undefined (spec §4.3): nothing is delivered, Terminate 2/0/0x02, close.
-//! Everything else is read in 256 KiB chunks: an FPDU wholly inside a read is
-//! CRC-checked in the read buffer and the sink copies its payload to the region
-//! or receive buffer (one user-space copy, nothing placed before the CRC check);
-//! an FPDU split across reads that is not placed directly, and any FPDU with
-//! Markers, is gathered by the decoder first (two user-space copies).
+//! Copies on receive (direct placement on, with or without Markers): the engine's
+//! header-first receiver reads ULPDU_Length and the DDP header into scratch, the
+//! DDP sink validates the segment from them, and the payload is read by the
+//! kernel straight into its region or receive buffer (kernel -> final place, no
+//! user-space copy); then PAD + CRC, the CRC computed over the placed octets. A
+//! CRC failure leaves those octets undefined (spec §4.3): nothing is delivered,
+//! Terminate 2/0/0x02, close. The setup's leftover octets, and every read with
+//! direct placement off, go through a 256 KiB buffer and are copied into place.
 
 use super::io::{read_until, write_fpdu};
 use super::mss::effective_mss;
@@ -27,7 +23,6 @@ use crate::setup::Negotiated;
 use bytes::Bytes;
 use rddp_proto::ddp::{DdpStream, Delivery, RecvBuffer};
 use rddp_proto::mem::MemoryTable;
-use std::io;
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -211,13 +206,8 @@ impl MpaConnection {
 
     /// One read (bounded by `deadline`) and its processing. `Ok(false)`: timed out.
     fn step(&mut self, mem: &MemoryTable, deadline: Option<Instant>) -> Result<bool, MpaError> {
-        let want = self.read_len();
-        match read_until(&mut self.sock, &mut self.rbuf[..want], deadline) {
-            Ok(None) => return Ok(false),
-            Ok(Some(0)) => self.conn.on_llp_closed(true),
-            Ok(Some(n)) => self.ingest(mem, n),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => self.conn.on_llp_closed(false),
+        if !self.read_step(mem, deadline)? {
+            return Ok(false);
         }
         self.flush()?;
         Ok(true)

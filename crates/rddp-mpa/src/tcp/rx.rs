@@ -1,11 +1,16 @@
-//! The receive side of [`MpaConnection`]: which octets go to the engine's
-//! `on_bytes`, which partial tagged FPDU is placed directly from the socket, and
-//! how much to ask the socket for (see the copy notes in `conn.rs`).
+//! The receive side of [`MpaConnection`]: a thin driver over the engine's
+//! header-first receiver ([`crate::fpdu::FpduReceiver`], through
+//! [`crate::FpduConn::drive`]): payloads are read from the socket straight into
+//! their region or receive buffer. Octets read before FPDU mode (the setup's
+//! leftover) and, with direct placement off, every read go through `on_bytes`
+//! (copied into place, counted).
 
-use super::conn::{MpaConnection, READ_BUF};
-use crate::fpdu::{DIRECT_HEAD, DirectRead, DirectStart};
+use super::conn::MpaConnection;
+use super::io::read_until;
+use crate::fpdu::Progress;
 use rddp_proto::mem::MemoryTable;
-use std::io::{self, Read};
+use std::io;
+use std::time::Instant;
 
 impl MpaConnection {
     /// Process `n` fresh octets in `rbuf` after whatever is pending.
@@ -28,71 +33,61 @@ impl MpaConnection {
         }
     }
 
-    /// Hand octets to the engine: whole FPDUs through `on_bytes`, a partial tagged
-    /// FPDU to direct placement; keep a partial header (< 16 octets) pending.
-    /// Before the responder has absorbed the RTR, `mem` is a scratch table: stop
-    /// right after it and keep the rest for the ULP's table.
-    fn process(&mut self, mem: &MemoryTable, mut data: &[u8]) {
-        let scratch = !self.conn.is_established();
-        loop {
-            let rtr_absorbed = scratch && self.conn.is_established();
-            if data.is_empty() || self.conn.is_dead() || rtr_absorbed {
-                break;
-            }
-            let used = if !(self.direct && self.conn.direct_capable()) {
-                self.conn.on_bytes(mem, data)
-            } else {
-                match self.conn.whole_prefix(data) {
-                    0 if data.len() < DIRECT_HEAD => 0,
-                    0 => match self.conn.direct_begin(mem, data) {
-                        DirectStart::No => self.conn.on_bytes(mem, data),
-                        DirectStart::Failed => data.len(),
-                        DirectStart::Read { consumed, read } => {
-                            self.direct_read(mem, read);
-                            consumed
-                        }
-                    },
-                    whole => self.conn.on_bytes(mem, &data[..whole]),
+    /// Hand buffered octets to the engine. Before the responder has absorbed the
+    /// RTR, `mem` is a scratch table: the engine stops right after it and the
+    /// rest is kept for the ULP's table.
+    fn process(&mut self, mem: &MemoryTable, data: &[u8]) {
+        let used = self.conn.on_bytes(mem, data);
+        if !self.conn.is_dead() {
+            self.pending.extend_from_slice(&data[used..]);
+        }
+    }
+
+    /// One read (bounded by `deadline`) and its processing. `Ok(false)`: timed
+    /// out. With direct placement the engine reads from the socket itself.
+    pub(super) fn read_step(
+        &mut self,
+        mem: &MemoryTable,
+        deadline: Option<Instant>,
+    ) -> io::Result<bool> {
+        if !self.direct || !self.pending.is_empty() {
+            return match read_until(&mut self.sock, &mut self.rbuf, deadline) {
+                Ok(None) => Ok(false),
+                Ok(Some(0)) => {
+                    self.conn.on_llp_closed(true);
+                    Ok(true)
+                }
+                Ok(Some(n)) => {
+                    self.ingest(mem, n);
+                    Ok(true)
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(true),
+                Err(_) => {
+                    self.conn.on_llp_closed(false);
+                    Ok(true)
                 }
             };
-            if used == 0 {
-                break;
-            }
-            data = &data[used..];
         }
-        if !self.conn.is_dead() {
-            self.pending.extend_from_slice(data);
+        let wait = match deadline {
+            None => None,
+            Some(d) => match d.checked_duration_since(Instant::now()) {
+                Some(w) if !w.is_zero() => Some(w),
+                _ => return Ok(false),
+            },
+        };
+        if self.sock.set_read_timeout(wait).is_err() {
+            self.conn.on_llp_closed(false);
+            return Ok(true);
         }
-    }
-
-    /// Read a tagged payload straight into its region, then PAD + CRC.
-    fn direct_read(&mut self, mem: &MemoryTable, r: DirectRead) {
-        let mut trailer = [0u8; 7];
-        let got = self.sock.set_read_timeout(None).and_then(|_| {
-            // The region's own lock is held for the read (this blocking driver
-            // only; docs/data-path.md: the event loop reads non-blocking).
-            let region = mem
-                .region(r.stag)
-                .ok_or_else(|| io::Error::other("region vanished"))?;
-            self.sock
-                .read_exact(&mut region.data_mut()[r.start..r.end])?;
-            self.sock.read_exact(&mut trailer[..r.trailer])
-        });
-        match got {
-            Ok(()) => self.conn.direct_finish(mem, &trailer[..r.trailer]),
-            Err(e) => self
-                .conn
-                .on_llp_closed(e.kind() == io::ErrorKind::UnexpectedEof),
-        }
-    }
-
-    /// Octets to ask the socket for: just the next FPDU's head when it may be
-    /// placed directly, else a full buffer.
-    pub(super) fn read_len(&self) -> usize {
-        if self.direct && self.conn.direct_capable() && self.pending.len() < DIRECT_HEAD {
-            DIRECT_HEAD - self.pending.len()
-        } else {
-            READ_BUF
+        // The region's own lock is held for each read into it: on this blocking
+        // socket a peer stalling mid-payload holds that one region (the event
+        // loop reads non-blocking: docs/data-path.md).
+        match self.conn.drive(mem, &mut self.sock) {
+            // A blocking socket "would block" only when its timeout passed.
+            Ok(Progress::WouldBlock) => Ok(deadline.is_none_or(|d| Instant::now() < d)),
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => Ok(false),
+            Err(_) => Ok(true),
         }
     }
 }

@@ -1,89 +1,183 @@
-//! Direct placement (additive; used by MPA over TCP): the LLP reads a tagged
-//! segment's payload from the socket straight into the registered region.
-//!
-//! [`DdpSink::direct_target`] runs every check [`DdpSink::on_segment`] runs for a
-//! tagged segment (spec §2.10: order, version, STag, association, rights, wrap,
-//! bounds), from the header and the payload length alone, and says where the
-//! payload goes. The LLP places it, verifies its own integrity check (MPA CRC), and
-//! then calls [`DdpSink::direct_placed`], which does the rest of `on_segment`
-//! (statistics, sender-order bookkeeping, delivery). If the LLP's check fails it
-//! never calls `direct_placed`: the octets in the region are undefined and nothing
-//! is delivered (spec §4.3).
+//! Header-first receive (issue 11 point 3): the LLP hands up a segment's DDP
+//! header and its payload length before the payload itself, the sink runs every
+//! check of spec §2.10 (order, version, tagged: STag, association, rights, TO wrap,
+//! bounds, message continuity; untagged: QN, MSN, buffer, MO, length, tiling) and
+//! says where the payload goes ([`Target`]). The LLP reads the payload straight
+//! into that place, verifies its own integrity check (MPA CRC) over the octets
+//! where they lie, and only then calls [`DdpSink::finish_segment`], which does the
+//! rest (statistics, sender-order bookkeeping, delivery). If the check fails the
+//! LLP calls [`DdpSink::abandon_segment`]: the placed octets are undefined and
+//! nothing is delivered (spec §4.3). [`DdpSink::on_segment`] is these three steps
+//! over a segment held whole (one set of rules).
 
 use super::*;
-use rddp_wire::ddp::TAGGED_HDR_LEN;
+use crate::ddp::payload::count_rx_copy;
 
-/// Where a tagged payload goes: `mem.region(stag)` data octets
-/// `offset..offset + len`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DirectTarget {
-    pub stag: Stag,
-    pub offset: usize,
-    pub len: usize,
+/// Where the payload of a segment accepted by [`DdpSink::begin_segment`] goes.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// No payload octets.
+    Nothing,
+    /// Data octets `offset..offset + len` of `region` (lock it with
+    /// [`crate::mem::Region::data_mut`] for each read).
+    Region {
+        region: RegionRef,
+        offset: usize,
+        len: usize,
+    },
+    /// `len` octets of the engine's receive buffer for this segment:
+    /// [`DdpSink::begun_buffer`] gives exactly them.
+    Buffer { len: usize },
+}
+
+impl Target {
+    /// Payload octets the target takes.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Nothing => 0,
+            Self::Region { len, .. } | Self::Buffer { len } => *len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The segment between `begin_segment` and `finish_segment`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Begun {
+    seq: SenderSeq,
+    meta: SegMeta,
+    len: u32,
+    /// Untagged: (QN, MSN, MO) of the receive buffer octets.
+    buffer: Option<(u32, u32, usize)>,
 }
 
 impl DdpSink {
-    /// Validate the tagged segment whose header is `hdr` (14 octets) and whose
-    /// payload is `len` octets, at sender position `seq`. `Ok(None)`: a
-    /// zero-length segment (nothing to place, nothing checked, seed 000).
-    pub fn direct_target(
-        &self,
+    /// Validate the segment whose DDP header is `head` (the first
+    /// `min(segment length, header length)` octets) and whose payload is
+    /// `payload_len` octets, at sender position `seq`; nothing is placed or
+    /// changed on refusal. On success the segment is begun: the caller fills the
+    /// target, then calls [`Self::finish_segment`] or [`Self::abandon_segment`]. A
+    /// segment begun before and not finished is abandoned.
+    pub fn begin_segment(
+        &mut self,
         mem: &MemoryTable,
         seq: SenderSeq,
-        hdr: &[u8],
-        len: usize,
-    ) -> Result<Option<DirectTarget>, DdpError> {
-        let seg_len = hdr.len() + len;
+        head: &[u8],
+        payload_len: usize,
+    ) -> Result<Target, DdpError> {
+        self.begun = None;
+        let seg_len = head.len().saturating_add(payload_len);
+        // LLP-level order information first (spec §2.10 step 1).
         self.order.check(seq).map_err(|e| order_error(e, seg_len))?;
-        let h = match parse_header(hdr)? {
-            DdpHeader::Tagged(h) if hdr.len() == TAGGED_HDR_LEN => h,
-            other => {
-                return Err(DdpError::new(
-                    TerminateCode::DDP_LOCAL_CATASTROPHIC,
-                    Some(other),
-                    seg_len,
-                    "direct placement is for tagged segments only".into(),
-                ));
-            }
-        };
-        if u32::try_from(len).is_err() {
-            return Err(DdpError::new(
+        let hdr = parse_header(head, seg_len)?;
+        // A header parsed from `head` may leave octets of it unused: they are payload.
+        let payload_len = seg_len - hdr.len();
+        let len = u32::try_from(payload_len).map_err(|_| {
+            DdpError::new(
                 TerminateCode::DDP_LOCAL_CATASTROPHIC,
-                Some(DdpHeader::Tagged(h)),
+                Some(hdr),
                 seg_len,
                 format!("segment of {seg_len} octets is longer than DDP can describe"),
-            ));
-        }
-        if seq == self.order.next() {
-            self.check_continues(&h, seg_len)?;
-        }
-        if len == 0 {
-            return Ok(None);
-        }
-        let region = self.tagged_region(mem, &h, len, seg_len)?;
-        Ok(Some(DirectTarget {
-            stag: Stag(h.stag),
-            offset: (h.to - region.base_to()) as usize,
+            )
+        })?;
+        // In sender order (always on MPA) the rules that span segments are
+        // checked before placement too; otherwise when the gap before it fills.
+        let in_order = seq == self.order.next();
+        let (meta, target, buffer) = match hdr {
+            DdpHeader::Tagged(h) => {
+                let (meta, target) = self.check_tagged(mem, &h, payload_len, seg_len, in_order)?;
+                (meta, target, None)
+            }
+            DdpHeader::Untagged(h) => {
+                let meta = self.check_untagged(&h, payload_len, seg_len, in_order)?;
+                let target = if payload_len == 0 {
+                    Target::Nothing
+                } else {
+                    Target::Buffer { len: payload_len }
+                };
+                (meta, target, Some((h.qn, h.msn, h.mo as usize)))
+            }
+        };
+        self.begun = Some(Begun {
+            seq,
+            meta,
             len,
-        }))
+            buffer,
+        });
+        Ok(target)
     }
 
-    /// The LLP placed the `len` payload octets of the segment `hdr` that
-    /// [`Self::direct_target`] accepted, and checked them: account for it as
-    /// `on_segment` would.
-    pub fn direct_placed(
-        &mut self,
-        seq: SenderSeq,
-        hdr: &TaggedHeader,
-        len: usize,
-    ) -> Result<(), DdpError> {
-        let meta = SegMeta::Tagged {
-            last: hdr.ctrl.last(),
-            rsvd_ulp: hdr.rsvd_ulp,
-            stag: hdr.stag,
-            to: hdr.to,
-            len: len as u32,
-        };
-        self.account(seq, meta, len as u32)
+    /// The receive-buffer octets of the begun untagged segment (its MO onwards,
+    /// its payload length), or `None` (tagged, none begun, or flushed since).
+    pub fn begun_buffer(&mut self) -> Option<&mut [u8]> {
+        let b = self.begun?;
+        let (qn, msn, mo) = b.buffer?;
+        let slot = self.queues.get_mut(qn as usize)?.slot(msn)?;
+        slot.buf.data.get_mut(mo..mo + b.len as usize)
     }
+
+    /// The begun segment's payload is in place and checked: account for it and
+    /// deliver what it completes.
+    pub fn finish_segment(&mut self) -> Result<(), DdpError> {
+        let Some(b) = self.begun.take() else {
+            return Err(DdpError::new(
+                TerminateCode::DDP_LOCAL_CATASTROPHIC,
+                None,
+                0,
+                "finish without a begun segment".into(),
+            ));
+        };
+        self.account(b.seq, b.meta, b.len)
+    }
+
+    /// Forget the begun segment (its LLP check failed): nothing is delivered.
+    pub fn abandon_segment(&mut self) {
+        self.begun = None;
+    }
+
+    /// Handle one DDP segment (header + payload) that the LLP received whole, `seq`
+    /// being its position in the sender's order. Nothing is placed unless every
+    /// check passes; on error the caller must treat the stream as erroneous. The
+    /// payload is copied into place (counted: [`super::rx_copied_octets`]).
+    pub fn on_segment(
+        &mut self,
+        mem: &MemoryTable,
+        seq: SenderSeq,
+        seg: &[u8],
+    ) -> Result<(), DdpError> {
+        let (head, payload) = split_segment(seg);
+        let target = self.begin_segment(mem, seq, head, payload.len())?;
+        let payload = &seg[seg.len() - target.len()..];
+        match target {
+            Target::Nothing => {}
+            Target::Region {
+                region,
+                offset,
+                len,
+            } => {
+                region.data_mut()[offset..offset + len].copy_from_slice(payload);
+                count_rx_copy(len);
+            }
+            Target::Buffer { len } => {
+                if let Some(b) = self.begun_buffer() {
+                    b.copy_from_slice(payload);
+                    count_rx_copy(len);
+                }
+            }
+        }
+        self.finish_segment()
+    }
+}
+
+/// A whole segment as (header octets, rest): the header as long as its T bit says,
+/// or all of a segment shorter than that.
+pub fn split_segment(seg: &[u8]) -> (&[u8], &[u8]) {
+    let hl = match seg.first() {
+        Some(&c) if DdpControl(c).tagged() => TAGGED_HDR_LEN,
+        _ => UNTAGGED_HDR_LEN,
+    };
+    seg.split_at(hl.min(seg.len()))
 }

@@ -1,12 +1,12 @@
-//! [`DdpStream`] wrappers for direct placement (see `direct.rs`): the stream's
-//! state rules and error reporting, exactly as for [`DdpStream::on_segment`].
+//! [`DdpStream`] wrappers for header-first receive (see `direct.rs`): the
+//! stream's state rules and error reporting, exactly as for
+//! [`DdpStream::on_segment`] (which is built on them).
 
 use super::*;
-use crate::ddp::DirectTarget;
-use rddp_wire::TaggedHeader;
+use crate::ddp::Target;
 
 impl DdpStream {
-    fn direct_fail(&mut self, e: super::super::DdpError) -> StreamError {
+    pub(super) fn refuse(&mut self, e: super::super::DdpError) -> StreamError {
         self.refused += 1;
         let code = e.code;
         self.state = StreamState::Erroneous(code);
@@ -14,7 +14,7 @@ impl DdpStream {
         StreamError::Erroneous(code)
     }
 
-    fn may_receive(&self) -> Result<(), StreamError> {
+    pub(super) fn may_receive(&self) -> Result<(), StreamError> {
         match self.state {
             StreamState::Open | StreamState::Closing => Ok(()),
             StreamState::Erroneous(c) => Err(StreamError::Erroneous(c)),
@@ -22,33 +22,42 @@ impl DdpStream {
         }
     }
 
-    /// Validate a tagged segment from its 14-octet header and payload length; on
-    /// success the LLP places the payload at the returned target (`None`: zero
-    /// length) and then calls [`Self::direct_placed`]. A failure makes the stream
-    /// erroneous, like `on_segment`.
-    pub fn direct_target(
+    /// Validate a segment from its DDP header (`head`) and payload length and
+    /// say where its payload goes; then the LLP fills the target and calls
+    /// [`Self::finish_segment`] (or [`Self::abandon_segment`] if its own check
+    /// failed). A refusal makes the stream erroneous, like `on_segment`: nothing
+    /// placed, the error returned and queued as an event once.
+    pub fn begin_segment(
         &mut self,
         mem: &MemoryTable,
         seq: SenderSeq,
-        hdr: &[u8],
-        len: usize,
-    ) -> Result<Option<DirectTarget>, StreamError> {
+        head: &[u8],
+        payload_len: usize,
+    ) -> Result<Target, StreamError> {
         self.may_receive()?;
         self.sink
-            .direct_target(mem, seq, hdr, len)
-            .map_err(|e| self.direct_fail(e))
+            .begin_segment(mem, seq, head, payload_len)
+            .map_err(|e| self.refuse(e))
     }
 
-    /// The payload accepted by [`Self::direct_target`] is in place and checked.
-    pub fn direct_placed(
-        &mut self,
-        seq: SenderSeq,
-        hdr: &TaggedHeader,
-        len: usize,
-    ) -> Result<(), StreamError> {
-        self.may_receive()?;
-        self.sink
-            .direct_placed(seq, hdr, len)
-            .map_err(|e| self.direct_fail(e))
+    /// The receive-buffer octets of the begun untagged segment (see
+    /// [`super::DdpSink::begun_buffer`]); `None` once the stream is not open.
+    pub fn begun_buffer(&mut self) -> Option<&mut [u8]> {
+        self.may_receive().ok()?;
+        self.sink.begun_buffer()
+    }
+
+    /// The begun segment's payload is in place and checked.
+    pub fn finish_segment(&mut self) -> Result<(), StreamError> {
+        if let Err(e) = self.may_receive() {
+            self.sink.abandon_segment();
+            return Err(e);
+        }
+        self.sink.finish_segment().map_err(|e| self.refuse(e))
+    }
+
+    /// The begun segment failed the LLP's check: nothing of it is delivered.
+    pub fn abandon_segment(&mut self) {
+        self.sink.abandon_segment();
     }
 }

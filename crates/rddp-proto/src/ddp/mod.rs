@@ -22,12 +22,14 @@ mod stream;
 
 pub use endpoint::SegmentEndpoint;
 pub use error::{DdpError, SourceError, StreamError};
-pub use payload::{Payload, count_lease_copy, lease_copied_octets};
+pub use payload::{
+    Payload, count_lease_copy, count_rx_copy, lease_copied_octets, rx_copied_octets,
+};
 pub use pool::{
     BufferOrdering, BufferPool, PoolConfig, PoolError, PoolEvent, PoolId, PoolStats, PoolStrategy,
 };
 pub use recv_queue::{RecvBuffer, RecvModel};
-pub use sink::{DdpSink, Delivery, DirectTarget, SinkStats, TaggedProgress};
+pub use sink::{DdpSink, Delivery, SinkStats, TaggedProgress, Target, split_segment};
 pub use source::{DdpSource, OutSegment};
 pub use stream::{DdpStream, StreamEvent, StreamState};
 

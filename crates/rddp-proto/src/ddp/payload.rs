@@ -23,6 +23,23 @@ pub fn count_lease_copy(n: usize) {
     LEASE_COPIES.fetch_add(n as u64, Ordering::Relaxed);
 }
 
+/// Received payload octets copied in user space on their way to their final
+/// place (a read buffer or segment copied into a region or receive buffer), over
+/// the whole process: a test reads it to show that a receive path places
+/// payloads straight from the socket (issue 11 point 3). RDMAP's own small
+/// messages read into scratch are not user payload and not counted.
+static RX_COPIES: AtomicU64 = AtomicU64::new(0);
+
+/// Received payload octets copied in user space so far in this process.
+pub fn rx_copied_octets() -> u64 {
+    RX_COPIES.load(Ordering::Relaxed)
+}
+
+/// Count `n` received payload octets copied into place (not read there directly).
+pub fn count_rx_copy(n: usize) {
+    RX_COPIES.fetch_add(n as u64, Ordering::Relaxed);
+}
+
 /// The payload of a DDP message or segment.
 #[derive(Debug, Clone)]
 pub enum Payload {

@@ -59,6 +59,8 @@ pub struct DdpSink {
     tagged: Option<TaggedAcc>,
     deliveries: VecDeque<Delivery>,
     stats: SinkStats,
+    /// The segment begun header-first and not yet finished (see `direct.rs`).
+    begun: Option<direct::Begun>,
 }
 
 /// The tagged message being assembled in sender order.
@@ -140,6 +142,7 @@ impl DdpSink {
             tagged: None,
             deliveries: VecDeque::new(),
             stats: SinkStats::default(),
+            begun: None,
         }
     }
 
@@ -259,69 +262,41 @@ impl DdpSink {
         self.queues.iter_mut().flat_map(|q| q.flush()).collect()
     }
 
-    /// Handle one DDP segment (header + payload) that the LLP received whole, `seq`
-    /// being its position in the sender's order. Nothing is placed unless every
-    /// check passes; on error the caller must treat the stream as erroneous.
-    pub fn on_segment(
-        &mut self,
-        mem: &MemoryTable,
-        seq: SenderSeq,
-        seg: &[u8],
-    ) -> Result<(), DdpError> {
-        // LLP-level order information first (spec §2.10 step 1).
-        self.order
-            .check(seq)
-            .map_err(|e| order_error(e, seg.len()))?;
-        let hdr = parse_header(seg)?;
-        let payload = &seg[hdr.len()..];
-        let len = u32::try_from(payload.len()).map_err(|_| {
-            DdpError::new(
-                TerminateCode::DDP_LOCAL_CATASTROPHIC,
-                Some(hdr),
-                seg.len(),
-                format!(
-                    "segment of {} octets is longer than DDP can describe",
-                    seg.len()
-                ),
-            )
-        })?;
-        // In sender order (always on MPA) the rules that span segments are
-        // checked before placement too; otherwise when the gap before it fills.
-        let in_order = seq == self.order.next();
-        let meta = match hdr {
-            DdpHeader::Tagged(h) => self.place_tagged(mem, &h, payload, seg.len(), in_order)?,
-            DdpHeader::Untagged(h) => self.place_untagged(&h, payload, seg.len(), in_order)?,
-        };
-        self.account(seq, meta, len)
-    }
-
-    /// Tagged checks of spec §2.10 step 5, then placement.
-    fn place_tagged(
+    /// Tagged checks of spec §2.10 step 5; the region range the payload goes to.
+    fn check_tagged(
         &self,
         mem: &MemoryTable,
         h: &TaggedHeader,
-        payload: &[u8],
+        len: usize,
         seg_len: usize,
         in_order: bool,
-    ) -> Result<SegMeta, DdpError> {
+    ) -> Result<(SegMeta, Target), DdpError> {
         let meta = SegMeta::Tagged {
             last: h.ctrl.last(),
             rsvd_ulp: h.rsvd_ulp,
             stag: h.stag,
             to: h.to,
-            len: payload.len() as u32,
+            len: len as u32,
         };
         if in_order {
             self.check_continues(h, seg_len)?;
         }
         // A zero-length tagged segment's STag and TO are not checked against
         // memory (seed 000).
-        if payload.is_empty() {
-            return Ok(meta);
+        if len == 0 {
+            return Ok((meta, Target::Nothing));
         }
-        let region = self.tagged_region(mem, h, payload.len(), seg_len)?;
-        region.place(h.to, payload);
-        Ok(meta)
+        let region = self.tagged_region(mem, h, len, seg_len)?;
+        // Inside the region: `remote_region` checked base, bounds and wrap.
+        let offset = (h.to - region.base_to()) as usize;
+        Ok((
+            meta,
+            Target::Region {
+                region,
+                offset,
+                len,
+            },
+        ))
     }
 
     /// [`tagged_continues`] for a segment in sender order, before placement.
@@ -409,11 +384,12 @@ impl DdpSink {
         })
     }
 
-    /// Untagged checks of spec §2.10 step 4 (QN, MSN, MO, length), then placement.
-    fn place_untagged(
+    /// Untagged checks of spec §2.10 step 4 (QN, MSN, MO, length); the buffer is
+    /// associated with the MSN (from a pool on its first segment).
+    fn check_untagged(
         &mut self,
         h: &UntaggedHeader,
-        payload: &[u8],
+        payload_len: usize,
         seg_len: usize,
         in_order: bool,
     ) -> Result<SegMeta, DdpError> {
@@ -468,12 +444,11 @@ impl DdpSink {
                 format!("MO {} is past the end of the {cap}-octet buffer", h.mo),
             ));
         }
-        if mo + payload.len() as u64 > cap {
+        if mo + payload_len as u64 > cap {
             return Err(err(
                 TerminateCode::DDP_MSG_TOO_LONG,
                 format!(
-                    "{} octets at MO {} overflow the {cap}-octet buffer",
-                    payload.len(),
+                    "{payload_len} octets at MO {} overflow the {cap}-octet buffer",
                     h.mo
                 ),
             ));
@@ -485,22 +460,22 @@ impl DdpSink {
                 not_tiling(h.qn, h.msn, h.mo, slot.ordered_bytes),
             ));
         }
-        let at = h.mo as usize;
-        slot.buf.data[at..at + payload.len()].copy_from_slice(payload);
         Ok(SegMeta::Untagged {
             last: h.ctrl.last(),
             rsvd_ulp: h.rsvd_ulp,
             qn: h.qn,
             msn: h.msn,
             mo: h.mo,
-            len: payload.len() as u32,
+            len: payload_len as u32,
         })
     }
 }
 
 /// Parse the header, with the DDP version check of spec §2.10 step 2. A version
 /// error's header is not echoed: its layout cannot be trusted.
-fn parse_header(seg: &[u8]) -> Result<DdpHeader, DdpError> {
+/// `seg`: the header octets (or all of a shorter segment); `seg_len`: the whole
+/// segment's length.
+fn parse_header(seg: &[u8], seg_len: usize) -> Result<DdpHeader, DdpError> {
     let Some(&c) = seg.first() else {
         return Err(DdpError::new(
             TerminateCode::DDP_LOCAL_CATASTROPHIC,
@@ -519,7 +494,7 @@ fn parse_header(seg: &[u8]) -> Result<DdpHeader, DdpError> {
         return Err(DdpError::new(
             code,
             None,
-            seg.len(),
+            seg_len,
             format!("DDP version {} (only 1 exists)", ctrl.dv()),
         ));
     }
@@ -534,11 +509,8 @@ fn parse_header(seg: &[u8]) -> Result<DdpHeader, DdpError> {
         DdpError::new(
             TerminateCode::DDP_LOCAL_CATASTROPHIC,
             None,
-            seg.len(),
-            format!(
-                "{}-octet segment is shorter than its {need}-octet DDP header",
-                seg.len()
-            ),
+            seg_len,
+            format!("{seg_len}-octet segment is shorter than its {need}-octet DDP header"),
         )
     })
 }
@@ -691,4 +663,4 @@ fn in_order(
 
 #[path = "direct.rs"]
 mod direct;
-pub use direct::DirectTarget;
+pub use direct::{Target, split_segment};

@@ -216,18 +216,10 @@ impl DdpStream {
         seq: SenderSeq,
         seg: &[u8],
     ) -> Result<(), StreamError> {
-        match self.state {
-            StreamState::Open | StreamState::Closing => {}
-            StreamState::Erroneous(c) => return Err(StreamError::Erroneous(c)),
-            StreamState::Closed => return Err(StreamError::Closed),
-        }
-        self.sink.on_segment(mem, seq, seg).map_err(|e| {
-            self.refused += 1;
-            let code = e.code;
-            self.state = StreamState::Erroneous(code);
-            self.events.push_back(StreamEvent::Error(e));
-            StreamError::Erroneous(code)
-        })
+        self.may_receive()?;
+        self.sink
+            .on_segment(mem, seq, seg)
+            .map_err(|e| self.refuse(e))
     }
 
     pub fn poll_delivery(&mut self) -> Option<Delivery> {

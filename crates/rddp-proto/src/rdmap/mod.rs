@@ -11,6 +11,7 @@
 //!   ORD bounds our outstanding Reads, IRD the peer's; fencing waits for Reads.
 
 mod rx;
+mod rx_direct;
 mod terminate;
 mod tx;
 mod wr;
@@ -110,6 +111,9 @@ pub struct RdmapStream {
     closing: bool,
     /// Issue 13: refusals, Terminates, CRC errors, completions by status.
     counters: RdmapCounters,
+    /// Header-first receive: the sender position of the segment begun and not
+    /// yet finished (`rx_direct.rs`).
+    rx_begun: Option<crate::ddp::SenderSeq>,
 }
 
 impl RdmapStream {
@@ -147,6 +151,7 @@ impl RdmapStream {
             hold_ird_until_sent: false,
             closing: false,
             counters: RdmapCounters::default(),
+            rx_begun: None,
         })
     }
 

@@ -3,8 +3,10 @@
 
 use super::terminate::{from_ddp_error, with_header};
 use super::{AsyncEvent, Completion, INTERNAL_WR_ID, RdmapStream, WcOpcode, WcStatus};
-use crate::ddp::Payload;
-use crate::ddp::{Delivery, RecvBuffer, SenderSeq, StreamError, StreamEvent};
+use crate::ddp::{
+    Delivery, Payload, RecvBuffer, SenderSeq, StreamError, StreamEvent, Target, count_rx_copy,
+    split_segment,
+};
 use crate::mem::{Access, AccessFault, MemoryTable, Stag};
 use bytes::Bytes;
 use rddp_wire::ddp::DDP_VERSION;
@@ -16,7 +18,7 @@ use rddp_wire::{
 };
 
 /// An RDMAP-level refusal found before placement.
-struct Refusal {
+pub(super) struct Refusal {
     code: TerminateCode,
     /// Echo the header (M=D=1) unless its layout is in doubt.
     echo: bool,
@@ -28,7 +30,9 @@ fn refuse(code: TerminateCode, echo: bool, detail: String) -> Refusal {
 }
 
 impl RdmapStream {
-    /// A DDP segment from the LLP (`seq`: its place in the sender's order). Errors
+    /// A DDP segment from the LLP held whole (`seq`: its place in the sender's
+    /// order): [`Self::begin_segment`], the payload copied into its target, and
+    /// [`Self::finish_segment`] (one set of rules for both entry points). Errors
     /// are handled here (Terminate queued, events raised); the result says whether
     /// the segment was accepted.
     pub fn on_segment(
@@ -37,31 +41,50 @@ impl RdmapStream {
         seq: SenderSeq,
         seg: &[u8],
     ) -> Result<(), StreamError> {
-        if self.terminated {
-            return Err(StreamError::Closed);
-        }
-        if let Err(r) = self.pre_check(seq, seg) {
-            self.counters.segments_refused += 1;
-            let term = match (r.echo, DdpHeader::parse(seg)) {
-                (true, Ok(h)) => with_header(r.code, h, seg.len(), None),
-                _ => Terminate::bare(r.code),
-            };
-            self.ddp.fail(r.code);
-            self.fatal(term, r.detail);
-            return Err(StreamError::Erroneous(r.code));
-        }
-        let res = self.ddp.on_segment(mem, seq, seg);
-        self.drain_ddp_events();
-        // One segment can release a batch of deliveries (an out-of-order LLP). If
-        // one of them ends the stream, the rest still give their buffers back.
-        while let Some(d) = self.ddp.poll_delivery() {
-            if self.terminated {
-                self.discard_delivery(d);
-            } else {
-                self.on_delivery(mem, d);
+        let (head, payload) = split_segment(seg);
+        let target = self.begin_segment(mem, seq, head, payload.len())?;
+        let payload = &seg[seg.len() - target.len()..];
+        match target {
+            Target::Nothing => {}
+            Target::Region {
+                region,
+                offset,
+                len,
+            } => {
+                region.data_mut()[offset..offset + len].copy_from_slice(payload);
+                count_rx_copy(len);
+            }
+            Target::Buffer { len } => {
+                // A Send's payload is the ULP's; a Read Request's or Terminate's
+                // is RDMAP's own small message (not counted).
+                let ulp = matches!(DdpHeader::parse(head), Ok(DdpHeader::Untagged(h)) if h.qn == qn::SEND);
+                if let Some(b) = self.segment_buffer() {
+                    b.copy_from_slice(payload);
+                    if ulp {
+                        count_rx_copy(len);
+                    }
+                }
             }
         }
-        res
+        self.finish_segment(mem, true)
+    }
+
+    /// An RDMAP-level refusal before placement: Terminate (echoing the header
+    /// when its layout is trusted), stream erroneous.
+    pub(super) fn refuse_segment(
+        &mut self,
+        r: Refusal,
+        head: &[u8],
+        seg_len: usize,
+    ) -> StreamError {
+        self.counters.segments_refused += 1;
+        let term = match (r.echo, DdpHeader::parse(head)) {
+            (true, Ok(h)) => with_header(r.code, h, seg_len, None),
+            _ => Terminate::bare(r.code),
+        };
+        self.ddp.fail(r.code);
+        self.fatal(term, r.detail);
+        StreamError::Erroneous(r.code)
     }
 
     /// A message DDP delivered after the stream died: its receive buffer comes
@@ -80,9 +103,14 @@ impl RdmapStream {
     /// RDMAP version and opcode (0/2/0x05, 0/2/0x06), opcode against QN, Read
     /// Request shape, and a Read Response against our outstanding Reads so that it
     /// is never placed past the sink it was asked for.
-    fn pre_check(&self, seq: SenderSeq, seg: &[u8]) -> Result<(), Refusal> {
+    pub(super) fn pre_check(
+        &self,
+        seq: SenderSeq,
+        head: &[u8],
+        payload_len: usize,
+    ) -> Result<(), Refusal> {
         // Leave truncated segments and DDP version errors to DDP (spec §2.10 step 2).
-        let (Some(&c), Some(&r)) = (seg.first(), seg.get(1)) else {
+        let (Some(&c), Some(&r)) = (head.first(), head.get(1)) else {
             return Ok(());
         };
         if DdpControl(c).dv() != DDP_VERSION {
@@ -112,10 +140,10 @@ impl RdmapStream {
                 ),
             ));
         }
-        let Ok(hdr) = DdpHeader::parse(seg) else {
+        let Ok(hdr) = DdpHeader::parse(head) else {
             return Ok(());
         };
-        let payload = seg.len() - hdr.len();
+        let payload = head.len() + payload_len - hdr.len();
         match hdr {
             DdpHeader::Untagged(h) => {
                 let want = match op {
@@ -283,7 +311,7 @@ impl RdmapStream {
         }
     }
 
-    fn on_delivery(&mut self, mem: &MemoryTable, d: Delivery) {
+    pub(super) fn on_delivery(&mut self, mem: &MemoryTable, d: Delivery) {
         match d {
             Delivery::Tagged {
                 rsvd_ulp,

@@ -1,0 +1,265 @@
+//! Target `ddp_sink`: a DDP stream's data sink (RFC 5041; seed 000, seed 003)
+//! fed arbitrary segment sequences in arbitrary sender order (in order, ahead,
+//! gap-filling, duplicates, anything), interleaved with receive buffers posted,
+//! credits granted, direct placements and teardowns, under every receive
+//! strategy.
+//!
+//! Oracles: no panic; guard octets intact; every region equal to a model in
+//! which only accepted tagged segments were placed, and only into writable
+//! regions of this stream, inside their bounds (a refused segment places
+//! nothing); untagged messages delivered per queue with consecutive MSNs from 1,
+//! never longer than their buffer; reorder state bounded by the window.
+
+use crate::fixture::{PD, Regions, STREAM, segment};
+use crate::input::Input;
+use rddp_proto::ddp::{
+    BufferOrdering, BufferPool, DdpConfig, DdpStream, Delivery, PoolConfig, RecvBuffer, RecvModel,
+    StreamEvent, Target,
+};
+use rddp_proto::mem::MemoryTable;
+use rddp_wire::{DdpHeader, TaggedHeader};
+use std::collections::BTreeSet;
+
+/// Sender positions handed out so far, to choose the next one from.
+#[derive(Default)]
+pub(crate) struct Order {
+    used: BTreeSet<u64>,
+    hi: u64,
+}
+
+impl Order {
+    /// The next position: in order, ahead (leaving a gap), the oldest gap, a
+    /// duplicate, or anything.
+    pub fn pick(&mut self, input: &mut Input<'_>) -> u64 {
+        match input.u8() % 10 {
+            0..=4 => self.hi,
+            5 => self.hi.saturating_add(1 + u64::from(input.u8() % 8)),
+            6 | 7 => {
+                // The oldest position not yet accepted.
+                let mut gap = 0;
+                for &u in &self.used {
+                    if u != gap {
+                        break;
+                    }
+                    gap += 1;
+                }
+                gap
+            }
+            8 => self.used.iter().next_back().copied().unwrap_or(0),
+            _ => input.u64(),
+        }
+    }
+
+    pub fn accepted(&mut self, seq: u64) {
+        if self.used.len() < 4096 {
+            self.used.insert(seq);
+        }
+        self.hi = self.hi.max(seq.saturating_add(1));
+    }
+}
+
+struct Sink {
+    s: DdpStream,
+    cfg: DdpConfig,
+    next_msn: Vec<u32>,
+    order: Order,
+    pool: Option<BufferPool>,
+}
+
+fn new_sink(cfg: DdpConfig, model: u8, pool_size: usize) -> Sink {
+    let mut s = DdpStream::new(STREAM, PD, cfg).expect("valid config");
+    let pool = match model % 5 {
+        0 => None,
+        1 => {
+            let _ = s.set_recv_model(0, RecvModel::Credits);
+            None
+        }
+        m => {
+            let ordering = if m == 2 {
+                BufferOrdering::Sequential
+            } else {
+                BufferOrdering::Arrival
+            };
+            let pc = if m == 4 {
+                PoolConfig::credits(ordering, pool_size)
+            } else {
+                PoolConfig::shared(ordering, pool_size, 2)
+            };
+            let p = BufferPool::new(pc);
+            let _ = s.set_recv_pool(0, &p);
+            Some(p)
+        }
+    };
+    Sink {
+        s,
+        cfg,
+        next_msn: vec![1; cfg.num_qns as usize],
+        order: Order::default(),
+        pool,
+    }
+}
+
+impl Sink {
+    fn drain(&mut self) {
+        while let Some(d) = self.s.poll_delivery() {
+            crate::reach::note(|r| r.delivered += 1);
+            if let Delivery::Untagged {
+                qn,
+                msn,
+                len,
+                buffer,
+                ..
+            } = d
+            {
+                let q = qn as usize;
+                assert!(q < self.next_msn.len(), "delivery on QN {qn}");
+                assert_eq!(msn, self.next_msn[q], "QN {qn} delivered out of order");
+                self.next_msn[q] = msn.wrapping_add(1);
+                assert!(
+                    len as usize <= buffer.data.len(),
+                    "message longer than its buffer"
+                );
+            }
+        }
+        while let Some(e) = self.s.poll_event() {
+            if let StreamEvent::Error(e) = e {
+                assert!(e.code.layer <= 1, "DDP error with code {}", e.code);
+            }
+        }
+        if let Some(p) = &self.pool {
+            while p.poll_event().is_some() {}
+        }
+        let w = self.s.sink().reorder_waiting();
+        assert!(
+            w <= self.cfg.max_reorder,
+            "{w} segments wait, window {}",
+            self.cfg.max_reorder
+        );
+    }
+}
+
+pub fn ddp_sink(data: &[u8]) {
+    let mut input = Input::new(data);
+    let cfg = DdpConfig {
+        num_qns: 1 + input.below(4) as u32,
+        max_reorder: match input.u8() {
+            0..=200 => usize::from(input.u8() % 16),
+            _ => 4096,
+        },
+        mulpdu: 1454,
+    };
+    let model_sel = input.u8();
+    let pool_size = input.below(16);
+    let mem = MemoryTable::with_seed(11);
+    let regions = Regions::new(&mem, &mut input, STREAM);
+    let mut model = regions.model();
+    let mut sink = new_sink(cfg, model_sel, pool_size);
+    let mut ids = 0u64;
+    let mut ops = 0;
+    while !input.is_empty() && ops < 512 {
+        ops += 1;
+        match input.u8() % 12 {
+            0..=5 => {
+                let seq = sink.order.pick(&mut input);
+                let seg = segment(&mut input, &regions);
+                let placed_before = sink.s.sink_stats().segments_placed;
+                let res = sink.s.on_segment(&mem, seq, &seg);
+                // A refused segment was still placed (on arrival, legally) when
+                // the refusal is about a later-sent segment that arrived earlier,
+                // whose in-order checks ran once this one filled the gap before
+                // it: the sink counts the placement then. If it counted one it
+                // did not make (or made one it did not count), the model differs.
+                let placed = res.is_ok() || sink.s.sink_stats().segments_placed > placed_before;
+                let tagged = match DdpHeader::parse(&seg) {
+                    Ok(DdpHeader::Tagged(h)) if seg.len() > 14 => Some(h),
+                    _ => None,
+                };
+                if res.is_ok() {
+                    crate::reach::note(|r| r.placed += 1);
+                    sink.order.accepted(seq);
+                }
+                if let Some(h) = tagged.filter(|_| placed) {
+                    regions.apply(&mut model, h.stag, h.to, &seg[14..]);
+                }
+            }
+            6 => {
+                let qn = input.below(cfg.num_qns as usize + 1) as u32;
+                let buf = RecvBuffer {
+                    id: ids,
+                    data: vec![0; usize::from(input.u8())],
+                };
+                ids += 1;
+                match &sink.pool {
+                    Some(p) if qn == 0 => {
+                        let _ = p.post(buf);
+                    }
+                    _ => {
+                        let _ = sink.s.post_recv(qn, buf);
+                    }
+                }
+            }
+            7 => {
+                let _ = sink
+                    .s
+                    .grant_credits(input.below(2) as u32, u32::from(input.u8() % 8));
+            }
+            8 => {
+                // Direct placement as MPA does it: validate from the header, the
+                // LLP writes the payload, then (CRC good) account for it.
+                let seq = sink.order.pick(&mut input);
+                let stag = regions.stag(&mut input);
+                let to = regions.to(&mut input, stag);
+                let h = TaggedHeader::new(input.bool(), 0x40, stag, to);
+                let len = usize::from(input.u8() % 96);
+                let crc_ok = input.u8() != 0;
+                let body = crate::fixture::payload(&mut input, len);
+                match sink.s.begin_segment(&mem, seq, &h.to_bytes(), len) {
+                    Ok(Target::Region {
+                        region,
+                        offset,
+                        len: n,
+                    }) => {
+                        assert_eq!(n, len);
+                        {
+                            let mut data = region.data_mut();
+                            assert!(offset + len <= data.len(), "direct target past the region");
+                            data[offset..offset + len].copy_from_slice(&body);
+                        }
+                        // Placed octets are in the region whatever the CRC says.
+                        regions.apply(&mut model, stag, to, &body);
+                        if crc_ok && sink.s.finish_segment().is_ok() {
+                            sink.order.accepted(seq);
+                        } else if !crc_ok {
+                            sink.s.abandon_segment();
+                            sink.s.abort();
+                        }
+                    }
+                    Ok(Target::Nothing) => {
+                        assert_eq!(len, 0);
+                        if sink.s.finish_segment().is_ok() {
+                            sink.order.accepted(seq);
+                        }
+                    }
+                    Ok(Target::Buffer { .. }) => panic!("a tagged segment got a receive buffer"),
+                    Err(_) => {}
+                }
+            }
+            9 => match input.u8() % 4 {
+                0 => sink.s.abort(),
+                1 => sink.s.close(),
+                2 => sink.s.on_llp_closed(input.bool()),
+                _ => {}
+            },
+            10 => {
+                // The attacker opens a new stream after this one failed or closed.
+                sink.drain();
+                sink = new_sink(cfg, model_sel, pool_size);
+            }
+            _ => {}
+        }
+        sink.drain();
+    }
+    sink.s.abort();
+    sink.drain();
+    regions.check(&mem, Some(&model));
+}

@@ -1,0 +1,68 @@
+//! [`RdmapPlacer`]: an [`RdmapStream`] as the engine of the header-first FPDU
+//! receiver ([`super::FpduReceiver`]), for the verbs queue pair over MPA.
+//!
+//! Locks: the caller holds whatever guards the stream (the queue pair's state
+//! lock) for the whole [`super::FpduReceiver::drive`] call, and the memory
+//! table is shared (`&MemoryTable`: its lookups take its read lock briefly).
+//! The receiver itself locks a region only around each single `read` into it;
+//! a receive buffer is the engine's own (`RdmapStream::segment_buffer`), read
+//! into under the caller's lock. With a non-blocking socket every lock is held
+//! for one system call at most, never across a wait.
+
+use super::rx_direct::Placer;
+use rddp_proto::ddp::Target;
+use rddp_proto::mem::MemoryTable;
+use rddp_proto::rdmap::RdmapStream;
+use rddp_wire::TerminateCode;
+use std::io;
+
+/// The RDMAP engine of one queue pair, borrowed for one `drive` call.
+pub struct RdmapPlacer<'a> {
+    pub stream: &'a mut RdmapStream,
+    pub mem: &'a MemoryTable,
+    /// Set when the peer's first FPDU passed its checks (RFC 6581 / spec §4.9:
+    /// the responder may transmit from now on); the driver opens its gate.
+    pub first_fpdu_seen: bool,
+}
+
+impl<'a> RdmapPlacer<'a> {
+    pub fn new(stream: &'a mut RdmapStream, mem: &'a MemoryTable) -> Self {
+        Self {
+            stream,
+            mem,
+            first_fpdu_seen: false,
+        }
+    }
+}
+
+impl Placer for RdmapPlacer<'_> {
+    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target> {
+        self.stream
+            .begin_segment(self.mem, seq, head, payload_len)
+            .ok()
+    }
+
+    fn with_buffer(
+        &mut self,
+        f: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
+    ) -> Option<io::Result<usize>> {
+        self.stream.segment_buffer().map(f)
+    }
+
+    fn finish(&mut self, crc_ok: bool) {
+        // Refusals are handled inside the engine (Terminate queued, events).
+        let _ = self.stream.finish_segment(self.mem, crc_ok);
+    }
+
+    fn framing_error(&mut self, code: TerminateCode, detail: String) {
+        self.stream.llp_error(code, detail);
+    }
+
+    fn first_fpdu(&mut self) {
+        self.first_fpdu_seen = true;
+    }
+
+    fn more(&mut self) -> bool {
+        !self.stream.is_terminated()
+    }
+}

@@ -1,0 +1,816 @@
+//! Header-first FPDU receive (issue 11 points 1 and 3; docs/data-path.md,
+//! "Receive"): the one receive engine of MPA in FPDU mode, sans-IO.
+//!
+//! Per connection a small state machine reads, from any [`Read`] (a
+//! non-blocking socket, a blocking one, a byte slice):
+//!
+//! 1. ULPDU_Length and the DDP header into a fixed scratch array;
+//! 2. asks the engine ([`Placer::begin`], e.g. `RdmapStream::begin_segment`)
+//!    where the payload goes;
+//! 3. reads the payload straight into that place: a region range (the region
+//!    locked for each single `read` call), or the engine's receive buffer
+//!    ([`Placer::with_buffer`], one `read` per call);
+//! 4. reads PAD and CRC and checks the CRC over the octets where they now lie
+//!    (RFC 5044 §4.3; computed as each read lands, under the same lock);
+//! 5. [`Placer::finish`]`(crc_ok)`: only now is anything delivered.
+//!
+//! Markers towards us (RFC 5044 §4.4, §5) sit every 512 octets of the stream
+//! counted from the start of FPDU mode; they are read into scratch at their
+//! positions, wherever they fall (inside a header, a payload, PAD or CRC),
+//! checked (FPDUPTR) and covered by the CRC as the decoder in rddp-wire does.
+//!
+//! [`FpduReceiver::drive`] returns at `WouldBlock`, end of stream, a fatal
+//! error, or when the engine asks for a pause; it resumes at any octet. Octets
+//! are never read ahead into scratch past the next payload octet, so a payload
+//! is never copied in user space, except octets that arrived before FPDU mode
+//! (the setup's leftover), which are copied and counted
+//! ([`rddp_proto::ddp::count_rx_copy`]). Nothing is allocated per FPDU; nothing
+//! is written outside the target the engine returned.
+//!
+//! RFC 6581: a responder that expects an RTR ([`RxConfig::expect_rtr`]) reads
+//! the first FPDU (at most 46 octets of ULPDU can be an RTR) whole into scratch,
+//! checks its CRC and its shape, and hands it to the engine only if it is the
+//! agreed RTR; else `framing_error(2/0/0x07)` (or 2/0/0x02 on a bad CRC).
+
+use crate::setup::Rtr;
+use rddp_proto::ddp::{Target, count_rx_copy};
+use rddp_wire::crc::crc_from_wire;
+use rddp_wire::ddp::{TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
+use rddp_wire::mpa::marker::{MARKER_LEN, Marker, at_marker, fpduptr, until_marker};
+use rddp_wire::mpa::{MAX_ULPDU, MIN_ULPDU, MPA_CRC_LEN, MPA_HDR_LEN, pad_len};
+use rddp_wire::read_request::READ_REQ_HDR_LEN;
+use rddp_wire::{Crc32c, DdpControl, Opcode, RdmapControl, TerminateCode, WireError};
+use std::io::{self, Read};
+
+/// Octets of ULPDU_Length + DDP header, at most.
+const HEAD_MAX: usize = MPA_HDR_LEN + UNTAGGED_HDR_LEN;
+/// Every FPDU has at least this many octets that are never payload:
+/// ULPDU_Length and 14 octets of ULPDU (MIN_ULPDU) are all DDP header.
+const SAFE_HEAD: usize = MPA_HDR_LEN + MIN_ULPDU;
+/// The longest ULPDU an RTR has (a Read Request).
+const RTR_MAX: usize = UNTAGGED_HDR_LEN + READ_REQ_HDR_LEN;
+/// Read-ahead of non-payload octets (PAD, CRC, Markers, the next header).
+const AHEAD: usize = 32;
+
+/// The engine above the FPDU receiver: RDMAP (`RdmapPlacer`) or DDP
+/// (`FpduConn`). Called only from [`FpduReceiver::drive`], in FPDU order.
+pub trait Placer {
+    /// FPDU `seq` (from 0 after setup) carries a DDP segment whose header is
+    /// `head` (`min(ULPDU_Length, header length)` octets) and `payload_len`
+    /// payload octets. `None`: refused (the engine queued its Terminate); the
+    /// receiver reads nothing more.
+    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target>;
+    /// For a [`Target::Buffer`]: run `f` once over the target's octets (the
+    /// whole payload range of the segment). `None`: the buffer is gone (the
+    /// stream died meanwhile); the payload is then read and dropped.
+    fn with_buffer(
+        &mut self,
+        f: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
+    ) -> Option<io::Result<usize>>;
+    /// The begun segment's FPDU ended; `crc_ok` (always true without CRC).
+    fn finish(&mut self, crc_ok: bool);
+    /// A framing error below DDP (ULPDU_Length, Marker, CRC of an FPDU not
+    /// begun, the wrong RTR): Terminate with `code` alone, then close.
+    fn framing_error(&mut self, code: TerminateCode, detail: String);
+    /// The peer's first FPDU passed its checks (the responder may send now,
+    /// spec §4.9). Called before that FPDU's `finish`.
+    fn first_fpdu(&mut self) {}
+    /// Asked between FPDUs: `false` pauses the receiver ([`Progress::Paused`]).
+    fn more(&mut self) -> bool {
+        true
+    }
+}
+
+/// Why [`FpduReceiver::drive`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// The source has nothing more now; call again when it is readable.
+    WouldBlock,
+    /// The source ended (`at_boundary`: between FPDUs, a clean end).
+    Eof { at_boundary: bool },
+    /// A fatal error was reported to the engine; nothing more is read.
+    Stopped,
+    /// The engine asked for a pause ([`Placer::more`]), between FPDUs.
+    Paused,
+}
+
+/// Receive settings of one connection in FPDU mode.
+#[derive(Debug, Clone, Copy)]
+pub struct RxConfig {
+    /// CRCs are checked (negotiated); else the CRC field is ignored.
+    pub crc: bool,
+    /// Markers are present towards us.
+    pub markers: bool,
+    /// Largest ULPDU_Length accepted.
+    pub max_ulpdu: usize,
+    /// Responder in peer-to-peer mode: the RTR the first FPDU must be.
+    pub expect_rtr: Option<Rtr>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum St {
+    /// ULPDU_Length and the DDP header (into `head`).
+    Head,
+    Payload,
+    Pad,
+    Crc,
+    Dead,
+}
+
+/// Where the current FPDU's payload goes.
+#[derive(Debug)]
+enum Sink {
+    Engine(Target),
+    /// The first FPDU while an RTR is expected: whole into `rtr`.
+    Rtr,
+    /// Read and dropped (not placed): a buffer that vanished, or a first FPDU
+    /// too long to be the RTR (reported after its CRC).
+    Discard {
+        not_rtr: bool,
+    },
+}
+
+/// Octets read but not yet consumed: the setup's leftover (any octets), then a
+/// small read-ahead that never holds payload.
+#[derive(Debug, Default)]
+struct Input {
+    left: Vec<u8>,
+    left_at: usize,
+    ahead: [u8; AHEAD],
+    lo: usize,
+    hi: usize,
+}
+
+enum Halt {
+    Block,
+    Eof,
+    Io(io::Error),
+    /// The engine asked for a pause.
+    Pause,
+    /// A fatal error was reported; the receiver is dead.
+    Dead,
+}
+
+fn read_src(src: &mut impl Read, buf: &mut [u8]) -> Result<usize, Halt> {
+    loop {
+        match src.read(buf) {
+            Ok(0) => return Err(Halt::Eof),
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Err(Halt::Block),
+            Err(e) => return Err(Halt::Io(e)),
+        }
+    }
+}
+
+impl Input {
+    /// Octets of `dst` filled from what was read already: (n, copied leftover).
+    fn buffered(&mut self, dst: &mut [u8]) -> usize {
+        let rest = &self.left[self.left_at..];
+        if !rest.is_empty() {
+            let n = rest.len().min(dst.len());
+            dst[..n].copy_from_slice(&rest[..n]);
+            self.left_at += n;
+            if self.left_at == self.left.len() {
+                self.left = Vec::new();
+                self.left_at = 0;
+            }
+            return n;
+        }
+        let n = (self.hi - self.lo).min(dst.len());
+        dst[..n].copy_from_slice(&self.ahead[self.lo..self.lo + n]);
+        self.lo += n;
+        n
+    }
+
+    fn has_buffered(&self) -> bool {
+        self.left_at < self.left.len() || self.lo < self.hi
+    }
+
+    /// Non-payload octets into `dst`; a socket read takes at most `ahead`
+    /// octets (the non-payload octets known to come), at least `dst.len()`.
+    fn small(&mut self, src: &mut impl Read, dst: &mut [u8], ahead: usize) -> Result<usize, Halt> {
+        if !self.has_buffered() {
+            let k = ahead.clamp(dst.len(), AHEAD);
+            let n = read_src(src, &mut self.ahead[..k])?;
+            (self.lo, self.hi) = (0, n);
+        }
+        Ok(self.buffered(dst))
+    }
+
+    /// Payload octets into `dst` (its final place): straight from `src`, or
+    /// copied from what was read before (counted).
+    /// Returns (octets, whether they were copied).
+    fn payload(&mut self, src: &mut impl Read, dst: &mut [u8]) -> Result<(usize, bool), Halt> {
+        if self.has_buffered() {
+            let n = self.buffered(dst);
+            count_rx_copy(n);
+            return Ok((n, true));
+        }
+        Ok((read_src(src, dst)?, false))
+    }
+}
+
+fn halt_to_io(h: Halt) -> io::Error {
+    match h {
+        Halt::Block => io::ErrorKind::WouldBlock.into(),
+        Halt::Eof => io::ErrorKind::UnexpectedEof.into(),
+        Halt::Io(e) => e,
+        Halt::Pause | Halt::Dead => io::Error::other("receiver stopped"),
+    }
+}
+
+fn io_to_halt(e: io::Error) -> Halt {
+    match e.kind() {
+        io::ErrorKind::WouldBlock => Halt::Block,
+        io::ErrorKind::UnexpectedEof => Halt::Eof,
+        _ => Halt::Io(e),
+    }
+}
+
+/// The header-first receiver of one connection (see the module docs).
+#[derive(Debug)]
+pub struct FpduReceiver {
+    cfg: RxConfig,
+    input: Input,
+    /// Stream offset of the next wire octet relative to SeqStart (mod 2^32).
+    off: u32,
+    /// FPDUs completed.
+    seq: u64,
+    st: St,
+    /// An FPDU has started (a leading Marker or its first octet was seen).
+    in_fpdu: bool,
+    digest: Crc32c,
+    marker: [u8; MARKER_LEN],
+    marker_have: usize,
+    /// Offset of the current FPDU's ULPDU_Length field.
+    len_off: u32,
+    head: [u8; HEAD_MAX],
+    have: usize,
+    /// Octets of `head` to collect (ULPDU_Length + DDP header); 0 until known.
+    head_want: usize,
+    ulpdu_len: usize,
+    payload_len: usize,
+    done: usize,
+    sink: Sink,
+    rtr: [u8; RTR_MAX],
+    pad_left: usize,
+    crc: [u8; MPA_CRC_LEN],
+    crc_have: usize,
+    /// Payload octets of the current FPDU read straight into their place.
+    placing: u64,
+    /// Payload octets read straight into their place, of FPDUs whose CRC passed.
+    placed: u64,
+}
+
+impl Default for FpduReceiver {
+    fn default() -> Self {
+        Self::new(
+            RxConfig {
+                crc: true,
+                markers: false,
+                max_ulpdu: MAX_ULPDU,
+                expect_rtr: None,
+            },
+            Vec::new(),
+        )
+    }
+}
+
+impl FpduReceiver {
+    /// A receiver at the start of FPDU mode (SeqStart); `leftover`: octets the
+    /// setup read past its last frame (they are the first FPDU octets).
+    pub fn new(cfg: RxConfig, leftover: Vec<u8>) -> Self {
+        Self {
+            cfg: RxConfig {
+                max_ulpdu: cfg.max_ulpdu.clamp(MIN_ULPDU, MAX_ULPDU),
+                ..cfg
+            },
+            input: Input {
+                left: leftover,
+                ..Input::default()
+            },
+            off: 0,
+            seq: 0,
+            st: St::Head,
+            in_fpdu: false,
+            digest: Crc32c::new(),
+            marker: [0; MARKER_LEN],
+            marker_have: 0,
+            len_off: 0,
+            head: [0; HEAD_MAX],
+            have: 0,
+            head_want: 0,
+            ulpdu_len: 0,
+            payload_len: 0,
+            done: 0,
+            sink: Sink::Discard { not_rtr: false },
+            rtr: [0; RTR_MAX],
+            pad_left: 0,
+            crc: [0; MPA_CRC_LEN],
+            crc_have: 0,
+            placing: 0,
+            placed: 0,
+        }
+    }
+
+    /// A new receive limit (MULPDU changed); applies from the next FPDU.
+    pub fn set_max_ulpdu(&mut self, max: usize) {
+        self.cfg.max_ulpdu = max.clamp(MIN_ULPDU, MAX_ULPDU);
+    }
+
+    pub fn max_ulpdu(&self) -> usize {
+        self.cfg.max_ulpdu
+    }
+
+    /// FPDUs received whole so far (the next one's number).
+    pub fn fpdus(&self) -> u64 {
+        self.seq
+    }
+
+    /// Payload octets read straight from the source into their place.
+    pub fn placed_octets(&self) -> u64 {
+        self.placed
+    }
+
+    /// Between FPDUs, nothing of the next one consumed.
+    pub fn at_boundary(&self) -> bool {
+        self.st == St::Head && !self.in_fpdu && self.marker_have == 0
+    }
+
+    /// A fatal error stopped the receiver.
+    pub fn is_dead(&self) -> bool {
+        self.st == St::Dead
+    }
+
+    /// Octets read from the source (or given as leftover) but not yet used.
+    pub fn buffered(&self) -> usize {
+        (self.input.left.len() - self.input.left_at) + (self.input.hi - self.input.lo)
+    }
+
+    /// Read and place FPDUs from `src` until it would block or ends, a fatal
+    /// error, or the engine pauses. `Err`: an I/O error of the source (the
+    /// connection is lost; nothing of the current FPDU was delivered).
+    pub fn drive(&mut self, src: &mut impl Read, engine: &mut impl Placer) -> io::Result<Progress> {
+        loop {
+            match self.step(src, engine) {
+                Ok(()) => {}
+                Err(Halt::Block) => return Ok(Progress::WouldBlock),
+                Err(Halt::Eof) => {
+                    return Ok(Progress::Eof {
+                        at_boundary: self.at_boundary(),
+                    });
+                }
+                Err(Halt::Pause) => return Ok(Progress::Paused),
+                Err(Halt::Dead) => return Ok(Progress::Stopped),
+                Err(Halt::Io(e)) => return Err(e),
+            }
+        }
+    }
+
+    /// Non-payload octets known to come before the next payload octet.
+    fn ahead(&self) -> usize {
+        match self.st {
+            St::Head if self.head_want == 0 => SAFE_HEAD - self.have,
+            St::Head => {
+                let rest = self.head_want - self.have;
+                if self.ulpdu_len + MPA_HDR_LEN == self.head_want {
+                    // No payload: PAD, CRC and the next FPDU's head follow.
+                    rest + pad_len(self.ulpdu_len) + MPA_CRC_LEN + SAFE_HEAD
+                } else {
+                    rest
+                }
+            }
+            St::Pad => self.pad_left + MPA_CRC_LEN + SAFE_HEAD,
+            St::Crc => MPA_CRC_LEN - self.crc_have + SAFE_HEAD,
+            St::Payload | St::Dead => 0,
+        }
+    }
+
+    fn advance(&mut self, n: usize) {
+        self.off = self.off.wrapping_add(n as u32);
+    }
+
+    fn die(&mut self) -> Halt {
+        self.st = St::Dead;
+        Halt::Dead
+    }
+
+    fn wire_error(&mut self, engine: &mut impl Placer, e: WireError) -> Halt {
+        let code = super::errors::terminate_for_wire(&e).code;
+        engine.framing_error(
+            code,
+            format!("MPA framing: {e} (FPDU {} after setup)", self.seq),
+        );
+        self.die()
+    }
+
+    /// One unit of progress (a Marker, header, payload, PAD or CRC read).
+    fn step(&mut self, src: &mut impl Read, engine: &mut impl Placer) -> Result<(), Halt> {
+        if self.st == St::Dead {
+            return Err(Halt::Dead);
+        }
+        if self.at_boundary() && !engine.more() {
+            return Err(Halt::Pause);
+        }
+        if self.cfg.markers && (self.marker_have > 0 || at_marker(self.off)) {
+            let ahead = self.ahead().max(MARKER_LEN - self.marker_have);
+            let mut m = [0u8; MARKER_LEN];
+            let want = MARKER_LEN - self.marker_have;
+            let n = self.input.small(src, &mut m[..want], ahead)?;
+            self.marker[self.marker_have..self.marker_have + n].copy_from_slice(&m[..n]);
+            self.marker_have += n;
+            self.advance(n);
+            if self.marker_have == MARKER_LEN {
+                self.marker_have = 0;
+                if let Err(e) = self.on_marker() {
+                    return Err(self.wire_error(engine, e));
+                }
+            }
+            return Ok(());
+        }
+        let room = if self.cfg.markers {
+            until_marker(self.off)
+        } else {
+            usize::MAX
+        };
+        match self.st {
+            St::Head => self.read_head(src, engine, room),
+            St::Payload => self.read_payload(src, engine, room),
+            St::Pad => {
+                let mut p = [0u8; 3];
+                let want = self.pad_left.min(room);
+                let n = self.input.small(src, &mut p[..want], self.ahead())?;
+                self.digest.update(&p[..n]);
+                self.advance(n);
+                self.pad_left -= n;
+                if self.pad_left == 0 {
+                    self.st = St::Crc;
+                }
+                Ok(())
+            }
+            St::Crc => {
+                let mut c = [0u8; MPA_CRC_LEN];
+                let want = (MPA_CRC_LEN - self.crc_have).min(room);
+                let n = self.input.small(src, &mut c[..want], self.ahead())?;
+                self.crc[self.crc_have..self.crc_have + n].copy_from_slice(&c[..n]);
+                self.crc_have += n;
+                self.advance(n);
+                if self.crc_have == MPA_CRC_LEN {
+                    self.end_fpdu(engine)?;
+                }
+                Ok(())
+            }
+            St::Dead => Err(self.die()),
+        }
+    }
+
+    /// A complete Marker ended at `self.off`: check FPDUPTR and feed the CRC if
+    /// the Marker lies in its coverage (as `rddp_wire::FpduDecoder`).
+    fn on_marker(&mut self) -> Result<(), WireError> {
+        let m = Marker::parse(&self.marker)?;
+        let at = self.off.wrapping_sub(MARKER_LEN as u32);
+        let leading = self.st == St::Head && self.have == 0;
+        let expected = if leading {
+            // Right before a ULPDU_Length field: it opens the next FPDU.
+            self.digest.reset();
+            self.in_fpdu = true;
+            0
+        } else {
+            fpduptr(at, self.len_off)
+        };
+        if m.fpduptr != expected {
+            return Err(WireError::MarkerMismatch {
+                fpduptr: m.fpduptr,
+                expected,
+            });
+        }
+        if !(self.st == St::Crc && self.crc_have > 0) {
+            self.digest.update(&self.marker);
+        }
+        Ok(())
+    }
+
+    fn read_head(
+        &mut self,
+        src: &mut impl Read,
+        engine: &mut impl Placer,
+        room: usize,
+    ) -> Result<(), Halt> {
+        let goal = if self.head_want == 0 {
+            if self.have < MPA_HDR_LEN {
+                MPA_HDR_LEN
+            } else {
+                SAFE_HEAD
+            }
+        } else {
+            self.head_want
+        };
+        let want = (goal - self.have).min(room);
+        let ahead = self.ahead();
+        let mut b = [0u8; HEAD_MAX];
+        let n = self.input.small(src, &mut b[..want], ahead)?;
+        // The FPDU starts with its first octet read (a source that ends right
+        // at a boundary ends cleanly).
+        if !self.in_fpdu {
+            self.digest.reset();
+            self.in_fpdu = true;
+        }
+        if self.have == 0 {
+            self.len_off = self.off;
+        }
+        self.head[self.have..self.have + n].copy_from_slice(&b[..n]);
+        self.digest.update(&b[..n]);
+        self.have += n;
+        self.advance(n);
+        if self.have == MPA_HDR_LEN && self.head_want == 0 {
+            let len = u16::from_be_bytes([self.head[0], self.head[1]]);
+            let l = usize::from(len);
+            if !(MIN_ULPDU..=self.cfg.max_ulpdu).contains(&l) {
+                let e = WireError::UlpduLength {
+                    len,
+                    min: MIN_ULPDU,
+                    max: self.cfg.max_ulpdu,
+                };
+                return Err(self.wire_error(engine, e));
+            }
+            self.ulpdu_len = l;
+        }
+        if self.head_want == 0 && self.have == SAFE_HEAD {
+            let hl = if DdpControl(self.head[MPA_HDR_LEN]).tagged() {
+                TAGGED_HDR_LEN
+            } else {
+                UNTAGGED_HDR_LEN
+            };
+            self.head_want = MPA_HDR_LEN + hl.min(self.ulpdu_len);
+        }
+        if self.head_want != 0 && self.have == self.head_want {
+            self.start_payload(engine)?;
+        }
+        Ok(())
+    }
+
+    /// The header is in: decide where the payload goes.
+    fn start_payload(&mut self, engine: &mut impl Placer) -> Result<(), Halt> {
+        let hlen = self.head_want - MPA_HDR_LEN;
+        self.payload_len = self.ulpdu_len - hlen;
+        self.done = 0;
+        self.pad_left = pad_len(self.ulpdu_len);
+        self.crc_have = 0;
+        self.sink = if self.seq == 0 && self.cfg.expect_rtr.is_some() {
+            if self.ulpdu_len <= RTR_MAX {
+                Sink::Rtr
+            } else {
+                Sink::Discard { not_rtr: true }
+            }
+        } else {
+            let head = &self.head[MPA_HDR_LEN..self.head_want];
+            match engine.begin(self.seq, head, self.payload_len) {
+                Some(t) if t.len() == self.payload_len => Sink::Engine(t),
+                Some(_) => {
+                    // An engine bug; never write outside what it returned.
+                    engine.framing_error(
+                        TerminateCode::MPA_LOCAL_CATASTROPHIC,
+                        "placement target does not match the payload length".into(),
+                    );
+                    return Err(self.die());
+                }
+                None => return Err(self.die()),
+            }
+        };
+        self.st = self.after_payload_state();
+        if self.payload_len > 0 {
+            self.st = St::Payload;
+        }
+        Ok(())
+    }
+
+    fn after_payload_state(&self) -> St {
+        if self.pad_left > 0 { St::Pad } else { St::Crc }
+    }
+
+    fn read_payload(
+        &mut self,
+        src: &mut impl Read,
+        engine: &mut impl Placer,
+        room: usize,
+    ) -> Result<(), Halt> {
+        let want = (self.payload_len - self.done).min(room);
+        let at = self.done;
+        let n = match &self.sink {
+            Sink::Engine(Target::Region { region, offset, .. }) => {
+                let region = region.clone();
+                let start = offset + at;
+                // The region's own lock, for this one read (never across a wait:
+                // a non-blocking source returns at once).
+                let mut d = region.data_mut();
+                let dst = &mut d[start..start + want];
+                let (n, copied) = self.input.payload(src, dst)?;
+                self.digest.update(&dst[..n]);
+                drop(d);
+                if !copied {
+                    self.placing += n as u64;
+                }
+                n
+            }
+            Sink::Engine(Target::Buffer { .. }) => {
+                let (input, digest) = (&mut self.input, &mut self.digest);
+                let mut direct = 0;
+                let mut f = |buf: &mut [u8]| {
+                    // Never outside the target (an engine handing a shorter
+                    // buffer is a bug: the connection fails, nothing is written).
+                    let Some(dst) = buf.get_mut(at..at + want) else {
+                        return Err(io::Error::other("receive buffer shorter than the payload"));
+                    };
+                    let (n, copied) = input.payload(src, dst).map_err(halt_to_io)?;
+                    digest.update(&dst[..n]);
+                    if !copied {
+                        direct = n;
+                    }
+                    Ok(n)
+                };
+                let got = engine.with_buffer(&mut f);
+                match got {
+                    Some(Ok(n)) => {
+                        self.placing += direct as u64;
+                        n
+                    }
+                    Some(Err(e)) => return Err(io_to_halt(e)),
+                    None => {
+                        self.sink = Sink::Discard { not_rtr: false };
+                        return Ok(());
+                    }
+                }
+            }
+            Sink::Engine(Target::Nothing) => 0,
+            Sink::Rtr => {
+                let ahead = self.payload_len - at + self.pad_left + MPA_CRC_LEN;
+                let mut b = [0u8; RTR_MAX];
+                let n = self.input.small(src, &mut b[..want.min(RTR_MAX)], ahead)?;
+                self.rtr[at..at + n].copy_from_slice(&b[..n]);
+                self.digest.update(&b[..n]);
+                n
+            }
+            Sink::Discard { .. } => {
+                let mut b = [0u8; 512];
+                let k = want.min(b.len());
+                let n = if self.input.has_buffered() {
+                    self.input.buffered(&mut b[..k])
+                } else {
+                    read_src(src, &mut b[..k])?
+                };
+                self.digest.update(&b[..n]);
+                n
+            }
+        };
+        self.done += n;
+        self.advance(n);
+        if self.done == self.payload_len {
+            self.st = self.after_payload_state();
+        }
+        Ok(())
+    }
+
+    /// PAD and CRC are in: check, then hand the FPDU to the engine.
+    fn end_fpdu(&mut self, engine: &mut impl Placer) -> Result<(), Halt> {
+        let crc_ok = !self.cfg.crc || crc_from_wire(self.crc) == self.digest.finalize();
+        if crc_ok {
+            self.placed += self.placing;
+        }
+        self.placing = 0;
+        let first = self.seq == 0;
+        let seq = self.seq;
+        self.seq += 1;
+        self.st = St::Head;
+        self.in_fpdu = false;
+        self.have = 0;
+        self.head_want = 0;
+        match std::mem::replace(&mut self.sink, Sink::Discard { not_rtr: false }) {
+            Sink::Engine(_) => {
+                if first && crc_ok {
+                    engine.first_fpdu();
+                }
+                engine.finish(crc_ok);
+                if !crc_ok {
+                    return Err(self.die());
+                }
+                Ok(())
+            }
+            Sink::Discard { not_rtr } => {
+                if !crc_ok {
+                    return Err(self.crc_failed(engine, seq));
+                }
+                if not_rtr {
+                    return Err(self.no_rtr(engine));
+                }
+                // The buffer vanished (the stream died): nothing to deliver.
+                Ok(())
+            }
+            Sink::Rtr => {
+                if !crc_ok {
+                    return Err(self.crc_failed(engine, seq));
+                }
+                let hl = self.head_want_for_rtr();
+                let mut ulpdu = [0u8; RTR_MAX];
+                let head = &self.head[MPA_HDR_LEN..MPA_HDR_LEN + hl];
+                ulpdu[..hl].copy_from_slice(head);
+                ulpdu[hl..hl + self.payload_len].copy_from_slice(&self.rtr[..self.payload_len]);
+                let want = self.cfg.expect_rtr.unwrap_or(Rtr::Write);
+                if !is_rtr(want, &ulpdu[..self.ulpdu_len]) {
+                    return Err(self.no_rtr(engine));
+                }
+                engine.first_fpdu();
+                // RDMAP's own small message, handed over whole (not user payload).
+                let Some(t) = engine.begin(seq, &ulpdu[..hl], self.payload_len) else {
+                    return Err(self.die());
+                };
+                let payload = &self.rtr[..self.payload_len];
+                match t {
+                    Target::Nothing => {}
+                    Target::Region {
+                        region,
+                        offset,
+                        len,
+                    } if len == payload.len() => {
+                        region.data_mut()[offset..offset + len].copy_from_slice(payload);
+                    }
+                    Target::Buffer { len } if len == payload.len() => {
+                        let mut f = |b: &mut [u8]| match b.get_mut(..payload.len()) {
+                            Some(b) => {
+                                b.copy_from_slice(payload);
+                                Ok(payload.len())
+                            }
+                            None => {
+                                Err(io::Error::other("receive buffer shorter than the payload"))
+                            }
+                        };
+                        let _ = engine.with_buffer(&mut f);
+                    }
+                    _ => {
+                        engine.framing_error(
+                            TerminateCode::MPA_LOCAL_CATASTROPHIC,
+                            "placement target does not match the payload length".into(),
+                        );
+                        return Err(self.die());
+                    }
+                }
+                engine.finish(true);
+                Ok(())
+            }
+        }
+    }
+
+    /// A bad CRC on an FPDU not handed to the engine: 2/0/0x02 (spec §4.3).
+    fn crc_failed(&mut self, engine: &mut impl Placer, seq: u64) -> Halt {
+        engine.framing_error(
+            TerminateCode::MPA_CRC_ERROR,
+            format!("MPA framing: MPA CRC mismatch (FPDU {seq} after setup)"),
+        );
+        self.die()
+    }
+
+    fn head_want_for_rtr(&self) -> usize {
+        self.ulpdu_len - self.payload_len
+    }
+
+    fn no_rtr(&mut self, engine: &mut impl Placer) -> Halt {
+        let want = self.cfg.expect_rtr.unwrap_or(Rtr::Write);
+        engine.framing_error(
+            TerminateCode::MPA_NO_MATCHING_RTR,
+            format!("the initiator's first FPDU is not the agreed {want:?} RTR"),
+        );
+        self.die()
+    }
+}
+
+/// Whether a ULPDU is the RFC 6581 RTR of kind `want` (a zero-length Write, or a
+/// zero-length Read Request).
+pub fn is_rtr(want: Rtr, u: &[u8]) -> bool {
+    let op = u.get(1).map(|c| RdmapControl(*c).opcode());
+    match want {
+        Rtr::Write => {
+            u.len() == TAGGED_HDR_LEN && u[0] & 0x80 != 0 && op == Some(Opcode::RDMA_WRITE)
+        }
+        Rtr::Read => {
+            u.len() == RTR_MAX
+                && u[0] & 0x80 == 0
+                && op == Some(Opcode::READ_REQUEST)
+                && u[UNTAGGED_HDR_LEN + 12..UNTAGGED_HDR_LEN + 16] == [0; 4]
+        }
+    }
+}
+
+/// A source whose every read is also shown to `record` (a capture, `--pcap`):
+/// the octets stay where they were read to; `record` sees them there.
+pub struct Recorded<R, F> {
+    pub inner: R,
+    pub record: F,
+}
+
+impl<R: Read, F: FnMut(&[u8])> Read for Recorded<R, F> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        (self.record)(&buf[..n]);
+        Ok(n)
+    }
+}
