@@ -203,8 +203,11 @@ impl Task for QpTask {
                 .as_ref()
                 .map(|e| io::Error::new(e.kind(), e.to_string()))
         });
-        if let Some(e) = failed {
-            // A write failed: the connection is lost.
+        if let Some(e) = failed
+            && !more
+        {
+            // A write failed: the connection is lost. What the peer sent before
+            // (its Terminate, say) was read above, before this.
             self.ended(st, false, Some(e));
             shared.pump_in(st, true);
         }

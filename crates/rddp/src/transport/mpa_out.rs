@@ -145,12 +145,12 @@ impl MpaOut {
             && self.shut.is_none()
             && let Err(e) = self.write_all_now(sent)
         {
+            // No shutdown yet: what the peer sent before (a Terminate, say) is
+            // still to be read; the reading task ends the connection.
             self.failed = Some(e);
-            self.shutdown(true);
-            return;
         }
         if let Some(abortive) = self.close
-            && self.is_idle()
+            && (self.is_idle() || self.failed.is_some())
         {
             self.shutdown(abortive);
         }
