@@ -68,6 +68,11 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(&e),
     };
     observe::init_logging(cli.verbose, cli.quiet);
+    // Every connection holds a descriptor: `rddp target` and `rddp perf --qps`
+    // serve thousands.
+    if let Some(w) = limits::raise_nofile() {
+        tracing::warn!("{w}");
+    }
     let result = match &cli.cmd {
         Cmd::Demo { transport, capture } => capture.start().and_then(|_cap| demo::run(transport)),
         Cmd::Target(a) => target::run(a.clone()),

@@ -121,7 +121,12 @@ impl Worker {
             let now = Instant::now();
             while let Some((at, id)) = self.timers.pop_due(now) {
                 // Skip entries the task has since replaced.
-                if self.tasks.get(&id).is_some_and(|e| e.deadline == Some(at)) {
+                if let Some(e) = self.tasks.get_mut(&id)
+                    && e.deadline == Some(at)
+                {
+                    // This entry is used up: a deadline the run asks for, even
+                    // the same instant, is a new one.
+                    e.deadline = None;
                     self.run_task(id, now);
                 }
             }

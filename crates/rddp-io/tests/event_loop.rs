@@ -287,3 +287,51 @@ fn a_socket_the_loop_cannot_watch_fails_the_task() {
         Ok(ErrorKind::PermissionDenied)
     );
 }
+
+/// Asks to run again at once (deadline = now) a number of times, as a task that
+/// yields to its thread's other tasks does, then reports its runs.
+struct Yielder {
+    left: usize,
+    runs: usize,
+    done: Sender<usize>,
+}
+
+impl Task for Yielder {
+    fn fd(&self) -> Option<RawFd> {
+        None
+    }
+
+    fn run(&mut self, cx: &mut Cx<'_>) -> Next {
+        self.runs += 1;
+        if self.left == 0 {
+            return Next::Done;
+        }
+        self.left -= 1;
+        Next::Wait {
+            interest: None,
+            deadline: Some(cx.now),
+        }
+    }
+
+    fn finish(self: Box<Self>) {
+        let _ = self.done.send(self.runs);
+    }
+}
+
+#[test]
+fn a_deadline_asked_again_from_the_run_it_caused_is_kept() {
+    // The run that a deadline caused may ask for the same instant again (the
+    // loop's clock has not moved): that is a new deadline, not the old one.
+    let d = Driver::new(1).unwrap();
+    let (tx, rx) = channel();
+    d.spawn(Box::new(Yielder {
+        left: 100,
+        runs: 0,
+        done: tx,
+    }))
+    .unwrap();
+    let runs = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the task was never run again");
+    assert_eq!(runs, 101);
+}

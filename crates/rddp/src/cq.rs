@@ -5,9 +5,12 @@ use rddp_proto::cq::CqLedger;
 use rddp_proto::rdmap::Completion;
 use rddp_proto::wq::Held;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+/// How long [`CompletionQueue::wait`] yields its thread before it sleeps.
+const SPIN: Duration = Duration::from_micros(20);
 
 /// One completion, with the queue pair it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +30,17 @@ struct CqInner {
     /// Each completion with the queue slots it holds until it is taken.
     q: Mutex<VecDeque<(WorkCompletion, Held)>>,
     ready: Condvar,
+    /// Threads in [`CompletionQueue::wait`] (changed with `q` locked): a push
+    /// signals `ready` only when one waits, so a busy data path that nobody
+    /// waits on pays no futex call per completion.
+    waiters: AtomicUsize,
+    /// How many pushes signalled `ready` (for the test of that rule).
+    signals: AtomicU64,
+    /// Called once by the next push after [`CompletionQueue::arm`] (verbs'
+    /// completion channel: `ibv_req_notify_cq`), so that one thread can serve
+    /// many queues without a thread waiting on each.
+    on_arm: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
+    armed: AtomicBool,
     #[cfg(feature = "tokio")]
     notify: tokio::sync::Notify,
     /// Capacity and the worst cases reserved by attached queue pairs (seed 003):
@@ -54,6 +68,10 @@ impl CompletionQueue {
             inner: Arc::new(CqInner {
                 q: Mutex::new(VecDeque::new()),
                 ready: Condvar::new(),
+                waiters: AtomicUsize::new(0),
+                signals: AtomicU64::new(0),
+                on_arm: Mutex::new(None),
+                armed: AtomicBool::new(false),
                 #[cfg(feature = "tokio")]
                 notify: tokio::sync::Notify::new(),
                 ledger: CqLedger::new(capacity),
@@ -90,18 +108,36 @@ impl CompletionQueue {
     /// Wait up to `timeout` for at least one completion, then take up to `max`.
     pub fn wait(&self, max: usize, timeout: Duration) -> Vec<WorkCompletion> {
         let deadline = Instant::now() + timeout;
+        // A completion is often a few microseconds away (an answer the I/O
+        // thread is reading now): let that thread run first, briefly, before
+        // going to sleep on the condvar (a futex wake and a switch back).
+        let spin_until = Instant::now() + SPIN.min(timeout);
+        loop {
+            {
+                let mut q = lock(&self.inner.q);
+                if !q.is_empty() {
+                    return take(&mut q, max);
+                }
+            }
+            if Instant::now() >= spin_until {
+                break;
+            }
+            std::thread::yield_now();
+        }
         let mut q = lock(&self.inner.q);
         while q.is_empty() {
             let now = Instant::now();
             if now >= deadline {
                 return Vec::new();
             }
+            self.inner.waiters.fetch_add(1, Ordering::Relaxed);
             q = self
                 .inner
                 .ready
                 .wait_timeout(q, deadline - now)
                 .map(|(g, _)| g)
                 .unwrap_or_else(|p| p.into_inner().0);
+            self.inner.waiters.fetch_sub(1, Ordering::Relaxed);
         }
         take(&mut q, max)
     }
@@ -123,6 +159,19 @@ impl CompletionQueue {
         }
     }
 
+    /// What [`Self::arm`] calls on the next completion (replacing any earlier).
+    /// It runs on the thread that pushed the completion (often an I/O thread):
+    /// keep it short (e.g. send a message to the thread that serves the queue).
+    pub fn set_notify(&self, f: impl Fn() + Send + Sync + 'static) {
+        *lock(&self.inner.on_arm) = Some(Arc::new(f));
+    }
+
+    /// Call the notify function once, on the next completion pushed. A
+    /// completion already queued does not call it: arm, then poll once more.
+    pub fn arm(&self) {
+        self.inner.armed.store(true, Ordering::SeqCst);
+    }
+
     /// How many completions were queued while the queue already held its capacity.
     /// The slot accounting keeps this at zero; a completion is never dropped.
     pub fn overflows(&self) -> u64 {
@@ -137,7 +186,19 @@ impl CompletionQueue {
             self.inner.overflows.fetch_add(1, Ordering::Relaxed);
         }
         q.push_back((wc, held));
-        self.inner.ready.notify_all();
+        if self.inner.waiters.load(Ordering::Relaxed) > 0 {
+            self.inner.signals.fetch_add(1, Ordering::Relaxed);
+            self.inner.ready.notify_all();
+        }
+        drop(q);
+        if self.inner.armed.load(Ordering::Relaxed)
+            && self.inner.armed.swap(false, Ordering::SeqCst)
+        {
+            let f = lock(&self.inner.on_arm).clone();
+            if let Some(f) = f {
+                f();
+            }
+        }
         #[cfg(feature = "tokio")]
         self.inner.notify.notify_waiters();
     }
@@ -152,5 +213,65 @@ fn take(q: &mut VecDeque<(WorkCompletion, Held)>, max: usize) -> Vec<WorkComplet
 impl AsRef<CqLedger> for CompletionQueue {
     fn as_ref(&self) -> &CqLedger {
         &self.inner.ledger
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rddp_proto::rdmap::{WcOpcode, WcStatus};
+
+    fn wc(id: u64) -> WorkCompletion {
+        WorkCompletion {
+            qp_num: 1,
+            c: Completion {
+                wr_id: id,
+                status: WcStatus::Success,
+                opcode: WcOpcode::Send,
+                byte_len: 0,
+                solicited: false,
+                invalidated_stag: None,
+                buffer: None,
+                qn_msn: None,
+            },
+        }
+    }
+
+    #[test]
+    fn an_armed_queue_calls_its_notify_once() {
+        let cq = CompletionQueue::new(16);
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = calls.clone();
+        cq.set_notify(move || {
+            c.fetch_add(1, Ordering::SeqCst);
+        });
+        cq.push(wc(1), Held::default());
+        assert_eq!(calls.load(Ordering::SeqCst), 0, "not armed");
+        cq.arm();
+        cq.push(wc(2), Held::default());
+        cq.push(wc(3), Held::default());
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "once per arm");
+    }
+
+    #[test]
+    fn a_push_signals_only_when_someone_waits() {
+        let cq = CompletionQueue::new(1024);
+        for i in 0..100 {
+            cq.push(wc(i), Held::default());
+        }
+        assert_eq!(cq.inner.signals.load(Ordering::Relaxed), 0, "nobody waited");
+        assert_eq!(cq.poll(1000).len(), 100);
+        let waiter = {
+            let cq = cq.clone();
+            std::thread::spawn(move || cq.wait(10, Duration::from_secs(30)))
+        };
+        // Push once the waiter is waiting.
+        while cq.inner.waiters.load(Ordering::Relaxed) == 0 {
+            std::thread::yield_now();
+        }
+        cq.push(wc(100), Held::default());
+        let got = waiter.join().unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(cq.inner.signals.load(Ordering::Relaxed), 1);
     }
 }

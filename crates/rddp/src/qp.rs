@@ -1,10 +1,19 @@
 //! Queue pairs: builder, then attach to a connected LLP; post work, get completions.
 //!
-//! Each connected queue pair runs two threads: one reads segments from the LLP and
-//! feeds the RDMAP engine, one writes the segments the engine produces. The engine
-//! is behind a mutex that is never held while a socket blocks. The writer's queue
-//! holds at most about `TX_BUDGET` octets; a Send or Write completes when the
-//! writer has handed its last segment to the LLP whole.
+//! The RDMAP engine of a queue pair is behind one mutex (the QP lock), never held
+//! while a socket blocks. How the LLP is driven:
+//!
+//! * MPA (`Llp::Mpa`): no thread of its own. One task on the process's event
+//!   loop (`qp/task.rs`, rddp-io) reads the non-blocking socket and feeds the
+//!   engine; whoever pumps the engine (the posting thread, or that task after a
+//!   read or on WRITABLE) writes its FPDUs with non-blocking `sendmsg` under the
+//!   QP lock (`transport::mpa_out`). What the socket refuses stays queued (at most
+//!   about `TX_BUDGET` octets) and the task waits for WRITABLE.
+//! * SCTP and in memory (`Llp::Threads`): a reader thread feeding the engine and
+//!   a writer thread writing what it produces, the writer's queue bounded the same
+//!   way.
+//!
+//! Either way a Send or Write completes when the LLP accepted its last octet.
 
 use crate::cq::{CompletionQueue, WorkCompletion};
 use crate::device::lock;
@@ -13,7 +22,8 @@ use crate::mr::{MemoryRegion, RemoteBuf};
 use crate::pd::ProtectionDomain;
 use crate::quota::Resource;
 use crate::srq::{SharedReceiveQueue, SrqMode};
-use crate::transport::{Connection, Inbound, LlpInfo, SegmentReader, SegmentWriter};
+use crate::transport::mpa_out::{MpaOut, Sent};
+use crate::transport::{Connection, Inbound, Llp, LlpInfo, SegmentReader, SegmentWriter};
 use bytes::Bytes;
 use rddp_proto::ddp::BufferPool;
 use rddp_proto::ddp::{DdpConfig, OutSegment, Payload, StreamState};
@@ -28,6 +38,8 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+mod task;
 
 static NEXT_QP: AtomicU32 = AtomicU32::new(1);
 
@@ -322,19 +334,40 @@ impl PreparedQueuePair {
             self.untake_early_slots(&mut wq, self.early_recvs.len());
             return Err(Error::NotCredits);
         }
+        let (mpa, threads) = match conn.llp {
+            Llp::Threads {
+                reader,
+                writer,
+                abort,
+            } => (None, Some((reader, writer, abort))),
+            Llp::Mpa(m) => (Some(m), None),
+        };
         let (tx, rx) = channel();
+        let mut state = State {
+            rdmap,
+            wq,
+            events: VecDeque::new(),
+            close_sent: false,
+            tx_queued: 0,
+            writer_gone: false,
+            mpa: None,
+        };
+        let mut task = None;
+        if let Some(m) = mpa {
+            let sock = Arc::new(m.sock);
+            state.mpa = Some(LoopIo {
+                out: MpaOut::new(sock.clone(), m.enc, m.initiator, m.wire),
+                handle: None,
+                armed: false,
+                linger: None,
+            });
+            task = Some((sock, m.input, m.hold));
+        }
         let shared = Arc::new(Shared {
             written: Condvar::new(),
-            state: Mutex::new(State {
-                rdmap,
-                wq,
-                events: VecDeque::new(),
-                close_sent: false,
-                tx_queued: 0,
-                writer_gone: false,
-            }),
+            state: Mutex::new(state),
             max_send_wr: self.b.max_send_wr,
-            tx: Mutex::new(tx),
+            tx: threads.is_some().then(|| Mutex::new(tx)),
             pd: self.b.pd.clone(),
             send_cq: self.b.send_cq.clone(),
             recv_cq: self.b.recv_cq.clone(),
@@ -348,28 +381,32 @@ impl PreparedQueuePair {
         let weak: std::sync::Weak<dyn crate::stats::StatsSource> = Arc::downgrade(&shared) as _;
         let device = self.b.pd.inner.consumer.device();
         device.inner.stats.attach(self.qp_num, weak);
-        let Connection {
-            reader,
-            writer,
-            abort,
-            ..
-        } = conn;
-        let s1 = shared.clone();
-        let (wdone_tx, wdone) = channel::<()>();
-        let w = std::thread::spawn(move || {
-            write_loop(writer, rx, &s1);
-            let _ = wdone_tx.send(());
-        });
-        let s2 = shared.clone();
-        let r = std::thread::spawn(move || read_loop(reader, &s2));
+        let llp = match (threads, task) {
+            (Some((reader, writer, abort)), _) => {
+                let s1 = shared.clone();
+                let (wdone_tx, wdone) = channel::<()>();
+                let w = std::thread::spawn(move || {
+                    write_loop(writer, rx, &s1);
+                    let _ = wdone_tx.send(());
+                });
+                let s2 = shared.clone();
+                let r = std::thread::spawn(move || read_loop(reader, &s2));
+                QpLlp::Threads {
+                    threads: Some((r, w)),
+                    writer_done: wdone,
+                    abort,
+                }
+            }
+            (None, Some((sock, input, hold))) => {
+                // One task on the process's event loop (a fixed pool of threads).
+                let handle = task::spawn(shared.clone(), sock, input, hold)?;
+                QpLlp::Loop { handle }
+            }
+            (None, None) => unreachable!("a connection is either kind"),
+        };
         // The quota charges (the early receives' too) move to the connected queue pair.
         self.attached = true;
-        Ok(QueuePair {
-            shared,
-            threads: Some((r, w)),
-            writer_done: wdone,
-            abort,
-        })
+        Ok(QueuePair { shared, llp })
     }
 }
 
@@ -384,6 +421,21 @@ struct State {
     tx_queued: usize,
     /// The writer thread has ended: nothing queued for it will be written.
     writer_gone: bool,
+    /// MPA on the event loop: the transmit half and the task's bookkeeping.
+    mpa: Option<LoopIo>,
+}
+
+/// What the posting threads and the loop's task share of an MPA connection
+/// (under the queue pair's lock).
+struct LoopIo {
+    out: MpaOut,
+    /// Wakes the task (set once it is spawned).
+    handle: Option<rddp_io::TaskHandle>,
+    /// The task watches for WRITABLE (or was woken to): no need to wake it.
+    armed: bool,
+    /// The queue pair was dropped: the task gives queued output (a Terminate)
+    /// until then to leave, then closes.
+    linger: Option<std::time::Instant>,
 }
 
 struct Shared {
@@ -391,7 +443,8 @@ struct Shared {
     /// Signalled (with `state`) when the writer reported segments written or ended.
     written: Condvar,
     max_send_wr: u32,
-    tx: Mutex<Sender<TxCmd>>,
+    /// To the writer thread (threaded LLPs only).
+    tx: Option<Mutex<Sender<TxCmd>>>,
     pd: ProtectionDomain,
     send_cq: CompletionQueue,
     recv_cq: CompletionQueue,
@@ -408,10 +461,20 @@ enum TxCmd {
 /// A connected queue pair.
 pub struct QueuePair {
     shared: Arc<Shared>,
-    threads: Option<(JoinHandle<()>, JoinHandle<()>)>,
-    /// Signalled when the writer thread ends.
-    writer_done: Receiver<()>,
-    abort: Box<dyn FnMut() + Send>,
+    llp: QpLlp,
+}
+
+/// How a queue pair's LLP is driven.
+enum QpLlp {
+    /// A reader and a writer thread (SCTP, in memory).
+    Threads {
+        threads: Option<(JoinHandle<()>, JoinHandle<()>)>,
+        /// Signalled when the writer thread ends.
+        writer_done: Receiver<()>,
+        abort: Box<dyn FnMut() + Send>,
+    },
+    /// A task on the event loop (MPA).
+    Loop { handle: rddp_io::TaskHandle },
 }
 
 impl QueuePair {
@@ -629,23 +692,49 @@ impl QueuePair {
 
 impl Drop for QueuePair {
     fn drop(&mut self) {
-        {
-            let mut st = lock(&self.shared.state);
-            st.rdmap.abort();
-            self.shared.pump(&mut st);
-            if !st.close_sent {
-                st.close_sent = true;
-                let _ = lock(&self.shared.tx).send(TxCmd::Close { abortive: true });
+        match &mut self.llp {
+            QpLlp::Threads {
+                threads,
+                writer_done,
+                abort,
+            } => {
+                {
+                    let mut st = lock(&self.shared.state);
+                    st.rdmap.abort();
+                    self.shared.pump(&mut st);
+                    if !st.close_sent {
+                        st.close_sent = true;
+                        self.shared.send_cmd(TxCmd::Close { abortive: true });
+                    }
+                }
+                if let Some((r, w)) = threads.take() {
+                    // Let the writer hand over what is queued (a Terminate), but not
+                    // forever: a responder whose peer never spoke waits at its gate.
+                    let _ = writer_done.recv_timeout(LINGER);
+                    // Whatever the peer does, our reader and writer must return.
+                    abort();
+                    let _ = w.join();
+                    let _ = r.join();
+                }
             }
-        }
-        if let Some((r, w)) = self.threads.take() {
-            // Let the writer hand over what is queued (a Terminate), but not
-            // forever: a responder whose peer never spoke waits at its gate.
-            let _ = self.writer_done.recv_timeout(Duration::from_secs(2));
-            // Whatever the peer does, our reader and writer must return.
-            (self.abort)();
-            let _ = w.join();
-            let _ = r.join();
+            QpLlp::Loop { handle } => {
+                // Never waits for the peer: the task lets what is queued (a
+                // Terminate) leave for at most LINGER, then closes the socket.
+                let mut st = lock(&self.shared.state);
+                st.rdmap.abort();
+                if !st.close_sent {
+                    st.close_sent = true;
+                    if let Some(io) = &mut st.mpa {
+                        io.out.close = Some(true);
+                    }
+                }
+                self.shared.pump(&mut st);
+                if let Some(io) = &mut st.mpa {
+                    io.linger = Some(std::time::Instant::now() + LINGER);
+                }
+                drop(st);
+                handle.wake();
+            }
         }
         let last = self.stats();
         crate::trace::dropped(self.shared.qp_num, &last);
@@ -659,6 +748,9 @@ impl Drop for QueuePair {
     }
 }
 
+/// How long a dropped queue pair's queued output (a Terminate) may take to leave.
+const LINGER: Duration = Duration::from_secs(2);
+
 impl crate::stats::StatsSource for Shared {
     fn stats(&self) -> crate::QpStats {
         lock(&self.state).rdmap.stats()
@@ -670,22 +762,17 @@ impl Shared {
     /// CQs (returning quota), events to the ULP; close once a Terminate has left,
     /// or once a graceful disconnect has nothing left to finish.
     fn pump(&self, st: &mut State) {
-        let tx = lock(&self.tx);
-        while st.tx_queued < TX_BUDGET
-            && let Some(seg) = st.rdmap.poll_segment()
-        {
-            st.tx_queued += seg.len();
-            let _ = tx.send(TxCmd::Segment(seg));
+        self.pump_in(st, false);
+    }
+
+    /// [`Self::pump`]; `in_task`: called by the loop's own task (which decides
+    /// itself what to wait for, so it is not woken).
+    fn pump_in(&self, st: &mut State, in_task: bool) {
+        if st.mpa.is_some() {
+            self.pump_mpa(st, in_task);
+        } else {
+            self.pump_channel(st);
         }
-        if st.rdmap.should_close() && !st.close_sent {
-            st.close_sent = true;
-            let _ = tx.send(TxCmd::Close { abortive: true });
-        }
-        if st.rdmap.poll_close() && !st.close_sent {
-            st.close_sent = true;
-            let _ = tx.send(TxCmd::Close { abortive: false });
-        }
-        drop(tx);
         while let Some(c) = st.rdmap.poll_completion() {
             // A receive that is not outstanding is never passed on (none invented
             // or doubled).
@@ -703,6 +790,88 @@ impl Shared {
         while let Some(e) = st.rdmap.poll_event() {
             crate::trace::event(self.qp_num, &e);
             st.events.push_back(e);
+        }
+    }
+
+    /// Segments to the writer thread; close once a Terminate has left, or once a
+    /// graceful disconnect has nothing left to finish.
+    fn pump_channel(&self, st: &mut State) {
+        let Some(tx) = &self.tx else {
+            return;
+        };
+        let tx = lock(tx);
+        while st.tx_queued < TX_BUDGET
+            && let Some(seg) = st.rdmap.poll_segment()
+        {
+            st.tx_queued += seg.len();
+            let _ = tx.send(TxCmd::Segment(seg));
+        }
+        if st.rdmap.should_close() && !st.close_sent {
+            st.close_sent = true;
+            let _ = tx.send(TxCmd::Close { abortive: true });
+        }
+        if st.rdmap.poll_close() && !st.close_sent {
+            st.close_sent = true;
+            let _ = tx.send(TxCmd::Close { abortive: false });
+        }
+    }
+
+    /// Over MPA on the loop: segments into the connection's queue (bounded by
+    /// TX_BUDGET), written now as far as the socket takes them (by this thread:
+    /// no hop to another); what it refuses waits for the task's WRITABLE.
+    fn pump_mpa(&self, st: &mut State, in_task: bool) {
+        let State {
+            rdmap,
+            tx_queued,
+            close_sent,
+            mpa,
+            ..
+        } = st;
+        let Some(io) = mpa else {
+            return;
+        };
+        loop {
+            while *tx_queued < TX_BUDGET
+                && let Some(seg) = rdmap.poll_segment()
+            {
+                *tx_queued += seg.len();
+                io.out.push(seg);
+            }
+            if rdmap.should_close() && !*close_sent {
+                *close_sent = true;
+                io.out.close = Some(true);
+            }
+            if rdmap.poll_close() && !*close_sent {
+                *close_sent = true;
+                io.out.close = Some(false);
+            }
+            let before = *tx_queued;
+            io.out.flush(&mut |s: Sent| {
+                *tx_queued = tx_queued.saturating_sub(s.len);
+                if s.read_response {
+                    rdmap.read_response_sent();
+                }
+                rdmap.segment_sent(s.last);
+            });
+            // Written up to the budget: the engine may have more now.
+            if *tx_queued == before || io.out.failed.is_some() || io.out.wants_writable() {
+                break;
+            }
+        }
+        let wake = io.out.wants_writable() || io.out.failed.is_some() || io.out.shut.is_some();
+        if !in_task
+            && wake
+            && !io.armed
+            && let Some(h) = &io.handle
+        {
+            io.armed = true;
+            h.wake();
+        }
+    }
+
+    fn send_cmd(&self, cmd: TxCmd) {
+        if let Some(tx) = &self.tx {
+            let _ = lock(tx).send(cmd);
         }
     }
 
@@ -858,7 +1027,7 @@ fn read_loop(mut r: Box<dyn SegmentReader>, shared: &Shared) {
             // The LLP is gone or the peer closed: close our side too.
             if !st.close_sent {
                 st.close_sent = true;
-                let _ = lock(&shared.tx).send(TxCmd::Close { abortive: false });
+                shared.send_cmd(TxCmd::Close { abortive: false });
             }
             return;
         }

@@ -6,7 +6,9 @@
 mod common;
 
 use common::{terminate_sent, wait};
-use rddp::transport::{Connection, Inbound, LlpInfo, SegmentReader, SegmentWriter, memory_pair};
+use rddp::transport::{
+    Connection, Inbound, Llp, LlpInfo, SegmentReader, SegmentWriter, memory_pair,
+};
 use rddp::{
     Access, AsyncEvent, BufferOrdering, CompletionQueue, Device, ProtectionDomain, QueuePair,
     QueuePairBuilder, Quota, SendFlags, SharedReceiveQueue, SrqMode, WcOpcode, WcStatus,
@@ -324,8 +326,11 @@ impl SegmentWriter for Sink {
 fn scripted() -> (Connection, Sender<(u64, Vec<u8>)>) {
     let (tx, rx) = channel();
     let conn = Connection {
-        reader: Box::new(Scripted { rx }),
-        writer: Box::new(Sink),
+        llp: Llp::Threads {
+            reader: Box::new(Scripted { rx }),
+            writer: Box::new(Sink),
+            abort: Box::new(|| {}),
+        },
         mulpdu: 1024,
         ird: 16,
         ord: 16,
@@ -333,7 +338,6 @@ fn scripted() -> (Connection, Sender<(u64, Vec<u8>)>) {
         peer_private_data: Vec::new(),
         info: LlpInfo::default(),
         send_read_rtr: false,
-        abort: Box::new(|| {}),
     };
     (conn, tx)
 }

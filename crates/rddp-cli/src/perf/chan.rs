@@ -40,6 +40,21 @@ pub fn set_stall(secs: u64) {
     STALL_SECS.store(secs.max(1), Ordering::Relaxed);
 }
 
+/// Connections this process drives at once (--qps): a thread waiting for a
+/// credit looks less often when there are many, so that thousands of waiting
+/// threads leave the CPUs to the ones with work.
+static PARALLEL: AtomicU64 = AtomicU64::new(1);
+
+pub fn set_parallel(n: u64) {
+    PARALLEL.store(n.max(1), Ordering::Relaxed);
+}
+
+/// The longest sleep between two looks at the credit mailbox: 1 ms, and 1 ms
+/// more per 100 connections.
+fn credit_poll_max() -> Duration {
+    Duration::from_micros(1000 * (1 + PARALLEL.load(Ordering::Relaxed) / 100))
+}
+
 /// What a receive brought.
 pub enum Incoming {
     Ctrl(Msg),
@@ -205,6 +220,7 @@ impl Chan {
 
     fn wait_credit(&mut self) -> Result<(), String> {
         let start = Instant::now();
+        let mut spins = 0u32;
         loop {
             let Some(c) = &mut self.credits else {
                 return Ok(());
@@ -227,7 +243,16 @@ impl Chan {
                     stall().as_secs()
                 ));
             }
-            std::thread::yield_now();
+            // The grant is an RDMA Write into the mailbox (no completion here):
+            // look again soon, but with thousands of connections (--qps) this
+            // thread must not keep a core busy.
+            spins += 1;
+            if spins < 16 {
+                std::thread::yield_now();
+            } else {
+                let d = Duration::from_micros(25u64 << (spins - 16).min(12));
+                std::thread::sleep(d.min(credit_poll_max()));
+            }
         }
     }
 

@@ -1,9 +1,8 @@
 //! An attached queue pair with its protection domain and completion queues: what
 //! the perf client and server run on.
 
-use rddp::transport::{Connection, Inbound, SegmentReader};
+use rddp::transport::{Connection, ReadHold};
 use rddp::{CompletionQueue, Device, ProtectionDomain, QueuePair, QueuePairBuilder, Quota};
-use std::sync::mpsc::{Receiver, Sender, channel};
 
 /// Completion queue capacity `attach` gives each endpoint.
 pub const CQ_CAPACITY: usize = 8192;
@@ -11,29 +10,41 @@ pub const CQ_CAPACITY: usize = 8192;
 /// A connected queue pair and the resources it was built from.
 pub struct Endpoint {
     /// Holds back the first read from the LLP until receives are posted. First,
-    /// so that it is dropped (opening the gate) before the queue pair, whose drop
-    /// joins the reading thread.
-    gate: Option<Sender<()>>,
+    /// so that it is dropped (releasing it) before the queue pair, whose drop
+    /// may join the reading thread.
+    gate: Option<ReadHold>,
     pub qp: QueuePair,
     pub pd: ProtectionDomain,
     pub send_cq: CompletionQueue,
     pub recv_cq: CompletionQueue,
 }
 
-/// Reads nothing from the LLP until the gate opens (or its sender is dropped):
-/// a Send from the peer that came in before the first receive was posted would
-/// otherwise find no buffer and end the stream with a Terminate.
-struct GatedReader {
-    inner: Box<dyn SegmentReader>,
-    gate: Option<Receiver<()>>,
+/// A device for `endpoints` endpoints: each gets its own consumer quota (see
+/// [`Endpoint::attach`]), so the device's capacity grows with them (it only
+/// bounds reservations; memory is used as buffers are registered).
+pub fn device(endpoints: usize) -> Device {
+    let n = endpoints.max(1) as u64;
+    let per = endpoint_quota();
+    let d = rddp::DeviceLimits::default().capacity;
+    Device::with_limits(rddp::DeviceLimits {
+        capacity: Quota {
+            queue_pairs: d.queue_pairs.max(n * per.queue_pairs),
+            memory_regions: d.memory_regions.max(n * per.memory_regions),
+            registered_bytes: d.registered_bytes.max(n * per.registered_bytes),
+            receive_buffers: d.receive_buffers.max(n * per.receive_buffers),
+            outstanding_reads: d.outstanding_reads.max(n * per.outstanding_reads),
+        },
+    })
 }
 
-impl SegmentReader for GatedReader {
-    fn read(&mut self) -> std::io::Result<Inbound> {
-        if let Some(g) = self.gate.take() {
-            let _ = g.recv();
-        }
-        self.inner.read()
+/// Enough for two buffers of the largest size and the small ones.
+fn endpoint_quota() -> Quota {
+    Quota {
+        queue_pairs: 1,
+        memory_regions: 16,
+        registered_bytes: 2 * u64::from(super::opts::MAX_SIZE) + (1 << 20),
+        receive_buffers: 8192,
+        outstanding_reads: 1024,
     }
 }
 
@@ -59,26 +70,16 @@ impl Endpoint {
     /// Nothing is read from the LLP until [`Endpoint::open`] (the perf client
     /// and server call it once their first receives are posted).
     pub fn attach(dev: &Device, name: &str, mut conn: Connection) -> Result<Self, String> {
-        // Enough for two buffers of the largest size and the small ones; small
-        // enough that --qps 64 (128 consumers with --transport mem) fits the
-        // device.
-        let quota = Quota {
-            queue_pairs: 1,
-            memory_regions: 16,
-            registered_bytes: 2 * u64::from(super::opts::MAX_SIZE) + (1 << 20),
-            receive_buffers: 8192,
-            outstanding_reads: 1024,
-        };
+        // The device (see [`device`]) has room for every endpoint's quota.
+        let quota = endpoint_quota();
         let err = |e: rddp::Error| format!("setting up {name}: {e}");
         let consumer = dev.consumer(name, quota).map_err(err)?;
         let pd = consumer.alloc_pd().map_err(err)?;
         let send_cq = CompletionQueue::new(CQ_CAPACITY);
         let recv_cq = CompletionQueue::new(CQ_CAPACITY);
-        let (open, gate) = channel();
-        conn.reader = Box::new(GatedReader {
-            inner: conn.reader,
-            gate: Some(gate),
-        });
+        // A Send from the peer that came in before the first receive was posted
+        // would otherwise find no buffer and end the stream with a Terminate.
+        let open = conn.hold_reads();
         // Each CQ serves one side of one queue pair: it reserves its whole depth.
         let depth = (CQ_CAPACITY / 2) as u32;
         let qp = QueuePairBuilder::new(&pd, &send_cq, &recv_cq)
@@ -97,7 +98,7 @@ impl Endpoint {
     /// Let the LLP's segments in.
     pub fn open(&mut self) {
         if let Some(g) = self.gate.take() {
-            let _ = g.send(());
+            g.release();
         }
     }
 }

@@ -141,7 +141,7 @@ pub fn client_main(a: &ClientArgs) -> Result<(), String> {
     });
     let start = Instant::now();
     let totals = Arc::new(Totals::default());
-    let dev = Device::new();
+    let dev = super::endpoint::device(2 * a.link.qps as usize);
     let done = Arc::new(AtomicBool::new(false));
     let threads: Vec<_> = (0..a.link.qps)
         .map(|q| {

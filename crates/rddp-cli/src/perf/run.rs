@@ -9,7 +9,7 @@ use super::opts::{ClientOpts, Op, ServerOpts, Stop, sweep_sizes};
 use super::report::{self, Measurement};
 use super::server::{Server, ServerEnd};
 use super::{failure, plot, progress};
-use rddp::{AsyncEvent, Device};
+use rddp::AsyncEvent;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Barrier, Mutex};
@@ -53,13 +53,28 @@ pub fn client_opts(a: &ClientArgs) -> Result<ClientOpts, String> {
     })
 }
 
-fn spawn_server(server: Server) -> JoinHandle<ServerEnd> {
-    std::thread::spawn(move || server.run())
+fn spawn_server(server: Server) -> Result<JoinHandle<ServerEnd>, String> {
+    worker(move || server.run())
 }
+
+/// The tool's own thread per connection (the queue pairs themselves run on the
+/// event loop): a small stack, so that --qps 10000 fits.
+fn worker<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<JoinHandle<T>, String> {
+    std::thread::Builder::new()
+        .stack_size(WORKER_STACK)
+        .spawn(f)
+        .map_err(|e| format!("cannot start a thread per connection: {e}"))
+}
+
+/// Stack of a perf worker thread.
+const WORKER_STACK: usize = 512 << 10;
 
 /// `rddp perf client`.
 pub fn client_main(a: &ClientArgs) -> Result<(), String> {
     super::chan::set_stall(a.link.stall_secs);
+    super::chan::set_parallel(u64::from(a.link.qps));
     if a.op == Op::Mixed {
         return super::mixed::client_main(a);
     }
@@ -68,7 +83,7 @@ pub fn client_main(a: &ClientArgs) -> Result<(), String> {
         return Err("--connect ADDR is needed (the perf server's address)".into());
     }
     let links = establish(&link_opts(&a.link, a.connect.clone()), Role::Client)?;
-    let dev = Device::new();
+    let dev = super::endpoint::device(2 * a.link.qps as usize);
     let mut servers = Vec::new();
     let mut eps = Vec::new();
     match links {
@@ -79,7 +94,7 @@ pub fn client_main(a: &ClientArgs) -> Result<(), String> {
             for (i, (c, s)) in pairs.into_iter().enumerate() {
                 // The server posts its receives before the client may send.
                 let sep = Endpoint::attach(&dev, &format!("server-{i}"), s)?;
-                servers.push(spawn_server(Server::new(sep, sopts)?));
+                servers.push(spawn_server(Server::new(sep, sopts)?)?);
                 eps.push(Endpoint::attach(&dev, &format!("client-{i}"), c)?);
             }
         }
@@ -174,7 +189,7 @@ fn measure(
         let (tx, barrier, failed) = (tx.clone(), barrier.clone(), failed.clone());
         let ev_tx = ev_tx.clone();
         let (opts, sizes) = (opts.clone(), sizes.clone());
-        threads.push(std::thread::spawn(move || {
+        threads.push(worker(move || {
             let mut client = match Client::connect(ep, &opts) {
                 Ok(c) => Some(c),
                 Err(e) => {
@@ -209,7 +224,7 @@ fn measure(
                 }
                 let _ = tx.send((usize::MAX, Err(e)));
             }
-        }));
+        })?);
     }
     drop(tx);
     drop(ev_tx);
@@ -273,6 +288,7 @@ fn measure(
 /// `rddp perf server`.
 pub fn server_main(a: &ServerArgs) -> Result<(), String> {
     super::chan::set_stall(a.link.stall_secs);
+    super::chan::set_parallel(u64::from(a.link.qps));
     if a.forever {
         return super::forever::server_main(a);
     }
@@ -283,14 +299,14 @@ pub fn server_main(a: &ServerArgs) -> Result<(), String> {
     let Links::Remote(conns) = links else {
         return Err("the server side got both ends of a connection".into());
     };
-    let dev = Device::new();
+    let dev = super::endpoint::device(a.link.qps as usize);
     let sopts = ServerOpts {
         rx_depth: a.rx_depth as usize,
     };
     let mut threads = Vec::new();
     for (i, c) in conns.into_iter().enumerate() {
         let ep = Endpoint::attach(&dev, &format!("server-{i}"), c)?;
-        threads.push(spawn_server(Server::new(ep, sopts)?));
+        threads.push(spawn_server(Server::new(ep, sopts)?)?);
     }
     let mut err = None;
     for (i, t) in threads.into_iter().enumerate() {

@@ -1,16 +1,16 @@
-//! One target connection: buffer, receives, advertisement, echo, events.
+//! One target connection: buffer, receives, advertisement, echo, events. Served
+//! without a thread of its own (see `service`).
 
 use super::args::{Rq, TargetArgs};
 use super::events::{Events, Streams};
 use rddp::transport::Connection;
 use rddp::{
-    Access, AsyncEvent, BufferOrdering, CompletionQueue, ProtectionDomain, QueuePair,
+    Access, AsyncEvent, BufferOrdering, CompletionQueue, MemoryRegion, ProtectionDomain, QueuePair,
     QueuePairBuilder, SendFlags, SharedReceiveQueue, SrqMode, TerminateCode, WcOpcode, WcStatus,
 };
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Send-queue depth of a target connection.
 const SEND_DEPTH: u32 = 64;
@@ -25,8 +25,22 @@ enum Receives {
     Credits(SharedReceiveQueue),
 }
 
-/// Serve one accepted connection until it closes.
-pub fn serve(
+/// One connection being served: its queue pair and what the echo loop keeps.
+pub struct Served {
+    pub id: u64,
+    qp: QueuePair,
+    pub cq: CompletionQueue,
+    buf: MemoryRegion,
+    receives: Receives,
+    args: TargetArgs,
+    terminated: Option<&'static str>,
+    /// Echoes the send queue had no room for yet, oldest first.
+    backlog: VecDeque<Vec<u8>>,
+}
+
+/// Set up one accepted connection (queue pair, receives, buffer, the
+/// advertisement); `Err` if that failed (reported here).
+pub fn setup(
     id: u64,
     conn: Connection,
     pd: &ProtectionDomain,
@@ -34,18 +48,21 @@ pub fn serve(
     srq: Option<Arc<SharedReceiveQueue>>,
     streams: &Streams,
     ev: &Events,
-) {
-    let res = run(id, conn, pd, args, srq, streams, ev);
-    streams.remove_conn(id);
-    if let Err(e) = res {
-        ev.emit(
-            "closed",
-            json!({ "conn": id, "reason": format!("setup failed: {e}") }),
-        );
+) -> Option<Served> {
+    match build(id, conn, pd, args, srq, streams, ev) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            streams.remove_conn(id);
+            ev.emit(
+                "closed",
+                json!({ "conn": id, "reason": format!("setup failed: {e}") }),
+            );
+            None
+        }
     }
 }
 
-fn run(
+fn build(
     id: u64,
     conn: Connection,
     pd: &ProtectionDomain,
@@ -53,7 +70,7 @@ fn run(
     shared: Option<Arc<SharedReceiveQueue>>,
     streams: &Streams,
     ev: &Events,
-) -> Result<(), rddp::Error> {
+) -> Result<Served, rddp::Error> {
     let credits = args.credits.unwrap_or(args.recv_count as u32);
     let (receives, depth) = match (args.rq, shared) {
         (Rq::Shared, Some(srq)) => (Receives::Shared(srq), args.recv_count as u32),
@@ -120,111 +137,126 @@ fn run(
     // The first Send (MSN 1): STag || TO || length. MPA holds it until the
     // initiator's first FPDU or RTR has arrived.
     qp.post_send_inline(0, &buf.remote().to_bytes(), SendFlags::default())?;
-    let reason = serve_loop(id, &qp, &cq, &receives, args, ev);
-    // The stream has closed: its receives are flushed and counted by now.
-    let stats = crate::observe::stats_json(&qp.stats());
-    // Nothing was placed outside the buffer (its guard octets, RFC 5042 §5).
-    let guards_intact = buf.guards_intact();
-    // Gone before it is reported: its resources are released by then.
-    drop(buf);
-    drop(qp);
-    // Buffers of a shared pool that this connection held (messages it never
-    // finished) come back flushed: give fresh, zeroed ones back to the pool, so a
-    // peer that dies holding buffers cannot shrink it for the others.
-    if let Receives::Shared(srq) = &receives {
-        for wc in cq.poll(usize::MAX) {
-            if wc.opcode == WcOpcode::Recv && wc.status == WcStatus::Flushed {
-                let _ = srq.post_recv(wc.wr_id, args.recv_size);
-            }
-        }
-    }
-    ev.emit(
-        "closed",
-        json!({ "conn": id, "reason": reason, "guards_intact": guards_intact, "stats": stats }),
-    );
-    Ok(())
+    Ok(Served {
+        id,
+        qp,
+        cq,
+        buf,
+        receives,
+        args: args.clone(),
+        terminated: None,
+        backlog: VecDeque::new(),
+    })
 }
 
-fn serve_loop(
-    id: u64,
-    qp: &QueuePair,
-    cq: &CompletionQueue,
-    rx: &Receives,
-    args: &TargetArgs,
-    ev: &Events,
-) -> String {
-    let mut terminated: Option<&'static str> = None;
-    // Echoes the send queue had no room for yet, oldest first.
-    let mut backlog: VecDeque<Vec<u8>> = VecDeque::new();
-    loop {
-        for wc in cq.wait(32, Duration::from_millis(50)) {
-            if wc.opcode != WcOpcode::Recv {
-                continue;
+impl Served {
+    /// Do what is there to do without waiting: echo what arrived, report
+    /// events. `Some(reason)` once the connection has closed.
+    pub fn step(&mut self, ev: &Events) -> Option<String> {
+        let (id, qp, cq, rx, args) = (self.id, &self.qp, &self.cq, &self.receives, &self.args);
+        loop {
+            let wcs = cq.poll(32);
+            if wcs.is_empty() {
+                break;
             }
-            if wc.status != WcStatus::Success {
-                // Flushed receives of a shared pool go back to it (zeroed).
-                if let Receives::Shared(s) = rx {
-                    let _ = s.post_recv(wc.wr_id, args.recv_size);
+            for wc in wcs {
+                if wc.opcode != WcOpcode::Recv {
+                    continue;
                 }
-                continue;
+                if wc.status != WcStatus::Success {
+                    // Flushed receives of a shared pool go back to it (zeroed).
+                    if let Receives::Shared(s) = rx {
+                        let _ = s.post_recv(wc.wr_id, args.recv_size);
+                    }
+                    continue;
+                }
+                let (qn, msn) = wc.qn_msn.unwrap_or((0, 0));
+                ev.emit(
+                    "completion",
+                    json!({ "conn": id, "op": "recv", "bytes": wc.byte_len, "qn": qn, "msn": msn }),
+                );
+                let data = wc
+                    .buffer
+                    .as_deref()
+                    .map_or(&[][..], |b| b.get(..wc.byte_len as usize).unwrap_or(b));
+                // The buffer goes back to the strategy before the echo leaves, so a
+                // peer that answers the echo at once finds it (a failure here means
+                // the connection is going away; the events below say why).
+                let _ = match rx {
+                    Receives::Own => qp.post_recv(wc.wr_id, args.recv_size),
+                    Receives::Shared(s) => s.post_recv(wc.wr_id, args.recv_size),
+                    Receives::Credits(s) => s
+                        .post_recv(wc.wr_id, args.recv_size)
+                        .and_then(|()| qp.grant_credits(1)),
+                };
+                self.backlog.push_back(data.to_vec());
             }
-            let (qn, msn) = wc.qn_msn.unwrap_or((0, 0));
-            ev.emit(
-                "completion",
-                json!({ "conn": id, "op": "recv", "bytes": wc.byte_len, "qn": qn, "msn": msn }),
-            );
-            let data = wc
-                .buffer
-                .as_deref()
-                .map_or(&[][..], |b| b.get(..wc.byte_len as usize).unwrap_or(b));
-            // The buffer goes back to the strategy before the echo leaves, so a
-            // peer that answers the echo at once finds it (a failure here means
-            // the connection is going away; the events below say why).
-            let _ = match rx {
-                Receives::Own => qp.post_recv(wc.wr_id, args.recv_size),
-                Receives::Shared(s) => s.post_recv(wc.wr_id, args.recv_size),
-                Receives::Credits(s) => s
-                    .post_recv(wc.wr_id, args.recv_size)
-                    .and_then(|()| qp.grant_credits(1)),
-            };
-            backlog.push_back(data.to_vec());
         }
-        while let Some(echo) = backlog.front() {
+        while let Some(echo) = self.backlog.front() {
             match qp.post_send_inline(0, echo, SendFlags::default()) {
                 Ok(()) => {
-                    backlog.pop_front();
+                    self.backlog.pop_front();
                 }
                 Err(rddp::Error::SendQueueFull { .. }) => break,
                 // The connection is going away; the events below say why.
                 Err(_) => {
-                    backlog.clear();
+                    self.backlog.clear();
                 }
             }
         }
-        if backlog.len() > MAX_BACKLOG {
-            return "the peer does not read its echoes".into();
+        if self.backlog.len() > MAX_BACKLOG {
+            return Some("the peer does not read its echoes".into());
         }
         for e in qp.async_events() {
             match e {
                 AsyncEvent::TerminateSent { code, .. } => {
-                    terminated = Some("terminate sent");
+                    self.terminated = Some("terminate sent");
                     ev.emit("terminate", term(id, "sent", code));
                 }
                 AsyncEvent::TerminateReceived { received, .. } => {
-                    terminated = Some("terminate received");
+                    self.terminated = Some("terminate received");
                     ev.emit("terminate", super::term_json::received(id, &received));
                 }
                 AsyncEvent::Closed { graceful } => {
-                    return terminated
-                        .unwrap_or(if graceful {
-                            "peer closed"
-                        } else {
-                            "connection lost"
-                        })
-                        .to_string();
+                    return Some(
+                        self.terminated
+                            .unwrap_or(if graceful {
+                                "peer closed"
+                            } else {
+                                "connection lost"
+                            })
+                            .to_string(),
+                    );
                 }
             }
         }
+        None
+    }
+
+    /// The connection has closed for `reason`: release it and report.
+    pub fn finish(self, reason: String, streams: &Streams, ev: &Events) {
+        // The stream has closed: its receives are flushed and counted by now.
+        let stats = crate::observe::stats_json(&self.qp.stats());
+        // Nothing was placed outside the buffer (its guard octets, RFC 5042 §5).
+        let guards_intact = self.buf.guards_intact();
+        // Gone before it is reported: its resources are released by then.
+        drop(self.buf);
+        drop(self.qp);
+        // Buffers of a shared pool that this connection held (messages it never
+        // finished) come back flushed: give fresh, zeroed ones back to the pool, so a
+        // peer that dies holding buffers cannot shrink it for the others.
+        if let Receives::Shared(srq) = &self.receives {
+            for wc in self.cq.poll(usize::MAX) {
+                if wc.opcode == WcOpcode::Recv && wc.status == WcStatus::Flushed {
+                    let _ = srq.post_recv(wc.wr_id, self.args.recv_size);
+                }
+            }
+        }
+        streams.remove_conn(self.id);
+        ev.emit(
+            "closed",
+            json!({ "conn": self.id, "reason": reason, "guards_intact": guards_intact, "stats": stats }),
+        );
     }
 }
 

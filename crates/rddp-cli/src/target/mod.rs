@@ -3,6 +3,7 @@
 mod args;
 mod conn;
 mod events;
+mod service;
 mod term_json;
 
 pub use args::TargetArgs;
@@ -42,7 +43,7 @@ pub fn run(args: TargetArgs) -> Result<(), String> {
 
     let dev = Device::new();
     let quota = Quota {
-        queue_pairs: 4096,
+        queue_pairs: 16_000,
         receive_buffers: 1 << 20,
         ..Quota::default()
     };
@@ -69,25 +70,25 @@ pub fn run(args: TargetArgs) -> Result<(), String> {
     } else {
         None
     };
-    // Each accepted connection is served by its own thread (issue 11: the data
-    // path's event loop is to replace them).
+    // Each accepted connection is set up by the acceptor that took it, then
+    // served by the one service thread (its octets move on the event loop).
+    let service = service::Service::start(streams.clone(), ev.clone());
     let listener: Arc<dyn llp::Listener> = Arc::from(listener);
     let next = Arc::new(AtomicU64::new(1));
     let acceptors: Vec<_> = (0..ACCEPTORS)
         .map(|_| {
             let (listener, next) = (listener.clone(), next.clone());
             let (pd, args, shared) = (pd.clone(), args.clone(), shared.clone());
-            let (streams, ev) = (streams.clone(), ev.clone());
+            let (streams, ev, service) = (streams.clone(), ev.clone(), service.clone());
             std::thread::spawn(move || {
                 loop {
                     match listener.accept() {
                         Ok(conn) => {
                             let id = next.fetch_add(1, Ordering::Relaxed);
-                            let (pd, args, srq) = (pd.clone(), args.clone(), shared.clone());
-                            let (streams, ev) = (streams.clone(), ev.clone());
-                            std::thread::spawn(move || {
-                                conn::serve(id, conn, &pd, &args, srq, &streams, &ev);
-                            });
+                            let srq = shared.clone();
+                            if let Some(s) = conn::setup(id, conn, &pd, &args, srq, &streams, &ev) {
+                                service.add(s);
+                            }
                         }
                         // A refused or failed setup ends that connection only.
                         Err(e) => ev.emit("closed", json!({ "conn": null, "reason": e })),

@@ -1,7 +1,7 @@
 //! An in-process LLP: two connected halves joined by channels, in order. For tests,
 //! examples and the demo; a real deployment uses MPA/TCP or SCTP.
 
-use super::{Connection, Inbound, LlpInfo, SegmentReader, SegmentWriter};
+use super::{Connection, Inbound, Llp, LlpInfo, SegmentReader, SegmentWriter};
 use rddp_proto::ddp::OutSegment;
 use std::io;
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -68,15 +68,17 @@ pub fn memory_pair(mulpdu: usize) -> (Connection, Connection) {
     let (a_tx, b_rx) = channel();
     let (b_tx, a_rx) = channel();
     let conn = |rx, tx: Sender<Msg>, own: Sender<Msg>| Connection {
-        abort: {
-            let (peer, me) = (tx.clone(), own.clone());
-            Box::new(move || {
-                let _ = peer.send(Msg::Reset);
-                let _ = me.send(Msg::LocalClose);
-            })
+        llp: Llp::Threads {
+            abort: {
+                let (peer, me) = (tx.clone(), own.clone());
+                Box::new(move || {
+                    let _ = peer.send(Msg::Reset);
+                    let _ = me.send(Msg::LocalClose);
+                })
+            },
+            reader: Box::new(Reader { rx, seq: 0 }),
+            writer: Box::new(Writer { tx: Some(tx), own }),
         },
-        reader: Box::new(Reader { rx, seq: 0 }),
-        writer: Box::new(Writer { tx: Some(tx), own }),
         mulpdu,
         ird: 16,
         ord: 16,

@@ -1,11 +1,15 @@
 //! What a queue pair needs from a lower-layer protocol: whole DDP segments each way.
 //!
-//! MPA over TCP and DDP over SCTP both implement these two halves; the queue pair
-//! runs one thread reading and one writing, so neither half is shared.
+//! Two kinds of LLP ([`Llp`]): MPA over TCP runs on the process's event loop
+//! (rddp-io: a non-blocking socket and its FPDU state, driven by one task per
+//! queue pair, see `crate::qp`); DDP over SCTP and the in-memory LLP implement
+//! the two blocking halves [`SegmentReader`]/[`SegmentWriter`], and the queue
+//! pair runs one thread reading and one writing, so neither half is shared.
 
 use rddp_proto::ddp::{OutSegment, SenderSeq};
 use rddp_wire::TerminateCode;
 use std::io;
+use std::sync::{Arc, Condvar, Mutex};
 
 /// What the reading half hands up.
 #[derive(Debug)]
@@ -54,10 +58,23 @@ pub struct LlpInfo {
     pub rtr: Option<&'static str>,
 }
 
+/// How a connection's octets move.
+pub enum Llp {
+    /// Two blocking halves, a thread each (SCTP, in memory, tests).
+    Threads {
+        reader: Box<dyn SegmentReader>,
+        writer: Box<dyn SegmentWriter>,
+        /// Stop both halves at once (TCP: shutdown of both directions), so that a
+        /// blocked reader returns. Called when the queue pair is dropped.
+        abort: Box<dyn FnMut() + Send>,
+    },
+    /// MPA over a non-blocking TCP socket, on the event loop.
+    Mpa(Box<mpa::MpaLlp>),
+}
+
 /// A connected LLP, ready to carry DDP segments.
 pub struct Connection {
-    pub reader: Box<dyn SegmentReader>,
-    pub writer: Box<dyn SegmentWriter>,
+    pub llp: Llp,
     /// Largest DDP segment the LLP carries now.
     pub mulpdu: usize,
     /// IRD/ORD agreed at connection setup (RFC 6581), if the LLP negotiated them
@@ -75,12 +92,118 @@ pub struct Connection {
     /// The queue pair must begin with a zero-length RDMA Read (the RFC 6581 RTR
     /// the initiator agreed to send; it goes through RDMAP so MSNs count it).
     pub send_read_rtr: bool,
-    /// Stop both halves at once (TCP: shutdown of both directions), so that a
-    /// blocked reader returns. Called when the queue pair is dropped.
-    pub abort: Box<dyn FnMut() + Send>,
+}
+
+impl Connection {
+    /// Read nothing from the LLP until the returned hold is released (or
+    /// dropped): a Send from the peer that comes before the first receive is
+    /// posted would otherwise find no buffer. (Receives posted on the
+    /// `PreparedQueuePair` before attach need no hold.)
+    pub fn hold_reads(&mut self) -> ReadHold {
+        let inner = Arc::new(HoldInner::default());
+        match &mut self.llp {
+            Llp::Threads { reader, .. } => {
+                let r = std::mem::replace(reader, Box::new(Nothing));
+                *reader = Box::new(HeldReader {
+                    inner: r,
+                    hold: Some(inner.clone()),
+                });
+            }
+            Llp::Mpa(m) => m.hold = Some(inner.clone()),
+        }
+        ReadHold { inner }
+    }
+}
+
+/// See [`Connection::hold_reads`]; dropping it releases it too.
+pub struct ReadHold {
+    inner: Arc<HoldInner>,
+}
+
+impl ReadHold {
+    /// Let the LLP's segments in.
+    pub fn release(&self) {
+        self.inner.release();
+    }
+}
+
+impl Drop for ReadHold {
+    fn drop(&mut self) {
+        self.inner.release();
+    }
+}
+
+/// Whom a released hold tells (the event loop task reading the LLP).
+type Tell = Box<dyn Fn() + Send>;
+
+#[derive(Default)]
+pub(crate) struct HoldInner {
+    state: Mutex<(bool, Option<Tell>)>,
+    released: Condvar,
+}
+
+impl HoldInner {
+    fn release(&self) {
+        let mut st = crate::device::lock(&self.state);
+        st.0 = true;
+        let tell = st.1.take();
+        drop(st);
+        if let Some(tell) = tell {
+            tell();
+        }
+        self.released.notify_all();
+    }
+
+    pub(crate) fn is_released(&self) -> bool {
+        crate::device::lock(&self.state).0
+    }
+
+    /// Call `tell` once when released (at once if it already is).
+    pub(crate) fn on_release(&self, tell: Tell) {
+        let mut st = crate::device::lock(&self.state);
+        if st.0 {
+            drop(st);
+            tell();
+        } else {
+            st.1 = Some(tell);
+        }
+    }
+
+    fn wait(&self) {
+        let mut st = crate::device::lock(&self.state);
+        while !st.0 {
+            st = self.released.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// A reader behind a [`ReadHold`].
+struct HeldReader {
+    inner: Box<dyn SegmentReader>,
+    hold: Option<Arc<HoldInner>>,
+}
+
+impl SegmentReader for HeldReader {
+    fn read(&mut self) -> io::Result<Inbound> {
+        if let Some(h) = self.hold.take() {
+            h.wait();
+        }
+        self.inner.read()
+    }
+}
+
+/// A placeholder while a reader is wrapped.
+struct Nothing;
+
+impl SegmentReader for Nothing {
+    fn read(&mut self) -> io::Result<Inbound> {
+        Ok(Inbound::Closed)
+    }
 }
 
 mod memory;
 pub mod mpa;
+pub(crate) mod mpa_in;
+pub(crate) mod mpa_out;
 pub mod sctp;
 pub use memory::memory_pair;

@@ -13,7 +13,7 @@
 //! usrsctp is loaded at run time; without it every call here says which package
 //! to install.
 
-use super::{Connection, Inbound, LlpInfo, SegmentReader, SegmentWriter};
+use super::{Connection, Inbound, Llp, LlpInfo, SegmentReader, SegmentWriter};
 use rddp_mpa::pcap::PcapFile;
 use rddp_proto::ddp::{OutSegment, SegmentEndpoint, SenderSeq, SourceError, StreamError};
 use rddp_proto::mem::MemoryTable;
@@ -561,8 +561,14 @@ fn connection(
 ) -> Connection {
     let abort = relay.clone();
     Connection {
-        reader: Box::new(Reader(relay.clone())),
-        writer: Box::new(Writer(relay)),
+        llp: Llp::Threads {
+            reader: Box::new(Reader(relay.clone())),
+            writer: Box::new(Writer(relay)),
+            abort: Box::new(move || {
+                abort.lock().close = Some(false);
+                abort.lose();
+            }),
+        },
         mulpdu,
         // RFC 5043 negotiates no IRD/ORD: the queue pair's builder decides.
         ird: 0,
@@ -575,10 +581,6 @@ fn connection(
             ..LlpInfo::default()
         },
         send_read_rtr: false,
-        abort: Box::new(move || {
-            abort.lock().close = Some(false);
-            abort.lose();
-        }),
     }
 }
 

@@ -88,7 +88,10 @@ pub fn read_after_stall(
 fn read_all(conn: &mut Connection) {
     let mut octets = 0;
     while octets < FLOOD {
-        match conn.reader.read().unwrap() {
+        let rddp::transport::Llp::Threads { reader, .. } = &mut conn.llp else {
+            panic!("SCTP runs on threads");
+        };
+        match reader.read().unwrap() {
             Inbound::Segment { bytes, .. } => octets += bytes.len() - 14,
             Inbound::Mulpdu(_) => {}
             other => panic!("{other:?} after {octets} octets"),

@@ -1,0 +1,447 @@
+//! The transmit half of an MPA queue pair on the event loop: the DDP segments the
+//! engine produced, framed as FPDUs (spec §4.1-4.4) and written with non-blocking
+//! vectored `sendmsg` calls by whichever thread holds the queue pair's lock (the
+//! posting thread, or the loop's task when the socket became writable again).
+//!
+//! * Gathering: one `sendmsg` carries several FPDUs (at most [`GATHER_SEGMENTS`]
+//!   segments, [`GATHER_OCTETS`] octets), their payloads straight from the owned
+//!   octets or from ONE region's locked memory (a batch stops at a lease of another
+//!   region, so a writer never holds two region locks and cannot deadlock with
+//!   another queue pair's writer).
+//! * The CRC of each FPDU is computed over the locked octets just before the write.
+//! * Partial writes: the region's lock is never held while waiting. FPDUs of the
+//!   batch that the socket did not start are rolled back (the encoder's stream
+//!   offset is reset; they are laid out again, CRC and all, on the next write).
+//!   The one FPDU the socket took part of keeps its lease and resumes from the
+//!   octet where it stopped, the region locked again for that write. Its CRC is
+//!   then computed over the octets actually sent: a running CRC over the part
+//!   already written (fed from the locked octets as they went out) continues
+//!   over the rest as the region holds it at the resumed write. So the CRC always
+//!   matches the octets on the wire, and an application that changes a region
+//!   under a Send or Write still posted (which verbs leaves undefined) gets that
+//!   message's octets undefined, never a CRC error. No octet of a lease is copied
+//!   (`rddp_proto::ddp::lease_copied_octets` stays 0). Exceptions, copied
+//!   (counted where they are payload): the rest of an FPDU stopped inside its
+//!   4-octet CRC, and with a capture (`--pcap`: the FPDU was recorded whole).
+//! * The responder sends nothing before the initiator's first FPDU (spec §4.9):
+//!   segments queue behind `gate_open`.
+
+use rddp_mpa::fpdu::{FpduLayout, Piece, layout_fpdu};
+use rddp_mpa::pcap::TcpEndpoint;
+use rddp_mpa::tcp::layout_rest;
+use rddp_proto::ddp::{OutSegment, Payload, count_lease_copy};
+use rddp_wire::crc::crc_wire_bytes;
+use rddp_wire::ddp::UNTAGGED_HDR_LEN;
+use rddp_wire::mpa::MPA_CRC_LEN as CRC_LEN;
+use rddp_wire::{Crc32c, DdpHeader, FpduEncoder, Opcode, RdmapControl};
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
+use std::net::{Shutdown, TcpStream};
+use std::sync::Arc;
+
+/// Most segments gathered into one `sendmsg` (each FPDU is 3 iovecs without
+/// Markers, a few more with them; IOV_MAX is 1024).
+const GATHER_SEGMENTS: usize = 64;
+
+/// Most octets gathered into one `sendmsg`.
+const GATHER_OCTETS: usize = 1 << 20;
+
+/// An FPDU the socket took part of.
+enum Rest {
+    /// Its remaining octets, copied, and how many of them are written.
+    Owned(Vec<u8>, usize, Sent),
+    /// Still a lease.
+    Lease(Box<Lease>),
+}
+
+/// The segment, its layout, how many octets are written, and the running CRC
+/// over them (as they were sent).
+struct Lease {
+    seg: OutSegment,
+    layout: FpduLayout,
+    written: usize,
+    digest: Crc32c,
+}
+
+/// What the socket accepted whole: one segment.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sent {
+    /// Octets of the DDP segment (header + payload).
+    pub len: usize,
+    /// Its L flag: the last segment of its message.
+    pub last: bool,
+    /// The last segment of a Read Response (frees its IRD slot).
+    pub read_response: bool,
+}
+
+/// Queued output of one MPA connection, and its socket's write side.
+pub(crate) struct MpaOut {
+    sock: Arc<TcpStream>,
+    enc: FpduEncoder,
+    /// The responder may transmit (spec §4.9); the initiator from the start.
+    pub gate_open: bool,
+    /// This connection in the process's capture (`--pcap`).
+    wire: Option<TcpEndpoint>,
+    queue: VecDeque<OutSegment>,
+    /// The FPDU the socket took part of (written first next time).
+    rest: Option<Rest>,
+    /// The last write found the socket's buffer full.
+    blocked: bool,
+    /// A write failed: the connection is lost.
+    pub failed: Option<io::Error>,
+    /// Close the connection once the queue is written: abortive (after a
+    /// Terminate) or graceful.
+    pub close: Option<bool>,
+    /// The socket was shut down (abortive: both directions).
+    pub shut: Option<bool>,
+}
+
+impl MpaOut {
+    pub fn new(
+        sock: Arc<TcpStream>,
+        enc: FpduEncoder,
+        gate_open: bool,
+        wire: Option<TcpEndpoint>,
+    ) -> Self {
+        Self {
+            sock,
+            enc,
+            gate_open,
+            wire,
+            queue: VecDeque::new(),
+            rest: None,
+            blocked: false,
+            failed: None,
+            close: None,
+            shut: None,
+        }
+    }
+
+    pub fn push(&mut self, seg: OutSegment) {
+        self.queue.push_back(seg);
+    }
+
+    /// Nothing waits to be written.
+    pub fn is_idle(&self) -> bool {
+        self.queue.is_empty() && self.rest.is_none()
+    }
+
+    /// Output waits for the socket to take more (the loop should watch for
+    /// WRITABLE).
+    pub fn wants_writable(&self) -> bool {
+        self.gate_open
+            && self.blocked
+            && !self.is_idle()
+            && self.failed.is_none()
+            && self.shut.is_none()
+    }
+
+    /// Write what the socket takes now, without waiting; `sent` hears of every
+    /// segment accepted whole, in order. Then close if asked and nothing is left.
+    pub fn flush(&mut self, sent: &mut impl FnMut(Sent)) {
+        self.blocked = false;
+        if self.gate_open
+            && self.failed.is_none()
+            && self.shut.is_none()
+            && let Err(e) = self.write_all_now(sent)
+        {
+            // No shutdown yet: what the peer sent before (a Terminate, say) is
+            // still to be read; the reading task ends the connection.
+            self.failed = Some(e);
+        }
+        if let Some(abortive) = self.close
+            && (self.is_idle() || self.failed.is_some())
+        {
+            self.shutdown(abortive);
+        }
+    }
+
+    /// Shut the socket down now (abortive: both directions), whatever is queued.
+    pub fn shutdown(&mut self, abortive: bool) {
+        if self.shut.is_some_and(|a| a || !abortive) {
+            return;
+        }
+        let how = if abortive {
+            Shutdown::Both
+        } else {
+            Shutdown::Write
+        };
+        let _ = self.sock.shutdown(how);
+        if let Some(w) = self.wire.take() {
+            w.closed();
+        }
+        self.shut = Some(abortive);
+    }
+
+    fn write_all_now(&mut self, sent: &mut impl FnMut(Sent)) -> io::Result<()> {
+        loop {
+            if self.rest.is_some() {
+                self.write_rest(sent)?;
+                if self.blocked {
+                    return Ok(());
+                }
+            }
+            if self.queue.is_empty() {
+                return Ok(());
+            }
+            self.write_batch(sent)?;
+            if self.blocked {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Go on with the FPDU the socket took part of.
+    fn write_rest(&mut self, sent: &mut impl FnMut(Sent)) -> io::Result<()> {
+        let crc_on = self.enc.crc;
+        let Some(rest) = self.rest.take() else {
+            return Ok(());
+        };
+        match rest {
+            Rest::Owned(bytes, mut done, seg) => {
+                while done < bytes.len() {
+                    match send_now(&self.sock, &[IoSlice::new(&bytes[done..])]) {
+                        Ok(n) => done += n,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            self.blocked = true;
+                            self.rest = Some(Rest::Owned(bytes, done, seg));
+                            return Ok(());
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                sent(seg);
+            }
+            Rest::Lease(lease) => {
+                let Lease {
+                    seg,
+                    layout,
+                    mut written,
+                    mut digest,
+                } = *lease;
+                let len = layout.len();
+                let body = len - CRC_LEN;
+                // The region locked again, for this one write.
+                let next = seg.payload.with(|p| {
+                    let slices = range_slices(&layout, p, written, body);
+                    let mut d = digest;
+                    for s in &slices {
+                        d.update(s);
+                    }
+                    let trailer = crc_wire_bytes(if crc_on { d.finalize() } else { 0 });
+                    let mut all = slices.clone();
+                    all.push(IoSlice::new(&trailer));
+                    let n = match send_now(&self.sock, &all) {
+                        Ok(n) => n,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+                        Err(e) => return Err(e),
+                    };
+                    let of_body = n.min(body - written);
+                    for s in range_slices(&layout, p, written, written + of_body) {
+                        digest.update(&s);
+                    }
+                    let at = written + n;
+                    Ok(if at >= len {
+                        None
+                    } else if at > body {
+                        // Stopped inside the CRC: its last octets, copied.
+                        Some(Rest::Owned(trailer[at - body..].to_vec(), 0, summary(&seg)))
+                    } else {
+                        written = at;
+                        Some(Rest::Lease(Box::new(Lease {
+                            seg: seg.clone(),
+                            layout: layout.clone(),
+                            written,
+                            digest,
+                        })))
+                    })
+                })?;
+                match next {
+                    None => sent(summary(&seg)),
+                    Some(r) => {
+                        self.blocked = true;
+                        self.rest = Some(r);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One gathered `sendmsg` of the FPDUs at the front of the queue.
+    fn write_batch(&mut self, sent: &mut impl FnMut(Sent)) -> io::Result<()> {
+        // Which segments: owned payloads, and leases of one region only. With a
+        // capture, one at a time (each FPDU is recorded before it leaves; one the
+        // socket did not start would be recorded twice).
+        let most = if self.wire.is_some() {
+            1
+        } else {
+            GATHER_SEGMENTS
+        };
+        let mut region = None;
+        let (mut count, mut octets) = (0, 0);
+        for seg in self.queue.iter().take(most) {
+            if let Payload::Region { region: r, .. } = &seg.payload {
+                match &region {
+                    None => region = Some(r.clone()),
+                    Some(first) if Arc::ptr_eq(first, r) => {}
+                    Some(_) => break,
+                }
+            }
+            if count > 0 && octets + seg.len() > GATHER_OCTETS {
+                break;
+            }
+            count += 1;
+            octets += seg.len();
+        }
+        // The region's lock, for this one system call.
+        let data = region.as_ref().map(|r| r.data());
+        let payloads: Vec<&[u8]> = self
+            .queue
+            .iter()
+            .take(count)
+            .map(|seg| match &seg.payload {
+                Payload::Bytes(b) => &b[..],
+                Payload::Region { offset, len, .. } => match &data {
+                    Some(d) => &d[*offset..*offset + *len],
+                    None => &[][..],
+                },
+            })
+            .collect();
+        let mut layouts: Vec<FpduLayout> = Vec::with_capacity(count);
+        let mut starts = Vec::with_capacity(count);
+        for (seg, p) in self.queue.iter().zip(&payloads) {
+            let mut hdr = [0u8; UNTAGGED_HDR_LEN];
+            let n = seg.header.emit(&mut hdr).map_err(io::Error::other)?;
+            starts.push(self.enc.offset);
+            layouts.push(layout_fpdu(&mut self.enc, &hdr[..n], p));
+        }
+        if let Some(w) = &self.wire {
+            // Recorded before it leaves: an answer recorded by a peer in this
+            // process must come after it in the file.
+            for (l, p) in layouts.iter().zip(&payloads) {
+                w.sent(&layout_rest(l, p, 0).0);
+            }
+        }
+        let slices: Vec<IoSlice<'_>> = layouts
+            .iter()
+            .zip(&payloads)
+            .flat_map(|(l, p)| l.slices(p))
+            .collect();
+        let mut written = match send_now(&self.sock, &slices) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            Err(e) => return Err(e),
+        };
+        drop(slices);
+        // Which FPDUs went whole, which one in part.
+        let mut whole = 0;
+        let mut part = None;
+        for (i, l) in layouts.iter().enumerate() {
+            let len = l.len();
+            if written >= len {
+                written -= len;
+                whole += 1;
+                continue;
+            }
+            if written > 0 {
+                let lease = matches!(self.queue[i].payload, Payload::Region { .. });
+                if lease && self.wire.is_none() && written <= len - CRC_LEN {
+                    // Keep the lease; the CRC so far is over what went out.
+                    let mut digest = Crc32c::new();
+                    for s in range_slices(l, payloads[i], 0, written) {
+                        digest.update(&s);
+                    }
+                    part = Some((None, Some((l.clone(), written, digest))));
+                } else {
+                    let (rest, of_payload) = layout_rest(l, payloads[i], written);
+                    if lease {
+                        count_lease_copy(of_payload);
+                    }
+                    part = Some((Some(rest), None));
+                }
+                // The FPDUs after it were never started: lay them out again later.
+                self.enc.offset = starts.get(i + 1).copied().unwrap_or(self.enc.offset);
+            } else {
+                self.enc.offset = starts[i];
+            }
+            break;
+        }
+        drop(payloads);
+        drop(data);
+        if whole < count {
+            self.blocked = true;
+        }
+        for _ in 0..whole {
+            if let Some(seg) = self.queue.pop_front() {
+                sent(summary(&seg));
+            }
+        }
+        if let Some(p) = part
+            && let Some(seg) = self.queue.pop_front()
+        {
+            self.rest = Some(match p {
+                (Some(bytes), _) => Rest::Owned(bytes, 0, summary(&seg)),
+                (None, Some((layout, written, digest))) => Rest::Lease(Box::new(Lease {
+                    seg,
+                    layout,
+                    written,
+                    digest,
+                })),
+                (None, None) => return Ok(()),
+            });
+        }
+        Ok(())
+    }
+}
+
+fn summary(seg: &OutSegment) -> Sent {
+    let read_response = matches!(seg.header, DdpHeader::Tagged(h)
+        if h.ctrl.last() && RdmapControl(h.rsvd_ulp).opcode() == Opcode::READ_RESPONSE);
+    Sent {
+        len: seg.len(),
+        last: seg.header.last(),
+        read_response,
+    }
+}
+
+/// The octets `from..to` of `layout` laid over `payload`, as slices.
+fn range_slices<'a>(
+    layout: &'a FpduLayout,
+    payload: &'a [u8],
+    from: usize,
+    to: usize,
+) -> Vec<IoSlice<'a>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    for piece in &layout.pieces {
+        let b: &[u8] = match piece {
+            Piece::Own(b) => b,
+            Piece::Payload(r) => &payload[r.clone()],
+        };
+        let (start, end) = (at, at + b.len());
+        at = end;
+        let (lo, hi) = (from.max(start), to.min(end));
+        if lo < hi {
+            out.push(IoSlice::new(&b[lo - start..hi - start]));
+        }
+        if at >= to {
+            break;
+        }
+    }
+    out
+}
+
+/// One non-blocking vectored send (no SIGPIPE).
+fn send_now(sock: &TcpStream, slices: &[IoSlice<'_>]) -> io::Result<usize> {
+    let s = socket2::SockRef::from(sock);
+    loop {
+        match s.send_vectored_with_flags(slices, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) {
+            Ok(0) if !slices.iter().all(|s| s.is_empty()) => {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            r => return r,
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! Transmit from the region when the socket is full (issue 11 point 4): an FPDU
+//! the socket took only part of keeps its lease and resumes from where it
+//! stopped, with no octet copied, and its CRC matches the octets on the wire even
+//! though the application overwrote the region meanwhile. (One test in this
+//! binary: the lease copy counter is the process's.)
+
+use rddp::{Access, CompletionQueue, Device, QueuePairBuilder, Quota, RemoteBuf, WcStatus};
+use rddp_mpa::MpaOptions;
+use rddp_mpa::fpdu::Receiver;
+use rddp_proto::ddp::lease_copied_octets;
+use std::io::Read;
+use std::ops::ControlFlow;
+use std::time::Duration;
+
+/// More than the loopback socket buffers hold, so the socket fills mid-FPDU.
+const LEN: usize = 16 << 20;
+
+#[test]
+fn a_partial_fpdu_resumes_from_the_lease_with_a_crc_over_what_was_sent() {
+    let listener = rddp_mpa::listen("127.0.0.1:0", MpaOptions::default()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    // The peer: MPA setup, then it reads nothing until told to.
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let peer = std::thread::spawn(move || {
+        let (mut sock, _, neg, leftover) = listener.accept_raw(|_| Ok(Vec::new())).unwrap();
+        go_rx.recv().unwrap();
+        let mut rx = Receiver::new(neg.crc, neg.markers_rx, 65535);
+        let (mut payload, mut fpdus) = (0usize, 0usize);
+        let mut feed = |b: &[u8], payload: &mut usize, fpdus: &mut usize| {
+            rx.feed(b, |u| {
+                // Tagged segments: 14 octets of header.
+                *payload += u.len().saturating_sub(14);
+                *fpdus += 1;
+                ControlFlow::Continue(())
+            })
+            .map(|_| ())
+        };
+        feed(&leftover, &mut payload, &mut fpdus).unwrap();
+        let mut buf = vec![0; 1 << 16];
+        while payload < LEN {
+            let n = sock.read(&mut buf).unwrap();
+            assert!(n > 0, "closed after {payload} payload octets");
+            if let Err(e) = feed(&buf[..n], &mut payload, &mut fpdus) {
+                panic!("FPDU {fpdus}: {e} (after {payload} payload octets)");
+            }
+        }
+        (payload, fpdus)
+    });
+
+    let dev = Device::new();
+    let quota = Quota {
+        registered_bytes: 1 << 30,
+        ..Quota::default()
+    };
+    let pd = dev.consumer("sender", quota).unwrap().alloc_pd().unwrap();
+    let cq = CompletionQueue::new(64);
+    let qp = QueuePairBuilder::new(&pd, &cq, &cq)
+        .build()
+        .unwrap()
+        .connect_mpa(addr, MpaOptions::default())
+        .unwrap();
+    let src = pd.register(vec![0xA5; LEN], Access::NONE).unwrap();
+    let before = lease_copied_octets();
+    // Any STag: the peer does not check it.
+    let remote = RemoteBuf {
+        stag: 0x100,
+        to: 0,
+        len: LEN as u64,
+    };
+    qp.post_write(1, &src, 0, LEN as u64, remote, 0).unwrap();
+    // Not a timing check: give the socket time to fill (the Write cannot
+    // complete while the peer reads nothing).
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        cq.poll(1).is_empty(),
+        "completed with the peer reading nothing"
+    );
+    // Change the region under the Write still posted: its octets become
+    // undefined, its CRCs must not break.
+    src.write(0, &vec![0x5A; LEN]).unwrap();
+    go_tx.send(()).unwrap();
+    let (payload, fpdus) = peer.join().unwrap();
+    let wc = cq.wait(1, Duration::from_secs(20));
+    assert_eq!(wc.len(), 1);
+    assert_eq!(wc[0].status, WcStatus::Success);
+    let copied = lease_copied_octets() - before;
+    eprintln!("{payload} payload octets in {fpdus} FPDUs, {copied} copied");
+    assert_eq!(payload, LEN);
+    assert_eq!(
+        copied, 0,
+        "payload octets copied out of the region on the way out"
+    );
+}
