@@ -223,6 +223,58 @@ fn fpdu_stream_in_tiny_and_whole_reads() {
     }
 }
 
+/// Fuzz finding (fuzz/regressions/mpa_fpdu/rtr-then-bad-ulpdu-length-in-read-ahead):
+/// the responder pauses right after the RTR (spec §4.10, RFC 6581), but its
+/// header read-ahead had already taken the next octets. `on_bytes` reported
+/// them used, so a short tail after the RTR (here an impossible ULPDU_Length)
+/// fed in the same call sat unseen and the connection ended without a
+/// Terminate; fed an octet at a time the same octets got 2/0/0x02. Now
+/// `on_bytes` returns only the RTR's octets and both feeds end alike.
+#[test]
+fn octets_after_the_rtr_are_fed_again_not_kept_in_the_read_ahead() {
+    let o = MpaOptions::default();
+    let mut ends = Vec::new();
+    for step in [usize::MAX, 1] {
+        let mut p = pair(o.clone(), o.clone(), 1460);
+        assert!(!p.r.is_established(), "the RTR is expected");
+        let (mem, _) = table(100);
+        let rtr = drain(&mut p.i);
+        let mut wire = rtr.clone();
+        // ULPDU_Length 0xFFFF > MULPDU: a framing error (spec §4.2).
+        wire.extend_from_slice(&[0xFF, 0xFF, 0, 0, 0, 0]);
+        // The TCP driver's loop (tcp/rx.rs): what is not used is fed again.
+        let mut pending: Vec<u8> = Vec::new();
+        let mut first = true;
+        for chunk in wire.chunks(step) {
+            pending.extend_from_slice(chunk);
+            while !pending.is_empty() && !p.r.is_dead() {
+                let n = p.r.on_bytes(&mem, &pending);
+                if first && step == usize::MAX {
+                    assert_eq!(n, rtr.len(), "on_bytes stops right after the RTR");
+                }
+                first = false;
+                pending.drain(..n);
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+        assert!(p.r.is_established(), "the RTR was absorbed");
+        assert!(p.r.is_dead(), "step {step}: the bad ULPDU_Length was seen");
+        p.r.on_llp_closed(true);
+        let code = p.r.take_error().and_then(|e| e.terminate_code());
+        assert_eq!(
+            code,
+            Some(rddp_wire::TerminateCode::MPA_CRC_ERROR),
+            "step {step}"
+        );
+        let sent = drain(&mut p.r);
+        assert!(!sent.is_empty(), "step {step}: the Terminate is sent");
+        ends.push(sent);
+    }
+    assert_eq!(ends[0], ends[1], "whole and octet-by-octet feeds end alike");
+}
+
 #[test]
 fn mulpdu_follows_the_emss() {
     let o = MpaOptions {

@@ -215,10 +215,17 @@ impl FpduConn {
         let _ = self.run_rx(mem, &mut src, false);
         count_rx_copy((self.rx.placed_octets() - before) as usize);
         if self.dead {
-            input.len()
-        } else {
-            input.len() - src.0.len()
+            return input.len();
         }
+        let read = input.len() - src.0.len();
+        if read == 0 {
+            return 0;
+        }
+        // A pause (the RTR) can leave the receiver's read-ahead holding octets
+        // of the next FPDU; they are not used yet: the caller feeds them again
+        // (else a short tail after the RTR would sit unseen until more octets
+        // come, and a framing error in it would go unnoticed).
+        read - self.rx.unread_ahead()
     }
 
     /// Read FPDUs straight from `src` (a socket: blocking, with a timeout, or

@@ -348,6 +348,16 @@ impl FpduReceiver {
         (self.input.left.len() - self.input.left_at) + (self.input.hi - self.input.lo)
     }
 
+    /// Give back the read-ahead: octets read from the source but not yet used
+    /// by the state machine (never payload); returns how many. They were the
+    /// last octets read, so a caller reading from its own buffer (`on_bytes`)
+    /// simply feeds them again; the setup's leftover is not touched.
+    pub(crate) fn unread_ahead(&mut self) -> usize {
+        let n = self.input.hi - self.input.lo;
+        (self.input.lo, self.input.hi) = (0, 0);
+        n
+    }
+
     /// Read and place FPDUs from `src` until it would block or ends, a fatal
     /// error, or the engine pauses. `Err`: an I/O error of the source (the
     /// connection is lost; nothing of the current FPDU was delivered).
