@@ -3,17 +3,23 @@
 //! One association per queue pair, one DDP Stream Session on stream 0. The
 //! session machinery is rddp-sctp's (Initiate/Accept, DDP-SSN, unordered chunks,
 //! the adaptation indication checked at setup); the session's segments are relayed
-//! to and from the queue pair's own RDMAP engine. A driver thread owns the
-//! association: it hands queued segments to SCTP and feeds received ones, placed
-//! in any order and delivered in DDP-SSN order by the queue pair's DDP sink. The
-//! relay holds at most `INBOUND_MAX_OCTETS` for the queue pair's reader; beyond
-//! that the driver stops reading the association (backpressure through SCTP's
-//! receive window). RFC 5043 exchanges no IRD/ORD: the queue pair's builder's
-//! values apply on both sides.
+//! to and from the queue pair's own RDMAP engine. No thread per association or
+//! queue pair: each association is a task on the process's event loop (rddp-io),
+//! woken by usrsctp's upcall (data, send space, errors), by its queue pairs and
+//! by a timer; it hands queued segments to SCTP with non-blocking sends and feeds
+//! received ones to the queue pair's task (`crate::qp`), whose DDP sink places them
+//! in any order and delivers them in DDP-SSN order. The relay holds at most
+//! `INBOUND_MAX_OCTETS` for the queue pair; beyond that the association reads
+//! nothing more until the queue pair made room (backpressure through SCTP's
+//! receive window). A segment counts as sent (its Send or Write completes) when
+//! the adaptation took it for SCTP. RFC 5043 exchanges no IRD/ORD: the queue
+//! pair's builder's values apply on both sides.
 //! usrsctp is loaded at run time; without it every call here says which package
 //! to install.
 
-use super::{Connection, Inbound, Llp, LlpInfo, SegmentReader, SegmentWriter};
+use super::mpa_out::{Sent, summary};
+use super::{Connection, HoldInner, Inbound, Llp, LlpInfo};
+use rddp_io::{Cx, Next, Task, TaskHandle};
 use rddp_mpa::pcap::PcapFile;
 use rddp_proto::ddp::{OutSegment, SegmentEndpoint, SenderSeq, SourceError, StreamError};
 use rddp_proto::mem::MemoryTable;
@@ -23,7 +29,8 @@ use rddp_wire::packet::{DataChunk, udp_sctp};
 use std::collections::VecDeque;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::os::fd::RawFd;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 pub use rddp_sctp::driver::Options as SctpOptions;
@@ -47,16 +54,33 @@ struct RelayState {
     /// Octets of the segments in `inbound`.
     inbound_octets: usize,
     outbound: VecDeque<OutSegment>,
+    /// Segments the adaptation took from `outbound` (handed to SCTP), not yet
+    /// reported to the queue pair (its completions, its budget, its IRD).
+    taken: Vec<Sent>,
     /// The queue pair asked to close: gracefully (session Terminate) or not.
     close: Option<bool>,
-    /// The association is gone: the reader reports a lost connection.
+    /// The association is gone: the queue pair reads a lost connection.
     lost: bool,
+    /// The queue pair's task: woken when something arrives or was taken.
+    qp: Option<TaskHandle>,
+    /// The association's task: woken when output is queued, room is made, or
+    /// the queue pair closes.
+    assoc: Option<TaskHandle>,
 }
 
+/// One session's relay between the association's task and its queue pair
+/// (both on the event loop; no thread of their own).
 #[derive(Debug, Default)]
-struct Relay {
+pub(crate) struct Relay {
     st: Mutex<RelayState>,
+    /// For [`SctpLlp::recv`] (tests, tools without a queue pair).
     cv: Condvar,
+}
+
+fn wake(h: Option<TaskHandle>) {
+    if let Some(h) = h {
+        h.wake();
+    }
 }
 
 impl Relay {
@@ -71,25 +95,99 @@ impl Relay {
         if let Inbound::Segment { bytes, .. } = &i {
             st.inbound_octets += bytes.len();
         }
+        let was_empty = st.inbound.is_empty();
         st.inbound.push_back(i);
+        let qp = was_empty.then(|| st.qp.clone()).flatten();
         drop(st);
         self.cv.notify_all();
+        wake(qp);
     }
-    /// Whether the driver may read the next message for this relay.
+    /// Whether the association may read the next message for this relay.
     fn has_room(&self) -> bool {
         let st = self.lock();
         st.lost || st.inbound_octets < INBOUND_MAX_OCTETS
     }
-    /// Wait up to `d` for the reader to make room (or the relay to be lost).
-    fn wait_room(&self, d: Duration) {
-        let st = self.lock();
-        let _ = self.cv.wait_timeout_while(st, d, |st| {
-            !st.lost && st.inbound_octets >= INBOUND_MAX_OCTETS
-        });
-    }
     fn lose(&self) {
-        self.lock().lost = true;
+        let mut st = self.lock();
+        st.lost = true;
+        let (qp, assoc) = (st.qp.clone(), st.assoc.clone());
+        drop(st);
         self.cv.notify_all();
+        wake(qp);
+        wake(assoc);
+    }
+    fn close_requested(&self) -> Option<bool> {
+        self.lock().close
+    }
+    pub(crate) fn outbound_idle(&self) -> bool {
+        self.lock().outbound.is_empty()
+    }
+    fn set_assoc(&self, h: TaskHandle) {
+        self.lock().assoc = Some(h);
+    }
+
+    /// The next thing that arrived (`None`: nothing yet). Taking a segment may
+    /// make room: the association then reads again.
+    pub(crate) fn pop(&self) -> Option<io::Result<Inbound>> {
+        let mut st = self.lock();
+        match st.inbound.pop_front() {
+            Some(i) => {
+                let mut assoc = None;
+                if let Inbound::Segment { bytes, .. } = &i {
+                    let full = st.inbound_octets >= INBOUND_MAX_OCTETS;
+                    st.inbound_octets -= bytes.len();
+                    if full && st.inbound_octets < INBOUND_MAX_OCTETS {
+                        assoc = st.assoc.clone();
+                    }
+                }
+                drop(st);
+                wake(assoc);
+                Some(Ok(i))
+            }
+            None if st.lost => Some(Err(io::ErrorKind::ConnectionReset.into())),
+            None => None,
+        }
+    }
+
+    /// Hand segments to the association (its task is woken once); `false` if the
+    /// association is gone.
+    pub(crate) fn send(&self, segs: impl IntoIterator<Item = OutSegment>) -> bool {
+        let mut st = self.lock();
+        if st.lost {
+            return false;
+        }
+        let before = st.outbound.len();
+        st.outbound.extend(segs);
+        let assoc = (st.outbound.len() > before)
+            .then(|| st.assoc.clone())
+            .flatten();
+        drop(st);
+        wake(assoc);
+        true
+    }
+
+    /// Segments SCTP took since the last call, in order.
+    pub(crate) fn take_sent(&self, out: &mut Vec<Sent>) {
+        out.append(&mut self.lock().taken);
+    }
+
+    pub(crate) fn set_qp(&self, h: TaskHandle) {
+        self.lock().qp = Some(h);
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lock().lost
+    }
+
+    /// Close the session: abortive (after a Terminate) or graceful.
+    pub(crate) fn close(&self, abortive: bool) {
+        let mut st = self.lock();
+        if st.close != Some(false) {
+            st.close = Some(!abortive);
+        }
+        let assoc = st.assoc.clone();
+        drop(st);
+        wake(assoc);
     }
 }
 
@@ -111,7 +209,16 @@ impl SegmentEndpoint for RelayEndpoint {
         Ok(())
     }
     fn poll_segment(&mut self) -> Option<OutSegment> {
-        self.0.lock().outbound.pop_front()
+        // Taken now to be handed to SCTP at once (the adaptation pulls one
+        // segment per chunk it sends): the queue pair hears it was sent.
+        let mut st = self.0.lock();
+        let seg = st.outbound.pop_front()?;
+        let was_empty = st.taken.is_empty();
+        st.taken.push(summary(&seg));
+        let qp = was_empty.then(|| st.qp.clone()).flatten();
+        drop(st);
+        wake(qp);
+        Some(seg)
     }
     fn drained(&self) -> bool {
         self.0.lock().outbound.is_empty()
@@ -260,7 +367,7 @@ pub fn connect(
             io::Error::other(e)
         })?;
     tracing::info!("SCTP: session with {addr} on stream {SID} accepted by the peer");
-    Ok(start(conn, relay, peer_pd, Some(addr)))
+    start(conn, relay, peer_pd, Some(addr))
 }
 
 /// Passive side: SCTP listening at `addr`.
@@ -310,8 +417,9 @@ impl Listener {
             tracing::debug!("SCTP: association from {peer} recorded in the capture");
         }
         let shared = Arc::new(AssocShared::default());
-        let s2 = shared.clone();
-        std::thread::spawn(move || drive_association(conn, &s2));
+        let task = AssocTask::new(conn, Vec::new(), Some(shared.clone()));
+        let h = spawn_assoc(task)?;
+        shared.lock().task = Some(h);
         Ok(Association {
             shared,
             timeout: self.timeout,
@@ -370,6 +478,8 @@ struct AssocState {
     cmds: VecDeque<Cmd>,
     mulpdu: usize,
     lost: bool,
+    /// The association's task.
+    task: Option<TaskHandle>,
 }
 
 #[derive(Default)]
@@ -381,6 +491,13 @@ struct AssocShared {
 impl AssocShared {
     fn lock(&self) -> MutexGuard<'_, AssocState> {
         self.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    fn command(&self, c: Cmd) {
+        let mut st = self.lock();
+        st.cmds.push_back(c);
+        let h = st.task.clone();
+        drop(st);
+        wake(h);
     }
 }
 
@@ -422,43 +539,142 @@ impl Association {
     /// Accept the session with `private_data`: a connection for a queue pair.
     pub fn accept(&self, req: &SessionRequest, private_data: &[u8]) -> Connection {
         let relay = Arc::new(Relay::default());
-        let mulpdu = {
-            let mut st = self.shared.lock();
-            st.cmds
-                .push_back(Cmd::Accept(req.sid, relay.clone(), private_data.to_vec()));
-            st.mulpdu
+        let (mulpdu, task) = {
+            let st = self.shared.lock();
+            (st.mulpdu, st.task.clone())
         };
+        if let Some(h) = task {
+            relay.set_assoc(h);
+        }
+        self.shared
+            .command(Cmd::Accept(req.sid, relay.clone(), private_data.to_vec()));
         connection(relay, req.private_data.clone(), None, mulpdu)
     }
 
     /// Reject the session (only ever at the ULP's direction, seed 001).
     pub fn reject(&self, req: &SessionRequest, private_data: &[u8]) {
         self.shared
-            .lock()
-            .cmds
-            .push_back(Cmd::Reject(req.sid, private_data.to_vec()));
+            .command(Cmd::Reject(req.sid, private_data.to_vec()));
     }
 }
 
-/// The passive association's thread: the ULP's accepts and rejects in, session
-/// requests out, each accepted session relayed to its queue pair.
-fn drive_association(mut conn: SctpConnection, shared: &AssocShared) {
-    let scratch = MemoryTable::new();
-    let mut relays: Vec<(u16, Arc<Relay>, bool)> = Vec::new();
-    loop {
+/// Runs per association task: messages received (or chunks sent) before it
+/// lets the loop's other tasks go first.
+const MESSAGES_PER_RUN: usize = 64;
+
+/// How long a closing association lets queued output (a Terminate) leave.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// When an idle association looks again anyway (the path's fragmentation point;
+/// a safety net only: every upcall wakes the task). Cheap with thousands of
+/// associations.
+const IDLE_CHECK: Duration = Duration::from_millis(500);
+
+/// When a blocked send tries again if no upcall says there is space.
+const BLOCKED_CHECK: Duration = Duration::from_millis(1);
+
+/// Spawn an association's task on the process's event loop; usrsctp's upcall
+/// wakes it (data, send space, errors).
+fn spawn_assoc(task: AssocTask) -> io::Result<TaskHandle> {
+    let driver = rddp_io::Driver::global()?;
+    let slot: Arc<OnceLock<TaskHandle>> = Arc::new(OnceLock::new());
+    let s2 = slot.clone();
+    task.conn.set_wake(Some(Arc::new(move || {
+        if let Some(h) = s2.get() {
+            h.wake();
+        }
+    })));
+    let relays: Vec<Arc<Relay>> = task.sessions.iter().map(|s| s.relay.clone()).collect();
+    let h = driver.spawn(Box::new(task))?;
+    let _ = slot.set(h.clone());
+    for r in relays {
+        r.set_assoc(h.clone());
+    }
+    // Anything that came before the handle was known is looked at now.
+    h.wake();
+    Ok(h)
+}
+
+struct Session {
+    sid: u16,
+    relay: Arc<Relay>,
+    /// Our Session Terminate was asked for.
+    terminated: bool,
+}
+
+/// One association on the event loop: the ULP's accepts and rejects in (passive
+/// side), session requests out, each session's segments relayed to and from its
+/// queue pair. No thread of its own: woken by usrsctp's upcall, by its queue
+/// pairs, and by a timer.
+struct AssocTask {
+    conn: SctpConnection,
+    scratch: MemoryTable,
+    sessions: Vec<Session>,
+    /// The passive side's ULP (requests, accepts); `None`: the active side, whose
+    /// one session is the association (its end ends the association).
+    shared: Option<Arc<AssocShared>>,
+    /// Closing: queued output may leave until then; then SHUTDOWN.
+    linger: Option<Instant>,
+    /// After the linger: the relays are lost (an abortive close), or not.
+    lose_after: bool,
+}
+
+impl AssocTask {
+    fn new(
+        conn: SctpConnection,
+        relays: Vec<Arc<Relay>>,
+        shared: Option<Arc<AssocShared>>,
+    ) -> Self {
+        Self {
+            conn,
+            scratch: MemoryTable::new(),
+            sessions: relays
+                .into_iter()
+                .map(|relay| Session {
+                    sid: SID,
+                    relay,
+                    terminated: false,
+                })
+                .collect(),
+            shared,
+            linger: None,
+            lose_after: false,
+        }
+    }
+
+    /// The association is gone: every session's queue pair and the ULP learn it.
+    fn lose_all(&mut self) -> Next {
+        for s in &self.sessions {
+            s.relay.lose();
+        }
+        if let Some(sh) = &self.shared {
+            sh.lock().lost = true;
+            sh.cv.notify_all();
+        }
+        Next::Done
+    }
+
+    fn commands(&mut self) {
+        let Some(shared) = &self.shared else {
+            return;
+        };
         let cmds: Vec<Cmd> = {
             let mut st = shared.lock();
-            st.mulpdu = conn.adaptation().max_segment();
+            st.mulpdu = self.conn.adaptation().max_segment();
             st.cmds.drain(..).collect()
         };
         for c in cmds {
             match c {
                 Cmd::Accept(sid, relay, pd) => {
                     let ep = Box::new(RelayEndpoint(relay.clone()));
-                    match conn.adaptation().accept_relay(sid, ep, &pd) {
+                    match self.conn.adaptation().accept_relay(sid, ep, &pd) {
                         Ok(()) => {
                             tracing::info!("SCTP: session on stream {sid} accepted");
-                            relays.push((sid, relay, false));
+                            self.sessions.push(Session {
+                                sid,
+                                relay,
+                                terminated: false,
+                            });
                         }
                         Err(e) => {
                             tracing::warn!("SCTP: session on stream {sid} not accepted: {e}");
@@ -468,39 +684,41 @@ fn drive_association(mut conn: SctpConnection, shared: &AssocShared) {
                 }
                 Cmd::Reject(sid, pd) => {
                     tracing::info!("SCTP: session on stream {sid} rejected by the ULP");
-                    let _ = conn.adaptation().reject(sid, &pd);
+                    let _ = self.conn.adaptation().reject(sid, &pd);
                 }
             }
         }
-        // A queue pair that closes (after its Terminate, or gracefully) ends its
-        // session with Session Terminate; the association carries on.
-        for (sid, relay, terminated) in relays.iter_mut() {
-            if !*terminated && relay.lock().close.is_some() {
-                *terminated = true;
-                let _ = conn.adaptation().terminate(*sid);
+    }
+
+    /// A queue pair that closes (after its Terminate, or gracefully) ends its
+    /// session with Session Terminate. On the active side an abortive close
+    /// ends the association after the linger.
+    fn closes(&mut self, now: Instant) {
+        let active = self.shared.is_none();
+        for s in self.sessions.iter_mut() {
+            match s.relay.close_requested() {
+                Some(false) if active => {
+                    // What the queue pair already handed over (its Terminate,
+                    // say) still leaves, briefly; then the association ends.
+                    self.linger.get_or_insert(now + LINGER);
+                    self.lose_after = true;
+                }
+                Some(_) if !s.terminated => {
+                    s.terminated = true;
+                    let _ = self.conn.adaptation().terminate(s.sid);
+                }
+                _ => {}
             }
         }
-        // Backpressure: while one session's queue pair lags, read nothing more
-        // from the association (SCTP has one receive window for all its streams).
-        if let Some((_, full, _)) = relays.iter().find(|(_, r, _)| !r.has_room()) {
-            let full = full.clone();
-            if conn.flush().is_err() {
-                lose_all(&relays, shared);
-                return;
-            }
-            full.wait_room(Duration::from_millis(2));
-            continue;
-        }
-        let busy = relays.iter().any(|(_, r, _)| !r.lock().outbound.is_empty());
-        let wait = if busy {
-            Duration::ZERO
-        } else {
-            Duration::from_millis(2)
-        };
-        let ok = conn.flush().is_ok() && conn.poll(&scratch, wait).is_ok();
-        while let Some(e) = conn.poll_event() {
+    }
+
+    fn events(&mut self, now: Instant) {
+        while let Some(e) = self.conn.poll_event() {
             match e {
                 Event::InitiateRequest { sid, private_data } => {
+                    let Some(shared) = &self.shared else {
+                        continue;
+                    };
                     tracing::debug!(
                         "SCTP: the peer asks for a session on stream {sid} ({} octets of private data)",
                         private_data.len()
@@ -513,30 +731,113 @@ fn drive_association(mut conn: SctpConnection, shared: &AssocShared) {
                 }
                 Event::Closed { sid, reason } => {
                     tracing::info!("SCTP: session on stream {sid} closed: {reason:?}");
-                    relays.retain(|(s, r, _)| {
-                        if *s == sid {
-                            r.push(Inbound::Closed);
+                    self.sessions.retain(|s| {
+                        if s.sid == sid {
+                            s.relay.push(Inbound::Closed);
                         }
-                        *s != sid
+                        s.sid != sid
                     });
+                    if self.shared.is_none() && self.linger.is_none() {
+                        // The active side's one session ended: so does the
+                        // association, once what is queued has left.
+                        self.linger = Some(now + LINGER);
+                    }
                 }
                 _ => {}
             }
         }
-        if !ok {
-            lose_all(&relays, shared);
-            return;
+    }
+}
+
+impl Task for AssocTask {
+    fn fd(&self) -> Option<RawFd> {
+        None
+    }
+
+    fn run(&mut self, cx: &mut Cx<'_>) -> Next {
+        let now = cx.now;
+        self.commands();
+        self.closes(now);
+        let mut more = false;
+        let mut all_out = false;
+        for i in 0..=MESSAGES_PER_RUN {
+            all_out = match self.conn.flush() {
+                Ok(a) => a,
+                Err(_) => return self.lose_all(),
+            };
+            // Backpressure: while one session's queue pair lags, read nothing more
+            // from the association (SCTP has one receive window for all streams);
+            // the queue pair wakes us when it made room.
+            if self.sessions.iter().any(|s| !s.relay.has_room()) {
+                break;
+            }
+            if i == MESSAGES_PER_RUN {
+                more = true;
+                break;
+            }
+            match self.conn.poll(&self.scratch, Duration::ZERO) {
+                Ok(true) => self.events(now),
+                Ok(false) => break,
+                Err(_) => {
+                    self.events(now);
+                    return self.lose_all();
+                }
+            }
+            self.closes(now);
+        }
+        if let Some(t) = self.linger {
+            let drained = all_out && self.sessions.iter().all(|s| s.relay.outbound_idle());
+            if drained || now >= t {
+                let _ = self.conn.shutdown();
+                if self.lose_after {
+                    return self.lose_all();
+                }
+                return Next::Done;
+            }
+        }
+        if more {
+            cx.handle().wake();
+        }
+        let check = if self.conn.is_blocked() || self.linger.is_some() {
+            BLOCKED_CHECK
+        } else {
+            IDLE_CHECK
+        };
+        Next::Wait {
+            interest: None,
+            deadline: Some(now + check),
         }
     }
 }
 
-/// The association is gone: every session's queue pair and the ULP learn it.
-fn lose_all(relays: &[(u16, Arc<Relay>, bool)], shared: &AssocShared) {
-    for (_, r, _) in relays {
-        r.lose();
+/// The queue pair's side of one session (`Llp::Sctp`): its relay, driven by
+/// the queue pair's task on the event loop.
+pub struct SctpLlp {
+    pub(crate) relay: Arc<Relay>,
+    pub(crate) hold: Option<Arc<HoldInner>>,
+}
+
+impl SctpLlp {
+    /// Wait up to `timeout` for what the session delivers, without a queue pair
+    /// (tests: a reader that does not read holds the peer back). `TimedOut` if
+    /// nothing came.
+    pub fn recv(&self, timeout: Duration) -> io::Result<Inbound> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(r) = self.relay.pop() {
+                return r;
+            }
+            let st = self.relay.lock();
+            if !st.inbound.is_empty() || st.lost {
+                continue;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::ErrorKind::TimedOut.into());
+            }
+            let _ = self.relay.cv.wait_timeout(st, left);
+        }
     }
-    shared.lock().lost = true;
-    shared.cv.notify_all();
 }
 
 fn start(
@@ -544,12 +845,11 @@ fn start(
     relay: Arc<Relay>,
     peer_pd: Vec<u8>,
     peer: Option<SocketAddrV4>,
-) -> Connection {
+) -> io::Result<Connection> {
     let mut conn = conn;
     let mulpdu = conn.adaptation().max_segment();
-    let driver = relay.clone();
-    std::thread::spawn(move || drive(conn, &driver));
-    connection(relay, peer_pd, peer, mulpdu)
+    spawn_assoc(AssocTask::new(conn, vec![relay.clone()], None))?;
+    Ok(connection(relay, peer_pd, peer, mulpdu))
 }
 
 /// A queue pair's view of one relayed session.
@@ -559,16 +859,8 @@ fn connection(
     peer: Option<SocketAddrV4>,
     mulpdu: usize,
 ) -> Connection {
-    let abort = relay.clone();
     Connection {
-        llp: Llp::Threads {
-            reader: Box::new(Reader(relay.clone())),
-            writer: Box::new(Writer(relay)),
-            abort: Box::new(move || {
-                abort.lock().close = Some(false);
-                abort.lose();
-            }),
-        },
+        llp: Llp::Sctp(Box::new(SctpLlp { relay, hold: None })),
         mulpdu,
         // RFC 5043 negotiates no IRD/ORD: the queue pair's builder decides.
         ird: 0,
@@ -581,117 +873,5 @@ fn connection(
             ..LlpInfo::default()
         },
         send_read_rtr: false,
-    }
-}
-
-/// The association's thread: segments out, chunks in, close when asked.
-fn drive(mut conn: SctpConnection, relay: &Relay) {
-    let scratch = MemoryTable::new();
-    let mut terminated = false;
-    loop {
-        let close = relay.lock().close;
-        match close {
-            Some(false) => {
-                // Abortive close: what the queue pair already handed over (its
-                // Terminate, say) still leaves, briefly, then the association ends.
-                linger(&mut conn, relay, &scratch);
-                let _ = conn.shutdown();
-                relay.lose();
-                return;
-            }
-            Some(true) if !terminated => {
-                terminated = true;
-                let _ = conn.adaptation().terminate(SID);
-            }
-            _ => {}
-        }
-        if conn.flush().is_err() {
-            relay.lose();
-            return;
-        }
-        if !relay.has_room() {
-            // Backpressure: read nothing more until the queue pair has caught up.
-            relay.wait_room(Duration::from_millis(2));
-            continue;
-        }
-        let busy = !relay.lock().outbound.is_empty();
-        let wait = if busy {
-            Duration::ZERO
-        } else {
-            Duration::from_millis(2)
-        };
-        if conn.poll(&scratch, wait).is_err() {
-            relay.lose();
-            return;
-        }
-        while let Some(e) = conn.poll_event() {
-            if let Event::Closed { sid, reason } = e {
-                tracing::info!("SCTP: session on stream {sid} closed: {reason:?}");
-                relay.push(Inbound::Closed);
-                linger(&mut conn, relay, &scratch);
-                let _ = conn.shutdown();
-                return;
-            }
-        }
-    }
-}
-
-/// Hand what is queued to SCTP, for at most 2 s (SHUTDOWN then delivers it).
-fn linger(conn: &mut SctpConnection, relay: &Relay, scratch: &MemoryTable) {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < deadline {
-        match conn.flush() {
-            Ok(true) if relay.lock().outbound.is_empty() => return,
-            Ok(_) => {}
-            Err(_) => return,
-        }
-        if conn.poll(scratch, Duration::from_millis(1)).is_err() {
-            return;
-        }
-    }
-}
-
-struct Reader(Arc<Relay>);
-
-impl SegmentReader for Reader {
-    fn read(&mut self) -> io::Result<Inbound> {
-        let mut st = self.0.lock();
-        loop {
-            if let Some(i) = st.inbound.pop_front() {
-                if let Inbound::Segment { bytes, .. } = &i {
-                    let full = st.inbound_octets >= INBOUND_MAX_OCTETS;
-                    st.inbound_octets -= bytes.len();
-                    if full && st.inbound_octets < INBOUND_MAX_OCTETS {
-                        drop(st);
-                        self.0.cv.notify_all(); // the driver may read again
-                    }
-                }
-                return Ok(i);
-            }
-            if st.lost {
-                return Err(io::ErrorKind::ConnectionReset.into());
-            }
-            st = self.0.cv.wait(st).unwrap_or_else(|p| p.into_inner());
-        }
-    }
-}
-
-struct Writer(Arc<Relay>);
-
-impl SegmentWriter for Writer {
-    fn write_segment(&mut self, seg: &OutSegment) -> io::Result<()> {
-        let mut st = self.0.lock();
-        if st.lost {
-            return Err(io::ErrorKind::BrokenPipe.into());
-        }
-        st.outbound.push_back(seg.clone());
-        Ok(())
-    }
-
-    fn close(&mut self, abortive: bool) {
-        let mut st = self.0.lock();
-        if st.close != Some(false) {
-            st.close = Some(!abortive);
-        }
     }
 }
