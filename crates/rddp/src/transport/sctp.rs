@@ -480,7 +480,12 @@ struct AssocState {
     lost: bool,
     /// The association's task.
     task: Option<TaskHandle>,
+    /// Told when a request arrives or the association is lost.
+    notify: Option<Notify>,
 }
+
+/// See [`Association::set_notify`].
+pub type Notify = Arc<dyn Fn() + Send + Sync>;
 
 #[derive(Default)]
 struct AssocShared {
@@ -491,6 +496,14 @@ struct AssocShared {
 impl AssocShared {
     fn lock(&self) -> MutexGuard<'_, AssocState> {
         self.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    /// Wake whoever waits for requests (and the notify function).
+    fn tell(&self) {
+        self.cv.notify_all();
+        let n = self.lock().notify.clone();
+        if let Some(n) = n {
+            n();
+        }
     }
     fn command(&self, c: Cmd) {
         let mut st = self.lock();
@@ -528,6 +541,20 @@ impl Association {
                 .wait_timeout(st, left)
                 .map(|(g, _)| g)
                 .unwrap_or_else(|p| p.into_inner().0);
+        }
+    }
+
+    /// Call `notify` whenever a session Initiate arrives or the association
+    /// ends (at once if requests are already waiting): a ULP serving many
+    /// associations from one thread takes them with `next_request(ZERO)`.
+    /// Called from the event loop's thread: it must not block.
+    pub fn set_notify(&self, notify: Notify) {
+        let mut st = self.shared.lock();
+        st.notify = Some(notify.clone());
+        let now = !st.requests.is_empty() || st.lost;
+        drop(st);
+        if now {
+            notify();
         }
     }
 
@@ -649,7 +676,7 @@ impl AssocTask {
         }
         if let Some(sh) = &self.shared {
             sh.lock().lost = true;
-            sh.cv.notify_all();
+            sh.tell();
         }
         Next::Done
     }
@@ -727,7 +754,7 @@ impl AssocTask {
                         .lock()
                         .requests
                         .push_back(SessionRequest { sid, private_data });
-                    shared.cv.notify_all();
+                    shared.tell();
                 }
                 Event::Closed { sid, reason } => {
                     tracing::info!("SCTP: session on stream {sid} closed: {reason:?}");
