@@ -644,6 +644,9 @@ struct AssocTask {
     linger: Option<Instant>,
     /// After the linger: the relays are lost (an abortive close), or not.
     lose_after: bool,
+    /// The timer asked for (kept while it is ahead and no sooner one is
+    /// needed, so that a busy association does not fill the loop's timer heap).
+    check_at: Instant,
 }
 
 impl AssocTask {
@@ -666,6 +669,7 @@ impl AssocTask {
             shared,
             linger: None,
             lose_after: false,
+            check_at: Instant::now(),
         }
     }
 
@@ -830,9 +834,13 @@ impl Task for AssocTask {
         } else {
             IDLE_CHECK
         };
+        let want = now + check;
+        if self.check_at <= now || want < self.check_at {
+            self.check_at = want;
+        }
         Next::Wait {
             interest: None,
-            deadline: Some(now + check),
+            deadline: Some(self.check_at),
         }
     }
 }
