@@ -184,7 +184,9 @@ for t in mpa sctp; do for op in write read send; do perf tunnel "$t" "$op" "$IN_
 sleep 0.5
 ft_stop "$TD" 5
 # Control: the same tool over the outer addresses (no tunnel), captured the same way.
-ft_bg "$NS_B" tcpdump -i vB -n -U -s 128 -w "$W/control.pcap" 2>"$W/tcpdump2.err"
+# --immediate-mode: the control runs are short; without it packets in a capture
+# block the kernel has not yet handed over (1 s timeout) are lost at SIGTERM.
+ft_bg "$NS_B" tcpdump -i vB -n -U --immediate-mode -s 128 -w "$W/control.pcap" 2>"$W/tcpdump2.err"
 TD=$FT_LAST
 for ((i = 0; i < 50; i++)); do grep -q listening "$W/tcpdump2.err" 2>/dev/null && break; sleep 0.1; done
 ITERS_SAVED=$ITERS

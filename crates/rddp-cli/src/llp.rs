@@ -2,7 +2,7 @@
 
 use rddp::transport::{Connection, mpa, sctp};
 use rddp_mpa::{MpaError, MpaOptions};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::net::{SocketAddr, SocketAddrV4, ToSocketAddrs};
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -133,14 +133,21 @@ struct SctpListen {
 }
 
 impl SctpListen {
+    /// Two threads for all associations: one accepts them, one decides on
+    /// their Initiates (woken by each association's notify), never one per
+    /// association.
     fn start(inner: sctp::Listener, at: SocketAddrV4, delay: Duration, reject: bool) -> Self {
         let (tx, rx) = channel();
+        let (dtx, drx) = channel::<Decide>();
+        let notify_tx = dtx.clone();
+        std::thread::spawn(move || serve_associations(&drx, &notify_tx, delay, reject, &tx));
         std::thread::spawn(move || {
             loop {
                 match inner.accept_association(Duration::from_secs(1)) {
                     Ok(assoc) => {
-                        let tx = tx.clone();
-                        std::thread::spawn(move || serve_association(&assoc, delay, reject, &tx));
+                        if dtx.send(Decide::New(assoc)).is_err() {
+                            return;
+                        }
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
                     // A failed association setup (e.g. a peer without the DDP
@@ -156,26 +163,59 @@ impl SctpListen {
     }
 }
 
-fn serve_association(
-    assoc: &sctp::Association,
+/// What the deciding thread hears.
+enum Decide {
+    New(sctp::Association),
+    /// Association `id` has requests waiting, or ended.
+    Ready(u64),
+}
+
+fn serve_associations(
+    rx: &Receiver<Decide>,
+    notify_tx: &Sender<Decide>,
     delay: Duration,
     reject: bool,
     tx: &Sender<Connection>,
 ) {
+    let mut assocs: HashMap<u64, sctp::Association> = HashMap::new();
+    let mut next_id = 0u64;
     // Initiates waiting for their decision, each due `delay` after it arrived
     // (the same delay for all: arrival order is deadline order).
-    let mut due: VecDeque<(Instant, sctp::SessionRequest)> = VecDeque::new();
-    while !assoc.is_lost() {
-        let wait = due.front().map_or(Duration::from_millis(200), |(at, _)| {
+    let mut due: VecDeque<(Instant, u64, sctp::SessionRequest)> = VecDeque::new();
+    loop {
+        let wait = due.front().map_or(Duration::from_secs(3600), |(at, _, _)| {
             at.saturating_duration_since(Instant::now())
         });
-        if let Some(req) = assoc.next_request(wait) {
-            due.push_back((Instant::now() + delay, req));
+        match rx.recv_timeout(wait) {
+            Ok(Decide::New(a)) => {
+                let id = next_id;
+                next_id += 1;
+                let n = notify_tx.clone();
+                a.set_notify(std::sync::Arc::new(move || {
+                    let _ = n.send(Decide::Ready(id));
+                }));
+                assocs.insert(id, a);
+            }
+            Ok(Decide::Ready(id)) => {
+                if let Some(a) = assocs.get(&id) {
+                    while let Some(req) = a.next_request(Duration::ZERO) {
+                        due.push_back((Instant::now() + delay, id, req));
+                    }
+                    if a.is_lost() {
+                        assocs.remove(&id);
+                    }
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
         }
-        while let Some((_, req)) = due.pop_front_if(|(at, _)| *at <= Instant::now()) {
+        while let Some((_, id, req)) = due.pop_front_if(|(at, _, _)| *at <= Instant::now()) {
+            let Some(a) = assocs.get(&id) else {
+                continue;
+            };
             if reject {
-                assoc.reject(&req, b"rejected");
-            } else if tx.send(assoc.accept(&req, &[])).is_err() {
+                a.reject(&req, b"rejected");
+            } else if tx.send(a.accept(&req, &[])).is_err() {
                 return;
             }
         }

@@ -63,4 +63,6 @@ pub enum Error {
         "credits can only be granted on a queue pair attached to a credits-mode shared receive queue"
     )]
     NotCredits,
+    #[error("the event loop could not take the queue pair: {0}")]
+    EventLoop(std::io::Error),
 }

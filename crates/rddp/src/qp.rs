@@ -9,9 +9,13 @@
 //!   read or on WRITABLE) writes its FPDUs with non-blocking `sendmsg` under the
 //!   QP lock (`transport::mpa_out`). What the socket refuses stays queued (at most
 //!   about `TX_BUDGET` octets) and the task waits for WRITABLE.
-//! * SCTP and in memory (`Llp::Threads`): a reader thread feeding the engine and
-//!   a writer thread writing what it produces, the writer's queue bounded the same
-//!   way.
+//! * SCTP (`Llp::Sctp`): no thread of its own either. The association is a task
+//!   on the same loop (`transport::sctp`, woken by usrsctp's upcall); the queue
+//!   pair's task (`qp/sctp_task.rs`) feeds the engine what the association
+//!   relays; whoever pumps hands segments to the relay (at most about
+//!   `TX_BUDGET` octets) and hears which ones SCTP took.
+//! * In memory (`Llp::Threads`): a reader thread feeding the engine and a writer
+//!   thread writing what it produces, the writer's queue bounded the same way.
 //!
 //! Either way a Send or Write completes when the LLP accepted its last octet.
 
@@ -39,6 +43,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+mod sctp_task;
 mod task;
 
 static NEXT_QP: AtomicU32 = AtomicU32::new(1);
@@ -334,14 +339,16 @@ impl PreparedQueuePair {
             self.untake_early_slots(&mut wq, self.early_recvs.len());
             return Err(Error::NotCredits);
         }
-        let (mpa, threads) = match conn.llp {
+        let (mut mpa, mut sctp, mut threads) = (None, None, None);
+        match conn.llp {
             Llp::Threads {
                 reader,
                 writer,
                 abort,
-            } => (None, Some((reader, writer, abort))),
-            Llp::Mpa(m) => (Some(m), None),
-        };
+            } => threads = Some((reader, writer, abort)),
+            Llp::Mpa(m) => mpa = Some(m),
+            Llp::Sctp(s) => sctp = Some(s),
+        }
         let (tx, rx) = channel();
         let mut state = State {
             rdmap,
@@ -351,6 +358,7 @@ impl PreparedQueuePair {
             tx_queued: 0,
             writer_gone: false,
             mpa: None,
+            sctp: None,
         };
         let mut task = None;
         if let Some(m) = mpa {
@@ -362,6 +370,14 @@ impl PreparedQueuePair {
                 linger: None,
             });
             task = Some((sock, m.input, m.hold));
+        }
+        let mut sctp_task = None;
+        if let Some(s) = sctp {
+            state.sctp = Some(SctpIo {
+                relay: s.relay.clone(),
+                linger: None,
+            });
+            sctp_task = Some((s.relay, s.hold));
         }
         let shared = Arc::new(Shared {
             written: Condvar::new(),
@@ -381,8 +397,8 @@ impl PreparedQueuePair {
         let weak: std::sync::Weak<dyn crate::stats::StatsSource> = Arc::downgrade(&shared) as _;
         let device = self.b.pd.inner.consumer.device();
         device.inner.stats.attach(self.qp_num, weak);
-        let llp = match (threads, task) {
-            (Some((reader, writer, abort)), _) => {
+        let llp = match (threads, task, sctp_task) {
+            (Some((reader, writer, abort)), _, _) => {
                 let s1 = shared.clone();
                 let (wdone_tx, wdone) = channel::<()>();
                 let w = std::thread::spawn(move || {
@@ -397,12 +413,17 @@ impl PreparedQueuePair {
                     abort,
                 }
             }
-            (None, Some((sock, input, hold))) => {
+            (None, Some((sock, input, hold)), _) => {
                 // One task on the process's event loop (a fixed pool of threads).
                 let handle = task::spawn(shared.clone(), sock, input, hold)?;
                 QpLlp::Loop { handle }
             }
-            (None, None) => unreachable!("a connection is either kind"),
+            (None, None, Some((relay, hold))) => {
+                // The same loop; the association's task moves the chunks.
+                let handle = sctp_task::spawn(shared.clone(), relay, hold)?;
+                QpLlp::Loop { handle }
+            }
+            (None, None, None) => unreachable!("a connection is one of the kinds"),
         };
         // The quota charges (the early receives' too) move to the connected queue pair.
         self.attached = true;
@@ -423,6 +444,16 @@ struct State {
     writer_gone: bool,
     /// MPA on the event loop: the transmit half and the task's bookkeeping.
     mpa: Option<LoopIo>,
+    /// DDP over SCTP on the event loop: the session's relay.
+    sctp: Option<SctpIo>,
+}
+
+/// What the posting threads and the loop's task share of an SCTP session
+/// (under the queue pair's lock).
+struct SctpIo {
+    relay: Arc<crate::transport::sctp::Relay>,
+    /// The queue pair was dropped: the task ends by then at the latest.
+    linger: Option<std::time::Instant>,
 }
 
 /// What the posting threads and the loop's task share of an MPA connection
@@ -473,7 +504,7 @@ enum QpLlp {
         writer_done: Receiver<()>,
         abort: Box<dyn FnMut() + Send>,
     },
-    /// A task on the event loop (MPA).
+    /// A task on the event loop (MPA, SCTP).
     Loop { handle: rddp_io::TaskHandle },
 }
 
@@ -722,14 +753,24 @@ impl Drop for QueuePair {
                 // Terminate) leave for at most LINGER, then closes the socket.
                 let mut st = lock(&self.shared.state);
                 st.rdmap.abort();
+                if st.sctp.is_some() {
+                    // The Terminate goes to the relay first, then the close.
+                    self.shared.pump(&mut st);
+                }
                 if !st.close_sent {
                     st.close_sent = true;
                     if let Some(io) = &mut st.mpa {
                         io.out.close = Some(true);
                     }
+                    if let Some(io) = &st.sctp {
+                        io.relay.close(true);
+                    }
                 }
                 self.shared.pump(&mut st);
                 if let Some(io) = &mut st.mpa {
+                    io.linger = Some(std::time::Instant::now() + LINGER);
+                }
+                if let Some(io) = &mut st.sctp {
                     io.linger = Some(std::time::Instant::now() + LINGER);
                 }
                 drop(st);
@@ -770,6 +811,8 @@ impl Shared {
     fn pump_in(&self, st: &mut State, in_task: bool) {
         if st.mpa.is_some() {
             self.pump_mpa(st, in_task);
+        } else if st.sctp.is_some() {
+            Self::pump_sctp(st);
         } else {
             self.pump_channel(st);
         }
@@ -866,6 +909,51 @@ impl Shared {
         {
             io.armed = true;
             h.wake();
+        }
+    }
+
+    /// Over SCTP on the loop: what the association handed to SCTP is reported
+    /// (completions, budget, IRD), then segments to the relay (bounded by
+    /// TX_BUDGET; the association's task is woken once), then a close.
+    fn pump_sctp(st: &mut State) {
+        let State {
+            rdmap,
+            tx_queued,
+            close_sent,
+            sctp,
+            ..
+        } = st;
+        let Some(io) = sctp else {
+            return;
+        };
+        let mut sent = Vec::new();
+        io.relay.take_sent(&mut sent);
+        for s in sent {
+            *tx_queued = tx_queued.saturating_sub(s.len);
+            if s.read_response {
+                rdmap.read_response_sent();
+            }
+            rdmap.segment_sent(s.last);
+        }
+        let mut segs = Vec::new();
+        while *tx_queued < TX_BUDGET
+            && let Some(seg) = rdmap.poll_segment()
+        {
+            *tx_queued += seg.len();
+            segs.push(seg);
+        }
+        if !segs.is_empty() {
+            // A lost association: the task reads the loss and the engine
+            // flushes the work.
+            let _ = io.relay.send(segs);
+        }
+        if rdmap.should_close() && !*close_sent {
+            *close_sent = true;
+            io.relay.close(true);
+        }
+        if rdmap.poll_close() && !*close_sent {
+            *close_sent = true;
+            io.relay.close(false);
         }
     }
 

@@ -62,7 +62,12 @@ pub enum Received {
 struct Signal {
     count: Mutex<u64>,
     cv: Condvar,
+    /// Called on every upcall too (an event loop's wake), see [`Socket::set_wake`].
+    wake: Mutex<Option<Wake>>,
 }
+
+/// What an upcall calls besides waking the socket's own waiters.
+pub type Wake = Arc<dyn Fn() + Send + Sync>;
 
 fn signals() -> &'static Mutex<HashMap<usize, Arc<Signal>>> {
     static S: OnceLock<Mutex<HashMap<usize, Arc<Signal>>>> = OnceLock::new();
@@ -79,6 +84,10 @@ unsafe extern "C" fn upcall(_so: *mut socket, arg: *mut c_void, _flags: c_int) {
             *g += 1;
         }
         s.cv.notify_all();
+        let wake = s.wake.lock().ok().and_then(|w| w.clone());
+        if let Some(w) = wake {
+            w();
+        }
     }
 }
 
@@ -410,6 +419,15 @@ impl Socket {
         self.wait(timeout, "send buffer space", || {
             self.send(sid, ppid, unordered, data)
         })
+    }
+
+    /// Call `wake` on every upcall of this socket (readable, writable, error), from
+    /// usrsctp's own thread, with usrsctp's locks possibly held: it must only
+    /// signal (e.g. an event loop's `TaskHandle::wake`), never call into usrsctp.
+    pub fn set_wake(&self, wake: Option<Wake>) {
+        if let Ok(mut w) = self.signal.wake.lock() {
+            *w = wake;
+        }
     }
 
     /// Receive one message or notification into `buf`, waiting up to `timeout`.

@@ -68,6 +68,17 @@ impl SctpConnection {
         }
     }
 
+    /// Call `wake` whenever usrsctp signals the socket (data, send space, an
+    /// error): an event loop's wake. See [`usrsctp_ffi::Socket::set_wake`].
+    pub fn set_wake(&self, wake: Option<usrsctp_ffi::Wake>) {
+        self.sock.set_wake(wake);
+    }
+
+    /// Whether a chunk waits for send space (the send buffer was full).
+    pub fn is_blocked(&self) -> bool {
+        self.blocked.is_some()
+    }
+
     /// Sessions: initiate, accept, reject, terminate, and their DDP streams.
     pub fn adaptation(&mut self) -> &mut Adaptation {
         &mut self.ad

@@ -1,10 +1,11 @@
 //! What a queue pair needs from a lower-layer protocol: whole DDP segments each way.
 //!
-//! Two kinds of LLP ([`Llp`]): MPA over TCP runs on the process's event loop
+//! Kinds of LLP ([`Llp`]): MPA over TCP runs on the process's event loop
 //! (rddp-io: a non-blocking socket and its FPDU state, driven by one task per
-//! queue pair, see `crate::qp`); DDP over SCTP and the in-memory LLP implement
-//! the two blocking halves [`SegmentReader`]/[`SegmentWriter`], and the queue
-//! pair runs one thread reading and one writing, so neither half is shared.
+//! queue pair, see `crate::qp`); DDP over SCTP too (a relay to its
+//! association's task on the same loop, see [`sctp`]); the in-memory LLP
+//! implements the two blocking halves [`SegmentReader`]/[`SegmentWriter`], and
+//! the queue pair runs one thread reading and one writing.
 
 use rddp_proto::ddp::{OutSegment, SenderSeq};
 use rddp_wire::TerminateCode;
@@ -70,6 +71,9 @@ pub enum Llp {
     },
     /// MPA over a non-blocking TCP socket, on the event loop.
     Mpa(Box<mpa::MpaLlp>),
+    /// A DDP over SCTP session, relayed to and from its association's task on
+    /// the event loop.
+    Sctp(Box<sctp::SctpLlp>),
 }
 
 /// A connected LLP, ready to carry DDP segments.
@@ -110,6 +114,7 @@ impl Connection {
                 });
             }
             Llp::Mpa(m) => m.hold = Some(inner.clone()),
+            Llp::Sctp(s) => s.hold = Some(inner.clone()),
         }
         ReadHold { inner }
     }

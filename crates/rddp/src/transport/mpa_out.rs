@@ -395,7 +395,8 @@ impl MpaOut {
     }
 }
 
-fn summary(seg: &OutSegment) -> Sent {
+/// What reporting `seg` as sent says (shared with the SCTP relay).
+pub(crate) fn summary(seg: &OutSegment) -> Sent {
     let read_response = matches!(seg.header, DdpHeader::Tagged(h)
         if h.ctrl.last() && RdmapControl(h.rsvd_ulp).opcode() == Opcode::READ_RESPONSE);
     Sent {

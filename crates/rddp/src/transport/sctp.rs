@@ -3,27 +3,37 @@
 //! One association per queue pair, one DDP Stream Session on stream 0. The
 //! session machinery is rddp-sctp's (Initiate/Accept, DDP-SSN, unordered chunks,
 //! the adaptation indication checked at setup); the session's segments are relayed
-//! to and from the queue pair's own RDMAP engine. A driver thread owns the
-//! association: it hands queued segments to SCTP and feeds received ones, placed
-//! in any order and delivered in DDP-SSN order by the queue pair's DDP sink. The
-//! relay holds at most `INBOUND_MAX_OCTETS` for the queue pair's reader; beyond
-//! that the driver stops reading the association (backpressure through SCTP's
-//! receive window). RFC 5043 exchanges no IRD/ORD: the queue pair's builder's
-//! values apply on both sides.
+//! to and from the queue pair's own RDMAP engine. No thread per association or
+//! queue pair: each association is a task on the process's event loop (rddp-io),
+//! woken by usrsctp's upcall (data, send space, errors), by its queue pairs and
+//! by a timer; it hands queued segments to SCTP with non-blocking sends and feeds
+//! received ones to the queue pair's task (`crate::qp`), whose DDP sink places them
+//! in any order and delivers them in DDP-SSN order. The relay holds at most
+//! `INBOUND_MAX_OCTETS` for the queue pair; beyond that the association reads
+//! nothing more until the queue pair made room (backpressure through SCTP's
+//! receive window). A segment counts as sent (its Send or Write completes) when
+//! the adaptation took it for SCTP. RFC 5043 exchanges no IRD/ORD: the queue
+//! pair's builder's values apply on both sides.
 //! usrsctp is loaded at run time; without it every call here says which package
 //! to install.
 
-use super::{Connection, Inbound, Llp, LlpInfo, SegmentReader, SegmentWriter};
+mod assoc;
+mod relay;
+
+use super::{Connection, Llp, LlpInfo};
+pub use assoc::Notify;
+use assoc::{AssocShared, AssocTask, Cmd, spawn_assoc};
 use rddp_mpa::pcap::PcapFile;
-use rddp_proto::ddp::{OutSegment, SegmentEndpoint, SenderSeq, SourceError, StreamError};
 use rddp_proto::mem::MemoryTable;
 use rddp_sctp::Event;
 use rddp_sctp::driver::{ChunkTap, DriverError, SctpConnection};
 use rddp_wire::packet::{DataChunk, udp_sctp};
-use std::collections::VecDeque;
+pub(crate) use relay::Relay;
+use relay::RelayEndpoint;
+pub use relay::SctpLlp;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use rddp_sctp::driver::Options as SctpOptions;
@@ -35,100 +45,6 @@ pub fn available() -> Result<(), String> {
 
 /// The session's stream number.
 const SID: u16 = 0;
-
-/// Octets of received segments that may wait for the queue pair's reader. Beyond
-/// it the driver stops reading the association, so SCTP's receive window holds the
-/// peer back (backpressure) instead of a queue growing without bound.
-const INBOUND_MAX_OCTETS: usize = 256 * 1024;
-
-#[derive(Debug, Default)]
-struct RelayState {
-    inbound: VecDeque<Inbound>,
-    /// Octets of the segments in `inbound`.
-    inbound_octets: usize,
-    outbound: VecDeque<OutSegment>,
-    /// The queue pair asked to close: gracefully (session Terminate) or not.
-    close: Option<bool>,
-    /// The association is gone: the reader reports a lost connection.
-    lost: bool,
-}
-
-#[derive(Debug, Default)]
-struct Relay {
-    st: Mutex<RelayState>,
-    cv: Condvar,
-}
-
-impl Relay {
-    fn lock(&self) -> MutexGuard<'_, RelayState> {
-        self.st.lock().unwrap_or_else(|p| p.into_inner())
-    }
-    fn push(&self, i: Inbound) {
-        let mut st = self.lock();
-        if st.lost {
-            return; // nobody will read it
-        }
-        if let Inbound::Segment { bytes, .. } = &i {
-            st.inbound_octets += bytes.len();
-        }
-        st.inbound.push_back(i);
-        drop(st);
-        self.cv.notify_all();
-    }
-    /// Whether the driver may read the next message for this relay.
-    fn has_room(&self) -> bool {
-        let st = self.lock();
-        st.lost || st.inbound_octets < INBOUND_MAX_OCTETS
-    }
-    /// Wait up to `d` for the reader to make room (or the relay to be lost).
-    fn wait_room(&self, d: Duration) {
-        let st = self.lock();
-        let _ = self.cv.wait_timeout_while(st, d, |st| {
-            !st.lost && st.inbound_octets >= INBOUND_MAX_OCTETS
-        });
-    }
-    fn lose(&self) {
-        self.lock().lost = true;
-        self.cv.notify_all();
-    }
-}
-
-/// The session's upper layer inside rddp-sctp: a relay to the queue pair.
-#[derive(Debug)]
-struct RelayEndpoint(Arc<Relay>);
-
-impl SegmentEndpoint for RelayEndpoint {
-    fn on_segment(
-        &mut self,
-        _mem: &MemoryTable,
-        seq: SenderSeq,
-        seg: &[u8],
-    ) -> Result<(), StreamError> {
-        self.0.push(Inbound::Segment {
-            seq,
-            bytes: seg.to_vec(),
-        });
-        Ok(())
-    }
-    fn poll_segment(&mut self) -> Option<OutSegment> {
-        self.0.lock().outbound.pop_front()
-    }
-    fn drained(&self) -> bool {
-        self.0.lock().outbound.is_empty()
-    }
-    fn set_mulpdu(&mut self, mulpdu: usize) -> Result<(), SourceError> {
-        self.0.push(Inbound::Mulpdu(mulpdu));
-        Ok(())
-    }
-    fn close(&mut self) {}
-    fn on_llp_closed(&mut self, graceful: bool) {
-        if graceful {
-            self.0.push(Inbound::Closed);
-        } else {
-            self.0.lose();
-        }
-    }
-}
 
 /// One association in the process's capture (`--pcap`, see [`crate::capture`]):
 /// each message as one UDP-encapsulated SCTP packet with one DATA chunk. The
@@ -260,7 +176,7 @@ pub fn connect(
             io::Error::other(e)
         })?;
     tracing::info!("SCTP: session with {addr} on stream {SID} accepted by the peer");
-    Ok(start(conn, relay, peer_pd, Some(addr)))
+    start(conn, relay, peer_pd, Some(addr))
 }
 
 /// Passive side: SCTP listening at `addr`.
@@ -310,8 +226,9 @@ impl Listener {
             tracing::debug!("SCTP: association from {peer} recorded in the capture");
         }
         let shared = Arc::new(AssocShared::default());
-        let s2 = shared.clone();
-        std::thread::spawn(move || drive_association(conn, &s2));
+        let task = AssocTask::new(conn, Vec::new(), Some(shared.clone()));
+        let h = spawn_assoc(task)?;
+        shared.lock().task = Some(h);
         Ok(Association {
             shared,
             timeout: self.timeout,
@@ -359,31 +276,6 @@ pub struct SessionRequest {
     pub private_data: Vec<u8>,
 }
 
-enum Cmd {
-    Accept(u16, Arc<Relay>, Vec<u8>),
-    Reject(u16, Vec<u8>),
-}
-
-#[derive(Default)]
-struct AssocState {
-    requests: VecDeque<SessionRequest>,
-    cmds: VecDeque<Cmd>,
-    mulpdu: usize,
-    lost: bool,
-}
-
-#[derive(Default)]
-struct AssocShared {
-    st: Mutex<AssocState>,
-    cv: Condvar,
-}
-
-impl AssocShared {
-    fn lock(&self) -> MutexGuard<'_, AssocState> {
-        self.st.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
 /// One association on the passive side; each accepted session is a connection
 /// for its own queue pair.
 pub struct Association {
@@ -414,6 +306,20 @@ impl Association {
         }
     }
 
+    /// Call `notify` whenever a session Initiate arrives or the association
+    /// ends (at once if requests are already waiting): a ULP serving many
+    /// associations from one thread takes them with `next_request(ZERO)`.
+    /// Called from the event loop's thread: it must not block.
+    pub fn set_notify(&self, notify: Notify) {
+        let mut st = self.shared.lock();
+        st.notify = Some(notify.clone());
+        let now = !st.requests.is_empty() || st.lost;
+        drop(st);
+        if now {
+            notify();
+        }
+    }
+
     /// Whether the association ended.
     pub fn is_lost(&self) -> bool {
         self.shared.lock().lost
@@ -422,121 +328,23 @@ impl Association {
     /// Accept the session with `private_data`: a connection for a queue pair.
     pub fn accept(&self, req: &SessionRequest, private_data: &[u8]) -> Connection {
         let relay = Arc::new(Relay::default());
-        let mulpdu = {
-            let mut st = self.shared.lock();
-            st.cmds
-                .push_back(Cmd::Accept(req.sid, relay.clone(), private_data.to_vec()));
-            st.mulpdu
+        let (mulpdu, task) = {
+            let st = self.shared.lock();
+            (st.mulpdu, st.task.clone())
         };
+        if let Some(h) = task {
+            relay.set_assoc(h);
+        }
+        self.shared
+            .command(Cmd::Accept(req.sid, relay.clone(), private_data.to_vec()));
         connection(relay, req.private_data.clone(), None, mulpdu)
     }
 
     /// Reject the session (only ever at the ULP's direction, seed 001).
     pub fn reject(&self, req: &SessionRequest, private_data: &[u8]) {
         self.shared
-            .lock()
-            .cmds
-            .push_back(Cmd::Reject(req.sid, private_data.to_vec()));
+            .command(Cmd::Reject(req.sid, private_data.to_vec()));
     }
-}
-
-/// The passive association's thread: the ULP's accepts and rejects in, session
-/// requests out, each accepted session relayed to its queue pair.
-fn drive_association(mut conn: SctpConnection, shared: &AssocShared) {
-    let scratch = MemoryTable::new();
-    let mut relays: Vec<(u16, Arc<Relay>, bool)> = Vec::new();
-    loop {
-        let cmds: Vec<Cmd> = {
-            let mut st = shared.lock();
-            st.mulpdu = conn.adaptation().max_segment();
-            st.cmds.drain(..).collect()
-        };
-        for c in cmds {
-            match c {
-                Cmd::Accept(sid, relay, pd) => {
-                    let ep = Box::new(RelayEndpoint(relay.clone()));
-                    match conn.adaptation().accept_relay(sid, ep, &pd) {
-                        Ok(()) => {
-                            tracing::info!("SCTP: session on stream {sid} accepted");
-                            relays.push((sid, relay, false));
-                        }
-                        Err(e) => {
-                            tracing::warn!("SCTP: session on stream {sid} not accepted: {e}");
-                            relay.lose();
-                        }
-                    }
-                }
-                Cmd::Reject(sid, pd) => {
-                    tracing::info!("SCTP: session on stream {sid} rejected by the ULP");
-                    let _ = conn.adaptation().reject(sid, &pd);
-                }
-            }
-        }
-        // A queue pair that closes (after its Terminate, or gracefully) ends its
-        // session with Session Terminate; the association carries on.
-        for (sid, relay, terminated) in relays.iter_mut() {
-            if !*terminated && relay.lock().close.is_some() {
-                *terminated = true;
-                let _ = conn.adaptation().terminate(*sid);
-            }
-        }
-        // Backpressure: while one session's queue pair lags, read nothing more
-        // from the association (SCTP has one receive window for all its streams).
-        if let Some((_, full, _)) = relays.iter().find(|(_, r, _)| !r.has_room()) {
-            let full = full.clone();
-            if conn.flush().is_err() {
-                lose_all(&relays, shared);
-                return;
-            }
-            full.wait_room(Duration::from_millis(2));
-            continue;
-        }
-        let busy = relays.iter().any(|(_, r, _)| !r.lock().outbound.is_empty());
-        let wait = if busy {
-            Duration::ZERO
-        } else {
-            Duration::from_millis(2)
-        };
-        let ok = conn.flush().is_ok() && conn.poll(&scratch, wait).is_ok();
-        while let Some(e) = conn.poll_event() {
-            match e {
-                Event::InitiateRequest { sid, private_data } => {
-                    tracing::debug!(
-                        "SCTP: the peer asks for a session on stream {sid} ({} octets of private data)",
-                        private_data.len()
-                    );
-                    shared
-                        .lock()
-                        .requests
-                        .push_back(SessionRequest { sid, private_data });
-                    shared.cv.notify_all();
-                }
-                Event::Closed { sid, reason } => {
-                    tracing::info!("SCTP: session on stream {sid} closed: {reason:?}");
-                    relays.retain(|(s, r, _)| {
-                        if *s == sid {
-                            r.push(Inbound::Closed);
-                        }
-                        *s != sid
-                    });
-                }
-                _ => {}
-            }
-        }
-        if !ok {
-            lose_all(&relays, shared);
-            return;
-        }
-    }
-}
-
-/// The association is gone: every session's queue pair and the ULP learn it.
-fn lose_all(relays: &[(u16, Arc<Relay>, bool)], shared: &AssocShared) {
-    for (_, r, _) in relays {
-        r.lose();
-    }
-    shared.lock().lost = true;
-    shared.cv.notify_all();
 }
 
 fn start(
@@ -544,12 +352,11 @@ fn start(
     relay: Arc<Relay>,
     peer_pd: Vec<u8>,
     peer: Option<SocketAddrV4>,
-) -> Connection {
+) -> io::Result<Connection> {
     let mut conn = conn;
     let mulpdu = conn.adaptation().max_segment();
-    let driver = relay.clone();
-    std::thread::spawn(move || drive(conn, &driver));
-    connection(relay, peer_pd, peer, mulpdu)
+    spawn_assoc(AssocTask::new(conn, vec![relay.clone()], None))?;
+    Ok(connection(relay, peer_pd, peer, mulpdu))
 }
 
 /// A queue pair's view of one relayed session.
@@ -559,16 +366,8 @@ fn connection(
     peer: Option<SocketAddrV4>,
     mulpdu: usize,
 ) -> Connection {
-    let abort = relay.clone();
     Connection {
-        llp: Llp::Threads {
-            reader: Box::new(Reader(relay.clone())),
-            writer: Box::new(Writer(relay)),
-            abort: Box::new(move || {
-                abort.lock().close = Some(false);
-                abort.lose();
-            }),
-        },
+        llp: Llp::Sctp(Box::new(SctpLlp { relay, hold: None })),
         mulpdu,
         // RFC 5043 negotiates no IRD/ORD: the queue pair's builder decides.
         ird: 0,
@@ -581,117 +380,5 @@ fn connection(
             ..LlpInfo::default()
         },
         send_read_rtr: false,
-    }
-}
-
-/// The association's thread: segments out, chunks in, close when asked.
-fn drive(mut conn: SctpConnection, relay: &Relay) {
-    let scratch = MemoryTable::new();
-    let mut terminated = false;
-    loop {
-        let close = relay.lock().close;
-        match close {
-            Some(false) => {
-                // Abortive close: what the queue pair already handed over (its
-                // Terminate, say) still leaves, briefly, then the association ends.
-                linger(&mut conn, relay, &scratch);
-                let _ = conn.shutdown();
-                relay.lose();
-                return;
-            }
-            Some(true) if !terminated => {
-                terminated = true;
-                let _ = conn.adaptation().terminate(SID);
-            }
-            _ => {}
-        }
-        if conn.flush().is_err() {
-            relay.lose();
-            return;
-        }
-        if !relay.has_room() {
-            // Backpressure: read nothing more until the queue pair has caught up.
-            relay.wait_room(Duration::from_millis(2));
-            continue;
-        }
-        let busy = !relay.lock().outbound.is_empty();
-        let wait = if busy {
-            Duration::ZERO
-        } else {
-            Duration::from_millis(2)
-        };
-        if conn.poll(&scratch, wait).is_err() {
-            relay.lose();
-            return;
-        }
-        while let Some(e) = conn.poll_event() {
-            if let Event::Closed { sid, reason } = e {
-                tracing::info!("SCTP: session on stream {sid} closed: {reason:?}");
-                relay.push(Inbound::Closed);
-                linger(&mut conn, relay, &scratch);
-                let _ = conn.shutdown();
-                return;
-            }
-        }
-    }
-}
-
-/// Hand what is queued to SCTP, for at most 2 s (SHUTDOWN then delivers it).
-fn linger(conn: &mut SctpConnection, relay: &Relay, scratch: &MemoryTable) {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < deadline {
-        match conn.flush() {
-            Ok(true) if relay.lock().outbound.is_empty() => return,
-            Ok(_) => {}
-            Err(_) => return,
-        }
-        if conn.poll(scratch, Duration::from_millis(1)).is_err() {
-            return;
-        }
-    }
-}
-
-struct Reader(Arc<Relay>);
-
-impl SegmentReader for Reader {
-    fn read(&mut self) -> io::Result<Inbound> {
-        let mut st = self.0.lock();
-        loop {
-            if let Some(i) = st.inbound.pop_front() {
-                if let Inbound::Segment { bytes, .. } = &i {
-                    let full = st.inbound_octets >= INBOUND_MAX_OCTETS;
-                    st.inbound_octets -= bytes.len();
-                    if full && st.inbound_octets < INBOUND_MAX_OCTETS {
-                        drop(st);
-                        self.0.cv.notify_all(); // the driver may read again
-                    }
-                }
-                return Ok(i);
-            }
-            if st.lost {
-                return Err(io::ErrorKind::ConnectionReset.into());
-            }
-            st = self.0.cv.wait(st).unwrap_or_else(|p| p.into_inner());
-        }
-    }
-}
-
-struct Writer(Arc<Relay>);
-
-impl SegmentWriter for Writer {
-    fn write_segment(&mut self, seg: &OutSegment) -> io::Result<()> {
-        let mut st = self.0.lock();
-        if st.lost {
-            return Err(io::ErrorKind::BrokenPipe.into());
-        }
-        st.outbound.push_back(seg.clone());
-        Ok(())
-    }
-
-    fn close(&mut self, abortive: bool) {
-        let mut st = self.0.lock();
-        if st.close != Some(false) {
-            st.close = Some(!abortive);
-        }
     }
 }

@@ -88,10 +88,10 @@ pub fn read_after_stall(
 fn read_all(conn: &mut Connection) {
     let mut octets = 0;
     while octets < FLOOD {
-        let rddp::transport::Llp::Threads { reader, .. } = &mut conn.llp else {
-            panic!("SCTP runs on threads");
+        let rddp::transport::Llp::Sctp(s) = &mut conn.llp else {
+            panic!("an SCTP connection");
         };
-        match reader.read().unwrap() {
+        match s.recv(Duration::from_secs(30)).unwrap() {
             Inbound::Segment { bytes, .. } => octets += bytes.len() - 14,
             Inbound::Mulpdu(_) => {}
             other => panic!("{other:?} after {octets} octets"),

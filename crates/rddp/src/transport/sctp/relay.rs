@@ -1,0 +1,237 @@
+//! One session's relay between its association's task and its queue pair's
+//! task (both on the event loop): received segments in (bounded, for
+//! backpressure), segments out, and which of them SCTP took.
+
+use super::super::mpa_out::{Sent, summary};
+use super::super::{HoldInner, Inbound};
+use rddp_io::TaskHandle;
+use rddp_proto::ddp::{OutSegment, SegmentEndpoint, SenderSeq, SourceError, StreamError};
+use rddp_proto::mem::MemoryTable;
+use std::collections::VecDeque;
+use std::io;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Octets of received segments that may wait for the queue pair's reader. Beyond
+/// it the driver stops reading the association, so SCTP's receive window holds the
+/// peer back (backpressure) instead of a queue growing without bound.
+pub(super) const INBOUND_MAX_OCTETS: usize = 256 * 1024;
+
+#[derive(Debug, Default)]
+struct RelayState {
+    inbound: VecDeque<Inbound>,
+    /// Octets of the segments in `inbound`.
+    inbound_octets: usize,
+    outbound: VecDeque<OutSegment>,
+    /// Segments the adaptation took from `outbound` (handed to SCTP), not yet
+    /// reported to the queue pair (its completions, its budget, its IRD).
+    taken: Vec<Sent>,
+    /// The queue pair asked to close: gracefully (session Terminate) or not.
+    close: Option<bool>,
+    /// The association is gone: the queue pair reads a lost connection.
+    lost: bool,
+    /// The queue pair's task: woken when something arrives or was taken.
+    qp: Option<TaskHandle>,
+    /// The association's task: woken when output is queued, room is made, or
+    /// the queue pair closes.
+    assoc: Option<TaskHandle>,
+}
+
+/// One session's relay between the association's task and its queue pair
+/// (both on the event loop; no thread of their own).
+#[derive(Debug, Default)]
+pub(crate) struct Relay {
+    st: Mutex<RelayState>,
+    /// For [`SctpLlp::recv`] (tests, tools without a queue pair).
+    cv: Condvar,
+}
+
+pub(super) fn wake(h: Option<TaskHandle>) {
+    if let Some(h) = h {
+        h.wake();
+    }
+}
+
+impl Relay {
+    fn lock(&self) -> MutexGuard<'_, RelayState> {
+        self.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    pub(super) fn push(&self, i: Inbound) {
+        let mut st = self.lock();
+        if st.lost {
+            return; // nobody will read it
+        }
+        if let Inbound::Segment { bytes, .. } = &i {
+            st.inbound_octets += bytes.len();
+        }
+        let was_empty = st.inbound.is_empty();
+        st.inbound.push_back(i);
+        let qp = was_empty.then(|| st.qp.clone()).flatten();
+        drop(st);
+        self.cv.notify_all();
+        wake(qp);
+    }
+    /// Whether the association may read the next message for this relay.
+    pub(super) fn has_room(&self) -> bool {
+        let st = self.lock();
+        st.lost || st.inbound_octets < INBOUND_MAX_OCTETS
+    }
+    pub(super) fn lose(&self) {
+        let mut st = self.lock();
+        st.lost = true;
+        let (qp, assoc) = (st.qp.clone(), st.assoc.clone());
+        drop(st);
+        self.cv.notify_all();
+        wake(qp);
+        wake(assoc);
+    }
+    pub(super) fn close_requested(&self) -> Option<bool> {
+        self.lock().close
+    }
+    pub(crate) fn outbound_idle(&self) -> bool {
+        self.lock().outbound.is_empty()
+    }
+    pub(super) fn set_assoc(&self, h: TaskHandle) {
+        self.lock().assoc = Some(h);
+    }
+
+    /// The next thing that arrived (`None`: nothing yet). Taking a segment may
+    /// make room: the association then reads again.
+    pub(crate) fn pop(&self) -> Option<io::Result<Inbound>> {
+        let mut st = self.lock();
+        match st.inbound.pop_front() {
+            Some(i) => {
+                let mut assoc = None;
+                if let Inbound::Segment { bytes, .. } = &i {
+                    let full = st.inbound_octets >= INBOUND_MAX_OCTETS;
+                    st.inbound_octets -= bytes.len();
+                    if full && st.inbound_octets < INBOUND_MAX_OCTETS {
+                        assoc = st.assoc.clone();
+                    }
+                }
+                drop(st);
+                wake(assoc);
+                Some(Ok(i))
+            }
+            None if st.lost => Some(Err(io::ErrorKind::ConnectionReset.into())),
+            None => None,
+        }
+    }
+
+    /// Hand segments to the association (its task is woken once); `false` if the
+    /// association is gone.
+    pub(crate) fn send(&self, segs: impl IntoIterator<Item = OutSegment>) -> bool {
+        let mut st = self.lock();
+        if st.lost {
+            return false;
+        }
+        let before = st.outbound.len();
+        st.outbound.extend(segs);
+        let assoc = (st.outbound.len() > before)
+            .then(|| st.assoc.clone())
+            .flatten();
+        drop(st);
+        wake(assoc);
+        true
+    }
+
+    /// Segments SCTP took since the last call, in order.
+    pub(crate) fn take_sent(&self, out: &mut Vec<Sent>) {
+        out.append(&mut self.lock().taken);
+    }
+
+    pub(crate) fn set_qp(&self, h: TaskHandle) {
+        self.lock().qp = Some(h);
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lock().lost
+    }
+
+    /// Close the session: abortive (after a Terminate) or graceful.
+    pub(crate) fn close(&self, abortive: bool) {
+        let mut st = self.lock();
+        if st.close != Some(false) {
+            st.close = Some(!abortive);
+        }
+        let assoc = st.assoc.clone();
+        drop(st);
+        wake(assoc);
+    }
+}
+
+/// The session's upper layer inside rddp-sctp: a relay to the queue pair.
+#[derive(Debug)]
+pub(super) struct RelayEndpoint(pub(super) Arc<Relay>);
+
+impl SegmentEndpoint for RelayEndpoint {
+    fn on_segment(
+        &mut self,
+        _mem: &MemoryTable,
+        seq: SenderSeq,
+        seg: &[u8],
+    ) -> Result<(), StreamError> {
+        self.0.push(Inbound::Segment {
+            seq,
+            bytes: seg.to_vec(),
+        });
+        Ok(())
+    }
+    fn poll_segment(&mut self) -> Option<OutSegment> {
+        // Taken now to be handed to SCTP at once (the adaptation pulls one
+        // segment per chunk it sends): the queue pair hears it was sent.
+        let mut st = self.0.lock();
+        let seg = st.outbound.pop_front()?;
+        let was_empty = st.taken.is_empty();
+        st.taken.push(summary(&seg));
+        let qp = was_empty.then(|| st.qp.clone()).flatten();
+        drop(st);
+        wake(qp);
+        Some(seg)
+    }
+    fn drained(&self) -> bool {
+        self.0.lock().outbound.is_empty()
+    }
+    fn set_mulpdu(&mut self, mulpdu: usize) -> Result<(), SourceError> {
+        self.0.push(Inbound::Mulpdu(mulpdu));
+        Ok(())
+    }
+    fn close(&mut self) {}
+    fn on_llp_closed(&mut self, graceful: bool) {
+        if graceful {
+            self.0.push(Inbound::Closed);
+        } else {
+            self.0.lose();
+        }
+    }
+}
+
+/// The queue pair's side of one session (`Llp::Sctp`): its relay, driven by
+/// the queue pair's task on the event loop.
+pub struct SctpLlp {
+    pub(crate) relay: Arc<Relay>,
+    pub(crate) hold: Option<Arc<HoldInner>>,
+}
+
+impl SctpLlp {
+    /// Wait up to `timeout` for what the session delivers, without a queue pair
+    /// (tests: a reader that does not read holds the peer back). `TimedOut` if
+    /// nothing came.
+    pub fn recv(&self, timeout: Duration) -> io::Result<Inbound> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(r) = self.relay.pop() {
+                return r;
+            }
+            let st = self.relay.lock();
+            if !st.inbound.is_empty() || st.lost {
+                continue;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::ErrorKind::TimedOut.into());
+            }
+            let _ = self.relay.cv.wait_timeout(st, left);
+        }
+    }
+}
