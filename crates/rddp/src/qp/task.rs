@@ -22,12 +22,20 @@ use std::io::{self, Read};
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The I/O thread's read buffer, shared by every connection on that thread.
 const READ_BUF: usize = 256 * 1024;
 
 /// Reads per run before the task lets the thread's other connections go first.
 const READS_PER_RUN: usize = 16;
+
+/// After an abortive close (our Terminate written, our side shut down for
+/// writing): how long the task goes on reading and dropping what the peer still
+/// sends before it closes the socket. Closing with unread octets makes the kernel
+/// answer with a reset, which drops a Terminate still queued behind the
+/// congestion window (RFC 5040 §5.4: the Terminate should reach the peer).
+const DRAIN: Duration = Duration::from_secs(2);
 
 thread_local! {
     static BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
@@ -48,6 +56,7 @@ pub(super) fn spawn(
         hold: hold.clone(),
         read_done: false,
         lost: false,
+        drain_until: None,
     };
     let h = driver
         .spawn(Box::new(task))
@@ -73,6 +82,9 @@ struct QpTask {
     read_done: bool,
     /// The engine was told the connection is lost.
     lost: bool,
+    /// Shut down for writing after a Terminate: read and drop until the peer
+    /// closes or this passes ([`DRAIN`]), then close.
+    drain_until: Option<Instant>,
 }
 
 enum RxEnd {
@@ -219,8 +231,11 @@ impl Task for QpTask {
             io.out.shutdown(true);
         }
         let shut = io.out.shut;
-        let dropped = io.linger.is_some();
-        if lingered || (dropped && shut == Some(true)) || (self.read_done && shut.is_some()) {
+        if shut == Some(true) && !self.read_done && self.drain_until.is_none() {
+            self.drain_until = Some(cx.now + DRAIN);
+        }
+        let drained = self.drain_until.is_some_and(|t| cx.now >= t);
+        if lingered || drained || (self.read_done && shut.is_some()) {
             if !self.lost {
                 // Dropped: whatever was still posted is flushed.
                 self.ended(st, false, None);
@@ -244,9 +259,10 @@ impl Task for QpTask {
             // will come, so run again after the thread's other ready tasks.
             cx.handle().wake();
         }
-        Next::Wait {
-            interest,
-            deadline: io.linger,
-        }
+        let deadline = match (io.linger, self.drain_until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Next::Wait { interest, deadline }
     }
 }

@@ -92,7 +92,7 @@ pub(crate) struct MpaOut {
     /// Close the connection once the queue is written: abortive (after a
     /// Terminate) or graceful.
     pub close: Option<bool>,
-    /// The socket was shut down (abortive: both directions).
+    /// The socket was shut down for writing (abortive: after a Terminate).
     pub shut: Option<bool>,
 }
 
@@ -156,17 +156,15 @@ impl MpaOut {
         }
     }
 
-    /// Shut the socket down now (abortive: both directions), whatever is queued.
+    /// Shut the socket down for writing now, whatever is queued (abortive: after
+    /// a Terminate; nothing more is sent). The read side stays open: the task
+    /// reads and drops what the peer still sends before it closes the socket, so
+    /// the kernel sends what is queued (the Terminate) and a FIN, not a reset.
     pub fn shutdown(&mut self, abortive: bool) {
         if self.shut.is_some_and(|a| a || !abortive) {
             return;
         }
-        let how = if abortive {
-            Shutdown::Both
-        } else {
-            Shutdown::Write
-        };
-        let _ = self.sock.shutdown(how);
+        let _ = self.sock.shutdown(Shutdown::Write);
         if let Some(w) = self.wire.take() {
             w.closed();
         }
