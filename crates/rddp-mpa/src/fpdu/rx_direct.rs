@@ -88,6 +88,17 @@ pub trait Placer {
     /// The peer's first FPDU passed its checks (the responder may send now,
     /// spec §4.9). Called before that FPDU's `finish`.
     fn first_fpdu(&mut self) {}
+    /// After [`Self::begin`] refused: the engine holds its refusal until the
+    /// FPDU's own check (spec §2.10 step 1: MPA's CRC before DDP's and RDMAP's
+    /// header checks). The receiver then reads the payload and drops it, reads
+    /// PAD and CRC, and calls [`Self::settle`]. Default: reported at once.
+    fn refusal_held(&self) -> bool {
+        false
+    }
+    /// The held refusal's FPDU ended, `crc_ok` as for [`Self::finish`].
+    fn settle(&mut self, crc_ok: bool) {
+        let _ = crc_ok;
+    }
     /// Asked between FPDUs: `false` pauses the receiver ([`Progress::Paused`]).
     fn more(&mut self) -> bool {
         true
@@ -140,6 +151,9 @@ enum Sink {
     /// too long to be the RTR (reported after its CRC).
     Discard {
         not_rtr: bool,
+        /// The engine refused the header and holds the refusal (settled
+        /// after the CRC).
+        refused: bool,
     },
 }
 
@@ -350,7 +364,10 @@ impl FpduReceiver {
             ulpdu_len: 0,
             payload_len: 0,
             done: 0,
-            sink: Sink::Discard { not_rtr: false },
+            sink: Sink::Discard {
+                not_rtr: false,
+                refused: false,
+            },
             rtr: [0; RTR_MAX],
             pad_left: 0,
             crc: [0; MPA_CRC_LEN],
@@ -649,7 +666,10 @@ impl FpduReceiver {
             if self.ulpdu_len <= RTR_MAX {
                 Sink::Rtr
             } else {
-                Sink::Discard { not_rtr: true }
+                Sink::Discard {
+                    not_rtr: true,
+                    refused: false,
+                }
             }
         } else {
             let head = &self.head[MPA_HDR_LEN..self.head_want];
@@ -663,6 +683,10 @@ impl FpduReceiver {
                     );
                     return Err(self.die());
                 }
+                None if engine.refusal_held() => Sink::Discard {
+                    not_rtr: false,
+                    refused: true,
+                },
                 None => return Err(self.die()),
             }
         };
@@ -725,7 +749,10 @@ impl FpduReceiver {
                     }
                     Some(Err(e)) => return Err(io_to_halt(e)),
                     None => {
-                        self.sink = Sink::Discard { not_rtr: false };
+                        self.sink = Sink::Discard {
+                            not_rtr: false,
+                            refused: false,
+                        };
                         return Ok(());
                     }
                 }
@@ -773,7 +800,11 @@ impl FpduReceiver {
         self.in_fpdu = false;
         self.have = 0;
         self.head_want = 0;
-        match std::mem::replace(&mut self.sink, Sink::Discard { not_rtr: false }) {
+        let none = Sink::Discard {
+            not_rtr: false,
+            refused: false,
+        };
+        match std::mem::replace(&mut self.sink, none) {
             Sink::Engine(_) => {
                 if first && crc_ok {
                     engine.first_fpdu();
@@ -784,7 +815,12 @@ impl FpduReceiver {
                 }
                 Ok(())
             }
-            Sink::Discard { not_rtr } => {
+            Sink::Discard { refused: true, .. } => {
+                // The CRC decides which error the peer hears.
+                engine.settle(crc_ok);
+                Err(self.die())
+            }
+            Sink::Discard { not_rtr, .. } => {
                 if !crc_ok {
                     return Err(self.crc_failed(engine, seq));
                 }
@@ -810,6 +846,10 @@ impl FpduReceiver {
                 engine.first_fpdu();
                 // RDMAP's own small message, handed over whole (not user payload).
                 let Some(t) = engine.begin(seq, &ulpdu[..hl], self.payload_len) else {
+                    // Its CRC passed: a held refusal is reported now.
+                    if engine.refusal_held() {
+                        engine.settle(true);
+                    }
                     return Err(self.die());
                 };
                 let payload = &self.rtr[..self.payload_len];
