@@ -46,6 +46,9 @@ const GATHER_SEGMENTS: usize = 64;
 /// Most octets gathered into one `sendmsg`.
 const GATHER_OCTETS: usize = 1 << 20;
 
+/// Most iovecs in one `sendmsg` (Linux's IOV_MAX; more fail with EMSGSIZE).
+const MAX_IOVECS: usize = 1024;
+
 /// An FPDU the socket took part of.
 enum Rest {
     /// Its remaining octets, copied, and how many of them are written.
@@ -294,7 +297,7 @@ impl MpaOut {
         }
         // The region's lock, for this one system call.
         let data = region.as_ref().map(|r| r.data());
-        let payloads: Vec<&[u8]> = self
+        let mut payloads: Vec<&[u8]> = self
             .queue
             .iter()
             .take(count)
@@ -314,6 +317,22 @@ impl MpaOut {
             starts.push(self.enc.offset);
             layouts.push(layout_fpdu(&mut self.enc, &hdr[..n], p));
         }
+        // At most IOV_MAX slices per call (with Markers an FPDU is a few
+        // hundred): the FPDUs past that are laid out again next time.
+        let mut slices_n = 0;
+        if let Some(k) = layouts.iter().position(|l| {
+            slices_n += l.pieces.len();
+            slices_n > MAX_IOVECS
+        }) {
+            // One FPDU always goes (it has at most a few hundred slices).
+            let k = k.max(1);
+            if k < count {
+                self.enc.offset = starts[k];
+                layouts.truncate(k);
+                count = k;
+            }
+        }
+        payloads.truncate(count);
         if let Some(w) = &self.wire {
             // Recorded before it leaves: an answer recorded by a peer in this
             // process must come after it in the file.
