@@ -155,7 +155,10 @@ impl Conn {
             let b = c.buffer.as_ref().unwrap();
             assert_eq!(&b[..64], &[seed.wrapping_add(i as u8); 64][..], "Send {i}");
         }
-        assert_eq!(&self.mem.region(self.stag).unwrap().data()[..], &self.big[..]);
+        assert_eq!(
+            &self.mem.region(self.stag).unwrap().data()[..],
+            &self.big[..]
+        );
         assert!(self.mem.all_guards_intact());
     }
 }
