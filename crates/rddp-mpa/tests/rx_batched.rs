@@ -165,7 +165,7 @@ impl Conn {
 
 #[test]
 fn small_fpdus_share_reads_and_large_payloads_stay_direct() {
-    assert!(64 < SMALL_PAYLOAD && MULPDU > SMALL_PAYLOAD);
+    const { assert!(64 < SMALL_PAYLOAD && MULPDU > SMALL_PAYLOAD) };
     // Alone, a single read can take the whole stream: few reads in all.
     let before = rx_copied_octets();
     let mut buf = vec![0u8; 16 * 1024];

@@ -200,10 +200,11 @@ impl QpTask {
             let dead = input.rx.is_dead() || st.rdmap.is_terminated();
             // The responder may send from now on (spec §4.9); also its Terminate
             // for the initiator's bad first FPDU (the initiator is in FPDU mode).
-            if (first || dead) && std::mem::take(&mut input.gate_closed) {
-                if let Some(io) = &mut st.mpa {
-                    io.out.gate_open = true;
-                }
+            if (first || dead)
+                && std::mem::take(&mut input.gate_closed)
+                && let Some(io) = &mut st.mpa
+            {
+                io.out.gate_open = true;
             }
             let end = match got {
                 Ok(Progress::WouldBlock) => RxEnd::Blocked,
