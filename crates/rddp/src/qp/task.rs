@@ -317,7 +317,7 @@ impl Task for QpTask {
             (true, false) => Some(Interest::READABLE),
         };
         if more {
-            // Read READS_PER_RUN times and not yet to WouldBlock: no new edge
+            // Used the run's budget, not yet at WouldBlock: no new edge
             // will come, so run again after the thread's other ready tasks.
             cx.handle().wake();
         }
