@@ -443,10 +443,11 @@ fn a_bad_crc_on_a_directly_placed_payload_delivers_nothing() {
     assert_eq!(rx_copied_octets(), 0);
 }
 
-#[test]
-fn refusals_from_the_header_read_no_payload() {
-    // A Write to a region that does not exist: refused from the header alone
-    // with DDP's code; the receiver stops right after the header.
+/// A Write to a region that does not exist: refused from the header alone,
+/// nothing placed; the payload is read and dropped so that the FPDU's CRC is
+/// checked first (spec §2.10 step 1): with a good CRC the peer hears DDP's
+/// code, with a bad one 2/0/0x02.
+fn refused_write(flip_crc: bool) -> (Progress, Option<TerminateCode>, usize, usize) {
     let mut a = Side::new(1, true, false);
     let mut b = Side::new(2, true, false);
     a.s.post(
@@ -459,7 +460,11 @@ fn refusals_from_the_header_read_no_payload() {
             fence: false,
         },
     );
-    let wire = wire_of(&a.fpdus());
+    let mut wire = wire_of(&a.fpdus());
+    if flip_crc {
+        *wire.last_mut().unwrap() ^= 0x40;
+    }
+    let len = wire.len();
     let mut src = Source::new(wire, Cut::One);
     let mut got = Progress::WouldBlock;
     while got == Progress::WouldBlock {
@@ -467,10 +472,20 @@ fn refusals_from_the_header_read_no_payload() {
             b.rx.drive(&mut src, &mut RdmapPlacer::new(&mut b.s, &b.mem))
                 .unwrap();
     }
+    (got, b.terminate_sent(), src.at, len)
+}
+
+#[test]
+fn refusals_from_the_header_wait_for_the_crc() {
+    let (got, term, at, len) = refused_write(false);
     assert_eq!(got, Progress::Stopped);
-    assert_eq!(b.terminate_sent(), Some(TerminateCode::DDP_INVALID_STAG));
-    // ULPDU_Length and the 14-octet tagged header: not one payload octet.
-    assert_eq!(src.at, 16);
+    assert_eq!(term, Some(TerminateCode::DDP_INVALID_STAG));
+    // The whole FPDU read (its payload dropped), not a octet more.
+    assert_eq!(at, len);
+    let (got, term, at, len) = refused_write(true);
+    assert_eq!(got, Progress::Stopped);
+    assert_eq!(term, Some(TerminateCode::MPA_CRC_ERROR));
+    assert_eq!(at, len);
 }
 
 #[test]

@@ -4,8 +4,9 @@
 //! while a socket blocks. How the LLP is driven:
 //!
 //! * MPA (`Llp::Mpa`): no thread of its own. One task on the process's event
-//!   loop (`qp/task.rs`, rddp-io) reads the non-blocking socket and feeds the
-//!   engine; whoever pumps the engine (the posting thread, or that task after a
+//!   loop (`qp/task.rs`, rddp-io) reads the non-blocking socket header first and
+//!   places each payload from it straight into its region or receive buffer
+//!   (rddp-mpa's `FpduReceiver`, RDMAP deciding from the header); whoever pumps the engine (the posting thread, or that task after a
 //!   read or on WRITABLE) writes its FPDUs with non-blocking `sendmsg` under the
 //!   QP lock (`transport::mpa_out`). What the socket refuses stays queued (at most
 //!   about `TX_BUDGET` octets) and the task waits for WRITABLE.

@@ -37,9 +37,18 @@ impl<'a> RdmapPlacer<'a> {
 
 impl Placer for RdmapPlacer<'_> {
     fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target> {
+        // A refusal is held until the FPDU's CRC was checked (spec §2.10).
         self.stream
-            .begin_segment(self.mem, seq, head, payload_len)
+            .begin_segment_crc_first(self.mem, seq, head, payload_len)
             .ok()
+    }
+
+    fn refusal_held(&self) -> bool {
+        self.stream.has_held_refusal()
+    }
+
+    fn settle(&mut self, crc_ok: bool) {
+        self.stream.settle_refusal(crc_ok);
     }
 
     fn with_buffer(

@@ -27,6 +27,12 @@
 //! ([`rddp_proto::ddp::count_rx_copy`]). Nothing is allocated per FPDU; nothing
 //! is written outside the target the engine returned.
 //!
+//! [`FpduReceiver::drive_buffered`] adds a caller's read-ahead buffer for runs
+//! of small FPDUs (a stream of 64-octet Sends costs one read per buffer, not
+//! two or three per FPDU): their payloads, under [`SMALL_PAYLOAD`] octets, are
+//! copied from it (counted); a large payload ends the run and is read straight
+//! into place.
+//!
 //! RFC 6581: a responder that expects an RTR ([`RxConfig::expect_rtr`]) reads
 //! the first FPDU (at most 46 octets of ULPDU can be an RTR) whole into scratch,
 //! checks its CRC and its shape, and hands it to the engine only if it is the
@@ -51,6 +57,13 @@ const SAFE_HEAD: usize = MPA_HDR_LEN + MIN_ULPDU;
 const RTR_MAX: usize = UNTAGGED_HDR_LEN + READ_REQ_HDR_LEN;
 /// Read-ahead of non-payload octets (PAD, CRC, Markers, the next header).
 const AHEAD: usize = 32;
+/// Payloads shorter than this may be copied out of a caller's read-ahead
+/// buffer ([`FpduReceiver::drive_buffered`]); longer ones are read straight into
+/// their place.
+pub const SMALL_PAYLOAD: usize = 1024;
+/// Small payloads in a row after which [`FpduReceiver::drive_buffered`] reads
+/// through the caller's buffer.
+const STREAK: u32 = 4;
 
 /// The engine above the FPDU receiver: RDMAP (`RdmapPlacer`) or DDP
 /// (`FpduConn`). Called only from [`FpduReceiver::drive`], in FPDU order.
@@ -75,6 +88,17 @@ pub trait Placer {
     /// The peer's first FPDU passed its checks (the responder may send now,
     /// spec §4.9). Called before that FPDU's `finish`.
     fn first_fpdu(&mut self) {}
+    /// After [`Self::begin`] refused: the engine holds its refusal until the
+    /// FPDU's own check (spec §2.10 step 1: MPA's CRC before DDP's and RDMAP's
+    /// header checks). The receiver then reads the payload and drops it, reads
+    /// PAD and CRC, and calls [`Self::settle`]. Default: reported at once.
+    fn refusal_held(&self) -> bool {
+        false
+    }
+    /// The held refusal's FPDU ended, `crc_ok` as for [`Self::finish`].
+    fn settle(&mut self, crc_ok: bool) {
+        let _ = crc_ok;
+    }
     /// Asked between FPDUs: `false` pauses the receiver ([`Progress::Paused`]).
     fn more(&mut self) -> bool {
         true
@@ -127,11 +151,16 @@ enum Sink {
     /// too long to be the RTR (reported after its CRC).
     Discard {
         not_rtr: bool,
+        /// The engine refused the header and holds the refusal (settled
+        /// after the CRC).
+        refused: bool,
     },
 }
 
 /// Octets read but not yet consumed: the setup's leftover (any octets), then a
-/// small read-ahead that never holds payload.
+/// small read-ahead that never holds payload, or the caller's read-ahead buffer
+/// while a run of small FPDUs lasts (its payloads copied, counted). At most one
+/// of the three holds octets at a time (each is filled only when all are empty).
 #[derive(Debug, Default)]
 struct Input {
     left: Vec<u8>,
@@ -139,6 +168,13 @@ struct Input {
     ahead: [u8; AHEAD],
     lo: usize,
     hi: usize,
+    /// The caller's buffer, lent for one [`FpduReceiver::drive_buffered`] call
+    /// (empty otherwise: no batching).
+    ra: Vec<u8>,
+    ra_lo: usize,
+    ra_hi: usize,
+    /// Payloads under [`SMALL_PAYLOAD`] octets in a row.
+    streak: u32,
 }
 
 enum Halt {
@@ -177,23 +213,44 @@ impl Input {
             }
             return n;
         }
-        let n = (self.hi - self.lo).min(dst.len());
-        dst[..n].copy_from_slice(&self.ahead[self.lo..self.lo + n]);
-        self.lo += n;
+        if self.lo < self.hi {
+            let n = (self.hi - self.lo).min(dst.len());
+            dst[..n].copy_from_slice(&self.ahead[self.lo..self.lo + n]);
+            self.lo += n;
+            return n;
+        }
+        let n = (self.ra_hi - self.ra_lo).min(dst.len());
+        dst[..n].copy_from_slice(&self.ra[self.ra_lo..self.ra_lo + n]);
+        self.ra_lo += n;
         n
     }
 
     fn has_buffered(&self) -> bool {
-        self.left_at < self.left.len() || self.lo < self.hi
+        self.left_at < self.left.len() || self.lo < self.hi || self.ra_lo < self.ra_hi
+    }
+
+    /// A run of small FPDUs: one read takes as much as the caller's buffer holds.
+    fn batching(&self) -> bool {
+        !self.ra.is_empty() && self.streak >= STREAK
+    }
+
+    fn fill_ra(&mut self, src: &mut impl Read) -> Result<(), Halt> {
+        let n = read_src(src, &mut self.ra)?;
+        (self.ra_lo, self.ra_hi) = (0, n);
+        Ok(())
     }
 
     /// Non-payload octets into `dst`; a socket read takes at most `ahead`
     /// octets (the non-payload octets known to come), at least `dst.len()`.
     fn small(&mut self, src: &mut impl Read, dst: &mut [u8], ahead: usize) -> Result<usize, Halt> {
         if !self.has_buffered() {
-            let k = ahead.clamp(dst.len(), AHEAD);
-            let n = read_src(src, &mut self.ahead[..k])?;
-            (self.lo, self.hi) = (0, n);
+            if self.batching() {
+                self.fill_ra(src)?;
+            } else {
+                let k = ahead.clamp(dst.len(), AHEAD);
+                let n = read_src(src, &mut self.ahead[..k])?;
+                (self.lo, self.hi) = (0, n);
+            }
         }
         Ok(self.buffered(dst))
     }
@@ -202,6 +259,9 @@ impl Input {
     /// copied from what was read before (counted).
     /// Returns (octets, whether they were copied).
     fn payload(&mut self, src: &mut impl Read, dst: &mut [u8]) -> Result<(usize, bool), Halt> {
+        if !self.has_buffered() && self.batching() && dst.len() < SMALL_PAYLOAD {
+            self.fill_ra(src)?;
+        }
         if self.has_buffered() {
             let n = self.buffered(dst);
             count_rx_copy(n);
@@ -304,7 +364,10 @@ impl FpduReceiver {
             ulpdu_len: 0,
             payload_len: 0,
             done: 0,
-            sink: Sink::Discard { not_rtr: false },
+            sink: Sink::Discard {
+                not_rtr: false,
+                refused: false,
+            },
             rtr: [0; RTR_MAX],
             pad_left: 0,
             crc: [0; MPA_CRC_LEN],
@@ -345,7 +408,44 @@ impl FpduReceiver {
 
     /// Octets read from the source (or given as leftover) but not yet used.
     pub fn buffered(&self) -> usize {
-        (self.input.left.len() - self.input.left_at) + (self.input.hi - self.input.lo)
+        (self.input.left.len() - self.input.left_at)
+            + (self.input.hi - self.input.lo)
+            + (self.input.ra_hi - self.input.ra_lo)
+    }
+
+    /// As [`Self::drive`], with `buf` lent as a read-ahead buffer for runs of
+    /// small FPDUs (the caller's, e.g. one per I/O thread shared by its
+    /// connections; its length is what one read may take). After a few FPDUs in
+    /// a row whose payloads are under [`SMALL_PAYLOAD`] octets, one read fills
+    /// `buf` with whatever arrived (many FPDUs for one system call) and their
+    /// payloads are copied out of it (counted, `count_rx_copy`). A payload of
+    /// [`SMALL_PAYLOAD`] octets or more ends the run: the octets of it already
+    /// in `buf` are copied (counted), the rest and every later payload are read
+    /// straight into place, header first, as by [`Self::drive`]. So a large
+    /// payload is copied only in part, and only right after a run of small
+    /// ones. When this returns, no octet of this connection is left in `buf`
+    /// (the few it may hold after a pause move into the receiver).
+    pub fn drive_buffered(
+        &mut self,
+        src: &mut impl Read,
+        engine: &mut impl Placer,
+        buf: &mut Vec<u8>,
+    ) -> io::Result<Progress> {
+        std::mem::swap(&mut self.input.ra, buf);
+        (self.input.ra_lo, self.input.ra_hi) = (0, 0);
+        let got = self.drive(src, engine);
+        let i = &mut self.input;
+        if i.ra_lo < i.ra_hi {
+            // Only after a pause or a stop (a read happens only with nothing
+            // buffered): `left` and `ahead` are empty then (one of three).
+            let mut rest = i.left.split_off(i.left_at);
+            rest.extend_from_slice(&i.ahead[i.lo..i.hi]);
+            rest.extend_from_slice(&i.ra[i.ra_lo..i.ra_hi]);
+            (i.left, i.left_at, i.lo, i.hi) = (rest, 0, 0, 0);
+        }
+        (i.ra_lo, i.ra_hi) = (0, 0);
+        std::mem::swap(&mut i.ra, buf);
+        got
     }
 
     /// Give back the read-ahead: octets read from the source but not yet used
@@ -567,11 +667,19 @@ impl FpduReceiver {
         self.done = 0;
         self.pad_left = pad_len(self.ulpdu_len);
         self.crc_have = 0;
+        self.input.streak = if self.payload_len < SMALL_PAYLOAD {
+            self.input.streak.saturating_add(1)
+        } else {
+            0
+        };
         self.sink = if self.seq == 0 && self.cfg.expect_rtr.is_some() {
             if self.ulpdu_len <= RTR_MAX {
                 Sink::Rtr
             } else {
-                Sink::Discard { not_rtr: true }
+                Sink::Discard {
+                    not_rtr: true,
+                    refused: false,
+                }
             }
         } else {
             let head = &self.head[MPA_HDR_LEN..self.head_want];
@@ -585,6 +693,10 @@ impl FpduReceiver {
                     );
                     return Err(self.die());
                 }
+                None if engine.refusal_held() => Sink::Discard {
+                    not_rtr: false,
+                    refused: true,
+                },
                 None => return Err(self.die()),
             }
         };
@@ -647,7 +759,10 @@ impl FpduReceiver {
                     }
                     Some(Err(e)) => return Err(io_to_halt(e)),
                     None => {
-                        self.sink = Sink::Discard { not_rtr: false };
+                        self.sink = Sink::Discard {
+                            not_rtr: false,
+                            refused: false,
+                        };
                         return Ok(());
                     }
                 }
@@ -695,7 +810,11 @@ impl FpduReceiver {
         self.in_fpdu = false;
         self.have = 0;
         self.head_want = 0;
-        match std::mem::replace(&mut self.sink, Sink::Discard { not_rtr: false }) {
+        let none = Sink::Discard {
+            not_rtr: false,
+            refused: false,
+        };
+        match std::mem::replace(&mut self.sink, none) {
             Sink::Engine(_) => {
                 if first && crc_ok {
                     engine.first_fpdu();
@@ -706,7 +825,12 @@ impl FpduReceiver {
                 }
                 Ok(())
             }
-            Sink::Discard { not_rtr } => {
+            Sink::Discard { refused: true, .. } => {
+                // The CRC decides which error the peer hears.
+                engine.settle(crc_ok);
+                Err(self.die())
+            }
+            Sink::Discard { not_rtr, .. } => {
                 if !crc_ok {
                     return Err(self.crc_failed(engine, seq));
                 }
@@ -732,6 +856,10 @@ impl FpduReceiver {
                 engine.first_fpdu();
                 // RDMAP's own small message, handed over whole (not user payload).
                 let Some(t) = engine.begin(seq, &ulpdu[..hl], self.payload_len) else {
+                    // Its CRC passed: a held refusal is reported now.
+                    if engine.refusal_held() {
+                        engine.settle(true);
+                    }
                     return Err(self.die());
                 };
                 let payload = &self.rtr[..self.payload_len];

@@ -40,6 +40,31 @@ impl DdpStream {
             .map_err(|e| self.refuse(e))
     }
 
+    /// As [`Self::begin_segment`], but a refusal by the header checks is only
+    /// returned (`Err(Err(e))`), not yet reported: the LLP's own check of the
+    /// same segment (its CRC) comes first (spec §2.10 step 1). Report it with
+    /// [`Self::refuse_held`] once that check passed. `Err(Ok(_))`: the stream
+    /// receives nothing any more (as `begin_segment`).
+    #[allow(clippy::result_large_err)]
+    pub fn begin_segment_held(
+        &mut self,
+        mem: &MemoryTable,
+        seq: SenderSeq,
+        head: &[u8],
+        payload_len: usize,
+    ) -> Result<Target, Result<StreamError, super::super::DdpError>> {
+        self.may_receive().map_err(Ok)?;
+        self.sink
+            .begin_segment(mem, seq, head, payload_len)
+            .map_err(Err)
+    }
+
+    /// Report a refusal held by [`Self::begin_segment_held`] (the stream turns
+    /// erroneous, the error is queued as an event).
+    pub fn refuse_held(&mut self, e: super::super::DdpError) -> StreamError {
+        self.refuse(e)
+    }
+
     /// The receive-buffer octets of the begun untagged segment (see
     /// [`super::DdpSink::begun_buffer`]); `None` once the stream is not open.
     pub fn begun_buffer(&mut self) -> Option<&mut [u8]> {

@@ -114,6 +114,8 @@ pub struct RdmapStream {
     /// Header-first receive: the sender position of the segment begun and not
     /// yet finished (`rx_direct.rs`).
     rx_begun: Option<crate::ddp::SenderSeq>,
+    /// A header refusal held until the LLP checked its FPDU (`rx_direct.rs`).
+    rx_held: Option<rx_direct::HeldRefusal>,
 }
 
 impl RdmapStream {
@@ -152,6 +154,7 @@ impl RdmapStream {
             closing: false,
             counters: RdmapCounters::default(),
             rx_begun: None,
+            rx_held: None,
         })
     }
 

@@ -18,8 +18,9 @@ use rddp_wire::{
 };
 
 /// An RDMAP-level refusal found before placement.
+#[derive(Debug)]
 pub(super) struct Refusal {
-    code: TerminateCode,
+    pub(super) code: TerminateCode,
     /// Echo the header (M=D=1) unless its layout is in doubt.
     echo: bool,
     detail: String,

@@ -16,11 +16,117 @@
 //! 3. `finish_segment(mem, crc_ok)`.
 
 use super::RdmapStream;
-use crate::ddp::{SenderSeq, StreamError, Target};
+use super::rx::Refusal;
+use crate::ddp::{DdpError, SenderSeq, StreamError, Target};
 use crate::mem::MemoryTable;
 use rddp_wire::TerminateCode;
+use rddp_wire::ddp::UNTAGGED_HDR_LEN;
+
+/// A refusal found from a segment's header, not yet reported: the LLP's check
+/// of the same FPDU comes first (spec §2.10 step 1; a corrupted header must
+/// give 2/0/0x02, not the error its corruption happens to look like).
+#[derive(Debug)]
+pub(super) enum HeldRefusal {
+    Rdmap {
+        seq: SenderSeq,
+        r: Refusal,
+        head: [u8; UNTAGGED_HDR_LEN],
+        hlen: usize,
+        seg_len: usize,
+    },
+    Ddp {
+        seq: SenderSeq,
+        e: DdpError,
+    },
+}
 
 impl RdmapStream {
+    /// As [`Self::begin_segment`], but a refusal is held, not reported, until
+    /// the LLP checked the segment's FPDU: the LLP reads the refused payload
+    /// (dropping it) and its CRC, then calls [`Self::settle_refusal`]. `Err`:
+    /// refused (held if [`Self::has_held_refusal`]), nothing placed.
+    pub fn begin_segment_crc_first(
+        &mut self,
+        mem: &MemoryTable,
+        seq: SenderSeq,
+        head: &[u8],
+        payload_len: usize,
+    ) -> Result<Target, StreamError> {
+        self.rx_begun = None;
+        self.rx_held = None;
+        if self.terminated {
+            return Err(StreamError::Closed);
+        }
+        let seg_len = head.len().saturating_add(payload_len);
+        if let Err(r) = self.pre_check(seq, head, payload_len) {
+            let code = r.code;
+            let mut h = [0u8; UNTAGGED_HDR_LEN];
+            let hlen = head.len().min(UNTAGGED_HDR_LEN);
+            h[..hlen].copy_from_slice(&head[..hlen]);
+            self.rx_held = Some(HeldRefusal::Rdmap {
+                seq,
+                r,
+                head: h,
+                hlen,
+                seg_len,
+            });
+            return Err(StreamError::Erroneous(code));
+        }
+        match self.ddp.begin_segment_held(mem, seq, head, payload_len) {
+            Ok(t) => {
+                self.rx_begun = Some(seq);
+                Ok(t)
+            }
+            Err(Ok(e)) => {
+                self.drain_ddp_events();
+                Err(e)
+            }
+            Err(Err(e)) => {
+                let code = e.code;
+                self.rx_held = Some(HeldRefusal::Ddp { seq, e });
+                Err(StreamError::Erroneous(code))
+            }
+        }
+    }
+
+    /// A refusal of [`Self::begin_segment_crc_first`] waits for its FPDU's check.
+    pub fn has_held_refusal(&self) -> bool {
+        self.rx_held.is_some()
+    }
+
+    /// The LLP checked the held refusal's FPDU: a failed CRC is reported as
+    /// such (2/0/0x02), else the refusal itself (Terminate queued, events).
+    pub fn settle_refusal(&mut self, crc_ok: bool) {
+        let Some(held) = self.rx_held.take() else {
+            return;
+        };
+        let seq = match &held {
+            HeldRefusal::Rdmap { seq, .. } | HeldRefusal::Ddp { seq, .. } => *seq,
+        };
+        if !crc_ok {
+            self.llp_error(
+                TerminateCode::MPA_CRC_ERROR,
+                format!("MPA framing: MPA CRC mismatch (FPDU {seq} after setup)"),
+            );
+            return;
+        }
+        match held {
+            HeldRefusal::Rdmap {
+                r,
+                head,
+                hlen,
+                seg_len,
+                ..
+            } => {
+                self.refuse_segment(r, &head[..hlen], seg_len);
+            }
+            HeldRefusal::Ddp { e, .. } => {
+                self.ddp.refuse_held(e);
+                self.drain_ddp_events();
+            }
+        }
+    }
+
     /// Begin the segment at sender position `seq` whose DDP header is `head` (the
     /// segment's first `min(length, header length)` octets) followed by
     /// `payload_len` payload octets. `Ok`: where the payload goes. `Err`: refused

@@ -1,9 +1,15 @@
 //! A queue pair's MPA connection on the event loop: one rddp-io task per queue
 //! pair, on one of the process's few I/O threads.
 //!
-//! * READABLE: [`QpTask::receive`] reads into the I/O thread's read buffer until
-//!   `WouldBlock` and hands each ULPDU to the engine under the queue pair's lock
-//!   (one lock per read, never held across a wait: the socket is non-blocking).
+//! * READABLE: [`QpTask::receive`] drives the connection's header-first
+//!   `FpduReceiver` under the queue pair's lock until `WouldBlock` (never held
+//!   across a wait: the socket is non-blocking): each payload is read from the
+//!   socket straight into its region or receive buffer, the CRC checked over it
+//!   before anything is delivered; runs of small FPDUs share reads through the
+//!   I/O thread's read-ahead buffer (their small payloads copied, counted).
+//! * After a Terminate: shut down for writing once it is written, then read and
+//!   drop until the peer closes or [`DRAIN`] passes, then close (a close with
+//!   octets unread would reset the connection and lose the Terminate).
 //! * WRITABLE: the queued output the posting threads could not write drains
 //!   (`Shared::pump_in`, the same code the posting threads run).
 //! * Close: both directions end here; a dropped queue pair's task lets a queued
@@ -13,21 +19,37 @@ use super::{Shared, State};
 use crate::device::lock;
 use crate::error::Error;
 use crate::transport::HoldInner;
-use crate::transport::mpa_in::{MpaIn, Upcalls};
+use crate::transport::mpa_in::MpaIn;
 use rddp_io::{Cx, Interest, Next, Task, TaskHandle};
-use rddp_proto::mem::MemoryTable;
+use rddp_mpa::fpdu::{Placer, Progress, RdmapPlacer, Recorded};
+use rddp_mpa::pcap::TcpEndpoint;
+use rddp_proto::ddp::Target;
 use rddp_wire::TerminateCode;
 use std::cell::RefCell;
 use std::io::{self, Read};
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-/// The I/O thread's read buffer, shared by every connection on that thread.
-const READ_BUF: usize = 256 * 1024;
+/// The I/O thread's read-ahead buffer for runs of small FPDUs, shared by every
+/// connection on that thread (a connection leaves nothing in it between runs).
+const READ_AHEAD: usize = 16 * 1024;
 
-/// Reads per run before the task lets the thread's other connections go first.
+/// Octets and FPDUs placed per run before the task lets the thread's other
+/// connections go first (checked between FPDUs).
+const RUN_OCTETS: usize = 4 << 20;
+const RUN_FPDUS: usize = 1024;
+
+/// Reads per run while dropping what a terminated peer still sends.
 const READS_PER_RUN: usize = 16;
+
+/// After an abortive close (our Terminate written, our side shut down for
+/// writing): how long the task goes on reading and dropping what the peer still
+/// sends before it closes the socket. Closing with unread octets makes the kernel
+/// answer with a reset, which drops a Terminate still queued behind the
+/// congestion window (RFC 5040 §5.4: the Terminate should reach the peer).
+const DRAIN: Duration = Duration::from_secs(2);
 
 thread_local! {
     static BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
@@ -48,6 +70,7 @@ pub(super) fn spawn(
         hold: hold.clone(),
         read_done: false,
         lost: false,
+        drain_until: None,
     };
     let h = driver
         .spawn(Box::new(task))
@@ -73,79 +96,130 @@ struct QpTask {
     read_done: bool,
     /// The engine was told the connection is lost.
     lost: bool,
+    /// Shut down for writing after a Terminate: read and drop until the peer
+    /// closes or this passes ([`DRAIN`]), then close.
+    drain_until: Option<Instant>,
 }
 
 enum RxEnd {
     /// Everything there was read (`WouldBlock`).
     Blocked,
-    /// Read [`READS_PER_RUN`] times; more may be there.
+    /// Used its budget for this run; more may be there.
     More,
     /// The peer closed its side.
     Closed,
     Lost(io::Error),
 }
 
-/// The engine, as the receive half sees it.
-struct Up<'a> {
-    st: &'a mut State,
-    mem: &'a MemoryTable,
+/// RDMAP under the QP lock as the receiver's engine, with a budget per run so
+/// one busy connection does not hold its I/O thread (checked between FPDUs).
+struct Budgeted<'a> {
+    inner: RdmapPlacer<'a>,
+    octets: usize,
+    fpdus: usize,
 }
 
-impl Upcalls for Up<'_> {
-    fn segment(&mut self, seq: u64, ulpdu: &[u8]) {
-        // Refusals are handled inside the engine (Terminate, events). The
-        // placement locks only the region it writes.
-        let _ = self.st.rdmap.on_segment(self.mem, seq, ulpdu);
+impl Budgeted<'_> {
+    fn spent(&self) -> bool {
+        self.octets >= RUN_OCTETS || self.fpdus >= RUN_FPDUS
+    }
+}
+
+impl Placer for Budgeted<'_> {
+    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target> {
+        self.fpdus += 1;
+        self.octets += head.len() + payload_len;
+        self.inner.begin(seq, head, payload_len)
     }
 
-    fn error(&mut self, code: TerminateCode, detail: String) {
-        self.st.rdmap.llp_error(code, detail);
+    fn with_buffer(
+        &mut self,
+        f: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
+    ) -> Option<io::Result<usize>> {
+        self.inner.with_buffer(f)
     }
 
-    fn open_gate(&mut self) {
-        if let Some(io) = &mut self.st.mpa {
-            io.out.gate_open = true;
-        }
+    fn finish(&mut self, crc_ok: bool) {
+        self.inner.finish(crc_ok);
+    }
+
+    fn framing_error(&mut self, code: TerminateCode, detail: String) {
+        self.inner.framing_error(code, detail);
+    }
+
+    fn first_fpdu(&mut self) {
+        self.inner.first_fpdu();
+    }
+
+    fn refusal_held(&self) -> bool {
+        self.inner.refusal_held()
+    }
+
+    fn settle(&mut self, crc_ok: bool) {
+        self.inner.settle(crc_ok);
+    }
+
+    fn more(&mut self) -> bool {
+        self.inner.more() && !self.spent()
     }
 }
 
 impl QpTask {
-    /// Read from the socket and feed the engine until `WouldBlock` (the one
-    /// place that reads; a header-first receiver placing straight into regions
-    /// replaces the body of this function).
+    /// Read from the socket and place until `WouldBlock` (the one place that
+    /// reads): header first, each payload straight from the socket into its
+    /// region or receive buffer (runs of small FPDUs through the thread's
+    /// read-ahead buffer), under the QP lock for the whole run (each read is one
+    /// non-blocking system call; lock order QP -> table -> region).
     fn receive(&mut self) -> RxEnd {
-        if !self.input.pending.is_empty() {
-            let p = std::mem::take(&mut self.input.pending);
-            self.feed(&p);
-        }
+        let shared = self.shared.clone();
         BUF.with_borrow_mut(|buf| {
-            if buf.len() < READ_BUF {
-                buf.resize(READ_BUF, 0);
+            if buf.len() < READ_AHEAD {
+                buf.resize(READ_AHEAD, 0);
             }
-            for _ in 0..READS_PER_RUN {
-                match (&*self.sock).read(buf) {
-                    Ok(0) => return RxEnd::Closed,
-                    Ok(n) => {
-                        if let Some(w) = &self.input.wire {
-                            w.received(&buf[..n]);
-                        }
-                        self.feed(&buf[..n]);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return RxEnd::Blocked,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return RxEnd::Lost(e),
+            let mut guard = lock(&shared.state);
+            let st = &mut *guard;
+            let mem = shared.pd.inner.consumer.device().mem();
+            let input = &mut self.input;
+            let mut p = Budgeted {
+                inner: RdmapPlacer::new(&mut st.rdmap, mem),
+                octets: 0,
+                fpdus: 0,
+            };
+            let mut sock = &*self.sock;
+            let got = match &input.wire {
+                Some(w) => {
+                    let mut src = Recorded {
+                        inner: sock,
+                        record: |b: &[u8]| w.received(b),
+                    };
+                    input.rx.drive_buffered(&mut src, &mut p, buf)
                 }
+                None => input.rx.drive_buffered(&mut sock, &mut p, buf),
+            };
+            let (first, spent) = (p.inner.first_fpdu_seen, p.spent());
+            let dead = input.rx.is_dead() || st.rdmap.is_terminated();
+            // The responder may send from now on (spec §4.9); also its Terminate
+            // for the initiator's bad first FPDU (the initiator is in FPDU mode).
+            if (first || dead)
+                && std::mem::take(&mut input.gate_closed)
+                && let Some(io) = &mut st.mpa
+            {
+                io.out.gate_open = true;
             }
-            RxEnd::More
+            let end = match got {
+                Ok(Progress::WouldBlock) => RxEnd::Blocked,
+                Ok(Progress::Eof { .. }) => RxEnd::Closed,
+                Ok(Progress::Paused) if spent && !dead => RxEnd::More,
+                // Nothing more is placed: read and drop until the peer closes
+                // (a Terminate is queued; the task closes once it left).
+                Ok(Progress::Paused | Progress::Stopped) => discard(&mut sock, buf, &input.wire),
+                Err(e) => RxEnd::Lost(e),
+            };
+            // Answers (a Read Response, an echo, a Terminate) leave at once, from
+            // this thread; completions go to their CQs.
+            shared.pump_in(st, true);
+            end
         })
-    }
-
-    fn feed(&mut self, octets: &[u8]) {
-        let mut st = lock(&self.shared.state);
-        let mem = self.shared.pd.inner.consumer.device().mem();
-        self.input.feed(octets, &mut Up { st: &mut st, mem });
-        // Answers (a Read Response, an echo) leave at once, from this thread.
-        self.shared.pump_in(&mut st, true);
     }
 
     /// The LLP ended: tell the engine (once), close our side too.
@@ -219,8 +293,11 @@ impl Task for QpTask {
             io.out.shutdown(true);
         }
         let shut = io.out.shut;
-        let dropped = io.linger.is_some();
-        if lingered || (dropped && shut == Some(true)) || (self.read_done && shut.is_some()) {
+        if shut == Some(true) && !self.read_done && self.drain_until.is_none() {
+            self.drain_until = Some(cx.now + DRAIN);
+        }
+        let drained = self.drain_until.is_some_and(|t| cx.now >= t);
+        if lingered || drained || (self.read_done && shut.is_some()) {
             if !self.lost {
                 // Dropped: whatever was still posted is flushed.
                 self.ended(st, false, None);
@@ -240,13 +317,33 @@ impl Task for QpTask {
             (true, false) => Some(Interest::READABLE),
         };
         if more {
-            // Read READS_PER_RUN times and not yet to WouldBlock: no new edge
+            // Used the run's budget, not yet at WouldBlock: no new edge
             // will come, so run again after the thread's other ready tasks.
             cx.handle().wake();
         }
-        Next::Wait {
-            interest,
-            deadline: io.linger,
+        let deadline = match (io.linger, self.drain_until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Next::Wait { interest, deadline }
+    }
+}
+
+/// Read and drop what the peer sends (after a Terminate), at most
+/// [`READS_PER_RUN`] reads.
+fn discard(sock: &mut &TcpStream, buf: &mut [u8], wire: &Option<TcpEndpoint>) -> RxEnd {
+    for _ in 0..READS_PER_RUN {
+        match sock.read(buf) {
+            Ok(0) => return RxEnd::Closed,
+            Ok(n) => {
+                if let Some(w) = wire {
+                    w.received(&buf[..n]);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return RxEnd::Blocked,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return RxEnd::Lost(e),
         }
     }
+    RxEnd::More
 }

@@ -10,16 +10,16 @@
 //!
 //! After setup the socket is non-blocking and the queue pair runs it on the
 //! process's event loop (`crate::qp`'s task; `mpa_in`/`mpa_out` are the two
-//! directions). Receive path copies: the loop thread's read buffer holds what the
-//! kernel gave; a whole FPDU is CRC-checked there and RDMAP places its payload
-//! from there (one copy) into the region or receive buffer. rddp-mpa's own
-//! DDP-level connection places tagged payloads straight from the socket instead.
+//! directions). Receive: header first (rddp-mpa's `FpduReceiver`), RDMAP decides
+//! where the payload goes, and it is read from the socket straight into the
+//! region or receive buffer (no copy; runs of small FPDUs go through the I/O
+//! thread's read-ahead buffer, their payloads copied and counted).
 
 use super::mpa_in::MpaIn;
 use super::{Connection, HoldInner, Llp, LlpInfo};
 use crate::error::Error;
 use crate::qp::{PreparedQueuePair, QueuePair};
-use rddp_mpa::fpdu::{Receiver, build_fpdu};
+use rddp_mpa::fpdu::build_fpdu;
 use rddp_mpa::pcap::{PcapFile, Tap, TcpEndpoint};
 use rddp_mpa::tcp::{effective_mss, write_fpdu};
 use rddp_mpa::{MpaError, MpaOptions, Negotiated, PeerRequest, Role, Rtr};
@@ -209,9 +209,17 @@ fn into_connection(
         });
     // Receive limit: our own EMSS, as rddp-mpa does (the peer's MULPDU is not
     // known; a longer ULPDU is refused with a Terminate).
-    let rx = Receiver::new(neg.crc, neg.markers_rx, mulpdu(emss, false).max(tx_mulpdu));
+    let max_ulpdu = mulpdu(emss, false).max(tx_mulpdu);
     let expect_rtr = if initiator { None } else { neg.rtr };
-    let input = MpaIn::new(rx, leftover, expect_rtr, !initiator, wire.clone());
+    let input = MpaIn::new(
+        neg.crc,
+        neg.markers_rx,
+        max_ulpdu,
+        leftover,
+        expect_rtr,
+        !initiator,
+        wire.clone(),
+    );
     Ok(Connection {
         llp: Llp::Mpa(Box::new(MpaLlp {
             sock,

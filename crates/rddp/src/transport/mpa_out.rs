@@ -46,6 +46,9 @@ const GATHER_SEGMENTS: usize = 64;
 /// Most octets gathered into one `sendmsg`.
 const GATHER_OCTETS: usize = 1 << 20;
 
+/// Most iovecs in one `sendmsg` (Linux's IOV_MAX; more fail with EMSGSIZE).
+const MAX_IOVECS: usize = 1024;
+
 /// An FPDU the socket took part of.
 enum Rest {
     /// Its remaining octets, copied, and how many of them are written.
@@ -92,7 +95,7 @@ pub(crate) struct MpaOut {
     /// Close the connection once the queue is written: abortive (after a
     /// Terminate) or graceful.
     pub close: Option<bool>,
-    /// The socket was shut down (abortive: both directions).
+    /// The socket was shut down for writing (abortive: after a Terminate).
     pub shut: Option<bool>,
 }
 
@@ -156,17 +159,15 @@ impl MpaOut {
         }
     }
 
-    /// Shut the socket down now (abortive: both directions), whatever is queued.
+    /// Shut the socket down for writing now, whatever is queued (abortive: after
+    /// a Terminate; nothing more is sent). The read side stays open: the task
+    /// reads and drops what the peer still sends before it closes the socket, so
+    /// the kernel sends what is queued (the Terminate) and a FIN, not a reset.
     pub fn shutdown(&mut self, abortive: bool) {
         if self.shut.is_some_and(|a| a || !abortive) {
             return;
         }
-        let how = if abortive {
-            Shutdown::Both
-        } else {
-            Shutdown::Write
-        };
-        let _ = self.sock.shutdown(how);
+        let _ = self.sock.shutdown(Shutdown::Write);
         if let Some(w) = self.wire.take() {
             w.closed();
         }
@@ -296,7 +297,7 @@ impl MpaOut {
         }
         // The region's lock, for this one system call.
         let data = region.as_ref().map(|r| r.data());
-        let payloads: Vec<&[u8]> = self
+        let mut payloads: Vec<&[u8]> = self
             .queue
             .iter()
             .take(count)
@@ -316,6 +317,22 @@ impl MpaOut {
             starts.push(self.enc.offset);
             layouts.push(layout_fpdu(&mut self.enc, &hdr[..n], p));
         }
+        // At most IOV_MAX slices per call (with Markers an FPDU is a few
+        // hundred): the FPDUs past that are laid out again next time.
+        let mut slices_n = 0;
+        if let Some(k) = layouts.iter().position(|l| {
+            slices_n += l.pieces.len();
+            slices_n > MAX_IOVECS
+        }) {
+            // One FPDU always goes (it has at most a few hundred slices).
+            let k = k.max(1);
+            if k < count {
+                self.enc.offset = starts[k];
+                layouts.truncate(k);
+                count = k;
+            }
+        }
+        payloads.truncate(count);
         if let Some(w) = &self.wire {
             // Recorded before it leaves: an answer recorded by a peer in this
             // process must come after it in the file.
