@@ -1,0 +1,85 @@
+//! The perf tool's own threads: a few workers for every queue pair (issue 11
+//! point 6), never one per connection. Each queue pair's run (client or server,
+//! every op) is one task on a tokio runtime of `min(cores, 4)` worker threads;
+//! a task waits on its completion queue (`CompletionQueue::wait_async`, woken by
+//! the push that the event loop makes) or on a timer, and steps from there.
+
+use rddp::{CompletionQueue, WorkCompletion};
+use std::future::Future;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+use tokio::runtime::Runtime;
+
+/// Worker threads at most, whatever the cores.
+const MAX_WORKERS: usize = 4;
+
+/// How long a wait on a CQ keeps looking before it sleeps, when there are no
+/// more queue pairs than workers (as [`CompletionQueue::wait`] does: a
+/// completion is often microseconds away, and a wake-up costs more).
+const SPIN: Duration = Duration::from_micros(20);
+
+static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+
+/// Worker threads of the runtime.
+pub fn workers() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(MAX_WORKERS)
+}
+
+/// The process's runtime, started on first use.
+pub fn runtime() -> &'static Runtime {
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers())
+            .thread_name("perf-worker")
+            .enable_time()
+            .build()
+            .expect("start the perf tool's worker threads")
+    })
+}
+
+/// Run `f` to its end on this thread (the runtime drives its timers): for the
+/// paths that still run a thread of their own per connection (`--op mixed`,
+/// `perf server --forever`).
+pub fn block_on<F: Future>(f: F) -> F::Output {
+    runtime().block_on(f)
+}
+
+/// True when there are no more connections than workers: then a waiting task
+/// may keep its worker (spin, or sleep the thread) as a thread of its own did.
+fn few() -> bool {
+    super::chan::parallel() <= workers() as u64
+}
+
+/// Up to `max` completions of `cq`, waiting up to `limit` for the first.
+pub async fn wait_cq(cq: &CompletionQueue, max: usize, limit: Duration) -> Vec<WorkCompletion> {
+    let got = cq.poll(max);
+    if !got.is_empty() {
+        return got;
+    }
+    if few() {
+        let until = Instant::now() + SPIN.min(limit);
+        while Instant::now() < until {
+            tokio::task::yield_now().await;
+            let got = cq.poll(max);
+            if !got.is_empty() {
+                return got;
+            }
+        }
+    }
+    tokio::time::timeout(limit, cq.wait_async(max))
+        .await
+        .unwrap_or_default()
+}
+
+/// Wait `d` between two looks at something that comes without a completion
+/// (the credit mailbox). Timers are millisecond-grained: with few connections
+/// a short pause sleeps the worker instead, as the thread of its own did.
+pub async fn pause(d: Duration) {
+    if few() && d < Duration::from_millis(1) {
+        std::thread::sleep(d);
+    } else {
+        tokio::time::sleep(d).await;
+    }
+}
