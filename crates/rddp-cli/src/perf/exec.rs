@@ -20,11 +20,16 @@ const SPIN: Duration = Duration::from_micros(20);
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
 
-/// Worker threads of the runtime.
+static WORKERS: OnceLock<usize> = OnceLock::new();
+
+/// Worker threads of the runtime (asked once: `available_parallelism` reads
+/// cgroup files, too slow for every wait).
 pub fn workers() -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(MAX_WORKERS)
+    *WORKERS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(MAX_WORKERS)
+    })
 }
 
 /// The process's runtime, started on first use.
