@@ -29,7 +29,14 @@ impl Drop for Reap {
 fn two_thousand_queue_pairs_on_a_few_threads() {
     let qps = QPS.to_string();
     let mut server = Command::new(env!("CARGO_BIN_EXE_rddp"))
-        .args(["perf", "server", "--transport", "mpa", "--listen", "127.0.0.1:0"])
+        .args([
+            "perf",
+            "server",
+            "--transport",
+            "mpa",
+            "--listen",
+            "127.0.0.1:0",
+        ])
         .args(["--qps", &qps, "--json"])
         .stderr(Stdio::piped())
         .stdout(Stdio::piped())
@@ -38,11 +45,17 @@ fn two_thousand_queue_pairs_on_a_few_threads() {
     let stderr = server.stderr.take().unwrap();
     let stdout = server.stdout.take().unwrap();
     let server = Reap(server);
-    let first = std::io::BufReader::new(stderr).lines().next().unwrap().unwrap();
+    let first = std::io::BufReader::new(stderr)
+        .lines()
+        .next()
+        .unwrap()
+        .unwrap();
     let addr = first.rsplit(' ').next().unwrap().to_string();
     let mut client = Command::new(env!("CARGO_BIN_EXE_rddp"))
         .args(["perf", "client", "--transport", "mpa", "--connect", &addr])
-        .args(["--qps", &qps, "--op", "write", "--size", "4K", "--iters", "2"])
+        .args([
+            "--qps", &qps, "--op", "write", "--size", "4K", "--iters", "2",
+        ])
         .args(["--verify", "--json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -26,6 +26,8 @@ pub struct Client {
     local: MemoryRegion,
     /// Sink of the Reads that confirm Writes.
     sync: MemoryRegion,
+    /// The size whose buffers [`Self::prepare`] filled.
+    prepared: Option<u32>,
 }
 
 fn reg(ep: &Endpoint, len: u32, access: Access) -> Result<MemoryRegion, String> {
@@ -82,20 +84,36 @@ impl Client {
             src,
             local,
             sync,
+            prepared: None,
         })
     }
 
-    /// Measure one size.
-    pub async fn run_size(&mut self, size: u32) -> Result<Measurement, String> {
-        let o = self.opts.clone();
-        if size == 0 || size > o.max_size() {
-            return Err(format!("size {size} is outside 1..={}", o.max_size()));
+    /// Fill the buffers for one size: the pattern to send, the sink zeroed.
+    /// Before the queue pairs start the size together, so that one queue pair's
+    /// filling is not in another's time.
+    pub fn prepare(&mut self, size: u32) -> Result<(), String> {
+        if size == 0 || size > self.opts.max_size() {
+            return Err(format!(
+                "size {size} is outside 1..={}",
+                self.opts.max_size()
+            ));
         }
         let n = size as usize;
-        let before = self.chan.ep.qp.stats();
         let e = |e: rddp::Error| e.to_string();
         self.src.write(0, &pattern::fill(size, n)).map_err(e)?;
         self.local.write(0, &vec![0; n]).map_err(e)?;
+        self.prepared = Some(size);
+        Ok(())
+    }
+
+    /// Measure one size (its buffers filled by [`Self::prepare`] unless done).
+    pub async fn run_size(&mut self, size: u32) -> Result<Measurement, String> {
+        if self.prepared.take() != Some(size) {
+            self.prepare(size)?;
+            self.prepared = None;
+        }
+        let o = self.opts.clone();
+        let before = self.chan.ep.qp.stats();
         let iters = match o.stop {
             Stop::Iters(i) => i,
             Stop::Duration(_) => 0,
@@ -205,15 +223,10 @@ impl Client {
             Stop::Duration(d) => start.elapsed() < d,
         } {
             match op {
-                Op::Write => samples.push(lat::client_write(
-                    &mut self.chan,
-                    &self.src,
-                    &self.local,
-                    self.remote,
-                    size,
-                    i,
-                )
-                .await?),
+                Op::Write => samples.push(
+                    lat::client_write(&mut self.chan, &self.src, &self.local, self.remote, size, i)
+                        .await?,
+                ),
                 Op::Send => {
                     let (us, b) = lat::client_send(&mut self.chan, &self.src, size, verify).await?;
                     samples.push(us);

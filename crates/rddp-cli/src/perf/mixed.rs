@@ -143,7 +143,7 @@ pub fn client_main(a: &ClientArgs) -> Result<(), String> {
     let totals = Arc::new(Totals::default());
     let dev = super::endpoint::device(2 * a.link.qps as usize);
     let done = Arc::new(AtomicBool::new(false));
-    let threads: Vec<_> = (0..a.link.qps)
+    let tasks: Vec<_> = (0..a.link.qps)
         .map(|q| {
             let (plan, totals, dev) = (plan.clone(), totals.clone(), dev.clone());
             let seed = a.seed ^ (u64::from(q) << 32);
@@ -163,7 +163,7 @@ pub fn client_main(a: &ClientArgs) -> Result<(), String> {
             }
         })
     };
-    for t in threads {
+    for t in tasks {
         if super::exec::block_on(t).is_err() {
             totals.error("a queue pair's task panicked".into());
         }
@@ -345,7 +345,8 @@ async fn step(
     chan.send_ctrl(&Msg::Begin {
         size: max,
         iters: 0,
-    }).await?;
+    })
+    .await?;
     match chan.recv_ctrl("the server's Ack").await? {
         Msg::Ack { granted, pad } => {
             chan.note_granted(granted);
@@ -495,7 +496,12 @@ fn check(
 
 /// Read the whole server buffer back and compare it with the model: every Write
 /// of the connection that was not overwritten is checked here.
-async fn read_back(chan: &mut Chan, b: &mut Bufs, plan: &Plan, totals: &Totals) -> Result<(), String> {
+async fn read_back(
+    chan: &mut Chan,
+    b: &mut Bufs,
+    plan: &Plan,
+    totals: &Totals,
+) -> Result<(), String> {
     let max = plan.max;
     chan.read(&b.sinks[0], max, b.remote)?;
     chan.drain().await?;

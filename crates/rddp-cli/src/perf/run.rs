@@ -188,9 +188,15 @@ fn measure(
                 }
             };
             for (i, &size) in sizes.iter().enumerate() {
+                let prepared = client.as_mut().map(|c| c.prepare(size));
                 // Every queue pair starts a size together (and skips it together
                 // once one has failed).
                 barrier.wait().await;
+                if let Some(Err(e)) = prepared {
+                    failed.store(true, Ordering::SeqCst);
+                    let _ = tx.send((i, Err(e)));
+                    continue;
+                }
                 if failed.load(Ordering::SeqCst) {
                     continue;
                 }

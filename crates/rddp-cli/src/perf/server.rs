@@ -179,7 +179,8 @@ impl Server {
         self.chan.send_ctrl(&Msg::Ack { granted, pad }).await?;
         let (msgs, mut corrupt) = match (run.op, run.pingpong) {
             (Op::Write, true) => {
-                let i = lat::server_write(&mut self.chan, &run.src, &run.buf, run.peer, size).await?;
+                let i =
+                    lat::server_write(&mut self.chan, &run.src, &run.buf, run.peer, size).await?;
                 (i, 0)
             }
             (Op::Send | Op::Mixed, _) => self.sends(run, size).await?,
@@ -192,12 +193,13 @@ impl Server {
             corrupt += pattern::corrupt(size, &got);
         }
         let granted = self.chan.posted_total();
-        self.chan.send_ctrl(&Msg::Result {
-            corrupt,
-            received: msgs,
-            granted,
-        })
-        .await?;
+        self.chan
+            .send_ctrl(&Msg::Result {
+                corrupt,
+                received: msgs,
+                granted,
+            })
+            .await?;
         Ok((msgs, corrupt))
     }
 
