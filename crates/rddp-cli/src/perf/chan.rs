@@ -24,10 +24,6 @@ const FLAGS: u64 = CTRL | GRANT | SYNC;
 
 /// Octets of receive buffers a side keeps posted at most (see `set_recv_len`).
 pub const RECV_BUDGET: usize = 64 << 20;
-/// How long a failed side waits for the event that says why (see
-/// [`Chan::end_event_settled`]).
-const SETTLE: Duration = Duration::from_millis(500);
-
 /// Receive buffers kept posted at least.
 pub const MIN_RECVS: usize = 16;
 
@@ -535,22 +531,6 @@ impl Chan {
         self.ended_by
             .take()
             .or_else(|| self.ep.qp.async_events().into_iter().next())
-    }
-
-    /// [`Self::end_event`], waiting up to [`SETTLE`] for one: a flushed
-    /// completion, the error a side often sees first, may be taken before the
-    /// event that says why (a Terminate received) has been queued.
-    pub async fn end_event_settled(&mut self) -> Option<AsyncEvent> {
-        let start = Instant::now();
-        loop {
-            if let Some(e) = self.end_event() {
-                return Some(e);
-            }
-            if start.elapsed() >= SETTLE {
-                return None;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
     }
 
     /// Turn a Terminate or a close of the connection into an error.

@@ -257,9 +257,9 @@ impl Client {
         Ok((m, bad))
     }
 
-    /// What ended the connection, after a failure (see [`Chan::end_event_settled`]).
-    pub async fn end_event(&mut self) -> Option<rddp::AsyncEvent> {
-        self.chan.end_event_settled().await
+    /// What ended the connection, after a failure (see [`Chan::end_event`]).
+    pub fn end_event(&mut self) -> Option<rddp::AsyncEvent> {
+        self.chan.end_event()
     }
 
     /// End the run: Bye, then wait for the server to close (it does once it has

@@ -204,7 +204,7 @@ fn measure(
                 let r = c.run_size(size).await;
                 if r.is_err() {
                     failed.store(true, Ordering::SeqCst);
-                    if let Some(ev) = c.end_event().await {
+                    if let Some(ev) = c.end_event() {
                         let _ = ev_tx.send(ev);
                     }
                 }
@@ -214,7 +214,7 @@ fn measure(
                 && !failed.load(Ordering::SeqCst)
                 && let Err(e) = c.finish().await
             {
-                if let Some(ev) = c.end_event().await {
+                if let Some(ev) = c.end_event() {
                     let _ = ev_tx.send(ev);
                 }
                 let _ = tx.send((usize::MAX, Err(e)));

@@ -73,7 +73,7 @@ impl Server {
     pub async fn run(mut self) -> ServerEnd {
         let r = self.serve().await;
         let event = if r.is_err() {
-            self.chan.end_event_settled().await
+            self.chan.end_event()
         } else {
             None
         };
