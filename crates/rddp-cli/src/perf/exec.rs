@@ -7,6 +7,7 @@
 use rddp::{CompletionQueue, WorkCompletion};
 use std::future::Future;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
 
@@ -51,10 +52,19 @@ pub fn block_on<F: Future>(f: F) -> F::Output {
     runtime().block_on(f)
 }
 
+/// Set by [`serve_open_ended`]: connections come and go, how many is unknown.
+static OPEN_ENDED: AtomicBool = AtomicBool::new(false);
+
+/// This process serves connections as they come (`perf server --forever`,
+/// `rddp target --perf-listen`): never assume there are few.
+pub fn serve_open_ended() {
+    OPEN_ENDED.store(true, Ordering::Relaxed);
+}
+
 /// True when there are no more connections than workers: then a waiting task
 /// may keep its worker (spin, or sleep the thread) as a thread of its own did.
 fn few() -> bool {
-    super::chan::parallel() <= workers() as u64
+    !OPEN_ENDED.load(Ordering::Relaxed) && super::chan::parallel() <= workers() as u64
 }
 
 /// Up to `max` completions of `cq`, waiting up to `limit` for the first.

@@ -46,6 +46,7 @@ pub type Report = Arc<dyn Fn(u64, Result<ServerSummary, String>) + Send + Sync>;
 /// Serve perf connections from `l` until the listener stops, each a task on the
 /// worker threads, `report` called as each ends (also `rddp target --perf-listen`).
 pub fn serve(l: &Arc<dyn llp::Listener>, dev: &Device, sopts: ServerOpts, report: Report) {
+    super::exec::serve_open_ended();
     let next = Arc::new(AtomicU64::new(0));
     let acceptors: Vec<_> = (0..ACCEPTORS)
         .map(|_| {
