@@ -253,7 +253,7 @@ impl Chan {
             // task must not keep a worker busy.
             spins += 1;
             if spins < 16 {
-                tokio::task::yield_now().await;
+                super::exec::yield_now().await;
             } else {
                 let d = Duration::from_micros(25u64 << (spins - 16).min(12));
                 super::exec::pause(d.min(credit_poll_max())).await;

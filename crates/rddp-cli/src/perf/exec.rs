@@ -76,7 +76,7 @@ pub async fn wait_cq(cq: &CompletionQueue, max: usize, limit: Duration) -> Vec<W
     if few() {
         let until = Instant::now() + SPIN.min(limit);
         while Instant::now() < until {
-            tokio::task::yield_now().await;
+            yield_now().await;
             let got = cq.poll(max);
             if !got.is_empty() {
                 return got;
@@ -86,6 +86,17 @@ pub async fn wait_cq(cq: &CompletionQueue, max: usize, limit: Duration) -> Vec<W
     tokio::time::timeout(limit, cq.wait_async(max))
         .await
         .unwrap_or_default()
+}
+
+/// Let others run between two looks at something: the other tasks, and with
+/// few connections also the other threads (`sched_yield`, as a thread of its
+/// own did): the peer or the I/O thread that brings the awaited octets may be
+/// on this very core, and a task that only yields to tokio would keep it.
+pub async fn yield_now() {
+    if few() {
+        std::thread::yield_now();
+    }
+    tokio::task::yield_now().await;
 }
 
 /// Wait `d` between two looks at something that comes without a completion

@@ -48,7 +48,7 @@ async fn wait_marker(
                 ));
             }
         }
-        tokio::task::yield_now().await;
+        super::exec::yield_now().await;
     }
 }
 
