@@ -29,8 +29,9 @@ pub struct LinkArgs {
     /// MPA CRC32c on every FPDU.
     #[arg(long, value_enum, default_value = "on")]
     pub crc: OnOff,
-    /// Parallel connections (queue pairs); figures are the aggregate. Many
-    /// need as many file descriptors (raised to the hard limit at start).
+    /// Parallel connections (queue pairs); figures are the aggregate. All are
+    /// driven from min(cores, 4) worker threads, not a thread each. Many need
+    /// as many file descriptors (raised to the hard limit at start).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub qps: u32,
     #[command(flatten)]

@@ -38,7 +38,7 @@ pub struct BwBufs<'a> {
 }
 
 /// Run one size; returns when every posted work request has completed.
-pub fn run(
+pub async fn run(
     chan: &mut Chan,
     op: Op,
     bufs: &BwBufs<'_>,
@@ -85,13 +85,13 @@ pub fn run(
                     }
                 }
                 Op::Read => chan.read(bufs.sink, size, bufs.remote)?,
-                Op::Send => chan.send_data(bufs.src, u64::from(size))?,
+                Op::Send => chan.send_data(bufs.src, u64::from(size)).await?,
                 Op::Mixed => return Err("--op mixed runs in perf::mixed".into()),
             }
             posted += 1;
         }
         if op != Op::Send && last_pad.elapsed() >= keepalive {
-            chan.send_ctrl(&Msg::Pad)?;
+            chan.send_ctrl(&Msg::Pad).await?;
             last_pad = Instant::now();
         }
         // Completions taken while waiting for credits count too.
@@ -115,7 +115,7 @@ pub fn run(
         if chan.outstanding() > 0 {
             // Waits of at most `keepalive`, so the Pads keep going out; the stall
             // limit counts from the last completion.
-            if chan.reap_within(keepalive)?.is_some() {
+            if chan.reap_within(keepalive).await?.is_some() {
                 last_completion = Instant::now();
             } else if last_completion.elapsed() > stall() {
                 return Err(format!(

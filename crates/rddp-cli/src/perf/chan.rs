@@ -40,13 +40,18 @@ pub fn set_stall(secs: u64) {
     STALL_SECS.store(secs.max(1), Ordering::Relaxed);
 }
 
-/// Connections this process drives at once (--qps): a thread waiting for a
+/// Connections this process drives at once (--qps): a task waiting for a
 /// credit looks less often when there are many, so that thousands of waiting
-/// threads leave the CPUs to the ones with work.
+/// tasks leave the workers to the ones with work.
 static PARALLEL: AtomicU64 = AtomicU64::new(1);
 
 pub fn set_parallel(n: u64) {
     PARALLEL.store(n.max(1), Ordering::Relaxed);
+}
+
+/// Connections this process drives at once (see [`set_parallel`]).
+pub fn parallel() -> u64 {
+    PARALLEL.load(Ordering::Relaxed)
 }
 
 /// The longest sleep between two looks at the credit mailbox: 1 ms, and 1 ms
@@ -218,7 +223,7 @@ impl Chan {
         Ok(())
     }
 
-    fn wait_credit(&mut self) -> Result<(), String> {
+    async fn wait_credit(&mut self) -> Result<(), String> {
         let start = Instant::now();
         let mut spins = 0u32;
         loop {
@@ -235,7 +240,7 @@ impl Chan {
             if c.sent < c.granted {
                 continue;
             }
-            self.reap(false)?;
+            self.reap_ready()?;
             self.check_events("receive credits from the server")?;
             if start.elapsed() > stall() {
                 return Err(format!(
@@ -245,20 +250,20 @@ impl Chan {
             }
             // The grant is an RDMA Write into the mailbox (no completion here):
             // look again soon, but with thousands of connections (--qps) this
-            // thread must not keep a core busy.
+            // task must not keep a worker busy.
             spins += 1;
             if spins < 16 {
-                std::thread::yield_now();
+                super::exec::yield_now().await;
             } else {
                 let d = Duration::from_micros(25u64 << (spins - 16).min(12));
-                std::thread::sleep(d.min(credit_poll_max()));
+                super::exec::pause(d.min(credit_poll_max())).await;
             }
         }
     }
 
     /// Send a control message (with Solicited Event).
-    pub fn send_ctrl(&mut self, m: &Msg) -> Result<(), String> {
-        self.wait_credit()?;
+    pub async fn send_ctrl(&mut self, m: &Msg) -> Result<(), String> {
+        self.wait_credit().await?;
         let b = m.encode();
         self.ctrl_mr
             .write(0, &b)
@@ -276,8 +281,8 @@ impl Chan {
     }
 
     /// Send `bytes` as a data message (no Solicited Event), e.g. the advertisement.
-    pub fn send_raw(&mut self, bytes: &[u8]) -> Result<(), String> {
-        self.wait_credit()?;
+    pub async fn send_raw(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.wait_credit().await?;
         self.ctrl_mr.write(0, bytes).map_err(verbs("raw message"))?;
         self.ep
             .qp
@@ -300,8 +305,8 @@ impl Chan {
     }
 
     /// Send `len` octets of `mr` as data (no Solicited Event).
-    pub fn send_data(&mut self, mr: &MemoryRegion, len: u64) -> Result<(), String> {
-        self.wait_credit()?;
+    pub async fn send_data(&mut self, mr: &MemoryRegion, len: u64) -> Result<(), String> {
+        self.wait_credit().await?;
         let id = self.data_id();
         self.ep
             .qp
@@ -361,14 +366,17 @@ impl Chan {
         self.data_done
     }
 
-    /// Take send-side completions (waiting up to `stall()` for one if `wait`);
-    /// returns how many were data work requests (also counted in `data_done`).
-    pub fn reap(&mut self, wait: bool) -> Result<u64, String> {
-        if !wait {
-            let got = self.ep.send_cq.poll(256);
-            return self.take(got);
-        }
-        self.reap_within(stall())?.ok_or_else(|| {
+    /// Take the send-side completions already there, without waiting; returns
+    /// how many were data work requests (also counted in `data_done`).
+    pub fn reap_ready(&mut self) -> Result<u64, String> {
+        let got = self.ep.send_cq.poll(256);
+        self.take(got)
+    }
+
+    /// Take send-side completions, waiting up to `stall()` for one; returns how
+    /// many were data work requests (also counted in `data_done`).
+    pub async fn reap(&mut self) -> Result<u64, String> {
+        self.reap_within(stall()).await?.ok_or_else(|| {
             format!(
                 "no completion for {} s: the peer stopped taking data",
                 stall().as_secs()
@@ -378,10 +386,10 @@ impl Chan {
 
     /// Take send-side completions, waiting up to `limit` for one; `None` if none
     /// came (not an error: the caller keeps its own stall limit).
-    pub fn reap_within(&mut self, limit: Duration) -> Result<Option<u64>, String> {
+    pub async fn reap_within(&mut self, limit: Duration) -> Result<Option<u64>, String> {
         let start = Instant::now();
         loop {
-            let got = self.ep.send_cq.wait(256, Duration::from_millis(100));
+            let got = super::exec::wait_cq(&self.ep.send_cq, 256, Duration::from_millis(100)).await;
             if !got.is_empty() {
                 return self.take(got).map(Some);
             }
@@ -408,9 +416,9 @@ impl Chan {
     }
 
     /// Wait until nothing is in flight.
-    pub fn drain(&mut self) -> Result<(), String> {
+    pub async fn drain(&mut self) -> Result<(), String> {
         while self.outstanding > 0 {
-            self.reap(true)?;
+            self.reap().await?;
         }
         Ok(())
     }
@@ -424,13 +432,14 @@ impl Chan {
     }
 
     /// Wait for the next receive (`what` names it in the error if none comes).
-    pub fn recv(&mut self, what: &str) -> Result<Incoming, String> {
+    pub async fn recv(&mut self, what: &str) -> Result<Incoming, String> {
         let start = Instant::now();
         loop {
-            if let Some(wc) = self.ep.recv_cq.wait(1, Duration::from_millis(100)).pop() {
+            let got = super::exec::wait_cq(&self.ep.recv_cq, 1, Duration::from_millis(100)).await;
+            if let Some(wc) = got.into_iter().next() {
                 return self.on_recv(wc);
             }
-            self.reap(false)?;
+            self.reap_ready()?;
             self.check_events(what)?;
             if start.elapsed() > stall() {
                 return Err(format!(
@@ -442,8 +451,8 @@ impl Chan {
     }
 
     /// Wait for the next control message.
-    pub fn recv_ctrl(&mut self, what: &str) -> Result<Msg, String> {
-        match self.recv(what)? {
+    pub async fn recv_ctrl(&mut self, what: &str) -> Result<Msg, String> {
+        match self.recv(what).await? {
             Incoming::Ctrl(m) => Ok(m),
             Incoming::Data(d) => Err(format!(
                 "expected {what}, got a data message of {} octets",
@@ -478,7 +487,7 @@ impl Chan {
                 self.grant_now()?;
             }
         }
-        self.reap(false)?;
+        self.reap_ready()?;
         Ok(got)
     }
 
@@ -486,8 +495,9 @@ impl Chan {
     /// so that this side's last messages are known to have arrived before it
     /// drops its queue pair. Dropping aborts the LLP; over SCTP (usrsctp lives
     /// in this process) a message still being retransmitted then never arrives.
-    pub fn wait_peer_close(&mut self, limit: Duration) -> Result<(), String> {
+    pub async fn wait_peer_close(&mut self, limit: Duration) -> Result<(), String> {
         let start = Instant::now();
+        let mut nap = Duration::from_millis(5);
         loop {
             // The first event decides. Lost is an end too: the peer dropped
             // its queue pair.
@@ -507,7 +517,10 @@ impl Chan {
                     limit.as_secs()
                 ));
             }
-            std::thread::sleep(Duration::from_millis(5));
+            // Looks every 5 ms at first, less often the longer it waits, so
+            // that thousands of connections waiting at once cost little.
+            tokio::time::sleep(nap).await;
+            nap = (nap * 2).min(Duration::from_millis(100));
         }
     }
 

@@ -26,6 +26,8 @@ pub struct Client {
     local: MemoryRegion,
     /// Sink of the Reads that confirm Writes.
     sync: MemoryRegion,
+    /// The size whose buffers [`Self::prepare`] filled.
+    prepared: Option<u32>,
 }
 
 fn reg(ep: &Endpoint, len: u32, access: Access) -> Result<MemoryRegion, String> {
@@ -36,7 +38,7 @@ fn reg(ep: &Endpoint, len: u32, access: Access) -> Result<MemoryRegion, String> 
 
 impl Client {
     /// Start a run on `ep`: send Hello, take the server's advertisement.
-    pub fn connect(ep: Endpoint, opts: &ClientOpts) -> Result<Self, String> {
+    pub async fn connect(ep: Endpoint, opts: &ClientOpts) -> Result<Self, String> {
         let max = opts.max_size();
         let recv_len = if opts.op == Op::Send && opts.pingpong {
             max as usize
@@ -57,8 +59,8 @@ impl Client {
         };
         let mut chan = Chan::new(ep, recv_len, CLIENT_RECVS)?;
         chan.enable_credits(mailbox);
-        chan.send_ctrl(&hello)?;
-        let remote = match chan.recv("the server's buffer advertisement")? {
+        chan.send_ctrl(&hello).await?;
+        let remote = match chan.recv("the server's buffer advertisement").await? {
             Incoming::Data(b) if b.len() == 16 => RemoteBuf::from_bytes(&b)
                 .ok_or("the server's advertisement is malformed".to_string())?,
             Incoming::Data(b) => {
@@ -82,44 +84,60 @@ impl Client {
             src,
             local,
             sync,
+            prepared: None,
         })
     }
 
-    /// Measure one size.
-    pub fn run_size(&mut self, size: u32) -> Result<Measurement, String> {
-        let o = self.opts.clone();
-        if size == 0 || size > o.max_size() {
-            return Err(format!("size {size} is outside 1..={}", o.max_size()));
+    /// Fill the buffers for one size: the pattern to send, the sink zeroed.
+    /// Before the queue pairs start the size together, so that one queue pair's
+    /// filling is not in another's time.
+    pub fn prepare(&mut self, size: u32) -> Result<(), String> {
+        if size == 0 || size > self.opts.max_size() {
+            return Err(format!(
+                "size {size} is outside 1..={}",
+                self.opts.max_size()
+            ));
         }
         let n = size as usize;
-        let before = self.chan.ep.qp.stats();
         let e = |e: rddp::Error| e.to_string();
         self.src.write(0, &pattern::fill(size, n)).map_err(e)?;
         self.local.write(0, &vec![0; n]).map_err(e)?;
+        self.prepared = Some(size);
+        Ok(())
+    }
+
+    /// Measure one size (its buffers filled by [`Self::prepare`] unless done).
+    pub async fn run_size(&mut self, size: u32) -> Result<Measurement, String> {
+        if self.prepared.take() != Some(size) {
+            self.prepare(size)?;
+            self.prepared = None;
+        }
+        let o = self.opts.clone();
+        let before = self.chan.ep.qp.stats();
         let iters = match o.stop {
             Stop::Iters(i) => i,
             Stop::Duration(_) => 0,
         };
-        self.chan.send_ctrl(&Msg::Begin { size, iters })?;
-        match self.chan.recv_ctrl("the server's Ack")? {
+        self.chan.send_ctrl(&Msg::Begin { size, iters }).await?;
+        match self.chan.recv_ctrl("the server's Ack").await? {
             Msg::Ack { granted, pad } => {
                 self.chan.note_granted(granted);
                 for _ in 0..pad {
-                    self.chan.send_ctrl(&Msg::Pad)?;
+                    self.chan.send_ctrl(&Msg::Pad).await?;
                 }
             }
             m => return Err(format!("expected Ack, got {m:?}")),
         }
         let (mut m, mine, start) = if o.pingpong {
-            let (m, mine) = self.pingpong(size)?;
+            let (m, mine) = self.pingpong(size).await?;
             (m, mine, None)
         } else {
-            let (m, mine, start) = self.bandwidth(size)?;
+            let (m, mine, start) = self.bandwidth(size).await?;
             (m, mine, Some(start))
         };
-        self.chan.drain()?;
-        self.chan.send_ctrl(&Msg::End { iters: m.iters })?;
-        match self.chan.recv_ctrl("the server's Result")? {
+        self.chan.drain().await?;
+        self.chan.send_ctrl(&Msg::End { iters: m.iters }).await?;
+        match self.chan.recv_ctrl("the server's Result").await? {
             Msg::Result {
                 corrupt,
                 received,
@@ -164,7 +182,7 @@ impl Client {
 
     /// Returns the measurement, the corrupt octets the client found, and when the
     /// first work request was posted.
-    fn bandwidth(&mut self, size: u32) -> Result<(Measurement, u64, Instant), String> {
+    async fn bandwidth(&mut self, size: u32) -> Result<(Measurement, u64, Instant), String> {
         let o = &self.opts;
         let depth = if o.op == Op::Read {
             o.tx_depth.min(self.chan.ep.qp.ird_ord().1 as usize)
@@ -177,7 +195,7 @@ impl Client {
             sync: &self.sync,
             remote: self.remote,
         };
-        let out = bw::run(&mut self.chan, o.op, &bufs, size, o.stop, depth)?;
+        let out = bw::run(&mut self.chan, o.op, &bufs, size, o.stop, depth).await?;
         let mine = if o.verify && o.op == Op::Read {
             let got = self
                 .local
@@ -194,7 +212,7 @@ impl Client {
         Ok((m, mine, out.start))
     }
 
-    fn pingpong(&mut self, size: u32) -> Result<(Measurement, u64), String> {
+    async fn pingpong(&mut self, size: u32) -> Result<(Measurement, u64), String> {
         let (op, stop, verify) = (self.opts.op, self.opts.stop, self.opts.verify);
         let start = Instant::now();
         let mut samples = Vec::new();
@@ -205,16 +223,12 @@ impl Client {
             Stop::Duration(d) => start.elapsed() < d,
         } {
             match op {
-                Op::Write => samples.push(lat::client_write(
-                    &mut self.chan,
-                    &self.src,
-                    &self.local,
-                    self.remote,
-                    size,
-                    i,
-                )?),
+                Op::Write => samples.push(
+                    lat::client_write(&mut self.chan, &self.src, &self.local, self.remote, size, i)
+                        .await?,
+                ),
                 Op::Send => {
-                    let (us, b) = lat::client_send(&mut self.chan, &self.src, size, verify)?;
+                    let (us, b) = lat::client_send(&mut self.chan, &self.src, size, verify).await?;
                     samples.push(us);
                     bad += b;
                 }
@@ -251,10 +265,10 @@ impl Client {
     /// End the run: Bye, then wait for the server to close (it does once it has
     /// taken Bye), then close too. Closing first would let the queue pair's drop
     /// cut off a Bye still in flight (over SCTP under loss, it did).
-    pub fn finish(&mut self) -> Result<(), String> {
-        self.chan.send_ctrl(&Msg::Bye)?;
-        self.chan.drain()?;
-        let closed = self.chan.wait_peer_close(super::chan::stall());
+    pub async fn finish(&mut self) -> Result<(), String> {
+        self.chan.send_ctrl(&Msg::Bye).await?;
+        self.chan.drain().await?;
+        let closed = self.chan.wait_peer_close(super::chan::stall()).await;
         self.chan.ep.qp.disconnect();
         closed.map_err(|e| format!("after Bye: {e}"))
     }

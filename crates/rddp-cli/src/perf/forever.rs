@@ -1,5 +1,5 @@
-//! `rddp perf server --forever`: serve perf connections as they come, each on
-//! its own thread, until the process is killed; one line per connection as it
+//! `rddp perf server --forever`: serve perf connections as they come, each a
+//! task on the tool's few worker threads ([`super::exec`]), until the process is killed; one line per connection as it
 //! ends. For clients that reconnect (`rddp perf client --op mixed --reconnect`,
 //! scripts/soak.sh).
 
@@ -43,9 +43,10 @@ pub fn server_main(a: &ServerArgs) -> Result<(), String> {
 /// How a connection ended: its number and its summary or error.
 pub type Report = Arc<dyn Fn(u64, Result<ServerSummary, String>) + Send + Sync>;
 
-/// Serve perf connections from `l` until the listener stops, each on its own
-/// thread, `report` called as each ends (also `rddp target --perf-listen`).
+/// Serve perf connections from `l` until the listener stops, each a task on the
+/// worker threads, `report` called as each ends (also `rddp target --perf-listen`).
 pub fn serve(l: &Arc<dyn llp::Listener>, dev: &Device, sopts: ServerOpts, report: Report) {
+    super::exec::serve_open_ended();
     let next = Arc::new(AtomicU64::new(0));
     let acceptors: Vec<_> = (0..ACCEPTORS)
         .map(|_| {
@@ -61,7 +62,8 @@ pub fn serve(l: &Arc<dyn llp::Listener>, dev: &Device, sopts: ServerOpts, report
                     match served {
                         Ok(s) => {
                             let report = report.clone();
-                            std::thread::spawn(move || report(i, s.run().into_result()));
+                            super::exec::runtime()
+                                .spawn(async move { report(i, s.run().await.into_result()) });
                         }
                         Err(e) => report(i, Err(e)),
                     }

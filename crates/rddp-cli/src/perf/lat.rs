@@ -22,7 +22,12 @@ fn last_octet(mr: &MemoryRegion, size: u32) -> Result<u8, String> {
 
 /// Wait until the last octet of `mine` holds `want`; on the server, an End from the
 /// client ends the wait (`Ok(false)`).
-fn wait_marker(chan: &mut Chan, mine: &MemoryRegion, size: u32, want: u8) -> Result<bool, String> {
+async fn wait_marker(
+    chan: &mut Chan,
+    mine: &MemoryRegion,
+    size: u32,
+    want: u8,
+) -> Result<bool, String> {
     let start = Instant::now();
     let mut spins = 0u32;
     loop {
@@ -31,7 +36,7 @@ fn wait_marker(chan: &mut Chan, mine: &MemoryRegion, size: u32, want: u8) -> Res
         }
         spins += 1;
         if spins.is_multiple_of(64) {
-            chan.reap(false)?;
+            chan.reap_ready()?;
             if let Some(Incoming::Ctrl(Msg::End { .. })) = chan.try_recv()? {
                 return Ok(false);
             }
@@ -43,13 +48,13 @@ fn wait_marker(chan: &mut Chan, mine: &MemoryRegion, size: u32, want: u8) -> Res
                 ));
             }
         }
-        std::thread::yield_now();
+        super::exec::yield_now().await;
     }
 }
 
 /// The client's write ping-pong of one iteration: write marker `i`, wait for it
 /// back; returns the one-way latency in microseconds.
-pub fn client_write(
+pub async fn client_write(
     chan: &mut Chan,
     src: &MemoryRegion,
     mine: &MemoryRegion,
@@ -62,17 +67,17 @@ pub fn client_write(
     src.write(u64::from(size) - 1, &[m])
         .map_err(|e| e.to_string())?;
     chan.write(src, u64::from(size), remote)?;
-    if !wait_marker(chan, mine, size, m)? {
+    if !wait_marker(chan, mine, size, m).await? {
         return Err("the server ended the ping-pong early".into());
     }
     let us = t0.elapsed().as_secs_f64() * 1e6 / 2.0;
-    chan.reap(false)?;
+    chan.reap_ready()?;
     Ok(us)
 }
 
 /// The server's side of write ping-pong until the client's End; returns the
 /// number of round trips.
-pub fn server_write(
+pub async fn server_write(
     chan: &mut Chan,
     src: &MemoryRegion,
     mine: &MemoryRegion,
@@ -82,7 +87,7 @@ pub fn server_write(
     let mut i = 0;
     loop {
         let m = marker(i);
-        if !wait_marker(chan, mine, size, m)? {
+        if !wait_marker(chan, mine, size, m).await? {
             return Ok(i);
         }
         src.write(u64::from(size) - 1, &[m])
@@ -94,20 +99,20 @@ pub fn server_write(
 
 /// The client's Send ping-pong of one iteration; returns the one-way latency in
 /// microseconds and the corrupt octets of the answer (when `verify`).
-pub fn client_send(
+pub async fn client_send(
     chan: &mut Chan,
     src: &MemoryRegion,
     size: u32,
     verify: bool,
 ) -> Result<(f64, u64), String> {
     let t0 = Instant::now();
-    chan.send_data(src, u64::from(size))?;
-    let got = match chan.recv("the server's ping-pong Send")? {
+    chan.send_data(src, u64::from(size)).await?;
+    let got = match chan.recv("the server's ping-pong Send").await? {
         Incoming::Data(d) => d,
         Incoming::Ctrl(m) => return Err(format!("expected a ping-pong Send, got {m:?}")),
     };
     let us = t0.elapsed().as_secs_f64() * 1e6 / 2.0;
-    chan.reap(false)?;
+    chan.reap_ready()?;
     let bad = if verify { corrupt_msg(size, &got) } else { 0 };
     Ok((us, bad))
 }

@@ -3,6 +3,7 @@
 //! they were connected. MPA/TCP and SCTP plug in here.
 
 use rddp::transport::{Connection, memory_pair};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The lower-layer protocol of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -61,10 +62,7 @@ pub fn establish(opts: &LinkOpts, role: Role) -> Result<Links, String> {
         (t, Role::Client) => {
             let addr = opts.addr.as_deref().ok_or("the client needs --connect ADDR")?;
             let t = llp_transport(t);
-            (0..opts.qps)
-                .map(|_| crate::llp::connect(t, addr, opts.crc))
-                .collect::<Result<Vec<_>, _>>()
-                .map(Links::Remote)
+            set_up(opts.qps, || crate::llp::connect(t, addr, opts.crc)).map(Links::Remote)
         }
         (t, Role::Server) => {
             let addr = opts.addr.as_deref().ok_or("the server needs --listen ADDR")?;
@@ -74,12 +72,48 @@ pub fn establish(opts: &LinkOpts, role: Role) -> Result<Links, String> {
             };
             let l = crate::llp::listen(llp_transport(t), addr, &lopts)?;
             eprintln!("rddp perf server: listening on {}", l.local_addr());
-            (0..opts.qps)
-                .map(|_| l.accept())
-                .collect::<Result<Vec<_>, _>>()
-                .map(Links::Remote)
+            set_up(opts.qps, || l.accept()).map(Links::Remote)
         }
     }
+}
+
+/// Connections set up at once. A setup (TCP handshake and MPA Request/Reply,
+/// or an SCTP session) blocks its thread for a round trip or two; one after
+/// the other, thousands of them take seconds. These threads end once all are
+/// set up.
+const SETUP_THREADS: usize = 4;
+
+/// `n` connections from `one`, called from up to [`SETUP_THREADS`] threads at
+/// once; the first error, if any (the others still finish their setups).
+fn set_up(
+    n: usize,
+    one: impl Fn() -> Result<Connection, String> + Sync,
+) -> Result<Vec<Connection>, String> {
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut got = Vec::new();
+        while next.fetch_add(1, Ordering::Relaxed) < n {
+            got.push(one()?);
+        }
+        Ok::<_, String>(got)
+    };
+    let parts: Vec<Result<Vec<Connection>, String>> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..SETUP_THREADS.min(n).max(1))
+            .map(|_| s.spawn(work))
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| {
+                t.join()
+                    .unwrap_or_else(|_| Err("a connection setup thread panicked".into()))
+            })
+            .collect()
+    });
+    let mut all = Vec::with_capacity(n);
+    for p in parts {
+        all.extend(p?);
+    }
+    Ok(all)
 }
 
 fn llp_transport(t: Transport) -> crate::llp::Transport {

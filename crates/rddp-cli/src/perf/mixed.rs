@@ -64,7 +64,7 @@ impl Rng {
     }
 }
 
-/// Totals of the whole run, shared by the queue pairs' threads.
+/// Totals of the whole run, shared by the queue pairs' tasks.
 #[derive(Default)]
 struct Totals {
     connections: AtomicU64,
@@ -104,7 +104,7 @@ impl Totals {
     }
 }
 
-/// What one queue pair's thread needs.
+/// What one queue pair's task needs.
 struct Plan {
     transport: llp::Transport,
     addr: String,
@@ -143,11 +143,11 @@ pub fn client_main(a: &ClientArgs) -> Result<(), String> {
     let totals = Arc::new(Totals::default());
     let dev = super::endpoint::device(2 * a.link.qps as usize);
     let done = Arc::new(AtomicBool::new(false));
-    let threads: Vec<_> = (0..a.link.qps)
+    let tasks: Vec<_> = (0..a.link.qps)
         .map(|q| {
             let (plan, totals, dev) = (plan.clone(), totals.clone(), dev.clone());
             let seed = a.seed ^ (u64::from(q) << 32);
-            std::thread::spawn(move || queue_pair(q, &plan, &totals, &dev, seed))
+            super::exec::runtime().spawn(queue_pair(q, plan, totals, dev, seed))
         })
         .collect();
     let reporter = {
@@ -163,9 +163,9 @@ pub fn client_main(a: &ClientArgs) -> Result<(), String> {
             }
         })
     };
-    for t in threads {
-        if t.join().is_err() {
-            totals.error("a queue pair's thread panicked".into());
+    for t in tasks {
+        if super::exec::block_on(t).is_err() {
+            totals.error("a queue pair's task panicked".into());
         }
     }
     done.store(true, Ordering::Relaxed);
@@ -193,7 +193,8 @@ pub fn client_main(a: &ClientArgs) -> Result<(), String> {
 }
 
 /// One queue pair: connections one after the other until the deadline.
-fn queue_pair(q: u32, plan: &Plan, totals: &Totals, dev: &Device, seed: u64) {
+async fn queue_pair(q: u32, plan: Arc<Plan>, totals: Arc<Totals>, dev: Device, seed: u64) {
+    let (plan, totals, dev) = (&*plan, &*totals, &dev);
     let mut rng = Rng(seed);
     let mut k = 0u64;
     while Instant::now() < plan.deadline {
@@ -208,9 +209,10 @@ fn queue_pair(q: u32, plan: &Plan, totals: &Totals, dev: &Device, seed: u64) {
         }
         .min(plan.deadline);
         totals.connections.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = connection(plan, totals, dev, &mut rng, until, &format!("qp{q}-{k}")) {
+        let name = format!("qp{q}-{k}");
+        if let Err(e) = connection(plan, totals, dev, &mut rng, until, &name).await {
             totals.error(format!("queue pair {q}, connection {k}: {e}"));
-            std::thread::sleep(Duration::from_millis(200));
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
         k += 1;
     }
@@ -235,7 +237,7 @@ fn reg(ep: &Endpoint, len: u32, access: Access) -> Result<MemoryRegion, String> 
         .map_err(|e| format!("registering {len} octets: {e}"))
 }
 
-fn connection(
+async fn connection(
     plan: &Plan,
     totals: &Totals,
     dev: &Device,
@@ -243,7 +245,11 @@ fn connection(
     until: Instant,
     name: &str,
 ) -> Result<(), String> {
-    let conn = llp::connect(plan.transport, &plan.addr, plan.crc)?;
+    // MPA or SCTP setup blocks: on the runtime's blocking pool, not a worker.
+    let (t, addr, crc) = (plan.transport, plan.addr.clone(), plan.crc);
+    let conn = tokio::task::spawn_blocking(move || llp::connect(t, &addr, crc))
+        .await
+        .map_err(|e| format!("connection setup: {e}"))??;
     let ep = Endpoint::attach(dev, name, conn)?;
     let max = plan.max;
     let mailbox = reg(&ep, 8, Access::REMOTE_WRITE)?;
@@ -264,8 +270,8 @@ fn connection(
     };
     let mut chan = Chan::new(ep, CTRL_LEN, 8)?;
     chan.enable_credits(mailbox);
-    chan.send_ctrl(&hello)?;
-    let remote = match chan.recv("the server's buffer advertisement")? {
+    chan.send_ctrl(&hello).await?;
+    let remote = match chan.recv("the server's buffer advertisement").await? {
         Incoming::Data(b) if b.len() == 16 => {
             RemoteBuf::from_bytes(&b).ok_or("malformed advertisement")?
         }
@@ -285,21 +291,21 @@ fn connection(
     };
     loop {
         let last = Instant::now() + STEP >= until;
-        step(&mut chan, &mut b, plan, totals, rng, until, last)?;
+        step(&mut chan, &mut b, plan, totals, rng, until, last).await?;
         if last {
             break;
         }
     }
-    finish(&mut chan)
+    finish(&mut chan).await
 }
 
 /// Bye, then wait for the server to close (it does once it has taken Bye), then
 /// close too. Closing first lets the queue pair's drop reset the connection
 /// while Bye still waits unread at the server, which then sees the connection
 /// lost (the soak's first run: 34 of 684 connections).
-fn finish(chan: &mut Chan) -> Result<(), String> {
-    chan.send_ctrl(&Msg::Bye)?;
-    chan.drain()?;
+async fn finish(chan: &mut Chan) -> Result<(), String> {
+    chan.send_ctrl(&Msg::Bye).await?;
+    chan.drain().await?;
     let start = Instant::now();
     let closed = loop {
         let ev = chan.ep.qp.async_events();
@@ -318,7 +324,7 @@ fn finish(chan: &mut Chan) -> Result<(), String> {
                 stall().as_secs()
             ));
         }
-        std::thread::sleep(Duration::from_millis(5));
+        tokio::time::sleep(Duration::from_millis(5)).await;
     };
     chan.ep.qp.disconnect();
     closed
@@ -326,7 +332,7 @@ fn finish(chan: &mut Chan) -> Result<(), String> {
 
 /// One step with the server: Begin, batches for about [`STEP`], End, Result.
 /// The last step of a connection reads the whole buffer back first.
-fn step(
+async fn step(
     chan: &mut Chan,
     b: &mut Bufs,
     plan: &Plan,
@@ -339,12 +345,13 @@ fn step(
     chan.send_ctrl(&Msg::Begin {
         size: max,
         iters: 0,
-    })?;
-    match chan.recv_ctrl("the server's Ack")? {
+    })
+    .await?;
+    match chan.recv_ctrl("the server's Ack").await? {
         Msg::Ack { granted, pad } => {
             chan.note_granted(granted);
             for _ in 0..pad {
-                chan.send_ctrl(&Msg::Pad)?;
+                chan.send_ctrl(&Msg::Pad).await?;
             }
         }
         m => return Err(format!("expected Ack, got {m:?}")),
@@ -352,16 +359,16 @@ fn step(
     let end = (Instant::now() + STEP).min(until);
     let (mut sends, mut send_bytes) = (0u64, 0u64);
     while Instant::now() < end {
-        let (n, bytes) = batch(chan, b, plan, totals, rng)?;
+        let (n, bytes) = batch(chan, b, plan, totals, rng).await?;
         sends += n;
         send_bytes += bytes;
     }
     if last {
-        read_back(chan, b, plan, totals)?;
+        read_back(chan, b, plan, totals).await?;
     }
-    chan.drain()?;
-    chan.send_ctrl(&Msg::End { iters: sends })?;
-    match chan.recv_ctrl("the server's Result")? {
+    chan.drain().await?;
+    chan.send_ctrl(&Msg::End { iters: sends }).await?;
+    match chan.recv_ctrl("the server's Result").await? {
         Msg::Result {
             corrupt,
             received,
@@ -397,7 +404,7 @@ fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
 /// Post one batch of random operations, wait for all of them (and a one-octet
 /// Read that confirms the Writes arrived), check the Reads. Returns the Sends
 /// and their octets.
-fn batch(
+async fn batch(
     chan: &mut Chan,
     b: &mut Bufs,
     plan: &Plan,
@@ -431,7 +438,7 @@ fn batch(
                 r += 1;
             }
             _ => {
-                chan.send_data(&b.src, u64::from(len))?;
+                chan.send_data(&b.src, u64::from(len)).await?;
                 s += 1;
                 send_bytes += u64::from(len);
             }
@@ -441,7 +448,7 @@ fn batch(
     if w > 0 {
         chan.sync(&b.sync, b.remote)?;
     }
-    chan.drain()?;
+    chan.drain().await?;
     for (k, off, want) in expect {
         check(b, k, off, &want, plan, totals)?;
     }
@@ -489,10 +496,15 @@ fn check(
 
 /// Read the whole server buffer back and compare it with the model: every Write
 /// of the connection that was not overwritten is checked here.
-fn read_back(chan: &mut Chan, b: &mut Bufs, plan: &Plan, totals: &Totals) -> Result<(), String> {
+async fn read_back(
+    chan: &mut Chan,
+    b: &mut Bufs,
+    plan: &Plan,
+    totals: &Totals,
+) -> Result<(), String> {
     let max = plan.max;
     chan.read(&b.sinks[0], max, b.remote)?;
-    chan.drain()?;
+    chan.drain().await?;
     let want = b.model.clone();
     check(b, 0, 0, &want, plan, totals)
 }

@@ -4,6 +4,7 @@
 //! * [`link::establish`]: the only transport-aware code (where MPA/SCTP plug in).
 //! * [`server::Server`], [`client::Client`]: the two sides on an attached queue
 //!   pair ([`endpoint::Endpoint`]); [`proto`] is what they say to each other.
+//! * [`exec`]: every queue pair's side is a task on a few worker threads.
 //! * [`report`], [`plot`], [`progress`]: output.
 
 pub mod args;
@@ -11,6 +12,7 @@ pub mod bw;
 pub mod chan;
 pub mod client;
 pub mod endpoint;
+pub mod exec;
 pub mod failure;
 pub mod forever;
 pub mod lat;

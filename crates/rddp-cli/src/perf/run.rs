@@ -1,5 +1,6 @@
-//! Drives a whole run: establish the connections, one thread per queue pair
-//! (sizes kept in step across them), aggregate and print each size as it ends.
+//! Drives a whole run: establish the connections, one task per queue pair on the
+//! tool's few worker threads ([`super::exec`]; sizes kept in step across them),
+//! aggregate and print each size as it ends.
 
 use super::args::{ClientArgs, OnOff, ServerArgs};
 use super::client::Client;
@@ -8,13 +9,14 @@ use super::link::{LinkOpts, Links, Role, Transport, establish};
 use super::opts::{ClientOpts, Op, ServerOpts, Stop, sweep_sizes};
 use super::report::{self, Measurement};
 use super::server::{Server, ServerEnd};
-use super::{failure, plot, progress};
+use super::{exec, failure, plot, progress};
 use rddp::AsyncEvent;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::channel;
-use std::sync::{Arc, Barrier, Mutex};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::Barrier;
+use tokio::task::JoinHandle;
 
 fn link_opts(l: &super::args::LinkArgs, addr: Option<String>) -> LinkOpts {
     LinkOpts {
@@ -53,23 +55,10 @@ pub fn client_opts(a: &ClientArgs) -> Result<ClientOpts, String> {
     })
 }
 
-fn spawn_server(server: Server) -> Result<JoinHandle<ServerEnd>, String> {
-    worker(move || server.run())
+/// Serve one connection: a task on the worker threads.
+fn spawn_server(server: Server) -> JoinHandle<ServerEnd> {
+    exec::runtime().spawn(server.run())
 }
-
-/// The tool's own thread per connection (the queue pairs themselves run on the
-/// event loop): a small stack, so that --qps 10000 fits.
-fn worker<T: Send + 'static>(
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Result<JoinHandle<T>, String> {
-    std::thread::Builder::new()
-        .stack_size(WORKER_STACK)
-        .spawn(f)
-        .map_err(|e| format!("cannot start a thread per connection: {e}"))
-}
-
-/// Stack of a perf worker thread.
-const WORKER_STACK: usize = 512 << 10;
 
 /// `rddp perf client`.
 pub fn client_main(a: &ClientArgs) -> Result<(), String> {
@@ -94,7 +83,7 @@ pub fn client_main(a: &ClientArgs) -> Result<(), String> {
             for (i, (c, s)) in pairs.into_iter().enumerate() {
                 // The server posts its receives before the client may send.
                 let sep = Endpoint::attach(&dev, &format!("server-{i}"), s)?;
-                servers.push(spawn_server(Server::new(sep, sopts)?)?);
+                servers.push(spawn_server(Server::new(sep, sopts)?));
                 eps.push(Endpoint::attach(&dev, &format!("client-{i}"), c)?);
             }
         }
@@ -114,8 +103,8 @@ pub fn client_main(a: &ClientArgs) -> Result<(), String> {
     // The in-process server's error, if any, is usually the cause of the client's.
     let mut server_err = None;
     for s in servers {
-        let r = s.join().map_or_else(
-            |_| Some("the in-process server thread failed".to_string()),
+        let r = exec::block_on(s).map_or_else(
+            |_| Some("the in-process server task failed".to_string()),
             |end| end.error,
         );
         if let Some(e) = r {
@@ -184,13 +173,13 @@ fn measure(
     let failed = Arc::new(AtomicBool::new(false));
     let (tx, rx) = channel::<(usize, Result<Measurement, String>)>();
     let (ev_tx, ev_rx) = channel::<AsyncEvent>();
-    let mut threads = Vec::new();
+    let mut tasks = Vec::new();
     for ep in eps {
         let (tx, barrier, failed) = (tx.clone(), barrier.clone(), failed.clone());
         let ev_tx = ev_tx.clone();
         let (opts, sizes) = (opts.clone(), sizes.clone());
-        threads.push(worker(move || {
-            let mut client = match Client::connect(ep, &opts) {
+        tasks.push(exec::runtime().spawn(async move {
+            let mut client = match Client::connect(ep, &opts).await {
                 Ok(c) => Some(c),
                 Err(e) => {
                     failed.store(true, Ordering::SeqCst);
@@ -199,14 +188,20 @@ fn measure(
                 }
             };
             for (i, &size) in sizes.iter().enumerate() {
+                let prepared = client.as_mut().map(|c| c.prepare(size));
                 // Every queue pair starts a size together (and skips it together
                 // once one has failed).
-                barrier.wait();
+                barrier.wait().await;
+                if let Some(Err(e)) = prepared {
+                    failed.store(true, Ordering::SeqCst);
+                    let _ = tx.send((i, Err(e)));
+                    continue;
+                }
                 if failed.load(Ordering::SeqCst) {
                     continue;
                 }
                 let Some(c) = client.as_mut() else { continue };
-                let r = c.run_size(size);
+                let r = c.run_size(size).await;
                 if r.is_err() {
                     failed.store(true, Ordering::SeqCst);
                     if let Some(ev) = c.end_event() {
@@ -217,14 +212,14 @@ fn measure(
             }
             if let Some(c) = client.as_mut()
                 && !failed.load(Ordering::SeqCst)
-                && let Err(e) = c.finish()
+                && let Err(e) = c.finish().await
             {
                 if let Some(ev) = c.end_event() {
                     let _ = ev_tx.send(ev);
                 }
                 let _ = tx.send((usize::MAX, Err(e)));
             }
-        })?);
+        }));
     }
     drop(tx);
     drop(ev_tx);
@@ -264,8 +259,8 @@ fn measure(
         }
     }
     bar.finish_and_clear();
-    for t in threads {
-        t.join().map_err(|_| "a client thread failed".to_string())?;
+    for t in tasks {
+        exec::block_on(t).map_err(|_| "a client task failed".to_string())?;
     }
     if let Some(ev) = ev_rx.try_iter().next() {
         *ended_by.lock().unwrap_or_else(|p| p.into_inner()) = Some(ev);
@@ -303,15 +298,15 @@ pub fn server_main(a: &ServerArgs) -> Result<(), String> {
     let sopts = ServerOpts {
         rx_depth: a.rx_depth as usize,
     };
-    let mut threads = Vec::new();
+    let mut tasks = Vec::new();
     for (i, c) in conns.into_iter().enumerate() {
         let ep = Endpoint::attach(&dev, &format!("server-{i}"), c)?;
-        threads.push(spawn_server(Server::new(ep, sopts)?)?);
+        tasks.push(spawn_server(Server::new(ep, sopts)?));
     }
     let mut err = None;
-    for (i, t) in threads.into_iter().enumerate() {
-        let Ok(end) = t.join() else {
-            err.get_or_insert(format!("connection {i}: the server thread failed"));
+    for (i, t) in tasks.into_iter().enumerate() {
+        let Ok(end) = exec::block_on(t) else {
+            err.get_or_insert(format!("connection {i}: the server task failed"));
             continue;
         };
         let s = &end.summary;

@@ -70,8 +70,8 @@ impl Server {
     }
 
     /// Serve the client until its Bye; on failure, what was seen until then.
-    pub fn run(mut self) -> ServerEnd {
-        let r = self.serve();
+    pub async fn run(mut self) -> ServerEnd {
+        let r = self.serve().await;
         let event = if r.is_err() {
             self.chan.end_event()
         } else {
@@ -84,12 +84,12 @@ impl Server {
         }
     }
 
-    fn serve(&mut self) -> Result<(), String> {
-        let mut run = self.hello()?;
+    async fn serve(&mut self) -> Result<(), String> {
+        let mut run = self.hello().await?;
         loop {
-            match self.chan.recv_ctrl("the client's next size or Bye")? {
+            match self.chan.recv_ctrl("the client's next size or Bye").await? {
                 Msg::Begin { size, .. } => {
-                    let (msgs, corrupt) = self.size(&mut run, size)?;
+                    let (msgs, corrupt) = self.size(&mut run, size).await?;
                     self.sum.sizes += 1;
                     // Sends were counted as they came (see `sends`).
                     if run.op != Op::Send {
@@ -102,16 +102,19 @@ impl Server {
                 m => return Err(format!("expected Begin or Bye, got {m:?}")),
             }
         }
-        self.chan.drain()?;
+        self.chan.drain().await?;
         self.chan.ep.qp.disconnect();
         // Our close must reach the client (it waits for it) before our queue
         // pair is dropped; its own close answers ours. Not an error if it does
         // not come: everything of the run has been verified by now.
-        let _ = self.chan.wait_peer_close(std::time::Duration::from_secs(5));
+        let _ = self
+            .chan
+            .wait_peer_close(std::time::Duration::from_secs(5))
+            .await;
         Ok(())
     }
 
-    fn hello(&mut self) -> Result<Run, String> {
+    async fn hello(&mut self) -> Result<Run, String> {
         let Msg::Hello {
             op,
             pingpong,
@@ -119,7 +122,7 @@ impl Server {
             max_size,
             buf: peer,
             mailbox,
-        } = self.chan.recv_ctrl("the client's Hello")?
+        } = self.chan.recv_ctrl("the client's Hello").await?
         else {
             return Err("the client's first message is not Hello".into());
         };
@@ -137,7 +140,7 @@ impl Server {
         let src = reg(Access::NONE)?;
         self.chan.enable_grants(mailbox)?;
         // The first Send: the 16-octet advertisement of the buffer.
-        self.chan.send_raw(&buf.remote().to_bytes())?;
+        self.chan.send_raw(&buf.remote().to_bytes()).await?;
         Ok(Run {
             op,
             pingpong,
@@ -150,7 +153,7 @@ impl Server {
     }
 
     /// One size: prepare, Ack, take the data until End, Result.
-    fn size(&mut self, run: &mut Run, size: u32) -> Result<(u64, u64), String> {
+    async fn size(&mut self, run: &mut Run, size: u32) -> Result<(u64, u64), String> {
         if size == 0 || size > run.max {
             return Err(format!(
                 "the client asks for size {size}, above its own {}",
@@ -159,9 +162,13 @@ impl Server {
         }
         let n = size as usize;
         let e = |e: rddp::Error| e.to_string();
+        // The buffer's contents matter only to --verify and to ping-pong's
+        // marker (with thousands of queue pairs, filling them all is in the
+        // measured time).
         match run.op {
-            Op::Write => run.buf.write(0, &vec![0; n]).map_err(e)?,
-            Op::Read => run.buf.write(0, &pattern::fill(size, n)).map_err(e)?,
+            Op::Write if run.verify || run.pingpong => run.buf.write(0, &vec![0; n]).map_err(e)?,
+            Op::Read if run.verify => run.buf.write(0, &pattern::fill(size, n)).map_err(e)?,
+            Op::Write | Op::Read => {}
             Op::Send | Op::Mixed => self.chan.set_recv_len(n, self.opts.rx_depth)?,
         }
         if run.pingpong {
@@ -173,14 +180,15 @@ impl Server {
             0
         };
         let granted = self.chan.posted_total();
-        self.chan.send_ctrl(&Msg::Ack { granted, pad })?;
+        self.chan.send_ctrl(&Msg::Ack { granted, pad }).await?;
         let (msgs, mut corrupt) = match (run.op, run.pingpong) {
             (Op::Write, true) => {
-                let i = lat::server_write(&mut self.chan, &run.src, &run.buf, run.peer, size)?;
+                let i =
+                    lat::server_write(&mut self.chan, &run.src, &run.buf, run.peer, size).await?;
                 (i, 0)
             }
-            (Op::Send | Op::Mixed, _) => self.sends(run, size)?,
-            _ => (self.wait_end()?, 0),
+            (Op::Send | Op::Mixed, _) => self.sends(run, size).await?,
+            _ => (self.wait_end().await?, 0),
         };
         if run.verify && run.op == Op::Write {
             // With ping-pong the last octet is the marker, not pattern.
@@ -189,17 +197,19 @@ impl Server {
             corrupt += pattern::corrupt(size, &got);
         }
         let granted = self.chan.posted_total();
-        self.chan.send_ctrl(&Msg::Result {
-            corrupt,
-            received: msgs,
-            granted,
-        })?;
+        self.chan
+            .send_ctrl(&Msg::Result {
+                corrupt,
+                received: msgs,
+                granted,
+            })
+            .await?;
         Ok((msgs, corrupt))
     }
 
-    fn wait_end(&mut self) -> Result<u64, String> {
+    async fn wait_end(&mut self) -> Result<u64, String> {
         loop {
-            match self.chan.recv_ctrl("the client's End")? {
+            match self.chan.recv_ctrl("the client's End").await? {
                 Msg::End { iters } => return Ok(iters),
                 Msg::Pad => {}
                 m => return Err(format!("expected End, got {m:?}")),
@@ -208,10 +218,10 @@ impl Server {
     }
 
     /// Take data Sends until End, answering each with ping-pong.
-    fn sends(&mut self, run: &Run, size: u32) -> Result<(u64, u64), String> {
+    async fn sends(&mut self, run: &Run, size: u32) -> Result<(u64, u64), String> {
         let (mut msgs, mut corrupt) = (0, 0);
         loop {
-            match self.chan.recv("the client's Sends")? {
+            match self.chan.recv("the client's Sends").await? {
                 Incoming::Data(d) => {
                     let bad = if run.verify && run.op == Op::Mixed {
                         // Random lengths, each a prefix of the size's pattern.
@@ -226,7 +236,7 @@ impl Server {
                     self.sum.messages += 1;
                     self.sum.corrupt += bad;
                     if run.pingpong {
-                        self.chan.send_data(&run.src, u64::from(size))?;
+                        self.chan.send_data(&run.src, u64::from(size)).await?;
                     }
                 }
                 Incoming::Ctrl(Msg::Pad) => {}
@@ -241,6 +251,7 @@ impl Server {
 mod tests {
     use super::*;
     use crate::perf::client::Client;
+    use crate::perf::exec;
     use crate::perf::opts::{ClientOpts, Stop};
     use rddp::Device;
     use rddp::transport::memory_pair;
@@ -258,10 +269,10 @@ mod tests {
         let dev = Device::new();
         let (c, s) = pair(&dev);
         let server = Server::new(s, ServerOpts { rx_depth: 4 }).unwrap();
-        let t = std::thread::spawn(move || server.run());
+        let t = exec::runtime().spawn(server.run());
         let mut chan = Chan::new(c, CTRL_LEN, 4).unwrap();
-        chan.send_ctrl(&Msg::Bye).unwrap();
-        let err = t.join().unwrap().error.unwrap();
+        exec::block_on(chan.send_ctrl(&Msg::Bye)).unwrap();
+        let err = exec::block_on(t).unwrap().error.unwrap();
         assert!(err.contains("not Hello"), "{err}");
     }
 
@@ -270,11 +281,11 @@ mod tests {
         let dev = Device::new();
         let (c, s) = pair(&dev);
         // A "server" that answers Hello with 10 octets instead of 16.
-        let t = std::thread::spawn(move || {
+        let t = exec::runtime().spawn(async move {
             let mut chan = Chan::new(s, CTRL_LEN, 4).unwrap();
-            let _ = chan.recv_ctrl("Hello");
-            chan.send_raw(&[0; 10]).unwrap();
-            chan.drain().unwrap();
+            let _ = chan.recv_ctrl("Hello").await;
+            chan.send_raw(&[0; 10]).await.unwrap();
+            chan.drain().await.unwrap();
             chan
         });
         let opts = ClientOpts {
@@ -285,8 +296,8 @@ mod tests {
             verify: false,
             tx_depth: 4,
         };
-        let err = Client::connect(c, &opts).err().unwrap();
+        let err = exec::block_on(Client::connect(c, &opts)).err().unwrap();
         assert!(err.contains("not the 16-octet advertisement"), "{err}");
-        drop(t.join());
+        drop(exec::block_on(t));
     }
 }
