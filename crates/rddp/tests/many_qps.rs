@@ -5,7 +5,11 @@
 //! this binary: the thread and memory figures are this test's alone.)
 
 use rddp::transport::mpa::Listener;
-use rddp::{CompletionQueue, Device, QueuePairBuilder, Quota, SendFlags, WcOpcode, WcStatus};
+#[path = "common/many.rs"]
+mod many;
+
+use many::{quota, status};
+use rddp::{CompletionQueue, Device, QueuePairBuilder, SendFlags, WcOpcode, WcStatus};
 use rddp_mpa::MpaOptions;
 use std::time::{Duration, Instant};
 
@@ -15,15 +19,6 @@ const CONNECTIONS: usize = 5_000;
 /// Memory an idle queue pair may cost, beyond registered memory.
 const PER_QP_MAX: u64 = 32 * 1024;
 
-/// A field of /proc/self/status (kB for the memory ones).
-fn status(key: &str) -> u64 {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap();
-    s.lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no {key} in /proc/self/status"))
-}
-
 /// Raise the soft RLIMIT_NOFILE to the hard limit; how many descriptors we may hold.
 fn raise_nofile() -> u64 {
     use rustix::process::{Resource, getrlimit, setrlimit};
@@ -31,14 +26,6 @@ fn raise_nofile() -> u64 {
     l.current = l.maximum;
     let _ = setrlimit(Resource::Nofile, l);
     getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
-}
-
-fn quota(n: usize) -> Quota {
-    Quota {
-        queue_pairs: n as u64,
-        receive_buffers: n as u64,
-        ..Quota::default()
-    }
 }
 
 #[test]

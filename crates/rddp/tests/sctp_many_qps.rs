@@ -9,28 +9,15 @@ mod llp;
 
 use llp::{free_addr, library};
 use rddp::transport::sctp::{Listener, SctpOptions, connect};
-use rddp::{CompletionQueue, Device, QueuePairBuilder, Quota, SendFlags, WcOpcode, WcStatus};
+#[path = "common/many.rs"]
+mod many;
+
+use many::{quota, status};
+use rddp::{CompletionQueue, Device, QueuePairBuilder, SendFlags, WcOpcode, WcStatus};
 use std::time::{Duration, Instant};
 
 /// Associations (two queue pairs each).
 const ASSOCIATIONS: usize = 200;
-
-/// A field of /proc/self/status.
-fn status(key: &str) -> u64 {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap();
-    s.lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no {key} in /proc/self/status"))
-}
-
-fn quota(n: usize) -> Quota {
-    Quota {
-        queue_pairs: n as u64,
-        receive_buffers: n as u64,
-        ..Quota::default()
-    }
-}
 
 #[test]
 fn two_hundred_sctp_associations_on_a_few_threads() {
