@@ -74,14 +74,18 @@ pub async fn wait_cq(cq: &CompletionQueue, max: usize, limit: Duration) -> Vec<W
         return got;
     }
     if few() {
+        // Busy polling: this thread reads the queue pair's socket itself, no
+        // hand-over from the I/O thread (CompletionQueue::poll_busy).
         let until = Instant::now() + SPIN.min(limit);
         while Instant::now() < until {
             yield_now().await;
-            let got = cq.poll(max);
+            let got = cq.poll_busy(max);
             if !got.is_empty() {
                 return got;
             }
         }
+        // The I/O threads read while this task sleeps.
+        cq.end_busy();
     }
     tokio::time::timeout(limit, cq.wait_async(max))
         .await
