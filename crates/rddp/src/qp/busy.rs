@@ -7,7 +7,8 @@
 //! task stops watching the socket for reading (it still watches for writing
 //! when output waits) and the polling thread reads, places and completes under
 //! the queue pair's lock, as the task would. Each look renews a lease of
-//! [`LEASE`]; a lease that runs out, [`crate::CompletionQueue::end_busy`], the
+//! [`LEASE`] (the task checks at its end whether there was a look during it);
+//! a lease without a look, [`crate::CompletionQueue::end_busy`], the
 //! end of the stream or any error gives the socket back to the task, which
 //! reads what came meanwhile at once. So a queue pair nobody polls any more
 //! goes on receiving (Read Requests answered, Writes placed) after the lease.
@@ -32,20 +33,38 @@ pub(super) enum Reader {
     Loop,
     /// A thread asked to read; the task hands over at its next run.
     Wanted,
-    /// A busy-polling thread, until `touched` + [`LEASE`].
-    Busy { touched: Instant },
+    /// A busy-polling thread. `looks` counts its looks (no clock read per
+    /// look); at `until` the task checks whether there were any since `seen`:
+    /// if so, the lease goes on, else the socket goes back to the loop.
+    Busy {
+        looks: u64,
+        seen: u64,
+        until: Instant,
+    },
 }
 
 impl Reader {
-    /// At the task's run: take a request over, or take the socket back once the
-    /// lease ran out. True while a busy-polling thread reads.
+    /// At the task's run: take a request over, or take the socket back once a
+    /// lease went by without a look. True while a busy-polling thread reads.
     pub fn settle(&mut self, now: Instant) -> bool {
         match *self {
             Reader::Wanted => {
-                *self = Reader::Busy { touched: now };
+                *self = Reader::Busy {
+                    looks: 0,
+                    seen: 0,
+                    until: now + LEASE,
+                };
                 true
             }
-            Reader::Busy { touched } if now.saturating_duration_since(touched) < LEASE => true,
+            Reader::Busy { until, .. } if now < until => true,
+            Reader::Busy { looks, seen, .. } if looks != seen => {
+                *self = Reader::Busy {
+                    looks,
+                    seen: looks,
+                    until: now + LEASE,
+                };
+                true
+            }
             Reader::Busy { .. } => {
                 *self = Reader::Loop;
                 false
@@ -57,8 +76,15 @@ impl Reader {
     /// When the task should look again at a busy-polling thread's lease.
     pub fn lease_end(&self) -> Option<Instant> {
         match *self {
-            Reader::Busy { touched } => Some(touched + LEASE),
+            Reader::Busy { until, .. } => Some(until),
             _ => None,
+        }
+    }
+
+    /// A busy-polling thread looks (renews the lease).
+    fn look(&mut self) {
+        if let Reader::Busy { looks, .. } = self {
+            *looks = looks.wrapping_add(1);
         }
     }
 }
@@ -120,11 +146,7 @@ impl Driven for Shared {
                 }
             }
             Reader::Wanted => {}
-            Reader::Busy { .. } => {
-                h.reader = Reader::Busy {
-                    touched: Instant::now(),
-                }
-            }
+            Reader::Busy { .. } => h.reader.look(),
         }
         let Some(end) = receive_here(self, st, false) else {
             return;
