@@ -236,6 +236,7 @@ impl Client {
             }
             i += 1;
         }
+        self.chan.end_busy();
         let seconds = start.elapsed().as_secs_f64();
         if verify && op == Op::Write {
             // The last octet is the marker; the rest is the server's pattern.

@@ -95,6 +95,17 @@ pub async fn wait_cq(cq: &CompletionQueue, max: usize, limit: Duration) -> Vec<W
         .unwrap_or_default()
 }
 
+/// Take up to `max` completions of `cq` now; with few connections this
+/// thread also reads the queue pairs' sockets for them
+/// (`CompletionQueue::poll_busy`; `cq.end_busy()` when done looking).
+pub fn poll_cq(cq: &CompletionQueue, max: usize) -> Vec<WorkCompletion> {
+    if few() {
+        cq.poll_busy(max)
+    } else {
+        cq.poll(max)
+    }
+}
+
 /// Let others run between two looks at something: the other tasks, and with
 /// few connections also the other threads (`sched_yield`, as a thread of its
 /// own did): the peer or the I/O thread that brings the awaited octets may be
