@@ -79,7 +79,7 @@ pub async fn wait_cq(cq: &CompletionQueue, max: usize, limit: Duration) -> Vec<W
         // The clock is read every 16 looks (a read costs as much as a look).
         let until = Instant::now() + SPIN.min(limit);
         let mut looks = 0u32;
-        while looks % 16 != 0 || Instant::now() < until {
+        while !looks.is_multiple_of(16) || Instant::now() < until {
             looks = looks.wrapping_add(1);
             yield_now().await;
             let got = cq.poll_busy(max);
