@@ -588,24 +588,46 @@ fn a_blocking_tcp_connection_drives_the_receiver() {
     assert_eq!(rx_copied_octets(), 0);
 }
 
-/// A stream socket's reads: whatever is there, up to the buffer; `WouldBlock`
-/// once empty (counted).
+/// A stream socket's reads: whatever is there, up to the buffer (a vectored
+/// read fills its buffers in turn, as readv(2) does); `WouldBlock` once empty.
+/// Both counted.
 struct StreamSource {
     data: Vec<u8>,
     at: usize,
     would_block: usize,
+    reads: usize,
+}
+
+impl StreamSource {
+    fn new(data: Vec<u8>) -> Self {
+        Self {
+            data,
+            at: 0,
+            would_block: 0,
+            reads: 0,
+        }
+    }
 }
 
 impl Read for StreamSource {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_vectored(&mut [io::IoSliceMut::new(buf)])
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [io::IoSliceMut<'_>]) -> io::Result<usize> {
+        self.reads += 1;
         if self.at == self.data.len() {
             self.would_block += 1;
             return Err(io::ErrorKind::WouldBlock.into());
         }
-        let n = buf.len().min(self.data.len() - self.at);
-        buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
-        self.at += n;
-        Ok(n)
+        let mut total = 0;
+        for buf in bufs {
+            let n = buf.len().min(self.data.len() - self.at);
+            buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+            self.at += n;
+            total += n;
+        }
+        Ok(total)
     }
 }
 
@@ -615,11 +637,7 @@ fn a_short_read_of_a_stream_socket_ends_the_drive_without_another_read() {
         let mut t = setup(true, false, false);
         let (_sink, fpdus) = traffic(&mut t, Cut::Whole);
         t.b.rx.set_stream_source(stream);
-        let mut src = StreamSource {
-            data: wire_of(&fpdus),
-            at: 0,
-            would_block: 0,
-        };
+        let mut src = StreamSource::new(wire_of(&fpdus));
         let mut p = RdmapPlacer::new(&mut t.b.s, &t.b.mem);
         let got = t.b.rx.drive(&mut src, &mut p).unwrap();
         assert_eq!(got, Progress::WouldBlock, "stream {stream}");
@@ -639,5 +657,47 @@ fn a_short_read_of_a_stream_socket_ends_the_drive_without_another_read() {
             "{done:?}"
         );
         assert_eq!(t.b.terminate_sent(), None);
+    }
+}
+
+#[test]
+fn a_bulk_write_takes_one_read_per_fpdu() {
+    for markers in [false, true] {
+        let mut a = Side::new(1, true, markers);
+        let mut b = Side::new(2, true, markers);
+        let len = 100 * MULPDU;
+        let dst = b.region(Access::REMOTE_WRITE, len);
+        let data = pattern(len, 5);
+        a.s.post(
+            &a.mem,
+            WorkRequest::Write {
+                wr_id: 1,
+                payload: Bytes::from(data.clone()).into(),
+                remote_stag: dst.0,
+                remote_to: BASE,
+                fence: false,
+            },
+        );
+        let fpdus = a.fpdus();
+        b.rx.set_stream_source(true);
+        let mut src = StreamSource::new(wire_of(&fpdus));
+        let mut p = RdmapPlacer::new(&mut b.s, &b.mem);
+        assert_eq!(b.rx.drive(&mut src, &mut p).unwrap(), Progress::WouldBlock);
+        assert_eq!(src.at, src.data.len());
+        assert_eq!(b.terminate_sent(), None);
+        assert_eq!(
+            &b.mem.region(dst).unwrap().data()[..],
+            &data[..],
+            "markers {markers}"
+        );
+        // Each payload is read with the PAD, CRC and next head after it (one
+        // vectored read; two reads per FPDU before). Markers (every 512
+        // octets) cut payloads, each piece a read of its own.
+        assert!(
+            markers || src.reads <= fpdus.len() + 2,
+            "markers {markers}: {} reads for {} FPDUs",
+            src.reads,
+            fpdus.len()
+        );
     }
 }

@@ -46,7 +46,7 @@ use rddp_wire::mpa::marker::{MARKER_LEN, Marker, at_marker, fpduptr, until_marke
 use rddp_wire::mpa::{MAX_ULPDU, MIN_ULPDU, MPA_CRC_LEN, MPA_HDR_LEN, pad_len};
 use rddp_wire::read_request::READ_REQ_HDR_LEN;
 use rddp_wire::{Crc32c, DdpControl, Opcode, RdmapControl, TerminateCode, WireError};
-use std::io::{self, Read};
+use std::io::{self, IoSliceMut, Read};
 
 /// Octets of ULPDU_Length + DDP header, at most.
 const HEAD_MAX: usize = MPA_HDR_LEN + UNTAGGED_HDR_LEN;
@@ -286,7 +286,15 @@ impl Input {
     /// Payload octets into `dst` (its final place): straight from `src`, or
     /// copied from what was read before (counted).
     /// Returns (octets, whether they were copied).
-    fn payload(&mut self, src: &mut impl Read, dst: &mut [u8]) -> Result<(usize, bool), Halt> {
+    /// `tail`: the non-payload octets known to follow `dst` (PAD, CRC, the
+    /// next FPDU's head), read in the same call into the small read-ahead
+    /// (a vectored read: one system call per FPDU of a bulk transfer, not two).
+    fn payload(
+        &mut self,
+        src: &mut impl Read,
+        dst: &mut [u8],
+        tail: usize,
+    ) -> Result<(usize, bool), Halt> {
         if !self.has_buffered() && self.batching() && dst.len() < SMALL_PAYLOAD {
             self.fill_ra(src)?;
         }
@@ -295,7 +303,32 @@ impl Input {
             count_rx_copy(n);
             return Ok((n, true));
         }
-        Ok((self.read(src, dst)?, false))
+        if tail == 0 {
+            return Ok((self.read(src, dst)?, false));
+        }
+        if self.drained {
+            return Err(Halt::Block);
+        }
+        let k = tail.min(AHEAD);
+        let want = dst.len() + k;
+        let mut bufs = [IoSliceMut::new(dst), IoSliceMut::new(&mut self.ahead[..k])];
+        let n = loop {
+            match src.read_vectored(&mut bufs) {
+                Ok(0) => return Err(Halt::Eof),
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Err(Halt::Block),
+                Err(e) => return Err(Halt::Io(e)),
+            }
+        };
+        // Short if the payload's part came short, or the read went on into
+        // the tail and stopped there. A read that filled the payload exactly
+        // says nothing: a source without vectored reads (a wrapper's default
+        // `read_vectored`) fills the first buffer alone and may have more.
+        self.drained = self.stream && n < want && n != want - k;
+        let placed = n.min(want - k);
+        (self.lo, self.hi) = (0, n - placed);
+        Ok((placed, false))
     }
 }
 
@@ -756,6 +789,13 @@ impl FpduReceiver {
     ) -> Result<(), Halt> {
         let want = (self.payload_len - self.done).min(room);
         let at = self.done;
+        // Read to the payload's end: what follows is PAD, CRC and the next
+        // head (with Markers too, never payload: as `ahead` counts them).
+        let tail = if at + want == self.payload_len {
+            self.pad_left + MPA_CRC_LEN + SAFE_HEAD
+        } else {
+            0
+        };
         let n = match &self.sink {
             Sink::Engine(Target::Region { region, offset, .. }) => {
                 let region = region.clone();
@@ -764,7 +804,7 @@ impl FpduReceiver {
                 // a non-blocking source returns at once).
                 let mut d = region.data_mut();
                 let dst = &mut d[start..start + want];
-                let (n, copied) = self.input.payload(src, dst)?;
+                let (n, copied) = self.input.payload(src, dst, tail)?;
                 self.digest.update(&dst[..n]);
                 drop(d);
                 if !copied {
@@ -781,7 +821,7 @@ impl FpduReceiver {
                     let Some(dst) = buf.get_mut(at..at + want) else {
                         return Err(io::Error::other("receive buffer shorter than the payload"));
                     };
-                    let (n, copied) = input.payload(src, dst).map_err(halt_to_io)?;
+                    let (n, copied) = input.payload(src, dst, tail).map_err(halt_to_io)?;
                     digest.update(&dst[..n]);
                     if !copied {
                         direct = n;
