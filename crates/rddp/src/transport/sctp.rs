@@ -6,7 +6,9 @@
 //! to and from the queue pair's own RDMAP engine. No thread per association or
 //! queue pair: each association is a task on the process's event loop (rddp-io),
 //! woken by usrsctp's upcall (data, send space, errors), by its queue pairs and
-//! by a timer; it hands queued segments to SCTP with non-blocking sends and feeds
+//! by a timer; it hands queued segments to SCTP with non-blocking sends (the
+//! posting thread sends them itself when the connection is free and nothing
+//! waits ahead of them: no hop per message, see `Relay::send`) and feeds
 //! received ones to the queue pair's task (`crate::qp`), whose DDP sink places them
 //! in any order and delivers them in DDP-SSN order. The relay holds at most
 //! `INBOUND_MAX_OCTETS` for the queue pair; beyond that the association reads
@@ -328,12 +330,15 @@ impl Association {
     /// Accept the session with `private_data`: a connection for a queue pair.
     pub fn accept(&self, req: &SessionRequest, private_data: &[u8]) -> Connection {
         let relay = Arc::new(Relay::default());
-        let (mulpdu, task) = {
+        let (mulpdu, task, conn) = {
             let st = self.shared.lock();
-            (st.mulpdu, st.task.clone())
+            (st.mulpdu, st.task.clone(), st.conn.clone())
         };
         if let Some(h) = task {
             relay.set_assoc(h);
+        }
+        if let Some(c) = conn {
+            relay.set_conn(&c);
         }
         self.shared
             .command(Cmd::Accept(req.sid, relay.clone(), private_data.to_vec()));

@@ -1,15 +1,19 @@
 //! One session's relay between its association's task and its queue pair's
 //! task (both on the event loop): received segments in (bounded, for
-//! backpressure), segments out, and which of them SCTP took.
+//! backpressure), segments out, and which of them SCTP took. Segments out are
+//! handed to usrsctp by the posting thread itself when the association's
+//! connection is free and nothing waits ahead of them (issue 11 point 5: no
+//! cross-thread hop per message); otherwise the association's task sends them.
 
 use super::super::mpa_out::{Sent, summary};
 use super::super::{HoldInner, Inbound};
 use rddp_io::TaskHandle;
 use rddp_proto::ddp::{OutSegment, SegmentEndpoint, SenderSeq, SourceError, StreamError};
 use rddp_proto::mem::MemoryTable;
+use rddp_sctp::driver::SctpConnection;
 use std::collections::VecDeque;
 use std::io;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 /// Octets of received segments that may wait for the queue pair's reader. Beyond
@@ -35,6 +39,12 @@ struct RelayState {
     /// The association's task: woken when output is queued, room is made, or
     /// the queue pair closes.
     assoc: Option<TaskHandle>,
+    /// The association's connection (shared with its task), for direct sends
+    /// by the posting thread. Weak: the connection's adaptation holds the relay.
+    conn: Option<Weak<Mutex<SctpConnection>>>,
+    /// A direct send of this relay's queue pair is under way: segments taken
+    /// are reported by that thread itself, its task is not woken for them.
+    direct: bool,
 }
 
 /// One session's relay between the association's task and its queue pair
@@ -94,6 +104,9 @@ impl Relay {
     pub(super) fn set_assoc(&self, h: TaskHandle) {
         self.lock().assoc = Some(h);
     }
+    pub(super) fn set_conn(&self, c: &Arc<Mutex<SctpConnection>>) {
+        self.lock().conn = Some(Arc::downgrade(c));
+    }
 
     /// The next thing that arrived (`None`: nothing yet). Taking a segment may
     /// make room: the association then reads again.
@@ -118,8 +131,15 @@ impl Relay {
         }
     }
 
-    /// Hand segments to the association (its task is woken once); `false` if the
-    /// association is gone.
+    /// Hand segments to the association; `false` if the association is gone.
+    /// If nothing of the association waits to be sent and its connection is
+    /// free (never waited for: a `try_lock`), this thread hands them to
+    /// usrsctp itself, in order behind anything already queued (one adaptation
+    /// assigns every DDP-SSN, so order per association and per stream holds).
+    /// Whatever usrsctp would not take yet (its send buffer full, the
+    /// connection busy, the session not yet accepted) is left to the
+    /// association's task, which is woken for it. Segments taken are reported
+    /// through [`Self::take_sent`].
     pub(crate) fn send(&self, segs: impl IntoIterator<Item = OutSegment>) -> bool {
         let mut st = self.lock();
         if st.lost {
@@ -127,10 +147,35 @@ impl Relay {
         }
         let before = st.outbound.len();
         st.outbound.extend(segs);
-        let assoc = (st.outbound.len() > before)
-            .then(|| st.assoc.clone())
-            .flatten();
+        if st.outbound.len() == before {
+            return true;
+        }
+        let conn = st.conn.as_ref().and_then(Weak::upgrade);
+        let assoc = st.assoc.clone();
         drop(st);
+        if let Some(conn) = conn
+            && let Ok(mut c) = conn.try_lock()
+        {
+            if c.is_blocked() {
+                // A chunk waits for send space: ours go behind it, by the task.
+                drop(c);
+                wake(assoc);
+                return true;
+            }
+            self.lock().direct = true;
+            let flushed = c.flush();
+            drop(c);
+            let mut st = self.lock();
+            st.direct = false;
+            let rest = !st.outbound.is_empty();
+            drop(st);
+            // Blocked, not yet accepted, or the association failed: the task
+            // sends the rest (or reads the loss).
+            if !matches!(flushed, Ok(true)) || rest {
+                wake(assoc);
+            }
+            return true;
+        }
         wake(assoc);
         true
     }
@@ -184,7 +229,8 @@ impl SegmentEndpoint for RelayEndpoint {
         let seg = st.outbound.pop_front()?;
         let was_empty = st.taken.is_empty();
         st.taken.push(summary(&seg));
-        let qp = was_empty.then(|| st.qp.clone()).flatten();
+        // A direct send's thread reports what it handed over itself.
+        let qp = (was_empty && !st.direct).then(|| st.qp.clone()).flatten();
         drop(st);
         wake(qp);
         Some(seg)
