@@ -8,9 +8,12 @@
 //! woken by usrsctp's upcall (data, send space, errors), by its queue pairs and
 //! by a timer; it hands queued segments to SCTP with non-blocking sends (the
 //! posting thread sends them itself when the connection is free and nothing
-//! waits ahead of them: no hop per message, see `Relay::send`) and feeds
-//! received ones to the queue pair's task (`crate::qp`), whose DDP sink places them
-//! in any order and delivers them in DDP-SSN order. The relay holds at most
+//! waits ahead of them: no hop per message, see `Relay::send`) and places
+//! received ones into the queue pair itself, header first (`Placer`: RDMAP
+//! decides from the DDP header, usrsctp's read puts the payload there), or,
+//! while the queue pair's reads are held, queues them for the queue pair's task
+//! (`crate::qp`); its DDP sink places them in any order and delivers them in
+//! DDP-SSN order. The relay holds at most
 //! `INBOUND_MAX_OCTETS` for the queue pair; beyond that the association reads
 //! nothing more until the queue pair made room (backpressure through SCTP's
 //! receive window). A segment counts as sent (its Send or Write completes) when
@@ -30,9 +33,9 @@ use rddp_proto::mem::MemoryTable;
 use rddp_sctp::Event;
 use rddp_sctp::driver::{ChunkTap, DriverError, SctpConnection};
 use rddp_wire::packet::{DataChunk, udp_sctp};
-pub(crate) use relay::Relay;
 use relay::RelayEndpoint;
 pub use relay::SctpLlp;
+pub(crate) use relay::{Placer, Relay};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::sync::Arc;

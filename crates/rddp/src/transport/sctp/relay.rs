@@ -8,7 +8,9 @@
 use super::super::mpa_out::{Sent, summary};
 use super::super::{HoldInner, Inbound};
 use rddp_io::TaskHandle;
-use rddp_proto::ddp::{OutSegment, SegmentEndpoint, SenderSeq, SourceError, StreamError};
+use rddp_proto::ddp::{
+    OutSegment, SegmentEndpoint, SenderSeq, SourceError, StreamError, count_rx_copy, split_segment,
+};
 use rddp_proto::mem::MemoryTable;
 use rddp_sctp::driver::SctpConnection;
 use std::collections::VecDeque;
@@ -45,6 +47,30 @@ struct RelayState {
     /// A direct send of this relay's queue pair is under way: segments taken
     /// are reported by that thread itself, its task is not woken for them.
     direct: bool,
+    /// Places received segments straight into the queue pair (set by its task).
+    placer: Option<Arc<dyn Placer>>,
+}
+
+/// Header-first placement of a session's received segments into its queue
+/// pair, called by the association's task as it reads them (issue 11 point 3:
+/// the payload goes from usrsctp straight to its region or receive buffer).
+pub(crate) trait Placer: Send + Sync {
+    /// Place the segment at `seq` (DDP header `head`, `payload_len` octets
+    /// that `fill` reads). `None`: not now (the queue pair's reads are held,
+    /// or it is gone), `fill` not called: the relay queues the segment.
+    fn place(
+        &self,
+        seq: SenderSeq,
+        head: &[u8],
+        payload_len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> bool,
+    ) -> Option<Result<(), StreamError>>;
+}
+
+impl std::fmt::Debug for dyn Placer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Placer")
+    }
 }
 
 /// One session's relay between the association's task and its queue pair
@@ -189,6 +215,10 @@ impl Relay {
         self.lock().qp = Some(h);
     }
 
+    pub(crate) fn set_placer(&self, p: Arc<dyn Placer>) {
+        self.lock().placer = Some(p);
+    }
+
     pub(crate) fn is_lost(&self) -> bool {
         self.lock().lost
     }
@@ -209,6 +239,14 @@ impl Relay {
 #[derive(Debug)]
 pub(super) struct RelayEndpoint(pub(super) Arc<Relay>);
 
+impl RelayEndpoint {
+    /// The queue pair's placer, while the association lives.
+    fn placer(&self) -> Option<Arc<dyn Placer>> {
+        let st = self.0.lock();
+        if st.lost { None } else { st.placer.clone() }
+    }
+}
+
 impl SegmentEndpoint for RelayEndpoint {
     fn on_segment(
         &mut self,
@@ -216,10 +254,56 @@ impl SegmentEndpoint for RelayEndpoint {
         seq: SenderSeq,
         seg: &[u8],
     ) -> Result<(), StreamError> {
+        // A message read whole: copied into place at once (one copy, counted),
+        // or queued for the queue pair's task (a copy into the queued segment,
+        // counted, and the queue pair's placement of it, counted again).
+        let (head, payload) = split_segment(seg);
+        let mut at = 0;
+        let mut copy = |dst: &mut [u8]| match payload.get(at..at + dst.len()) {
+            Some(src) => {
+                dst.copy_from_slice(src);
+                at += dst.len();
+                true
+            }
+            None => false,
+        };
+        if let Some(p) = self.placer()
+            && let Some(r) = p.place(seq, head, payload.len(), &mut copy)
+        {
+            count_rx_copy(payload.len());
+            return r;
+        }
+        count_rx_copy(payload.len());
         self.0.push(Inbound::Segment {
             seq,
             bytes: seg.to_vec(),
         });
+        Ok(())
+    }
+    fn place_segment(
+        &mut self,
+        _mem: &MemoryTable,
+        seq: SenderSeq,
+        head: &[u8],
+        payload_len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> bool,
+    ) -> Result<(), StreamError> {
+        // Straight into the queue pair (segments may be placed in any order:
+        // DDP over SCTP is unordered; DDP delivers in DDP-SSN order), unless
+        // its reads are held.
+        if let Some(p) = self.placer()
+            && let Some(r) = p.place(seq, head, payload_len, fill)
+        {
+            return r;
+        }
+        let mut seg = Vec::with_capacity(head.len() + payload_len);
+        seg.extend_from_slice(head);
+        seg.resize(head.len() + payload_len, 0);
+        if !fill(&mut seg[head.len()..]) {
+            return Err(StreamError::Closed);
+        }
+        count_rx_copy(payload_len);
+        self.0.push(Inbound::Segment { seq, bytes: seg });
         Ok(())
     }
     fn poll_segment(&mut self) -> Option<OutSegment> {
