@@ -4,7 +4,9 @@
 use crate::adaptation::{Adaptation, OutChunk};
 use crate::session::{LocalTerminate, SessionState};
 use rddp_proto::ddp::SegmentEndpoint;
-use rddp_wire::sctp::{PPID_DDP_SEGMENT, PPID_SESSION_CONTROL, SessionControl, SessionFunction};
+use rddp_wire::sctp::{
+    PPID_DDP_SEGMENT, PPID_SESSION_CONTROL, SSN_LEN, SessionControl, SessionFunction,
+};
 
 impl Adaptation {
     /// The next chunk to hand to SCTP (unordered, unfragmented), streams served in
@@ -64,7 +66,10 @@ impl Adaptation {
                 );
                 return None;
             }
-            let mut payload = slot.out.take().to_be_bytes().to_vec();
+            // One buffer for the DDP-SSN and the segment (usrsctp_sendv takes
+            // one; it cannot gather): the payload's one user-space copy.
+            let mut payload = Vec::with_capacity(SSN_LEN + seg.len());
+            payload.extend_from_slice(&slot.out.take().to_be_bytes());
             seg.write_to(&mut payload);
             slot.unacked = true;
             return Some(OutChunk {

@@ -229,62 +229,57 @@ impl SctpConnection {
     /// Read the next message, of `len` octets, header-first: its DDP-SSN and
     /// DDP header here, its payload where the session's upper layer places it.
     fn poll_direct(&mut self, mem: &MemoryTable, len: usize) -> Result<bool, DriverError> {
+        // The DDP-SSN and the longest DDP header in one read: a tagged
+        // segment's (14-octet header) first 4 payload octets come with it.
         let mut head = [0u8; SSN_LEN + UNTAGGED_HDR_LEN];
-        let first = SSN_LEN + TAGGED_HDR_LEN;
-        let p = match self.sock.recv_part(&mut head[..first]) {
+        let p = match self.sock.recv_part(&mut head) {
             Ok(p) => p,
             Err(e) if is_would_block(&e) => return Ok(false),
             Err(e) => return Err(self.lost(e.into())),
         };
         self.next = p.next;
-        let mut have = p.len;
         let mut eor = p.eor;
-        let tagged = DdpControl(head[SSN_LEN]).tagged();
-        let hlen = if tagged {
-            TAGGED_HDR_LEN
-        } else {
-            UNTAGGED_HDR_LEN
-        };
         let expected = !p.notification
-            && have == first
-            && !eor
+            && p.len == head.len()
+            && eor == (len == head.len())
             && p.info.ppid == PPID_DDP_SEGMENT
             && p.info.unordered;
-        if expected && !tagged {
-            match self.sock.recv_part(&mut head[first..]) {
-                Ok(q) => {
-                    have += q.len;
-                    eor = q.eor;
-                    self.next = q.next.or(self.next);
-                }
-                Err(e) => return Err(self.lost(e.into())),
-            }
-        }
-        let payload_len = len.saturating_sub(SSN_LEN + hlen);
-        if !expected || have != SSN_LEN + hlen || (eor && payload_len > 0) {
+        if !expected {
             // Not what SCTP announced: read the rest and take it whole.
-            self.buf[..have].copy_from_slice(&head[..have]);
-            let (total, eor) = self.read_rest(have, eor)?;
+            self.buf[..p.len].copy_from_slice(&head[..p.len]);
+            let (total, eor) = self.read_rest(p.len, eor)?;
             if p.notification {
                 return self.on_notification(total);
             }
             return self.on_message(mem, total, p.info, eor);
         }
+        let hlen = if DdpControl(head[SSN_LEN]).tagged() {
+            TAGGED_HDR_LEN
+        } else {
+            UNTAGGED_HDR_LEN
+        };
+        let payload_len = len - SSN_LEN - hlen;
         self.stats.chunks_received += 1;
+        let (hdr, mut pre) = head.split_at(SSN_LEN + hlen);
+        let pre_len = pre.len();
         let mut next = None;
         let mut failed = None;
         let sock = &self.sock;
         let mut fill = |dst: &mut [u8]| -> bool {
-            let mut off = 0;
+            // The payload octets read with the header first (copied, counted).
+            let k = pre.len().min(dst.len());
+            dst[..k].copy_from_slice(&pre[..k]);
+            pre = &pre[k..];
+            let mut off = k;
             while off < dst.len() {
+                if eor {
+                    return false; // the message ended early
+                }
                 match sock.recv_part(&mut dst[off..]) {
                     Ok(q) if !q.notification && q.len > 0 => {
                         off += q.len;
                         next = q.next.or(next);
-                        if q.eor {
-                            eor = true;
-                            break;
-                        }
+                        eor = q.eor;
                     }
                     Ok(_) => return false,
                     Err(e) => {
@@ -293,15 +288,12 @@ impl SctpConnection {
                     }
                 }
             }
-            off == dst.len()
+            true
         };
-        let r = self.ad.on_chunk_direct(
-            mem,
-            p.info.sid,
-            &head[..SSN_LEN + hlen],
-            payload_len,
-            &mut fill,
-        );
+        let r = self
+            .ad
+            .on_chunk_direct(mem, p.info.sid, hdr, payload_len, &mut fill);
+        rddp_proto::ddp::count_rx_copy(pre_len - pre.len());
         if next.is_some() {
             self.next = next;
         }
