@@ -151,6 +151,9 @@ impl SegmentEndpoint for Upper {
     fn on_llp_closed(&mut self, graceful: bool) {
         self.ep().on_llp_closed(graceful)
     }
+    fn segment_accepted(&mut self) {
+        self.ep().segment_accepted()
+    }
     fn place_segment(
         &mut self,
         mem: &MemoryTable,

@@ -27,6 +27,20 @@ impl Adaptation {
         None
     }
 
+    /// SCTP accepted the DDP segment chunk (PPID 16) last returned for `sid`
+    /// by [`Self::poll_transmit`] and not yet reported: its session's upper
+    /// layer hears it (a Send or Write completes once its last one is in).
+    pub fn chunk_accepted(&mut self, sid: u16) {
+        if let Some(d) = self
+            .slots
+            .get_mut(usize::from(sid))
+            .and_then(|s| s.session.as_mut())
+            .and_then(|s| s.ddp.as_mut())
+        {
+            d.segment_accepted();
+        }
+    }
+
     fn control(&mut self, sid: u16, function: SessionFunction, private_data: Vec<u8>) -> OutChunk {
         let slot = &mut self.slots[usize::from(sid)];
         let c = SessionControl {

@@ -21,6 +21,11 @@ pub trait SegmentEndpoint: Send + std::fmt::Debug {
     fn close(&mut self);
     fn on_llp_closed(&mut self, graceful: bool);
 
+    /// The LLP accepted every octet of the oldest segment [`Self::poll_segment`]
+    /// gave it and not yet reported here (an LLP that can refuse a segment it
+    /// took, e.g. a full send buffer, reports each once it is in).
+    fn segment_accepted(&mut self) {}
+
     /// Header-first receive (issue 11 point 3) for an LLP that knows a
     /// segment's length before reading it (DDP over SCTP): `head` is the
     /// segment's DDP header, `payload_len` octets follow, and `fill` reads

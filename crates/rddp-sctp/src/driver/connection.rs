@@ -177,6 +177,9 @@ impl SctpConnection {
             match self.sock.send(c.sid, c.ppid, true, &c.payload) {
                 Ok(_) => {
                     self.stats.chunks_sent += 1;
+                    if c.ppid == PPID_DDP_SEGMENT {
+                        self.ad.chunk_accepted(c.sid);
+                    }
                     if let Some(r) = self.record.as_mut() {
                         r.push(c);
                     }

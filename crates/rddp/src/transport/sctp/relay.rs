@@ -29,8 +29,11 @@ struct RelayState {
     /// Octets of the segments in `inbound`.
     inbound_octets: usize,
     outbound: VecDeque<OutSegment>,
-    /// Segments the adaptation took from `outbound` (handed to SCTP), not yet
-    /// reported to the queue pair (its completions, its budget, its IRD).
+    /// Segments the adaptation took from `outbound`, in order, that SCTP has
+    /// not accepted yet (the send buffer was full).
+    polled: VecDeque<Sent>,
+    /// Segments SCTP accepted, not yet reported to the queue pair (its
+    /// completions, its budget, its IRD).
     taken: Vec<Sent>,
     /// The queue pair asked to close: gracefully (session Terminate) or not.
     close: Option<bool>,
@@ -206,7 +209,7 @@ impl Relay {
         true
     }
 
-    /// Segments SCTP took since the last call, in order.
+    /// Segments SCTP accepted since the last call, in order.
     pub(crate) fn take_sent(&self, out: &mut Vec<Sent>) {
         out.append(&mut self.lock().taken);
     }
@@ -307,17 +310,24 @@ impl SegmentEndpoint for RelayEndpoint {
         Ok(())
     }
     fn poll_segment(&mut self) -> Option<OutSegment> {
-        // Taken now to be handed to SCTP at once (the adaptation pulls one
-        // segment per chunk it sends): the queue pair hears it was sent.
+        // Handed to SCTP at once (the adaptation pulls one segment per chunk
+        // it sends); the queue pair hears of it once SCTP accepted it.
         let mut st = self.0.lock();
         let seg = st.outbound.pop_front()?;
+        st.polled.push_back(summary(&seg));
+        Some(seg)
+    }
+    fn segment_accepted(&mut self) {
+        let mut st = self.0.lock();
+        let Some(s) = st.polled.pop_front() else {
+            return;
+        };
         let was_empty = st.taken.is_empty();
-        st.taken.push(summary(&seg));
+        st.taken.push(s);
         // A direct send's thread reports what it handed over itself.
         let qp = (was_empty && !st.direct).then(|| st.qp.clone()).flatten();
         drop(st);
         wake(qp);
-        Some(seg)
     }
     fn drained(&self) -> bool {
         self.0.lock().outbound.is_empty()
