@@ -14,7 +14,9 @@
 //!   on the same loop (`transport::sctp`, woken by usrsctp's upcall); the queue
 //!   pair's task (`qp/sctp_task.rs`) feeds the engine what the association
 //!   relays; whoever pumps hands segments to the relay (at most about
-//!   `TX_BUDGET` octets) and hears which ones SCTP took.
+//!   `TX_BUDGET` octets), sends them to usrsctp itself when nothing waits
+//!   ahead of them and the association's connection is free (else the
+//!   association's task sends them), and hears which ones SCTP took.
 //! * In memory (`Llp::Threads`): a reader thread feeding the engine and a writer
 //!   thread writing what it produces, the writer's queue bounded the same way.
 //!
@@ -929,7 +931,9 @@ impl Shared {
 
     /// Over SCTP on the loop: what the association handed to SCTP is reported
     /// (completions, budget, IRD), then segments to the relay (bounded by
-    /// TX_BUDGET; the association's task is woken once), then a close.
+    /// TX_BUDGET), which hands them to usrsctp from this thread when nothing
+    /// waits ahead of them (else the association's task sends them), and
+    /// again while usrsctp takes them; then a close.
     fn pump_sctp(st: &mut State) {
         let State {
             rdmap,
@@ -942,25 +946,35 @@ impl Shared {
             return;
         };
         let mut sent = Vec::new();
-        io.relay.take_sent(&mut sent);
-        for s in sent {
-            *tx_queued = tx_queued.saturating_sub(s.len);
-            if s.read_response {
-                rdmap.read_response_sent();
-            }
-            rdmap.segment_sent(s.last);
-        }
         let mut segs = Vec::new();
-        while *tx_queued < TX_BUDGET
-            && let Some(seg) = rdmap.poll_segment()
-        {
-            *tx_queued += seg.len();
-            segs.push(seg);
-        }
-        if !segs.is_empty() {
+        loop {
+            io.relay.take_sent(&mut sent);
+            for s in sent.drain(..) {
+                *tx_queued = tx_queued.saturating_sub(s.len);
+                if s.read_response {
+                    rdmap.read_response_sent();
+                }
+                rdmap.segment_sent(s.last);
+            }
+            while *tx_queued < TX_BUDGET
+                && let Some(seg) = rdmap.poll_segment()
+            {
+                *tx_queued += seg.len();
+                segs.push(seg);
+            }
+            if segs.is_empty() {
+                break;
+            }
             // A lost association: the task reads the loss and the engine
             // flushes the work.
-            let _ = io.relay.send(segs);
+            if !io.relay.send(segs.drain(..)) {
+                break;
+            }
+            io.relay.take_sent(&mut sent);
+            // Nothing taken (left to the association's task): stop here.
+            if sent.is_empty() {
+                break;
+            }
         }
         if rdmap.should_close() && !*close_sent {
             *close_sent = true;
