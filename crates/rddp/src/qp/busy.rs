@@ -148,9 +148,21 @@ impl Driven for Shared {
             Reader::Wanted => {}
             Reader::Busy { .. } => h.reader.look(),
         }
-        let Some(end) = receive_here(self, st, false) else {
+        // This thread looks again soon, so a short read may end this look (a
+        // read less per look). Not for the task: a short read says nothing of
+        // an end of stream already pending, whose readiness edge is spent.
+        h.input.rx.set_stream_source(true);
+        let end = receive_here(self, st, false);
+        if let Some(h) = st.mpa.as_mut().and_then(|io| io.rx.as_mut()) {
+            h.input.rx.set_stream_source(false);
+        }
+        let Some(end) = end else {
             return;
         };
+        // Once more, as the task's run does after its receive: completions
+        // taken from the engine above may let it close now (a graceful
+        // disconnect whose last work just completed).
+        self.pump_in(st, false);
         let Some(io) = &mut st.mpa else {
             return;
         };

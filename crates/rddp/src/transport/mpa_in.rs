@@ -39,11 +39,8 @@ impl MpaIn {
             max_ulpdu,
             expect_rtr,
         };
-        let mut rx = FpduReceiver::new(cfg, leftover);
-        // A TCP socket: a short read means it is empty now.
-        rx.set_stream_source(true);
         Self {
-            rx,
+            rx: FpduReceiver::new(cfg, leftover),
             gate_closed,
             wire,
         }
