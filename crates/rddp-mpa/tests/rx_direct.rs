@@ -587,3 +587,57 @@ fn a_blocking_tcp_connection_drives_the_receiver() {
     assert!(c.iter().all(|c| c.status == WcStatus::Success));
     assert_eq!(rx_copied_octets(), 0);
 }
+
+/// A stream socket's reads: whatever is there, up to the buffer; `WouldBlock`
+/// once empty (counted).
+struct StreamSource {
+    data: Vec<u8>,
+    at: usize,
+    would_block: usize,
+}
+
+impl Read for StreamSource {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.at == self.data.len() {
+            self.would_block += 1;
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let n = buf.len().min(self.data.len() - self.at);
+        buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+#[test]
+fn a_short_read_of_a_stream_socket_ends_the_drive_without_another_read() {
+    for stream in [false, true] {
+        let mut t = setup(true, false, false);
+        let (_sink, fpdus) = traffic(&mut t, Cut::Whole);
+        t.b.rx.set_stream_source(stream);
+        let mut src = StreamSource {
+            data: wire_of(&fpdus),
+            at: 0,
+            would_block: 0,
+        };
+        let mut p = RdmapPlacer::new(&mut t.b.s, &t.b.mem);
+        let got = t.b.rx.drive(&mut src, &mut p).unwrap();
+        assert_eq!(got, Progress::WouldBlock, "stream {stream}");
+        assert_eq!(src.at, src.data.len(), "stream {stream}: all of it read");
+        // The last read came back short (the next FPDU's header was asked for
+        // too): a stream socket is empty then, and the read that would only say
+        // so is not made.
+        let want = usize::from(!stream);
+        assert_eq!(
+            src.would_block, want,
+            "stream {stream}: reads that would block"
+        );
+        let done = t.b.completions();
+        assert_eq!(done.len(), 3, "stream {stream}: {done:?}");
+        assert!(
+            done.iter().all(|c| c.status == WcStatus::Success),
+            "{done:?}"
+        );
+        assert_eq!(t.b.terminate_sent(), None);
+    }
+}

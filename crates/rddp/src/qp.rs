@@ -44,6 +44,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+mod busy;
+pub(crate) use busy::Driven;
 mod sctp_task;
 mod task;
 
@@ -366,6 +368,8 @@ impl PreparedQueuePair {
             let sock = Arc::new(m.sock);
             state.mpa = Some(LoopIo {
                 out: MpaOut::new(sock.clone(), m.enc, m.initiator, m.wire),
+                sock: sock.clone(),
+                rx: None,
                 handle: None,
                 armed: false,
                 linger: None,
@@ -417,6 +421,12 @@ impl PreparedQueuePair {
             (None, Some((sock, input, hold)), _) => {
                 // One task on the process's event loop (a fixed pool of threads).
                 let handle = task::spawn(shared.clone(), sock, input, hold)?;
+                // A thread busy-polling either CQ may read the socket itself.
+                let driven = Arc::downgrade(&shared) as std::sync::Weak<dyn busy::Driven>;
+                self.b.send_cq.add_driven(driven.clone());
+                if !self.b.recv_cq.same(&self.b.send_cq) {
+                    self.b.recv_cq.add_driven(driven);
+                }
                 QpLlp::Loop { handle }
             }
             (None, None, Some((relay, hold))) => {
@@ -461,6 +471,10 @@ struct SctpIo {
 /// (under the queue pair's lock).
 struct LoopIo {
     out: MpaOut,
+    sock: Arc<std::net::TcpStream>,
+    /// The receive half (set once the task is spawned), read by the task or by
+    /// a busy-polling thread (`busy`).
+    rx: Option<busy::RxHalf>,
     /// Wakes the task (set once it is spawned).
     handle: Option<rddp_io::TaskHandle>,
     /// The task watches for WRITABLE (or was woken to): no need to wake it.

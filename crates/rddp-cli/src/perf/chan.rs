@@ -402,6 +402,19 @@ impl Chan {
         self.take(got)
     }
 
+    /// [`Self::reap_ready`], and with few connections read the socket on this
+    /// thread for them (busy polling: what a ping-pong of Writes waits on
+    /// comes without a completion); [`Self::end_busy`] when done.
+    pub fn reap_busy(&mut self) -> Result<u64, String> {
+        let got = super::exec::poll_cq(&self.ep.send_cq, 256);
+        self.take(got)
+    }
+
+    /// The I/O threads read the socket again (after [`Self::reap_busy`]).
+    pub fn end_busy(&self) {
+        self.ep.send_cq.end_busy();
+    }
+
     /// Take send-side completions, waiting up to `stall()` for one; returns how
     /// many were data work requests (also counted in `data_done`).
     pub async fn reap(&mut self) -> Result<u64, String> {

@@ -273,6 +273,7 @@ impl Client {
             i += 1;
         }
         let end = Instant::now();
+        self.chan.end_busy();
         let seconds = (end - start).as_secs_f64();
         if verify && op == Op::Write {
             // The last octet is the marker; the rest is the server's pattern.

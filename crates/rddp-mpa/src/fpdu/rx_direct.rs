@@ -175,6 +175,11 @@ struct Input {
     ra_hi: usize,
     /// Payloads under [`SMALL_PAYLOAD`] octets in a row.
     streak: u32,
+    /// The source is a stream socket: a read that returns less than asked
+    /// means it is empty now ([`FpduReceiver::set_stream_source`]).
+    stream: bool,
+    /// In this drive, a read came back short: the next would block.
+    drained: bool,
 }
 
 enum Halt {
@@ -199,7 +204,30 @@ fn read_src(src: &mut impl Read, buf: &mut [u8]) -> Result<usize, Halt> {
     }
 }
 
+/// One read of the source. Of a stream socket, a short read means there is
+/// nothing more now: the next read would only return `WouldBlock`, so it is
+/// not made (epoll(7): for stream-oriented files a short read shows the input
+/// space is exhausted; new data makes a new readiness edge).
+fn read_once(
+    stream: bool,
+    drained: &mut bool,
+    src: &mut impl Read,
+    buf: &mut [u8],
+) -> Result<usize, Halt> {
+    if *drained {
+        return Err(Halt::Block);
+    }
+    let n = read_src(src, buf)?;
+    *drained = stream && n < buf.len();
+    Ok(n)
+}
+
 impl Input {
+    /// One read of the source (see [`read_once`]).
+    fn read(&mut self, src: &mut impl Read, buf: &mut [u8]) -> Result<usize, Halt> {
+        read_once(self.stream, &mut self.drained, src, buf)
+    }
+
     /// Octets of `dst` filled from what was read already: (n, copied leftover).
     fn buffered(&mut self, dst: &mut [u8]) -> usize {
         let rest = &self.left[self.left_at..];
@@ -235,7 +263,7 @@ impl Input {
     }
 
     fn fill_ra(&mut self, src: &mut impl Read) -> Result<(), Halt> {
-        let n = read_src(src, &mut self.ra)?;
+        let n = read_once(self.stream, &mut self.drained, src, &mut self.ra)?;
         (self.ra_lo, self.ra_hi) = (0, n);
         Ok(())
     }
@@ -248,7 +276,7 @@ impl Input {
                 self.fill_ra(src)?;
             } else {
                 let k = ahead.clamp(dst.len(), AHEAD);
-                let n = read_src(src, &mut self.ahead[..k])?;
+                let n = read_once(self.stream, &mut self.drained, src, &mut self.ahead[..k])?;
                 (self.lo, self.hi) = (0, n);
             }
         }
@@ -267,7 +295,7 @@ impl Input {
             count_rx_copy(n);
             return Ok((n, true));
         }
-        Ok((read_src(src, dst)?, false))
+        Ok((self.read(src, dst)?, false))
     }
 }
 
@@ -448,6 +476,14 @@ impl FpduReceiver {
         got
     }
 
+    /// The source is a stream socket (TCP): a short read means it has nothing
+    /// more now, so [`Self::drive`] returns `WouldBlock` without the read that
+    /// would say so (one system call less per wake-up). Not for sources that
+    /// may return less than they have (a test's chunked reader).
+    pub fn set_stream_source(&mut self, on: bool) {
+        self.input.stream = on;
+    }
+
     /// Give back the read-ahead: octets read from the source but not yet used
     /// by the state machine (never payload); returns how many. They were the
     /// last octets read, so a caller reading from its own buffer (`on_bytes`)
@@ -462,6 +498,7 @@ impl FpduReceiver {
     /// error, or the engine pauses. `Err`: an I/O error of the source (the
     /// connection is lost; nothing of the current FPDU was delivered).
     pub fn drive(&mut self, src: &mut impl Read, engine: &mut impl Placer) -> io::Result<Progress> {
+        self.input.drained = false;
         loop {
             match self.step(src, engine) {
                 Ok(()) => {}
@@ -782,7 +819,7 @@ impl FpduReceiver {
                 let n = if self.input.has_buffered() {
                     self.input.buffered(&mut b[..k])
                 } else {
-                    read_src(src, &mut b[..k])?
+                    self.input.read(src, &mut b[..k])?
                 };
                 self.digest.update(&b[..n]);
                 n
