@@ -116,6 +116,43 @@ fn several_sizes_queue_pairs_and_a_duration() {
     assert!(v["iterations"].as_u64().unwrap() > 0);
 }
 
+/// The figures of several queue pairs time their data phases running at the
+/// same time: from the first queue pair's first data work request to the last
+/// one's end of data, with no queue pair's Begin or Ack (setup of the size)
+/// inside; a Write's or Send's end is its server's Result, after its End. Told
+/// by the client's own count of control messages in the timed interval, not by
+/// timing.
+#[test]
+fn the_aggregate_times_the_data_phases_not_the_setup() {
+    let qps = 64u64;
+    for op in ["write", "send", "read"] {
+        let lines = perf_json(&["--op", op, "--size", "4K", "--iters", "8", "--qps", "64"]);
+        let v = &lines[0];
+        check_consistent(v, op, 4096, 8 * qps);
+        let timed = v["control_messages_timed"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no control_messages_timed in {v}"));
+        if op == "read" {
+            // A Read's data phase ends with its last Read: only the End and
+            // Result of queue pairs done before the last one may be inside.
+            assert!(timed < 2 * qps, "{op}: {v}");
+        } else {
+            assert_eq!(
+                timed,
+                2 * qps,
+                "{op}: each queue pair's End and Result only: {v}"
+            );
+        }
+        // The span holds every queue pair's own data phase.
+        let longest = num(v, "qp_seconds_max");
+        assert!(longest > 0.0 && longest <= num(v, "seconds"), "{op}: {v}");
+    }
+    // One queue pair: its own data phase, End and Result.
+    let v = &perf_json(&["--op", "write", "--size", "4K", "--iters", "8"])[0];
+    assert_eq!(v["control_messages_timed"].as_u64(), Some(2), "{v}");
+    assert_eq!(num(v, "qp_seconds_max"), num(v, "seconds"), "{v}");
+}
+
 #[test]
 fn writes_and_reads_may_run_longer_than_the_stall_limit() {
     // The server sees nothing of Writes and Reads until End; a size that runs

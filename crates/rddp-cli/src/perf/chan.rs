@@ -98,6 +98,10 @@ pub struct Chan {
     /// The event that ended the connection, once `check_events` found one
     /// (reported by `--json` on failure: see [`super::failure`]).
     pub ended_by: Option<AsyncEvent>,
+    /// When each control message but Pad was sent or received, once
+    /// [`Self::log_ctrl`] asked for it (the client: `--json` tells how many
+    /// fell inside the timed interval).
+    ctrl_log: Option<Vec<Instant>>,
 }
 
 fn verbs(what: &str) -> impl Fn(rddp::Error) -> String + '_ {
@@ -126,6 +130,7 @@ impl Chan {
             credits: None,
             grant: None,
             ended_by: None,
+            ctrl_log: None,
         };
         for _ in 0..recvs {
             c.post_recv()?;
@@ -167,6 +172,25 @@ impl Chan {
         self.posted.push_back(self.recv_len);
         self.posted_total += 1;
         Ok(())
+    }
+
+    /// Note from now on when each control message is sent or received.
+    pub fn log_ctrl(&mut self) {
+        self.ctrl_log.get_or_insert_with(Vec::new);
+    }
+
+    /// The instants noted since the last call (see [`Self::log_ctrl`]).
+    pub fn take_ctrl_log(&mut self) -> Vec<Instant> {
+        self.ctrl_log
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    fn note_ctrl(&mut self) {
+        if let Some(l) = &mut self.ctrl_log {
+            l.push(Instant::now());
+        }
     }
 
     /// Client: Sends are limited by the server's grants, read from `mailbox`.
@@ -277,6 +301,11 @@ impl Chan {
             .post_send(CTRL, &self.ctrl_mr, 0, b.len() as u64, flags)
             .map_err(verbs("sending a control message"))?;
         self.outstanding += 1;
+        // A Pad is a keepalive (one every quarter of the stall limit) or uses up
+        // a receive before a size: not part of an exchange.
+        if *m != Msg::Pad {
+            self.note_ctrl();
+        }
         Ok(())
     }
 
@@ -481,6 +510,7 @@ impl Chan {
         let mut buf = wc.c.buffer.unwrap_or_default();
         buf.truncate(len);
         let got = if solicited {
+            self.note_ctrl();
             Incoming::Ctrl(Msg::decode(&buf)?)
         } else {
             Incoming::Data(buf)

@@ -10,7 +10,7 @@ use super::pattern;
 use super::proto::{CTRL_LEN, Msg};
 use super::report::Measurement;
 use rddp::{Access, MemoryRegion, RemoteBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Receive buffers the client keeps posted (the server only answers, one at a time).
 const CLIENT_RECVS: usize = 8;
@@ -28,6 +28,8 @@ pub struct Client {
     sync: MemoryRegion,
     /// The size whose buffers [`Self::prepare`] filled.
     prepared: Option<u32>,
+    /// The size [`Self::begin`] began, and the counters before it.
+    begun: Option<(u32, rddp::QpStats)>,
 }
 
 fn reg(ep: &Endpoint, len: u32, access: Access) -> Result<MemoryRegion, String> {
@@ -59,6 +61,7 @@ impl Client {
         };
         let mut chan = Chan::new(ep, recv_len, CLIENT_RECVS)?;
         chan.enable_credits(mailbox);
+        chan.log_ctrl();
         chan.send_ctrl(&hello).await?;
         let remote = match chan.recv("the server's buffer advertisement").await? {
             Incoming::Data(b) if b.len() == 16 => RemoteBuf::from_bytes(&b)
@@ -85,6 +88,7 @@ impl Client {
             local,
             sync,
             prepared: None,
+            begun: None,
         })
     }
 
@@ -106,15 +110,18 @@ impl Client {
         Ok(())
     }
 
-    /// Measure one size (its buffers filled by [`Self::prepare`] unless done).
-    pub async fn run_size(&mut self, size: u32) -> Result<Measurement, String> {
+    /// Begin a size (its buffers filled by [`Self::prepare`] unless done):
+    /// Begin, the server's Ack, the Pads it asks for. Not timed:
+    /// with several queue pairs, every one has begun before any data phase
+    /// starts (see `run::measure`).
+    pub async fn begin(&mut self, size: u32) -> Result<(), String> {
         if self.prepared.take() != Some(size) {
             self.prepare(size)?;
             self.prepared = None;
         }
-        let o = self.opts.clone();
         let before = self.chan.ep.qp.stats();
-        let iters = match o.stop {
+        self.chan.take_ctrl_log();
+        let iters = match self.opts.stop {
             Stop::Iters(i) => i,
             Stop::Duration(_) => 0,
         };
@@ -128,12 +135,30 @@ impl Client {
             }
             m => return Err(format!("expected Ack, got {m:?}")),
         }
-        let (mut m, mine, start) = if o.pingpong {
-            let (m, mine) = self.pingpong(size).await?;
-            (m, mine, None)
+        // The Pads must have left before the data phase starts.
+        self.chan.drain().await?;
+        self.begun = Some((size, before));
+        Ok(())
+    }
+
+    /// The data phase of the size [`Self::begin`] began, then End and the
+    /// server's Result. Timed: from the first data work request to the last
+    /// Read's completion (Reads), or to the server's Result (Writes and Sends
+    /// complete when the LLP took them; the Result comes after End, which the
+    /// server gets only once all earlier data is placed: RFC 5040 §5.5), or the
+    /// ping-pong's last round trip.
+    pub async fn data(&mut self, size: u32) -> Result<Measurement, String> {
+        let Some((begun, before)) = self.begun.take() else {
+            return Err(format!("size {size} was not begun"));
+        };
+        if begun != size {
+            return Err(format!("size {size} runs, but {begun} was begun"));
+        }
+        let o = self.opts.clone();
+        let (mut m, mine) = if o.pingpong {
+            self.pingpong(size).await?
         } else {
-            let (m, mine, start) = self.bandwidth(size).await?;
-            (m, mine, Some(start))
+            self.bandwidth(size).await?
         };
         self.chan.drain().await?;
         self.chan.send_ctrl(&Msg::End { iters: m.iters }).await?;
@@ -153,15 +178,19 @@ impl Client {
                 m.corrupt = o.verify.then_some(corrupt + mine);
                 // A Write or Send completes when the LLP has taken it, not when it
                 // has arrived: the time runs until the server has seen it all.
-                if let Some(start) = start
+                if !o.pingpong
                     && o.op != Op::Read
+                    && let Some(start) = m.data_start
                 {
-                    m.seconds = start.elapsed().as_secs_f64();
+                    let end = Instant::now();
+                    m.data_end = Some(end);
+                    m.seconds = (end - start).as_secs_f64();
                 }
             }
             m => return Err(format!("expected Result, got {m:?}")),
         }
         m.counters = Some(self.chan.ep.qp.stats().since(&before));
+        m.ctrl_at = self.chan.take_ctrl_log();
         Ok(m)
     }
 
@@ -177,12 +206,17 @@ impl Client {
             samples_us: Vec::new(),
             pingpong: self.opts.pingpong,
             counters: None,
+            data_start: None,
+            data_end: None,
+            ctrl_at: Vec::new(),
+            ctrl_timed: 0,
+            qp_seconds_max: 0.0,
         }
     }
 
-    /// Returns the measurement, the corrupt octets the client found, and when the
-    /// first work request was posted.
-    async fn bandwidth(&mut self, size: u32) -> Result<(Measurement, u64, Instant), String> {
+    /// Returns the measurement (its data phase from the first work request to
+    /// the last completion) and the corrupt octets the client found.
+    async fn bandwidth(&mut self, size: u32) -> Result<(Measurement, u64), String> {
         let o = &self.opts;
         let depth = if o.op == Op::Read {
             o.tx_depth.min(self.chan.ep.qp.ird_ord().1 as usize)
@@ -209,7 +243,9 @@ impl Client {
         m.iters = out.iters;
         m.seconds = out.seconds;
         m.peak_msgs_per_s = out.peak_msgs_per_s;
-        Ok((m, mine, out.start))
+        m.data_start = Some(out.start);
+        m.data_end = Some(out.start + Duration::from_secs_f64(out.seconds));
+        Ok((m, mine))
     }
 
     async fn pingpong(&mut self, size: u32) -> Result<(Measurement, u64), String> {
@@ -236,8 +272,9 @@ impl Client {
             }
             i += 1;
         }
+        let end = Instant::now();
         self.chan.end_busy();
-        let seconds = start.elapsed().as_secs_f64();
+        let seconds = (end - start).as_secs_f64();
         if verify && op == Op::Write {
             // The last octet is the marker; the rest is the server's pattern.
             let got = self
@@ -255,6 +292,8 @@ impl Client {
             .reduce(f64::min)
             .map_or(0.0, |us| 1e6 / (2.0 * us));
         m.samples_us = samples;
+        m.data_start = Some(start);
+        m.data_end = Some(end);
         Ok((m, bad))
     }
 

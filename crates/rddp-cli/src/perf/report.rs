@@ -2,6 +2,7 @@
 
 use super::opts::Op;
 use super::stats::{LatStats, lat_stats};
+use std::time::Instant;
 
 /// What one size measured (over all queue pairs of the run).
 #[derive(Debug, Clone, PartialEq)]
@@ -11,8 +12,12 @@ pub struct Measurement {
     /// Messages (round trips with --pingpong), summed over queue pairs.
     pub iters: u64,
     pub qps: usize,
-    /// Wall time of the size: the longest queue pair's.
+    /// The timed interval: from the first queue pair's first data work request
+    /// to the last queue pair's end of data (see `Client::data`). Connection
+    /// setup, Hello, Begin and Ack are outside it.
     pub seconds: f64,
+    /// The longest of the queue pairs' own data phases.
+    pub qp_seconds_max: f64,
     /// Best message rate over short stretches, summed over queue pairs.
     pub peak_msgs_per_s: f64,
     /// Octets that differed from the pattern (with --verify).
@@ -23,6 +28,14 @@ pub struct Measurement {
     /// The client queue pairs' counters over this size (control messages
     /// included), summed over queue pairs.
     pub counters: Option<rddp::QpStats>,
+    /// This queue pair's data phase (one queue pair's measurement; the
+    /// aggregate keeps the earliest start and the latest end).
+    pub data_start: Option<Instant>,
+    pub data_end: Option<Instant>,
+    /// When the client's control messages of the size were sent or received.
+    pub ctrl_at: Vec<Instant>,
+    /// The aggregate: how many of those fell inside the timed interval.
+    pub ctrl_timed: u64,
 }
 
 impl Measurement {
@@ -47,14 +60,29 @@ impl Measurement {
         lat_stats(&self.samples_us)
     }
 
-    /// The measurements of the queue pairs of one size, as one.
+    /// The measurements of the queue pairs of one size, as one: traffic summed,
+    /// timed from the earliest data start to the latest data end (the queue
+    /// pairs' data phases running at the same time, as perftest times its
+    /// queue pairs), or the longest queue pair's time where a part has no
+    /// data phase.
     pub fn aggregate(parts: Vec<Measurement>) -> Option<Measurement> {
         let mut it = parts.into_iter();
         let mut m = it.next()?;
+        m.qp_seconds_max = m.seconds;
+        let mut spans = m.data_start.zip(m.data_end).is_some();
         for p in it {
             m.iters += p.iters;
             m.qps += p.qps;
             m.seconds = m.seconds.max(p.seconds);
+            m.qp_seconds_max = m.qp_seconds_max.max(p.seconds);
+            match (p.data_start, p.data_end) {
+                (Some(s), Some(e)) => {
+                    m.data_start = m.data_start.map(|a| a.min(s));
+                    m.data_end = m.data_end.map(|a| a.max(e));
+                }
+                _ => spans = false,
+            }
+            m.ctrl_at.extend(p.ctrl_at);
             m.peak_msgs_per_s += p.peak_msgs_per_s;
             m.corrupt = match (m.corrupt, p.corrupt) {
                 (None, None) => None,
@@ -68,6 +96,12 @@ impl Measurement {
                 }
                 (a, b) => a.or(b),
             };
+        }
+        if spans && let (Some(s), Some(e)) = (m.data_start, m.data_end) {
+            m.seconds = (e - s).as_secs_f64();
+            m.ctrl_timed = m.ctrl_at.iter().filter(|&&t| s < t && t <= e).count() as u64;
+        } else {
+            (m.data_start, m.data_end) = (None, None);
         }
         // The peak cannot be below the average.
         m.peak_msgs_per_s = m.peak_msgs_per_s.max(m.msgs_per_s());
@@ -143,6 +177,8 @@ pub fn json_line(m: &Measurement) -> String {
         "qps": m.qps,
         "bytes": m.bytes(),
         "seconds": m.seconds,
+        "qp_seconds_max": m.qp_seconds_max,
+        "control_messages_timed": m.ctrl_timed,
         "gbit_per_s": m.gbit_per_s(),
         "msgs_per_s": m.msgs_per_s(),
         "peak_gbit_per_s": m.peak_gbit_per_s(),
@@ -185,6 +221,11 @@ mod tests {
             },
             pingpong,
             counters: None,
+            data_start: None,
+            data_end: None,
+            ctrl_at: Vec::new(),
+            ctrl_timed: 0,
+            qp_seconds_max: 0.0,
         }
     }
 
@@ -266,5 +307,34 @@ mod tests {
             (2000, 2, 1.0, Some(3))
         );
         assert!(Measurement::aggregate(vec![]).is_none());
+    }
+
+    #[test]
+    fn aggregate_times_from_the_first_start_to_the_last_end() {
+        use std::time::Duration;
+        let t0 = Instant::now();
+        let part = |from: u64, to: u64, ctrl: &[u64]| {
+            let at = |ms| t0 + Duration::from_millis(ms);
+            let mut p = m(false);
+            (p.data_start, p.data_end) = (Some(at(from)), Some(at(to)));
+            p.seconds = (to - from) as f64 / 1e3;
+            p.ctrl_at = ctrl.iter().map(|&ms| at(ms)).collect();
+            p
+        };
+        // Two queue pairs, 0..1000 ms and 500..2000 ms: 2 s, not the longest
+        // one's 1.5 s; the control messages at 0 (the first start, not inside)
+        // and 2100 ms are outside, those at 1, 900 and 2000 ms inside.
+        let a = Measurement::aggregate(vec![
+            part(0, 1000, &[0, 1, 900]),
+            part(500, 2000, &[2000, 2100]),
+        ])
+        .unwrap();
+        assert_eq!((a.seconds, a.qp_seconds_max, a.ctrl_timed), (2.0, 1.5, 3));
+        assert!((a.gbit_per_s() - 65_536.0 * 2000.0 * 8.0 / 2.0 / 1e9).abs() < 1e-9);
+        // A part without a data phase: the longest queue pair's time.
+        let mut b = m(false);
+        b.seconds = 3.0;
+        let a = Measurement::aggregate(vec![part(0, 1000, &[]), b]).unwrap();
+        assert_eq!((a.seconds, a.data_start, a.ctrl_timed), (3.0, None, 0));
     }
 }

@@ -192,16 +192,32 @@ fn measure(
                 // Every queue pair starts a size together (and skips it together
                 // once one has failed).
                 barrier.wait().await;
-                if let Some(Err(e)) = prepared {
-                    failed.store(true, Ordering::SeqCst);
-                    let _ = tx.send((i, Err(e)));
-                    continue;
+                let mut begun = None;
+                match (client.as_mut(), prepared) {
+                    (_, Some(Err(e))) => {
+                        failed.store(true, Ordering::SeqCst);
+                        let _ = tx.send((i, Err(e)));
+                    }
+                    (Some(c), _) if !failed.load(Ordering::SeqCst) => {
+                        let r = c.begin(size).await;
+                        if r.is_err() {
+                            failed.store(true, Ordering::SeqCst);
+                        }
+                        begun = Some(r);
+                    }
+                    _ => {}
                 }
-                if failed.load(Ordering::SeqCst) {
+                // Every queue pair has begun (Begin, Ack) before any data phase
+                // starts: no queue pair's setup is in another's timed interval.
+                barrier.wait().await;
+                let (Some(begun), Some(c)) = (begun, client.as_mut()) else {
                     continue;
-                }
-                let Some(c) = client.as_mut() else { continue };
-                let r = c.run_size(size).await;
+                };
+                let r = match begun {
+                    Err(e) => Err(e),
+                    Ok(()) if failed.load(Ordering::SeqCst) => continue,
+                    Ok(()) => c.data(size).await,
+                };
                 if r.is_err() {
                     failed.store(true, Ordering::SeqCst);
                     if let Some(ev) = c.end_event() {
