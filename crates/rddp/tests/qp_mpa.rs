@@ -120,6 +120,25 @@ fn rev2_read_rtr() {
     exchange(read_only.clone(), read_only);
 }
 
+/// The peer's MULPDU comes from its EMSS, not ours (spec §4.5: MULPDU is
+/// the sender's): a client whose segments are larger than the server's own
+/// EMSS allows is served, not refused with 2/0/0x02 (loopback's TCP_MAXSEG is
+/// 32,768 right after the handshake and 65,483 later, so two rddp ends can
+/// differ so).
+#[test]
+fn a_peer_with_a_larger_emss_is_not_refused() {
+    let small = MpaOptions {
+        emss: Some(1460),
+        ..MpaOptions::default()
+    };
+    let large = MpaOptions {
+        emss: Some(60_000),
+        ..MpaOptions::default()
+    };
+    exchange(small.clone(), large.clone());
+    exchange(large, small);
+}
+
 #[test]
 fn markers_both_ways() {
     let m = MpaOptions {

@@ -207,9 +207,12 @@ fn into_connection(
         .map_or((u32::from(opts.ird), u32::from(opts.ord)), |(i, o)| {
             (u32::from(i), u32::from(o))
         });
-    // Receive limit: our own EMSS, as rddp-mpa does (the peer's MULPDU is not
-    // known; a longer ULPDU is refused with a Terminate).
-    let max_ulpdu = mulpdu(emss, false).max(tx_mulpdu);
+    // Receive limit: whatever ULPDU_Length can say. The peer's MULPDU comes
+    // from its own EMSS (spec §4.5), not known here and not ours
+    // (loopback's TCP_MAXSEG is 32,768 right after the handshake, 65,483 later),
+    // so a limit from our EMSS refused honest peers with 2/0/0x02. Nothing is
+    // buffered by length: payloads go straight into place after DDP's checks.
+    let max_ulpdu = rddp_wire::mpa::MAX_ULPDU;
     let expect_rtr = if initiator { None } else { neg.rtr };
     let input = MpaIn::new(
         neg.crc,
