@@ -634,20 +634,50 @@ impl QueuePair {
     /// hands it back filled.
     /// It counts against the receive queue's depth until its completion is polled.
     pub fn post_recv(&self, wr_id: u64, len: usize) -> Result<(), Error> {
+        self.post_recv_buffer(wr_id, vec![0; len])
+    }
+
+    /// Post `buf` itself as the receive buffer of one incoming Send (its length is
+    /// the most it takes); the completion hands the same allocation back (in
+    /// `Completion::buffer`, at its full length), so a receiver can repost it
+    /// without allocating and zeroing a new buffer per message.
+    /// It counts against the receive queue's depth until its completion is polled.
+    pub fn post_recv_buffer(&self, wr_id: u64, buf: Vec<u8>) -> Result<(), Error> {
+        self.post_recv_buffers(&mut vec![(wr_id, buf)])
+    }
+
+    /// Post several receive buffers (`(wr_id, buffer)`, in order) under one lock
+    /// of the queue pair, as `ibv_post_recv` takes a list. Those posted are taken
+    /// out of `bufs`. On an error the ones before the refused one stay posted,
+    /// the refused one is dropped, and `bufs` keeps those after it, not posted.
+    pub fn post_recv_buffers(&self, bufs: &mut Vec<(u64, Vec<u8>)>) -> Result<(), Error> {
         let consumer = &self.shared.pd.inner.consumer;
-        consumer.charge(Resource::ReceiveBuffers, 1)?;
         let mut st = lock(&self.shared.state);
-        if let Err(e) = st.wq.post_recv(wr_id) {
-            consumer.refund(Resource::ReceiveBuffers, 1);
-            return Err(e.into());
+        let mut res = Ok(());
+        let mut posted = 0;
+        for (wr_id, buf) in bufs.iter_mut() {
+            if let Err(e) = consumer.charge(Resource::ReceiveBuffers, 1) {
+                res = Err(e);
+                break;
+            }
+            if let Err(e) = st.wq.post_recv(*wr_id) {
+                consumer.refund(Resource::ReceiveBuffers, 1);
+                res = Err(e.into());
+                break;
+            }
+            if let Err(e) = st.rdmap.post_recv(*wr_id, std::mem::take(buf)) {
+                st.wq.unpost_recv(*wr_id);
+                consumer.refund(Resource::ReceiveBuffers, 1);
+                res = Err(Error::Stream(e));
+                break;
+            }
+            posted += 1;
         }
-        if let Err(e) = st.rdmap.post_recv(wr_id, vec![0; len]) {
-            st.wq.unpost_recv(wr_id);
-            consumer.refund(Resource::ReceiveBuffers, 1);
-            return Err(Error::Stream(e));
+        bufs.drain(..(posted + usize::from(res.is_err())).min(bufs.len()));
+        if posted > 0 {
+            self.shared.pump(&mut st);
         }
-        self.shared.pump(&mut st);
-        Ok(())
+        res
     }
 
     /// Enable the next `n` MSNs of incoming Sends (credits-mode shared receive

@@ -26,6 +26,8 @@ const FLAGS: u64 = CTRL | GRANT | SYNC;
 pub const RECV_BUDGET: usize = 64 << 20;
 /// Receive buffers kept posted at least.
 pub const MIN_RECVS: usize = 16;
+/// Receive completions taken from the CQ at once, and given-back buffers kept.
+const RECV_BATCH: usize = 64;
 
 /// How long a side waits without any progress before it gives up, in seconds
 /// (10; the hidden `--stall-secs` changes it, so tests need not wait that long).
@@ -95,6 +97,17 @@ pub struct Chan {
     next_id: u64,
     credits: Option<Credits>,
     grant: Option<Grant>,
+    /// Receive completions taken from the CQ and not yet handed out (taken up
+    /// to [`RECV_BATCH`] at a time: one CQ lock and one wait per batch).
+    arrived: VecDeque<WorkCompletion>,
+    /// Buffers of handed-out receives, given back ([`Self::recycle`]) to be
+    /// posted again: no allocation and zeroing per message.
+    spare: Vec<Vec<u8>>,
+    /// Waits first spin briefly (see `exec::wait_cq`): for ping-pong, where one
+    /// message is in flight. A stream turns it off ([`Self::set_spin`]): its
+    /// completions come in bursts, and the spin's yields take the CPU that the
+    /// peer and the I/O threads need.
+    spin: bool,
     /// The event that ended the connection, once `check_events` found one
     /// (reported by `--json` on failure: see [`super::failure`]).
     pub ended_by: Option<AsyncEvent>,
@@ -125,11 +138,12 @@ impl Chan {
             next_id: 0,
             credits: None,
             grant: None,
+            arrived: VecDeque::new(),
+            spare: Vec::new(),
+            spin: true,
             ended_by: None,
         };
-        for _ in 0..recvs {
-            c.post_recv()?;
-        }
+        c.post_recvs(recvs)?;
         c.ep.open();
         Ok(c)
     }
@@ -140,10 +154,20 @@ impl Chan {
     pub fn set_recv_len(&mut self, len: usize, most: usize) -> Result<(), String> {
         self.recv_len = len.max(CTRL_LEN);
         self.target = (RECV_BUDGET / self.recv_len).clamp(MIN_RECVS, most.max(MIN_RECVS));
-        while self.posted.len() < self.target {
-            self.post_recv()?;
+        self.post_recvs(self.target.saturating_sub(self.posted.len()))
+    }
+
+    /// Spin briefly before a wait sleeps (ping-pong), or not (a stream).
+    pub fn set_spin(&mut self, spin: bool) {
+        self.spin = spin;
+    }
+
+    /// Give back the buffer of a data message once it is looked at: the next
+    /// receive posted reuses it.
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        if buf.capacity() >= self.recv_len && self.spare.len() < RECV_BATCH {
+            self.spare.push(buf);
         }
-        Ok(())
     }
 
     /// How many of the posted receives, from the oldest, must be used up before
@@ -159,14 +183,31 @@ impl Chan {
         self.posted_total
     }
 
-    fn post_recv(&mut self) -> Result<(), String> {
-        self.ep
-            .qp
-            .post_recv(self.posted_total, self.recv_len)
-            .map_err(verbs("posting a receive"))?;
-        self.posted.push_back(self.recv_len);
-        self.posted_total += 1;
-        Ok(())
+    /// Post `n` receives of `recv_len` octets in one call (one lock of the
+    /// queue pair), reusing given-back buffers first.
+    fn post_recvs(&mut self, n: usize) -> Result<(), String> {
+        if n == 0 {
+            return Ok(());
+        }
+        let len = self.recv_len;
+        let mut bufs = Vec::with_capacity(n);
+        for i in 0..n as u64 {
+            let buf = match self.spare.pop() {
+                Some(mut b) if b.capacity() >= len => {
+                    // Zeroes only what the last message did not fill.
+                    b.resize(len, 0);
+                    b
+                }
+                _ => vec![0; len],
+            };
+            bufs.push((self.posted_total + i, buf));
+        }
+        let res = self.ep.qp.post_recv_buffers(&mut bufs);
+        // Those not taken out of `bufs` were not posted (nor the refused one).
+        let k = n - bufs.len() - usize::from(res.is_err());
+        self.posted.extend(std::iter::repeat_n(len, k));
+        self.posted_total += k as u64;
+        res.map_err(verbs("posting a receive"))
     }
 
     /// Client: Sends are limited by the server's grants, read from `mailbox`.
@@ -389,7 +430,9 @@ impl Chan {
     pub async fn reap_within(&mut self, limit: Duration) -> Result<Option<u64>, String> {
         let start = Instant::now();
         loop {
-            let got = super::exec::wait_cq(&self.ep.send_cq, 256, Duration::from_millis(100)).await;
+            let got =
+                super::exec::wait_cq(&self.ep.send_cq, 256, Duration::from_millis(100), self.spin)
+                    .await;
             if !got.is_empty() {
                 return self.take(got).map(Some);
             }
@@ -423,9 +466,12 @@ impl Chan {
         Ok(())
     }
 
-    /// A receive if one has completed; the buffer is reposted at once.
+    /// A receive if one has completed (its buffer is reposted, in a batch).
     pub fn try_recv(&mut self) -> Result<Option<Incoming>, String> {
-        match self.ep.recv_cq.poll(1).pop() {
+        if self.arrived.is_empty() {
+            self.arrived.extend(self.ep.recv_cq.poll(RECV_BATCH));
+        }
+        match self.arrived.pop_front() {
             Some(wc) => self.on_recv(wc).map(Some),
             None => Ok(None),
         }
@@ -435,8 +481,17 @@ impl Chan {
     pub async fn recv(&mut self, what: &str) -> Result<Incoming, String> {
         let start = Instant::now();
         loop {
-            let got = super::exec::wait_cq(&self.ep.recv_cq, 1, Duration::from_millis(100)).await;
-            if let Some(wc) = got.into_iter().next() {
+            if self.arrived.is_empty() {
+                let got = super::exec::wait_cq(
+                    &self.ep.recv_cq,
+                    RECV_BATCH,
+                    Duration::from_millis(100),
+                    self.spin,
+                )
+                .await;
+                self.arrived.extend(got);
+            }
+            if let Some(wc) = self.arrived.pop_front() {
                 return self.on_recv(wc);
             }
             self.reap_ready()?;
@@ -468,14 +523,20 @@ impl Chan {
         let mut buf = wc.c.buffer.unwrap_or_default();
         buf.truncate(len);
         let got = if solicited {
-            Incoming::Ctrl(Msg::decode(&buf)?)
+            let m = Msg::decode(&buf)?;
+            self.recycle(buf);
+            Incoming::Ctrl(m)
         } else {
             Incoming::Data(buf)
         };
         // After Bye the peer may already have closed: nothing more comes.
         if !matches!(got, Incoming::Ctrl(Msg::Bye)) {
-            if self.posted.len() < self.target {
-                self.post_recv()?;
+            // Reposted in batches (one lock of the queue pair each): an eighth
+            // of the target at a time. Still at least a batch is posted when
+            // the client has used every credit, so it gets granted below.
+            let missing = self.target.saturating_sub(self.posted.len());
+            if missing >= (self.target / 8).max(1) {
+                self.post_recvs(missing)?;
             }
             // Checked on every receive, reposted or not: once the client has used
             // every credit, what is still posted (at least the target, which is at

@@ -113,6 +113,8 @@ impl Client {
             self.prepared = None;
         }
         let o = self.opts.clone();
+        // A stream's waits do not spin (see `Chan::set_spin`).
+        self.chan.set_spin(o.pingpong);
         let before = self.chan.ep.qp.stats();
         let iters = match o.stop {
             Stop::Iters(i) => i,

@@ -67,13 +67,21 @@ fn few() -> bool {
     !OPEN_ENDED.load(Ordering::Relaxed) && super::chan::parallel() <= workers() as u64
 }
 
-/// Up to `max` completions of `cq`, waiting up to `limit` for the first.
-pub async fn wait_cq(cq: &CompletionQueue, max: usize, limit: Duration) -> Vec<WorkCompletion> {
+/// Up to `max` completions of `cq`, waiting up to `limit` for the first. With
+/// `spin` (ping-pong: one message in flight) and few connections the wait first
+/// spins [`SPIN`]; a stream does not, as its yields take the CPU from the peer
+/// and the I/O threads that bring the next burst.
+pub async fn wait_cq(
+    cq: &CompletionQueue,
+    max: usize,
+    limit: Duration,
+    spin: bool,
+) -> Vec<WorkCompletion> {
     let got = cq.poll(max);
     if !got.is_empty() {
         return got;
     }
-    if few() {
+    if spin && few() {
         let until = Instant::now() + SPIN.min(limit);
         while Instant::now() < until {
             yield_now().await;

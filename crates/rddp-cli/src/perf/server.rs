@@ -162,6 +162,8 @@ impl Server {
         }
         let n = size as usize;
         let e = |e: rddp::Error| e.to_string();
+        // A stream's waits do not spin (see `Chan::set_spin`).
+        self.chan.set_spin(run.pingpong);
         // The buffer's contents matter only to --verify and to ping-pong's
         // marker (with thousands of queue pairs, filling them all is in the
         // measured time).
@@ -235,6 +237,7 @@ impl Server {
                     corrupt += bad;
                     self.sum.messages += 1;
                     self.sum.corrupt += bad;
+                    self.chan.recycle(d);
                     if run.pingpong {
                         self.chan.send_data(&run.src, u64::from(size)).await?;
                     }
