@@ -38,6 +38,18 @@ use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::net::{Shutdown, TcpStream};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// `sendmsg` calls of every MPA queue pair in this process (see
+/// [`sendmsg_calls`]).
+static SENDMSG_CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// How many `sendmsg` calls the MPA queue pairs of this process have made (one
+/// carries several FPDUs when several wait: [`crate::QueuePair::post_list`], or
+/// output queued while the socket was full).
+pub fn sendmsg_calls() -> u64 {
+    SENDMSG_CALLS.load(Ordering::Relaxed)
+}
 
 /// Most segments gathered into one `sendmsg` (each FPDU is 3 iovecs without
 /// Markers, a few more with them; IOV_MAX is 1024).
@@ -453,6 +465,7 @@ fn range_slices<'a>(
 /// One non-blocking vectored send (no SIGPIPE).
 fn send_now(sock: &TcpStream, slices: &[IoSlice<'_>]) -> io::Result<usize> {
     let s = socket2::SockRef::from(sock);
+    SENDMSG_CALLS.fetch_add(1, Ordering::Relaxed);
     loop {
         match s.send_vectored_with_flags(slices, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) {
             Ok(0) if !slices.iter().all(|s| s.is_empty()) => {
