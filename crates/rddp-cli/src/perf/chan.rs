@@ -10,7 +10,9 @@
 
 use super::endpoint::Endpoint;
 use super::proto::{CTRL_LEN, Msg};
-use rddp::{Access, AsyncEvent, MemoryRegion, RemoteBuf, SendFlags, WcStatus, WorkCompletion};
+use rddp::{
+    Access, AsyncEvent, MemoryRegion, PostWr, RemoteBuf, SendFlags, WcStatus, WorkCompletion,
+};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -353,6 +355,41 @@ impl Chan {
             .qp
             .post_send(id, mr, 0, len, SendFlags::default())
             .map_err(verbs("posting a Send"))
+    }
+
+    /// Send `len` octets of `mr` as data, up to `k` (at least one) Sends posted
+    /// as one list (`QueuePair::post_list`: one gathered sendmsg): waits for the
+    /// first credit, takes the others only if granted already. Returns how many.
+    pub async fn send_data_list(
+        &mut self,
+        mr: &MemoryRegion,
+        len: u64,
+        k: usize,
+    ) -> Result<usize, String> {
+        self.wait_credit().await?;
+        let mut n = 1;
+        if let Some(c) = &mut self.credits {
+            let more = (c.granted - c.sent).min(k.max(1) as u64 - 1);
+            c.sent += more;
+            n += more as usize;
+        } else {
+            n = k.max(1);
+        }
+        let wrs: Vec<PostWr<'_>> = (0..n)
+            .map(|_| PostWr::Send {
+                wr_id: self.data_id(),
+                mr,
+                offset: 0,
+                len,
+                flags: SendFlags::default(),
+            })
+            .collect();
+        self.ep.qp.post_list(&wrs).map_err(|e| {
+            // Those not posted are not outstanding.
+            self.outstanding -= n - e.posted;
+            format!("posting Sends: {e}")
+        })?;
+        Ok(n)
     }
 
     /// RDMA Write `len` octets of `mr` to `remote`.

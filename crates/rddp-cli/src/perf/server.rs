@@ -298,6 +298,7 @@ mod tests {
             pingpong: false,
             verify: false,
             tx_depth: 4,
+            post_list: 1,
         };
         let err = exec::block_on(Client::connect(c, &opts)).err().unwrap();
         assert!(err.contains("not the 16-octet advertisement"), "{err}");
