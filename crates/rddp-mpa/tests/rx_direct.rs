@@ -587,3 +587,77 @@ fn a_blocking_tcp_connection_drives_the_receiver() {
     assert!(c.iter().all(|c| c.status == WcStatus::Success));
     assert_eq!(rx_copied_octets(), 0);
 }
+
+/// A stream source with everything there at once that counts its reads and
+/// fills every buffer of a vectored read in turn (as readv(2) on a socket).
+struct Counted {
+    data: Vec<u8>,
+    at: usize,
+    reads: usize,
+}
+
+impl Counted {
+    fn take(&mut self, buf: &mut [u8]) -> usize {
+        let n = buf.len().min(self.data.len() - self.at);
+        buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+        self.at += n;
+        n
+    }
+}
+
+impl Read for Counted {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.at == self.data.len() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        self.reads += 1;
+        Ok(self.take(buf))
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [io::IoSliceMut<'_>]) -> io::Result<usize> {
+        if self.at == self.data.len() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        self.reads += 1;
+        Ok(bufs.iter_mut().map(|b| self.take(b)).sum())
+    }
+}
+
+#[test]
+fn a_run_of_tagged_fpdus_takes_one_read_each() {
+    // Without Markers: each read that ends a payload also takes the CRC and the
+    // next FPDU's head (the whole of a tagged header: never payload), so a run
+    // of Writes costs one system call per FPDU, not two.
+    let mut t = setup(true, false, false);
+    let a = &mut t.a;
+    a.s.post(
+        &a.mem,
+        WorkRequest::Write {
+            wr_id: 20,
+            payload: Bytes::from(t.write.clone()).into(),
+            remote_stag: t.dst.0,
+            remote_to: BASE + 100,
+            fence: false,
+        },
+    );
+    let fpdus = a.fpdus();
+    assert!(fpdus.len() > 20, "{} FPDUs", fpdus.len());
+    let mut src = Counted {
+        data: wire_of(&fpdus),
+        at: 0,
+        reads: 0,
+    };
+    let got =
+        t.b.rx
+            .drive(&mut src, &mut RdmapPlacer::new(&mut t.b.s, &t.b.mem))
+            .unwrap();
+    assert_eq!(got, Progress::WouldBlock);
+    assert_eq!(src.at, src.data.len(), "all of it read");
+    assert_eq!(
+        &t.b.mem.region(t.dst).unwrap().data()[100..20_100],
+        &t.write[..]
+    );
+    // The first FPDU's head is one read more.
+    assert_eq!(src.reads, fpdus.len() + 1, "{} FPDUs", fpdus.len());
+    assert_eq!(rx_copied_octets(), 0);
+}
