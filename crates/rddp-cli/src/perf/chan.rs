@@ -165,9 +165,12 @@ impl Chan {
     }
 
     /// Give back the buffer of a data message once it is looked at: the next
-    /// receive posted reuses it.
+    /// receive posted reuses it. Only a buffer the message filled: making a
+    /// shorter one whole again would write zeros over the rest, and pages of a
+    /// posted buffer that no message touched would become resident (RSS would
+    /// creep up to every posted octet; the soak's flat-memory rule saw it).
     pub fn recycle(&mut self, buf: Vec<u8>) {
-        if buf.capacity() >= self.recv_len && self.spare.len() < RECV_BATCH {
+        if buf.len() == self.recv_len && self.spare.len() < RECV_BATCH {
             self.spare.push(buf);
         }
     }
@@ -195,11 +198,8 @@ impl Chan {
         let mut bufs = Vec::with_capacity(n);
         for i in 0..n as u64 {
             let buf = match self.spare.pop() {
-                Some(mut b) if b.capacity() >= len => {
-                    // Zeroes only what the last message did not fill.
-                    b.resize(len, 0);
-                    b
-                }
+                // Filled by its last message (see `recycle`): as long as asked.
+                Some(b) if b.len() == len => b,
                 _ => vec![0; len],
             };
             bufs.push((self.posted_total + i, buf));
