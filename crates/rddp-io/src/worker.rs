@@ -32,8 +32,14 @@ pub(crate) struct Inbox {
 
 impl Inbox {
     pub fn post(&self, m: Msg) -> io::Result<()> {
-        self.msgs.lock().unwrap_or_else(|p| p.into_inner()).push(m);
-        self.waker.wake()
+        let mut q = self.msgs.lock().unwrap_or_else(|p| p.into_inner());
+        let first = q.is_empty();
+        q.push(m);
+        drop(q);
+        // After a wake the worker takes every message there is: only the
+        // first one since its last take needs a wake (one per message was an
+        // eventfd write each, e.g. per usrsctp upcall).
+        if first { self.waker.wake() } else { Ok(()) }
     }
 
     fn take(&self) -> Vec<Msg> {

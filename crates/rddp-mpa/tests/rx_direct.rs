@@ -588,76 +588,116 @@ fn a_blocking_tcp_connection_drives_the_receiver() {
     assert_eq!(rx_copied_octets(), 0);
 }
 
-/// A stream source with everything there at once that counts its reads and
-/// fills every buffer of a vectored read in turn (as readv(2) on a socket).
-struct Counted {
+/// A stream socket's reads: whatever is there, up to the buffer (a vectored
+/// read fills its buffers in turn, as readv(2) does); `WouldBlock` once empty.
+/// Both counted.
+struct StreamSource {
     data: Vec<u8>,
     at: usize,
+    would_block: usize,
     reads: usize,
 }
 
-impl Counted {
-    fn take(&mut self, buf: &mut [u8]) -> usize {
-        let n = buf.len().min(self.data.len() - self.at);
-        buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
-        self.at += n;
-        n
+impl StreamSource {
+    fn new(data: Vec<u8>) -> Self {
+        Self {
+            data,
+            at: 0,
+            would_block: 0,
+            reads: 0,
+        }
     }
 }
 
-impl Read for Counted {
+impl Read for StreamSource {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.at == self.data.len() {
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        self.reads += 1;
-        Ok(self.take(buf))
+        self.read_vectored(&mut [io::IoSliceMut::new(buf)])
     }
 
     fn read_vectored(&mut self, bufs: &mut [io::IoSliceMut<'_>]) -> io::Result<usize> {
+        self.reads += 1;
         if self.at == self.data.len() {
+            self.would_block += 1;
             return Err(io::ErrorKind::WouldBlock.into());
         }
-        self.reads += 1;
-        Ok(bufs.iter_mut().map(|b| self.take(b)).sum())
+        let mut total = 0;
+        for buf in bufs {
+            let n = buf.len().min(self.data.len() - self.at);
+            buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+            self.at += n;
+            total += n;
+        }
+        Ok(total)
     }
 }
 
 #[test]
-fn a_run_of_tagged_fpdus_takes_one_read_each() {
-    // Without Markers: each read that ends a payload also takes the CRC and the
-    // next FPDU's head (the whole of a tagged header: never payload), so a run
-    // of Writes costs one system call per FPDU, not two.
-    let mut t = setup(true, false, false);
-    let a = &mut t.a;
-    a.s.post(
-        &a.mem,
-        WorkRequest::Write {
-            wr_id: 20,
-            payload: Bytes::from(t.write.clone()).into(),
-            remote_stag: t.dst.0,
-            remote_to: BASE + 100,
-            fence: false,
-        },
-    );
-    let fpdus = a.fpdus();
-    assert!(fpdus.len() > 20, "{} FPDUs", fpdus.len());
-    let mut src = Counted {
-        data: wire_of(&fpdus),
-        at: 0,
-        reads: 0,
-    };
-    let got =
-        t.b.rx
-            .drive(&mut src, &mut RdmapPlacer::new(&mut t.b.s, &t.b.mem))
-            .unwrap();
-    assert_eq!(got, Progress::WouldBlock);
-    assert_eq!(src.at, src.data.len(), "all of it read");
-    assert_eq!(
-        &t.b.mem.region(t.dst).unwrap().data()[100..20_100],
-        &t.write[..]
-    );
-    // The first FPDU's head is one read more.
-    assert_eq!(src.reads, fpdus.len() + 1, "{} FPDUs", fpdus.len());
-    assert_eq!(rx_copied_octets(), 0);
+fn a_short_read_of_a_stream_socket_ends_the_drive_without_another_read() {
+    for stream in [false, true] {
+        let mut t = setup(true, false, false);
+        let (_sink, fpdus) = traffic(&mut t, Cut::Whole);
+        t.b.rx.set_stream_source(stream);
+        let mut src = StreamSource::new(wire_of(&fpdus));
+        let mut p = RdmapPlacer::new(&mut t.b.s, &t.b.mem);
+        let got = t.b.rx.drive(&mut src, &mut p).unwrap();
+        assert_eq!(got, Progress::WouldBlock, "stream {stream}");
+        assert_eq!(src.at, src.data.len(), "stream {stream}: all of it read");
+        // The last read came back short (the next FPDU's header was asked for
+        // too): a stream socket is empty then, and the read that would only say
+        // so is not made.
+        let want = usize::from(!stream);
+        assert_eq!(
+            src.would_block, want,
+            "stream {stream}: reads that would block"
+        );
+        let done = t.b.completions();
+        assert_eq!(done.len(), 3, "stream {stream}: {done:?}");
+        assert!(
+            done.iter().all(|c| c.status == WcStatus::Success),
+            "{done:?}"
+        );
+        assert_eq!(t.b.terminate_sent(), None);
+    }
+}
+
+#[test]
+fn a_bulk_write_takes_one_read_per_fpdu() {
+    for markers in [false, true] {
+        let mut a = Side::new(1, true, markers);
+        let mut b = Side::new(2, true, markers);
+        let len = 100 * MULPDU;
+        let dst = b.region(Access::REMOTE_WRITE, len);
+        let data = pattern(len, 5);
+        a.s.post(
+            &a.mem,
+            WorkRequest::Write {
+                wr_id: 1,
+                payload: Bytes::from(data.clone()).into(),
+                remote_stag: dst.0,
+                remote_to: BASE,
+                fence: false,
+            },
+        );
+        let fpdus = a.fpdus();
+        b.rx.set_stream_source(true);
+        let mut src = StreamSource::new(wire_of(&fpdus));
+        let mut p = RdmapPlacer::new(&mut b.s, &b.mem);
+        assert_eq!(b.rx.drive(&mut src, &mut p).unwrap(), Progress::WouldBlock);
+        assert_eq!(src.at, src.data.len());
+        assert_eq!(b.terminate_sent(), None);
+        assert_eq!(
+            &b.mem.region(dst).unwrap().data()[..],
+            &data[..],
+            "markers {markers}"
+        );
+        // Each payload is read with the PAD, CRC and next head after it (one
+        // vectored read; two reads per FPDU before). Markers (every 512
+        // octets) cut payloads, each piece a read of its own.
+        assert!(
+            markers || src.reads <= fpdus.len() + 2,
+            "markers {markers}: {} reads for {} FPDUs",
+            src.reads,
+            fpdus.len()
+        );
+    }
 }

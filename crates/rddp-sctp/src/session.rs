@@ -151,4 +151,17 @@ impl SegmentEndpoint for Upper {
     fn on_llp_closed(&mut self, graceful: bool) {
         self.ep().on_llp_closed(graceful)
     }
+    fn segment_accepted(&mut self) {
+        self.ep().segment_accepted()
+    }
+    fn place_segment(
+        &mut self,
+        mem: &MemoryTable,
+        seq: SenderSeq,
+        head: &[u8],
+        payload_len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> bool,
+    ) -> Result<(), StreamError> {
+        self.ep().place_segment(mem, seq, head, payload_len, fill)
+    }
 }

@@ -4,7 +4,9 @@
 use crate::adaptation::{Adaptation, OutChunk};
 use crate::session::{LocalTerminate, SessionState};
 use rddp_proto::ddp::SegmentEndpoint;
-use rddp_wire::sctp::{PPID_DDP_SEGMENT, PPID_SESSION_CONTROL, SessionControl, SessionFunction};
+use rddp_wire::sctp::{
+    PPID_DDP_SEGMENT, PPID_SESSION_CONTROL, SSN_LEN, SessionControl, SessionFunction,
+};
 
 impl Adaptation {
     /// The next chunk to hand to SCTP (unordered, unfragmented), streams served in
@@ -23,6 +25,20 @@ impl Adaptation {
             }
         }
         None
+    }
+
+    /// SCTP accepted the DDP segment chunk (PPID 16) last returned for `sid`
+    /// by [`Self::poll_transmit`] and not yet reported: its session's upper
+    /// layer hears it (a Send or Write completes once its last one is in).
+    pub fn chunk_accepted(&mut self, sid: u16) {
+        if let Some(d) = self
+            .slots
+            .get_mut(usize::from(sid))
+            .and_then(|s| s.session.as_mut())
+            .and_then(|s| s.ddp.as_mut())
+        {
+            d.segment_accepted();
+        }
     }
 
     fn control(&mut self, sid: u16, function: SessionFunction, private_data: Vec<u8>) -> OutChunk {
@@ -64,7 +80,10 @@ impl Adaptation {
                 );
                 return None;
             }
-            let mut payload = slot.out.take().to_be_bytes().to_vec();
+            // One buffer for the DDP-SSN and the segment (usrsctp_sendv takes
+            // one; it cannot gather): the payload's one user-space copy.
+            let mut payload = Vec::with_capacity(SSN_LEN + seg.len());
+            payload.extend_from_slice(&slot.out.take().to_be_bytes());
             seg.write_to(&mut payload);
             slot.unacked = true;
             return Some(OutChunk {

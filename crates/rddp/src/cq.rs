@@ -1,16 +1,22 @@
 //! Completion queues: poll, or wait with a timeout.
 
 use crate::device::lock;
+use crate::qp::Driven;
 use rddp_proto::cq::CqLedger;
 use rddp_proto::rdmap::Completion;
 use rddp_proto::wq::Held;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 /// How long [`CompletionQueue::wait`] yields its thread before it sleeps.
 const SPIN: Duration = Duration::from_micros(20);
+
+/// [`CompletionQueue::poll_busy`] reads the sockets of at most this many queue
+/// pairs itself; a queue shared by more leaves them to the I/O threads (one
+/// thread looking at many sockets in turn is what those threads are for).
+const MAX_DRIVEN: usize = 4;
 
 /// One completion, with the queue pair it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +54,9 @@ struct CqInner {
     ledger: CqLedger,
     /// Completions queued past the capacity (see [`CompletionQueue::overflows`]).
     overflows: AtomicU64,
+    /// The queue pairs whose completions come here and whose sockets a busy
+    /// poll may read (MPA queue pairs on the event loop).
+    driven: Mutex<Vec<Weak<dyn Driven>>>,
 }
 
 /// A completion queue of bounded capacity, shared by any number of queue pairs.
@@ -76,6 +85,7 @@ impl CompletionQueue {
                 notify: tokio::sync::Notify::new(),
                 ledger: CqLedger::new(capacity),
                 overflows: AtomicU64::new(0),
+                driven: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -105,25 +115,79 @@ impl CompletionQueue {
         take(&mut q, max)
     }
 
+    /// [`Self::poll`], and when nothing is there, read the sockets of the queue
+    /// pairs whose completions come here on this thread (at most
+    /// [`MAX_DRIVEN`] of them, MPA only), then poll again: busy polling. The
+    /// I/O thread stops reading those sockets while a thread polls like this
+    /// (no hand-over between threads per message, the larger part of a
+    /// ping-pong's round trip) and takes them back 1 ms after the last look,
+    /// or at once with [`Self::end_busy`]: call that before doing anything
+    /// else for long, so that the queue pairs go on receiving meanwhile.
+    pub fn poll_busy(&self, max: usize) -> Vec<WorkCompletion> {
+        let got = self.poll(max);
+        if !got.is_empty() {
+            return got;
+        }
+        if !self.drive(|d| d.progress()) {
+            return got;
+        }
+        self.poll(max)
+    }
+
+    /// Give the sockets that [`Self::poll_busy`] read back to the I/O threads
+    /// now (not after the lease).
+    pub fn end_busy(&self) {
+        self.drive(|d| d.release());
+    }
+
+    /// Run `f` on each queue pair a busy poll may drive; false if there are
+    /// none or too many (or this thread is already in here: a notify function).
+    fn drive(&self, f: impl Fn(&dyn Driven)) -> bool {
+        let Ok(v) = self.inner.driven.try_lock() else {
+            return false;
+        };
+        if v.is_empty() || v.len() > MAX_DRIVEN {
+            return false;
+        }
+        for d in v.iter().filter_map(Weak::upgrade) {
+            f(&*d);
+        }
+        true
+    }
+
+    /// A queue pair whose completions come here (see [`Self::poll_busy`]).
+    pub(crate) fn add_driven(&self, d: Weak<dyn Driven>) {
+        let mut v = lock(&self.inner.driven);
+        v.retain(|w| w.strong_count() > 0);
+        v.push(d);
+    }
+
+    /// Whether both are the same queue.
+    pub(crate) fn same(&self, other: &CompletionQueue) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// Wait up to `timeout` for at least one completion, then take up to `max`.
+    /// It busy-polls for a few microseconds first (see [`Self::poll_busy`]),
+    /// then sleeps until a completion comes.
     pub fn wait(&self, max: usize, timeout: Duration) -> Vec<WorkCompletion> {
         let deadline = Instant::now() + timeout;
-        // A completion is often a few microseconds away (an answer the I/O
-        // thread is reading now): let that thread run first, briefly, before
-        // going to sleep on the condvar (a futex wake and a switch back).
+        // A completion is often a few microseconds away (an answer on its way):
+        // read for it on this thread, briefly, before going to sleep on the
+        // condvar (a futex wake and a switch back).
         let spin_until = Instant::now() + SPIN.min(timeout);
         loop {
-            {
-                let mut q = lock(&self.inner.q);
-                if !q.is_empty() {
-                    return take(&mut q, max);
-                }
+            let got = self.poll_busy(max);
+            if !got.is_empty() {
+                return got;
             }
             if Instant::now() >= spin_until {
                 break;
             }
             std::thread::yield_now();
         }
+        // The I/O threads read while this one sleeps.
+        self.end_busy();
         let mut q = lock(&self.inner.q);
         while q.is_empty() {
             let now = Instant::now();

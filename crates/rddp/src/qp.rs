@@ -14,7 +14,9 @@
 //!   on the same loop (`transport::sctp`, woken by usrsctp's upcall); the queue
 //!   pair's task (`qp/sctp_task.rs`) feeds the engine what the association
 //!   relays; whoever pumps hands segments to the relay (at most about
-//!   `TX_BUDGET` octets) and hears which ones SCTP took.
+//!   `TX_BUDGET` octets), sends them to usrsctp itself when nothing waits
+//!   ahead of them and the association's connection is free (else the
+//!   association's task sends them), and hears which ones SCTP took.
 //! * In memory (`Llp::Threads`): a reader thread feeding the engine and a writer
 //!   thread writing what it produces, the writer's queue bounded the same way.
 //!
@@ -44,6 +46,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+mod busy;
+pub(crate) use busy::Driven;
 mod sctp_task;
 mod task;
 
@@ -399,6 +403,8 @@ impl PreparedQueuePair {
             let sock = Arc::new(m.sock);
             state.mpa = Some(LoopIo {
                 out: MpaOut::new(sock.clone(), m.enc, m.initiator, m.wire),
+                sock: sock.clone(),
+                rx: None,
                 handle: None,
                 armed: false,
                 linger: None,
@@ -450,6 +456,12 @@ impl PreparedQueuePair {
             (None, Some((sock, input, hold)), _) => {
                 // One task on the process's event loop (a fixed pool of threads).
                 let handle = task::spawn(shared.clone(), sock, input, hold)?;
+                // A thread busy-polling either CQ may read the socket itself.
+                let driven = Arc::downgrade(&shared) as std::sync::Weak<dyn busy::Driven>;
+                self.b.send_cq.add_driven(driven.clone());
+                if !self.b.recv_cq.same(&self.b.send_cq) {
+                    self.b.recv_cq.add_driven(driven);
+                }
                 QpLlp::Loop { handle }
             }
             (None, None, Some((relay, hold))) => {
@@ -494,6 +506,10 @@ struct SctpIo {
 /// (under the queue pair's lock).
 struct LoopIo {
     out: MpaOut,
+    sock: Arc<std::net::TcpStream>,
+    /// The receive half (set once the task is spawned), read by the task or by
+    /// a busy-polling thread (`busy`).
+    rx: Option<busy::RxHalf>,
     /// Wakes the task (set once it is spawned).
     handle: Option<rddp_io::TaskHandle>,
     /// The task watches for WRITABLE (or was woken to): no need to wake it.
@@ -1059,7 +1075,9 @@ impl Shared {
 
     /// Over SCTP on the loop: what the association handed to SCTP is reported
     /// (completions, budget, IRD), then segments to the relay (bounded by
-    /// TX_BUDGET; the association's task is woken once), then a close.
+    /// TX_BUDGET), which hands them to usrsctp from this thread when nothing
+    /// waits ahead of them (else the association's task sends them), and
+    /// again while usrsctp takes them; then a close.
     fn pump_sctp(st: &mut State) {
         let State {
             rdmap,
@@ -1072,25 +1090,35 @@ impl Shared {
             return;
         };
         let mut sent = Vec::new();
-        io.relay.take_sent(&mut sent);
-        for s in sent {
-            *tx_queued = tx_queued.saturating_sub(s.len);
-            if s.read_response {
-                rdmap.read_response_sent();
-            }
-            rdmap.segment_sent(s.last);
-        }
         let mut segs = Vec::new();
-        while *tx_queued < TX_BUDGET
-            && let Some(seg) = rdmap.poll_segment()
-        {
-            *tx_queued += seg.len();
-            segs.push(seg);
-        }
-        if !segs.is_empty() {
+        loop {
+            io.relay.take_sent(&mut sent);
+            for s in sent.drain(..) {
+                *tx_queued = tx_queued.saturating_sub(s.len);
+                if s.read_response {
+                    rdmap.read_response_sent();
+                }
+                rdmap.segment_sent(s.last);
+            }
+            while *tx_queued < TX_BUDGET
+                && let Some(seg) = rdmap.poll_segment()
+            {
+                *tx_queued += seg.len();
+                segs.push(seg);
+            }
+            if segs.is_empty() {
+                break;
+            }
             // A lost association: the task reads the loss and the engine
             // flushes the work.
-            let _ = io.relay.send(segs);
+            if !io.relay.send(segs.drain(..)) {
+                break;
+            }
+            io.relay.take_sent(&mut sent);
+            // Nothing taken (left to the association's task): stop here.
+            if sent.is_empty() {
+                break;
+            }
         }
         if rdmap.should_close() && !*close_sent {
             *close_sent = true;

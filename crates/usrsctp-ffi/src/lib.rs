@@ -16,5 +16,5 @@ pub mod sys;
 pub use api::{LIBRARY_NAMES, LoadError, available};
 pub use error::Error;
 pub use notify::Notification;
-pub use socket::{Received, RecvInfo, Socket, Status, Target, Wake};
+pub use socket::{NextInfo, Part, Received, RecvInfo, Socket, Status, Target, Wake};
 pub use stack::{ConnAddress, Encapsulation};

@@ -43,6 +43,34 @@ pub struct RecvInfo {
     pub tsn: u32,
 }
 
+/// What SCTP knew of the next message when a receive returned
+/// (`SCTP_RECVNXTINFO`, see [`Socket::set_recv_nxtinfo`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NextInfo {
+    pub sid: u16,
+    pub ppid: u32,
+    /// Its length so far: the whole message once `complete`.
+    pub len: usize,
+    /// All of it is there.
+    pub complete: bool,
+    pub notification: bool,
+    pub unordered: bool,
+}
+
+/// One part of a message read by [`Socket::recv_part`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    /// Octets read into the caller's buffer.
+    pub len: usize,
+    /// This part ends the message (MSG_EOR).
+    pub eor: bool,
+    /// The message is a notification.
+    pub notification: bool,
+    pub info: RecvInfo,
+    /// The message after this one, if SCTP has one.
+    pub next: Option<NextInfo>,
+}
+
 /// What one receive returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Received {
@@ -274,6 +302,13 @@ impl Socket {
         self.setopt(SCTP_RECVRCVINFO, &c_int::from(on))
     }
 
+    /// Report the next message's length and kind with each receive
+    /// ([`Part::next`]): a reader can then read a message's header first and
+    /// its payload straight into place.
+    pub fn set_recv_nxtinfo(&self, on: bool) -> Result<(), Error> {
+        self.setopt(SCTP_RECVNXTINFO, &c_int::from(on))
+    }
+
     pub fn set_nodelay(&self, on: bool) -> Result<(), Error> {
         self.setopt(SCTP_NODELAY, &c_int::from(on))
     }
@@ -482,6 +517,82 @@ impl Socket {
                 ppid: u32::from_be(info.rcv_ppid),
                 tsn: info.rcv_tsn,
             },
+        })
+    }
+
+    /// [`Self::recv_part`], waiting up to `timeout` for something to read.
+    pub fn recv_part_wait(&self, buf: &mut [u8], timeout: Duration) -> Result<Part, Error> {
+        self.wait(timeout, "receive", || self.recv_part(buf))
+    }
+
+    /// Read up to `buf.len()` octets of the current message without waiting
+    /// (`would_block` when nothing is there). A message is read in parts by
+    /// successive calls, never two messages in one; `eor` marks its last part.
+    pub fn recv_part(&self, buf: &mut [u8]) -> Result<Part, Error> {
+        let mut rn = sctp_recvv_rn::default();
+        let mut infolen = core::mem::size_of::<sctp_recvv_rn>() as socklen_t;
+        let mut infotype: c_uint = 0;
+        let mut flags: c_int = 0;
+        let mut from: libc::sockaddr_storage =
+            // SAFETY: all-zero is a valid sockaddr_storage.
+            unsafe { core::mem::zeroed() };
+        let mut fromlen = core::mem::size_of::<libc::sockaddr_storage>() as socklen_t;
+        // An empty buffer still passes a valid pointer.
+        let mut one = [0u8; 1];
+        let (ptr, len) = if buf.is_empty() {
+            (one.as_mut_ptr(), 0)
+        } else {
+            (buf.as_mut_ptr(), buf.len())
+        };
+        // SAFETY: every pointer is valid for the length passed with it; `rn`
+        // is the sctp_recvv_rn usrsctp writes for SCTP_RECVV_RN (or only its
+        // leading sctp_rcvinfo).
+        let n = unsafe {
+            (self.api.recvv)(
+                self.so,
+                ptr.cast(),
+                len,
+                (&mut from as *mut libc::sockaddr_storage).cast::<sockaddr>(),
+                &mut fromlen,
+                (&mut rn as *mut sctp_recvv_rn).cast(),
+                &mut infolen,
+                &mut infotype,
+                &mut flags,
+            )
+        };
+        if n < 0 {
+            return Err(Error::last("recvv"));
+        }
+        if n == 0 && flags == 0 {
+            return Err(Error::Io {
+                op: "recvv",
+                err: std::io::ErrorKind::UnexpectedEof.into(),
+            });
+        }
+        let info = rn.recvv_rcvinfo;
+        let next = (infotype == SCTP_RECVV_RN).then(|| {
+            let x = rn.recvv_nxtinfo;
+            NextInfo {
+                sid: x.nxt_sid,
+                ppid: u32::from_be(x.nxt_ppid),
+                len: x.nxt_length as usize,
+                complete: x.nxt_flags & SCTP_COMPLETE != 0,
+                notification: x.nxt_flags & SCTP_NOTIFICATION != 0,
+                unordered: x.nxt_flags & SCTP_UNORDERED != 0,
+            }
+        });
+        Ok(Part {
+            len: (n as usize).min(len),
+            eor: flags & libc::MSG_EOR != 0,
+            notification: flags & MSG_NOTIFICATION != 0,
+            info: RecvInfo {
+                sid: info.rcv_sid,
+                ssn: info.rcv_ssn,
+                unordered: info.rcv_flags & SCTP_UNORDERED != 0,
+                ppid: u32::from_be(info.rcv_ppid),
+                tsn: info.rcv_tsn,
+            },
+            next,
         })
     }
 

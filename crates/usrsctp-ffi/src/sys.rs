@@ -28,12 +28,18 @@ pub const SCTP_ADAPTATION_LAYER: c_int = 0x08;
 pub const SCTP_MAXSEG: c_int = 0x0e;
 pub const SCTP_EVENT: c_int = 0x1e;
 pub const SCTP_RECVRCVINFO: c_int = 0x1f;
+pub const SCTP_RECVNXTINFO: c_int = 0x20;
 pub const SCTP_REMOTE_UDP_ENCAPS_PORT: c_int = 0x24;
 pub const SCTP_STATUS: c_int = 0x100;
 
 // sendv/recvv info types.
 pub const SCTP_SENDV_SNDINFO: c_uint = 1;
 pub const SCTP_RECVV_RCVINFO: c_uint = 1;
+pub const SCTP_RECVV_RN: c_uint = 3;
+
+// nxt_flags.
+pub const SCTP_NOTIFICATION: u16 = 0x0010;
+pub const SCTP_COMPLETE: u16 = 0x0020;
 
 // snd_flags / rcv_flags.
 pub const SCTP_UNORDERED: u16 = 0x0400;
@@ -82,6 +88,25 @@ pub struct sctp_rcvinfo {
     pub rcv_cumtsn: u32,
     pub rcv_context: u32,
     pub rcv_assoc_id: sctp_assoc_t,
+}
+
+/// What SCTP knows of the next message (`SCTP_RECVNXTINFO`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct sctp_nxtinfo {
+    pub nxt_sid: u16,
+    pub nxt_flags: u16,
+    pub nxt_ppid: u32,
+    pub nxt_length: u32,
+    pub nxt_assoc_id: sctp_assoc_t,
+}
+
+/// `SCTP_RECVV_RN`: the received message's info and the next one's.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct sctp_recvv_rn {
+    pub recvv_rcvinfo: sctp_rcvinfo,
+    pub recvv_nxtinfo: sctp_nxtinfo,
 }
 
 #[repr(C)]
@@ -281,6 +306,17 @@ layout!(
     rcv_context = 20,
     rcv_assoc_id = 24
 );
+layout!(
+    sctp_nxtinfo,
+    16,
+    4,
+    nxt_sid = 0,
+    nxt_flags = 2,
+    nxt_ppid = 4,
+    nxt_length = 8,
+    nxt_assoc_id = 12
+);
+layout!(sctp_recvv_rn, 44, 4, recvv_rcvinfo = 0, recvv_nxtinfo = 28);
 layout!(
     sctp_initmsg,
     8,

@@ -105,11 +105,6 @@ pub struct Chan {
     /// Buffers of handed-out receives, given back ([`Self::recycle`]) to be
     /// posted again: no allocation and zeroing per message.
     spare: Vec<Vec<u8>>,
-    /// Waits first spin briefly (see `exec::wait_cq`): for ping-pong, where one
-    /// message is in flight. A stream turns it off ([`Self::set_spin`]): its
-    /// completions come in bursts, and the spin's yields take the CPU that the
-    /// peer and the I/O threads need.
-    spin: bool,
     /// The event that ended the connection, once `check_events` found one
     /// (reported by `--json` on failure: see [`super::failure`]).
     pub ended_by: Option<AsyncEvent>,
@@ -142,7 +137,6 @@ impl Chan {
             grant: None,
             arrived: VecDeque::new(),
             spare: Vec::new(),
-            spin: true,
             ended_by: None,
         };
         c.post_recvs(recvs)?;
@@ -157,11 +151,6 @@ impl Chan {
         self.recv_len = len.max(CTRL_LEN);
         self.target = (RECV_BUDGET / self.recv_len).clamp(MIN_RECVS, most.max(MIN_RECVS));
         self.post_recvs(self.target.saturating_sub(self.posted.len()))
-    }
-
-    /// Spin briefly before a wait sleeps (ping-pong), or not (a stream).
-    pub fn set_spin(&mut self, spin: bool) {
-        self.spin = spin;
     }
 
     /// Give back the buffer of a data message once it is looked at: the next
@@ -451,6 +440,19 @@ impl Chan {
         self.take(got)
     }
 
+    /// [`Self::reap_ready`], and with few connections read the socket on this
+    /// thread for them (busy polling: what a ping-pong of Writes waits on
+    /// comes without a completion); [`Self::end_busy`] when done.
+    pub fn reap_busy(&mut self) -> Result<u64, String> {
+        let got = super::exec::poll_cq(&self.ep.send_cq, 256);
+        self.take(got)
+    }
+
+    /// The I/O threads read the socket again (after [`Self::reap_busy`]).
+    pub fn end_busy(&self) {
+        self.ep.send_cq.end_busy();
+    }
+
     /// Take send-side completions, waiting up to `stall()` for one; returns how
     /// many were data work requests (also counted in `data_done`).
     pub async fn reap(&mut self) -> Result<u64, String> {
@@ -467,9 +469,7 @@ impl Chan {
     pub async fn reap_within(&mut self, limit: Duration) -> Result<Option<u64>, String> {
         let start = Instant::now();
         loop {
-            let got =
-                super::exec::wait_cq(&self.ep.send_cq, 256, Duration::from_millis(100), self.spin)
-                    .await;
+            let got = super::exec::wait_cq(&self.ep.send_cq, 256, Duration::from_millis(100)).await;
             if !got.is_empty() {
                 return self.take(got).map(Some);
             }
@@ -523,13 +523,9 @@ impl Chan {
         let start = Instant::now();
         loop {
             if self.arrived.is_empty() {
-                let got = super::exec::wait_cq(
-                    &self.ep.recv_cq,
-                    RECV_BATCH,
-                    Duration::from_millis(100),
-                    self.spin,
-                )
-                .await;
+                let got =
+                    super::exec::wait_cq(&self.ep.recv_cq, RECV_BATCH, Duration::from_millis(100))
+                        .await;
                 self.arrived.extend(got);
             }
             if let Some(wc) = self.arrived.pop_front() {

@@ -113,8 +113,6 @@ impl Client {
             self.prepared = None;
         }
         let o = self.opts.clone();
-        // A stream's waits do not spin (see `Chan::set_spin`).
-        self.chan.set_spin(o.pingpong);
         let before = self.chan.ep.qp.stats();
         let iters = match o.stop {
             Stop::Iters(i) => i,
@@ -246,6 +244,7 @@ impl Client {
             }
             i += 1;
         }
+        self.chan.end_busy();
         let seconds = start.elapsed().as_secs_f64();
         if verify && op == Op::Write {
             // The last octet is the marker; the rest is the server's pattern.

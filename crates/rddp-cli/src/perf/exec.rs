@@ -7,7 +7,7 @@
 use rddp::{CompletionQueue, WorkCompletion};
 use std::future::Future;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
 
@@ -61,39 +61,74 @@ pub fn serve_open_ended() {
     OPEN_ENDED.store(true, Ordering::Relaxed);
 }
 
-/// True when there are no more connections than workers: then a waiting task
-/// may keep its worker (spin, or sleep the thread) as a thread of its own did.
-fn few() -> bool {
-    !OPEN_ENDED.load(Ordering::Relaxed) && super::chan::parallel() <= workers() as u64
+/// Connections an open-ended server runs now ([`Live`]).
+static LIVE: AtomicU64 = AtomicU64::new(0);
+
+/// One running connection of an open-ended server, counted while it lives.
+pub struct Live(());
+
+impl Live {
+    pub fn start() -> Self {
+        LIVE.fetch_add(1, Ordering::Relaxed);
+        Self(())
+    }
 }
 
-/// Up to `max` completions of `cq`, waiting up to `limit` for the first. With
-/// `spin` (ping-pong: one message in flight) and few connections the wait first
-/// spins [`SPIN`]; a stream does not, as its yields take the CPU from the peer
-/// and the I/O threads that bring the next burst.
-pub async fn wait_cq(
-    cq: &CompletionQueue,
-    max: usize,
-    limit: Duration,
-    spin: bool,
-) -> Vec<WorkCompletion> {
+impl Drop for Live {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// True when there are no more connections than workers: then a waiting task
+/// may keep its worker (spin and busy-poll, or sleep the thread) as a thread
+/// of its own did. An open-ended server counts the connections it runs now.
+fn few() -> bool {
+    let n = if OPEN_ENDED.load(Ordering::Relaxed) {
+        LIVE.load(Ordering::Relaxed)
+    } else {
+        super::chan::parallel()
+    };
+    n <= workers() as u64
+}
+
+/// Up to `max` completions of `cq`, waiting up to `limit` for the first.
+pub async fn wait_cq(cq: &CompletionQueue, max: usize, limit: Duration) -> Vec<WorkCompletion> {
     let got = cq.poll(max);
     if !got.is_empty() {
         return got;
     }
-    if spin && few() {
+    if few() {
+        // Busy polling: this thread reads the queue pair's socket itself, no
+        // hand-over from the I/O thread (CompletionQueue::poll_busy).
+        // The clock is read every 16 looks (a read costs as much as a look).
         let until = Instant::now() + SPIN.min(limit);
-        while Instant::now() < until {
+        let mut looks = 0u32;
+        while !looks.is_multiple_of(16) || Instant::now() < until {
+            looks = looks.wrapping_add(1);
             yield_now().await;
-            let got = cq.poll(max);
+            let got = cq.poll_busy(max);
             if !got.is_empty() {
                 return got;
             }
         }
+        // The I/O threads read while this task sleeps.
+        cq.end_busy();
     }
     tokio::time::timeout(limit, cq.wait_async(max))
         .await
         .unwrap_or_default()
+}
+
+/// Take up to `max` completions of `cq` now; with few connections this
+/// thread also reads the queue pairs' sockets for them
+/// (`CompletionQueue::poll_busy`; `cq.end_busy()` when done looking).
+pub fn poll_cq(cq: &CompletionQueue, max: usize) -> Vec<WorkCompletion> {
+    if few() {
+        cq.poll_busy(max)
+    } else {
+        cq.poll(max)
+    }
 }
 
 /// Let others run between two looks at something: the other tasks, and with
@@ -115,5 +150,24 @@ pub async fn pause(d: Duration) {
         std::thread::sleep(d);
     } else {
         tokio::time::sleep(d).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_open_ended_server_busy_polls_while_it_runs_few_connections() {
+        serve_open_ended();
+        // `rddp target --perf-listen` with one honest client: its waits spin
+        // and busy-poll as a stand-alone server's do (not: always sleep).
+        let one = Live::start();
+        assert!(few(), "one connection of an open-ended server");
+        let more: Vec<_> = (0..workers()).map(|_| Live::start()).collect();
+        assert!(!few(), "more connections than workers");
+        drop(more);
+        assert!(few());
+        drop(one);
     }
 }

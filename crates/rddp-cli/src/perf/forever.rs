@@ -62,8 +62,11 @@ pub fn serve(l: &Arc<dyn llp::Listener>, dev: &Device, sopts: ServerOpts, report
                     match served {
                         Ok(s) => {
                             let report = report.clone();
-                            super::exec::runtime()
-                                .spawn(async move { report(i, s.run().await.into_result()) });
+                            let live = super::exec::Live::start();
+                            super::exec::runtime().spawn(async move {
+                                let _live = live;
+                                report(i, s.run().await.into_result())
+                            });
                         }
                         Err(e) => report(i, Err(e)),
                     }

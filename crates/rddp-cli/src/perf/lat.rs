@@ -31,12 +31,14 @@ async fn wait_marker(
     let start = Instant::now();
     let mut spins = 0u32;
     loop {
+        // The peer's Write is read from the socket by this thread (busy
+        // polling, with few connections): no hand-over from the I/O thread.
+        chan.reap_busy()?;
         if last_octet(mine, size)? == want {
             return Ok(true);
         }
         spins += 1;
         if spins.is_multiple_of(64) {
-            chan.reap_ready()?;
             if let Some(Incoming::Ctrl(Msg::End { .. })) = chan.try_recv()? {
                 return Ok(false);
             }
@@ -88,6 +90,7 @@ pub async fn server_write(
     loop {
         let m = marker(i);
         if !wait_marker(chan, mine, size, m).await? {
+            chan.end_busy();
             return Ok(i);
         }
         src.write(u64::from(size) - 1, &[m])

@@ -162,8 +162,6 @@ impl Server {
         }
         let n = size as usize;
         let e = |e: rddp::Error| e.to_string();
-        // A stream's waits do not spin (see `Chan::set_spin`).
-        self.chan.set_spin(run.pingpong);
         // The buffer's contents matter only to --verify and to ping-pong's
         // marker (with thousands of queue pairs, filling them all is in the
         // measured time).

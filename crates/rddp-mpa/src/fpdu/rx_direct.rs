@@ -175,6 +175,11 @@ struct Input {
     ra_hi: usize,
     /// Payloads under [`SMALL_PAYLOAD`] octets in a row.
     streak: u32,
+    /// The source is a stream socket: a read that returns less than asked
+    /// means it is empty now ([`FpduReceiver::set_stream_source`]).
+    stream: bool,
+    /// In this drive, a read came back short: the next would block.
+    drained: bool,
 }
 
 enum Halt {
@@ -199,7 +204,30 @@ fn read_src(src: &mut impl Read, buf: &mut [u8]) -> Result<usize, Halt> {
     }
 }
 
+/// One read of the source. Of a stream socket, a short read means there is
+/// nothing more now: the next read would only return `WouldBlock`, so it is
+/// not made (epoll(7): for stream-oriented files a short read shows the input
+/// space is exhausted; new data makes a new readiness edge).
+fn read_once(
+    stream: bool,
+    drained: &mut bool,
+    src: &mut impl Read,
+    buf: &mut [u8],
+) -> Result<usize, Halt> {
+    if *drained {
+        return Err(Halt::Block);
+    }
+    let n = read_src(src, buf)?;
+    *drained = stream && n < buf.len();
+    Ok(n)
+}
+
 impl Input {
+    /// One read of the source (see [`read_once`]).
+    fn read(&mut self, src: &mut impl Read, buf: &mut [u8]) -> Result<usize, Halt> {
+        read_once(self.stream, &mut self.drained, src, buf)
+    }
+
     /// Octets of `dst` filled from what was read already: (n, copied leftover).
     fn buffered(&mut self, dst: &mut [u8]) -> usize {
         let rest = &self.left[self.left_at..];
@@ -235,7 +263,7 @@ impl Input {
     }
 
     fn fill_ra(&mut self, src: &mut impl Read) -> Result<(), Halt> {
-        let n = read_src(src, &mut self.ra)?;
+        let n = read_once(self.stream, &mut self.drained, src, &mut self.ra)?;
         (self.ra_lo, self.ra_hi) = (0, n);
         Ok(())
     }
@@ -248,7 +276,7 @@ impl Input {
                 self.fill_ra(src)?;
             } else {
                 let k = ahead.clamp(dst.len(), AHEAD);
-                let n = read_src(src, &mut self.ahead[..k])?;
+                let n = read_once(self.stream, &mut self.drained, src, &mut self.ahead[..k])?;
                 (self.lo, self.hi) = (0, n);
             }
         }
@@ -256,12 +284,11 @@ impl Input {
     }
 
     /// Payload octets into `dst` (its final place): straight from `src`, or
-    /// copied from what was read before (counted). With `tail` > 0 (`dst` is
-    /// the rest of the payload) the same read (`readv`) also takes up to
-    /// `tail` octets that follow the payload and are never payload (PAD, CRC,
-    /// the next FPDU's first octets) into the read-ahead: one system call per
-    /// FPDU instead of two when the octets are there.
+    /// copied from what was read before (counted).
     /// Returns (octets, whether they were copied).
+    /// `tail`: the non-payload octets known to follow `dst` (PAD, CRC, the
+    /// next FPDU's head), read in the same call into the small read-ahead
+    /// (a vectored read: one system call per FPDU of a bulk transfer, not two).
     fn payload(
         &mut self,
         src: &mut impl Read,
@@ -277,10 +304,13 @@ impl Input {
             return Ok((n, true));
         }
         if tail == 0 {
-            return Ok((read_src(src, dst)?, false));
+            return Ok((self.read(src, dst)?, false));
         }
-        let want = dst.len();
+        if self.drained {
+            return Err(Halt::Block);
+        }
         let k = tail.min(AHEAD);
+        let want = dst.len() + k;
         let mut bufs = [IoSliceMut::new(dst), IoSliceMut::new(&mut self.ahead[..k])];
         let n = loop {
             match src.read_vectored(&mut bufs) {
@@ -291,10 +321,14 @@ impl Input {
                 Err(e) => return Err(Halt::Io(e)),
             }
         };
-        let of_payload = n.min(want);
-        // What went past the payload is the read-ahead now (it was empty).
-        (self.lo, self.hi) = (0, n - of_payload);
-        Ok((of_payload, false))
+        // Short if the payload's part came short, or the read went on into
+        // the tail and stopped there. A read that filled the payload exactly
+        // says nothing: a source without vectored reads (a wrapper's default
+        // `read_vectored`) fills the first buffer alone and may have more.
+        self.drained = self.stream && n < want && n != want - k;
+        let placed = n.min(want - k);
+        (self.lo, self.hi) = (0, n - placed);
+        Ok((placed, false))
     }
 }
 
@@ -475,6 +509,14 @@ impl FpduReceiver {
         got
     }
 
+    /// The source is a stream socket (TCP): a short read means it has nothing
+    /// more now, so [`Self::drive`] returns `WouldBlock` without the read that
+    /// would say so (one system call less per wake-up). Not for sources that
+    /// may return less than they have (a test's chunked reader).
+    pub fn set_stream_source(&mut self, on: bool) {
+        self.input.stream = on;
+    }
+
     /// Give back the read-ahead: octets read from the source but not yet used
     /// by the state machine (never payload); returns how many. They were the
     /// last octets read, so a caller reading from its own buffer (`on_bytes`)
@@ -489,6 +531,7 @@ impl FpduReceiver {
     /// error, or the engine pauses. `Err`: an I/O error of the source (the
     /// connection is lost; nothing of the current FPDU was delivered).
     pub fn drive(&mut self, src: &mut impl Read, engine: &mut impl Placer) -> io::Result<Progress> {
+        self.input.drained = false;
         loop {
             match self.step(src, engine) {
                 Ok(()) => {}
@@ -746,9 +789,9 @@ impl FpduReceiver {
     ) -> Result<(), Halt> {
         let want = (self.payload_len - self.done).min(room);
         let at = self.done;
-        // This read may end the payload: what follows it (never payload) can
-        // come in the same read. Not with Markers (one could fall among them).
-        let tail = if !self.cfg.markers && at + want == self.payload_len {
+        // Read to the payload's end: what follows is PAD, CRC and the next
+        // head (with Markers too, never payload: as `ahead` counts them).
+        let tail = if at + want == self.payload_len {
             self.pad_left + MPA_CRC_LEN + SAFE_HEAD
         } else {
             0
@@ -816,7 +859,7 @@ impl FpduReceiver {
                 let n = if self.input.has_buffered() {
                     self.input.buffered(&mut b[..k])
                 } else {
-                    read_src(src, &mut b[..k])?
+                    self.input.read(src, &mut b[..k])?
                 };
                 self.digest.update(&b[..n]);
                 n

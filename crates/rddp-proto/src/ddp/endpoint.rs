@@ -1,7 +1,7 @@
 //! What an LLP adaptation drives above it: a DDP stream, or a relay to an engine
 //! that owns its DDP stream elsewhere (a verbs queue pair's RDMAP).
 
-use super::{DdpStream, OutSegment, SenderSeq, SourceError, StreamError};
+use super::{DdpStream, OutSegment, SenderSeq, SourceError, StreamError, Target};
 use crate::mem::MemoryTable;
 
 /// The layer above an LLP adaptation, segment by segment (seed 000's LLP contract:
@@ -20,6 +20,37 @@ pub trait SegmentEndpoint: Send + std::fmt::Debug {
     /// Graceful teardown requested by the peer or the ULP.
     fn close(&mut self);
     fn on_llp_closed(&mut self, graceful: bool);
+
+    /// The LLP accepted every octet of the oldest segment [`Self::poll_segment`]
+    /// gave it and not yet reported here (an LLP that can refuse a segment it
+    /// took, e.g. a full send buffer, reports each once it is in).
+    fn segment_accepted(&mut self) {}
+
+    /// Header-first receive (issue 11 point 3) for an LLP that knows a
+    /// segment's length before reading it (DDP over SCTP): `head` is the
+    /// segment's DDP header, `payload_len` octets follow, and `fill` reads
+    /// them into the slice it is given (all of it; `false`: the LLP failed).
+    /// An endpoint that decides from the header where the payload goes reads
+    /// it straight there; this default reads it into a segment of its own and
+    /// calls [`Self::on_segment`] (a copy, counted: [`super::rx_copied_octets`]).
+    /// A refused segment's payload may be left unread: the LLP drains it.
+    fn place_segment(
+        &mut self,
+        mem: &MemoryTable,
+        seq: SenderSeq,
+        head: &[u8],
+        payload_len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> bool,
+    ) -> Result<(), StreamError> {
+        let mut seg = Vec::with_capacity(head.len() + payload_len);
+        seg.extend_from_slice(head);
+        seg.resize(head.len() + payload_len, 0);
+        if !fill(&mut seg[head.len()..]) {
+            return Err(StreamError::Closed);
+        }
+        super::count_rx_copy(payload_len);
+        self.on_segment(mem, seq, &seg)
+    }
 }
 
 impl SegmentEndpoint for DdpStream {
@@ -45,5 +76,48 @@ impl SegmentEndpoint for DdpStream {
     }
     fn on_llp_closed(&mut self, graceful: bool) {
         DdpStream::on_llp_closed(self, graceful)
+    }
+    /// Straight into place: the header decides, the payload is read there.
+    fn place_segment(
+        &mut self,
+        mem: &MemoryTable,
+        seq: SenderSeq,
+        head: &[u8],
+        payload_len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> bool,
+    ) -> Result<(), StreamError> {
+        let t = self.begin_segment(mem, seq, head, payload_len)?;
+        let ok = fill_target(&t, payload_len, fill, || self.begun_buffer());
+        if !ok {
+            self.abandon_segment();
+            return Err(StreamError::Closed);
+        }
+        self.finish_segment()
+    }
+}
+
+/// Read a begun segment's payload with `fill` into its target (an LLP that
+/// reads header-first): a region range (locked meanwhile) or the receive
+/// buffer `buffer` gives. A payload longer than the target (its leading octets
+/// are not placed, as [`super::split_segment`]'s caller does) has those read
+/// and dropped first. `false`: the LLP failed, or no buffer.
+pub fn fill_target<'a>(
+    t: &Target,
+    payload_len: usize,
+    fill: &mut dyn FnMut(&mut [u8]) -> bool,
+    buffer: impl FnOnce() -> Option<&'a mut [u8]>,
+) -> bool {
+    let skip = payload_len.saturating_sub(t.len());
+    if skip > 0 && !fill(&mut vec![0; skip]) {
+        return false;
+    }
+    match t {
+        Target::Nothing => true,
+        Target::Region {
+            region,
+            offset,
+            len,
+        } => fill(&mut region.data_mut()[*offset..*offset + *len]),
+        Target::Buffer { .. } => buffer().is_some_and(fill),
     }
 }

@@ -20,7 +20,7 @@ mod sink;
 mod source;
 mod stream;
 
-pub use endpoint::SegmentEndpoint;
+pub use endpoint::{SegmentEndpoint, fill_target};
 pub use error::{DdpError, SourceError, StreamError};
 pub use payload::{
     Payload, count_lease_copy, count_rx_copy, lease_copied_octets, rx_copied_octets,

@@ -1,14 +1,24 @@
 //! One DDP/SCTP association: the socket and the sans-IO adaptation, shaped like an
 //! MPA connection (a DDP stream per session; segments sent and fed by the driver).
 //! Every DATA chunk goes out unordered (U=1) with PPID 16 or 17 (spec §5.1, §5.3).
+//!
+//! Receive is header-first where SCTP already said how long the message is
+//! (`SCTP_RECVNXTINFO`, told with the message before it): the DDP-SSN and the
+//! DDP header are read, the session's upper layer decides where the payload
+//! goes, and the payload is read from usrsctp straight there (issue 11 point 3,
+//! like MPA's direct receive). A message whose length is not known yet (the
+//! first after a pause) is read whole into the connection's buffer.
 
 use super::DriverError;
 use crate::adaptation::{Adaptation, AssociationError, Config, Event, OutChunk};
 use rddp_proto::ddp::DdpStream;
 use rddp_proto::mem::MemoryTable;
+use rddp_wire::DdpControl;
+use rddp_wire::ddp::{TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
+use rddp_wire::sctp::{PPID_DDP_SEGMENT, SSN_LEN};
 use std::time::{Duration, Instant};
 use usrsctp_ffi::sys::{SCTP_COMM_LOST, SCTP_SHUTDOWN_COMP};
-use usrsctp_ffi::{Notification, Received, Socket};
+use usrsctp_ffi::{NextInfo, Notification, RecvInfo, Socket};
 
 /// Largest message the driver accepts from the peer (the peer's fragmentation point
 /// may differ from ours, but never beyond this); anything bigger aborts.
@@ -46,6 +56,8 @@ pub struct SctpConnection {
     closed: bool,
     /// When the path (fragmentation point) was last read.
     path_checked: Instant,
+    /// The next message, as SCTP described it with the last one read.
+    next: Option<NextInfo>,
 }
 
 /// How often `flush` re-reads the fragmentation point (spec §5.3: DDP learns every
@@ -54,6 +66,9 @@ const PATH_CHECK: Duration = Duration::from_millis(100);
 
 impl SctpConnection {
     pub(crate) fn new(sock: Socket, cfg: Config, fragmentation_point: usize) -> Self {
+        // The next message's length with each receive (header-first receive);
+        // without it every message is read whole.
+        let _ = sock.set_recv_nxtinfo(true);
         Self {
             sock,
             ad: Adaptation::new(cfg, fragmentation_point),
@@ -65,6 +80,7 @@ impl SctpConnection {
             tap: None,
             closed: false,
             path_checked: Instant::now(),
+            next: None,
         }
     }
 
@@ -161,6 +177,9 @@ impl SctpConnection {
             match self.sock.send(c.sid, c.ppid, true, &c.payload) {
                 Ok(_) => {
                     self.stats.chunks_sent += 1;
+                    if c.ppid == PPID_DDP_SEGMENT {
+                        self.ad.chunk_accepted(c.sid);
+                    }
                     if let Some(r) = self.record.as_mut() {
                         r.push(c);
                     }
@@ -180,46 +199,183 @@ impl SctpConnection {
         if self.closed {
             return Err(DriverError::Closed);
         }
-        let got = match self.sock.recv(&mut self.buf, timeout) {
-            Ok(r) => r,
+        if let Some(n) = self.next.take()
+            && self.tap.is_none()
+            && self.direct_fits(&n)
+        {
+            return self.poll_direct(mem, n.len);
+        }
+        let got = match self.sock.recv_part_wait(&mut self.buf, timeout) {
+            Ok(p) => p,
             Err(usrsctp_ffi::Error::Timeout(_)) => return Ok(false),
             Err(e) => return Err(self.lost(e.into())),
         };
-        match got {
-            Received::Data {
-                len,
-                info,
-                complete,
-            } => {
-                self.stats.chunks_received += 1;
-                if let Some(t) = self.tap.as_mut() {
-                    t.received(info.tsn, info.sid, info.ppid, &self.buf[..len]);
+        self.next = got.next;
+        if got.notification {
+            return self.on_notification(got.len);
+        }
+        self.on_message(mem, got.len, got.info, got.eor)
+    }
+
+    /// Whether the next message can be read header-first: a whole unordered
+    /// DDP segment (PPID 16) with room for the longest DDP header, not above
+    /// the largest segment (anything else is read whole and checked as such).
+    fn direct_fits(&self, n: &NextInfo) -> bool {
+        n.complete
+            && !n.notification
+            && n.unordered
+            && n.ppid == PPID_DDP_SEGMENT
+            && n.len >= SSN_LEN + UNTAGGED_HDR_LEN
+            && n.len <= SSN_LEN + self.ad.max_recv_segment()
+    }
+
+    /// Read the next message, of `len` octets, header-first: its DDP-SSN and
+    /// DDP header here, its payload where the session's upper layer places it.
+    fn poll_direct(&mut self, mem: &MemoryTable, len: usize) -> Result<bool, DriverError> {
+        // The DDP-SSN and the longest DDP header in one read: a tagged
+        // segment's (14-octet header) first 4 payload octets come with it.
+        let mut head = [0u8; SSN_LEN + UNTAGGED_HDR_LEN];
+        let p = match self.sock.recv_part(&mut head) {
+            Ok(p) => p,
+            Err(e) if is_would_block(&e) => return Ok(false),
+            Err(e) => return Err(self.lost(e.into())),
+        };
+        self.next = p.next;
+        let mut eor = p.eor;
+        let expected = !p.notification
+            && p.len == head.len()
+            && eor == (len == head.len())
+            && p.info.ppid == PPID_DDP_SEGMENT
+            && p.info.unordered;
+        if !expected {
+            // Not what SCTP announced: read the rest and take it whole.
+            self.buf[..p.len].copy_from_slice(&head[..p.len]);
+            let (total, eor) = self.read_rest(p.len, eor)?;
+            if p.notification {
+                return self.on_notification(total);
+            }
+            return self.on_message(mem, total, p.info, eor);
+        }
+        let hlen = if DdpControl(head[SSN_LEN]).tagged() {
+            TAGGED_HDR_LEN
+        } else {
+            UNTAGGED_HDR_LEN
+        };
+        let payload_len = len - SSN_LEN - hlen;
+        self.stats.chunks_received += 1;
+        let (hdr, mut pre) = head.split_at(SSN_LEN + hlen);
+        let pre_len = pre.len();
+        let mut next = None;
+        let mut failed = None;
+        let sock = &self.sock;
+        let mut fill = |dst: &mut [u8]| -> bool {
+            // The payload octets read with the header first (copied, counted).
+            let k = pre.len().min(dst.len());
+            dst[..k].copy_from_slice(&pre[..k]);
+            pre = &pre[k..];
+            let mut off = k;
+            while off < dst.len() {
+                if eor {
+                    return false; // the message ended early
                 }
-                let bad = if !complete {
-                    Some(format!("message larger than {RECV_BUF} octets"))
-                } else if !info.unordered {
-                    Some("an ordered DATA chunk (non-DDP traffic)".to_string())
-                } else {
-                    None
-                };
-                if let Some(why) = bad {
-                    return Err(self.fail(AssociationError(why)));
-                }
-                let r = self.ad.on_chunk(mem, info.sid, info.ppid, &self.buf[..len]);
-                if let Err(e) = r {
-                    return Err(self.fail(e));
+                match sock.recv_part(&mut dst[off..]) {
+                    Ok(q) if !q.notification && q.len > 0 => {
+                        off += q.len;
+                        next = q.next.or(next);
+                        eor = q.eor;
+                    }
+                    Ok(_) => return false,
+                    Err(e) => {
+                        failed = Some(e);
+                        return false;
+                    }
                 }
             }
-            Received::Notification(Notification::SenderDry) => self.ad.on_sender_dry(),
-            Received::Notification(Notification::AssocChange { state, .. })
+            true
+        };
+        let r = self
+            .ad
+            .on_chunk_direct(mem, p.info.sid, hdr, payload_len, &mut fill);
+        rddp_proto::ddp::count_rx_copy(pre_len - pre.len());
+        if next.is_some() {
+            self.next = next;
+        }
+        if let Some(e) = failed {
+            return Err(self.lost(e.into()));
+        }
+        if let Err(e) = r {
+            return Err(self.fail(e));
+        }
+        if !eor {
+            // A refused segment's payload (or what its reader left): drained.
+            self.read_rest(0, false)?;
+        }
+        Ok(true)
+    }
+
+    /// Read the rest of the current message into the buffer after its first
+    /// `have` octets (until MSG_EOR or the buffer is full); its length and
+    /// whether it ended.
+    fn read_rest(&mut self, mut have: usize, mut eor: bool) -> Result<(usize, bool), DriverError> {
+        while !eor && have < self.buf.len() {
+            match self.sock.recv_part(&mut self.buf[have..]) {
+                Ok(q) if q.len > 0 || q.eor => {
+                    have += q.len;
+                    eor = q.eor;
+                    if q.next.is_some() {
+                        self.next = q.next;
+                    }
+                }
+                Ok(_) => break,
+                Err(e) if is_would_block(&e) => break,
+                Err(e) => return Err(self.lost(e.into())),
+            }
+        }
+        Ok((have, eor))
+    }
+
+    fn on_notification(&mut self, len: usize) -> Result<bool, DriverError> {
+        let n = Notification::parse(&self.buf[..len]).unwrap_or(Notification::Other { kind: 0 });
+        match n {
+            Notification::SenderDry => self.ad.on_sender_dry(),
+            Notification::AssocChange { state, .. }
                 if state == SCTP_COMM_LOST || state == SCTP_SHUTDOWN_COMP =>
             {
                 return Err(self.lost(DriverError::Closed));
             }
-            Received::Notification(Notification::Shutdown) => {
+            Notification::Shutdown => {
                 return Err(self.lost(DriverError::Closed));
             }
-            Received::Notification(_) => {}
+            _ => {}
+        }
+        Ok(true)
+    }
+
+    /// A message read whole into the buffer (`complete`: it fit).
+    fn on_message(
+        &mut self,
+        mem: &MemoryTable,
+        len: usize,
+        info: RecvInfo,
+        complete: bool,
+    ) -> Result<bool, DriverError> {
+        self.stats.chunks_received += 1;
+        if let Some(t) = self.tap.as_mut() {
+            t.received(info.tsn, info.sid, info.ppid, &self.buf[..len]);
+        }
+        let bad = if !complete {
+            Some(format!("message larger than {RECV_BUF} octets"))
+        } else if !info.unordered {
+            Some("an ordered DATA chunk (non-DDP traffic)".to_string())
+        } else {
+            None
+        };
+        if let Some(why) = bad {
+            return Err(self.fail(AssociationError(why)));
+        }
+        let r = self.ad.on_chunk(mem, info.sid, info.ppid, &self.buf[..len]);
+        if let Err(e) = r {
+            return Err(self.fail(e));
         }
         Ok(true)
     }

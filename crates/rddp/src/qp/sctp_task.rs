@@ -1,19 +1,22 @@
 //! A queue pair's DDP over SCTP session on the event loop: one rddp-io task per
 //! queue pair, with no descriptor of its own. The association's task (in
-//! `transport::sctp`, woken by usrsctp's upcall) relays the session's segments;
-//! this task is woken when some arrived or were handed to SCTP, and feeds the
-//! engine under the queue pair's lock. The transmit half is `Shared::pump_sctp`,
+//! `transport::sctp`, woken by usrsctp's upcall) places the session's segments
+//! itself through [`QpPlacer`] (header first, under the queue pair's lock), or
+//! relays them while the queue pair's reads are held; this task is woken when
+//! some were relayed or handed to SCTP, and feeds the engine under the queue
+//! pair's lock. The transmit half is `Shared::pump_sctp`,
 //! run by whoever pumps (the posting thread or this task).
 
 use super::{Shared, State};
 use crate::device::lock;
 use crate::error::Error;
-use crate::transport::sctp::Relay;
+use crate::transport::sctp::{Placer, Relay};
 use crate::transport::{HoldInner, Inbound};
 use rddp_io::{Cx, Next, Task, TaskHandle};
+use rddp_proto::ddp::{SenderSeq, StreamError, fill_target};
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// Relayed items fed per run before the task lets the thread's other tasks go.
 const ITEMS_PER_RUN: usize = 256;
@@ -26,12 +29,16 @@ pub(super) fn spawn(
 ) -> Result<TaskHandle, Error> {
     let driver = rddp_io::Driver::global().map_err(Error::EventLoop)?;
     let task = SctpQpTask {
-        shared,
+        shared: shared.clone(),
         relay: relay.clone(),
         hold: hold.clone(),
         read_done: false,
         lost: false,
     };
+    relay.set_placer(Arc::new(QpPlacer {
+        shared: Arc::downgrade(&shared),
+        hold: hold.clone(),
+    }));
     let h = driver.spawn(Box::new(task)).map_err(Error::EventLoop)?;
     relay.set_qp(h.clone());
     // What arrived before the handle was known is looked at now.
@@ -41,6 +48,51 @@ pub(super) fn spawn(
         hold.on_release(Box::new(move || w.wake()));
     }
     Ok(h)
+}
+
+/// Places the session's segments into the queue pair from the association's
+/// task, header first: RDMAP decides where the payload goes
+/// (`RdmapStream::begin_segment`), usrsctp's read puts it there, and only then
+/// is it delivered (`finish_segment`; SCTP's own CRC32c was checked below).
+/// Lock order: the association's connection, then the queue pair (a posting
+/// thread holding the queue pair only ever `try_lock`s the connection).
+struct QpPlacer {
+    shared: Weak<Shared>,
+    hold: Option<Arc<HoldInner>>,
+}
+
+impl Placer for QpPlacer {
+    fn place(
+        &self,
+        seq: SenderSeq,
+        head: &[u8],
+        payload_len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> bool,
+    ) -> Option<Result<(), StreamError>> {
+        if self.hold.as_ref().is_some_and(|h| !h.is_released()) {
+            return None;
+        }
+        let shared = self.shared.upgrade()?;
+        let mut guard = lock(&shared.state);
+        let st = &mut *guard;
+        let mem = shared.pd.inner.consumer.device().mem();
+        let r = match st.rdmap.begin_segment(mem, seq, head, payload_len) {
+            // Refused (Terminate queued): the driver drains the payload.
+            Err(e) => Err(e),
+            Ok(t) => {
+                let rdmap = &mut st.rdmap;
+                if fill_target(&t, payload_len, fill, || rdmap.segment_buffer()) {
+                    st.rdmap.finish_segment(mem, true)
+                } else {
+                    // usrsctp failed mid-message: the association is lost.
+                    Err(StreamError::Closed)
+                }
+            }
+        };
+        // Completions, events, answers (a Read Response goes to the relay).
+        shared.pump_in(st, false);
+        Some(r)
+    }
 }
 
 struct SctpQpTask {

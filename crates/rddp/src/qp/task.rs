@@ -15,6 +15,7 @@
 //! * Close: both directions end here; a dropped queue pair's task lets a queued
 //!   Terminate leave for a while, then closes the socket.
 
+use super::busy::{Reader, RxHalf};
 use super::{Shared, State};
 use crate::device::lock;
 use crate::error::Error;
@@ -66,7 +67,6 @@ pub(super) fn spawn(
     let task = QpTask {
         shared: shared.clone(),
         sock,
-        input,
         hold: hold.clone(),
         read_done: false,
         lost: false,
@@ -77,6 +77,7 @@ pub(super) fn spawn(
         .map_err(|e| Error::Mpa(e.into()))?;
     if let Some(io) = &mut lock(&shared.state).mpa {
         io.handle = Some(h.clone());
+        io.rx = Some(RxHalf::new(input));
     }
     // Output queued before the handle was known is looked at now.
     h.wake();
@@ -90,7 +91,6 @@ pub(super) fn spawn(
 struct QpTask {
     shared: Arc<Shared>,
     sock: Arc<TcpStream>,
-    input: MpaIn,
     hold: Option<Arc<HoldInner>>,
     /// The peer closed, or the connection is lost: nothing more to read.
     read_done: bool,
@@ -101,7 +101,7 @@ struct QpTask {
     drain_until: Option<Instant>,
 }
 
-enum RxEnd {
+pub(super) enum RxEnd {
     /// Everything there was read (`WouldBlock`).
     Blocked,
     /// Used its budget for this run; more may be there.
@@ -164,64 +164,77 @@ impl Placer for Budgeted<'_> {
     }
 }
 
-impl QpTask {
-    /// Read from the socket and place until `WouldBlock` (the one place that
-    /// reads): header first, each payload straight from the socket into its
-    /// region or receive buffer (runs of small FPDUs through the thread's
-    /// read-ahead buffer), under the QP lock for the whole run (each read is one
-    /// non-blocking system call; lock order QP -> table -> region).
-    fn receive(&mut self) -> RxEnd {
-        let shared = self.shared.clone();
-        BUF.with_borrow_mut(|buf| {
-            if buf.len() < READ_AHEAD {
-                buf.resize(READ_AHEAD, 0);
-            }
-            let mut guard = lock(&shared.state);
-            let st = &mut *guard;
-            let mem = shared.pd.inner.consumer.device().mem();
-            let input = &mut self.input;
-            let mut p = Budgeted {
-                inner: RdmapPlacer::new(&mut st.rdmap, mem),
-                octets: 0,
-                fpdus: 0,
+/// Read from the socket and place until `WouldBlock` (the task's, or a
+/// busy-polling thread's, see `super::busy`): header first, each payload
+/// straight from the socket into its region or receive buffer (runs of small
+/// FPDUs through `buf`, the thread's read-ahead buffer), under the QP lock for
+/// the whole run (each read is one non-blocking system call; lock order QP ->
+/// table -> region). `in_task`: the loop's own task calls (it decides itself what
+/// to wait for, so it is not woken).
+pub(super) fn receive(shared: &Shared, st: &mut State, buf: &mut Vec<u8>, in_task: bool) -> RxEnd {
+    let mem = shared.pd.inner.consumer.device().mem();
+    let State { rdmap, mpa, .. } = st;
+    let Some(io) = mpa else {
+        return RxEnd::Closed;
+    };
+    let Some(input) = io.rx.as_mut().map(|h| &mut h.input) else {
+        return RxEnd::Blocked;
+    };
+    let mut p = Budgeted {
+        inner: RdmapPlacer::new(rdmap, mem),
+        octets: 0,
+        fpdus: 0,
+    };
+    let mut sock = &*io.sock;
+    let got = match &input.wire {
+        Some(w) => {
+            let mut src = Recorded {
+                inner: sock,
+                record: |b: &[u8]| w.received(b),
             };
-            let mut sock = &*self.sock;
-            let got = match &input.wire {
-                Some(w) => {
-                    let mut src = Recorded {
-                        inner: sock,
-                        record: |b: &[u8]| w.received(b),
-                    };
-                    input.rx.drive_buffered(&mut src, &mut p, buf)
-                }
-                None => input.rx.drive_buffered(&mut sock, &mut p, buf),
-            };
-            let (first, spent) = (p.inner.first_fpdu_seen, p.spent());
-            let dead = input.rx.is_dead() || st.rdmap.is_terminated();
-            // The responder may send from now on (spec §4.9); also its Terminate
-            // for the initiator's bad first FPDU (the initiator is in FPDU mode).
-            if (first || dead)
-                && std::mem::take(&mut input.gate_closed)
-                && let Some(io) = &mut st.mpa
-            {
-                io.out.gate_open = true;
-            }
-            let end = match got {
-                Ok(Progress::WouldBlock) => RxEnd::Blocked,
-                Ok(Progress::Eof { .. }) => RxEnd::Closed,
-                Ok(Progress::Paused) if spent && !dead => RxEnd::More,
-                // Nothing more is placed: read and drop until the peer closes
-                // (a Terminate is queued; the task closes once it left).
-                Ok(Progress::Paused | Progress::Stopped) => discard(&mut sock, buf, &input.wire),
-                Err(e) => RxEnd::Lost(e),
-            };
-            // Answers (a Read Response, an echo, a Terminate) leave at once, from
-            // this thread; completions go to their CQs.
-            shared.pump_in(st, true);
-            end
-        })
+            input.rx.drive_buffered(&mut src, &mut p, buf)
+        }
+        None => input.rx.drive_buffered(&mut sock, &mut p, buf),
+    };
+    let (first, spent) = (p.inner.first_fpdu_seen, p.spent());
+    let dead = input.rx.is_dead() || rdmap.is_terminated();
+    // The responder may send from now on (spec §4.9); also its Terminate
+    // for the initiator's bad first FPDU (the initiator is in FPDU mode).
+    if (first || dead) && std::mem::take(&mut input.gate_closed) {
+        io.out.gate_open = true;
     }
+    let end = match got {
+        Ok(Progress::WouldBlock) => RxEnd::Blocked,
+        Ok(Progress::Eof { .. }) => RxEnd::Closed,
+        Ok(Progress::Paused) if spent && !dead => RxEnd::More,
+        // Nothing more is placed: read and drop until the peer closes
+        // (a Terminate is queued; the task closes once it left).
+        Ok(Progress::Paused | Progress::Stopped) => discard(&mut sock, buf, &input.wire),
+        Err(e) => RxEnd::Lost(e),
+    };
+    if dead && let Some(h) = &mut io.rx {
+        // The task takes it from here (shutdown, drain, close).
+        h.open = false;
+    }
+    // Answers (a Read Response, an echo, a Terminate) leave at once, from
+    // this thread; completions go to their CQs.
+    shared.pump_in(st, in_task);
+    end
+}
 
+/// [`receive`] with the calling thread's read-ahead buffer; `None` when this
+/// thread is already receiving (a CQ's notify function that busy-polls).
+pub(super) fn receive_here(shared: &Shared, st: &mut State, in_task: bool) -> Option<RxEnd> {
+    BUF.with(|b| {
+        let mut buf = b.try_borrow_mut().ok()?;
+        if buf.len() < READ_AHEAD {
+            buf.resize(READ_AHEAD, 0);
+        }
+        Some(receive(shared, st, &mut buf, in_task))
+    })
+}
+
+impl QpTask {
     /// The LLP ended: tell the engine (once), close our side too.
     fn ended(&mut self, st: &mut State, graceful: bool, err: Option<io::Error>) {
         self.read_done = true;
@@ -250,23 +263,32 @@ impl Task for QpTask {
     fn run(&mut self, cx: &mut Cx<'_>) -> Next {
         let mut more = false;
         let held = self.hold.as_ref().is_some_and(|h| !h.is_released());
-        let end = if !self.read_done && !held {
+        if !held {
             self.hold = None;
-            match self.receive() {
-                RxEnd::Blocked => None,
-                RxEnd::More => {
-                    more = true;
-                    None
-                }
-                RxEnd::Closed => Some((true, None)),
-                RxEnd::Lost(e) => Some((false, Some(e))),
-            }
-        } else {
-            None
-        };
+        }
         let shared = self.shared.clone();
         let mut guard = lock(&shared.state);
         let st = &mut *guard;
+        // A busy-polling thread may be the reader now (`super::busy`); an end it
+        // met is taken over here.
+        let (busy, met) = match st.mpa.as_mut().and_then(|io| io.rx.as_mut()) {
+            Some(h) => (h.reader.settle(cx.now), h.end.take()),
+            None => (false, None),
+        };
+        let got = match met {
+            Some(end) => Some(end),
+            None if !self.read_done && !held && !busy => receive_here(&shared, st, true),
+            None => None,
+        };
+        let end = match got {
+            None | Some(RxEnd::Blocked) => None,
+            Some(RxEnd::More) => {
+                more = true;
+                None
+            }
+            Some(RxEnd::Closed) => Some((true, None)),
+            Some(RxEnd::Lost(e)) => Some((false, Some(e))),
+        };
         if let Some((graceful, err)) = end {
             self.ended(st, graceful, err);
         }
@@ -310,7 +332,24 @@ impl Task for QpTask {
         };
         let write = io.out.wants_writable();
         io.armed = write;
+        // Another thread may read while this task reads nothing itself.
+        let dead = st.rdmap.is_terminated();
+        let Some(io) = &mut st.mpa else {
+            return Next::Done;
+        };
+        let open = !self.read_done && !held && self.drain_until.is_none() && !dead;
+        let lease = io.rx.as_mut().and_then(|h| {
+            let open = open && !h.input.rx.is_dead();
+            h.open = open;
+            if !open {
+                h.reader = Reader::Loop;
+            }
+            h.reader.lease_end()
+        });
         let interest = match (self.read_done, write) {
+            // A busy-polling thread reads: the loop does not watch for it.
+            (false, false) if lease.is_some() => None,
+            (false, true) if lease.is_some() => Some(Interest::WRITABLE),
             (false, false) => Some(Interest::READABLE),
             (false, true) => Some(Interest::READABLE | Interest::WRITABLE),
             (true, true) => Some(Interest::WRITABLE),
@@ -321,10 +360,10 @@ impl Task for QpTask {
             // will come, so run again after the thread's other ready tasks.
             cx.handle().wake();
         }
-        let deadline = match (io.linger, self.drain_until) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let deadline = [io.linger, self.drain_until, lease]
+            .into_iter()
+            .flatten()
+            .min();
         Next::Wait { interest, deadline }
     }
 }

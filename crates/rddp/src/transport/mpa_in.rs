@@ -39,8 +39,11 @@ impl MpaIn {
             max_ulpdu,
             expect_rtr,
         };
+        let mut rx = FpduReceiver::new(cfg, leftover);
+        // A TCP socket: a short read means it is empty now.
+        rx.set_stream_source(true);
         Self {
-            rx: FpduReceiver::new(cfg, leftover),
+            rx,
             gate_closed,
             wire,
         }

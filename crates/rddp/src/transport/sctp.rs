@@ -6,9 +6,14 @@
 //! to and from the queue pair's own RDMAP engine. No thread per association or
 //! queue pair: each association is a task on the process's event loop (rddp-io),
 //! woken by usrsctp's upcall (data, send space, errors), by its queue pairs and
-//! by a timer; it hands queued segments to SCTP with non-blocking sends and feeds
-//! received ones to the queue pair's task (`crate::qp`), whose DDP sink places them
-//! in any order and delivers them in DDP-SSN order. The relay holds at most
+//! by a timer; it hands queued segments to SCTP with non-blocking sends (the
+//! posting thread sends them itself when the connection is free and nothing
+//! waits ahead of them: no hop per message, see `Relay::send`) and places
+//! received ones into the queue pair itself, header first (`Placer`: RDMAP
+//! decides from the DDP header, usrsctp's read puts the payload there), or,
+//! while the queue pair's reads are held, queues them for the queue pair's task
+//! (`crate::qp`); its DDP sink places them in any order and delivers them in
+//! DDP-SSN order. The relay holds at most
 //! `INBOUND_MAX_OCTETS` for the queue pair; beyond that the association reads
 //! nothing more until the queue pair made room (backpressure through SCTP's
 //! receive window). A segment counts as sent (its Send or Write completes) when
@@ -28,9 +33,9 @@ use rddp_proto::mem::MemoryTable;
 use rddp_sctp::Event;
 use rddp_sctp::driver::{ChunkTap, DriverError, SctpConnection};
 use rddp_wire::packet::{DataChunk, udp_sctp};
-pub(crate) use relay::Relay;
 use relay::RelayEndpoint;
 pub use relay::SctpLlp;
+pub(crate) use relay::{Placer, Relay};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::sync::Arc;
@@ -328,12 +333,15 @@ impl Association {
     /// Accept the session with `private_data`: a connection for a queue pair.
     pub fn accept(&self, req: &SessionRequest, private_data: &[u8]) -> Connection {
         let relay = Arc::new(Relay::default());
-        let (mulpdu, task) = {
+        let (mulpdu, task, conn) = {
             let st = self.shared.lock();
-            (st.mulpdu, st.task.clone())
+            (st.mulpdu, st.task.clone(), st.conn.clone())
         };
         if let Some(h) = task {
             relay.set_assoc(h);
+        }
+        if let Some(c) = conn {
+            relay.set_conn(&c);
         }
         self.shared
             .command(Cmd::Accept(req.sid, relay.clone(), private_data.to_vec()));

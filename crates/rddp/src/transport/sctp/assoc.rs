@@ -29,6 +29,8 @@ pub(super) struct AssocState {
     pub(super) lost: bool,
     /// The association's task.
     pub(super) task: Option<TaskHandle>,
+    /// Its connection (for the queue pairs' direct sends).
+    pub(super) conn: Option<Arc<Mutex<SctpConnection>>>,
     /// Told when a request arrives or the association is lost.
     pub(super) notify: Option<Notify>,
 }
@@ -84,16 +86,21 @@ pub(super) fn spawn_assoc(task: AssocTask) -> io::Result<TaskHandle> {
     let driver = rddp_io::Driver::global()?;
     let slot: Arc<OnceLock<TaskHandle>> = Arc::new(OnceLock::new());
     let s2 = slot.clone();
-    task.conn.set_wake(Some(Arc::new(move || {
+    task.conn().set_wake(Some(Arc::new(move || {
         if let Some(h) = s2.get() {
             h.wake();
         }
     })));
+    if let Some(sh) = &task.shared {
+        sh.lock().conn = Some(task.conn.clone());
+    }
     let relays: Vec<Arc<Relay>> = task.sessions.iter().map(|s| s.relay.clone()).collect();
+    let task_conn = task.conn.clone();
     let h = driver.spawn(Box::new(task))?;
     let _ = slot.set(h.clone());
     for r in relays {
         r.set_assoc(h.clone());
+        r.set_conn(&task_conn);
     }
     // Anything that came before the handle was known is looked at now.
     h.wake();
@@ -112,7 +119,9 @@ struct Session {
 /// queue pair. No thread of its own: woken by usrsctp's upcall, by its queue
 /// pairs, and by a timer.
 pub(super) struct AssocTask {
-    conn: SctpConnection,
+    /// Shared with the sessions' relays: their posting threads send directly
+    /// when it is free (`Relay::send`); the task locks it for each run.
+    conn: Arc<Mutex<SctpConnection>>,
     scratch: MemoryTable,
     sessions: Vec<Session>,
     /// The passive side's ULP (requests, accepts); `None`: the active side, whose
@@ -134,7 +143,7 @@ impl AssocTask {
         shared: Option<Arc<AssocShared>>,
     ) -> Self {
         Self {
-            conn,
+            conn: Arc::new(Mutex::new(conn)),
             scratch: MemoryTable::new(),
             sessions: relays
                 .into_iter()
@@ -151,6 +160,10 @@ impl AssocTask {
         }
     }
 
+    pub(super) fn conn(&self) -> MutexGuard<'_, SctpConnection> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The association is gone: every session's queue pair and the ULP learn it.
     fn lose_all(&mut self) -> Next {
         for s in &self.sessions {
@@ -163,21 +176,22 @@ impl AssocTask {
         Next::Done
     }
 
-    fn commands(&mut self) {
+    fn commands(&mut self, conn: &mut SctpConnection) {
         let Some(shared) = &self.shared else {
             return;
         };
         let cmds: Vec<Cmd> = {
             let mut st = shared.lock();
-            st.mulpdu = self.conn.adaptation().max_segment();
+            st.mulpdu = conn.adaptation().max_segment();
             st.cmds.drain(..).collect()
         };
         for c in cmds {
             match c {
                 Cmd::Accept(sid, relay, pd) => {
                     let ep = Box::new(RelayEndpoint(relay.clone()));
-                    match self.conn.adaptation().accept_relay(sid, ep, &pd) {
+                    match conn.adaptation().accept_relay(sid, ep, &pd) {
                         Ok(()) => {
+                            relay.set_conn(&self.conn);
                             tracing::info!("SCTP: session on stream {sid} accepted");
                             self.sessions.push(Session {
                                 sid,
@@ -193,7 +207,7 @@ impl AssocTask {
                 }
                 Cmd::Reject(sid, pd) => {
                     tracing::info!("SCTP: session on stream {sid} rejected by the ULP");
-                    let _ = self.conn.adaptation().reject(sid, &pd);
+                    let _ = conn.adaptation().reject(sid, &pd);
                 }
             }
         }
@@ -202,7 +216,7 @@ impl AssocTask {
     /// A queue pair that closes (after its Terminate, or gracefully) ends its
     /// session with Session Terminate. On the active side an abortive close
     /// ends the association after the linger.
-    fn closes(&mut self, now: Instant) {
+    fn closes(&mut self, conn: &mut SctpConnection, now: Instant) {
         let active = self.shared.is_none();
         for s in self.sessions.iter_mut() {
             match s.relay.close_requested() {
@@ -214,15 +228,15 @@ impl AssocTask {
                 }
                 Some(_) if !s.terminated => {
                     s.terminated = true;
-                    let _ = self.conn.adaptation().terminate(s.sid);
+                    let _ = conn.adaptation().terminate(s.sid);
                 }
                 _ => {}
             }
         }
     }
 
-    fn events(&mut self, now: Instant) {
-        while let Some(e) = self.conn.poll_event() {
+    fn events(&mut self, conn: &mut SctpConnection, now: Instant) {
+        while let Some(e) = conn.poll_event() {
             match e {
                 Event::InitiateRequest { sid, private_data } => {
                     let Some(shared) = &self.shared else {
@@ -265,12 +279,16 @@ impl Task for AssocTask {
 
     fn run(&mut self, cx: &mut Cx<'_>) -> Next {
         let now = cx.now;
-        self.commands();
-        self.closes(now);
+        let conn = self.conn.clone();
+        // A posting thread's direct send holds it only while it sends.
+        let mut guard = conn.lock().unwrap_or_else(|p| p.into_inner());
+        let c = &mut *guard;
+        self.commands(c);
+        self.closes(c, now);
         let mut more = false;
         let mut all_out = false;
         for i in 0..=MESSAGES_PER_RUN {
-            all_out = match self.conn.flush() {
+            all_out = match c.flush() {
                 Ok(a) => a,
                 Err(_) => return self.lose_all(),
             };
@@ -284,20 +302,20 @@ impl Task for AssocTask {
                 more = true;
                 break;
             }
-            match self.conn.poll(&self.scratch, Duration::ZERO) {
-                Ok(true) => self.events(now),
+            match c.poll(&self.scratch, Duration::ZERO) {
+                Ok(true) => self.events(c, now),
                 Ok(false) => break,
                 Err(_) => {
-                    self.events(now);
+                    self.events(c, now);
                     return self.lose_all();
                 }
             }
-            self.closes(now);
+            self.closes(c, now);
         }
         if let Some(t) = self.linger {
             let drained = all_out && self.sessions.iter().all(|s| s.relay.outbound_idle());
             if drained || now >= t {
-                let _ = self.conn.shutdown();
+                let _ = c.shutdown();
                 if self.lose_after {
                     return self.lose_all();
                 }
@@ -307,7 +325,7 @@ impl Task for AssocTask {
         if more {
             cx.handle().wake();
         }
-        let check = if self.conn.is_blocked() || self.linger.is_some() {
+        let check = if c.is_blocked() || self.linger.is_some() {
             BLOCKED_CHECK
         } else {
             IDLE_CHECK

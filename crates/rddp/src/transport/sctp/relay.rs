@@ -1,15 +1,21 @@
 //! One session's relay between its association's task and its queue pair's
 //! task (both on the event loop): received segments in (bounded, for
-//! backpressure), segments out, and which of them SCTP took.
+//! backpressure), segments out, and which of them SCTP took. Segments out are
+//! handed to usrsctp by the posting thread itself when the association's
+//! connection is free and nothing waits ahead of them (issue 11 point 5: no
+//! cross-thread hop per message); otherwise the association's task sends them.
 
 use super::super::mpa_out::{Sent, summary};
 use super::super::{HoldInner, Inbound};
 use rddp_io::TaskHandle;
-use rddp_proto::ddp::{OutSegment, SegmentEndpoint, SenderSeq, SourceError, StreamError};
+use rddp_proto::ddp::{
+    OutSegment, SegmentEndpoint, SenderSeq, SourceError, StreamError, count_rx_copy, split_segment,
+};
 use rddp_proto::mem::MemoryTable;
+use rddp_sctp::driver::SctpConnection;
 use std::collections::VecDeque;
 use std::io;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 /// Octets of received segments that may wait for the queue pair's reader. Beyond
@@ -23,8 +29,11 @@ struct RelayState {
     /// Octets of the segments in `inbound`.
     inbound_octets: usize,
     outbound: VecDeque<OutSegment>,
-    /// Segments the adaptation took from `outbound` (handed to SCTP), not yet
-    /// reported to the queue pair (its completions, its budget, its IRD).
+    /// Segments the adaptation took from `outbound`, in order, that SCTP has
+    /// not accepted yet (the send buffer was full).
+    polled: VecDeque<Sent>,
+    /// Segments SCTP accepted, not yet reported to the queue pair (its
+    /// completions, its budget, its IRD).
     taken: Vec<Sent>,
     /// The queue pair asked to close: gracefully (session Terminate) or not.
     close: Option<bool>,
@@ -35,6 +44,36 @@ struct RelayState {
     /// The association's task: woken when output is queued, room is made, or
     /// the queue pair closes.
     assoc: Option<TaskHandle>,
+    /// The association's connection (shared with its task), for direct sends
+    /// by the posting thread. Weak: the connection's adaptation holds the relay.
+    conn: Option<Weak<Mutex<SctpConnection>>>,
+    /// A direct send of this relay's queue pair is under way: segments taken
+    /// are reported by that thread itself, its task is not woken for them.
+    direct: bool,
+    /// Places received segments straight into the queue pair (set by its task).
+    placer: Option<Arc<dyn Placer>>,
+}
+
+/// Header-first placement of a session's received segments into its queue
+/// pair, called by the association's task as it reads them (issue 11 point 3:
+/// the payload goes from usrsctp straight to its region or receive buffer).
+pub(crate) trait Placer: Send + Sync {
+    /// Place the segment at `seq` (DDP header `head`, `payload_len` octets
+    /// that `fill` reads). `None`: not now (the queue pair's reads are held,
+    /// or it is gone), `fill` not called: the relay queues the segment.
+    fn place(
+        &self,
+        seq: SenderSeq,
+        head: &[u8],
+        payload_len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> bool,
+    ) -> Option<Result<(), StreamError>>;
+}
+
+impl std::fmt::Debug for dyn Placer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Placer")
+    }
 }
 
 /// One session's relay between the association's task and its queue pair
@@ -94,6 +133,9 @@ impl Relay {
     pub(super) fn set_assoc(&self, h: TaskHandle) {
         self.lock().assoc = Some(h);
     }
+    pub(super) fn set_conn(&self, c: &Arc<Mutex<SctpConnection>>) {
+        self.lock().conn = Some(Arc::downgrade(c));
+    }
 
     /// The next thing that arrived (`None`: nothing yet). Taking a segment may
     /// make room: the association then reads again.
@@ -118,8 +160,15 @@ impl Relay {
         }
     }
 
-    /// Hand segments to the association (its task is woken once); `false` if the
-    /// association is gone.
+    /// Hand segments to the association; `false` if the association is gone.
+    /// If nothing of the association waits to be sent and its connection is
+    /// free (never waited for: a `try_lock`), this thread hands them to
+    /// usrsctp itself, in order behind anything already queued (one adaptation
+    /// assigns every DDP-SSN, so order per association and per stream holds).
+    /// Whatever usrsctp would not take yet (its send buffer full, the
+    /// connection busy, the session not yet accepted) is left to the
+    /// association's task, which is woken for it. Segments taken are reported
+    /// through [`Self::take_sent`].
     pub(crate) fn send(&self, segs: impl IntoIterator<Item = OutSegment>) -> bool {
         let mut st = self.lock();
         if st.lost {
@@ -127,21 +176,50 @@ impl Relay {
         }
         let before = st.outbound.len();
         st.outbound.extend(segs);
-        let assoc = (st.outbound.len() > before)
-            .then(|| st.assoc.clone())
-            .flatten();
+        if st.outbound.len() == before {
+            return true;
+        }
+        let conn = st.conn.as_ref().and_then(Weak::upgrade);
+        let assoc = st.assoc.clone();
         drop(st);
+        if let Some(conn) = conn
+            && let Ok(mut c) = conn.try_lock()
+        {
+            if c.is_blocked() {
+                // A chunk waits for send space: ours go behind it, by the task.
+                drop(c);
+                wake(assoc);
+                return true;
+            }
+            self.lock().direct = true;
+            let flushed = c.flush();
+            drop(c);
+            let mut st = self.lock();
+            st.direct = false;
+            let rest = !st.outbound.is_empty();
+            drop(st);
+            // Blocked, not yet accepted, or the association failed: the task
+            // sends the rest (or reads the loss).
+            if !matches!(flushed, Ok(true)) || rest {
+                wake(assoc);
+            }
+            return true;
+        }
         wake(assoc);
         true
     }
 
-    /// Segments SCTP took since the last call, in order.
+    /// Segments SCTP accepted since the last call, in order.
     pub(crate) fn take_sent(&self, out: &mut Vec<Sent>) {
         out.append(&mut self.lock().taken);
     }
 
     pub(crate) fn set_qp(&self, h: TaskHandle) {
         self.lock().qp = Some(h);
+    }
+
+    pub(crate) fn set_placer(&self, p: Arc<dyn Placer>) {
+        self.lock().placer = Some(p);
     }
 
     pub(crate) fn is_lost(&self) -> bool {
@@ -164,6 +242,14 @@ impl Relay {
 #[derive(Debug)]
 pub(super) struct RelayEndpoint(pub(super) Arc<Relay>);
 
+impl RelayEndpoint {
+    /// The queue pair's placer, while the association lives.
+    fn placer(&self) -> Option<Arc<dyn Placer>> {
+        let st = self.0.lock();
+        if st.lost { None } else { st.placer.clone() }
+    }
+}
+
 impl SegmentEndpoint for RelayEndpoint {
     fn on_segment(
         &mut self,
@@ -171,23 +257,77 @@ impl SegmentEndpoint for RelayEndpoint {
         seq: SenderSeq,
         seg: &[u8],
     ) -> Result<(), StreamError> {
+        // A message read whole: copied into place at once (one copy, counted),
+        // or queued for the queue pair's task (a copy into the queued segment,
+        // counted, and the queue pair's placement of it, counted again).
+        let (head, payload) = split_segment(seg);
+        let mut at = 0;
+        let mut copy = |dst: &mut [u8]| match payload.get(at..at + dst.len()) {
+            Some(src) => {
+                dst.copy_from_slice(src);
+                at += dst.len();
+                true
+            }
+            None => false,
+        };
+        if let Some(p) = self.placer()
+            && let Some(r) = p.place(seq, head, payload.len(), &mut copy)
+        {
+            count_rx_copy(payload.len());
+            return r;
+        }
+        count_rx_copy(payload.len());
         self.0.push(Inbound::Segment {
             seq,
             bytes: seg.to_vec(),
         });
         Ok(())
     }
+    fn place_segment(
+        &mut self,
+        _mem: &MemoryTable,
+        seq: SenderSeq,
+        head: &[u8],
+        payload_len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> bool,
+    ) -> Result<(), StreamError> {
+        // Straight into the queue pair (segments may be placed in any order:
+        // DDP over SCTP is unordered; DDP delivers in DDP-SSN order), unless
+        // its reads are held.
+        if let Some(p) = self.placer()
+            && let Some(r) = p.place(seq, head, payload_len, fill)
+        {
+            return r;
+        }
+        let mut seg = Vec::with_capacity(head.len() + payload_len);
+        seg.extend_from_slice(head);
+        seg.resize(head.len() + payload_len, 0);
+        if !fill(&mut seg[head.len()..]) {
+            return Err(StreamError::Closed);
+        }
+        count_rx_copy(payload_len);
+        self.0.push(Inbound::Segment { seq, bytes: seg });
+        Ok(())
+    }
     fn poll_segment(&mut self) -> Option<OutSegment> {
-        // Taken now to be handed to SCTP at once (the adaptation pulls one
-        // segment per chunk it sends): the queue pair hears it was sent.
+        // Handed to SCTP at once (the adaptation pulls one segment per chunk
+        // it sends); the queue pair hears of it once SCTP accepted it.
         let mut st = self.0.lock();
         let seg = st.outbound.pop_front()?;
+        st.polled.push_back(summary(&seg));
+        Some(seg)
+    }
+    fn segment_accepted(&mut self) {
+        let mut st = self.0.lock();
+        let Some(s) = st.polled.pop_front() else {
+            return;
+        };
         let was_empty = st.taken.is_empty();
-        st.taken.push(summary(&seg));
-        let qp = was_empty.then(|| st.qp.clone()).flatten();
+        st.taken.push(s);
+        // A direct send's thread reports what it handed over itself.
+        let qp = (was_empty && !st.direct).then(|| st.qp.clone()).flatten();
         drop(st);
         wake(qp);
-        Some(seg)
     }
     fn drained(&self) -> bool {
         self.0.lock().outbound.is_empty()

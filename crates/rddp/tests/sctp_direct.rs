@@ -1,0 +1,138 @@
+//! DDP over SCTP without a hop per message (issue 11 point 5): the thread that
+//! posts a Send hands its segment to usrsctp itself when nothing of the
+//! association waits ahead of it, so the Send's completion (usrsctp took its
+//! last octet) is in the CQ when `post_send` returns. Shown with every thread
+//! of the event loop stalled (a task on each that blocks until released):
+//! through the association's task nothing could complete meanwhile.
+
+mod common;
+
+use common::wait;
+use rddp::transport::sctp::{Listener, SctpOptions, connect};
+use rddp::{CompletionQueue, Device, QueuePairBuilder, SendFlags, WcOpcode, WcStatus};
+use rddp_io::{Cx, Next, Task};
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// Blocks its event loop thread until `release` is set.
+struct Stall {
+    release: Arc<AtomicBool>,
+    started: Arc<AtomicUsize>,
+}
+
+impl Task for Stall {
+    fn fd(&self) -> Option<RawFd> {
+        None
+    }
+    fn run(&mut self, _cx: &mut Cx<'_>) -> Next {
+        self.started.fetch_add(1, Ordering::SeqCst);
+        let until = Instant::now() + Duration::from_secs(10);
+        while !self.release.load(Ordering::SeqCst) && Instant::now() < until {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        Next::Done
+    }
+}
+
+/// Stall every thread of the process's event loop; set the flag to release.
+fn stall_the_loop() -> Arc<AtomicBool> {
+    let d = rddp_io::Driver::global().unwrap();
+    let release = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicUsize::new(0));
+    for _ in 0..d.threads() {
+        let t = Stall {
+            release: release.clone(),
+            started: started.clone(),
+        };
+        d.spawn(Box::new(t)).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while started.load(Ordering::SeqCst) < d.threads() {
+        assert!(Instant::now() < deadline, "the loop's threads never ran");
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    release
+}
+
+fn library() -> bool {
+    match usrsctp_ffi::available() {
+        Ok(()) => true,
+        Err(e) if std::env::var_os("CI").is_none() => {
+            eprintln!("\n*** SKIPPED: SCTP queue pair tests need libusrsctp (CI unset): {e}\n");
+            false
+        }
+        Err(e) => panic!("CI is set and libusrsctp is missing: {e}"),
+    }
+}
+
+const SENDS: usize = 50;
+
+#[test]
+fn a_send_completes_on_the_posting_thread_when_usrsctp_takes_it() {
+    if !library() {
+        return;
+    }
+    let port = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
+    let listener = Listener::bind(addr, SctpOptions::default()).unwrap();
+    let dev = Device::new();
+    let sdev = dev.clone();
+    let server = std::thread::spawn(move || {
+        let pd = common::pd(&sdev, "server");
+        let cq = CompletionQueue::new(256);
+        let mut prep = QueuePairBuilder::new(&pd, &cq, &cq)
+            .max_recv_wr(SENDS as u32)
+            .build()
+            .unwrap();
+        for i in 0..SENDS as u64 {
+            prep.post_recv(i, 64).unwrap();
+        }
+        let conn = listener.accept(Duration::from_secs(10), b"").unwrap();
+        let qp = prep.attach(conn).unwrap();
+        let got = wait(&cq, SENDS);
+        assert!(got.iter().all(|w| w.status == WcStatus::Success), "{got:?}");
+        // The client waits for this before it drops its queue pair.
+        qp.post_send_inline(0, b"all here", SendFlags::default())
+            .unwrap();
+        wait(&cq, 1);
+        got.len()
+    });
+    let pd = common::pd(&dev, "client");
+    let cq = CompletionQueue::new(256);
+    let mut prep = QueuePairBuilder::new(&pd, &cq, &cq).build().unwrap();
+    prep.post_recv(100, 64).unwrap();
+    let conn = connect(addr, SctpOptions::default(), b"").unwrap();
+    let qp = prep.attach(conn).unwrap();
+    let mut at_once = 0;
+    for i in 0..SENDS as u64 {
+        // Every 5th post with the loop stalled; the others let it run.
+        let stalled = (i % 5 == 0).then(stall_the_loop);
+        qp.post_send_inline(i, &[i as u8; 64], SendFlags::default())
+            .unwrap();
+        let now = cq.poll(1);
+        if let Some(release) = stalled {
+            release.store(true, Ordering::SeqCst);
+            at_once += usize::from(!now.is_empty());
+        }
+        let c = if now.is_empty() { wait(&cq, 1) } else { now };
+        assert_eq!(c[0].opcode, WcOpcode::Send, "{c:?}");
+        assert_eq!((c[0].wr_id, c[0].status), (i, WcStatus::Success));
+    }
+    let all = wait(&cq, 1);
+    assert_eq!(all[0].opcode, WcOpcode::Recv, "{all:?}");
+    assert_eq!(server.join().unwrap(), SENDS);
+    // Through the association's task no completion comes while the loop is
+    // stalled.
+    assert_eq!(
+        at_once,
+        SENDS / 5,
+        "Sends posted with the event loop stalled that completed at once"
+    );
+}
