@@ -22,7 +22,9 @@
 #   --quick: 3 rounds, fewer iterations (a smoke run; say so when quoting it).
 # Environment: ROUNDS (5), IDLE (1000 connections), MANY (1000 queue pairs of the
 # aggregate row), BATCH (1: messages per
-# write(2) in the baseline, = FPDUs per write(2) of rddp's transmit path today).
+# write(2) in the baseline, = FPDUs per sendmsg of `rddp perf`'s Sends, each
+# written as it is posted; `rddp perf --post-list N` gathers N per sendmsg, and
+# its honest baseline is BATCH=N: docs/perf.md, "Per-message costs of Sends").
 # Needs iperf3, sockperf, taskset, python3 (installed when run as root).
 #
 # What rddp perf times (its `seconds`; Gbit/s = bytes x 8 / seconds): each queue

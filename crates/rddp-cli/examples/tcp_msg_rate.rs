@@ -3,7 +3,8 @@
 //!
 //! Each message is a 2-octet big-endian length (as MPA's ULPDU_LENGTH) and SIZE
 //! octets of payload. The sender writes BATCH messages per write(2), as rddp's
-//! transmit path writes that many FPDUs per call (one today); TCP_NODELAY on, as
+//! transmit path writes that many FPDUs per call (one for Sends posted one by
+//! one; N for `rddp perf --post-list N`); TCP_NODELAY on, as
 //! rddp sets it. The receiver reads into a 256 KiB buffer and parses every
 //! message, checking its length. Prints one JSON line with `msgs_per_s`.
 //!

@@ -208,6 +208,32 @@ fn few_receive_buffers_slow_a_fast_client_down_but_never_overrun() {
 }
 
 #[test]
+fn sends_posted_as_lists_all_arrive_verified() {
+    // Lists of up to 16, cut by the credits of few receives and by the depth;
+    // an iteration count that no list size divides. The server checks every
+    // Send and the client that it received all of them.
+    for (rx, tx) in [("2", "128"), ("512", "20")] {
+        let lines = perf_json(&[
+            "--op",
+            "send",
+            "--size",
+            "100",
+            "--iters",
+            "3001",
+            "--post-list",
+            "16",
+            "--rx-depth",
+            rx,
+            "--tx-depth",
+            tx,
+            "--verify",
+        ]);
+        check_consistent(&lines[0], "send", 100, 3001);
+        assert_eq!(lines[0]["corrupt_bytes"].as_u64(), Some(0), "{}", lines[0]);
+    }
+}
+
+#[test]
 fn plot_writes_an_svg_chart() {
     let path = std::env::temp_dir().join(format!("rddp-perf-{}.svg", std::process::id()));
     let p = path.to_str().unwrap();

@@ -69,6 +69,39 @@ pub struct SendFlags {
     pub fence: bool,
 }
 
+/// One Send or RDMA Write of a list posted at once ([`QueuePair::post_list`]).
+#[derive(Clone, Copy)]
+pub enum PostWr<'a> {
+    /// [`QueuePair::post_send`]'s arguments.
+    Send {
+        wr_id: u64,
+        mr: &'a MemoryRegion,
+        offset: u64,
+        len: u64,
+        flags: SendFlags,
+    },
+    /// [`QueuePair::post_write`]'s arguments.
+    Write {
+        wr_id: u64,
+        mr: &'a MemoryRegion,
+        offset: u64,
+        len: u64,
+        remote: RemoteBuf,
+        remote_offset: u64,
+    },
+}
+
+/// A list stopped at a refused work request ([`QueuePair::post_list`]), as
+/// `ibv_post_send`'s `bad_wr`: the ones before it are posted, it and the rest
+/// are not.
+#[derive(Debug, thiserror::Error)]
+#[error("work request {posted} of the list refused: {error}")]
+pub struct PostListError {
+    /// How many of the list were posted (the index of the refused one).
+    pub posted: usize,
+    pub error: Box<Error>,
+}
+
 /// Builds a queue pair in a protection domain.
 pub struct QueuePairBuilder {
     pd: ProtectionDomain,
@@ -650,20 +683,50 @@ impl QueuePair {
     /// hands it back filled.
     /// It counts against the receive queue's depth until its completion is polled.
     pub fn post_recv(&self, wr_id: u64, len: usize) -> Result<(), Error> {
+        self.post_recv_buffer(wr_id, vec![0; len])
+    }
+
+    /// Post `buf` itself as the receive buffer of one incoming Send (its length is
+    /// the most it takes); the completion hands the same allocation back (in
+    /// `Completion::buffer`, at its full length), so a receiver can repost it
+    /// without allocating and zeroing a new buffer per message.
+    /// It counts against the receive queue's depth until its completion is polled.
+    pub fn post_recv_buffer(&self, wr_id: u64, buf: Vec<u8>) -> Result<(), Error> {
+        self.post_recv_buffers(&mut vec![(wr_id, buf)])
+    }
+
+    /// Post several receive buffers (`(wr_id, buffer)`, in order) under one lock
+    /// of the queue pair, as `ibv_post_recv` takes a list. Those posted are taken
+    /// out of `bufs`. On an error the ones before the refused one stay posted,
+    /// the refused one is dropped, and `bufs` keeps those after it, not posted.
+    pub fn post_recv_buffers(&self, bufs: &mut Vec<(u64, Vec<u8>)>) -> Result<(), Error> {
         let consumer = &self.shared.pd.inner.consumer;
-        consumer.charge(Resource::ReceiveBuffers, 1)?;
         let mut st = lock(&self.shared.state);
-        if let Err(e) = st.wq.post_recv(wr_id) {
-            consumer.refund(Resource::ReceiveBuffers, 1);
-            return Err(e.into());
+        let mut res = Ok(());
+        let mut posted = 0;
+        for (wr_id, buf) in bufs.iter_mut() {
+            if let Err(e) = consumer.charge(Resource::ReceiveBuffers, 1) {
+                res = Err(e);
+                break;
+            }
+            if let Err(e) = st.wq.post_recv(*wr_id) {
+                consumer.refund(Resource::ReceiveBuffers, 1);
+                res = Err(e.into());
+                break;
+            }
+            if let Err(e) = st.rdmap.post_recv(*wr_id, std::mem::take(buf)) {
+                st.wq.unpost_recv(*wr_id);
+                consumer.refund(Resource::ReceiveBuffers, 1);
+                res = Err(Error::Stream(e));
+                break;
+            }
+            posted += 1;
         }
-        if let Err(e) = st.rdmap.post_recv(wr_id, vec![0; len]) {
-            st.wq.unpost_recv(wr_id);
-            consumer.refund(Resource::ReceiveBuffers, 1);
-            return Err(Error::Stream(e));
+        bufs.drain(..(posted + usize::from(res.is_err())).min(bufs.len()));
+        if posted > 0 {
+            self.shared.pump(&mut st);
         }
-        self.shared.pump(&mut st);
-        Ok(())
+        res
     }
 
     /// Enable the next `n` MSNs of incoming Sends (credits-mode shared receive
@@ -710,8 +773,83 @@ impl QueuePair {
         mr.lease(offset, len)
     }
 
-    fn post(&self, wr: WorkRequest) -> Result<(), Error> {
+    /// Post Sends and RDMA Writes as one list (as `ibv_post_send` takes a
+    /// chain): one lock of the queue pair for all of them, and their FPDUs
+    /// leave together, gathered into as few `sendmsg` calls as the socket takes
+    /// (up to 64 FPDUs or 1 MiB each over MPA), where posting them one by one
+    /// writes each as it is posted. Each counts and completes as if posted
+    /// alone. On a refused one, those before it stay posted (and are sent).
+    pub fn post_list(&self, wrs: &[PostWr<'_>]) -> Result<(), PostListError> {
+        let mut reqs = Vec::with_capacity(wrs.len());
+        let mut bad = None;
+        for (i, wr) in wrs.iter().enumerate() {
+            let req = match *wr {
+                PostWr::Send {
+                    wr_id,
+                    mr,
+                    offset,
+                    len,
+                    flags,
+                } => self
+                    .payload(mr, offset, len)
+                    .map(|payload| WorkRequest::Send {
+                        wr_id,
+                        payload,
+                        solicited: flags.solicited,
+                        invalidate: flags.invalidate,
+                        fence: flags.fence,
+                    }),
+                PostWr::Write {
+                    wr_id,
+                    mr,
+                    offset,
+                    len,
+                    remote,
+                    remote_offset,
+                } => self
+                    .payload(mr, offset, len)
+                    .map(|payload| WorkRequest::Write {
+                        wr_id,
+                        payload,
+                        remote_stag: remote.stag,
+                        remote_to: remote.to.wrapping_add(remote_offset),
+                        fence: false,
+                    }),
+            };
+            match req {
+                Ok(r) => reqs.push(r),
+                Err(e) => {
+                    bad = Some((i, e));
+                    break;
+                }
+            }
+        }
         let mut st = lock(&self.shared.state);
+        let mut posted = 0;
+        for wr in reqs {
+            if let Err(e) = self.admit(&mut st, &wr) {
+                bad = Some((posted, e));
+                break;
+            }
+            st.rdmap
+                .post(self.shared.pd.inner.consumer.device().mem(), wr);
+            posted += 1;
+        }
+        if posted > 0 {
+            self.shared.pump(&mut st);
+        }
+        match bad {
+            None => Ok(()),
+            Some((posted, e)) => Err(PostListError {
+                posted,
+                error: Box::new(e),
+            }),
+        }
+    }
+
+    /// May `wr` go on the send queue now (not disconnecting, a slot free)? Takes
+    /// the slot; a refused Read gives its outstanding-Read charge back.
+    fn admit(&self, st: &mut State, wr: &WorkRequest) -> Result<(), Error> {
         let refused = if st.rdmap.is_closing() {
             Some(Error::Disconnecting)
         } else if st.wq.post_send().is_err() {
@@ -731,6 +869,12 @@ impl QueuePair {
             }
             return Err(e);
         }
+        Ok(())
+    }
+
+    fn post(&self, wr: WorkRequest) -> Result<(), Error> {
+        let mut st = lock(&self.shared.state);
+        self.admit(&mut st, &wr)?;
         st.rdmap
             .post(self.shared.pd.inner.consumer.device().mem(), wr);
         self.shared.pump(&mut st);

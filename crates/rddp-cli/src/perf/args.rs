@@ -105,6 +105,10 @@ pub struct ClientArgs {
     /// Work requests in flight at most (perftest's -t).
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub tx_depth: u32,
+    /// --op send: post up to N Sends as one list (perftest's --post_list): their
+    /// FPDUs leave gathered in one sendmsg. 1: each Send is written as posted.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub post_list: u32,
     /// Receive buffers per connection of the in-process server (--transport mem);
     /// with --perftest, the server's receive depth (perftest's -r, for send).
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(2..=4096))]

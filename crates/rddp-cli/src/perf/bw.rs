@@ -44,9 +44,10 @@ pub async fn run(
     bufs: &BwBufs<'_>,
     size: u32,
     stop: Stop,
-    depth: usize,
+    (depth, list): (usize, usize),
 ) -> Result<BwOut, String> {
     let depth = depth.max(1);
+    let list = list.max(1);
     let start = Instant::now();
     let base = chan.data_done();
     let id0 = chan.data_posted();
@@ -85,6 +86,17 @@ pub async fn run(
                     }
                 }
                 Op::Read => chan.read(bufs.sink, size, bufs.remote)?,
+                Op::Send if list > 1 => {
+                    // Up to `list` at once, within the depth and what is left.
+                    let left = match stop {
+                        Stop::Iters(n) => (n - posted) as usize,
+                        Stop::Duration(_) => list,
+                    };
+                    let k = list.min(depth - chan.outstanding()).min(left);
+                    let n = chan.send_data_list(bufs.src, u64::from(size), k).await?;
+                    // One is counted below.
+                    posted += n as u64 - 1;
+                }
                 Op::Send => chan.send_data(bufs.src, u64::from(size)).await?,
                 Op::Mixed => return Err("--op mixed runs in perf::mixed".into()),
             }

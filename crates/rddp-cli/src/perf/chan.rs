@@ -10,7 +10,9 @@
 
 use super::endpoint::Endpoint;
 use super::proto::{CTRL_LEN, Msg};
-use rddp::{Access, AsyncEvent, MemoryRegion, RemoteBuf, SendFlags, WcStatus, WorkCompletion};
+use rddp::{
+    Access, AsyncEvent, MemoryRegion, PostWr, RemoteBuf, SendFlags, WcStatus, WorkCompletion,
+};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -26,6 +28,8 @@ const FLAGS: u64 = CTRL | GRANT | SYNC;
 pub const RECV_BUDGET: usize = 64 << 20;
 /// Receive buffers kept posted at least.
 pub const MIN_RECVS: usize = 16;
+/// Receive completions taken from the CQ at once, and given-back buffers kept.
+const RECV_BATCH: usize = 64;
 
 /// How long a side waits without any progress before it gives up, in seconds
 /// (10; the hidden `--stall-secs` changes it, so tests need not wait that long).
@@ -95,6 +99,12 @@ pub struct Chan {
     next_id: u64,
     credits: Option<Credits>,
     grant: Option<Grant>,
+    /// Receive completions taken from the CQ and not yet handed out (taken up
+    /// to [`RECV_BATCH`] at a time: one CQ lock and one wait per batch).
+    arrived: VecDeque<WorkCompletion>,
+    /// Buffers of handed-out receives, given back ([`Self::recycle`]) to be
+    /// posted again: no allocation and zeroing per message.
+    spare: Vec<Vec<u8>>,
     /// The event that ended the connection, once `check_events` found one
     /// (reported by `--json` on failure: see [`super::failure`]).
     pub ended_by: Option<AsyncEvent>,
@@ -129,12 +139,12 @@ impl Chan {
             next_id: 0,
             credits: None,
             grant: None,
+            arrived: VecDeque::new(),
+            spare: Vec::new(),
             ended_by: None,
             ctrl_log: None,
         };
-        for _ in 0..recvs {
-            c.post_recv()?;
-        }
+        c.post_recvs(recvs)?;
         c.ep.open();
         Ok(c)
     }
@@ -145,10 +155,18 @@ impl Chan {
     pub fn set_recv_len(&mut self, len: usize, most: usize) -> Result<(), String> {
         self.recv_len = len.max(CTRL_LEN);
         self.target = (RECV_BUDGET / self.recv_len).clamp(MIN_RECVS, most.max(MIN_RECVS));
-        while self.posted.len() < self.target {
-            self.post_recv()?;
+        self.post_recvs(self.target.saturating_sub(self.posted.len()))
+    }
+
+    /// Give back the buffer of a data message once it is looked at: the next
+    /// receive posted reuses it. Only a buffer the message filled: making a
+    /// shorter one whole again would write zeros over the rest, and pages of a
+    /// posted buffer that no message touched would become resident (RSS would
+    /// creep up to every posted octet; the soak's flat-memory rule saw it).
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        if buf.len() == self.recv_len && self.spare.len() < RECV_BATCH {
+            self.spare.push(buf);
         }
-        Ok(())
     }
 
     /// How many of the posted receives, from the oldest, must be used up before
@@ -164,14 +182,28 @@ impl Chan {
         self.posted_total
     }
 
-    fn post_recv(&mut self) -> Result<(), String> {
-        self.ep
-            .qp
-            .post_recv(self.posted_total, self.recv_len)
-            .map_err(verbs("posting a receive"))?;
-        self.posted.push_back(self.recv_len);
-        self.posted_total += 1;
-        Ok(())
+    /// Post `n` receives of `recv_len` octets in one call (one lock of the
+    /// queue pair), reusing given-back buffers first.
+    fn post_recvs(&mut self, n: usize) -> Result<(), String> {
+        if n == 0 {
+            return Ok(());
+        }
+        let len = self.recv_len;
+        let mut bufs = Vec::with_capacity(n);
+        for i in 0..n as u64 {
+            let buf = match self.spare.pop() {
+                // Filled by its last message (see `recycle`): as long as asked.
+                Some(b) if b.len() == len => b,
+                _ => vec![0; len],
+            };
+            bufs.push((self.posted_total + i, buf));
+        }
+        let res = self.ep.qp.post_recv_buffers(&mut bufs);
+        // Those not taken out of `bufs` were not posted (nor the refused one).
+        let k = n - bufs.len() - usize::from(res.is_err());
+        self.posted.extend(std::iter::repeat_n(len, k));
+        self.posted_total += k as u64;
+        res.map_err(verbs("posting a receive"))
     }
 
     /// Note from now on when each control message is sent or received.
@@ -343,6 +375,41 @@ impl Chan {
             .map_err(verbs("posting a Send"))
     }
 
+    /// Send `len` octets of `mr` as data, up to `k` (at least one) Sends posted
+    /// as one list (`QueuePair::post_list`: one gathered sendmsg): waits for the
+    /// first credit, takes the others only if granted already. Returns how many.
+    pub async fn send_data_list(
+        &mut self,
+        mr: &MemoryRegion,
+        len: u64,
+        k: usize,
+    ) -> Result<usize, String> {
+        self.wait_credit().await?;
+        let mut n = 1;
+        if let Some(c) = &mut self.credits {
+            let more = (c.granted - c.sent).min(k.max(1) as u64 - 1);
+            c.sent += more;
+            n += more as usize;
+        } else {
+            n = k.max(1);
+        }
+        let wrs: Vec<PostWr<'_>> = (0..n)
+            .map(|_| PostWr::Send {
+                wr_id: self.data_id(),
+                mr,
+                offset: 0,
+                len,
+                flags: SendFlags::default(),
+            })
+            .collect();
+        self.ep.qp.post_list(&wrs).map_err(|e| {
+            // Those not posted are not outstanding.
+            self.outstanding -= n - e.posted;
+            format!("posting Sends: {e}")
+        })?;
+        Ok(n)
+    }
+
     /// RDMA Write `len` octets of `mr` to `remote`.
     pub fn write(&mut self, mr: &MemoryRegion, len: u64, remote: RemoteBuf) -> Result<(), String> {
         let id = self.data_id();
@@ -465,9 +532,12 @@ impl Chan {
         Ok(())
     }
 
-    /// A receive if one has completed; the buffer is reposted at once.
+    /// A receive if one has completed (its buffer is reposted, in a batch).
     pub fn try_recv(&mut self) -> Result<Option<Incoming>, String> {
-        match self.ep.recv_cq.poll(1).pop() {
+        if self.arrived.is_empty() {
+            self.arrived.extend(self.ep.recv_cq.poll(RECV_BATCH));
+        }
+        match self.arrived.pop_front() {
             Some(wc) => self.on_recv(wc).map(Some),
             None => Ok(None),
         }
@@ -475,10 +545,19 @@ impl Chan {
 
     /// Wait for the next receive (`what` names it in the error if none comes).
     pub async fn recv(&mut self, what: &str) -> Result<Incoming, String> {
+        if let Some(wc) = self.arrived.pop_front() {
+            // Already taken from the CQ: no clock read, no wait.
+            return self.on_recv(wc);
+        }
         let start = Instant::now();
         loop {
-            let got = super::exec::wait_cq(&self.ep.recv_cq, 1, Duration::from_millis(100)).await;
-            if let Some(wc) = got.into_iter().next() {
+            if self.arrived.is_empty() {
+                let got =
+                    super::exec::wait_cq(&self.ep.recv_cq, RECV_BATCH, Duration::from_millis(100))
+                        .await;
+                self.arrived.extend(got);
+            }
+            if let Some(wc) = self.arrived.pop_front() {
                 return self.on_recv(wc);
             }
             self.reap_ready()?;
@@ -511,14 +590,20 @@ impl Chan {
         buf.truncate(len);
         let got = if solicited {
             self.note_ctrl();
-            Incoming::Ctrl(Msg::decode(&buf)?)
+            let m = Msg::decode(&buf)?;
+            self.recycle(buf);
+            Incoming::Ctrl(m)
         } else {
             Incoming::Data(buf)
         };
         // After Bye the peer may already have closed: nothing more comes.
         if !matches!(got, Incoming::Ctrl(Msg::Bye)) {
-            if self.posted.len() < self.target {
-                self.post_recv()?;
+            // Reposted in batches (one lock of the queue pair each): an eighth
+            // of the target at a time. Still at least a batch is posted when
+            // the client has used every credit, so it gets granted below.
+            let missing = self.target.saturating_sub(self.posted.len());
+            if missing >= (self.target / 8).max(1) {
+                self.post_recvs(missing)?;
             }
             // Checked on every receive, reposted or not: once the client has used
             // every credit, what is still posted (at least the target, which is at

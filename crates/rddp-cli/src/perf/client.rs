@@ -229,7 +229,15 @@ impl Client {
             sync: &self.sync,
             remote: self.remote,
         };
-        let out = bw::run(&mut self.chan, o.op, &bufs, size, o.stop, depth).await?;
+        let out = bw::run(
+            &mut self.chan,
+            o.op,
+            &bufs,
+            size,
+            o.stop,
+            (depth, o.post_list),
+        )
+        .await?;
         let mine = if o.verify && o.op == Op::Read {
             let got = self
                 .local

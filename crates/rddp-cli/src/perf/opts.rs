@@ -57,6 +57,8 @@ pub struct ClientOpts {
     pub verify: bool,
     /// Work requests in flight at most (perftest's -t).
     pub tx_depth: usize,
+    /// Sends posted as one list at most (perftest's --post_list).
+    pub post_list: usize,
 }
 
 impl ClientOpts {

@@ -52,6 +52,7 @@ pub fn client_opts(a: &ClientArgs) -> Result<ClientOpts, String> {
         pingpong: a.pingpong,
         verify: a.verify,
         tx_depth: a.tx_depth as usize,
+        post_list: a.post_list as usize,
     })
 }
 

@@ -235,6 +235,7 @@ impl Server {
                     corrupt += bad;
                     self.sum.messages += 1;
                     self.sum.corrupt += bad;
+                    self.chan.recycle(d);
                     if run.pingpong {
                         self.chan.send_data(&run.src, u64::from(size)).await?;
                     }
@@ -295,6 +296,7 @@ mod tests {
             pingpong: false,
             verify: false,
             tx_depth: 4,
+            post_list: 1,
         };
         let err = exec::block_on(Client::connect(c, &opts)).err().unwrap();
         assert!(err.contains("not the 16-octet advertisement"), "{err}");

@@ -35,11 +35,50 @@ impl OutFpdu {
     }
 }
 
+/// Most octets of one owned piece: ULPDU_Length and the largest DDP header
+/// (2 + 28), PAD and CRC (3 + 4), and the Markers that fall among them (4 each,
+/// at most one per 512 octets of stream, RFC 5044 §4.3): under 64 in any run
+/// between two payload pieces.
+pub const SMALL_MAX: usize = 64;
+
+/// A small owned run of octets, inline (no allocation per FPDU).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Small {
+    len: u8,
+    buf: [u8; SMALL_MAX],
+}
+
+impl Small {
+    /// `b` as a piece; `None` if it is longer than [`SMALL_MAX`].
+    pub fn new(b: &[u8]) -> Option<Self> {
+        let mut s = Self {
+            len: 0,
+            buf: [0; SMALL_MAX],
+        };
+        s.buf.get_mut(..b.len())?.copy_from_slice(b);
+        s.len = b.len() as u8;
+        Some(s)
+    }
+}
+
+impl std::ops::Deref for Small {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[..usize::from(self.len)]
+    }
+}
+
+impl std::fmt::Debug for Small {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Small").field(&&self[..]).finish()
+    }
+}
+
 /// One piece of an FPDU laid out over a borrowed payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Piece {
-    /// ULPDU_Length, header, Markers, PAD, CRC (owned, small).
-    Own(Bytes),
+    /// ULPDU_Length, header, Markers, PAD, CRC (owned, small, inline).
+    Own(Small),
     /// This range of the payload.
     Payload(std::ops::Range<usize>),
 }
@@ -81,8 +120,9 @@ impl FpduLayout {
 
 struct Builder<'a> {
     enc: &'a mut FpduEncoder,
-    parts: Vec<Piece>,
-    small: Vec<u8>,
+    parts: &'a mut Vec<Piece>,
+    small: [u8; SMALL_MAX],
+    small_len: usize,
     digest: Crc32c,
     len_off: Option<u32>,
 }
@@ -96,13 +136,23 @@ impl Builder<'_> {
         if covered {
             self.digest.update(b);
         }
-        self.small.extend_from_slice(b);
+        for c in b.chunks(SMALL_MAX) {
+            if self.small_len + c.len() > SMALL_MAX {
+                // Not reached (see SMALL_MAX); stays correct if it were.
+                self.flush_small();
+            }
+            let at = self.small_len;
+            self.small[at..at + c.len()].copy_from_slice(c);
+            self.small_len += c.len();
+        }
         self.advance(b.len());
     }
     fn flush_small(&mut self) {
-        if !self.small.is_empty() {
-            self.parts
-                .push(Piece::Own(Bytes::from(std::mem::take(&mut self.small))));
+        if self.small_len > 0 {
+            let n = std::mem::take(&mut self.small_len);
+            if let Some(p) = Small::new(&self.small[..n]) {
+                self.parts.push(Piece::Own(p));
+            }
         }
     }
     fn marker_if_due(&mut self) {
@@ -150,7 +200,7 @@ pub fn build_fpdu(enc: &mut FpduEncoder, header: &[u8], payload: Bytes) -> OutFp
             .pieces
             .into_iter()
             .map(|p| match p {
-                Piece::Own(b) => b,
+                Piece::Own(b) => Bytes::copy_from_slice(&b),
                 Piece::Payload(r) => payload.slice(r),
             })
             .collect(),
@@ -161,11 +211,26 @@ pub fn build_fpdu(enc: &mut FpduEncoder, header: &[u8], payload: Bytes) -> OutFp
 /// is computed over it now: the caller writes exactly these octets) and advance
 /// `enc.offset`.
 pub fn layout_fpdu(enc: &mut FpduEncoder, header: &[u8], payload: &[u8]) -> FpduLayout {
+    let mut out = FpduLayout::default();
+    layout_fpdu_into(enc, header, payload, &mut out);
+    out
+}
+
+/// [`layout_fpdu`] into `out`, reusing its allocation (a writer that lays out
+/// FPDUs all the time allocates nothing per FPDU).
+pub fn layout_fpdu_into(
+    enc: &mut FpduEncoder,
+    header: &[u8],
+    payload: &[u8],
+    out: &mut FpduLayout,
+) {
+    out.pieces.clear();
     let ulpdu_len = header.len() + payload.len();
     let mut b = Builder {
         enc,
-        parts: Vec::new(),
-        small: Vec::with_capacity(32),
+        parts: &mut out.pieces,
+        small: [0; SMALL_MAX],
+        small_len: 0,
         digest: Crc32c::new(),
         len_off: None,
     };
@@ -179,7 +244,6 @@ pub fn layout_fpdu(enc: &mut FpduEncoder, header: &[u8], payload: &[u8]) -> Fpdu
     let crc = if b.enc.crc { b.digest.finalize() } else { 0 };
     b.small(&crc_wire_bytes(crc), false);
     b.flush_small();
-    FpduLayout { pieces: b.parts }
 }
 
 #[cfg(test)]
@@ -200,6 +264,34 @@ mod tests {
             let got = build_fpdu(&mut b, &seg[..hdr], Bytes::copy_from_slice(&seg[hdr..]));
             prop_assert_eq!(got.to_vec(), want);
             prop_assert_eq!(a.offset, b.offset);
+        }
+    }
+
+    #[test]
+    fn a_reused_layout_keeps_its_allocation_and_lays_out_the_same_octets() {
+        let mut a = FpduEncoder::new(true, false);
+        let mut b = FpduEncoder::new(true, false);
+        let mut out = FpduLayout::default();
+        let mut at = None;
+        for len in [64usize, 10, 64, 3000, 1] {
+            let payload = vec![len as u8; len];
+            layout_fpdu_into(&mut a, &[0x41; 14], &payload, &mut out);
+            let want = layout_fpdu(&mut b, &[0x41; 14], &payload);
+            assert_eq!(out, want, "payload {len}");
+            assert_eq!(a.offset, b.offset);
+            // Header and trailer are inline: the only allocation is the list
+            // of pieces, and a reused layout keeps it.
+            assert!(
+                out.pieces
+                    .iter()
+                    .all(|p| !matches!(p, Piece::Own(s) if s.len() > SMALL_MAX))
+            );
+            let p = out.pieces.as_ptr();
+            assert_eq!(
+                *at.get_or_insert(p),
+                p,
+                "payload {len}: the pieces were reallocated"
+            );
         }
     }
 

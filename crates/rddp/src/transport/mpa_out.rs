@@ -26,7 +26,7 @@
 //! * The responder sends nothing before the initiator's first FPDU (spec §4.9):
 //!   segments queue behind `gate_open`.
 
-use rddp_mpa::fpdu::{FpduLayout, Piece, layout_fpdu};
+use rddp_mpa::fpdu::{FpduLayout, Piece, layout_fpdu_into};
 use rddp_mpa::pcap::TcpEndpoint;
 use rddp_mpa::tcp::layout_rest;
 use rddp_proto::ddp::{OutSegment, Payload, count_lease_copy};
@@ -38,6 +38,18 @@ use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::net::{Shutdown, TcpStream};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// `sendmsg` calls of every MPA queue pair in this process (see
+/// [`sendmsg_calls`]).
+static SENDMSG_CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// How many `sendmsg` calls the MPA queue pairs of this process have made (one
+/// carries several FPDUs when several wait: [`crate::QueuePair::post_list`], or
+/// output queued while the socket was full).
+pub fn sendmsg_calls() -> u64 {
+    SENDMSG_CALLS.load(Ordering::Relaxed)
+}
 
 /// Most segments gathered into one `sendmsg` (each FPDU is 3 iovecs without
 /// Markers, a few more with them; IOV_MAX is 1024).
@@ -48,6 +60,10 @@ const GATHER_OCTETS: usize = 1 << 20;
 
 /// Most iovecs in one `sendmsg` (Linux's IOV_MAX; more fail with EMSGSIZE).
 const MAX_IOVECS: usize = 1024;
+
+/// Iovecs of a call laid out on the stack (3 an FPDU without Markers); more
+/// (Markers) go in a vector.
+const STACK_IOVECS: usize = 3 * GATHER_SEGMENTS;
 
 /// An FPDU the socket took part of.
 enum Rest {
@@ -86,6 +102,8 @@ pub(crate) struct MpaOut {
     /// This connection in the process's capture (`--pcap`).
     wire: Option<TcpEndpoint>,
     queue: VecDeque<OutSegment>,
+    /// The layouts of the last gathered call, reused (their allocations).
+    layouts: Vec<FpduLayout>,
     /// The FPDU the socket took part of (written first next time).
     rest: Option<Rest>,
     /// The last write found the socket's buffer full.
@@ -112,6 +130,7 @@ impl MpaOut {
             gate_open,
             wire,
             queue: VecDeque::new(),
+            layouts: Vec::new(),
             rest: None,
             blocked: false,
             failed: None,
@@ -297,30 +316,34 @@ impl MpaOut {
         }
         // The region's lock, for this one system call.
         let data = region.as_ref().map(|r| r.data());
-        let mut payloads: Vec<&[u8]> = self
-            .queue
-            .iter()
-            .take(count)
-            .map(|seg| match &seg.payload {
+        // Per-call scratch on the stack, and layouts reused from the last
+        // call: nothing is allocated per FPDU or per call (a gathered call has
+        // at most GATHER_SEGMENTS FPDUs).
+        let mut payloads: [&[u8]; GATHER_SEGMENTS] = [&[]; GATHER_SEGMENTS];
+        for (p, seg) in payloads.iter_mut().zip(self.queue.iter().take(count)) {
+            *p = match &seg.payload {
                 Payload::Bytes(b) => &b[..],
                 Payload::Region { offset, len, .. } => match &data {
                     Some(d) => &d[*offset..*offset + *len],
                     None => &[][..],
                 },
-            })
-            .collect();
-        let mut layouts: Vec<FpduLayout> = Vec::with_capacity(count);
-        let mut starts = Vec::with_capacity(count);
-        for (seg, p) in self.queue.iter().zip(&payloads) {
+            };
+        }
+        let mut layouts = std::mem::take(&mut self.layouts);
+        if layouts.len() < count {
+            layouts.resize_with(count, FpduLayout::default);
+        }
+        let mut starts = [0u32; GATHER_SEGMENTS];
+        for (i, seg) in self.queue.iter().take(count).enumerate() {
             let mut hdr = [0u8; UNTAGGED_HDR_LEN];
             let n = seg.header.emit(&mut hdr).map_err(io::Error::other)?;
-            starts.push(self.enc.offset);
-            layouts.push(layout_fpdu(&mut self.enc, &hdr[..n], p));
+            starts[i] = self.enc.offset;
+            layout_fpdu_into(&mut self.enc, &hdr[..n], payloads[i], &mut layouts[i]);
         }
         // At most IOV_MAX slices per call (with Markers an FPDU is a few
         // hundred): the FPDUs past that are laid out again next time.
         let mut slices_n = 0;
-        if let Some(k) = layouts.iter().position(|l| {
+        if let Some(k) = layouts[..count].iter().position(|l| {
             slices_n += l.pieces.len();
             slices_n > MAX_IOVECS
         }) {
@@ -328,33 +351,48 @@ impl MpaOut {
             let k = k.max(1);
             if k < count {
                 self.enc.offset = starts[k];
-                layouts.truncate(k);
                 count = k;
             }
         }
-        payloads.truncate(count);
+        let (layouts_now, payloads) = (&layouts[..count], &payloads[..count]);
         if let Some(w) = &self.wire {
             // Recorded before it leaves: an answer recorded by a peer in this
             // process must come after it in the file.
-            for (l, p) in layouts.iter().zip(&payloads) {
+            for (l, p) in layouts_now.iter().zip(payloads) {
                 w.sent(&layout_rest(l, p, 0).0);
             }
         }
-        let slices: Vec<IoSlice<'_>> = layouts
-            .iter()
-            .zip(&payloads)
-            .flat_map(|(l, p)| l.slices(p))
-            .collect();
-        let mut written = match send_now(&self.sock, &slices) {
+        let pieces = || {
+            layouts_now
+                .iter()
+                .zip(payloads)
+                .flat_map(|(l, p)| l.pieces.iter().map(move |piece| (piece, *p)))
+                .map(|(piece, p)| match piece {
+                    Piece::Own(b) => IoSlice::new(b),
+                    Piece::Payload(r) => IoSlice::new(&p[r.clone()]),
+                })
+        };
+        let sent_now = if slices_n <= STACK_IOVECS {
+            // Without Markers 3 slices an FPDU: on the stack.
+            let mut a = [IoSlice::new(&[]); STACK_IOVECS];
+            let mut k = 0;
+            for (slot, sl) in a.iter_mut().zip(pieces()) {
+                *slot = sl;
+                k += 1;
+            }
+            send_now(&self.sock, &a[..k])
+        } else {
+            send_now(&self.sock, &pieces().collect::<Vec<_>>())
+        };
+        let mut written = match sent_now {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
             Err(e) => return Err(e),
         };
-        drop(slices);
         // Which FPDUs went whole, which one in part.
         let mut whole = 0;
         let mut part = None;
-        for (i, l) in layouts.iter().enumerate() {
+        for (i, l) in layouts_now.iter().enumerate() {
             let len = l.len();
             if written >= len {
                 written -= len;
@@ -378,13 +416,15 @@ impl MpaOut {
                     part = Some((Some(rest), None));
                 }
                 // The FPDUs after it were never started: lay them out again later.
-                self.enc.offset = starts.get(i + 1).copied().unwrap_or(self.enc.offset);
+                if i + 1 < count {
+                    self.enc.offset = starts[i + 1];
+                }
             } else {
                 self.enc.offset = starts[i];
             }
             break;
         }
-        drop(payloads);
+        self.layouts = layouts;
         drop(data);
         if whole < count {
             self.blocked = true;
@@ -453,6 +493,7 @@ fn range_slices<'a>(
 /// One non-blocking vectored send (no SIGPIPE).
 fn send_now(sock: &TcpStream, slices: &[IoSlice<'_>]) -> io::Result<usize> {
     let s = socket2::SockRef::from(sock);
+    SENDMSG_CALLS.fetch_add(1, Ordering::Relaxed);
     loop {
         match s.send_vectored_with_flags(slices, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) {
             Ok(0) if !slices.iter().all(|s| s.is_empty()) => {
