@@ -296,7 +296,10 @@ impl Chan {
             if c.sent < c.granted {
                 continue;
             }
-            self.reap_ready()?;
+            // The grant comes as an RDMA Write: with few connections this
+            // thread reads the socket for it (a busy poll of the send CQ may
+            // have taken the socket from the I/O thread).
+            self.reap_busy()?;
             self.check_events("receive credits from the server")?;
             if start.elapsed() > stall() {
                 return Err(format!(
@@ -311,6 +314,8 @@ impl Chan {
             if spins < 16 {
                 super::exec::yield_now().await;
             } else {
+                // The I/O thread reads while this task sleeps.
+                self.end_busy();
                 let d = Duration::from_micros(25u64 << (spins - 16).min(12));
                 super::exec::pause(d.min(credit_poll_max())).await;
             }
