@@ -13,6 +13,7 @@
 #   ping-pong 64 B, p50       rddp perf --op send --pingpong     sockperf ping-pong --tcp
 #                             (both ends of each pinned to CPU 0)
 #   1,000 QPs 64 KiB Writes   rddp perf --qps 1000 (aggregate)   the same octets with --qps 1
+#                             (both with --rcvbuf 1M: a fixed SO_RCVBUF, as iperf3 -w)
 #   DDP over SCTP 64 KiB      rddp perf --transport sctp         sctp_perf raw: plain
 #                             --op write --size 64K              usrsctp unordered messages
 #   idle queue pairs          rddp target + idle_mpa (N MPA connections): threads
@@ -99,7 +100,7 @@ rddp_perf() {
   port=$(free_port)
   [ "${PIN:-0}" = 1 ] && pin=(taskset -c 0)
   for a in $(seq $#); do
-    case ${!a} in --qps|--transport) local b=$((a + 1)); link+=("${!a}" "${!b}") ;; esac
+    case ${!a} in --qps|--transport|--rcvbuf) local b=$((a + 1)); link+=("${!a}" "${!b}") ;; esac
   done
   "${pin[@]}" "$bin" perf server --listen "127.0.0.1:$port" "${link[@]}" >/dev/null 2>&1 &
   srv=$!; pids+=("$srv")
@@ -156,8 +157,10 @@ for r in $(seq "$rounds"); do
   t=$(sockperf_pp)
   g=$(PIN=1 rddp_perf p50_us --op send --pingpong --size 64 --iters "$pp")
   add pp "$g" "$t"
-  t=$(rddp_perf gbit_per_s --op write --size 64K --iters $(( many_iters * many )))
-  g=$(rddp_perf gbit_per_s --qps "$many" --op write --size 64K --iters "$many_iters")
+  # Both with a fixed 1 MiB SO_RCVBUF on every socket (iperf3's -w; autotuning
+  # never grows the windows of connections that each move 2 MB).
+  t=$(rddp_perf gbit_per_s --rcvbuf 1048576 --op write --size 64K --iters $(( many_iters * many )))
+  g=$(rddp_perf gbit_per_s --rcvbuf 1048576 --qps "$many" --op write --size 64K --iters "$many_iters")
   add many "${g:-0}" "$t"
   t=$("$ex/sctp_perf" 1 "$sctp_mib" raw 2>/dev/null | sed -n 's/^median.* raw \([0-9.]*\) Gbit.*/\1/p')
   g=$(rddp_perf gbit_per_s --transport sctp --op write --size 64K --iters $(( sctp_mib * 16 )))
@@ -224,7 +227,7 @@ table=$(
   row "Send 64 KiB, Gbit/s" send64k "" "iperf3 -l 64K" ">= 0.9" %.1f
   row "Send 64 B, messages/s" msg64 "" "tcp_msg_rate, $batch per write" ">= 0.8" %.0f
   rowlat "Send ping-pong 64 B, p50 one way, both ends on CPU 0"
-  row "$many queue pairs of 64 KiB Writes, aggregate Gbit/s" many "" "one queue pair" ">= 0.8" %.2f
+  row "$many queue pairs of 64 KiB Writes, aggregate Gbit/s (both --rcvbuf 1M)" many "" "one queue pair" ">= 0.8" %.2f
   row "DDP over SCTP (verbs QP), 64 KiB Writes, Gbit/s" sctp "" "usrsctp unordered messages" ">= 0.9" %.2f
   echo "| \`rddp target\`, $idle_n idle MPA connections | $threads threads, $per_kib KiB per connection beyond its $(( (buf + rcount * rsize) / 1024 )) KiB of buffers | | | <= cores + 4 threads, <= 32 KiB |"
 )

@@ -25,6 +25,8 @@ pub struct ListenOpts {
     /// MPA: how long a connection may take to send its Request (and, in
     /// peer-to-peer mode, its RTR) before it is closed (spec §4.9).
     pub setup_timeout: Duration,
+    /// MPA: SO_RCVBUF of every accepted socket (`MpaOptions::recv_buffer`).
+    pub recv_buffer: Option<usize>,
 }
 
 impl Default for ListenOpts {
@@ -36,6 +38,7 @@ impl Default for ListenOpts {
             sctp_accept_delay: Duration::ZERO,
             sctp_reject: false,
             setup_timeout: MpaOptions::default().request_timeout,
+            recv_buffer: None,
         }
     }
 }
@@ -56,6 +59,7 @@ pub fn listen(t: Transport, addr: &str, opts: &ListenOpts) -> Result<Box<dyn Lis
                 // side's C bit). Optional: the initiator's C bit decides.
                 crc: opts.crc_required,
                 request_timeout: opts.setup_timeout,
+                recv_buffer: opts.recv_buffer,
                 ..MpaOptions::default()
             };
             let inner = mpa::Listener::bind(addr, mpa).map_err(|e| listen_error(addr, &e))?;
@@ -103,12 +107,18 @@ fn free_udp_port(at: SocketAddrV4) -> Result<u16, String> {
     s.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
 }
 
-/// Connect to `addr`.
-pub fn connect(t: Transport, addr: &str, crc: bool) -> Result<Connection, String> {
+/// Connect to `addr` (`recv_buffer`: MPA's SO_RCVBUF, `MpaOptions::recv_buffer`).
+pub fn connect(
+    t: Transport,
+    addr: &str,
+    crc: bool,
+    recv_buffer: Option<usize>,
+) -> Result<Connection, String> {
     match t {
         Transport::Mpa => {
             let opts = MpaOptions {
                 crc,
+                recv_buffer,
                 ..MpaOptions::default()
             };
             mpa::connect(addr, &opts).map_err(|e| connect_error(addr, &e))

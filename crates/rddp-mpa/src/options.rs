@@ -50,6 +50,12 @@ pub struct MpaOptions {
     /// Use this EMSS instead of the socket's TCP_MAXSEG (tests, or platforms where
     /// it cannot be read).
     pub emss: Option<usize>,
+    /// SO_RCVBUF of the connection's socket (a listener's: of every socket it
+    /// accepts), set before the handshake; `None` leaves the kernel's receive
+    /// buffer autotuning on. A fixed buffer helps many connections that each
+    /// move little (autotuning never grows their windows; docs/perf.md, "Many
+    /// queue pairs"), at the price of a window capped at about half of it.
+    pub recv_buffer: Option<usize>,
     /// DDP stream settings (queues, reorder window; MULPDU is set by MPA).
     pub ddp: DdpConfig,
     pub stream: StreamId,
@@ -87,6 +93,7 @@ impl Default for MpaOptions {
             reply_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(5),
             emss: None,
+            recv_buffer: None,
             ddp: DdpConfig::default(),
             stream: StreamId(1),
             pd: PdId(1),

@@ -34,6 +34,13 @@ pub struct LinkArgs {
     /// as many file descriptors (raised to the hard limit at start).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub qps: u32,
+    /// MPA: SO_RCVBUF of every connection's socket, in octets, set before the
+    /// handshake (iperf3's -w); default: the kernel's autotuning. Many
+    /// connections that each move little do better with a fixed buffer (give
+    /// it to both ends).
+    #[arg(long, value_name = "BYTES",
+          value_parser = clap::value_parser!(u32).range(4096..=1 << 30))]
+    pub rcvbuf: Option<u32>,
     #[command(flatten)]
     pub capture: crate::observe::CaptureArgs,
     /// Seconds without progress before a side gives up (tests shorten it).

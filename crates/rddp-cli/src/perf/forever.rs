@@ -26,6 +26,7 @@ pub fn server_main(a: &ServerArgs) -> Result<(), String> {
     let addr = a.listen.as_deref().ok_or("--listen ADDR is needed")?;
     let lopts = llp::ListenOpts {
         crc_required: a.link.crc == OnOff::On,
+        recv_buffer: a.link.rcvbuf.map(|n| n as usize),
         ..llp::ListenOpts::default()
     };
     let l: Arc<dyn llp::Listener> = Arc::from(llp::listen(t, addr, &lopts)?);

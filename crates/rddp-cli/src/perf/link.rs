@@ -36,6 +36,8 @@ pub struct LinkOpts {
     pub qps: usize,
     /// MULPDU of the in-memory LLP.
     pub mem_mulpdu: usize,
+    /// MPA: SO_RCVBUF of every connection (`--rcvbuf`).
+    pub recv_buffer: Option<usize>,
 }
 
 /// The connections of one side, ready to attach.
@@ -62,12 +64,13 @@ pub fn establish(opts: &LinkOpts, role: Role) -> Result<Links, String> {
         (t, Role::Client) => {
             let addr = opts.addr.as_deref().ok_or("the client needs --connect ADDR")?;
             let t = llp_transport(t);
-            set_up(opts.qps, || crate::llp::connect(t, addr, opts.crc)).map(Links::Remote)
+            set_up(opts.qps, || crate::llp::connect(t, addr, opts.crc, opts.recv_buffer)).map(Links::Remote)
         }
         (t, Role::Server) => {
             let addr = opts.addr.as_deref().ok_or("the server needs --listen ADDR")?;
             let lopts = crate::llp::ListenOpts {
                 crc_required: opts.crc,
+                recv_buffer: opts.recv_buffer,
                 ..crate::llp::ListenOpts::default()
             };
             let l = crate::llp::listen(llp_transport(t), addr, &lopts)?;

@@ -247,7 +247,7 @@ async fn connection(
 ) -> Result<(), String> {
     // MPA or SCTP setup blocks: on the runtime's blocking pool, not a worker.
     let (t, addr, crc) = (plan.transport, plan.addr.clone(), plan.crc);
-    let conn = tokio::task::spawn_blocking(move || llp::connect(t, &addr, crc))
+    let conn = tokio::task::spawn_blocking(move || llp::connect(t, &addr, crc, None))
         .await
         .map_err(|e| format!("connection setup: {e}"))??;
     let ep = Endpoint::attach(dev, name, conn)?;

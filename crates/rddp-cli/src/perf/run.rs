@@ -25,6 +25,7 @@ fn link_opts(l: &super::args::LinkArgs, addr: Option<String>) -> LinkOpts {
         crc: l.crc == OnOff::On,
         qps: l.qps as usize,
         mem_mulpdu: l.mem_mulpdu as usize,
+        recv_buffer: l.rcvbuf.map(|n| n as usize),
     }
 }
 

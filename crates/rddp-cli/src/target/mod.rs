@@ -34,6 +34,7 @@ pub fn run(args: TargetArgs) -> Result<(), String> {
         sctp_accept_delay: Duration::from_millis(args.sctp_accept_delay),
         sctp_reject: args.sctp_reject,
         setup_timeout: Duration::from_secs_f64(args.setup_timeout),
+        recv_buffer: None,
     };
     let listener = llp::listen(args.transport.into(), &args.listen, &opts)?;
     ev.emit("listening", json!({ "addr": listener.local_addr() }));

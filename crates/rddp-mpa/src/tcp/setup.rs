@@ -45,6 +45,11 @@ pub fn connect_raw(
 ) -> Result<(TcpStream, Negotiated, Vec<u8>), MpaError> {
     let init = Initiator::new(opts, Instant::now())?;
     let sock = TcpStream::connect(addr)?;
+    if let Some(n) = opts.recv_buffer {
+        // After the SYN: Linux chose the window scale from the largest buffer
+        // allowed (tcp_rmem), so this one is still reachable.
+        socket2::SockRef::from(&sock).set_recv_buffer_size(n)?;
+    }
     sock.set_nodelay(true)?;
     set_dead_peer_timeout(&sock, opts.dead_peer_timeout)?;
     dial::run(sock, init, opts.tap.clone())
@@ -80,7 +85,7 @@ pub struct MpaListener {
 /// Fails at once on an IRD or ORD that no Reply could carry (above 14 bits).
 pub fn listen(addr: impl ToSocketAddrs, opts: MpaOptions) -> Result<MpaListener, MpaError> {
     crate::setup::check_ird_ord(&opts)?;
-    let listener = bind(addr)?;
+    let listener = bind(addr, opts.recv_buffer)?;
     let local = listener.local_addr()?;
     let backlog = Arc::new(Backlog::new());
     let task = Driver::global()?.spawn(Box::new(ListenTask {
@@ -97,12 +102,17 @@ pub fn listen(addr: impl ToSocketAddrs, opts: MpaOptions) -> Result<MpaListener,
 }
 
 /// A non-blocking listening socket on the first address of `addr` that binds.
-fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+fn bind(addr: impl ToSocketAddrs, recv_buffer: Option<usize>) -> io::Result<TcpListener> {
     let mut last = None;
     for a in addr.to_socket_addrs()? {
         let s = Socket::new(Domain::for_address(a), Type::STREAM, Some(Protocol::TCP))?;
         // As std's TcpListener::bind: a port in TIME_WAIT may be bound again.
         s.set_reuse_address(true)?;
+        if let Some(n) = recv_buffer {
+            // Before listen: accepted sockets inherit it, and their SYN-ACK
+            // announces a window scale for it.
+            s.set_recv_buffer_size(n)?;
+        }
         match s.bind(&a.into()).and_then(|()| s.listen(LISTEN_BACKLOG)) {
             Ok(()) => {
                 s.set_nonblocking(true)?;
