@@ -511,8 +511,12 @@ impl FpduReceiver {
 
     /// The source is a stream socket (TCP): a short read means it has nothing
     /// more now, so [`Self::drive`] returns `WouldBlock` without the read that
-    /// would say so (one system call less per wake-up). Not for sources that
-    /// may return less than they have (a test's chunked reader).
+    /// would say so (one system call less per look). Not for sources that
+    /// may return less than they have (a test's chunked reader), and not for
+    /// an edge-triggered reader that waits for the next edge after
+    /// `WouldBlock`: an end of stream already pending behind the short read
+    /// brings no new edge (the verbs QP turns it on for a busy-polling
+    /// thread's look only, which comes back).
     pub fn set_stream_source(&mut self, on: bool) {
         self.input.stream = on;
     }
