@@ -2,37 +2,23 @@
 //! process (one usrsctp stack, UDP encapsulation on 127.0.0.1).
 
 mod common;
+#[path = "common/sctp_llp.rs"]
+mod llp;
 
 use common::wait;
+use llp::{free_addr, library};
 use rddp::transport::sctp::{Listener, SctpOptions, connect};
 use rddp::{
     Access, CompletionQueue, Device, QueuePairBuilder, RemoteBuf, SendFlags, WcOpcode, WcStatus,
 };
-use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::Duration;
-
-fn library() -> bool {
-    match usrsctp_ffi::available() {
-        Ok(()) => true,
-        Err(e) if std::env::var_os("CI").is_none() => {
-            eprintln!("\n*** SKIPPED: SCTP queue pair tests need libusrsctp (CI unset): {e}\n");
-            false
-        }
-        Err(e) => panic!("CI is set and libusrsctp is missing: {e}"),
-    }
-}
 
 #[test]
 fn write_read_send_over_sctp() {
     if !library() {
         return;
     }
-    let port = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
+    let addr = free_addr();
     let listener = Listener::bind(addr, SctpOptions::default()).unwrap();
     let dev = Device::new();
     let sdev = dev.clone();

@@ -17,26 +17,17 @@
 //! octet, counted as `lease_copied_octets` and checked here as exactly that.
 
 mod common;
+#[path = "common/sctp_llp.rs"]
+mod llp;
 
 use common::wait;
+use llp::{free_addr, library};
 use rddp::transport::sctp::{Listener, SctpOptions, connect};
 use rddp::{
     Access, CompletionQueue, Device, QueuePairBuilder, RemoteBuf, SendFlags, WcOpcode, WcStatus,
 };
 use rddp_proto::ddp::{lease_copied_octets, rx_copied_octets};
-use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::Duration;
-
-fn library() -> bool {
-    match usrsctp_ffi::available() {
-        Ok(()) => true,
-        Err(e) if std::env::var_os("CI").is_none() => {
-            eprintln!("\n*** SKIPPED: SCTP queue pair tests need libusrsctp (CI unset): {e}\n");
-            false
-        }
-        Err(e) => panic!("CI is set and libusrsctp is missing: {e}"),
-    }
-}
 
 const MIB: usize = 1 << 20;
 const WRITES: usize = 8;
@@ -48,12 +39,7 @@ fn writes_and_sends_over_sctp_are_placed_without_copies_but_the_first_after_a_pa
     if !library() {
         return;
     }
-    let port = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
+    let addr = free_addr();
     let listener = Listener::bind(addr, SctpOptions::default()).unwrap();
     let dev = Device::new();
     let sdev = dev.clone();

@@ -6,12 +6,14 @@
 //! through the association's task nothing could complete meanwhile.
 
 mod common;
+#[path = "common/sctp_llp.rs"]
+mod llp;
 
 use common::wait;
+use llp::{free_addr, library};
 use rddp::transport::sctp::{Listener, SctpOptions, connect};
 use rddp::{CompletionQueue, Device, QueuePairBuilder, SendFlags, WcOpcode, WcStatus};
 use rddp_io::{Cx, Next, Task};
-use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -57,17 +59,6 @@ fn stall_the_loop() -> Arc<AtomicBool> {
     release
 }
 
-fn library() -> bool {
-    match usrsctp_ffi::available() {
-        Ok(()) => true,
-        Err(e) if std::env::var_os("CI").is_none() => {
-            eprintln!("\n*** SKIPPED: SCTP queue pair tests need libusrsctp (CI unset): {e}\n");
-            false
-        }
-        Err(e) => panic!("CI is set and libusrsctp is missing: {e}"),
-    }
-}
-
 const SENDS: usize = 50;
 
 #[test]
@@ -75,12 +66,7 @@ fn a_send_completes_on_the_posting_thread_when_usrsctp_takes_it() {
     if !library() {
         return;
     }
-    let port = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
+    let addr = free_addr();
     let listener = Listener::bind(addr, SctpOptions::default()).unwrap();
     let dev = Device::new();
     let sdev = dev.clone();
