@@ -235,6 +235,17 @@ pub(super) fn receive_here(shared: &Shared, st: &mut State, in_task: bool) -> Op
 }
 
 impl QpTask {
+    /// After a failed write: read what the peer sent before the connection
+    /// broke, until the socket has nothing more (a reset stream brings no new
+    /// octets, so this ends; bounded all the same).
+    fn read_before_loss(&mut self, shared: &Shared, st: &mut State) {
+        for _ in 0..64 {
+            if !matches!(receive_here(shared, st, true), Some(RxEnd::More)) {
+                return;
+            }
+        }
+    }
+
     /// The LLP ended: tell the engine (once), close our side too.
     fn ended(&mut self, st: &mut State, graceful: bool, err: Option<io::Error>) {
         self.read_done = true;
@@ -303,7 +314,13 @@ impl Task for QpTask {
             && !more
         {
             // A write failed: the connection is lost. What the peer sent before
-            // (its Terminate, say) was read above, before this.
+            // its reset (its Terminate, say: RFC 5040 §5.4) is still readable
+            // (Linux keeps received octets after a reset) and may have come
+            // after the read above, or under a busy poller's lease: read it
+            // now, whoever holds the receive side (we hold the QP lock).
+            if !self.read_done && !held {
+                self.read_before_loss(&shared, st);
+            }
             self.ended(st, false, Some(e));
             shared.pump_in(st, true);
         }
