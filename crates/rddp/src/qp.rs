@@ -408,6 +408,7 @@ impl PreparedQueuePair {
                 handle: None,
                 armed: false,
                 linger: None,
+                emss: m.emss,
             });
             task = Some((sock, m.input, m.hold));
         }
@@ -517,6 +518,8 @@ struct LoopIo {
     /// The queue pair was dropped: the task gives queued output (a Terminate)
     /// until then to leave, then closes.
     linger: Option<std::time::Instant>,
+    /// MULPDU follows TCP's EMSS (spec §4.5), looked at when posting.
+    emss: Option<crate::transport::mpa::EmssWatch>,
 }
 
 struct Shared {
@@ -600,6 +603,20 @@ impl QueuePair {
     /// messages delivered, refusals, Terminates by class, CRC errors, completions.
     pub fn stats(&self) -> crate::QpStats {
         lock(&self.shared.state).rdmap.stats()
+    }
+
+    /// MULPDU in force: the largest ULPDU the next segments are cut to. Over
+    /// MPA it follows TCP's EMSS (spec §4.5), looked at every 64 posts.
+    pub fn mulpdu(&self) -> usize {
+        lock(&self.shared.state).rdmap.ddp().mulpdu()
+    }
+
+    /// Over MPA: TCP's EMSS now (TCP_MAXSEG), the input of [`Self::mulpdu`].
+    pub fn llp_emss(&self) -> Option<usize> {
+        let st = lock(&self.shared.state);
+        st.mpa
+            .as_ref()
+            .map(|io| rddp_mpa::tcp::effective_mss(&io.sock))
     }
 
     /// IRD and ORD in force.
@@ -831,6 +848,7 @@ impl QueuePair {
                 bad = Some((posted, e));
                 break;
             }
+            follow_emss(&mut st);
             st.rdmap
                 .post(self.shared.pd.inner.consumer.device().mem(), wr);
             posted += 1;
@@ -875,10 +893,23 @@ impl QueuePair {
     fn post(&self, wr: WorkRequest) -> Result<(), Error> {
         let mut st = lock(&self.shared.state);
         self.admit(&mut st, &wr)?;
+        follow_emss(&mut st);
         st.rdmap
             .post(self.shared.pd.inner.consumer.device().mem(), wr);
         self.shared.pump(&mut st);
         Ok(())
+    }
+}
+
+/// At each post over MPA: MULPDU follows TCP's EMSS (spec §4.5). The next
+/// segments are cut to the new MULPDU; what was cut stays as it is.
+fn follow_emss(st: &mut State) {
+    let State { rdmap, mpa, .. } = st;
+    if let Some(io) = mpa
+        && let Some(w) = &mut io.emss
+        && let Some(n) = w.on_post(&io.sock)
+    {
+        let _ = rdmap.ddp_mut().set_mulpdu(n);
     }
 }
 

@@ -166,6 +166,43 @@ pub struct MpaLlp {
     pub(crate) wire: Option<TcpEndpoint>,
     /// Read nothing until released ([`super::Connection::hold_reads`]).
     pub(crate) hold: Option<Arc<HoldInner>>,
+    /// MULPDU follows TCP's EMSS (spec §4.5); `None`: the EMSS was fixed
+    /// by [`MpaOptions::emss`].
+    pub(crate) emss: Option<EmssWatch>,
+}
+
+/// Posted messages between two reads of TCP_MAXSEG (one system call each).
+const EMSS_CHECK_POSTS: u32 = 64;
+
+/// Spec §4.5: "Recompute MULPDU when EMSS changes." TCP's EMSS is re-read now
+/// and then (TCP_MAXSEG grows after the handshake: on loopback 32,768 at
+/// first, up to 65,483 later); a change gives the MULPDU of the next segments.
+#[derive(Debug)]
+pub(crate) struct EmssWatch {
+    emss: usize,
+    markers_tx: bool,
+    posts: u32,
+}
+
+impl EmssWatch {
+    /// At each post: the new MULPDU if TCP's EMSS changed since the last look.
+    pub(crate) fn on_post(&mut self, sock: &TcpStream) -> Option<usize> {
+        self.posts = self.posts.wrapping_add(1);
+        if !self.posts.is_multiple_of(EMSS_CHECK_POSTS) {
+            return None;
+        }
+        let now = effective_mss(sock);
+        if now == self.emss {
+            return None;
+        }
+        tracing::debug!(
+            "MPA: EMSS {} -> {now}, MULPDU {}",
+            self.emss,
+            mulpdu(now, self.markers_tx)
+        );
+        self.emss = now;
+        Some(mulpdu(now, self.markers_tx))
+    }
 }
 
 fn into_connection(
@@ -233,6 +270,11 @@ fn into_connection(
             input,
             wire,
             hold: None,
+            emss: opts.emss.is_none().then_some(EmssWatch {
+                emss,
+                markers_tx: neg.markers_tx,
+                posts: 0,
+            }),
         })),
         mulpdu: tx_mulpdu,
         ird,
