@@ -78,6 +78,17 @@ impl Driver {
         inbox.post(Msg::Spawn(id, task))?;
         Ok(TaskHandle::new(inbox, id))
     }
+
+    /// Run `task` on the thread of `near`'s task: tasks that wake each other
+    /// for every message (an SCTP association and its queue pairs) do so
+    /// without a switch between threads, and a wake from a task on the same
+    /// thread needs no system call (see `Inbox::post`).
+    pub fn spawn_near(&self, task: Box<dyn Task>, near: &TaskHandle) -> io::Result<TaskHandle> {
+        let inbox = near.inbox.clone();
+        let id = self.inner.ids.fetch_add(1, Ordering::Relaxed);
+        inbox.post(Msg::Spawn(id, task))?;
+        Ok(TaskHandle::new(inbox, id))
+    }
 }
 
 impl Drop for Inner {

@@ -5,12 +5,13 @@ use crate::task::{Cx, Next, Task};
 use crate::timers::Timers;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The inbox's token; task ids count up from 0 and never reach it.
 const WAKER: Token = Token(usize::MAX);
@@ -30,6 +31,11 @@ pub(crate) struct Inbox {
     waker: Waker,
 }
 
+thread_local! {
+    /// The inbox of the worker running on this thread, if any.
+    static OWN_INBOX: Cell<*const Inbox> = const { Cell::new(std::ptr::null()) };
+}
+
 impl Inbox {
     pub fn post(&self, m: Msg) -> io::Result<()> {
         let mut q = self.msgs.lock().unwrap_or_else(|p| p.into_inner());
@@ -38,8 +44,22 @@ impl Inbox {
         drop(q);
         // After a wake the worker takes every message there is: only the
         // first one since its last take needs a wake (one per message was an
-        // eventfd write each, e.g. per usrsctp upcall).
-        if first { self.waker.wake() } else { Ok(()) }
+        // eventfd write each, e.g. per usrsctp upcall). A message from a task
+        // of the same worker needs none: the worker looks at its inbox after
+        // every round of runs, before it waits (`Worker::run`).
+        let own = OWN_INBOX.with(|c| std::ptr::eq(c.get(), self));
+        if first && !own {
+            self.waker.wake()
+        } else {
+            Ok(())
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.msgs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
     }
 
     fn take(&self) -> Vec<Msg> {
@@ -91,8 +111,15 @@ impl Worker {
     pub fn run(mut self) {
         let mut events = Events::with_capacity(EVENTS);
         let mut ready: Vec<u64> = Vec::new();
+        OWN_INBOX.with(|c| c.set(Arc::as_ptr(&self.inbox)));
         loop {
-            let timeout = self.timers.timeout(Instant::now());
+            // Messages this thread's own tasks posted (no wake for them): run
+            // them before waiting.
+            let timeout = if self.inbox.is_empty() {
+                self.timers.timeout(Instant::now())
+            } else {
+                Some(Duration::ZERO)
+            };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -104,21 +131,21 @@ impl Worker {
             }
             let now = Instant::now();
             for ev in events.iter() {
-                if ev.token() == WAKER {
-                    for m in self.inbox.take() {
-                        match m {
-                            Msg::Spawn(id, t) => self.add(id, t, now),
-                            Msg::Wake(id) => {
-                                if let Some(e) = self.tasks.get_mut(&id) {
-                                    e.woken = true;
-                                    ready.push(id);
-                                }
-                            }
-                            Msg::Stop => return,
+                if ev.token() != WAKER {
+                    ready.push(ev.token().0 as u64);
+                }
+            }
+            // Every round, not only on the waker's event (see above).
+            for m in self.inbox.take() {
+                match m {
+                    Msg::Spawn(id, t) => self.add(id, t, now),
+                    Msg::Wake(id) => {
+                        if let Some(e) = self.tasks.get_mut(&id) {
+                            e.woken = true;
+                            ready.push(id);
                         }
                     }
-                } else {
-                    ready.push(ev.token().0 as u64);
+                    Msg::Stop => return,
                 }
             }
             for id in ready.drain(..) {

@@ -39,7 +39,12 @@ pub(super) fn spawn(
         shared: Arc::downgrade(&shared),
         hold: hold.clone(),
     }));
-    let h = driver.spawn(Box::new(task)).map_err(Error::EventLoop)?;
+    // On its association's thread: the two wake each other per message.
+    let h = match relay.assoc() {
+        Some(a) => driver.spawn_near(Box::new(task), &a),
+        None => driver.spawn(Box::new(task)),
+    }
+    .map_err(Error::EventLoop)?;
     relay.set_qp(h.clone());
     // What arrived before the handle was known is looked at now.
     h.wake();

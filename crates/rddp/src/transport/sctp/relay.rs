@@ -133,6 +133,10 @@ impl Relay {
     pub(super) fn set_assoc(&self, h: TaskHandle) {
         self.lock().assoc = Some(h);
     }
+    /// The association's task, once known.
+    pub(crate) fn assoc(&self) -> Option<TaskHandle> {
+        self.lock().assoc.clone()
+    }
     pub(super) fn set_conn(&self, c: &Arc<Mutex<SctpConnection>>) {
         self.lock().conn = Some(Arc::downgrade(c));
     }
