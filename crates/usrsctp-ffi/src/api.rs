@@ -41,6 +41,7 @@ pub(crate) struct Api {
     pub register_address: AddressFn,
     pub deregister_address: AddressFn,
     pub set_upcall: SetUpcallFn,
+    pub get_events: GetEventsFn,
     pub sysctl_blackhole: SysctlFn,
     pub sysctl_no_csum_on_loopback: SysctlFn,
 }
@@ -101,6 +102,7 @@ fn load() -> Result<Api, LoadError> {
         register_address: sym!("usrsctp_register_address"),
         deregister_address: sym!("usrsctp_deregister_address"),
         set_upcall: sym!("usrsctp_set_upcall"),
+        get_events: sym!("usrsctp_get_events"),
         sysctl_blackhole: sym!("usrsctp_sysctl_set_sctp_blackhole"),
         sysctl_no_csum_on_loopback: sym!("usrsctp_sysctl_set_sctp_no_csum_on_loopback"),
         _lib: lib,

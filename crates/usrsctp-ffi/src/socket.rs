@@ -8,7 +8,7 @@ use crate::sys::*;
 use libc::{c_int, c_uint, c_void, sockaddr, socklen_t};
 use std::collections::HashMap;
 use std::net::SocketAddrV4;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -90,8 +90,13 @@ pub enum Received {
 struct Signal {
     count: Mutex<u64>,
     cv: Condvar,
-    /// Called on every upcall too (an event loop's wake), see [`Socket::set_wake`].
+    /// Called on an upcall too (an event loop's wake), see [`Socket::set_wake`].
     wake: Mutex<Option<Wake>>,
+    /// A send was refused for want of space: the next upcall that finds the
+    /// socket writable calls `wake`. (Otherwise writable alone does not: a
+    /// sender's socket is writable at nearly every SACK, and a wake per SACK
+    /// was an eventfd write and a switch to the loop's thread each.)
+    want_write: AtomicBool,
 }
 
 /// What an upcall calls besides waking the socket's own waiters.
@@ -102,7 +107,7 @@ fn signals() -> &'static Mutex<HashMap<usize, Arc<Signal>>> {
     S.get_or_init(Default::default)
 }
 
-unsafe extern "C" fn upcall(_so: *mut socket, arg: *mut c_void, _flags: c_int) {
+unsafe extern "C" fn upcall(so: *mut socket, arg: *mut c_void, _flags: c_int) {
     let sig = signals()
         .lock()
         .ok()
@@ -112,6 +117,20 @@ unsafe extern "C" fn upcall(_so: *mut socket, arg: *mut c_void, _flags: c_int) {
             *g += 1;
         }
         s.cv.notify_all();
+        // usrsctp 0.9.5 calls upcalls with no lock of its own held and a
+        // reference on `so` (its programs/*_upcall.c call into usrsctp from
+        // them), so asking which events are pending is allowed here.
+        let events = match crate::api::api() {
+            // SAFETY: `so` is live for the upcall's duration (see above).
+            Ok(api) => unsafe { (api.get_events)(so) },
+            Err(_) => SCTP_EVENT_READ,
+        };
+        let wanted = events & (SCTP_EVENT_READ | SCTP_EVENT_ERROR) != 0
+            || events <= 0
+            || (events & SCTP_EVENT_WRITE != 0 && s.want_write.swap(false, Ordering::AcqRel));
+        if !wanted {
+            return;
+        }
         let wake = s.wake.lock().ok().and_then(|w| w.clone());
         if let Some(w) = wake {
             w();
@@ -421,20 +440,29 @@ impl Socket {
             snd_ppid: ppid.to_be(),
             ..Default::default()
         };
-        // SAFETY: `ptr` valid for `data.len()` octets; info is a sctp_sndinfo.
-        let n = unsafe {
-            (self.api.sendv)(
-                self.so,
-                ptr.cast(),
-                data.len(),
-                core::ptr::null_mut(),
-                0,
-                (&mut info as *mut sctp_sndinfo).cast(),
-                core::mem::size_of::<sctp_sndinfo>() as socklen_t,
-                SCTP_SENDV_SNDINFO,
-                0,
-            )
+        let mut send = || {
+            // SAFETY: `ptr` valid for `data.len()` octets; info is a sctp_sndinfo.
+            unsafe {
+                (self.api.sendv)(
+                    self.so,
+                    ptr.cast(),
+                    data.len(),
+                    core::ptr::null_mut(),
+                    0,
+                    (&mut info as *mut sctp_sndinfo).cast(),
+                    core::mem::size_of::<sctp_sndinfo>() as socklen_t,
+                    SCTP_SENDV_SNDINFO,
+                    0,
+                )
+            }
         };
+        let mut n = send();
+        if n < 0 && Error::last("sendv").would_block() {
+            // Ask for the upcall's wake once there is room, then try again:
+            // room made between the refusal and the flag is not missed.
+            self.signal.want_write.store(true, Ordering::Release);
+            n = send();
+        }
         if n < 0 {
             Err(Error::last("sendv"))
         } else {

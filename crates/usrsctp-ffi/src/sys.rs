@@ -264,6 +264,12 @@ pub type SetNonBlockingFn = unsafe extern "C" fn(*mut socket, c_int) -> c_int;
 pub type AddressFn = unsafe extern "C" fn(*mut c_void);
 pub type SetUpcallFn = unsafe extern "C" fn(*mut socket, Option<Upcall>, *mut c_void) -> c_int;
 pub type SysctlFn = unsafe extern "C" fn(u32) -> c_int;
+pub type GetEventsFn = unsafe extern "C" fn(*mut socket) -> c_int;
+
+/// `usrsctp_get_events` bits (usrsctp.h).
+pub const SCTP_EVENT_READ: c_int = 0x0001;
+pub const SCTP_EVENT_WRITE: c_int = 0x0002;
+pub const SCTP_EVENT_ERROR: c_int = 0x0004;
 
 // ---- Compile-time layout checks (x86_64 values from the usrsctp notes). ----
 macro_rules! layout {
