@@ -198,6 +198,11 @@ impl Adaptation {
         self.events.pop_front()
     }
 
+    /// Whether [`Self::poll_event`] has something.
+    pub fn has_event(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// Initiates waiting for the ULP.
     pub fn pending_initiates(&self) -> usize {
         self.pending.len()

@@ -2,14 +2,15 @@
 //! from the process-wide counters the MPA path uses (one test in this binary:
 //! nothing else moves them meanwhile).
 //!
-//! Receive: a message whose length SCTP announced with the one before it
-//! (`SCTP_RECVNXTINFO`) is read header-first, its payload straight from
-//! usrsctp into the region or receive buffer (not counted). A message read
-//! when none was queued behind the one before has no such announcement: it is
-//! read whole into the association's buffer and copied into place once
-//! (counted). How many those are depends on how closely the reader keeps up
-//! (13 % to 54 % of the octets in five runs here); before, every octet was
-//! copied twice (once counted).
+//! Receive: usrsctp's upcall reads each message as it arrives (no switch to
+//! the loop's thread per DATA chunk). A message read that soon has no length
+//! announced (`SCTP_RECVNXTINFO` describes only a message queued behind the
+//! one read, and DDP over SCTP carries no length of its own), so it is read
+//! whole into the association's buffer and copied into place once, counted.
+//! Only messages that queued up behind another (the reader fell behind) go
+//! header-first, straight from usrsctp into place. So about every received
+//! payload octet is copied once, never twice (before the header-first
+//! receive: once counted plus once more uncounted).
 //!
 //! Transmit: usrsctp cannot gather (usrsctp_sendv takes one buffer), so each
 //! segment's DDP-SSN, header and payload are put together in one buffer
@@ -35,7 +36,7 @@ const SENDS: usize = 8;
 const SEND_LEN: usize = 60_000;
 
 #[test]
-fn writes_and_sends_over_sctp_are_placed_without_copies_but_the_first_after_a_pause() {
+fn writes_and_sends_over_sctp_are_copied_at_most_once_each_way() {
     if !library() {
         return;
     }
@@ -127,10 +128,11 @@ fn writes_and_sends_over_sctp_are_placed_without_copies_but_the_first_after_a_pa
     eprintln!("payload {octets} octets each way; copied: receive {rx}, transmit {tx}");
     // Transmit: one user-space copy of every leased octet (no gather in usrsctp).
     assert_eq!(tx as usize, octets, "transmit copies");
-    // Receive: only messages read whole (no length announced) are copied,
-    // once each.
+    // Receive: the client also took the server's 3-octet "bye". Each octet
+    // is copied at most once.
+    let received = octets + 3;
     assert!(
-        (rx as usize) < octets,
-        "{rx} of {octets} received payload octets copied in user space"
+        (rx as usize) <= received,
+        "{rx} copies of {received} received payload octets"
     );
 }

@@ -109,6 +109,16 @@ impl SctpConnection {
         self.ad.poll_event()
     }
 
+    /// Whether [`Self::poll_event`] has something.
+    pub fn has_event(&self) -> bool {
+        self.ad.has_event()
+    }
+
+    /// Whether the association is over (a receive or send failed).
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
     pub fn fragmentation_point(&self) -> usize {
         self.fragmentation_point
     }

@@ -13,7 +13,8 @@ use rddp_sctp::driver::SctpConnection;
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, TryLockError, Weak};
 use std::time::{Duration, Instant};
 
 pub(super) enum Cmd {
@@ -80,24 +81,90 @@ const IDLE_CHECK: Duration = Duration::from_millis(500);
 /// When a blocked send tries again if no upcall says there is space.
 const BLOCKED_CHECK: Duration = Duration::from_millis(1);
 
-/// Spawn an association's task on the process's event loop; usrsctp's upcall
-/// wakes it (data, send space, errors).
-pub(super) fn spawn_assoc(task: AssocTask) -> io::Result<TaskHandle> {
-    let driver = rddp_io::Driver::global()?;
-    let slot: Arc<OnceLock<TaskHandle>> = Arc::new(OnceLock::new());
-    let s2 = slot.clone();
-    task.conn().set_wake(Some(Arc::new(move || {
-        if let Some(h) = s2.get() {
+/// Receiving in usrsctp's upcall, on usrsctp's own thread: a message goes
+/// from usrsctp into place (`Placer`) with no wake of the loop's thread per
+/// DATA chunk (issue 11 point 5: that hop was most of the receiver's switches).
+/// usrsctp 0.9.5 calls upcalls with none of its locks held (its
+/// programs/*_upcall.c receive in them). Whatever else the upcall may mean (a
+/// session request, a close, send space while output waits, an error) wakes
+/// the task, which does the rest as before.
+struct UpcallRx {
+    /// Weak: the socket holds this (its upcall), and the connection the socket.
+    conn: Weak<Mutex<SctpConnection>>,
+    /// The sessions' relays, as the task keeps them (backpressure).
+    relays: Mutex<Vec<Arc<Relay>>>,
+    /// The task lets the upcall receive: not closing, not lost.
+    open: AtomicBool,
+    task: OnceLock<TaskHandle>,
+}
+
+impl UpcallRx {
+    fn on_upcall(&self) {
+        if !self.receive()
+            && let Some(h) = self.task.get()
+        {
             h.wake();
         }
-    })));
+    }
+
+    /// Read what usrsctp has now. False: the task must run (it holds the
+    /// connection, a session lags, something other than data came, or the
+    /// run's budget is spent).
+    fn receive(&self) -> bool {
+        if !self.open.load(Ordering::Acquire) {
+            return false;
+        }
+        // Never waits: the task or a posting thread that holds it reads or
+        // sends itself (lock order: connection, then queue pair).
+        let Some(conn) = self.conn.upgrade() else {
+            return false;
+        };
+        let mut c = match conn.try_lock() {
+            Ok(c) => c,
+            Err(TryLockError::WouldBlock | TryLockError::Poisoned(_)) => return false,
+        };
+        let scratch = MemoryTable::new();
+        for _ in 0..MESSAGES_PER_RUN {
+            let room = self
+                .relays
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .all(|r| r.has_room());
+            if !room {
+                return false;
+            }
+            match c.poll(&scratch, Duration::ZERO) {
+                Ok(true) if c.has_event() => return false,
+                Ok(true) => {}
+                Ok(false) => return !c.is_blocked(),
+                Err(_) => return false,
+            }
+        }
+        false
+    }
+}
+
+/// Spawn an association's task on the process's event loop; usrsctp's upcall
+/// receives data itself (`UpcallRx`) and wakes the task for the rest.
+pub(super) fn spawn_assoc(mut task: AssocTask) -> io::Result<TaskHandle> {
+    let driver = rddp_io::Driver::global()?;
+    let rx = Arc::new(UpcallRx {
+        conn: Arc::downgrade(&task.conn),
+        relays: Mutex::new(task.sessions.iter().map(|s| s.relay.clone()).collect()),
+        open: AtomicBool::new(true),
+        task: OnceLock::new(),
+    });
+    task.rx = Some(rx.clone());
+    let r2 = rx.clone();
+    task.conn().set_wake(Some(Arc::new(move || r2.on_upcall())));
     if let Some(sh) = &task.shared {
         sh.lock().conn = Some(task.conn.clone());
     }
     let relays: Vec<Arc<Relay>> = task.sessions.iter().map(|s| s.relay.clone()).collect();
     let task_conn = task.conn.clone();
     let h = driver.spawn(Box::new(task))?;
-    let _ = slot.set(h.clone());
+    let _ = rx.task.set(h.clone());
     for r in relays {
         r.set_assoc(h.clone());
         r.set_conn(&task_conn);
@@ -134,6 +201,8 @@ pub(super) struct AssocTask {
     /// The timer asked for (kept while it is ahead and no sooner one is
     /// needed, so that a busy association does not fill the loop's timer heap).
     check_at: Instant,
+    /// The upcall's receiver (set when spawned).
+    rx: Option<Arc<UpcallRx>>,
 }
 
 impl AssocTask {
@@ -157,6 +226,22 @@ impl AssocTask {
             linger: None,
             lose_after: false,
             check_at: Instant::now(),
+            rx: None,
+        }
+    }
+
+    /// Tell the upcall's receiver the sessions now.
+    fn sync_relays(&self) {
+        if let Some(rx) = &self.rx {
+            *rx.relays.lock().unwrap_or_else(|p| p.into_inner()) =
+                self.sessions.iter().map(|s| s.relay.clone()).collect();
+        }
+    }
+
+    /// Let the upcall receive, or not.
+    fn set_open(&self, open: bool) {
+        if let Some(rx) = &self.rx {
+            rx.open.store(open, Ordering::Release);
         }
     }
 
@@ -166,6 +251,7 @@ impl AssocTask {
 
     /// The association is gone: every session's queue pair and the ULP learn it.
     fn lose_all(&mut self) -> Next {
+        self.set_open(false);
         for s in &self.sessions {
             s.relay.lose();
         }
@@ -198,6 +284,7 @@ impl AssocTask {
                                 relay,
                                 terminated: false,
                             });
+                            self.sync_relays();
                         }
                         Err(e) => {
                             tracing::warn!("SCTP: session on stream {sid} not accepted: {e}");
@@ -260,6 +347,7 @@ impl AssocTask {
                         }
                         s.sid != sid
                     });
+                    self.sync_relays();
                     if self.shared.is_none() && self.linger.is_none() {
                         // The active side's one session ended: so does the
                         // association, once what is queued has left.
@@ -269,6 +357,13 @@ impl AssocTask {
                 _ => {}
             }
         }
+    }
+}
+
+impl Drop for AssocTask {
+    fn drop(&mut self) {
+        // A late upcall finds nothing to read for.
+        self.set_open(false);
     }
 }
 
@@ -284,6 +379,8 @@ impl Task for AssocTask {
         let mut guard = conn.lock().unwrap_or_else(|p| p.into_inner());
         let c = &mut *guard;
         self.commands(c);
+        // What the upcall's receiver read and left for us (a request, a close).
+        self.events(c, now);
         self.closes(c, now);
         let mut more = false;
         let mut all_out = false;
@@ -316,6 +413,7 @@ impl Task for AssocTask {
             let drained = all_out && self.sessions.iter().all(|s| s.relay.outbound_idle());
             if drained || now >= t {
                 let _ = c.shutdown();
+                self.set_open(false);
                 if self.lose_after {
                     return self.lose_all();
                 }
