@@ -606,7 +606,8 @@ impl QueuePair {
     }
 
     /// MULPDU in force: the largest ULPDU the next segments are cut to. Over
-    /// MPA it follows TCP's EMSS (spec §4.5), looked at every 64 posts.
+    /// MPA it follows TCP's EMSS (spec §4.5), looked at posts 1, 2, 4, ... 32,
+    /// then every 64th.
     pub fn mulpdu(&self) -> usize {
         lock(&self.shared.state).rdmap.ddp().mulpdu()
     }

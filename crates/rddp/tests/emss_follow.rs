@@ -21,14 +21,23 @@ fn opts() -> MpaOptions {
     }
 }
 
-#[test]
-fn the_mulpdu_follows_tcps_emss() {
-    let dev = Device::new();
+/// A connected pair (the client's queue pair and CQ, the server's sink), the
+/// server kept until `done` is sent.
+struct Pair {
+    qp: rddp::QueuePair,
+    cq: CompletionQueue,
+    pd: rddp::ProtectionDomain,
+    sink: rddp::RemoteBuf,
+    done: std::sync::mpsc::Sender<()>,
+    server: std::thread::JoinHandle<()>,
+}
+
+fn pair(dev: &Device, sink_len: usize) -> Pair {
     let listener = Listener::bind("127.0.0.1:0", opts()).unwrap();
     let addr = listener.local_addr().unwrap();
-    let spd = common::pd(&dev, "server");
+    let spd = common::pd(dev, "server");
     let (sink_tx, sink_rx) = std::sync::mpsc::channel();
-    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let (done, done_rx) = std::sync::mpsc::channel::<()>();
     let server = std::thread::spawn(move || {
         let cq = CompletionQueue::new(64);
         let qp = QueuePairBuilder::new(&spd, &cq, &cq)
@@ -36,12 +45,14 @@ fn the_mulpdu_follows_tcps_emss() {
             .unwrap()
             .attach(listener.accept().unwrap())
             .unwrap();
-        let sink = spd.register(vec![0; MIB], Access::REMOTE_WRITE).unwrap();
+        let sink = spd
+            .register(vec![0; sink_len], Access::REMOTE_WRITE)
+            .unwrap();
         sink_tx.send(sink.remote()).unwrap();
         done_rx.recv().unwrap();
         drop(qp);
     });
-    let pd = common::pd(&dev, "client");
+    let pd = common::pd(dev, "client");
     let cq = CompletionQueue::new(64);
     let qp = QueuePairBuilder::new(&pd, &cq, &cq)
         .max_send_wr(16)
@@ -50,27 +61,63 @@ fn the_mulpdu_follows_tcps_emss() {
         .connect_mpa(addr, opts())
         .unwrap();
     let sink = sink_rx.recv().unwrap();
+    Pair {
+        qp,
+        cq,
+        pd,
+        sink,
+        done,
+        server,
+    }
+}
+
+/// A queue pair that posts only a few messages follows too: the EMSS is
+/// looked at often at first (posts 1, 2, 4, 8, ...), not only every 64th.
+#[test]
+fn a_queue_pair_that_posts_few_messages_follows_too() {
+    let dev = Device::new();
+    let p = pair(&dev, 4 * MIB);
+    let first = p.qp.llp_emss().unwrap();
+    let src = p.pd.register(vec![0x5A; 4 * MIB], Access::NONE).unwrap();
+    // Seven 4 MiB Writes open the window; the eighth post looks again.
+    for i in 0..8 {
+        p.qp.post_write(i, &src, 0, (4 * MIB) as u64, p.sink, 0)
+            .unwrap();
+        assert_eq!(wait(&p.cq, 1)[0].status, WcStatus::Success);
+    }
+    let now = p.qp.llp_emss().unwrap();
+    eprintln!("EMSS {first} at setup, {now} after 8 posts");
+    assert_eq!(p.qp.mulpdu(), mulpdu(now, false), "EMSS {first} -> {now}");
+    p.done.send(()).unwrap();
+    p.server.join().unwrap();
+}
+
+#[test]
+fn the_mulpdu_follows_tcps_emss() {
+    let dev = Device::new();
+    let p = pair(&dev, MIB);
+    let (qp, cq, sink) = (&p.qp, &p.cq, p.sink);
     let first = qp.llp_emss().expect("an MPA queue pair has an EMSS");
     assert_eq!(qp.mulpdu(), mulpdu(first, false), "the MULPDU of setup");
-    let src = pd.register(vec![0x5A; MIB], Access::NONE).unwrap();
+    let src = p.pd.register(vec![0x5A; MIB], Access::NONE).unwrap();
     // Bulk Writes: the window opens, TCP's EMSS grows (on loopback).
     for round in 0..32 {
         for i in 0..8 {
             qp.post_write(round * 8 + i, &src, 0, MIB as u64, sink, 0)
                 .unwrap();
         }
-        for w in wait(&cq, 8) {
+        for w in wait(cq, 8) {
             assert_eq!(w.status, WcStatus::Success, "{w:?}");
         }
     }
     // Then small ones, one at a time, past the next look at the EMSS.
     for i in 0..64 {
         qp.post_write(1000 + i, &src, 0, 64, sink, 0).unwrap();
-        assert_eq!(wait(&cq, 1)[0].status, WcStatus::Success);
+        assert_eq!(wait(cq, 1)[0].status, WcStatus::Success);
     }
     let now = qp.llp_emss().unwrap();
     eprintln!("EMSS {first} at setup, {now} after 256 MiB");
     assert_eq!(qp.mulpdu(), mulpdu(now, false), "EMSS {first} -> {now}");
-    done_tx.send(()).unwrap();
-    server.join().unwrap();
+    p.done.send(()).unwrap();
+    p.server.join().unwrap();
 }

@@ -171,7 +171,8 @@ pub struct MpaLlp {
     pub(crate) emss: Option<EmssWatch>,
 }
 
-/// Posted messages between two reads of TCP_MAXSEG (one system call each).
+/// Posted messages between two reads of TCP_MAXSEG (one system call each),
+/// once past the first few.
 const EMSS_CHECK_POSTS: u32 = 64;
 
 /// Spec §4.5: "Recompute MULPDU when EMSS changes." TCP's EMSS is re-read now
@@ -188,7 +189,10 @@ impl EmssWatch {
     /// At each post: the new MULPDU if TCP's EMSS changed since the last look.
     pub(crate) fn on_post(&mut self, sock: &TcpStream) -> Option<usize> {
         self.posts = self.posts.wrapping_add(1);
-        if !self.posts.is_multiple_of(EMSS_CHECK_POSTS) {
+        // Often at first (posts 1, 2, 4, ... 32: TCP_MAXSEG grows soon after
+        // the handshake, and a queue pair may post only a few messages), then
+        // every EMSS_CHECK_POSTS.
+        if !self.posts.is_power_of_two() && !self.posts.is_multiple_of(EMSS_CHECK_POSTS) {
             return None;
         }
         let now = effective_mss(sock);
