@@ -518,7 +518,7 @@ struct LoopIo {
     /// The queue pair was dropped: the task gives queued output (a Terminate)
     /// until then to leave, then closes.
     linger: Option<std::time::Instant>,
-    /// MULPDU follows TCP's EMSS (spec §4.5), looked at when posting.
+    /// MULPDU follows TCP's EMSS (spec §4.5), looked at as segments are cut.
     emss: Option<crate::transport::mpa::EmssWatch>,
 }
 
@@ -606,8 +606,8 @@ impl QueuePair {
     }
 
     /// MULPDU in force: the largest ULPDU the next segments are cut to. Over
-    /// MPA it follows TCP's EMSS (spec §4.5), looked at posts 1, 2, 4, ... 32,
-    /// then every 64th.
+    /// MPA it follows TCP's EMSS (spec §4.5), looked at after segments 1, 2,
+    /// 4, ... 32 were cut, then after every 64th.
     pub fn mulpdu(&self) -> usize {
         lock(&self.shared.state).rdmap.ddp().mulpdu()
     }
@@ -849,7 +849,6 @@ impl QueuePair {
                 bad = Some((posted, e));
                 break;
             }
-            follow_emss(&mut st);
             st.rdmap
                 .post(self.shared.pd.inner.consumer.device().mem(), wr);
             posted += 1;
@@ -894,23 +893,10 @@ impl QueuePair {
     fn post(&self, wr: WorkRequest) -> Result<(), Error> {
         let mut st = lock(&self.shared.state);
         self.admit(&mut st, &wr)?;
-        follow_emss(&mut st);
         st.rdmap
             .post(self.shared.pd.inner.consumer.device().mem(), wr);
         self.shared.pump(&mut st);
         Ok(())
-    }
-}
-
-/// At each post over MPA: MULPDU follows TCP's EMSS (spec §4.5). The next
-/// segments are cut to the new MULPDU; what was cut stays as it is.
-fn follow_emss(st: &mut State) {
-    let State { rdmap, mpa, .. } = st;
-    if let Some(io) = mpa
-        && let Some(w) = &mut io.emss
-        && let Some(n) = w.on_post(&io.sock)
-    {
-        let _ = rdmap.ddp_mut().set_mulpdu(n);
     }
 }
 
@@ -1070,6 +1056,14 @@ impl Shared {
             while *tx_queued < TX_BUDGET
                 && let Some(seg) = rdmap.poll_segment()
             {
+                // MULPDU follows TCP's EMSS (spec §4.5) from the next segment
+                // on; segments are cut as they are taken here, so this covers
+                // Read Responses too.
+                if let Some(w) = &mut io.emss
+                    && let Some(n) = w.on_segment(&io.sock)
+                {
+                    let _ = rdmap.ddp_mut().set_mulpdu(n);
+                }
                 *tx_queued += seg.len();
                 io.out.push(seg);
             }

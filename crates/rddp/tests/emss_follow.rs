@@ -29,7 +29,8 @@ struct Pair {
     pd: rddp::ProtectionDomain,
     sink: rddp::RemoteBuf,
     done: std::sync::mpsc::Sender<()>,
-    server: std::thread::JoinHandle<()>,
+    /// At the end: the server's MULPDU and TCP's EMSS then.
+    server: std::thread::JoinHandle<(usize, usize)>,
 }
 
 fn pair(dev: &Device, sink_len: usize) -> Pair {
@@ -46,11 +47,14 @@ fn pair(dev: &Device, sink_len: usize) -> Pair {
             .attach(listener.accept().unwrap())
             .unwrap();
         let sink = spd
-            .register(vec![0; sink_len], Access::REMOTE_WRITE)
+            .register(
+                vec![0; sink_len],
+                Access::REMOTE_WRITE | Access::REMOTE_READ,
+            )
             .unwrap();
         sink_tx.send(sink.remote()).unwrap();
         done_rx.recv().unwrap();
-        drop(qp);
+        (qp.mulpdu(), qp.llp_emss().unwrap())
     });
     let pd = common::pd(dev, "client");
     let cq = CompletionQueue::new(64);
@@ -89,7 +93,7 @@ fn a_queue_pair_that_posts_few_messages_follows_too() {
     eprintln!("EMSS {first} at setup, {now} after 8 posts");
     assert_eq!(p.qp.mulpdu(), mulpdu(now, false), "EMSS {first} -> {now}");
     p.done.send(()).unwrap();
-    p.server.join().unwrap();
+    let _ = p.server.join().unwrap();
 }
 
 #[test]
@@ -119,5 +123,25 @@ fn the_mulpdu_follows_tcps_emss() {
     eprintln!("EMSS {first} at setup, {now} after 256 MiB");
     assert_eq!(qp.mulpdu(), mulpdu(now, false), "EMSS {first} -> {now}");
     p.done.send(()).unwrap();
-    p.server.join().unwrap();
+    let _ = p.server.join().unwrap();
+}
+
+/// The responder of RDMA Reads follows too: it posts nothing, its Read
+/// Responses are cut by its engine (the look is where segments are cut).
+#[test]
+fn a_read_responder_follows_too() {
+    let dev = Device::new();
+    let p = pair(&dev, 4 * MIB);
+    let dst =
+        p.pd.register(vec![0; 4 * MIB], Access::REMOTE_WRITE)
+            .unwrap();
+    for i in 0..8 {
+        p.qp.post_read(i, &dst, 0, (4 * MIB) as u32, p.sink, 0)
+            .unwrap();
+        assert_eq!(wait(&p.cq, 1)[0].status, WcStatus::Success);
+    }
+    p.done.send(()).unwrap();
+    let (mulpdu_now, emss) = p.server.join().unwrap();
+    eprintln!("responder: EMSS {emss}, MULPDU {mulpdu_now}");
+    assert_eq!(mulpdu_now, mulpdu(emss, false), "the responder's MULPDU");
 }

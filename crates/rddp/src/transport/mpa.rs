@@ -171,9 +171,9 @@ pub struct MpaLlp {
     pub(crate) emss: Option<EmssWatch>,
 }
 
-/// Posted messages between two reads of TCP_MAXSEG (one system call each),
+/// Segments cut between two reads of TCP_MAXSEG (one system call each),
 /// once past the first few.
-const EMSS_CHECK_POSTS: u32 = 64;
+const EMSS_CHECK_SEGMENTS: u32 = 64;
 
 /// Spec §4.5: "Recompute MULPDU when EMSS changes." TCP's EMSS is re-read now
 /// and then (TCP_MAXSEG grows after the handshake: on loopback 32,768 at
@@ -182,17 +182,18 @@ const EMSS_CHECK_POSTS: u32 = 64;
 pub(crate) struct EmssWatch {
     emss: usize,
     markers_tx: bool,
-    posts: u32,
+    segments: u32,
 }
 
 impl EmssWatch {
-    /// At each post: the new MULPDU if TCP's EMSS changed since the last look.
-    pub(crate) fn on_post(&mut self, sock: &TcpStream) -> Option<usize> {
-        self.posts = self.posts.wrapping_add(1);
-        // Often at first (posts 1, 2, 4, ... 32: TCP_MAXSEG grows soon after
-        // the handshake, and a queue pair may post only a few messages), then
-        // every EMSS_CHECK_POSTS.
-        if !self.posts.is_power_of_two() && !self.posts.is_multiple_of(EMSS_CHECK_POSTS) {
+    /// After a segment was cut: the MULPDU of the next ones if TCP's EMSS
+    /// changed since the last look.
+    pub(crate) fn on_segment(&mut self, sock: &TcpStream) -> Option<usize> {
+        self.segments = self.segments.wrapping_add(1);
+        // Often at first (segments 1, 2, 4, ... 32: TCP_MAXSEG grows soon
+        // after the handshake, and a queue pair may send only a few), then
+        // every EMSS_CHECK_SEGMENTS.
+        if !self.segments.is_power_of_two() && !self.segments.is_multiple_of(EMSS_CHECK_SEGMENTS) {
             return None;
         }
         let now = effective_mss(sock);
@@ -277,7 +278,7 @@ fn into_connection(
             emss: opts.emss.is_none().then_some(EmssWatch {
                 emss,
                 markers_tx: neg.markers_tx,
-                posts: 0,
+                segments: 0,
             }),
         })),
         mulpdu: tx_mulpdu,
