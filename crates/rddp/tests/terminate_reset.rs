@@ -15,9 +15,7 @@ mod common;
 mod raw_peer;
 
 use raw_peer::RawPeer;
-use rddp::transport::mpa::Listener;
 use rddp::{Access, AsyncEvent, CompletionQueue, Device, QueuePairBuilder, RemoteBuf};
-use rddp_mpa::MpaOptions;
 use rddp_wire::{Terminate, TerminateCode};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,11 +29,7 @@ fn one_round() -> Vec<AsyncEvent> {
     let dev = Device::new();
     let pd = common::pd(&dev, "responder");
     let cq = CompletionQueue::new(64);
-    let listener = Listener::bind("127.0.0.1:0", MpaOptions::rev1()).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let accept = std::thread::spawn(move || listener.accept());
-    let mut raw = RawPeer::connect(addr, true);
-    let conn = accept.join().unwrap().unwrap();
+    let (mut raw, conn) = RawPeer::accepted_rev1();
     let qp = QueuePairBuilder::new(&pd, &cq, &cq)
         .max_send_wr(16)
         .build()
