@@ -79,6 +79,18 @@ fn short_fault_run_through_loss_duplication_reordering_and_corruption() {
     // in payloads (verify counts one octet per flipped bit).
     let r = row(rows, "corrupt 0.1%", "crc-off", "mpa", "send");
     assert!(n(r, "payload_hits") > 0, "{r}");
-    assert_eq!(n(r, "corrupt_delivered"), n(r, "payload_hits"), "{r}");
+    if n(r, "completed") == n(r, "runs") {
+        assert_eq!(n(r, "corrupt_delivered"), n(r, "payload_hits"), "{r}");
+    } else {
+        // A flip in a header (nothing checks a CRC) ended the run: the
+        // receiver refused that segment with a Terminate, and payloads behind
+        // it were never delivered to be counted (1 run in about 10).
+        let endings = r["endings"].as_object().expect("endings");
+        assert!(
+            endings.keys().all(|k| k.starts_with("sent ")),
+            "a run that did not complete ended otherwise than by the receiver's Terminate: {r}"
+        );
+        assert!(!r["wire_terminates"].as_object().unwrap().is_empty(), "{r}");
+    }
     assert_eq!(summary["all_pass"], true, "{stdout}");
 }
