@@ -114,11 +114,6 @@ impl SctpConnection {
         self.ad.has_event()
     }
 
-    /// Whether the association is over (a receive or send failed).
-    pub fn is_closed(&self) -> bool {
-        self.closed
-    }
-
     pub fn fragmentation_point(&self) -> usize {
         self.fragmentation_point
     }
