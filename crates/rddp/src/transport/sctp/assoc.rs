@@ -96,6 +96,10 @@ struct UpcallRx {
     /// The task lets the upcall receive: not closing, not lost.
     open: AtomicBool,
     task: OnceLock<TaskHandle>,
+    /// The memory table `SctpConnection::poll` is given, for the task too
+    /// (the queue pairs place through their relays); made once: a table
+    /// seeds its RNG from the OS.
+    scratch: MemoryTable,
 }
 
 impl UpcallRx {
@@ -123,7 +127,6 @@ impl UpcallRx {
             Ok(c) => c,
             Err(TryLockError::WouldBlock | TryLockError::Poisoned(_)) => return false,
         };
-        let scratch = MemoryTable::new();
         for _ in 0..MESSAGES_PER_RUN {
             let room = self
                 .relays
@@ -134,7 +137,7 @@ impl UpcallRx {
             if !room {
                 return false;
             }
-            match c.poll(&scratch, Duration::ZERO) {
+            match c.poll(&self.scratch, Duration::ZERO) {
                 Ok(true) if c.has_event() => return false,
                 Ok(true) => {}
                 Ok(false) => return !c.is_blocked(),
@@ -147,21 +150,15 @@ impl UpcallRx {
 
 /// Spawn an association's task on the process's event loop; usrsctp's upcall
 /// receives data itself (`UpcallRx`) and wakes the task for the rest.
-pub(super) fn spawn_assoc(mut task: AssocTask) -> io::Result<TaskHandle> {
+pub(super) fn spawn_assoc(task: AssocTask) -> io::Result<TaskHandle> {
     let driver = rddp_io::Driver::global()?;
-    let rx = Arc::new(UpcallRx {
-        conn: Arc::downgrade(&task.conn),
-        relays: Mutex::new(task.sessions.iter().map(|s| s.relay.clone()).collect()),
-        open: AtomicBool::new(true),
-        task: OnceLock::new(),
-    });
-    task.rx = Some(rx.clone());
+    let rx = task.rx.clone();
     let r2 = rx.clone();
     task.conn().set_wake(Some(Arc::new(move || r2.on_upcall())));
     if let Some(sh) = &task.shared {
         sh.lock().conn = Some(task.conn.clone());
     }
-    let relays: Vec<Arc<Relay>> = task.sessions.iter().map(|s| s.relay.clone()).collect();
+    let relays = rx.relays.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let task_conn = task.conn.clone();
     let h = driver.spawn(Box::new(task))?;
     let _ = rx.task.set(h.clone());
@@ -189,7 +186,6 @@ pub(super) struct AssocTask {
     /// Shared with the sessions' relays: their posting threads send directly
     /// when it is free (`Relay::send`); the task locks it for each run.
     conn: Arc<Mutex<SctpConnection>>,
-    scratch: MemoryTable,
     sessions: Vec<Session>,
     /// The passive side's ULP (requests, accepts); `None`: the active side, whose
     /// one session is the association (its end ends the association).
@@ -201,8 +197,8 @@ pub(super) struct AssocTask {
     /// The timer asked for (kept while it is ahead and no sooner one is
     /// needed, so that a busy association does not fill the loop's timer heap).
     check_at: Instant,
-    /// The upcall's receiver (set when spawned).
-    rx: Option<Arc<UpcallRx>>,
+    /// The upcall's receiver (its wake is set when spawned).
+    rx: Arc<UpcallRx>,
 }
 
 impl AssocTask {
@@ -211,9 +207,16 @@ impl AssocTask {
         relays: Vec<Arc<Relay>>,
         shared: Option<Arc<AssocShared>>,
     ) -> Self {
-        Self {
-            conn: Arc::new(Mutex::new(conn)),
+        let conn = Arc::new(Mutex::new(conn));
+        let rx = Arc::new(UpcallRx {
+            conn: Arc::downgrade(&conn),
+            relays: Mutex::new(relays.clone()),
+            open: AtomicBool::new(true),
+            task: OnceLock::new(),
             scratch: MemoryTable::new(),
+        });
+        Self {
+            conn,
             sessions: relays
                 .into_iter()
                 .map(|relay| Session {
@@ -226,23 +229,19 @@ impl AssocTask {
             linger: None,
             lose_after: false,
             check_at: Instant::now(),
-            rx: None,
+            rx,
         }
     }
 
     /// Tell the upcall's receiver the sessions now.
     fn sync_relays(&self) {
-        if let Some(rx) = &self.rx {
-            *rx.relays.lock().unwrap_or_else(|p| p.into_inner()) =
-                self.sessions.iter().map(|s| s.relay.clone()).collect();
-        }
+        *self.rx.relays.lock().unwrap_or_else(|p| p.into_inner()) =
+            self.sessions.iter().map(|s| s.relay.clone()).collect();
     }
 
     /// Let the upcall receive, or not.
     fn set_open(&self, open: bool) {
-        if let Some(rx) = &self.rx {
-            rx.open.store(open, Ordering::Release);
-        }
+        self.rx.open.store(open, Ordering::Release);
     }
 
     pub(super) fn conn(&self) -> MutexGuard<'_, SctpConnection> {
@@ -399,7 +398,7 @@ impl Task for AssocTask {
                 more = true;
                 break;
             }
-            match c.poll(&self.scratch, Duration::ZERO) {
+            match c.poll(&self.rx.scratch, Duration::ZERO) {
                 Ok(true) => self.events(c, now),
                 Ok(false) => break,
                 Err(_) => {
