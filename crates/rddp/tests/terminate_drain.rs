@@ -10,9 +10,7 @@ mod common;
 mod raw_peer;
 
 use raw_peer::RawPeer;
-use rddp::transport::mpa::Listener;
-use rddp::{Access, CompletionQueue, Device, QueuePairBuilder, RemoteBuf};
-use rddp_mpa::MpaOptions;
+use rddp::{Access, CompletionQueue, Device, RemoteBuf};
 use rddp_wire::FpduEncoder;
 use std::io::Write;
 use std::sync::Arc;
@@ -35,20 +33,9 @@ fn a_flooding_peer_gets_its_terminate_behind_queued_output() {
     let dev = Device::new();
     let pd = common::pd(&dev, "target");
     let cq = CompletionQueue::new(64);
-    let listener = Listener::bind("127.0.0.1:0", MpaOptions::rev1()).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let accept = std::thread::spawn(move || listener.accept());
-    let mut raw = RawPeer::connect(addr, true);
-    let conn = accept.join().unwrap().unwrap();
     // No receive buffer posted: the first Send is refused (Terminate 1/2/...).
-    let qp = QueuePairBuilder::new(&pd, &cq, &cq)
-        .max_send_wr(16)
-        .build()
-        .unwrap()
-        .attach(conn)
-        .unwrap();
-    // The initiator's first FPDU (a zero-length Write) lets the responder send.
-    raw.send_segment(&[0xC1, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    // The raw peer's first FPDU lets the queue pair send.
+    let (mut raw, qp) = RawPeer::responder_qp(&pd, &cq, 16);
     // Output the peer does not read yet: the Terminate queues behind it.
     let src = pd.register(vec![0x5A; MIB], Access::NONE).unwrap();
     let sink = RemoteBuf {

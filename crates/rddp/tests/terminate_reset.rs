@@ -15,7 +15,7 @@ mod common;
 mod raw_peer;
 
 use raw_peer::RawPeer;
-use rddp::{Access, AsyncEvent, CompletionQueue, Device, QueuePairBuilder, RemoteBuf};
+use rddp::{Access, AsyncEvent, CompletionQueue, Device, RemoteBuf};
 use rddp_wire::{Terminate, TerminateCode};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,15 +29,8 @@ fn one_round() -> Vec<AsyncEvent> {
     let dev = Device::new();
     let pd = common::pd(&dev, "responder");
     let cq = CompletionQueue::new(64);
-    let (mut raw, conn) = RawPeer::accepted_rev1();
-    let qp = QueuePairBuilder::new(&pd, &cq, &cq)
-        .max_send_wr(16)
-        .build()
-        .unwrap()
-        .attach(conn)
-        .unwrap();
-    // The initiator's first FPDU (a zero-length Write) lets the responder send.
-    raw.send_segment(&[0xC1, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    // The raw peer's first FPDU lets the queue pair send.
+    let (mut raw, qp) = RawPeer::responder_qp(&pd, &cq, 16);
     // Output the peer never reads: the queue pair waits to write.
     let src = pd.register(vec![0x5A; 4 * MIB], Access::NONE).unwrap();
     let sink = RemoteBuf {

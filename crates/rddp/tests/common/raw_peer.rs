@@ -42,6 +42,25 @@ impl RawPeer {
         (raw, conn)
     }
 
+    /// A responder queue pair of `pd` (send queue of `max_send_wr`, `cq` for
+    /// both queues) attached to a raw Rev 1 initiator, which has sent its
+    /// first FPDU (a zero-length Write): the responder may send (spec §4.9).
+    pub fn responder_qp(
+        pd: &rddp::ProtectionDomain,
+        cq: &rddp::CompletionQueue,
+        max_send_wr: u32,
+    ) -> (Self, rddp::QueuePair) {
+        let (mut raw, conn) = Self::accepted_rev1();
+        let qp = rddp::QueuePairBuilder::new(pd, cq, cq)
+            .max_send_wr(max_send_wr)
+            .build()
+            .unwrap()
+            .attach(conn)
+            .unwrap();
+        raw.send_segment(&[0xC1, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        (raw, qp)
+    }
+
     /// TCP connect, send an MPA Request (Rev 1, C as given), read the Reply.
     pub fn connect(addr: SocketAddr, crc: bool) -> Self {
         let req = MpaFrame::new(
