@@ -44,6 +44,9 @@ pub(crate) struct Api {
     pub get_events: GetEventsFn,
     pub sysctl_blackhole: SysctlFn,
     pub sysctl_no_csum_on_loopback: SysctlFn,
+    /// The one symbol outside usrsctp.h (see the crate docs); optional: a
+    /// library without it still loads, and sends are then not gathered.
+    pub lower_sosend: Option<LowerSosendFn>,
 }
 
 static API: OnceLock<Result<Api, LoadError>> = OnceLock::new();
@@ -56,6 +59,12 @@ pub(crate) fn api() -> Result<&'static Api, LoadError> {
 /// Whether libusrsctp can be loaded on this machine.
 pub fn available() -> Result<(), LoadError> {
     api().map(|_| ())
+}
+
+/// Whether the loaded library sends a message gathered from several buffers
+/// (it exports `sctp_lower_sosend`); see [`crate::Socket::send_gather`].
+pub fn gather_available() -> bool {
+    api().is_ok_and(|a| a.lower_sosend.is_some())
 }
 
 fn open(names: &[&str]) -> Result<libloading::Library, LoadError> {
@@ -105,6 +114,11 @@ fn load() -> Result<Api, LoadError> {
         get_events: sym!("usrsctp_get_events"),
         sysctl_blackhole: sym!("usrsctp_sysctl_set_sctp_blackhole"),
         sysctl_no_csum_on_loopback: sym!("usrsctp_sysctl_set_sctp_no_csum_on_loopback"),
+        // SAFETY: the type is the `__Userspace__` prototype of sctp_output.c
+        // (0.9.5.0), see `LowerSosendFn`.
+        lower_sosend: unsafe { lib.get::<LowerSosendFn>(b"sctp_lower_sosend\0") }
+            .ok()
+            .map(|f| *f),
         _lib: lib,
     })
 }

@@ -440,9 +440,9 @@ impl Socket {
             snd_ppid: ppid.to_be(),
             ..Default::default()
         };
-        let mut send = || {
+        self.retry_send(|| {
             // SAFETY: `ptr` valid for `data.len()` octets; info is a sctp_sndinfo.
-            unsafe {
+            let n = unsafe {
                 (self.api.sendv)(
                     self.so,
                     ptr.cast(),
@@ -454,20 +454,128 @@ impl Socket {
                     SCTP_SENDV_SNDINFO,
                     0,
                 )
+            };
+            if n < 0 {
+                Err(Error::last("sendv"))
+            } else {
+                Ok(n as usize)
             }
+        })
+    }
+
+    /// Run `send`; if it would block, ask for the upcall's wake once there is
+    /// room, then try once more: room made between the refusal and the flag is
+    /// not missed.
+    fn retry_send(&self, mut send: impl FnMut() -> Result<usize, Error>) -> Result<usize, Error> {
+        match send() {
+            Err(e) if e.would_block() => {
+                self.signal.want_write.store(true, Ordering::Release);
+                send()
+            }
+            other => other,
+        }
+    }
+
+    /// Whether [`Self::send_gather`] gathers (the library has `sctp_lower_sosend`)
+    /// rather than concatenating.
+    pub fn can_gather(&self) -> bool {
+        self.api.lower_sosend.is_some()
+    }
+
+    /// Send one message, the concatenation of `parts`, like [`Self::send`]: all
+    /// of it or nothing (a would-block queues none of it). usrsctp copies the
+    /// parts into its buffers; no user-space copy is made first. Without
+    /// `sctp_lower_sosend` ([`Self::can_gather`] false) the parts are
+    /// concatenated into one buffer and sent with `usrsctp_sendv`.
+    pub fn send_gather(
+        &self,
+        sid: u16,
+        ppid: u32,
+        unordered: bool,
+        parts: &[&[u8]],
+    ) -> Result<usize, Error> {
+        let flags = if unordered { SCTP_UNORDERED } else { 0 };
+        let Some(lower_sosend) = self.api.lower_sosend else {
+            return self.sendv(sid, ppid, flags, &parts.concat());
         };
-        let mut n = send();
-        if n < 0 && Error::last("sendv").would_block() {
-            // Ask for the upcall's wake once there is room, then try again:
-            // room made between the refusal and the flag is not missed.
-            self.signal.want_write.store(true, Ordering::Release);
-            n = send();
-        }
-        if n < 0 {
-            Err(Error::last("sendv"))
-        } else {
-            Ok(n as usize)
-        }
+        let invalid = |op| Error::Io {
+            op,
+            err: std::io::Error::from_raw_os_error(libc::EINVAL),
+        };
+        let total = parts
+            .iter()
+            .try_fold(0usize, |t, p| t.checked_add(p.len()))
+            .filter(|&t| t <= isize::MAX as usize)
+            .ok_or_else(|| invalid("sctp_lower_sosend"))?;
+        // Empty parts are left out; an empty message still passes one valid
+        // pointer (trap 6), as `sendv` does.
+        let empty = [0u8; 1];
+        let entries = parts.iter().filter(|p| !p.is_empty()).count().max(1);
+        let count = c_int::try_from(entries).map_err(|_| invalid("sctp_lower_sosend"))?;
+        let mut iov: Vec<libc::iovec> = Vec::with_capacity(entries);
+        self.retry_send(|| {
+            // Fresh each try: uiomove advances the entries it copies from.
+            iov.clear();
+            iov.extend(parts.iter().filter(|p| !p.is_empty()).map(|p| libc::iovec {
+                iov_base: p.as_ptr().cast_mut().cast(),
+                iov_len: p.len(),
+            }));
+            if iov.is_empty() {
+                iov.push(libc::iovec {
+                    iov_base: empty.as_ptr().cast_mut().cast(),
+                    iov_len: 0,
+                });
+            }
+            let mut auio = uio {
+                uio_iov: iov.as_mut_ptr(),
+                uio_iovcnt: count,
+                uio_offset: 0,
+                uio_resid: total as libc::ssize_t,
+                uio_segflg: UIO_USERSPACE,
+                uio_rw: UIO_WRITE,
+            };
+            // As usrsctp_sendv fills it from a sctp_sndinfo: zeroed, then the
+            // stream, flags and PPID (network order, as the caller's sndinfo).
+            let mut sinfo = sctp_sndrcvinfo {
+                sinfo_stream: sid,
+                sinfo_flags: flags,
+                sinfo_ppid: ppid.to_be(),
+                ..Default::default()
+            };
+            // SAFETY: this is what usrsctp_sendv (user_socket.c, 0.9.5.0) does
+            // with its own one-entry iovec, with several entries instead:
+            // * `uio` and `sctp_sndrcvinfo` are the 0.9.5.0 layouts, checked
+            //   at compile time in sys.rs; `LowerSosendFn` is its prototype.
+            // * `self.so` is a live socket (closed only in Drop).
+            // * `auio`, `iov` and `sinfo` live on this frame or in `iov`'s
+            //   buffer until the call returns; each iovec points into one of
+            //   `parts` (or `empty`), borrowed for the whole call. The iovec
+            //   memory is only read (UIO_WRITE: copyin into mbufs), the uio
+            //   and iovec entries are written (advanced) by uiomove.
+            // * usrsctp keeps no pointer to any of them after returning: the
+            //   data is in its mbufs by then (a non-blocking socket never
+            //   sleeps in the call), so `parts` may be released afterwards.
+            // * No address (connected one-to-one socket), no mbufs, flags 0.
+            let err = unsafe {
+                lower_sosend(
+                    self.so,
+                    core::ptr::null_mut(),
+                    &mut auio,
+                    core::ptr::null_mut(),
+                    core::ptr::null_mut(),
+                    0,
+                    &mut sinfo,
+                )
+            };
+            if err == 0 {
+                Ok(total - auio.uio_resid.max(0) as usize)
+            } else {
+                Err(Error::Io {
+                    op: "sctp_lower_sosend",
+                    err: std::io::Error::from_raw_os_error(err),
+                })
+            }
+        })
     }
 
     /// Send, waiting up to `timeout` while the send buffer is full.

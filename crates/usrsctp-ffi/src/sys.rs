@@ -205,6 +205,64 @@ pub struct sctp_adaptation_event {
     pub sai_assoc_id: sctp_assoc_t,
 }
 
+/// `struct uio` (usrsctplib/user_socketvar.h, usrsctp 0.9.5.0): the gather list
+/// `sctp_lower_sosend` copies a message from. Not in usrsctp.h (see
+/// [`LowerSosendFn`]). Both enums are C `int`s.
+#[repr(C)]
+#[derive(Debug)]
+pub struct uio {
+    pub uio_iov: *mut libc::iovec,
+    pub uio_iovcnt: c_int,
+    pub uio_offset: libc::off_t,
+    pub uio_resid: ssize_t,
+    /// `enum uio_seg`: [`UIO_USERSPACE`].
+    pub uio_segflg: c_int,
+    /// `enum uio_rw`: [`UIO_WRITE`].
+    pub uio_rw: c_int,
+}
+
+/// `enum uio_seg` and `enum uio_rw` values (usrsctplib/user_socketvar.h, 0.9.5.0).
+pub const UIO_USERSPACE: c_int = 0;
+pub const UIO_WRITE: c_int = 1;
+
+/// `struct sctp_sndrcvinfo` (usrsctplib/netinet/sctp_uio.h, usrsctp 0.9.5.0,
+/// `SCTP_ALIGN_RESV_PAD` = 92): the send parameters `sctp_lower_sosend` takes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct sctp_sndrcvinfo {
+    pub sinfo_stream: u16,
+    pub sinfo_ssn: u16,
+    pub sinfo_flags: u16,
+    pub sinfo_ppid: u32,
+    pub sinfo_context: u32,
+    pub sinfo_timetolive: u32,
+    pub sinfo_tsn: u32,
+    pub sinfo_cumtsn: u32,
+    pub sinfo_assoc_id: sctp_assoc_t,
+    pub sinfo_keynumber: u16,
+    pub sinfo_keynumber_valid: u16,
+    pub __reserve_pad: [u8; 92],
+}
+
+impl Default for sctp_sndrcvinfo {
+    fn default() -> Self {
+        Self {
+            sinfo_stream: 0,
+            sinfo_ssn: 0,
+            sinfo_flags: 0,
+            sinfo_ppid: 0,
+            sinfo_context: 0,
+            sinfo_timetolive: 0,
+            sinfo_tsn: 0,
+            sinfo_cumtsn: 0,
+            sinfo_assoc_id: 0,
+            sinfo_keynumber: 0,
+            sinfo_keynumber_valid: 0,
+            __reserve_pad: [0; 92],
+        }
+    }
+}
+
 /// Size of `union sctp_notification` (its largest member), the receive buffer floor.
 pub const SCTP_NOTIFICATION_SIZE: usize = 152;
 
@@ -265,6 +323,19 @@ pub type AddressFn = unsafe extern "C" fn(*mut c_void);
 pub type SetUpcallFn = unsafe extern "C" fn(*mut socket, Option<Upcall>, *mut c_void) -> c_int;
 pub type SysctlFn = unsafe extern "C" fn(u32) -> c_int;
 pub type GetEventsFn = unsafe extern "C" fn(*mut socket) -> c_int;
+/// `sctp_lower_sosend` (usrsctplib/netinet/sctp_output.c, 0.9.5.0, the
+/// `__Userspace__` prototype): what `usrsctp_sendv` calls with a one-entry
+/// [`uio`]. Not part of usrsctp.h but exported by libusrsctp.so.2; returns an
+/// errno value (0 = sent) and sets no errno. The mbuf arguments are null here.
+pub type LowerSosendFn = unsafe extern "C" fn(
+    *mut socket,
+    *mut sockaddr,
+    *mut uio,
+    *mut c_void,
+    *mut c_void,
+    c_int,
+    *mut sctp_sndrcvinfo,
+) -> c_int;
 
 /// `usrsctp_get_events` bits (usrsctp.h).
 pub const SCTP_EVENT_READ: c_int = 0x0001;
@@ -388,4 +459,33 @@ layout!(
     sai_length = 4,
     sai_adaptation_ind = 8,
     sai_assoc_id = 12
+);
+#[cfg(target_pointer_width = "64")]
+layout!(
+    uio,
+    40,
+    8,
+    uio_iov = 0,
+    uio_iovcnt = 8,
+    uio_offset = 16,
+    uio_resid = 24,
+    uio_segflg = 32,
+    uio_rw = 36
+);
+layout!(
+    sctp_sndrcvinfo,
+    128,
+    4,
+    sinfo_stream = 0,
+    sinfo_ssn = 2,
+    sinfo_flags = 4,
+    sinfo_ppid = 8,
+    sinfo_context = 12,
+    sinfo_timetolive = 16,
+    sinfo_tsn = 20,
+    sinfo_cumtsn = 24,
+    sinfo_assoc_id = 28,
+    sinfo_keynumber = 32,
+    sinfo_keynumber_valid = 34,
+    __reserve_pad = 36
 );
