@@ -131,7 +131,8 @@ pub fn sctp_adaptation(data: &[u8]) {
             let Some(c) = a.poll_transmit() else { break };
             let s = usize::from(c.sid);
             assert!(s < n, "chunk on stream {s} of {n}");
-            let p = SctpPayload::parse(c.ppid, &c.payload).expect("our chunk parses");
+            let octets = c.to_vec();
+            let p = SctpPayload::parse(c.ppid, &octets).expect("our chunk parses");
             assert_eq!(p.ssn(), our_ssn[s], "DDP-SSN gap on stream {s}");
             our_ssn[s] = our_ssn[s].wrapping_add(1);
             if let SctpPayload::Segment(seg) = p {

@@ -4,7 +4,7 @@
 
 use crate::session::{CloseReason, LocalTerminate, Role, Session, SessionState, Upper};
 use crate::ssn::{InboundSsn, OutboundSsn};
-use rddp_proto::ddp::{DdpConfig, DdpStream, SegmentEndpoint};
+use rddp_proto::ddp::{DdpConfig, DdpStream, Payload, SegmentEndpoint, count_lease_copy};
 use rddp_proto::mem::{PdId, StreamId};
 use rddp_wire::sctp::{MAX_SESSION_PD, MIN_MAX_SEGMENT, SSN_LEN, SessionFunction};
 use std::collections::VecDeque;
@@ -37,12 +37,50 @@ impl Default for Config {
     }
 }
 
-/// A chunk for the driver to send unordered (U=1), unfragmented, on stream `sid`.
+/// A chunk for the driver to send unordered (U=1), unfragmented, on stream `sid`:
+/// one message, `head` then `body` (the driver gathers them, no copy first).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutChunk {
     pub sid: u16,
     pub ppid: u32,
-    pub payload: Vec<u8>,
+    /// A DDP segment's DDP-SSN and DDP header, or a whole Session Control message.
+    pub head: Vec<u8>,
+    /// A DDP segment's payload, read where it lies when sent (a lease on a
+    /// registered region, or owned octets); empty for Session Control.
+    pub body: Payload,
+}
+
+impl OutChunk {
+    /// A chunk of owned octets only (Session Control, tests).
+    pub fn whole(sid: u16, ppid: u32, octets: Vec<u8>) -> Self {
+        Self {
+            sid,
+            ppid,
+            head: octets,
+            body: Payload::default(),
+        }
+    }
+
+    /// Octets of the message (`head` and `body`).
+    pub fn len(&self) -> usize {
+        self.head.len() + self.body.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The message's octets, copied into one buffer; a lease's copy is counted
+    /// ([`rddp_proto::ddp::lease_copied_octets`]), as `Payload::to_bytes` does.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.len());
+        v.extend_from_slice(&self.head);
+        if let Payload::Region { len, .. } = self.body {
+            count_lease_copy(len);
+        }
+        self.body.with(|b| v.extend_from_slice(b));
+        v
+    }
 }
 
 /// What the ULP learns about sessions.

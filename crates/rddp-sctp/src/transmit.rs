@@ -52,12 +52,8 @@ impl Adaptation {
         if let Some(s) = slot.session.as_mut() {
             s.ctl_confirmed = false;
         }
-        OutChunk {
-            sid,
-            ppid: PPID_SESSION_CONTROL,
-            // Private data was checked on entry (0..=512, none on Terminate).
-            payload: c.to_vec().unwrap_or_default(),
-        }
+        // Private data was checked on entry (0..=512, none on Terminate).
+        OutChunk::whole(sid, PPID_SESSION_CONTROL, c.to_vec().unwrap_or_default())
     }
 
     fn transmit_from(&mut self, sid: u16) -> Option<OutChunk> {
@@ -80,16 +76,18 @@ impl Adaptation {
                 );
                 return None;
             }
-            // One buffer for the DDP-SSN and the segment (usrsctp_sendv takes
-            // one; it cannot gather): the payload's one user-space copy.
-            let mut payload = Vec::with_capacity(SSN_LEN + seg.len());
-            payload.extend_from_slice(&slot.out.take().to_be_bytes());
-            seg.write_to(&mut payload);
+            // The DDP-SSN and the DDP header here; the payload stays where it
+            // is (a lease is read when the driver sends: no copy here).
+            let mut head = vec![0; SSN_LEN + seg.header.len()];
+            head[..SSN_LEN].copy_from_slice(&slot.out.take().to_be_bytes());
+            // The slice was sized for the header just above.
+            let _ = seg.header.emit(&mut head[SSN_LEN..]);
             slot.unacked = true;
             return Some(OutChunk {
                 sid,
                 ppid: PPID_DDP_SEGMENT,
-                payload,
+                head,
+                body: seg.payload,
             });
         }
         // A graceful Terminate follows our queued DDP messages; after a violation

@@ -60,10 +60,7 @@ fn segments_fit_a_lowered_fragmentation_point() {
     });
     let sent = a.take_recorded();
     assert!(sent.len() >= 20_000 / fp);
-    assert!(
-        sent.iter().all(|c| c.payload.len() <= fp),
-        "a chunk above {fp}"
-    );
+    assert!(sent.iter().all(|c| c.len() <= fp), "a chunk above {fp}");
     assert_eq!(mb.region(stag).unwrap().data(), &pattern(4, 20_000)[..]);
     // Every DATA chunk on the link is unordered and unfragmented (U=B=E=1).
     let mut data_chunks = 0;

@@ -100,11 +100,7 @@ fn a_second_terminate_from_the_peer_is_legal() {
         let mut c = drain(&mut a);
         assert_eq!(functions(&c, 0), [SessionFunction::Terminate]);
         // A's Terminate took DDP-SSN 1 (after its Initiate); the second one 2.
-        let second = OutChunk {
-            sid: 0,
-            ppid: 17,
-            payload: raw_ctl(2, 4, b""),
-        };
+        let second = OutChunk::whole(0, 17, raw_ctl(2, 4, b""));
         if swapped {
             c.insert(0, second);
         } else {

@@ -29,7 +29,7 @@ fn ddp_ssn_is_the_sctp_ssn_per_stream_without_gaps() {
         let ssns: Vec<u16> = c
             .iter()
             .filter(|c| c.sid == sid)
-            .map(|c| u16::from_be_bytes([c.payload[0], c.payload[1]]))
+            .map(|c| u16::from_be_bytes([c.head[0], c.head[1]]))
             .collect();
         // The Initiate took DDP-SSN 0 on each stream; segments follow with no gap.
         assert_eq!(
@@ -38,7 +38,7 @@ fn ddp_ssn_is_the_sctp_ssn_per_stream_without_gaps() {
             "stream {sid}"
         );
     }
-    assert!(c.iter().all(|c| c.ppid == 16 && c.payload.len() - 2 <= 598));
+    assert!(c.iter().all(|c| c.ppid == 16 && c.len() - 2 <= 598));
 }
 
 #[test]
@@ -321,7 +321,7 @@ fn maximum_segment_and_mulpdu_changes() {
         .unwrap()
         .send_tagged(0, stag.0, 0x1000, Bytes::from(vec![3; 5000]))
         .unwrap();
-    assert!(drain(&mut a).iter().all(|c| c.payload.len() - 2 <= 998));
+    assert!(drain(&mut a).iter().all(|c| c.len() - 2 <= 998));
 }
 
 #[test]

@@ -8,10 +8,15 @@
 //! goes, and the payload is read from usrsctp straight there (issue 11 point 3,
 //! like MPA's direct receive). A message whose length is not known yet (the
 //! first after a pause) is read whole into the connection's buffer.
+//!
+//! Transmit gathers: a segment's DDP-SSN and DDP header and its payload, read
+//! where it lies (a region lease), leave as one message of two buffers
+//! ([`Socket::send_gather`]), with no user-space copy (issue 11 point 4).
 
 use super::DriverError;
 use crate::adaptation::{Adaptation, AssociationError, Config, Event, OutChunk};
-use rddp_proto::ddp::DdpStream;
+use bytes::Bytes;
+use rddp_proto::ddp::{DdpStream, Payload};
 use rddp_proto::mem::MemoryTable;
 use rddp_wire::DdpControl;
 use rddp_wire::ddp::{TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
@@ -165,28 +170,45 @@ impl SctpConnection {
         }
         loop {
             // A blocked chunk was shown to the tap when it was first tried.
-            let (c, shown) = match self.blocked.take() {
+            let (mut c, shown) = match self.blocked.take() {
                 Some(c) => (c, true),
                 None => match self.ad.poll_transmit() {
                     Some(c) => (c, false),
                     None => return Ok(true),
                 },
             };
+            if !shown && !c.body.is_empty() && !self.sock.can_gather() {
+                // usrsctp_sendv takes one buffer: the payload's one user-space
+                // copy (counted), made once and kept if the send is refused.
+                c = OutChunk::whole(c.sid, c.ppid, c.to_vec());
+            }
             // Shown before it leaves: an answer shown by a peer in this process
             // must come after it in a capture.
             if let (false, Some(t)) = (shown, self.tap.as_mut()) {
-                t.sent(c.sid, c.ppid, &c.payload);
+                // A capture, not the data path: whole octets, not counted, and
+                // the region is not locked while the tap writes.
+                let whole = c.body.with(|b| [&c.head[..], b].concat());
+                t.sent(c.sid, c.ppid, &whole);
             }
             // Unordered always; one chunk per message, never above the fragmentation
-            // point (the adaptation capped the segment).
-            match self.sock.send(c.sid, c.ppid, true, &c.payload) {
+            // point (the adaptation capped the segment). The body is gathered
+            // from where it lies: a lease's region is locked only for this
+            // non-blocking call, during which usrsctp copies it into its buffers.
+            let sent = if c.body.is_empty() {
+                self.sock.send(c.sid, c.ppid, true, &c.head)
+            } else {
+                let sock = &self.sock;
+                c.body
+                    .with(|b| sock.send_gather(c.sid, c.ppid, true, &[&c.head, b]))
+            };
+            match sent {
                 Ok(_) => {
                     self.stats.chunks_sent += 1;
                     if c.ppid == PPID_DDP_SEGMENT {
                         self.ad.chunk_accepted(c.sid);
                     }
                     if let Some(r) = self.record.as_mut() {
-                        r.push(c);
+                        r.push(snapshot(c));
                     }
                 }
                 Err(e) if is_would_block(&e) => {
@@ -433,6 +455,19 @@ impl SctpConnection {
         self.closed = true;
         self.ad.on_association_lost();
         e
+    }
+}
+
+/// A sent chunk as it left, for the record (wire checks): a lease's octets
+/// are copied now (the region may change later), not counted (not the data
+/// path).
+fn snapshot(c: OutChunk) -> OutChunk {
+    match c.body {
+        Payload::Region { .. } => OutChunk {
+            body: c.body.with(Bytes::copy_from_slice).into(),
+            ..c
+        },
+        Payload::Bytes(_) => c,
     }
 }
 

@@ -30,7 +30,7 @@ pub fn drain(s: &mut Side) -> Vec<OutChunk> {
 
 pub fn feed(to: &mut Side, chunks: &[OutChunk]) {
     for c in chunks {
-        to.ad.on_chunk(&to.mem, c.sid, c.ppid, &c.payload).unwrap();
+        to.ad.on_chunk(&to.mem, c.sid, c.ppid, &c.to_vec()).unwrap();
     }
 }
 
@@ -40,7 +40,7 @@ pub fn events(s: &mut Side) -> Vec<Event> {
 
 pub fn ctl(c: &OutChunk) -> SessionControl {
     assert_eq!(c.ppid, 17);
-    SessionControl::parse(&c.payload).unwrap()
+    SessionControl::parse(&c.head).unwrap()
 }
 
 /// A PPID 17 payload with any function code and private data.

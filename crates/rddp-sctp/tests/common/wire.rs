@@ -27,16 +27,17 @@ pub fn tshark_present() -> bool {
 
 /// The line the Lua dissector renders for a chunk, from what rddp sent.
 pub fn summary(c: &OutChunk) -> String {
-    let ssn = u16::from_be_bytes([c.payload[0], c.payload[1]]);
+    let octets = c.to_vec();
+    let ssn = u16::from_be_bytes([octets[0], octets[1]]);
     if c.ppid == 17 {
-        let s = SessionControl::parse(&c.payload).unwrap();
+        let s = SessionControl::parse(&octets).unwrap();
         return format!(
             "ctl ssn={ssn} fc={} pd={}",
             s.function.code(),
             s.private_data.len()
         );
     }
-    let seg = &c.payload[2..];
+    let seg = &octets[2..];
     match DdpHeader::parse(seg).unwrap() {
         DdpHeader::Tagged(h) => format!(
             "seg ssn={ssn} T=1 L={} dv={} stag={:08x} to={:016x} len={}",
