@@ -47,6 +47,9 @@ pub(crate) struct Api {
     /// The one symbol outside usrsctp.h (see the crate docs); optional: a
     /// library without it still loads, and sends are then not gathered.
     pub lower_sosend: Option<LowerSosendFn>,
+    /// Likewise optional: receive a message as usrsctp's mbuf chain (see
+    /// [`crate::Chain`]); both or neither are used.
+    pub sorecvmsg: Option<(SoRecvmsgFn, MFreemFn)>,
 }
 
 static API: OnceLock<Result<Api, LoadError>> = OnceLock::new();
@@ -65,6 +68,13 @@ pub fn available() -> Result<(), LoadError> {
 /// (it exports `sctp_lower_sosend`); see [`crate::Socket::send_gather`].
 pub fn gather_available() -> bool {
     api().is_ok_and(|a| a.lower_sosend.is_some())
+}
+
+/// Whether the loaded library hands a received message over as its mbuf
+/// chain (it exports `sctp_sorecvmsg` and `m_freem`); see
+/// [`crate::Socket::recv_chain`].
+pub fn chain_available() -> bool {
+    api().is_ok_and(|a| a.sorecvmsg.is_some())
 }
 
 fn open(names: &[&str]) -> Result<libloading::Library, LoadError> {
@@ -119,6 +129,14 @@ fn load() -> Result<Api, LoadError> {
         lower_sosend: unsafe { lib.get::<LowerSosendFn>(b"sctp_lower_sosend\0") }
             .ok()
             .map(|f| *f),
+        // SAFETY: the types are the prototypes of sctputil.c and user_mbuf.c
+        // (0.9.5.0), see `SoRecvmsgFn` and `MFreemFn`.
+        sorecvmsg: unsafe {
+            lib.get::<SoRecvmsgFn>(b"sctp_sorecvmsg\0")
+                .ok()
+                .map(|f| *f)
+                .zip(lib.get::<MFreemFn>(b"m_freem\0").ok().map(|f| *f))
+        },
         _lib: lib,
     })
 }

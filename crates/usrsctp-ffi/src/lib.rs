@@ -5,21 +5,31 @@
 //! * One stack per process ([`stack::init`]); sockets over IPv4 (UDP encapsulation or
 //!   raw IP) or AF_CONN ([`stack::ConnAddress`]) for in-process links.
 //! * This is the only crate of the workspace allowed `unsafe`.
-//! * One symbol outside usrsctp.h is used: `sctp_lower_sosend`, which
-//!   `usrsctp_sendv` calls with a one-buffer `struct uio`. `usrsctp_sendv` cannot
-//!   gather, so a DDP segment's headers and its payload (read in place from a
-//!   registered region) would have to be copied into one buffer first;
-//!   [`Socket::send_gather`] passes them as one message of several iovecs instead.
-//!   The symbol is optional ([`gather_available`]): without it sends concatenate.
+//! * Three symbols outside usrsctp.h are used, each optional (a library
+//!   without them still loads, and the public calls are used instead):
+//!   * `sctp_lower_sosend`, which `usrsctp_sendv` calls with a one-buffer
+//!     `struct uio`. `usrsctp_sendv` cannot gather, so a DDP segment's headers
+//!     and its payload (read in place from a registered region) would have to
+//!     be copied into one buffer first; [`Socket::send_gather`] passes them as
+//!     one message of several iovecs instead ([`gather_available`]).
+//!   * `sctp_sorecvmsg` and `m_freem`: `usrsctp_recvv` copies a message out
+//!     without saying how long it is before the copy, and DDP over SCTP carries
+//!     no length, so a message read as soon as it arrives could only be
+//!     validated (seed 000: before any octet is placed) after a copy into a
+//!     buffer of our own. [`Socket::recv_chain`] takes the message as the mbuf
+//!     chain usrsctp holds, its length known, and the caller copies it from
+//!     there once, straight into place ([`chain_available`]).
 
 mod api;
+mod chain;
 mod error;
 mod notify;
 mod socket;
 pub mod stack;
 pub mod sys;
 
-pub use api::{LIBRARY_NAMES, LoadError, available, gather_available};
+pub use api::{LIBRARY_NAMES, LoadError, available, chain_available, gather_available};
+pub use chain::Chain;
 pub use error::Error;
 pub use notify::Notification;
 pub use socket::{NextInfo, Part, Received, RecvInfo, Socket, Status, Target, Wake};

@@ -140,8 +140,8 @@ unsafe extern "C" fn upcall(so: *mut socket, arg: *mut c_void, _flags: c_int) {
 
 /// An SCTP socket of the process's usrsctp stack.
 pub struct Socket {
-    so: *mut socket,
-    api: &'static Api,
+    pub(crate) so: *mut socket,
+    pub(crate) api: &'static Api,
     tag: usize,
     signal: Arc<Signal>,
 }

@@ -223,6 +223,7 @@ pub struct uio {
 
 /// `enum uio_seg` and `enum uio_rw` values (usrsctplib/user_socketvar.h, 0.9.5.0).
 pub const UIO_USERSPACE: c_int = 0;
+pub const UIO_READ: c_int = 0;
 pub const UIO_WRITE: c_int = 1;
 
 /// `struct sctp_sndrcvinfo` (usrsctplib/netinet/sctp_uio.h, usrsctp 0.9.5.0,
@@ -261,6 +262,54 @@ impl Default for sctp_sndrcvinfo {
             __reserve_pad: [0; 92],
         }
     }
+}
+
+/// `struct sctp_extrcvinfo` (usrsctplib/netinet/sctp_uio.h, usrsctp 0.9.5.0,
+/// `SCTP_ALIGN_RESV_PAD_SHORT` = 76): what `sctp_sorecvmsg` fills about the
+/// message it returns (and the next one, with `SCTP_RECVNXTINFO` on).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct sctp_extrcvinfo {
+    pub sinfo_stream: u16,
+    pub sinfo_ssn: u16,
+    pub sinfo_flags: u16,
+    pub sinfo_ppid: u32,
+    pub sinfo_context: u32,
+    pub sinfo_timetolive: u32,
+    pub sinfo_tsn: u32,
+    pub sinfo_cumtsn: u32,
+    pub sinfo_assoc_id: sctp_assoc_t,
+    pub serinfo_next_flags: u16,
+    pub serinfo_next_stream: u16,
+    pub serinfo_next_aid: u32,
+    pub serinfo_next_length: u32,
+    pub serinfo_next_ppid: u32,
+    pub sinfo_keynumber: u16,
+    pub sinfo_keynumber_valid: u16,
+    pub __reserve_pad: [u8; 76],
+}
+
+impl Default for sctp_extrcvinfo {
+    fn default() -> Self {
+        // SAFETY: every field is an integer or an array of them: all-zero is valid.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// The head of `struct mbuf`: `struct m_hdr` (usrsctplib/user_mbuf.h, usrsctp
+/// 0.9.5.0, `M_HDR_PAD` = 6 with 64-bit pointers). Only read, through the
+/// chain `sctp_sorecvmsg` hands over: the next mbuf, where its data lies, how
+/// many octets.
+#[repr(C)]
+#[derive(Debug)]
+pub struct m_hdr {
+    pub mh_next: *mut m_hdr,
+    pub mh_nextpkt: *mut m_hdr,
+    pub mh_data: *mut u8,
+    pub mh_len: c_int,
+    pub mh_flags: c_int,
+    pub mh_type: i16,
+    pub pad: [u8; 6],
 }
 
 /// Size of `union sctp_notification` (its largest member), the receive buffer floor.
@@ -337,6 +386,24 @@ pub type LowerSosendFn = unsafe extern "C" fn(
     *mut sctp_sndrcvinfo,
 ) -> c_int;
 
+/// `sctp_sorecvmsg` (usrsctplib/netinet/sctputil.c, 0.9.5.0): what
+/// `usrsctp_recvv` calls. Not part of usrsctp.h but exported by
+/// libusrsctp.so.2. Given `mp`, it hands over the next message's mbuf chain
+/// instead of copying it, with the chain's length in `uio_resid`; returns an
+/// errno value (0 = read) and sets no errno.
+pub type SoRecvmsgFn = unsafe extern "C" fn(
+    *mut socket,
+    *mut uio,
+    *mut *mut m_hdr,
+    *mut sockaddr,
+    c_int,
+    *mut c_int,
+    *mut sctp_extrcvinfo,
+    c_int,
+) -> c_int;
+/// `m_freem` (usrsctplib/user_mbuf.c, 0.9.5.0): frees an mbuf chain.
+pub type MFreemFn = unsafe extern "C" fn(*mut m_hdr);
+
 /// `usrsctp_get_events` bits (usrsctp.h).
 pub const SCTP_EVENT_READ: c_int = 0x0001;
 pub const SCTP_EVENT_WRITE: c_int = 0x0002;
@@ -394,6 +461,20 @@ layout!(
     nxt_assoc_id = 12
 );
 layout!(sctp_recvv_rn, 44, 4, recvv_rcvinfo = 0, recvv_nxtinfo = 28);
+layout!(
+    sctp_extrcvinfo,
+    128,
+    4,
+    sinfo_flags = 4,
+    sinfo_ppid = 8,
+    sinfo_tsn = 20,
+    serinfo_next_flags = 32,
+    serinfo_next_length = 40,
+    sinfo_keynumber = 48,
+    __reserve_pad = 52
+);
+#[cfg(target_pointer_width = "64")]
+layout!(m_hdr, 40, 8, mh_next = 0, mh_data = 16, mh_len = 24);
 layout!(
     sctp_initmsg,
     8,

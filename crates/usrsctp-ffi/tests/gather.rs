@@ -2,72 +2,11 @@
 //! 127.0.0.1, as smoke.rs): one message from several buffers arrives as their
 //! concatenation, and a send refused for want of room queues none of it.
 
-use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
-use std::sync::OnceLock;
+mod common;
+
+use common::{T, library, pair, would_block};
 use std::time::Duration;
-use usrsctp_ffi::sys::SCTP_ASSOC_CHANGE;
-use usrsctp_ffi::{Encapsulation, Error, Notification, RecvInfo, Socket, Target, stack};
-
-const T: Duration = Duration::from_secs(5);
-
-/// Skip loudly without the library, unless CI is set (then fail).
-fn library() -> bool {
-    match usrsctp_ffi::available() {
-        Ok(()) => true,
-        Err(e) if std::env::var_os("CI").is_none() => {
-            eprintln!("SKIPPED (no libusrsctp, CI unset): {e}");
-            false
-        }
-        Err(e) => panic!("CI: {e}"),
-    }
-}
-
-/// The process's one stack, on a free UDP port.
-fn port() -> u16 {
-    static PORT: OnceLock<u16> = OnceLock::new();
-    *PORT.get_or_init(|| {
-        let p = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        stack::init(Encapsulation::Udp(p)).unwrap();
-        p
-    })
-}
-
-fn prepare(s: &Socket) {
-    s.set_init_streams(4).unwrap();
-    s.subscribe(SCTP_ASSOC_CHANGE).unwrap();
-    s.set_recv_rcvinfo(true).unwrap();
-}
-
-/// A connected pair (client, accepted server socket), the association up.
-fn pair(sctp_port: u16) -> (Socket, Socket) {
-    let port = port();
-    let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, sctp_port);
-    let l = Socket::new(false).unwrap();
-    prepare(&l);
-    l.bind(Target::Inet(addr)).unwrap();
-    l.listen(1).unwrap();
-    let c = Socket::new(false).unwrap();
-    prepare(&c);
-    c.set_remote_udp_encaps_port(port).unwrap();
-    c.bind(Target::Inet(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)))
-        .unwrap();
-    c.connect(Target::Inet(addr)).unwrap();
-    let s = l.accept(T).unwrap();
-    let mut buf = [0u8; 512];
-    let up = c.recv(&mut buf, T).unwrap();
-    assert!(
-        matches!(
-            up,
-            usrsctp_ffi::Received::Notification(Notification::AssocChange { .. })
-        ),
-        "unexpected {up:?}"
-    );
-    (c, s)
-}
+use usrsctp_ffi::{Error, RecvInfo, Socket};
 
 /// The next whole data message on `s` (notifications skipped), read in parts.
 fn message(s: &Socket, timeout: Duration) -> Result<(Vec<u8>, RecvInfo), Error> {
@@ -84,10 +23,6 @@ fn message(s: &Socket, timeout: Duration) -> Result<(Vec<u8>, RecvInfo), Error> 
             return Ok((msg, p.info));
         }
     }
-}
-
-fn would_block(e: &Error) -> bool {
-    matches!(e, Error::Io { err, .. } if err.kind() == std::io::ErrorKind::WouldBlock)
 }
 
 fn parts(i: u32) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
