@@ -6,8 +6,12 @@
 //! (`SCTP_RECVNXTINFO`, told with the message before it): the DDP-SSN and the
 //! DDP header are read, the session's upper layer decides where the payload
 //! goes, and the payload is read from usrsctp straight there (issue 11 point 3,
-//! like MPA's direct receive). A message whose length is not known yet (the
-//! first after a pause) is read whole into the connection's buffer.
+//! like MPA's direct receive). Where the library hands a message over as its
+//! mbuf chain (`usrsctp_ffi::Socket::recv_chain`) every message is taken that
+//! way without waiting, its length known before any octet is copied, and its
+//! payload copied from the chain straight into place. Otherwise a message
+//! whose length is not known yet (the first after a pause) is read whole
+//! into the connection's buffer.
 //!
 //! Transmit gathers: a segment's DDP-SSN and DDP header and its payload, read
 //! where it lies (a region lease), leave as one message of two buffers
@@ -226,6 +230,9 @@ impl SctpConnection {
         if self.closed {
             return Err(DriverError::Closed);
         }
+        if self.tap.is_none() && timeout.is_zero() && self.sock.can_recv_chain() {
+            return self.poll_chain(mem);
+        }
         if let Some(n) = self.next.take()
             && self.tap.is_none()
             && self.direct_fits(&n)
@@ -242,6 +249,68 @@ impl SctpConnection {
             return self.on_notification(got.len);
         }
         self.on_message(mem, got.len, got.info, got.eor)
+    }
+
+    /// Take the next message as usrsctp's mbuf chain (its length known before
+    /// any octet is copied): a DDP segment's DDP-SSN and header are copied
+    /// out here, the session's upper layer decides with the whole length
+    /// where the payload goes (every check before any octet is placed, seed
+    /// 000), and the payload is copied from the chain straight there, the
+    /// one copy `usrsctp_recvv` would make. Anything else is copied whole
+    /// into the buffer and taken as such.
+    fn poll_chain(&mut self, mem: &MemoryTable) -> Result<bool, DriverError> {
+        let ch = match self.sock.recv_chain() {
+            Ok(c) => c,
+            Err(e) if is_would_block(&e) => return Ok(false),
+            Err(e) => return Err(self.lost(e.into())),
+        };
+        let len = ch.len();
+        if ch.notification() {
+            let n = len.min(self.buf.len());
+            ch.copy_to(0, &mut self.buf[..n]);
+            return self.on_notification(n);
+        }
+        let info = ch.info();
+        let mut ctrl = [0u8; 1];
+        let hlen = if !ch.copy_to(SSN_LEN, &mut ctrl) {
+            None
+        } else if DdpControl(ctrl[0]).tagged() {
+            Some(TAGGED_HDR_LEN)
+        } else {
+            Some(UNTAGGED_HDR_LEN)
+        };
+        let direct = hlen.filter(|&h| {
+            ch.eor()
+                && info.unordered
+                && info.ppid == PPID_DDP_SEGMENT
+                && len >= SSN_LEN + h
+                && len <= SSN_LEN + self.ad.max_recv_segment()
+        });
+        let Some(hlen) = direct else {
+            // Whole into the buffer: `on_message` refuses what does not fit.
+            let n = len.min(self.buf.len());
+            ch.copy_to(0, &mut self.buf[..n]);
+            let complete = ch.eor() && n == len;
+            return self.on_message(mem, n, info, complete);
+        };
+        self.stats.chunks_received += 1;
+        let mut head = [0u8; SSN_LEN + UNTAGGED_HDR_LEN];
+        let hdr = &mut head[..SSN_LEN + hlen];
+        ch.copy_to(0, hdr);
+        let mut off = hdr.len();
+        let mut fill = |dst: &mut [u8]| {
+            let ok = ch.copy_to(off, dst);
+            off += dst.len();
+            ok
+        };
+        let payload_len = len - hdr.len();
+        let r = self
+            .ad
+            .on_chunk_direct(mem, info.sid, hdr, payload_len, &mut fill);
+        if let Err(e) = r {
+            return Err(self.fail(e));
+        }
+        Ok(true)
     }
 
     /// Whether the next message can be read header-first: a whole unordered
