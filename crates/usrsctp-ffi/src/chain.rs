@@ -154,11 +154,13 @@ impl Socket {
         let mut head: *mut m_hdr = core::ptr::null_mut();
         let mut flags: c_int = 0;
         let mut info = sctp_extrcvinfo::default();
+        let rx = self.rx.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: as `usrsctp_recvv` (user_socket.c 0.9.5.0) calls it, with
         // `mp` given: `self.so` is a live socket; `auio`, `iov`, `flags`,
         // `info` and `head` live on this frame through the call, their
         // layouts checked in sys.rs; no address is asked for (fromlen 0);
         // `filling_sinfo` 1 fills `info`. usrsctp keeps none of the pointers.
+        // `rx` is held: no other receive of this socket runs meanwhile.
         let err = unsafe {
             sorecvmsg(
                 self.so,
@@ -171,6 +173,7 @@ impl Socket {
                 1,
             )
         };
+        drop(rx);
         // Ours from here on, whatever else happened (freed on drop).
         let len = usize::try_from(auio.uio_resid).unwrap_or(0);
         let chain = Chain {

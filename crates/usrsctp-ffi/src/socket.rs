@@ -144,11 +144,19 @@ pub struct Socket {
     pub(crate) api: &'static Api,
     tag: usize,
     signal: Arc<Signal>,
+    /// Held around every receive: usrsctp's receive path takes no lock of its
+    /// own while it hands a message over (`sctp_sorecvmsg` in 0.9.5.0 drops
+    /// its read lock before the copy or the mbuf hand-over, userspace has no
+    /// `sblock`), so two readers at once could both take one message, and
+    /// with [`Socket::recv_chain`] both free its chain.
+    pub(crate) rx: Mutex<()>,
 }
 
-// SAFETY: usrsctp sockets are locked internally and may be used from any thread.
+// SAFETY: usrsctp sockets are locked internally and may be used from any
+// thread; receives, which are not, are serialized by `rx`.
 unsafe impl Send for Socket {}
-// SAFETY: as above; every method takes the socket's own locks inside usrsctp.
+// SAFETY: as above; every method takes the socket's own locks inside usrsctp,
+// and a receive also `rx`.
 unsafe impl Sync for Socket {}
 
 impl std::fmt::Debug for Socket {
@@ -244,6 +252,7 @@ impl Socket {
             api,
             tag,
             signal,
+            rx: Mutex::new(()),
         };
         // SAFETY: `so` is a live socket; the tag is opaque to usrsctp.
         ret(unsafe { (api.set_non_blocking)(so, 1) }, "set_non_blocking")?;
@@ -615,6 +624,7 @@ impl Socket {
             // SAFETY: all-zero is a valid sockaddr_storage.
             unsafe { core::mem::zeroed() };
         let mut fromlen = core::mem::size_of::<libc::sockaddr_storage>() as socklen_t;
+        let _rx = self.rx.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: every pointer is valid for the length passed with it.
         let n = unsafe {
             (self.api.recvv)(
@@ -680,6 +690,7 @@ impl Socket {
         } else {
             (buf.as_mut_ptr(), buf.len())
         };
+        let _rx = self.rx.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: every pointer is valid for the length passed with it; `rn`
         // is the sctp_recvv_rn usrsctp writes for SCTP_RECVV_RN (or only its
         // leading sctp_rcvinfo).

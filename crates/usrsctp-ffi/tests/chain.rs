@@ -91,3 +91,58 @@ fn a_message_comes_as_its_chain_with_its_length_first() {
         "{buf:?}"
     );
 }
+
+#[test]
+fn two_readers_of_one_socket_take_each_message_once() {
+    if !library() {
+        return;
+    }
+    let (c, s) = pair(5004);
+    if !s.can_recv_chain() {
+        return;
+    }
+    // usrsctp hands a message over with none of its locks held: without the
+    // socket's own receive lock both readers could take (and free) one chain.
+    const N: u32 = 4000;
+    let s = std::sync::Arc::new(s);
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                let mut got = Vec::new();
+                let deadline = Instant::now() + T;
+                while Instant::now() < deadline {
+                    match s.recv_chain() {
+                        Ok(ch) if ch.notification() => {}
+                        Ok(ch) => {
+                            let mut b = [0u8; 4];
+                            assert!(ch.len() == 4 && ch.copy_to(0, &mut b), "{ch:?}");
+                            let k = u32::from_be_bytes(b);
+                            if k == u32::MAX {
+                                break;
+                            }
+                            got.push(k);
+                        }
+                        Err(e) if would_block(&e) => std::thread::yield_now(),
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+                got
+            })
+        })
+        .collect();
+    for k in 0..N {
+        c.send_wait(0, 16, false, &k.to_be_bytes(), T).unwrap();
+    }
+    // One end marker per reader.
+    for _ in 0..2 {
+        c.send_wait(0, 16, false, &u32::MAX.to_be_bytes(), T)
+            .unwrap();
+    }
+    let mut all: Vec<u32> = readers
+        .into_iter()
+        .flat_map(|r| r.join().unwrap())
+        .collect();
+    all.sort_unstable();
+    assert_eq!(all, (0..N).collect::<Vec<_>>());
+}
