@@ -259,6 +259,9 @@ impl SctpConnection {
     /// one copy `usrsctp_recvv` would make. Anything else is copied whole
     /// into the buffer and taken as such.
     fn poll_chain(&mut self, mem: &MemoryTable) -> Result<bool, DriverError> {
+        // What SCTP said of the next message no longer holds once this one is
+        // taken (a waiting `poll` after this one must not trust it).
+        self.next = None;
         let ch = match self.sock.recv_chain() {
             Ok(c) => c,
             Err(e) if is_would_block(&e) => return Ok(false),
