@@ -4,10 +4,8 @@
 #[path = "common/sctp_llp.rs"]
 mod llp;
 
-use llp::{check_backpressure, flood, free_addr, library, read_after_stall};
+use llp::{check_backpressure, ddp_peer, flood, free_addr, library, read_after_stall};
 use rddp::transport::sctp::{Listener, SctpOptions};
-use rddp_proto::mem::{MemoryTable, PdId, StreamId};
-use rddp_sctp::Event;
 use std::sync::mpsc::channel;
 use std::time::Duration;
 
@@ -21,19 +19,7 @@ fn passive_relay_holds_the_peer_back_instead_of_queueing() {
     let addr = free_addr();
     let listener = Listener::bind(addr, SctpOptions::default()).unwrap();
     let ((st_tx, st_rx), (done_tx, done_rx)) = (channel(), channel());
-    let peer = std::thread::spawn(move || {
-        let mut c = rddp_sctp::driver::connect(addr, Default::default()).unwrap();
-        c.adaptation()
-            .initiate(0, StreamId(1), PdId(1), b"")
-            .unwrap();
-        let mem = MemoryTable::new();
-        c.run_until(&mem, Duration::from_secs(10), |c| {
-            c.poll_event()
-                .is_some_and(|e| matches!(e, Event::Accepted { .. }))
-        })
-        .unwrap();
-        flood(c, st_tx, done_rx);
-    });
+    let peer = std::thread::spawn(move || flood(ddp_peer(addr), st_tx, done_rx));
     let conn = listener.accept(Duration::from_secs(10), b"").unwrap();
     let stalled = read_after_stall(conn, st_rx, done_tx);
     peer.join().unwrap();

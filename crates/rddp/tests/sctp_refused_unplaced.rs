@@ -16,16 +16,14 @@ mod common;
 #[path = "common/sctp_llp.rs"]
 mod llp;
 
-use llp::{free_addr, library};
+use llp::{ddp_peer, free_addr, library};
 use rddp::transport::sctp::{Listener, SctpOptions};
 use rddp::{
     Access, AsyncEvent, CompletionQueue, Device, QueuePairBuilder, RemoteBuf, TerminateCode,
     WcOpcode, WcStatus,
 };
 use rddp_proto::ddp::rx_copied_octets;
-use rddp_proto::mem::{MemoryTable, PdId, StreamId};
-use rddp_sctp::Event;
-use rddp_sctp::driver::SctpConnection;
+use rddp_proto::mem::MemoryTable;
 use rddp_wire::{Opcode, RdmapControl};
 use std::net::SocketAddrV4;
 use std::sync::mpsc::{Receiver, channel};
@@ -48,27 +46,13 @@ enum Case {
     ReadResponsePastRead,
 }
 
-fn peer(addr: SocketAddrV4) -> SctpConnection {
-    let mut c = rddp_sctp::driver::connect(addr, Default::default()).unwrap();
-    c.adaptation()
-        .initiate(0, StreamId(1), PdId(1), b"")
-        .unwrap();
-    let mem = MemoryTable::new();
-    c.run_until(&mem, Duration::from_secs(10), |c| {
-        c.poll_event()
-            .is_some_and(|e| matches!(e, Event::Accepted { .. }))
-    })
-    .unwrap();
-    c
-}
-
 fn ctrl(op: Opcode) -> u8 {
     RdmapControl::new(op).0
 }
 
 /// The peer's half of `case` against the server's region `r`.
 fn hostile(addr: SocketAddrV4, case: Case, r: RemoteBuf, go: Receiver<()>) {
-    let mut c = peer(addr);
+    let mut c = ddp_peer(addr);
     // Once the server's queue pair is attached (what comes before it is
     // queued whole, copied: not what this test looks at).
     go.recv().unwrap();

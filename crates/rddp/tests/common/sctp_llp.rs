@@ -28,6 +28,27 @@ pub fn free_addr() -> SocketAddrV4 {
     SocketAddrV4::new(Ipv4Addr::LOCALHOST, s.local_addr().unwrap().port())
 }
 
+/// A raw DDP/SCTP peer (rddp-sctp's own DDP stream, no queue pair) connected
+/// to `addr` with an established session on stream 0.
+pub fn ddp_peer(addr: SocketAddrV4) -> SctpConnection {
+    let mut c = rddp_sctp::driver::connect(addr, Default::default()).unwrap();
+    c.adaptation()
+        .initiate(
+            0,
+            rddp_proto::mem::StreamId(1),
+            rddp_proto::mem::PdId(1),
+            b"",
+        )
+        .unwrap();
+    let mem = MemoryTable::new();
+    c.run_until(&mem, Duration::from_secs(10), |c| {
+        c.poll_event()
+            .is_some_and(|e| matches!(e, rddp_sctp::Event::Accepted { .. }))
+    })
+    .unwrap();
+    c
+}
+
 /// Octets of DDP payload the peer offers to a reader that does not read.
 const FLOOD: usize = 24 << 20;
 /// With backpressure the peer is held back long before this.
