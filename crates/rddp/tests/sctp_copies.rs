@@ -1,6 +1,6 @@
 //! User-space copies of payload over DDP/SCTP (issue 11 points 3 and 8), read
-//! from the process-wide counters the MPA path uses (one test in this binary:
-//! nothing else moves them meanwhile).
+//! from the process-wide counters the MPA path uses (the other test of this
+//! binary runs its SCTP in a child process: nothing else moves them meanwhile).
 //!
 //! Receive: usrsctp's upcall takes each message as it arrives, as the mbuf
 //! chain usrsctp holds (`Socket::recv_chain`, through `sctp_sorecvmsg`), so
@@ -39,10 +39,44 @@ const SENDS: usize = 8;
 const SEND_LEN: usize = 60_000;
 
 #[test]
-fn writes_and_sends_over_sctp_are_copied_at_most_once_each_way() {
+fn writes_and_sends_over_sctp_are_not_copied() {
     if !library() {
         return;
     }
+    copies();
+}
+
+/// The fallbacks, with only usrsctp.h's API (`RDDP_USRSCTP_API_ONLY`): this
+/// test runs itself again as a child process with it set (the library is
+/// loaded once per process).
+#[test]
+fn with_usrsctp_api_only_each_octet_is_copied_at_most_once_each_way() {
+    const NAME: &str = "with_usrsctp_api_only_each_octet_is_copied_at_most_once_each_way";
+    if std::env::var_os(usrsctp_ffi::API_ONLY_ENV).is_some() {
+        assert!(!usrsctp_ffi::gather_available() && !usrsctp_ffi::chain_available());
+        copies();
+        return;
+    }
+    if !library() {
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", NAME, "--nocapture", "--test-threads", "1"])
+        .env(usrsctp_ffi::API_ONLY_ENV, "1")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    // It ran (not filtered away) and took the fallbacks.
+    assert!(
+        text.contains("copied: receive") && text.contains("1 passed"),
+        "{text}"
+    );
+}
+
+/// Writes and Sends one way, a Send back; checks the copy counters.
+fn copies() {
     let addr = free_addr();
     let listener = Listener::bind(addr, SctpOptions::default()).unwrap();
     let dev = Device::new();

@@ -94,8 +94,13 @@ fn open(names: &[&str]) -> Result<libloading::Library, LoadError> {
     )))
 }
 
+/// Set (to anything): the symbols outside usrsctp.h are not used, only its
+/// API (tests of the fallbacks; a libusrsctp whose internals differ).
+pub const API_ONLY_ENV: &str = "RDDP_USRSCTP_API_ONLY";
+
 fn load() -> Result<Api, LoadError> {
     let lib = open(&LIBRARY_NAMES)?;
+    let api_only = std::env::var_os(API_ONLY_ENV).is_some();
     macro_rules! sym {
         ($name:literal) => {
             // SAFETY: the type given at each use is the C prototype from usrsctp.h.
@@ -128,7 +133,8 @@ fn load() -> Result<Api, LoadError> {
         // (0.9.5.0), see `LowerSosendFn`.
         lower_sosend: unsafe { lib.get::<LowerSosendFn>(b"sctp_lower_sosend\0") }
             .ok()
-            .map(|f| *f),
+            .map(|f| *f)
+            .filter(|_| !api_only),
         // SAFETY: the types are the prototypes of sctputil.c and user_mbuf.c
         // (0.9.5.0), see `SoRecvmsgFn` and `MFreemFn`.
         sorecvmsg: unsafe {
@@ -136,6 +142,7 @@ fn load() -> Result<Api, LoadError> {
                 .ok()
                 .map(|f| *f)
                 .zip(lib.get::<MFreemFn>(b"m_freem\0").ok().map(|f| *f))
+                .filter(|_| !api_only)
         },
         _lib: lib,
     })

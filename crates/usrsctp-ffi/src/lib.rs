@@ -19,6 +19,8 @@
 //!     buffer of our own. [`Socket::recv_chain`] takes the message as the mbuf
 //!     chain usrsctp holds, its length known, and the caller copies it from
 //!     there once, straight into place ([`chain_available`]).
+//!
+//!   With `RDDP_USRSCTP_API_ONLY` set ([`API_ONLY_ENV`]) none of them is used.
 
 mod api;
 mod chain;
@@ -28,7 +30,9 @@ mod socket;
 pub mod stack;
 pub mod sys;
 
-pub use api::{LIBRARY_NAMES, LoadError, available, chain_available, gather_available};
+pub use api::{
+    API_ONLY_ENV, LIBRARY_NAMES, LoadError, available, chain_available, gather_available,
+};
 pub use chain::Chain;
 pub use error::Error;
 pub use notify::Notification;
