@@ -15,7 +15,6 @@
 //! * A `Chain` frees its chain exactly once (Drop) and hands out no pointer
 //!   into it: slices borrow the `Chain`.
 
-use crate::api::Api;
 use crate::error::Error;
 use crate::socket::{RecvInfo, Socket};
 use crate::sys::*;
@@ -129,8 +128,7 @@ impl Socket {
     /// chain usrsctp holds it: `would_block` when nothing is there. Without
     /// the symbols ([`Self::can_recv_chain`] false) this fails with EOPNOTSUPP.
     pub fn recv_chain(&self) -> Result<Chain, Error> {
-        let api: &Api = self.api;
-        let Some((sorecvmsg, free)) = api.sorecvmsg else {
+        let Some((sorecvmsg, free)) = self.api.sorecvmsg else {
             return Err(Error::Io {
                 op: "sctp_sorecvmsg",
                 err: std::io::Error::from_raw_os_error(libc::EOPNOTSUPP),

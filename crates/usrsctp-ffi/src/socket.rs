@@ -138,6 +138,10 @@ unsafe extern "C" fn upcall(so: *mut socket, arg: *mut c_void, _flags: c_int) {
     }
 }
 
+/// Parts of a gathered send whose iovecs live on the stack (see
+/// [`Socket::send_gather`]).
+const GATHER_ON_STACK: usize = 4;
+
 /// An SCTP socket of the process's usrsctp stack.
 pub struct Socket {
     pub(crate) so: *mut socket,
@@ -519,21 +523,30 @@ impl Socket {
         // Empty parts are left out; an empty message still passes one valid
         // pointer (trap 6), as `sendv` does.
         let empty = [0u8; 1];
+        let to_iov = |p: &[u8]| libc::iovec {
+            iov_base: p.as_ptr().cast_mut().cast(),
+            iov_len: p.len(),
+        };
         let entries = parts.iter().filter(|p| !p.is_empty()).count().max(1);
         let count = c_int::try_from(entries).map_err(|_| invalid("sctp_lower_sosend"))?;
-        let mut iov: Vec<libc::iovec> = Vec::with_capacity(entries);
+        // A DDP segment is two parts (header, payload): on the stack, no
+        // allocation per segment; more parts than that in a vector.
+        let mut few = [to_iov(&empty[..0]); GATHER_ON_STACK];
+        let mut many = Vec::new();
         self.retry_send(|| {
             // Fresh each try: uiomove advances the entries it copies from.
-            iov.clear();
-            iov.extend(parts.iter().filter(|p| !p.is_empty()).map(|p| libc::iovec {
-                iov_base: p.as_ptr().cast_mut().cast(),
-                iov_len: p.len(),
-            }));
-            if iov.is_empty() {
-                iov.push(libc::iovec {
-                    iov_base: empty.as_ptr().cast_mut().cast(),
-                    iov_len: 0,
-                });
+            let iov: &mut [libc::iovec] = if entries <= GATHER_ON_STACK {
+                &mut few[..entries]
+            } else {
+                many.resize(entries, to_iov(&empty[..0]));
+                &mut many[..]
+            };
+            let nonempty = parts.iter().filter(|p| !p.is_empty());
+            for (slot, p) in iov.iter_mut().zip(nonempty) {
+                *slot = to_iov(p);
+            }
+            if parts.iter().all(|p| p.is_empty()) {
+                iov[0] = to_iov(&empty[..0]);
             }
             let mut auio = uio {
                 uio_iov: iov.as_mut_ptr(),

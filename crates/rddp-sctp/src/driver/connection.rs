@@ -274,14 +274,17 @@ impl SctpConnection {
             return self.on_notification(n);
         }
         let info = ch.info();
-        let mut ctrl = [0u8; 1];
-        let hlen = if !ch.copy_to(SSN_LEN, &mut ctrl) {
-            None
-        } else if DdpControl(ctrl[0]).tagged() {
-            Some(TAGGED_HDR_LEN)
-        } else {
-            Some(UNTAGGED_HDR_LEN)
-        };
+        // The DDP-SSN and as much of the longest DDP header as there is.
+        let mut head = [0u8; SSN_LEN + UNTAGGED_HDR_LEN];
+        let have = len.min(head.len());
+        ch.copy_to(0, &mut head[..have]);
+        let hlen = (have > SSN_LEN).then(|| {
+            if DdpControl(head[SSN_LEN]).tagged() {
+                TAGGED_HDR_LEN
+            } else {
+                UNTAGGED_HDR_LEN
+            }
+        });
         let direct = hlen.filter(|&h| {
             ch.eor()
                 && info.unordered
@@ -297,9 +300,7 @@ impl SctpConnection {
             return self.on_message(mem, n, info, complete);
         };
         self.stats.chunks_received += 1;
-        let mut head = [0u8; SSN_LEN + UNTAGGED_HDR_LEN];
-        let hdr = &mut head[..SSN_LEN + hlen];
-        ch.copy_to(0, hdr);
+        let hdr = &head[..SSN_LEN + hlen];
         let mut off = hdr.len();
         let mut fill = |dst: &mut [u8]| {
             let ok = ch.copy_to(off, dst);

@@ -379,10 +379,12 @@ impl MpaOut {
             // One or two FPDUs (a ping-pong, small Sends posted one by one):
             // an array that costs nothing to fill (the large one is 3 KiB of
             // slices set up per call: 3.6 % of a 64 B Send stream's client).
-            send_now(&self.sock, &on_stack::<FEW_IOVECS>(pieces()))
+            let (a, k) = on_stack::<FEW_IOVECS>(pieces());
+            send_now(&self.sock, &a[..k])
         } else if slices_n <= STACK_IOVECS {
             // Without Markers 3 slices an FPDU: on the stack.
-            send_now(&self.sock, &on_stack::<STACK_IOVECS>(pieces()))
+            let (a, k) = on_stack::<STACK_IOVECS>(pieces());
+            send_now(&self.sock, &a[..k])
         } else {
             send_now(&self.sock, &pieces().collect::<Vec<_>>())
         };
@@ -508,26 +510,15 @@ fn send_now(sock: &TcpStream, slices: &[IoSlice<'_>]) -> io::Result<usize> {
 }
 
 /// Up to `N` slices in an array on the stack (the rest of `slices` is not
-/// taken; callers pass at most `N`), as a slice of the ones filled.
-fn on_stack<'a, const N: usize>(slices: impl Iterator<Item = IoSlice<'a>>) -> StackSlices<'a, N> {
+/// taken; callers pass at most `N`), and how many were filled.
+fn on_stack<'a, const N: usize>(
+    slices: impl Iterator<Item = IoSlice<'a>>,
+) -> ([IoSlice<'a>; N], usize) {
     let mut a = [IoSlice::new(&[]); N];
     let mut k = 0;
     for (slot, sl) in a.iter_mut().zip(slices) {
         *slot = sl;
         k += 1;
     }
-    StackSlices { a, k }
-}
-
-/// What [`on_stack`] returns: derefs to the filled slices.
-struct StackSlices<'a, const N: usize> {
-    a: [IoSlice<'a>; N],
-    k: usize,
-}
-
-impl<'a, const N: usize> std::ops::Deref for StackSlices<'a, N> {
-    type Target = [IoSlice<'a>];
-    fn deref(&self) -> &Self::Target {
-        &self.a[..self.k]
-    }
+    (a, k)
 }
