@@ -14,9 +14,9 @@
 #                             (both ends of each pinned to CPU 0)
 #   1,000 QPs 64 KiB Writes   rddp perf --qps 1000 (aggregate)   the same octets with --qps 1
 #                             (both with --rcvbuf 1M: a fixed SO_RCVBUF, as iperf3 -w)
-#   the same, autotuning      rddp perf --qps 1000 (aggregate)   iperf3 -P 128 -l 64K, the same
-#                             (no target: what the kernel gives  octets (128: iperf3's most)
-#                             many TCP streams)
+#   the same, autotuning      rddp perf --qps 1000 (aggregate)   tcp_many (this repo): plain TCP
+#                             (no target of its own)             on as many connections, the same
+#                                                                octets, 64 KiB writes, mio
 #   DDP over SCTP 64 KiB      rddp perf --transport sctp         sctp_perf raw: plain
 #                             --op write --size 64K              usrsctp unordered messages
 #   idle queue pairs          rddp target + idle_mpa (N MPA connections): threads
@@ -79,7 +79,7 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
 fi
 
-cargo build -q --release -p rddp-cli --bin rddp --example tcp_msg_rate --example idle_mpa
+cargo build -q --release -p rddp-cli --bin rddp --example tcp_msg_rate --example tcp_many --example idle_mpa
 cargo build -q --release -p rddp-sctp --example sctp_perf
 bin=target/release/rddp
 ex=target/release/examples
@@ -126,20 +126,6 @@ iperf() {
   echo "$g"
 }
 
-# iperf3 over STREAMS parallel streams with writes of LEN octets moving TOTAL
-# octets in all; prints the receivers' sum in Gbit/s.
-iperf_streams() {
-  local n=$1 len=$2 total=$3 port srv g
-  port=$(free_port)
-  iperf3 -s -1 -B 127.0.0.1 -p "$port" >/dev/null 2>&1 &
-  srv=$!; pids+=("$srv")
-  sleep 0.3
-  g=$(iperf3 -c 127.0.0.1 -p "$port" -P "$n" -l "$len" -n "$total" -f g 2>/dev/null \
-      | awk '/SUM/ && /receiver/ {for (i=1;i<=NF;i++) if ($i=="Gbits/sec") print $(i-1)}')
-  wait "$srv" 2>/dev/null || true
-  echo "$g"
-}
-
 # sockperf TCP ping-pong of 64-octet messages, both ends on CPU 0; prints p50 (us,
 # one way: sockperf reports half the round trip, as rddp perf does).
 sockperf_pp() {
@@ -179,9 +165,9 @@ for r in $(seq "$rounds"); do
   t=$(rddp_perf gbit_per_s --rcvbuf 1048576 --op write --size 64K --iters $(( many_iters * many )))
   g=$(rddp_perf gbit_per_s --rcvbuf 1048576 --qps "$many" --op write --size 64K --iters "$many_iters")
   add many "${g:-0}" "$t"
-  # No target, for what it is worth: the same without --rcvbuf (the kernel's
-  # autotuning) against iperf3 over 128 streams moving the same octets.
-  t=$(iperf_streams 128 64K $(( many_iters * many << 16 )))
+  # No target of its own: the same without --rcvbuf (the kernel's autotuning)
+  # against plain TCP on as many connections moving the same octets.
+  t=$("$ex/tcp_many" "$many" $(( many_iters << 16 )) 65536 | json_field gbit_per_s)
   g=$(rddp_perf gbit_per_s --qps "$many" --op write --size 64K --iters "$many_iters")
   add manyauto "${g:-0}" "${t:-0}"
   t=$("$ex/sctp_perf" 1 "$sctp_mib" raw 2>/dev/null | sed -n 's/^median.* raw \([0-9.]*\) Gbit.*/\1/p')
@@ -250,7 +236,7 @@ table=$(
   row "Send 64 B, messages/s" msg64 "" "tcp_msg_rate, $batch per write" ">= 0.8" %.0f
   rowlat "Send ping-pong 64 B, p50 one way, both ends on CPU 0"
   row "$many queue pairs of 64 KiB Writes, aggregate Gbit/s (both --rcvbuf 1M)" many "" "one queue pair" ">= 0.8" %.2f
-  row "$many queue pairs of 64 KiB Writes, autotuning, aggregate Gbit/s" manyauto "" "iperf3 -P 128 -l 64K" "(none)" %.2f
+  row "$many queue pairs of 64 KiB Writes, autotuning, aggregate Gbit/s" manyauto "" "tcp_many, $many plain TCP connections" "(none)" %.2f
   row "DDP over SCTP (verbs QP), 64 KiB Writes, Gbit/s" sctp "" "usrsctp unordered messages" ">= 0.9" %.2f
   echo "| \`rddp target\`, $idle_n idle MPA connections | $threads threads, $per_kib KiB per connection beyond its $(( (buf + rcount * rsize) / 1024 )) KiB of buffers | | | <= cores + 4 threads, <= 32 KiB |"
 )
