@@ -47,11 +47,11 @@ impl Target {
 /// The segment between `begin_segment` and `finish_segment`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Begun {
-    seq: SenderSeq,
-    meta: SegMeta,
-    len: u32,
+    pub(super) seq: SenderSeq,
+    pub(super) meta: SegMeta,
+    pub(super) len: u32,
     /// Untagged: (QN, MSN, MO) of the receive buffer octets.
-    buffer: Option<(u32, u32, usize)>,
+    pub(super) buffer: Option<(u32, u32, usize)>,
 }
 
 impl DdpSink {
@@ -68,7 +68,7 @@ impl DdpSink {
         head: &[u8],
         payload_len: usize,
     ) -> Result<Target, DdpError> {
-        self.begun = None;
+        self.begun.clear();
         let seg_len = head.len().saturating_add(payload_len);
         // LLP-level order information first (spec §2.10 step 1).
         self.order.check(seq).map_err(|e| order_error(e, seg_len))?;
@@ -101,7 +101,7 @@ impl DdpSink {
                 (meta, target, Some((h.qn, h.msn, h.mo as usize)))
             }
         };
-        self.begun = Some(Begun {
+        self.begun.push_back(Begun {
             seq,
             meta,
             len,
@@ -112,17 +112,18 @@ impl DdpSink {
 
     /// The receive-buffer octets of the begun untagged segment (its MO onwards,
     /// its payload length), or `None` (tagged, none begun, or flushed since).
+    /// Of a batch's segments, the oldest.
     pub fn begun_buffer(&mut self) -> Option<&mut [u8]> {
-        let b = self.begun?;
+        let b = *self.begun.front()?;
         let (qn, msn, mo) = b.buffer?;
         let slot = self.queues.get_mut(qn as usize)?.slot(msn)?;
         slot.buf.data.get_mut(mo..mo + b.len as usize)
     }
 
     /// The begun segment's payload is in place and checked: account for it and
-    /// deliver what it completes.
+    /// deliver what it completes (of a batch: the oldest begun).
     pub fn finish_segment(&mut self) -> Result<(), DdpError> {
-        let Some(b) = self.begun.take() else {
+        let Some(b) = self.begun.pop_front() else {
             return Err(DdpError::new(
                 TerminateCode::DDP_LOCAL_CATASTROPHIC,
                 None,
@@ -134,8 +135,9 @@ impl DdpSink {
     }
 
     /// Forget the begun segment (its LLP check failed): nothing is delivered.
+    /// A batch's other begun segments are forgotten with it (the stream fails).
     pub fn abandon_segment(&mut self) {
-        self.begun = None;
+        self.begun.clear();
     }
 
     /// Handle one DDP segment (header + payload) that the LLP received whole, `seq`

@@ -72,6 +72,33 @@ impl DdpStream {
         self.sink.begun_buffer()
     }
 
+    /// One more segment of a batch (see [`super::DdpSink::begin_more`]): `None`
+    /// when it cannot join (nothing changed, no error raised) or the stream
+    /// receives nothing any more.
+    pub fn begin_more(
+        &mut self,
+        mem: &MemoryTable,
+        seq: SenderSeq,
+        head: &[u8],
+        payload_len: usize,
+    ) -> Option<Target> {
+        self.may_receive().ok()?;
+        self.sink.begin_more(mem, seq, head, payload_len)
+    }
+
+    /// Forget the newest tagged segment of a batch (see
+    /// [`super::DdpSink::unbegin_last`]).
+    pub fn unbegin_last(&mut self) -> bool {
+        self.sink.unbegin_last()
+    }
+
+    /// The receive-buffer octets of a batch's begun untagged segments (see
+    /// [`super::DdpSink::begun_buffers`]); `None` once the stream is not open.
+    pub fn begun_buffers(&mut self) -> Option<Vec<&mut [u8]>> {
+        self.may_receive().ok()?;
+        self.sink.begun_buffers()
+    }
+
     /// The begun segment's payload is in place and checked.
     pub fn finish_segment(&mut self) -> Result<(), StreamError> {
         if let Err(e) = self.may_receive() {

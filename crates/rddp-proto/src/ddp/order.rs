@@ -57,6 +57,11 @@ impl SenderOrder {
         self.next
     }
 
+    /// Nothing arrived ahead of `next` (always so on an in-order LLP).
+    pub fn is_idle(&self) -> bool {
+        self.pending.is_empty()
+    }
+
     /// Check that `seq` may be accepted, before anything is placed.
     pub fn check(&self, seq: SenderSeq) -> Result<(), OrderError> {
         if seq < self.next {

@@ -275,6 +275,29 @@ impl UntaggedQueue {
         self.slots.get_mut(&(self.expected_abs + d))
     }
 
+    /// The buffers of the messages `msns` (distinct, in any order), in that
+    /// order; `None` if one has no slot. For a batch of segments begun at once
+    /// (`batch.rs`), each read into its own message's buffer.
+    pub fn buffers_of(&mut self, msns: impl Iterator<Item = u32>) -> Option<Vec<&mut [u8]>> {
+        let keys: Vec<u64> = msns
+            .map(|m| self.expected_abs + u64::from(m.wrapping_sub(self.expected_msn)))
+            .collect();
+        let mut by_key: Vec<usize> = (0..keys.len()).collect();
+        by_key.sort_by_key(|&i| keys[i]);
+        let (&lo, &hi) = (by_key.first()?, by_key.last()?);
+        let mut out: Vec<Option<&mut [u8]>> = (0..keys.len()).map(|_| None).collect();
+        let mut next = by_key.iter().peekable();
+        for (k, slot) in self.slots.range_mut(keys[lo]..=keys[hi]) {
+            if let Some(&&i) = next.peek()
+                && keys[i] == *k
+            {
+                out[i] = Some(slot.buf.data.as_mut_slice());
+                next.next();
+            }
+        }
+        out.into_iter().collect()
+    }
+
     /// Pop the oldest message if it is complete; returns its MSN and slot.
     pub fn pop_complete(&mut self) -> Option<(u32, MsgSlot)> {
         let was = self.slots.len();

@@ -59,8 +59,9 @@ pub struct DdpSink {
     tagged: Option<TaggedAcc>,
     deliveries: VecDeque<Delivery>,
     stats: SinkStats,
-    /// The segment begun header-first and not yet finished (see `direct.rs`).
-    begun: Option<direct::Begun>,
+    /// The segments begun header-first and not yet finished, oldest first (see
+    /// `direct.rs`): one, or a batch's several (`batch.rs`).
+    begun: VecDeque<direct::Begun>,
 }
 
 /// The tagged message being assembled in sender order.
@@ -142,7 +143,7 @@ impl DdpSink {
             tagged: None,
             deliveries: VecDeque::new(),
             stats: SinkStats::default(),
-            begun: None,
+            begun: VecDeque::new(),
         }
     }
 
@@ -661,6 +662,8 @@ fn in_order(
     }
 }
 
+#[path = "batch.rs"]
+mod batch;
 #[path = "direct.rs"]
 mod direct;
 pub use direct::{Target, split_segment};

@@ -11,6 +11,7 @@
 //!   ORD bounds our outstanding Reads, IRD the peer's; fencing waits for Reads.
 
 mod rx;
+mod rx_batch;
 mod rx_direct;
 mod terminate;
 mod tx;
@@ -113,7 +114,7 @@ pub struct RdmapStream {
     counters: RdmapCounters,
     /// Header-first receive: the sender position of the segment begun and not
     /// yet finished (`rx_direct.rs`).
-    rx_begun: Option<crate::ddp::SenderSeq>,
+    rx_begun: VecDeque<crate::ddp::SenderSeq>,
     /// A header refusal held until the LLP checked its FPDU (`rx_direct.rs`).
     rx_held: Option<rx_direct::HeldRefusal>,
 }
@@ -153,7 +154,7 @@ impl RdmapStream {
             hold_ird_until_sent: false,
             closing: false,
             counters: RdmapCounters::default(),
-            rx_begun: None,
+            rx_begun: VecDeque::new(),
             rx_held: None,
         })
     }

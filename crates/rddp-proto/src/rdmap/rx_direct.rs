@@ -52,7 +52,7 @@ impl RdmapStream {
         head: &[u8],
         payload_len: usize,
     ) -> Result<Target, StreamError> {
-        self.rx_begun = None;
+        self.rx_begun.clear();
         self.rx_held = None;
         if self.terminated {
             return Err(StreamError::Closed);
@@ -74,7 +74,7 @@ impl RdmapStream {
         }
         match self.ddp.begin_segment_held(mem, seq, head, payload_len) {
             Ok(t) => {
-                self.rx_begun = Some(seq);
+                self.rx_begun.push_back(seq);
                 Ok(t)
             }
             Err(Ok(e)) => {
@@ -138,7 +138,7 @@ impl RdmapStream {
         head: &[u8],
         payload_len: usize,
     ) -> Result<Target, StreamError> {
-        self.rx_begun = None;
+        self.rx_begun.clear();
         if self.terminated {
             return Err(StreamError::Closed);
         }
@@ -148,7 +148,7 @@ impl RdmapStream {
         }
         match self.ddp.begin_segment(mem, seq, head, payload_len) {
             Ok(t) => {
-                self.rx_begun = Some(seq);
+                self.rx_begun.push_back(seq);
                 Ok(t)
             }
             Err(e) => {
@@ -162,7 +162,7 @@ impl RdmapStream {
     /// posted receive buffer, a shared-pool buffer, or RDMAP's own buffer for a
     /// Read Request or Terminate); `None` if none is begun or the stream died.
     pub fn segment_buffer(&mut self) -> Option<&mut [u8]> {
-        if self.terminated || self.rx_begun.is_none() {
+        if self.terminated || self.rx_begun.is_empty() {
             return None;
         }
         self.ddp.begun_buffer()
@@ -174,7 +174,7 @@ impl RdmapStream {
     /// nothing of the segment delivered (its placed octets are undefined, spec
     /// §4.3), the stream dead.
     pub fn finish_segment(&mut self, mem: &MemoryTable, crc_ok: bool) -> Result<(), StreamError> {
-        let Some(seq) = self.rx_begun.take() else {
+        let Some(seq) = self.rx_begun.pop_front() else {
             return Err(StreamError::Closed);
         };
         if self.terminated {

@@ -1,0 +1,120 @@
+//! Batched header-first receive (issue 11 point 3, docs/data-path.md,
+//! "Receive"): an LLP that learned several whole segments' headers at once
+//! (MPA: a peek at the socket) begins each of them before any is placed, so
+//! that one vectored read puts every payload into its place, and then finishes
+//! them in order. Each segment is checked completely before placement, as
+//! [`DdpSink::begin_segment`] checks one (spec §2.10; seed 000), against the
+//! state the segments before it leave behind. That state is the same as before
+//! them only for whole one-segment messages, so only those join a batch:
+//!
+//! * Last flag set; untagged with MO 0; no message in progress (tagged, or on
+//!   the untagged queue) when the batch's first segment begins;
+//! * at most one segment per receive buffer: a second untagged segment for a
+//!   QN and MSN begun in the same batch is left out (taken alone, after the
+//!   batch, it is refused as it would be in order).
+//!
+//! Anything else is not begun (`None`, nothing changed): the LLP ends the
+//! batch before it and takes that segment alone, as before.
+
+use super::direct::Begun;
+use super::*;
+use crate::ddp::Target;
+
+impl DdpSink {
+    /// Begin the segment at `seq` while the batch's earlier segments (all
+    /// begun, none finished) wait for their payloads: `Some(target)` as
+    /// [`Self::begin_segment`] would give it in order; `None` if it cannot join
+    /// the batch or would be refused (nothing changed: the caller takes it
+    /// alone, where a refusal is reported).
+    pub fn begin_more(
+        &mut self,
+        mem: &MemoryTable,
+        seq: SenderSeq,
+        head: &[u8],
+        payload_len: usize,
+    ) -> Option<Target> {
+        if !self.order.is_idle() || seq != self.order.next() + self.begun.len() as u64 {
+            return None;
+        }
+        let seg_len = head.len().checked_add(payload_len)?;
+        let hdr = parse_header(head, seg_len).ok()?;
+        if hdr.len() != head.len() {
+            return None;
+        }
+        let len = u32::try_from(payload_len).ok()?;
+        let (meta, target, buffer) = match hdr {
+            DdpHeader::Tagged(h) => {
+                if !h.ctrl.last() || self.tagged.is_some() {
+                    return None;
+                }
+                let (meta, target) = self
+                    .check_tagged(mem, &h, payload_len, seg_len, true)
+                    .ok()?;
+                (meta, target, None)
+            }
+            DdpHeader::Untagged(h) => {
+                let q = self.queues.get(h.qn as usize)?;
+                let twice = self
+                    .begun
+                    .iter()
+                    .any(|b| matches!(b.buffer, Some((qn, msn, _)) if (qn, msn) == (h.qn, h.msn)));
+                if !h.ctrl.last() || h.mo != 0 || q.in_progress.is_some() || twice {
+                    return None;
+                }
+                let meta = self.check_untagged(&h, payload_len, seg_len, true).ok()?;
+                let target = if payload_len == 0 {
+                    Target::Nothing
+                } else {
+                    Target::Buffer { len: payload_len }
+                };
+                (meta, target, Some((h.qn, h.msn, 0)))
+            }
+        };
+        self.begun.push_back(Begun {
+            seq,
+            meta,
+            len,
+            buffer,
+        });
+        Some(target)
+    }
+
+    /// Forget the newest segment begun by [`Self::begin_more`] if it is
+    /// tagged: beginning one changed nothing else (an untagged one may have
+    /// taken a pool buffer, so it stays begun). Whether it was forgotten.
+    pub fn unbegin_last(&mut self) -> bool {
+        let tagged = self.begun.back().is_some_and(|b| b.buffer.is_none());
+        if tagged {
+            self.begun.pop_back();
+        }
+        tagged
+    }
+
+    /// The receive-buffer octets of every begun untagged segment with payload,
+    /// oldest first (one each, see [`Self::begun_buffer`]); `None` if one is
+    /// gone (flushed since).
+    pub fn begun_buffers(&mut self) -> Option<Vec<&mut [u8]>> {
+        // (QN, MSN, MO, length) of the wanted octets, oldest first.
+        let want: Vec<(u32, u32, usize, usize)> = self
+            .begun
+            .iter()
+            .filter_map(|b| b.buffer.map(|(qn, msn, mo)| (qn, msn, mo, b.len as usize)))
+            .filter(|&(.., len)| len > 0)
+            .collect();
+        let mut out: Vec<Option<&mut [u8]>> = (0..want.len()).map(|_| None).collect();
+        for (qn, q) in self.queues.iter_mut().enumerate() {
+            let mine: Vec<usize> = (0..want.len())
+                .filter(|&i| want[i].0 as usize == qn)
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let bufs = q.buffers_of(mine.iter().map(|&i| want[i].1))?;
+            for (&i, buf) in mine.iter().zip(bufs) {
+                let (.., mo, len) = want[i];
+                out[i] = Some(buf.get_mut(mo..mo + len)?);
+            }
+        }
+        out.into_iter().collect()
+    }
+}
