@@ -20,7 +20,9 @@ pub use conn::FpduConn;
 pub use errors::{ULPDU_LENGTH_CODE, terminate_for_ddp, terminate_for_wire};
 pub use rdmap_placer::RdmapPlacer;
 pub use rx::Receiver;
-pub use rx_direct::{FpduReceiver, Placer, Progress, Recorded, RxConfig, SMALL_PAYLOAD, is_rtr};
+pub use rx_direct::{
+    FpduReceiver, Peek, Placer, Progress, Recorded, RxConfig, SMALL_PAYLOAD, is_rtr,
+};
 pub use tx::{
     FpduLayout, OutFpdu, Piece, SMALL_MAX, Small, build_fpdu, layout_fpdu, layout_fpdu_into,
 };

@@ -74,4 +74,19 @@ impl Placer for RdmapPlacer<'_> {
     fn more(&mut self) -> bool {
         !self.stream.is_terminated()
     }
+
+    fn begin_more(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target> {
+        self.stream.begin_more(self.mem, seq, head, payload_len)
+    }
+
+    fn unbegin_last(&mut self) {
+        self.stream.unbegin_last();
+    }
+
+    fn with_buffers(
+        &mut self,
+        f: &mut dyn FnMut(&mut [&mut [u8]]) -> io::Result<usize>,
+    ) -> Option<io::Result<usize>> {
+        self.stream.segment_buffers().map(|mut b| f(&mut b))
+    }
 }

@@ -27,11 +27,12 @@
 //! ([`rddp_proto::ddp::count_rx_copy`]). Nothing is allocated per FPDU; nothing
 //! is written outside the target the engine returned.
 //!
-//! [`FpduReceiver::drive_buffered`] adds a caller's read-ahead buffer for runs
-//! of small FPDUs (a stream of 64-octet Sends costs one read per buffer, not
-//! two or three per FPDU): their payloads, under [`SMALL_PAYLOAD`] octets, are
-//! copied from it (counted); a large payload ends the run and is read straight
-//! into place.
+//! [`FpduReceiver::drive_buffered`] adds a caller's buffer for runs of small
+//! FPDUs (payloads under [`SMALL_PAYLOAD`] octets): batches (`rx_batch.rs`),
+//! one peek and one vectored read for as many FPDUs as the buffer shows, every
+//! payload still straight into place (a stream of 64-octet Sends costs two
+//! system calls per batch, not one or two per FPDU); a large payload ends the
+//! run and is read header first.
 //!
 //! RFC 6581: a responder that expects an RTR ([`RxConfig::expect_rtr`]) reads
 //! the first FPDU (at most 46 octets of ULPDU can be an RTR) whole into scratch,
@@ -48,6 +49,9 @@ use rddp_wire::read_request::READ_REQ_HDR_LEN;
 use rddp_wire::{Crc32c, DdpControl, Opcode, RdmapControl, TerminateCode, WireError};
 use std::io::{self, IoSliceMut, Read};
 
+#[path = "rx_batch.rs"]
+mod batch;
+
 /// Octets of ULPDU_Length + DDP header, at most.
 const HEAD_MAX: usize = MPA_HDR_LEN + UNTAGGED_HDR_LEN;
 /// Every FPDU has at least this many octets that are never payload:
@@ -57,12 +61,11 @@ const SAFE_HEAD: usize = MPA_HDR_LEN + MIN_ULPDU;
 const RTR_MAX: usize = UNTAGGED_HDR_LEN + READ_REQ_HDR_LEN;
 /// Read-ahead of non-payload octets (PAD, CRC, Markers, the next header).
 const AHEAD: usize = 32;
-/// Payloads shorter than this may be copied out of a caller's read-ahead
-/// buffer ([`FpduReceiver::drive_buffered`]); longer ones are read straight into
-/// their place.
+/// Payloads shorter than this may be taken in batches
+/// ([`FpduReceiver::drive_buffered`]); longer ones are read header first.
 pub const SMALL_PAYLOAD: usize = 1024;
-/// Small payloads in a row after which [`FpduReceiver::drive_buffered`] reads
-/// through the caller's buffer.
+/// Small payloads in a row after which [`FpduReceiver::drive_buffered`] takes
+/// batches.
 const STREAK: u32 = 4;
 
 /// The engine above the FPDU receiver: RDMAP (`RdmapPlacer`) or DDP
@@ -102,6 +105,47 @@ pub trait Placer {
     /// Asked between FPDUs: `false` pauses the receiver ([`Progress::Paused`]).
     fn more(&mut self) -> bool {
         true
+    }
+    /// Batched receive ([`FpduReceiver::drive_buffered`], `rx_direct/batch.rs`):
+    /// begin FPDU `seq` while the batch's earlier FPDUs are begun and their
+    /// payloads not yet read. `None`: it cannot join a batch, nothing changed
+    /// (the receiver takes it alone, through [`Self::begin`]). Default: never.
+    fn begin_more(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target> {
+        let _ = (seq, head, payload_len);
+        None
+    }
+    /// Forget the newest FPDU begun by [`Self::begin_more`], whose target was
+    /// a [`Target::Region`] (beginning one changes nothing else).
+    fn unbegin_last(&mut self) {}
+    /// Run `f` once over the receive buffers (payload ranges) of the batch's
+    /// begun FPDUs whose targets are [`Target::Buffer`], oldest first. `None`:
+    /// they are gone (the stream died).
+    fn with_buffers(
+        &mut self,
+        f: &mut dyn FnMut(&mut [&mut [u8]]) -> io::Result<usize>,
+    ) -> Option<io::Result<usize>> {
+        let _ = f;
+        None
+    }
+}
+
+/// A source that shows what it holds without consuming it (a TCP socket's
+/// `MSG_PEEK`): the batched receive learns several FPDUs' headers from a peek
+/// before one vectored read puts their payloads into place.
+pub trait Peek {
+    /// As `read`, but the octets stay in the source, to be read again.
+    fn peek(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+}
+
+impl Peek for &std::net::TcpStream {
+    fn peek(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        std::net::TcpStream::peek(self, buf)
+    }
+}
+
+impl<R: Peek, F> Peek for Recorded<R, F> {
+    fn peek(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.inner.peek(buf)
     }
 }
 
@@ -158,9 +202,8 @@ enum Sink {
 }
 
 /// Octets read but not yet consumed: the setup's leftover (any octets), then a
-/// small read-ahead that never holds payload, or the caller's read-ahead buffer
-/// while a run of small FPDUs lasts (its payloads copied, counted). At most one
-/// of the three holds octets at a time (each is filled only when all are empty).
+/// small read-ahead that never holds payload. At most one of the two holds
+/// octets at a time (each is filled only when both are empty).
 #[derive(Debug, Default)]
 struct Input {
     left: Vec<u8>,
@@ -169,12 +212,13 @@ struct Input {
     lo: usize,
     hi: usize,
     /// The caller's buffer, lent for one [`FpduReceiver::drive_buffered`] call
-    /// (empty otherwise: no batching).
+    /// (empty otherwise: no batching): what a batch peeks into, and where the
+    /// batch's non-payload octets are read to (never payload).
     ra: Vec<u8>,
-    ra_lo: usize,
-    ra_hi: usize,
     /// Payloads under [`SMALL_PAYLOAD`] octets in a row.
     streak: u32,
+    /// The next FPDU could not join a batch: it is taken alone first.
+    alone: bool,
     /// The source is a stream socket: a read that returns less than asked
     /// means it is empty now ([`FpduReceiver::set_stream_source`]).
     stream: bool,
@@ -241,44 +285,29 @@ impl Input {
             }
             return n;
         }
-        if self.lo < self.hi {
-            let n = (self.hi - self.lo).min(dst.len());
-            dst[..n].copy_from_slice(&self.ahead[self.lo..self.lo + n]);
-            self.lo += n;
-            return n;
-        }
-        let n = (self.ra_hi - self.ra_lo).min(dst.len());
-        dst[..n].copy_from_slice(&self.ra[self.ra_lo..self.ra_lo + n]);
-        self.ra_lo += n;
+        let n = (self.hi - self.lo).min(dst.len());
+        dst[..n].copy_from_slice(&self.ahead[self.lo..self.lo + n]);
+        self.lo += n;
         n
     }
 
     fn has_buffered(&self) -> bool {
-        self.left_at < self.left.len() || self.lo < self.hi || self.ra_lo < self.ra_hi
+        self.left_at < self.left.len() || self.lo < self.hi
     }
 
-    /// A run of small FPDUs: one read takes as much as the caller's buffer holds.
+    /// A run of small FPDUs: batches, each one peek and one vectored read for
+    /// as many FPDUs as the caller's buffer shows.
     fn batching(&self) -> bool {
-        !self.ra.is_empty() && self.streak >= STREAK
-    }
-
-    fn fill_ra(&mut self, src: &mut impl Read) -> Result<(), Halt> {
-        let n = read_once(self.stream, &mut self.drained, src, &mut self.ra)?;
-        (self.ra_lo, self.ra_hi) = (0, n);
-        Ok(())
+        !self.ra.is_empty() && self.streak >= STREAK && !self.alone
     }
 
     /// Non-payload octets into `dst`; a socket read takes at most `ahead`
     /// octets (the non-payload octets known to come), at least `dst.len()`.
     fn small(&mut self, src: &mut impl Read, dst: &mut [u8], ahead: usize) -> Result<usize, Halt> {
         if !self.has_buffered() {
-            if self.batching() {
-                self.fill_ra(src)?;
-            } else {
-                let k = ahead.clamp(dst.len(), AHEAD);
-                let n = read_once(self.stream, &mut self.drained, src, &mut self.ahead[..k])?;
-                (self.lo, self.hi) = (0, n);
-            }
+            let k = ahead.clamp(dst.len(), AHEAD);
+            let n = read_once(self.stream, &mut self.drained, src, &mut self.ahead[..k])?;
+            (self.lo, self.hi) = (0, n);
         }
         Ok(self.buffered(dst))
     }
@@ -295,9 +324,6 @@ impl Input {
         dst: &mut [u8],
         tail: usize,
     ) -> Result<(usize, bool), Halt> {
-        if !self.has_buffered() && self.batching() && dst.len() < SMALL_PAYLOAD {
-            self.fill_ra(src)?;
-        }
         if self.has_buffered() {
             let n = self.buffered(dst);
             count_rx_copy(n);
@@ -469,43 +495,38 @@ impl FpduReceiver {
 
     /// Octets read from the source (or given as leftover) but not yet used.
     pub fn buffered(&self) -> usize {
-        (self.input.left.len() - self.input.left_at)
-            + (self.input.hi - self.input.lo)
-            + (self.input.ra_hi - self.input.ra_lo)
+        (self.input.left.len() - self.input.left_at) + (self.input.hi - self.input.lo)
     }
 
-    /// As [`Self::drive`], with `buf` lent as a read-ahead buffer for runs of
-    /// small FPDUs (the caller's, e.g. one per I/O thread shared by its
-    /// connections; its length is what one read may take). After a few FPDUs in
-    /// a row whose payloads are under [`SMALL_PAYLOAD`] octets, one read fills
-    /// `buf` with whatever arrived (many FPDUs for one system call) and their
-    /// payloads are copied out of it (counted, `count_rx_copy`). A payload of
-    /// [`SMALL_PAYLOAD`] octets or more ends the run: the octets of it already
-    /// in `buf` are copied (counted), the rest and every later payload are read
-    /// straight into place, header first, as by [`Self::drive`]. So a large
-    /// payload is copied only in part, and only right after a run of small
-    /// ones. When this returns, no octet of this connection is left in `buf`
-    /// (the few it may hold after a pause move into the receiver).
+    /// As [`Self::drive`], with `buf` lent for runs of small FPDUs (the
+    /// caller's, e.g. one per I/O thread shared by its connections; its length
+    /// is what one peek may show). After a few FPDUs in a row whose payloads
+    /// are under [`SMALL_PAYLOAD`] octets, the receiver works in batches
+    /// (`rx_direct/batch.rs`): one peek at the source shows as many whole FPDUs
+    /// as `buf` holds, their headers and CRCs are checked there, the engine
+    /// begins each ([`Placer::begin_more`]), and one vectored read puts every
+    /// payload straight into its place and the rest (headers, PAD, CRC) into
+    /// `buf`. No payload octet is copied in user space. An FPDU that cannot
+    /// join a batch (a large payload, a bad CRC, one the engine would refuse
+    /// or that is not a one-segment Send or Write, one cut off at the peek's
+    /// end) is taken alone, header first, as by [`Self::drive`]. When this
+    /// returns, no octet of this connection is left in `buf`.
     pub fn drive_buffered(
         &mut self,
-        src: &mut impl Read,
+        src: &mut (impl Read + Peek),
         engine: &mut impl Placer,
         buf: &mut Vec<u8>,
     ) -> io::Result<Progress> {
         std::mem::swap(&mut self.input.ra, buf);
-        (self.input.ra_lo, self.input.ra_hi) = (0, 0);
-        let got = self.drive(src, engine);
-        let i = &mut self.input;
-        if i.ra_lo < i.ra_hi {
-            // Only after a pause or a stop (a read happens only with nothing
-            // buffered): `left` and `ahead` are empty then (one of three).
-            let mut rest = i.left.split_off(i.left_at);
-            rest.extend_from_slice(&i.ahead[i.lo..i.hi]);
-            rest.extend_from_slice(&i.ra[i.ra_lo..i.ra_hi]);
-            (i.left, i.left_at, i.lo, i.hi) = (rest, 0, 0, 0);
-        }
-        (i.ra_lo, i.ra_hi) = (0, 0);
-        std::mem::swap(&mut i.ra, buf);
+        self.input.drained = false;
+        let got = self.run(|rx| {
+            if rx.batch_ready() {
+                rx.batch(src, engine)
+            } else {
+                rx.step(src, engine)
+            }
+        });
+        std::mem::swap(&mut self.input.ra, buf);
         got
     }
 
@@ -536,8 +557,13 @@ impl FpduReceiver {
     /// connection is lost; nothing of the current FPDU was delivered).
     pub fn drive(&mut self, src: &mut impl Read, engine: &mut impl Placer) -> io::Result<Progress> {
         self.input.drained = false;
+        self.run(|rx| rx.step(src, engine))
+    }
+
+    /// Make steps until one halts.
+    fn run(&mut self, mut step: impl FnMut(&mut Self) -> Result<(), Halt>) -> io::Result<Progress> {
         loop {
-            match self.step(src, engine) {
+            match step(self) {
                 Ok(()) => {}
                 Err(Halt::Block) => return Ok(Progress::WouldBlock),
                 Err(Halt::Eof) => {
@@ -552,23 +578,31 @@ impl FpduReceiver {
         }
     }
 
-    /// Non-payload octets known to come before the next payload octet.
+    /// Non-payload octets known to come before the next payload octet. In a
+    /// run of small FPDUs the next FPDU's head is not read ahead: a batch
+    /// starts from a boundary with nothing read ahead.
     fn ahead(&self) -> usize {
+        let next_head = self.next_head();
         match self.st {
             St::Head if self.head_want == 0 => SAFE_HEAD - self.have,
             St::Head => {
                 let rest = self.head_want - self.have;
                 if self.ulpdu_len + MPA_HDR_LEN == self.head_want {
                     // No payload: PAD, CRC and the next FPDU's head follow.
-                    rest + pad_len(self.ulpdu_len) + MPA_CRC_LEN + SAFE_HEAD
+                    rest + pad_len(self.ulpdu_len) + MPA_CRC_LEN + next_head
                 } else {
                     rest
                 }
             }
-            St::Pad => self.pad_left + MPA_CRC_LEN + SAFE_HEAD,
-            St::Crc => MPA_CRC_LEN - self.crc_have + SAFE_HEAD,
+            St::Pad => self.pad_left + MPA_CRC_LEN + next_head,
+            St::Crc => MPA_CRC_LEN - self.crc_have + next_head,
             St::Payload | St::Dead => 0,
         }
+    }
+
+    /// Octets of the next FPDU's head worth reading with this one's end.
+    fn next_head(&self) -> usize {
+        if self.input.batching() { 0 } else { SAFE_HEAD }
     }
 
     fn advance(&mut self, n: usize) {
@@ -796,7 +830,7 @@ impl FpduReceiver {
         // Read to the payload's end: what follows is PAD, CRC and the next
         // head (with Markers too, never payload: as `ahead` counts them).
         let tail = if at + want == self.payload_len {
-            self.pad_left + MPA_CRC_LEN + SAFE_HEAD
+            self.pad_left + MPA_CRC_LEN + self.next_head()
         } else {
             0
         };
@@ -891,6 +925,7 @@ impl FpduReceiver {
         self.in_fpdu = false;
         self.have = 0;
         self.head_want = 0;
+        self.input.alone = false;
         let none = Sink::Discard {
             not_rtr: false,
             refused: false,
@@ -1030,6 +1065,20 @@ impl<R: Read, F: FnMut(&[u8])> Read for Recorded<R, F> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
         (self.record)(&buf[..n]);
+        Ok(n)
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        let n = self.inner.read_vectored(bufs)?;
+        let mut left = n;
+        for b in bufs.iter() {
+            let k = left.min(b.len());
+            (self.record)(&b[..k]);
+            left -= k;
+            if left == 0 {
+                break;
+            }
+        }
         Ok(n)
     }
 }

@@ -2,6 +2,8 @@
 //! 127.0.0.1 with kernel-chosen ports, and raw-socket peers speaking crafted bytes.
 #![allow(dead_code)]
 
+pub mod source;
+
 use bytes::Bytes;
 use rddp_mpa::{MpaError, MpaOptions, Negotiated, connect, listen};
 use rddp_proto::ddp::{Delivery, RecvBuffer};

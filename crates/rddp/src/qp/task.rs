@@ -5,8 +5,9 @@
 //!   `FpduReceiver` under the queue pair's lock until `WouldBlock` (never held
 //!   across a wait: the socket is non-blocking): each payload is read from the
 //!   socket straight into its region or receive buffer, the CRC checked over it
-//!   before anything is delivered; runs of small FPDUs share reads through the
-//!   I/O thread's read-ahead buffer (their small payloads copied, counted).
+//!   before anything is delivered; runs of small FPDUs are taken in batches
+//!   (one peek into the I/O thread's buffer, one vectored read that puts every
+//!   payload straight into place: `rddp_mpa::fpdu::FpduReceiver::drive_buffered`).
 //! * After a Terminate: shut down for writing once it is written, then read and
 //!   drop until the peer closes or [`DRAIN`] passes, then close (a close with
 //!   octets unread would reset the connection and lose the Terminate).
@@ -33,8 +34,9 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The I/O thread's read-ahead buffer for runs of small FPDUs, shared by every
-/// connection on that thread (a connection leaves nothing in it between runs).
+/// The I/O thread's buffer for batches of small FPDUs (what a peek shows;
+/// their headers, PAD and CRC, never payload), shared by every connection on
+/// that thread (a connection leaves nothing in it between runs).
 const READ_AHEAD: usize = 16 * 1024;
 
 /// Octets and FPDUs placed per run before the task lets the thread's other
@@ -159,6 +161,24 @@ impl Placer for Budgeted<'_> {
         self.inner.settle(crc_ok);
     }
 
+    fn begin_more(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target> {
+        let t = self.inner.begin_more(seq, head, payload_len)?;
+        self.fpdus += 1;
+        self.octets += head.len() + payload_len;
+        Some(t)
+    }
+
+    fn unbegin_last(&mut self) {
+        self.inner.unbegin_last();
+    }
+
+    fn with_buffers(
+        &mut self,
+        f: &mut dyn FnMut(&mut [&mut [u8]]) -> io::Result<usize>,
+    ) -> Option<io::Result<usize>> {
+        self.inner.with_buffers(f)
+    }
+
     fn more(&mut self) -> bool {
         self.inner.more() && !self.spent()
     }
@@ -167,7 +187,7 @@ impl Placer for Budgeted<'_> {
 /// Read from the socket and place until `WouldBlock` (the task's, or a
 /// busy-polling thread's, see `super::busy`): header first, each payload
 /// straight from the socket into its region or receive buffer (runs of small
-/// FPDUs through `buf`, the thread's read-ahead buffer), under the QP lock for
+/// FPDUs in batches through `buf`, the thread's buffer), under the QP lock for
 /// the whole run (each read is one non-blocking system call; lock order QP ->
 /// table -> region). `in_task`: the loop's own task calls (it decides itself what
 /// to wait for, so it is not woken).
@@ -222,7 +242,7 @@ pub(super) fn receive(shared: &Shared, st: &mut State, buf: &mut Vec<u8>, in_tas
     end
 }
 
-/// [`receive`] with the calling thread's read-ahead buffer; `None` when this
+/// [`receive`] with the calling thread's batch buffer; `None` when this
 /// thread is already receiving (a CQ's notify function that busy-polls).
 pub(super) fn receive_here(shared: &Shared, st: &mut State, in_task: bool) -> Option<RxEnd> {
     BUF.with(|b| {

@@ -12,8 +12,9 @@
 //! process's event loop (`crate::qp`'s task; `mpa_in`/`mpa_out` are the two
 //! directions). Receive: header first (rddp-mpa's `FpduReceiver`), RDMAP decides
 //! where the payload goes, and it is read from the socket straight into the
-//! region or receive buffer (no copy; runs of small FPDUs go through the I/O
-//! thread's read-ahead buffer, their payloads copied and counted).
+//! region or receive buffer (no copy; runs of small FPDUs are taken in
+//! batches, one peek and one vectored read each, through the I/O thread's
+//! buffer, their payloads still straight into place).
 
 use super::mpa_in::MpaIn;
 use super::{Connection, HoldInner, Llp, LlpInfo};

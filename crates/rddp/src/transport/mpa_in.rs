@@ -4,8 +4,8 @@
 //! goes, so the payload is read from the socket straight into its region or
 //! receive buffer (`crate::qp`'s task drives it; docs/data-path.md, "Receive").
 //!
-//! Memory: the receiver itself is a few hundred octets; the read-ahead buffer
-//! for runs of small FPDUs is the I/O thread's, shared by its connections, so an
+//! Memory: the receiver itself is a few hundred octets; the buffer for batches
+//! of small FPDUs is the I/O thread's, shared by its connections, so an
 //! idle connection holds no buffer at all.
 
 use rddp_mpa::Rtr;

@@ -1,0 +1,254 @@
+//! Batches change nothing but the system calls: the same wire given to a
+//! receiver that takes runs of small FPDUs in batches (`drive_buffered`: one
+//! peek, one vectored read, every payload straight into place) and to one that
+//! takes every FPDU alone, header first (`drive`), must give the same
+//! completions, the same region octets and the same segments back (a
+//! Terminate with the same code, after the same completions). The wires are
+//! runs of small Sends and Writes with, in the middle of a run, a corrupted
+//! CRC, a Send longer than its buffer, a repeated FPDU (the same MSN twice),
+//! a Write to an invalid STag, a Write past its region's end, Writes over
+//! each other's ranges (whole and in part) and into two regions, and
+//! zero-length messages. No payload octet is copied either way.
+
+mod common;
+
+use bytes::Bytes;
+use common::source::Source;
+use rddp_mpa::fpdu::{FpduReceiver, Progress, RdmapPlacer, RxConfig};
+use rddp_proto::ddp::{DdpConfig, rx_copied_octets};
+use rddp_proto::mem::{Access, MemoryTable, PdId, Stag, StagScope, StreamId};
+use rddp_proto::rdmap::{RdmapConfig, RdmapStream, WorkRequest};
+use rddp_wire::FpduEncoder;
+
+const BASE: [u64; 2] = [0x10_0000, 0x20_0000];
+const REGION: usize = 4096;
+const RECV: usize = 64;
+const RECVS: usize = 200;
+
+#[derive(Clone, Copy)]
+enum Op {
+    Send(usize),
+    /// Region 0 or 1, offset, length.
+    Write(usize, usize, usize),
+    /// A Write to an STag nobody registered.
+    WriteBadStag,
+}
+
+fn stream(id: u32) -> RdmapStream {
+    let cfg = RdmapConfig {
+        ddp: DdpConfig {
+            mulpdu: 16_000,
+            ..DdpConfig::default()
+        },
+        ..RdmapConfig::default()
+    };
+    RdmapStream::new(StreamId(id), PdId(1), cfg).unwrap()
+}
+
+/// The receiver's memory: two regions (the same STags every time).
+fn memory() -> (MemoryTable, [Stag; 2]) {
+    let mem = MemoryTable::with_seed(7);
+    let reg = |b| {
+        mem.register(
+            PdId(1),
+            StagScope::Pd,
+            Access::REMOTE_WRITE,
+            b,
+            vec![0; REGION],
+        )
+        .unwrap()
+    };
+    let stags = [reg(BASE[0]), reg(BASE[1])];
+    (mem, stags)
+}
+
+/// The sender's FPDUs for `ops`, each apart (CRC on, no Markers).
+fn fpdus(ops: &[Op]) -> Vec<Vec<u8>> {
+    let (_, stags) = memory();
+    let tx_mem = MemoryTable::with_seed(99);
+    let mut tx = stream(2);
+    for (i, op) in ops.iter().enumerate() {
+        let data = |n: usize| -> Bytes { (0..n).map(|k| (i * 31 + k) as u8).collect() };
+        let wr = match *op {
+            Op::Send(n) => WorkRequest::Send {
+                wr_id: i as u64,
+                payload: data(n).into(),
+                solicited: false,
+                invalidate: None,
+                fence: false,
+            },
+            Op::Write(r, off, n) => WorkRequest::Write {
+                wr_id: i as u64,
+                payload: data(n).into(),
+                remote_stag: stags[r].0,
+                remote_to: BASE[r] + off as u64,
+                fence: false,
+            },
+            Op::WriteBadStag => WorkRequest::Write {
+                wr_id: i as u64,
+                payload: data(32).into(),
+                remote_stag: stags[0].0 ^ 0x0100,
+                remote_to: BASE[0],
+                fence: false,
+            },
+        };
+        tx.post(&tx_mem, wr);
+    }
+    let mut enc = FpduEncoder::new(true, false);
+    let mut out = Vec::new();
+    while let Some(seg) = tx.poll_segment() {
+        let mut w = Vec::new();
+        enc.encode(&seg.to_vec(), &mut w).unwrap();
+        out.push(w);
+    }
+    out
+}
+
+/// Everything a receiver made of `wire`.
+#[derive(Debug, PartialEq)]
+struct Outcome {
+    completions: Vec<String>,
+    regions: [Vec<u8>; 2],
+    sent: Vec<Vec<u8>>,
+    progress: Progress,
+}
+
+fn receive(wire: &[u8], batches: bool) -> (Outcome, usize) {
+    let (mem, stags) = memory();
+    let mut s = stream(1);
+    for i in 0..RECVS {
+        s.post_recv(i as u64, vec![0; RECV]).unwrap();
+    }
+    let mut rx = FpduReceiver::new(
+        RxConfig {
+            crc: true,
+            markers: false,
+            max_ulpdu: 16_100,
+            expect_rtr: None,
+        },
+        Vec::new(),
+    );
+    let mut src = Source::new(wire.to_vec(), usize::MAX);
+    let mut buf = vec![0u8; 4096];
+    let progress = {
+        let mut p = RdmapPlacer::new(&mut s, &mem);
+        if batches {
+            rx.drive_buffered(&mut src, &mut p, &mut buf).unwrap()
+        } else {
+            rx.drive(&mut src, &mut p).unwrap()
+        }
+    };
+    let completions = std::iter::from_fn(|| s.poll_completion())
+        .map(|c| format!("{c:?}"))
+        .collect();
+    let sent = std::iter::from_fn(|| s.poll_segment())
+        .map(|g| g.to_vec())
+        .collect();
+    assert!(mem.all_guards_intact());
+    let region = |i: usize| mem.region(stags[i]).unwrap().data()[..].to_vec();
+    let o = Outcome {
+        completions,
+        regions: [region(0), region(1)],
+        sent,
+        progress,
+    };
+    (o, src.peeks)
+}
+
+/// The same outcome with and without batches, batches taken, nothing copied.
+fn same(what: &str, wire: &[u8]) -> Outcome {
+    let before = rx_copied_octets();
+    let (alone, _) = receive(wire, false);
+    let (batched, peeks) = receive(wire, true);
+    assert!(peeks > 0, "{what}: no batch was taken");
+    assert_eq!(batched, alone, "{what}: batches changed the outcome");
+    assert_eq!(rx_copied_octets() - before, 0, "{what}: payload copied");
+    batched
+}
+
+fn sends(n: usize, len: usize) -> Vec<Op> {
+    vec![Op::Send(len); n]
+}
+
+#[test]
+fn a_bad_crc_in_a_run_ends_it_as_alone() {
+    let mut f = fpdus(&sends(40, 48));
+    let k = f[25].len() - 10; // a payload octet of FPDU 25
+    f[25][k] ^= 0x40;
+    let o = same("crc", &f.concat());
+    assert_eq!(o.completions.len(), 25);
+    assert!(!o.sent.is_empty(), "no Terminate");
+}
+
+#[test]
+fn a_refused_send_in_a_run_ends_it_as_alone() {
+    let mut ops = sends(40, 48);
+    ops[25] = Op::Send(RECV + 1);
+    let o = same("too long", &fpdus(&ops).concat());
+    assert_eq!(o.completions.len(), 25);
+    assert!(!o.sent.is_empty(), "no Terminate");
+}
+
+#[test]
+fn the_same_msn_twice_in_a_run_is_refused_as_alone() {
+    let mut f = fpdus(&sends(40, 48));
+    f.insert(21, f[20].clone());
+    let o = same("msn twice", &f.concat());
+    assert_eq!(o.completions.len(), 21);
+    assert!(!o.sent.is_empty(), "no Terminate");
+}
+
+#[test]
+fn writes_over_each_other_and_into_two_regions_land_as_in_order() {
+    let mut ops = Vec::new();
+    for i in 0..60 {
+        ops.push(Op::Send(16));
+        ops.push(match i % 6 {
+            // Apart, the same range again, half over it, into the other region.
+            0 | 1 => Op::Write(0, (i % 20) * 128, 96),
+            2 => Op::Write(0, ((i - 1) % 20) * 128, 96),
+            3 => Op::Write(0, ((i - 1) % 20) * 128 + 48, 96),
+            4 => Op::Write(1, (i % 20) * 64, 64),
+            _ => Op::Write(0, ((i - 5) % 20) * 128, 200),
+        });
+    }
+    let o = same("overlaps", &fpdus(&ops).concat());
+    assert_eq!(o.completions.len(), 60);
+    assert!(o.sent.is_empty(), "refused: {:?}", o.sent);
+    assert!(o.regions[0].iter().any(|&b| b != 0) && o.regions[1].iter().any(|&b| b != 0));
+}
+
+#[test]
+fn a_bad_stag_or_a_write_past_the_region_in_a_run_is_refused_as_alone() {
+    let mut ops = sends(20, 32);
+    ops.extend([Op::Write(0, 0, 64), Op::WriteBadStag, Op::Send(8)]);
+    let o = same("bad stag", &fpdus(&ops).concat());
+    assert_eq!(o.completions.len(), 20);
+    assert!(!o.sent.is_empty(), "no Terminate");
+
+    let mut ops = sends(20, 32);
+    ops.extend([
+        Op::Write(1, 64, 64),
+        Op::Write(0, REGION - 32, 64),
+        Op::Send(8),
+    ]);
+    let o = same("past the end", &fpdus(&ops).concat());
+    assert_eq!(o.completions.len(), 20);
+    assert!(
+        o.regions[0].iter().all(|&b| b == 0),
+        "placed past the check"
+    );
+    assert!(!o.sent.is_empty(), "no Terminate");
+}
+
+#[test]
+fn zero_length_messages_join_runs() {
+    let mut ops = Vec::new();
+    for i in 0..50 {
+        ops.push(Op::Send(if i % 3 == 0 { 0 } else { 20 }));
+        ops.push(Op::Write(0, i * 16, if i % 4 == 0 { 0 } else { 16 }));
+    }
+    let o = same("zero length", &fpdus(&ops).concat());
+    assert_eq!(o.completions.len(), 50);
+    assert!(o.sent.is_empty(), "refused: {:?}", o.sent);
+}
