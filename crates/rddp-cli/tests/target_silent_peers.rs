@@ -71,20 +71,26 @@ fn open_stalled(addr: SocketAddr, n: usize, half: bool, until: Instant) -> Vec<T
             let req = req.clone();
             std::thread::spawn(move || {
                 let mut out = Vec::new();
-                for _ in (i..n).step_by(threads) {
-                    let Some(left) = until.checked_duration_since(Instant::now()) else {
+                'each: for _ in (i..n).step_by(threads) {
+                    // A connect that fails is tried again while time is left:
+                    // on a loaded machine a SYN may be dropped once (the kernel
+                    // would send it again only after 1 s, the most one try waits).
+                    loop {
+                        let Some(left) = until.checked_duration_since(Instant::now()) else {
+                            break 'each;
+                        };
+                        let wait = left
+                            .min(Duration::from_secs(1))
+                            .max(Duration::from_millis(1));
+                        let Ok(mut s) = TcpStream::connect_timeout(&addr, wait) else {
+                            continue;
+                        };
+                        if half && s.write_all(&req[..10]).is_err() {
+                            continue;
+                        }
+                        out.push(s);
                         break;
-                    };
-                    let wait = left
-                        .min(Duration::from_secs(1))
-                        .max(Duration::from_millis(1));
-                    let Ok(mut s) = TcpStream::connect_timeout(&addr, wait) else {
-                        continue;
-                    };
-                    if half && s.write_all(&req[..10]).is_err() {
-                        continue;
                     }
-                    out.push(s);
                 }
                 out
             })
