@@ -15,10 +15,13 @@ mod common;
 use bytes::Bytes;
 use common::source::Source;
 use rddp_mpa::fpdu::{FpduReceiver, Progress, RdmapPlacer, RxConfig};
-use rddp_proto::ddp::{DdpConfig, rx_copied_octets};
+use rddp_proto::ddp::{
+    BufferOrdering, BufferPool, DdpConfig, PoolConfig, RecvBuffer, rx_copied_octets,
+};
 use rddp_proto::mem::{Access, MemoryTable, PdId, Stag, StagScope, StreamId};
 use rddp_proto::rdmap::{RdmapConfig, RdmapStream, WorkRequest};
 use rddp_wire::FpduEncoder;
+use rddp_wire::rdmap::qn;
 
 const BASE: [u64; 2] = [0x10_0000, 0x20_0000];
 const REGION: usize = 4096;
@@ -111,14 +114,45 @@ struct Outcome {
     regions: [Vec<u8>; 2],
     sent: Vec<Vec<u8>>,
     progress: Progress,
+    /// The shared pool's events (receive buffers from a pool).
+    pool_events: Vec<String>,
 }
 
-fn receive(wire: &[u8], batches: bool) -> (Outcome, usize) {
+/// Where Sends land: posted receive buffers, or a shared pool (SRQ) with this
+/// soft limit.
+#[derive(Clone, Copy)]
+enum Recvs {
+    Posted,
+    Pool { soft_limit: usize },
+}
+
+fn receive(wire: &[u8], batches: bool, recvs: Recvs) -> (Outcome, usize) {
     let (mem, stags) = memory();
     let mut s = stream(1);
-    for i in 0..RECVS {
-        s.post_recv(i as u64, vec![0; RECV]).unwrap();
-    }
+    let pool = match recvs {
+        Recvs::Posted => {
+            for i in 0..RECVS {
+                s.post_recv(i as u64, vec![0; RECV]).unwrap();
+            }
+            None
+        }
+        Recvs::Pool { soft_limit } => {
+            let pool = BufferPool::new(PoolConfig::shared(
+                BufferOrdering::Arrival,
+                RECVS,
+                soft_limit,
+            ));
+            for i in 0..RECVS {
+                pool.post(RecvBuffer {
+                    id: i as u64,
+                    data: vec![0; RECV],
+                })
+                .unwrap();
+            }
+            s.ddp_mut().set_recv_pool(qn::SEND, &pool).unwrap();
+            Some(pool)
+        }
+    };
     let mut rx = FpduReceiver::new(
         RxConfig {
             crc: true,
@@ -146,20 +180,30 @@ fn receive(wire: &[u8], batches: bool) -> (Outcome, usize) {
         .collect();
     assert!(mem.all_guards_intact());
     let region = |i: usize| mem.region(stags[i]).unwrap().data()[..].to_vec();
+    let pool_events = pool
+        .iter()
+        .flat_map(|p| std::iter::from_fn(|| p.poll_event()))
+        .map(|e| format!("{e:?}"))
+        .collect();
     let o = Outcome {
         completions,
         regions: [region(0), region(1)],
         sent,
         progress,
+        pool_events,
     };
     (o, src.peeks)
 }
 
 /// The same outcome with and without batches, batches taken, nothing copied.
 fn same(what: &str, wire: &[u8]) -> Outcome {
+    same_with(what, wire, Recvs::Posted)
+}
+
+fn same_with(what: &str, wire: &[u8], recvs: Recvs) -> Outcome {
     let before = rx_copied_octets();
-    let (alone, _) = receive(wire, false);
-    let (batched, peeks) = receive(wire, true);
+    let (alone, _) = receive(wire, false, recvs);
+    let (batched, peeks) = receive(wire, true, recvs);
     assert!(peeks > 0, "{what}: no batch was taken");
     assert_eq!(batched, alone, "{what}: batches changed the outcome");
     assert_eq!(rx_copied_octets() - before, 0, "{what}: payload copied");
@@ -251,4 +295,26 @@ fn zero_length_messages_join_runs() {
     let o = same("zero length", &fpdus(&ops).concat());
     assert_eq!(o.completions.len(), 50);
     assert!(o.sent.is_empty(), "refused: {:?}", o.sent);
+}
+
+/// Sends into a shared pool with a soft limit: in order each Send holds its
+/// buffer alone (delivered before the next takes one), so a stream that
+/// never holds more than the limit raises no SoftLimit event; a batch must
+/// not hold several at once and raise one that taking them in order never
+/// would (or fewer, with the limit crossed once per Send in order).
+#[test]
+fn sends_into_a_pool_raise_the_soft_limit_events_of_in_order() {
+    let mut ops = Vec::new();
+    for i in 0..60 {
+        ops.push(Op::Send(24));
+        if i % 3 == 0 {
+            ops.push(Op::Write(0, i * 16, 16));
+        }
+    }
+    let wire = fpdus(&ops).concat();
+    for soft_limit in [0, 1, 2] {
+        let o = same_with("pool", &wire, Recvs::Pool { soft_limit });
+        assert_eq!(o.completions.len(), 60);
+        assert!(o.sent.is_empty(), "refused: {:?}", o.sent);
+    }
 }

@@ -11,7 +11,11 @@
 //!   the untagged queue) when the batch's first segment begins;
 //! * at most one segment per receive buffer: a second untagged segment for a
 //!   QN and MSN begun in the same batch is left out (taken alone, after the
-//!   batch, it is refused as it would be in order).
+//!   batch, it is refused as it would be in order);
+//! * on a shared pool with a soft limit, a queue's later segment joins only if
+//!   the buffers its begun segments hold, with one more, stay within the limit
+//!   (in order those are delivered first: a batch must not raise a SoftLimit
+//!   event, or fewer of them, than taking the segments one by one).
 //!
 //! Anything else is not begun (`None`, nothing changed): the LLP ends the
 //! batch before it and takes that segment alone, as before.
@@ -58,7 +62,18 @@ impl DdpSink {
                     .begun
                     .iter()
                     .any(|b| matches!(b.buffer, Some((qn, msn, _)) if (qn, msn) == (h.qn, h.msn)));
-                if !h.ctrl.last() || h.mo != 0 || q.in_progress.is_some() || twice {
+                // In order the queue's earlier begun messages are delivered
+                // (their pool buffers released) before this one takes a buffer.
+                let behind = self
+                    .begun
+                    .iter()
+                    .any(|b| matches!(b.buffer, Some((qn, ..)) if qn == h.qn));
+                if !h.ctrl.last()
+                    || h.mo != 0
+                    || q.in_progress.is_some()
+                    || twice
+                    || (behind && !q.may_hold_one_more())
+                {
                     return None;
                 }
                 let meta = self.check_untagged(&h, payload_len, seg_len, true).ok()?;

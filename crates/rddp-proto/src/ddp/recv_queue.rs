@@ -275,6 +275,20 @@ impl UntaggedQueue {
         self.slots.get_mut(&(self.expected_abs + d))
     }
 
+    /// One more message may take a buffer while the ones before it still hold
+    /// theirs (a batch, `batch.rs`) without changing what the pool reports: a
+    /// soft limit (strategy 2) is crossed only by what a stream holds at once,
+    /// and in order each of those earlier messages is delivered first.
+    pub fn may_hold_one_more(&self) -> bool {
+        match &self.model {
+            Model::Pooled {
+                soft_limit: Some(l),
+                ..
+            } => self.slots.len() < *l,
+            _ => true,
+        }
+    }
+
     /// The buffers of the messages `msns` (distinct, in any order), in that
     /// order; `None` if one has no slot. For a batch of segments begun at once
     /// (`batch.rs`), each read into its own message's buffer.
