@@ -16,7 +16,7 @@ use bytes::Bytes;
 use common::source::Source;
 use rddp_mpa::fpdu::{FpduReceiver, Progress, RdmapPlacer, RxConfig};
 use rddp_proto::ddp::{
-    BufferOrdering, BufferPool, DdpConfig, PoolConfig, RecvBuffer, rx_copied_octets,
+    BufferOrdering, BufferPool, DdpConfig, PoolConfig, PoolStats, RecvBuffer, rx_copied_octets,
 };
 use rddp_proto::mem::{Access, MemoryTable, PdId, Stag, StagScope, StreamId};
 use rddp_proto::rdmap::{RdmapConfig, RdmapStream, WorkRequest};
@@ -114,8 +114,9 @@ struct Outcome {
     regions: [Vec<u8>; 2],
     sent: Vec<Vec<u8>>,
     progress: Progress,
-    /// The shared pool's events (receive buffers from a pool).
+    /// The shared pool's events and counters (receive buffers from a pool).
     pool_events: Vec<String>,
+    pool_stats: Option<PoolStats>,
 }
 
 /// Where Sends land: posted receive buffers, or a shared pool (SRQ) with this
@@ -123,7 +124,7 @@ struct Outcome {
 #[derive(Clone, Copy)]
 enum Recvs {
     Posted,
-    Pool { soft_limit: usize },
+    Pool { soft_limit: usize, buffers: usize },
 }
 
 fn receive(wire: &[u8], batches: bool, recvs: Recvs) -> (Outcome, usize) {
@@ -136,13 +137,16 @@ fn receive(wire: &[u8], batches: bool, recvs: Recvs) -> (Outcome, usize) {
             }
             None
         }
-        Recvs::Pool { soft_limit } => {
+        Recvs::Pool {
+            soft_limit,
+            buffers,
+        } => {
             let pool = BufferPool::new(PoolConfig::shared(
                 BufferOrdering::Arrival,
                 RECVS,
                 soft_limit,
             ));
-            for i in 0..RECVS {
+            for i in 0..buffers {
                 pool.post(RecvBuffer {
                     id: i as u64,
                     data: vec![0; RECV],
@@ -185,7 +189,9 @@ fn receive(wire: &[u8], batches: bool, recvs: Recvs) -> (Outcome, usize) {
         .flat_map(|p| std::iter::from_fn(|| p.poll_event()))
         .map(|e| format!("{e:?}"))
         .collect();
+    let pool_stats = pool.as_ref().map(|p| p.stats());
     let o = Outcome {
+        pool_stats,
         completions,
         regions: [region(0), region(1)],
         sent,
@@ -313,8 +319,29 @@ fn sends_into_a_pool_raise_the_soft_limit_events_of_in_order() {
     }
     let wire = fpdus(&ops).concat();
     for soft_limit in [0, 1, 2] {
-        let o = same_with("pool", &wire, Recvs::Pool { soft_limit });
+        let recvs = Recvs::Pool {
+            soft_limit,
+            buffers: RECVS,
+        };
+        let o = same_with("pool", &wire, recvs);
         assert_eq!(o.completions.len(), 60);
         assert!(o.sent.is_empty(), "refused: {:?}", o.sent);
     }
+}
+
+/// A pool that runs out in the middle of a run: the Send that finds it empty
+/// is refused (no buffer) after the ones before it were delivered, and the
+/// pool counts one refused request, as in order (a batch must not ask for
+/// the buffer once itself and once more when it takes that Send alone).
+#[test]
+fn a_pool_running_out_in_a_run_is_refused_and_counted_as_in_order() {
+    let wire = fpdus(&sends(40, 24)).concat();
+    let recvs = Recvs::Pool {
+        soft_limit: RECVS,
+        buffers: 30,
+    };
+    let o = same_with("pool empty", &wire, recvs);
+    assert_eq!(o.completions.len(), 30);
+    assert!(!o.sent.is_empty(), "no Terminate");
+    assert_eq!(o.pool_stats.map(|s| s.empty), Some(1));
 }

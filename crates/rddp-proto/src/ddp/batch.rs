@@ -15,7 +15,9 @@
 //! * on a shared pool with a soft limit, a queue's later segment joins only if
 //!   the buffers its begun segments hold, with one more, stay within the limit
 //!   (in order those are delivered first: a batch must not raise a SoftLimit
-//!   event, or fewer of them, than taking the segments one by one).
+//!   event, or fewer of them, than taking the segments one by one);
+//! * a segment whose pool has no buffer for it is not begun (taken alone, it
+//!   is refused, and the pool counts that one refused request, not two).
 //!
 //! Anything else is not begun (`None`, nothing changed): the LLP ends the
 //! batch before it and takes that segment alone, as before.
@@ -73,6 +75,7 @@ impl DdpSink {
                     || q.in_progress.is_some()
                     || twice
                     || (behind && !q.may_hold_one_more())
+                    || !q.has_buffers_for(h.msn)
                 {
                     return None;
                 }

@@ -275,6 +275,29 @@ impl UntaggedQueue {
         self.slots.get_mut(&(self.expected_abs + d))
     }
 
+    /// A segment for `msn` would find its buffers (posted, already taken, or
+    /// free in the pool): [`Self::slot_for_arrival`] would not count a refused
+    /// request against the pool. For a batch (`batch.rs`), which leaves such a
+    /// segment to be taken alone, where the pool counts the refusal once.
+    pub fn has_buffers_for(&self, msn: u32) -> bool {
+        let Model::Pooled { pool, ordering, .. } = &self.model else {
+            return true;
+        };
+        let key = self.expected_abs + u64::from(msn.wrapping_sub(self.expected_msn));
+        if self.slots.contains_key(&key) {
+            return true;
+        }
+        let first = match ordering {
+            BufferOrdering::Sequential => self
+                .slots
+                .last_key_value()
+                .map_or(self.expected_abs, |(k, _)| k + 1),
+            BufferOrdering::Arrival => key,
+        };
+        let n = key.saturating_sub(first).saturating_add(1);
+        usize::try_from(n).is_ok_and(|n| n <= pool.lock().free_len())
+    }
+
     /// One more message may take a buffer while the ones before it still hold
     /// theirs (a batch, `batch.rs`) without changing what the pool reports: a
     /// soft limit (strategy 2) is crossed only by what a stream holds at once,
