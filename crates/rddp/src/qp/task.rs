@@ -119,6 +119,8 @@ struct Budgeted<'a> {
     inner: RdmapPlacer<'a>,
     octets: usize,
     fpdus: usize,
+    /// Octets the newest batched FPDU added to `octets`.
+    last: usize,
 }
 
 impl Budgeted<'_> {
@@ -163,13 +165,17 @@ impl Placer for Budgeted<'_> {
 
     fn begin_more(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target> {
         let t = self.inner.begin_more(seq, head, payload_len)?;
+        self.last = head.len() + payload_len;
         self.fpdus += 1;
-        self.octets += head.len() + payload_len;
+        self.octets += self.last;
         Some(t)
     }
 
     fn unbegin_last(&mut self) {
+        // It is taken again (alone or in the next batch) and counted then.
         self.inner.unbegin_last();
+        self.fpdus = self.fpdus.saturating_sub(1);
+        self.octets = self.octets.saturating_sub(std::mem::take(&mut self.last));
     }
 
     fn with_buffers(
@@ -204,6 +210,7 @@ pub(super) fn receive(shared: &Shared, st: &mut State, buf: &mut Vec<u8>, in_tas
         inner: RdmapPlacer::new(rdmap, mem),
         octets: 0,
         fpdus: 0,
+        last: 0,
     };
     let mut sock = &*io.sock;
     let got = match &input.wire {
