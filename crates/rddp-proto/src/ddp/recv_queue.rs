@@ -230,16 +230,7 @@ impl UntaggedQueue {
         }
         if !self.slots.contains_key(&key) {
             // First segment of this MSN: associate buffers now.
-            let first = match ordering {
-                // Seed 003: a buffer for MSN x takes one for every earlier MSN not
-                // yet seen. Sequential slots form a run from `expected_abs`.
-                BufferOrdering::Sequential => self
-                    .slots
-                    .last_key_value()
-                    .map_or(self.expected_abs, |(k, _)| k + 1),
-                // Seed 003: a new MSN consumes at most one buffer.
-                BufferOrdering::Arrival => key,
-            };
+            let first = self.first_to_take(*ordering, key);
             let was = self.slots.len();
             let mut p = pool.lock();
             let n = usize::try_from(key - first + 1).unwrap_or(usize::MAX);
@@ -269,6 +260,20 @@ impl UntaggedQueue {
             .ok_or(TerminateCode::DDP_INVALID_MSN_NO_BUFFER)
     }
 
+    /// The first slot key a new message at `key` takes a pool buffer for.
+    fn first_to_take(&self, ordering: BufferOrdering, key: u64) -> u64 {
+        match ordering {
+            // Seed 003: a buffer for MSN x takes one for every earlier MSN not
+            // yet seen. Sequential slots form a run from `expected_abs`.
+            BufferOrdering::Sequential => self
+                .slots
+                .last_key_value()
+                .map_or(self.expected_abs, |(k, _)| k + 1),
+            // Seed 003: a new MSN consumes at most one buffer.
+            BufferOrdering::Arrival => key,
+        }
+    }
+
     /// The buffer already associated with `msn`, if any.
     pub fn slot(&mut self, msn: u32) -> Option<&mut MsgSlot> {
         let d = u64::from(msn.wrapping_sub(self.expected_msn));
@@ -287,13 +292,7 @@ impl UntaggedQueue {
         if self.slots.contains_key(&key) {
             return true;
         }
-        let first = match ordering {
-            BufferOrdering::Sequential => self
-                .slots
-                .last_key_value()
-                .map_or(self.expected_abs, |(k, _)| k + 1),
-            BufferOrdering::Arrival => key,
-        };
+        let first = self.first_to_take(*ordering, key);
         let n = key.saturating_sub(first).saturating_add(1);
         usize::try_from(n).is_ok_and(|n| n <= pool.lock().free_len())
     }
