@@ -8,7 +8,9 @@
 //! CRC, a Send longer than its buffer, a repeated FPDU (the same MSN twice),
 //! a Write to an invalid STag, a Write past its region's end, Writes over
 //! each other's ranges (whole and in part) and into two regions, and
-//! zero-length messages. No payload octet is copied either way.
+//! zero-length messages; then random runs of all that (proptest: any lengths,
+//! an FPDU corrupted or repeated, posted or pooled buffers in either ordering,
+//! reads of any size). No payload octet is copied either way.
 
 mod common;
 
@@ -28,7 +30,7 @@ const REGION: usize = 4096;
 const RECV: usize = 64;
 const RECVS: usize = 200;
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 enum Op {
     Send(usize),
     /// Region 0 or 1, offset, length.
@@ -121,13 +123,17 @@ struct Outcome {
 
 /// Where Sends land: posted receive buffers, or a shared pool (SRQ) with this
 /// soft limit.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 enum Recvs {
     Posted,
-    Pool { soft_limit: usize, buffers: usize },
+    Pool {
+        soft_limit: usize,
+        buffers: usize,
+        sequential: bool,
+    },
 }
 
-fn receive(wire: &[u8], batches: bool, recvs: Recvs) -> (Outcome, usize) {
+fn receive(wire: &[u8], batches: bool, recvs: Recvs, cut: usize) -> (Outcome, usize) {
     let (mem, stags) = memory();
     let mut s = stream(1);
     let pool = match recvs {
@@ -140,12 +146,14 @@ fn receive(wire: &[u8], batches: bool, recvs: Recvs) -> (Outcome, usize) {
         Recvs::Pool {
             soft_limit,
             buffers,
+            sequential,
         } => {
-            let pool = BufferPool::new(PoolConfig::shared(
-                BufferOrdering::Arrival,
-                RECVS,
-                soft_limit,
-            ));
+            let ordering = if sequential {
+                BufferOrdering::Sequential
+            } else {
+                BufferOrdering::Arrival
+            };
+            let pool = BufferPool::new(PoolConfig::shared(ordering, RECVS, soft_limit));
             for i in 0..buffers {
                 pool.post(RecvBuffer {
                     id: i as u64,
@@ -166,7 +174,7 @@ fn receive(wire: &[u8], batches: bool, recvs: Recvs) -> (Outcome, usize) {
         },
         Vec::new(),
     );
-    let mut src = Source::new(wire.to_vec(), usize::MAX);
+    let mut src = Source::new(wire.to_vec(), cut);
     let mut buf = vec![0u8; 4096];
     let progress = {
         let mut p = RdmapPlacer::new(&mut s, &mem);
@@ -208,8 +216,8 @@ fn same(what: &str, wire: &[u8]) -> Outcome {
 
 fn same_with(what: &str, wire: &[u8], recvs: Recvs) -> Outcome {
     let before = rx_copied_octets();
-    let (alone, _) = receive(wire, false, recvs);
-    let (batched, peeks) = receive(wire, true, recvs);
+    let (alone, _) = receive(wire, false, recvs, usize::MAX);
+    let (batched, peeks) = receive(wire, true, recvs, usize::MAX);
     assert!(peeks > 0, "{what}: no batch was taken");
     assert_eq!(batched, alone, "{what}: batches changed the outcome");
     assert_eq!(rx_copied_octets() - before, 0, "{what}: payload copied");
@@ -322,6 +330,7 @@ fn sends_into_a_pool_raise_the_soft_limit_events_of_in_order() {
         let recvs = Recvs::Pool {
             soft_limit,
             buffers: RECVS,
+            sequential: false,
         };
         let o = same_with("pool", &wire, recvs);
         assert_eq!(o.completions.len(), 60);
@@ -339,9 +348,70 @@ fn a_pool_running_out_in_a_run_is_refused_and_counted_as_in_order() {
     let recvs = Recvs::Pool {
         soft_limit: RECVS,
         buffers: 30,
+        sequential: false,
     };
     let o = same_with("pool empty", &wire, recvs);
     assert_eq!(o.completions.len(), 30);
     assert!(!o.sent.is_empty(), "no Terminate");
     assert_eq!(o.pool_stats.map(|s| s.empty), Some(1));
+}
+
+/// Random runs: Sends of any length (some too long for their buffer), Writes
+/// anywhere (some past their region, some over each other), bad STags, an
+/// FPDU corrupted or repeated, posted or pooled buffers, reads of any size.
+mod random {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (0..RECV + 8).prop_map(Op::Send),
+            4 => (0..2usize, 0..REGION, 0..300usize).prop_map(|(r, o, l)| Op::Write(r, o, l)),
+            1 => (0..2usize, 0..REGION / 2, 1000..2000usize)
+                .prop_map(|(r, o, l)| Op::Write(r, o, l)),
+            1 => Just(Op::WriteBadStag),
+        ]
+    }
+
+    fn recvs() -> impl Strategy<Value = Recvs> {
+        prop_oneof![
+            Just(Recvs::Posted),
+            (0..4usize, 0..80usize, any::<bool>()).prop_map(|(soft_limit, buffers, sequential)| {
+                Recvs::Pool {
+                    soft_limit,
+                    buffers,
+                    sequential,
+                }
+            }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn batches_never_change_an_outcome(
+            ops in proptest::collection::vec(op(), 1..80),
+            flip in proptest::option::of((any::<prop::sample::Index>(), any::<prop::sample::Index>())),
+            twice in proptest::option::of(any::<prop::sample::Index>()),
+            recvs in recvs(),
+            cut in prop_oneof![Just(usize::MAX), 1..3000usize],
+        ) {
+            let mut f = fpdus(&ops);
+            if let Some((i, k)) = flip {
+                let i = i.index(f.len());
+                let k = k.index(f[i].len());
+                f[i][k] ^= 0x10;
+            }
+            if let Some(i) = twice {
+                let i = i.index(f.len());
+                f.insert(i, f[i].clone());
+            }
+            let wire = f.concat();
+            let before = rx_copied_octets();
+            let (alone, _) = receive(&wire, false, recvs, cut);
+            let (batched, _) = receive(&wire, true, recvs, cut);
+            prop_assert_eq!(&batched, &alone, "ops {:?}", ops);
+            prop_assert_eq!(rx_copied_octets() - before, 0);
+        }
+    }
 }
