@@ -28,6 +28,15 @@ impl DdpControl {
     pub fn last(self) -> bool {
         self.0 & L != 0
     }
+    /// Length of the DDP header this control octet opens (spec §2.2: the T
+    /// bit picks the tagged or the untagged layout).
+    pub fn header_len(self) -> usize {
+        if self.tagged() {
+            TAGGED_HDR_LEN
+        } else {
+            UNTAGGED_HDR_LEN
+        }
+    }
     /// Reserved bits, shifted down (send 0, do not check on receive).
     pub fn rsvd(self) -> u8 {
         (self.0 & RSVD) >> 2

@@ -40,9 +40,9 @@ use std::sync::Arc;
 /// IOV_MAX (1024).
 const MAX_BATCH: usize = 256;
 
-/// One whole FPDU of the peek, begun: offsets into the caller's buffer.
+/// One whole FPDU of the peek, begun: offsets into the caller's buffer (it
+/// starts where the one before it ends, the first at 0).
 struct Item {
-    start: usize,
     payload_at: usize,
     payload_end: usize,
     end: usize,
@@ -75,11 +75,7 @@ fn peeked(cfg: &RxConfig, b: &[u8]) -> Peeked {
     if !(MIN_ULPDU..=cfg.max_ulpdu).contains(&ulpdu) {
         return Peeked::No;
     }
-    let hl = if DdpControl(b[MPA_HDR_LEN]).tagged() {
-        TAGGED_HDR_LEN
-    } else {
-        UNTAGGED_HDR_LEN
-    };
+    let hl = DdpControl(b[MPA_HDR_LEN]).header_len();
     let Some(payload) = ulpdu.checked_sub(hl).filter(|&p| p < SMALL_PAYLOAD) else {
         return Peeked::No;
     };
@@ -280,7 +276,6 @@ impl FpduReceiver {
             }
             let payload_at = at + MPA_HDR_LEN + hl;
             items.push(Item {
-                start: at,
                 payload_at,
                 payload_end: payload_at + payload_len,
                 end: at + total,
@@ -294,8 +289,8 @@ impl FpduReceiver {
             return Ok(());
         }
         self.place(src, engine, &items, region.as_ref())?;
+        self.advance(at);
         for it in &items {
-            self.advance(it.end - it.start);
             self.seq += 1;
             if !it.superseded {
                 self.placed += it.target.len() as u64;

@@ -755,11 +755,7 @@ impl FpduReceiver {
             self.ulpdu_len = l;
         }
         if self.head_want == 0 && self.have == SAFE_HEAD {
-            let hl = if DdpControl(self.head[MPA_HDR_LEN]).tagged() {
-                TAGGED_HDR_LEN
-            } else {
-                UNTAGGED_HDR_LEN
-            };
+            let hl = DdpControl(self.head[MPA_HDR_LEN]).header_len();
             self.head_want = MPA_HDR_LEN + hl.min(self.ulpdu_len);
         }
         if self.head_want != 0 && self.have == self.head_want {

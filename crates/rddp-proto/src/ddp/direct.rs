@@ -177,9 +177,8 @@ impl DdpSink {
 /// A whole segment as (header octets, rest): the header as long as its T bit says,
 /// or all of a segment shorter than that.
 pub fn split_segment(seg: &[u8]) -> (&[u8], &[u8]) {
-    let hl = match seg.first() {
-        Some(&c) if DdpControl(c).tagged() => TAGGED_HDR_LEN,
-        _ => UNTAGGED_HDR_LEN,
-    };
+    let hl = seg
+        .first()
+        .map_or(UNTAGGED_HDR_LEN, |&c| DdpControl(c).header_len());
     seg.split_at(hl.min(seg.len()))
 }

@@ -502,11 +502,7 @@ fn parse_header(seg: &[u8], seg_len: usize) -> Result<DdpHeader, DdpError> {
     // No DDP code names a segment shorter than its header; it is a local
     // catastrophic error of the stream (the LLP should have caught it).
     DdpHeader::parse(seg).map_err(|_| {
-        let need = if ctrl.tagged() {
-            TAGGED_HDR_LEN
-        } else {
-            UNTAGGED_HDR_LEN
-        };
+        let need = ctrl.header_len();
         DdpError::new(
             TerminateCode::DDP_LOCAL_CATASTROPHIC,
             None,

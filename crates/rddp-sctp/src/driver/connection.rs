@@ -23,7 +23,7 @@ use bytes::Bytes;
 use rddp_proto::ddp::{DdpStream, Payload};
 use rddp_proto::mem::MemoryTable;
 use rddp_wire::DdpControl;
-use rddp_wire::ddp::{TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
+use rddp_wire::ddp::UNTAGGED_HDR_LEN;
 use rddp_wire::sctp::{PPID_DDP_SEGMENT, SSN_LEN};
 use std::time::{Duration, Instant};
 use usrsctp_ffi::sys::{SCTP_COMM_LOST, SCTP_SHUTDOWN_COMP};
@@ -278,13 +278,7 @@ impl SctpConnection {
         let mut head = [0u8; SSN_LEN + UNTAGGED_HDR_LEN];
         let have = len.min(head.len());
         ch.copy_to(0, &mut head[..have]);
-        let hlen = (have > SSN_LEN).then(|| {
-            if DdpControl(head[SSN_LEN]).tagged() {
-                TAGGED_HDR_LEN
-            } else {
-                UNTAGGED_HDR_LEN
-            }
-        });
+        let hlen = (have > SSN_LEN).then(|| DdpControl(head[SSN_LEN]).header_len());
         let direct = hlen.filter(|&h| {
             ch.eor()
                 && info.unordered
@@ -356,11 +350,7 @@ impl SctpConnection {
             }
             return self.on_message(mem, total, p.info, eor);
         }
-        let hlen = if DdpControl(head[SSN_LEN]).tagged() {
-            TAGGED_HDR_LEN
-        } else {
-            UNTAGGED_HDR_LEN
-        };
+        let hlen = DdpControl(head[SSN_LEN]).header_len();
         let payload_len = len - SSN_LEN - hlen;
         self.stats.chunks_received += 1;
         let (hdr, mut pre) = head.split_at(SSN_LEN + hlen);
