@@ -15,6 +15,9 @@
 //!
 //! Usage: tcp_many [CONNS=1000] [PER_CONN=1966080] [LEN=65536] [RCVBUF=0]
 
+#[path = "../src/limits.rs"]
+mod limits;
+
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use std::io::{ErrorKind, Read, Write};
@@ -126,7 +129,10 @@ fn main() -> std::io::Result<()> {
         .map_or(1, |n| n.get())
         .min(4)
         .min(conns.max(1));
-    raise_nofile();
+    // Both ends of CONNS connections need 2 x CONNS descriptors.
+    if let Some(w) = limits::raise_nofile() {
+        eprintln!("{w}");
+    }
 
     let l = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
     set_rcvbuf(&l, rcvbuf)?; // inherited by accepted sockets
@@ -198,12 +204,4 @@ fn socket2_connect(at: SocketAddr, rcvbuf: usize) -> std::io::Result<std::net::T
     set_rcvbuf(&s, rcvbuf)?;
     s.connect(&at.into())?;
     Ok(s.into())
-}
-
-/// Both ends of CONNS connections need 2 x CONNS descriptors.
-fn raise_nofile() {
-    use rustix::process::{Resource, getrlimit, setrlimit};
-    let mut r = getrlimit(Resource::Nofile);
-    r.current = r.maximum;
-    let _ = setrlimit(Resource::Nofile, r);
 }

@@ -251,26 +251,30 @@ impl FpduReceiver {
             };
             if let Some((r, o, l)) = region_range(&target) {
                 let same = region.as_ref().is_none_or(|g| Arc::ptr_eq(g, r));
-                let clash = items.iter().any(|it| match region_range(&it.target) {
-                    Some((_, io, il)) if !it.superseded => {
+                let covers = |io: usize, il: usize| o <= io && io + il <= o + l;
+                // One look at the earlier Writes; a second only to mark the
+                // ones this one covers, if there are any.
+                let (mut clash, mut covered) = (false, false);
+                for it in items.iter().filter(|it| !it.superseded) {
+                    if let Some((_, io, il)) = region_range(&it.target) {
                         let apart = io + il <= o || o + l <= io;
-                        let covers = o <= io && io + il <= o + l;
-                        !apart && !covers
+                        covered |= covers(io, il);
+                        clash |= !apart && !covers(io, il);
                     }
-                    _ => false,
-                });
+                }
                 if !same || clash {
                     // The next batch starts with it.
                     engine.unbegin_last();
                     break;
                 }
                 region.get_or_insert_with(|| r.clone());
-                for it in items.iter_mut() {
-                    if let Some((_, io, il)) = region_range(&it.target)
-                        && o <= io
-                        && io + il <= o + l
-                    {
-                        it.superseded = true;
+                if covered {
+                    for it in items.iter_mut() {
+                        if let Some((_, io, il)) = region_range(&it.target)
+                            && covers(io, il)
+                        {
+                            it.superseded = true;
+                        }
                     }
                 }
             }
