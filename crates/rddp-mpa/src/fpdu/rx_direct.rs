@@ -600,9 +600,14 @@ impl FpduReceiver {
         }
     }
 
-    /// Octets of the next FPDU's head worth reading with this one's end.
+    /// Octets of the next FPDU's head worth reading with this one's end: none
+    /// where a batch will take the next FPDU (Markers towards us: never).
     fn next_head(&self) -> usize {
-        if self.input.batching() { 0 } else { SAFE_HEAD }
+        if self.input.batching() && !self.cfg.markers {
+            0
+        } else {
+            SAFE_HEAD
+        }
     }
 
     fn advance(&mut self, n: usize) {
