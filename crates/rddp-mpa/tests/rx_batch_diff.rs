@@ -14,200 +14,8 @@
 
 mod common;
 
-use bytes::Bytes;
-use common::source::Source;
-use rddp_mpa::fpdu::{FpduReceiver, Progress, RdmapPlacer, RxConfig};
-use rddp_proto::ddp::{
-    BufferOrdering, BufferPool, DdpConfig, PoolConfig, PoolStats, RecvBuffer, rx_copied_octets,
-};
-use rddp_proto::mem::{Access, MemoryTable, PdId, Stag, StagScope, StreamId};
-use rddp_proto::rdmap::{RdmapConfig, RdmapStream, WorkRequest};
-use rddp_wire::FpduEncoder;
-use rddp_wire::rdmap::qn;
-
-const BASE: [u64; 2] = [0x10_0000, 0x20_0000];
-const REGION: usize = 4096;
-const RECV: usize = 64;
-const RECVS: usize = 200;
-
-#[derive(Clone, Copy, Debug)]
-enum Op {
-    Send(usize),
-    /// Region 0 or 1, offset, length.
-    Write(usize, usize, usize),
-    /// A Write to an STag nobody registered.
-    WriteBadStag,
-}
-
-fn stream(id: u32) -> RdmapStream {
-    let cfg = RdmapConfig {
-        ddp: DdpConfig {
-            mulpdu: 16_000,
-            ..DdpConfig::default()
-        },
-        ..RdmapConfig::default()
-    };
-    RdmapStream::new(StreamId(id), PdId(1), cfg).unwrap()
-}
-
-/// The receiver's memory: two regions (the same STags every time).
-fn memory() -> (MemoryTable, [Stag; 2]) {
-    let mem = MemoryTable::with_seed(7);
-    let reg = |b| {
-        mem.register(
-            PdId(1),
-            StagScope::Pd,
-            Access::REMOTE_WRITE,
-            b,
-            vec![0; REGION],
-        )
-        .unwrap()
-    };
-    let stags = [reg(BASE[0]), reg(BASE[1])];
-    (mem, stags)
-}
-
-/// The sender's FPDUs for `ops`, each apart (CRC on, no Markers).
-fn fpdus(ops: &[Op]) -> Vec<Vec<u8>> {
-    let (_, stags) = memory();
-    let tx_mem = MemoryTable::with_seed(99);
-    let mut tx = stream(2);
-    for (i, op) in ops.iter().enumerate() {
-        let data = |n: usize| -> Bytes { (0..n).map(|k| (i * 31 + k) as u8).collect() };
-        let wr = match *op {
-            Op::Send(n) => WorkRequest::Send {
-                wr_id: i as u64,
-                payload: data(n).into(),
-                solicited: false,
-                invalidate: None,
-                fence: false,
-            },
-            Op::Write(r, off, n) => WorkRequest::Write {
-                wr_id: i as u64,
-                payload: data(n).into(),
-                remote_stag: stags[r].0,
-                remote_to: BASE[r] + off as u64,
-                fence: false,
-            },
-            Op::WriteBadStag => WorkRequest::Write {
-                wr_id: i as u64,
-                payload: data(32).into(),
-                remote_stag: stags[0].0 ^ 0x0100,
-                remote_to: BASE[0],
-                fence: false,
-            },
-        };
-        tx.post(&tx_mem, wr);
-    }
-    let mut enc = FpduEncoder::new(true, false);
-    let mut out = Vec::new();
-    while let Some(seg) = tx.poll_segment() {
-        let mut w = Vec::new();
-        enc.encode(&seg.to_vec(), &mut w).unwrap();
-        out.push(w);
-    }
-    out
-}
-
-/// Everything a receiver made of `wire`.
-#[derive(Debug, PartialEq)]
-struct Outcome {
-    completions: Vec<String>,
-    regions: [Vec<u8>; 2],
-    sent: Vec<Vec<u8>>,
-    progress: Progress,
-    /// The shared pool's events and counters (receive buffers from a pool).
-    pool_events: Vec<String>,
-    pool_stats: Option<PoolStats>,
-}
-
-/// Where Sends land: posted receive buffers, or a shared pool (SRQ) with this
-/// soft limit.
-#[derive(Clone, Copy, Debug)]
-enum Recvs {
-    Posted,
-    Pool {
-        soft_limit: usize,
-        buffers: usize,
-        sequential: bool,
-    },
-}
-
-fn receive(wire: &[u8], batches: bool, recvs: Recvs, cut: usize) -> (Outcome, usize) {
-    let (mem, stags) = memory();
-    let mut s = stream(1);
-    let pool = match recvs {
-        Recvs::Posted => {
-            for i in 0..RECVS {
-                s.post_recv(i as u64, vec![0; RECV]).unwrap();
-            }
-            None
-        }
-        Recvs::Pool {
-            soft_limit,
-            buffers,
-            sequential,
-        } => {
-            let ordering = if sequential {
-                BufferOrdering::Sequential
-            } else {
-                BufferOrdering::Arrival
-            };
-            let pool = BufferPool::new(PoolConfig::shared(ordering, RECVS, soft_limit));
-            for i in 0..buffers {
-                pool.post(RecvBuffer {
-                    id: i as u64,
-                    data: vec![0; RECV],
-                })
-                .unwrap();
-            }
-            s.ddp_mut().set_recv_pool(qn::SEND, &pool).unwrap();
-            Some(pool)
-        }
-    };
-    let mut rx = FpduReceiver::new(
-        RxConfig {
-            crc: true,
-            markers: false,
-            max_ulpdu: 16_100,
-            expect_rtr: None,
-        },
-        Vec::new(),
-    );
-    let mut src = Source::new(wire.to_vec(), cut);
-    let mut buf = vec![0u8; 4096];
-    let progress = {
-        let mut p = RdmapPlacer::new(&mut s, &mem);
-        if batches {
-            rx.drive_buffered(&mut src, &mut p, &mut buf).unwrap()
-        } else {
-            rx.drive(&mut src, &mut p).unwrap()
-        }
-    };
-    let completions = std::iter::from_fn(|| s.poll_completion())
-        .map(|c| format!("{c:?}"))
-        .collect();
-    let sent = std::iter::from_fn(|| s.poll_segment())
-        .map(|g| g.to_vec())
-        .collect();
-    assert!(mem.all_guards_intact());
-    let region = |i: usize| mem.region(stags[i]).unwrap().data()[..].to_vec();
-    let pool_events = pool
-        .iter()
-        .flat_map(|p| std::iter::from_fn(|| p.poll_event()))
-        .map(|e| format!("{e:?}"))
-        .collect();
-    let pool_stats = pool.as_ref().map(|p| p.stats());
-    let o = Outcome {
-        pool_stats,
-        completions,
-        regions: [region(0), region(1)],
-        sent,
-        progress,
-        pool_events,
-    };
-    (o, src.peeks)
-}
+use common::wires::{Op, Outcome, RECV, RECVS, REGION, Recvs, Way, fpdus, receive};
+use rddp_proto::ddp::rx_copied_octets;
 
 /// The same outcome with and without batches, batches taken, nothing copied.
 fn same(what: &str, wire: &[u8]) -> Outcome {
@@ -216,8 +24,8 @@ fn same(what: &str, wire: &[u8]) -> Outcome {
 
 fn same_with(what: &str, wire: &[u8], recvs: Recvs) -> Outcome {
     let before = rx_copied_octets();
-    let (alone, _) = receive(wire, false, recvs, usize::MAX);
-    let (batched, peeks) = receive(wire, true, recvs, usize::MAX);
+    let (alone, _) = receive(wire, Way::Alone, recvs, usize::MAX);
+    let (batched, peeks) = receive(wire, Way::Buffered, recvs, usize::MAX);
     assert!(peeks > 0, "{what}: no batch was taken");
     assert_eq!(batched, alone, "{what}: batches changed the outcome");
     assert_eq!(rx_copied_octets() - before, 0, "{what}: payload copied");
@@ -408,8 +216,8 @@ mod random {
             }
             let wire = f.concat();
             let before = rx_copied_octets();
-            let (alone, _) = receive(&wire, false, recvs, cut);
-            let (batched, _) = receive(&wire, true, recvs, cut);
+            let (alone, _) = receive(&wire, Way::Alone, recvs, cut);
+            let (batched, _) = receive(&wire, Way::Buffered, recvs, cut);
             prop_assert_eq!(&batched, &alone, "ops {:?}", ops);
             prop_assert_eq!(rx_copied_octets() - before, 0);
         }

@@ -305,9 +305,18 @@ impl FpduReceiver {
         }
         self.input.alone = alone;
         // Everything the socket had was taken (a short peek): it is empty now.
-        if at == n && !full {
+        let emptied = at == n && !full;
+        if emptied {
             self.input.drained = self.input.stream;
         }
+        // A Send that came alone: the next may be read in one system call.
+        self.lone.seen(match items.as_slice() {
+            [it] if emptied => match it.target {
+                Target::Buffer { len } => Some(len),
+                _ => None,
+            },
+            _ => None,
+        });
         Ok(())
     }
 

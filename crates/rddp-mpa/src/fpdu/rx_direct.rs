@@ -51,6 +51,8 @@ use std::io::{self, IoSliceMut, Read};
 
 #[path = "rx_batch.rs"]
 mod batch;
+#[path = "rx_lone.rs"]
+mod lone;
 
 /// Octets of ULPDU_Length + DDP header, at most.
 const HEAD_MAX: usize = MPA_HDR_LEN + UNTAGGED_HDR_LEN;
@@ -123,6 +125,18 @@ pub trait Placer {
     fn with_buffers(
         &mut self,
         f: &mut dyn FnMut(&mut [&mut [u8]]) -> io::Result<usize>,
+    ) -> Option<io::Result<usize>> {
+        let _ = f;
+        None
+    }
+    /// A lone small FPDU in one system call (`rx_direct/lone.rs`): run `f`
+    /// once over the whole posted receive buffer that a Send arriving next
+    /// would fill from its first octet, with that Send's MSN. `None`: there is
+    /// none (Sends take buffers from a pool, a segment is begun, the stream
+    /// died). Default: never.
+    fn with_next_send_buffer(
+        &mut self,
+        f: &mut dyn FnMut(u32, &mut [u8]) -> io::Result<usize>,
     ) -> Option<io::Result<usize>> {
         let _ = f;
         None
@@ -408,6 +422,8 @@ pub struct FpduReceiver {
     placing: u64,
     /// Payload octets read straight into their place, of FPDUs whose CRC passed.
     placed: u64,
+    /// Lone small Sends seen in a row (`rx_direct/lone.rs`).
+    lone: lone::Lone,
 }
 
 impl Default for FpduReceiver {
@@ -461,6 +477,7 @@ impl FpduReceiver {
             crc_have: 0,
             placing: 0,
             placed: 0,
+            lone: lone::Lone::default(),
         }
     }
 
@@ -521,7 +538,11 @@ impl FpduReceiver {
         self.input.drained = false;
         let got = self.run(|rx| {
             if rx.batch_ready() {
-                rx.batch(src, engine)
+                if rx.lone_ready() {
+                    rx.lone(src, engine)
+                } else {
+                    rx.batch(src, engine)
+                }
             } else {
                 rx.step(src, engine)
             }

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod source;
+pub mod wires;
 
 use bytes::Bytes;
 use rddp_mpa::{MpaError, MpaOptions, Negotiated, connect, listen};

@@ -120,6 +120,17 @@ impl DdpSink {
         slot.buf.data.get_mut(mo..mo + b.len as usize)
     }
 
+    /// The receive buffer that an untagged message of queue `qn` arriving
+    /// next would fill from MO 0, and its MSN (see
+    /// [`super::recv_queue::UntaggedQueue::next_posted`]); `None` while a
+    /// segment is begun or waits for an earlier one.
+    pub fn next_posted(&mut self, qn: u32) -> Option<(u32, &mut [u8])> {
+        if !self.begun.is_empty() || !self.order.is_idle() {
+            return None;
+        }
+        self.queues.get_mut(qn as usize)?.next_posted()
+    }
+
     /// The begun segment's payload is in place and checked: account for it and
     /// deliver what it completes (of a batch: the oldest begun).
     pub fn finish_segment(&mut self) -> Result<(), DdpError> {

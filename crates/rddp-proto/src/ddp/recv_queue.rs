@@ -274,6 +274,23 @@ impl UntaggedQueue {
         }
     }
 
+    /// Strategy 1, nothing of the next message seen yet: its MSN and the
+    /// buffer posted for it, whole. An LLP that reads a lone small message
+    /// in one system call (MPA, `rx_lone.rs`) lets the read put its payload
+    /// here before the header is checked; every check still runs before
+    /// anything is delivered. `None` under the pooled strategies (a buffer is
+    /// taken only when the message arrives).
+    pub fn next_posted(&mut self) -> Option<(u32, &mut [u8])> {
+        if !matches!(self.model, Model::Ordered) || self.in_progress.is_some() {
+            return None;
+        }
+        let slot = self.slots.get_mut(&self.expected_abs)?;
+        if slot.ordered_bytes != 0 || slot.end.is_some() {
+            return None;
+        }
+        Some((self.expected_msn, slot.buf.data.as_mut_slice()))
+    }
+
     /// The buffer already associated with `msn`, if any.
     pub fn slot(&mut self, msn: u32) -> Option<&mut MsgSlot> {
         let d = u64::from(msn.wrapping_sub(self.expected_msn));

@@ -158,6 +158,19 @@ impl RdmapStream {
         }
     }
 
+    /// The posted receive buffer a Send arriving next would fill from its
+    /// first octet, and that Send's MSN: for an LLP that reads a lone small
+    /// FPDU in one system call, its payload straight into this buffer before
+    /// the header is known (MPA, `rx_lone.rs`), and then begins the segment as
+    /// usual. `None` while a segment is begun, once the stream died, or when
+    /// Sends take buffers from a pool.
+    pub fn next_send_buffer(&mut self) -> Option<(u32, &mut [u8])> {
+        if self.terminated || !self.rx_begun.is_empty() {
+            return None;
+        }
+        self.ddp.next_posted(rddp_wire::rdmap::qn::SEND)
+    }
+
     /// The receive-buffer octets of the begun untagged segment's payload (a
     /// posted receive buffer, a shared-pool buffer, or RDMAP's own buffer for a
     /// Read Request or Terminate); `None` if none is begun or the stream died.

@@ -21,7 +21,7 @@ use super::{Shared, State};
 use crate::device::lock;
 use crate::error::Error;
 use crate::transport::HoldInner;
-use crate::transport::mpa_in::MpaIn;
+use crate::transport::mpa_in::{Counted, MpaIn};
 use rddp_io::{Cx, Interest, Next, Task, TaskHandle};
 use rddp_mpa::fpdu::{Placer, Progress, RdmapPlacer, Recorded};
 use rddp_mpa::pcap::TcpEndpoint;
@@ -185,6 +185,13 @@ impl Placer for Budgeted<'_> {
         self.inner.with_buffers(f)
     }
 
+    fn with_next_send_buffer(
+        &mut self,
+        f: &mut dyn FnMut(u32, &mut [u8]) -> io::Result<usize>,
+    ) -> Option<io::Result<usize>> {
+        self.inner.with_next_send_buffer(f)
+    }
+
     fn more(&mut self) -> bool {
         self.inner.more() && !self.spent()
     }
@@ -216,12 +223,12 @@ pub(super) fn receive(shared: &Shared, st: &mut State, buf: &mut Vec<u8>, in_tas
     let got = match &input.wire {
         Some(w) => {
             let mut src = Recorded {
-                inner: sock,
+                inner: Counted(sock),
                 record: |b: &[u8]| w.received(b),
             };
             input.rx.drive_buffered(&mut src, &mut p, buf)
         }
-        None => input.rx.drive_buffered(&mut sock, &mut p, buf),
+        None => input.rx.drive_buffered(&mut Counted(sock), &mut p, buf),
     };
     let (first, spent) = (p.inner.first_fpdu_seen, p.spent());
     let dead = input.rx.is_dead() || rdmap.is_terminated();

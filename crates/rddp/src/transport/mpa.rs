@@ -27,6 +27,7 @@ use rddp_mpa::{MpaError, MpaOptions, Negotiated, PeerRequest, Role, Rtr};
 use rddp_wire::{FpduEncoder, Opcode, RdmapControl, TaggedHeader, mulpdu};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 
+pub use super::mpa_in::recv_calls;
 pub use super::mpa_out::sendmsg_calls;
 use std::sync::Arc;
 

@@ -9,8 +9,49 @@
 //! idle connection holds no buffer at all.
 
 use rddp_mpa::Rtr;
-use rddp_mpa::fpdu::{FpduReceiver, RxConfig};
+use rddp_mpa::fpdu::{FpduReceiver, Peek, RxConfig};
 use rddp_mpa::pcap::TcpEndpoint;
+use std::io::{self, IoSliceMut, Read};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Receive system calls of every MPA queue pair in this process that returned
+/// octets (see [`recv_calls`]).
+static RECV_CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// How many receive system calls (reads, vectored reads and peeks) the MPA
+/// queue pairs of this process have made that returned octets: a batch of
+/// small FPDUs costs a peek and a read, a lone Send one read (tests read it;
+/// calls that found nothing are not counted).
+pub fn recv_calls() -> u64 {
+    RECV_CALLS.load(Ordering::Relaxed)
+}
+
+fn counted(r: io::Result<usize>) -> io::Result<usize> {
+    if matches!(r, Ok(n) if n > 0) {
+        RECV_CALLS.fetch_add(1, Ordering::Relaxed);
+    }
+    r
+}
+
+/// A queue pair's socket as the receiver reads it, each call counted.
+pub(crate) struct Counted<'a>(pub &'a TcpStream);
+
+impl Read for Counted<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        counted(self.0.read(buf))
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        counted(self.0.read_vectored(bufs))
+    }
+}
+
+impl Peek for Counted<'_> {
+    fn peek(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        counted(self.0.peek(buf))
+    }
+}
 
 pub(crate) struct MpaIn {
     pub rx: FpduReceiver,

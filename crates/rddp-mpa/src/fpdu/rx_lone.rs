@@ -1,0 +1,257 @@
+//! A lone small Send in one system call (issue 11 points 3 and 8, the
+//! ping-pong row; docs/data-path.md, "Receive"), for
+//! [`FpduReceiver::drive_buffered`].
+//!
+//! A batch (`rx_batch.rs`) costs a peek and a read; for an FPDU that arrives
+//! alone, as in a ping-pong, that is two system calls where a plain TCP
+//! receiver makes one. Its payload's place is known only from its header, but
+//! a Send's place can be foreseen: on an ordered receive queue (seed 003,
+//! strategy 1) the next Send of the stream fills the buffer posted for the
+//! next MSN from its first octet. After Sends of one length came alone
+//! [`LONE_RUN`] times in a row, the next is read with one vectored read:
+//!
+//! 1. ULPDU_Length and an untagged DDP header into scratch, the expected
+//!    payload length straight into that posted buffer, PAD, CRC and the next
+//!    FPDU's head ([`SAFE_HEAD`] octets, never payload) into scratch again (a
+//!    short read shows the socket is empty, as in `Input::payload`);
+//! 2. a hit is a whole FPDU whose ULPDU_Length, DDP control (untagged, last),
+//!    QN 0, MSN and MO 0 say it is exactly that Send, and whose CRC is good
+//!    (RFC 5044 §4.3) over the octets where they lie;
+//! 3. then the engine begins the segment with every check (spec §2.10, RDMAP's
+//!    too; seed 000: nothing is delivered before) and must name that very
+//!    buffer; [`Placer::finish`] delivers it.
+//!
+//! The buffer's own octets are saved before the read (at most
+//! [`SMALL_PAYLOAD`], the application's, not payload). A miss (another
+//! header, another length, an FPDU cut off, a bad CRC) puts every octet read
+//! back in stream order as read-ahead and the buffer's octets back as they
+//! were: the FPDU is then taken header first, its payload copied from there
+//! (counted, as the setup's leftover) and every error found as before. A miss
+//! doubles the run of lone Sends needed before the next try, so a connection
+//! whose lone FPDUs are not such Sends stops trying. A refused hit gets its
+//! buffer's octets back too, then the refusal is reported (its CRC passed).
+//! What the engine sees is the same as without the one read.
+
+use super::*;
+use rddp_wire::ddp::DdpHeader;
+
+/// Lone Sends of one length in a row before the next is read in one read.
+const LONE_RUN: u32 = 2;
+/// The most a run of misses can raise that to.
+const LONE_RUN_MAX: u32 = 1 << 12;
+/// PAD, CRC and the next FPDU's head.
+const TAIL_MAX: usize = 3 + MPA_CRC_LEN + SAFE_HEAD;
+
+/// The lone Sends seen lately on one connection.
+#[derive(Debug)]
+pub(super) struct Lone {
+    /// Payload length of the last Send that came alone.
+    len: usize,
+    /// Sends of `len` octets that came alone in a row.
+    run: u32,
+    /// The run needed before a one-read try (doubled by each miss).
+    need: u32,
+}
+
+impl Default for Lone {
+    fn default() -> Self {
+        Self {
+            len: 0,
+            run: 0,
+            need: LONE_RUN,
+        }
+    }
+}
+
+impl Lone {
+    /// A batch took one Send of `len` payload octets and emptied the socket
+    /// (`Some(len)`), or took anything else (`None`).
+    pub(super) fn seen(&mut self, len: Option<usize>) {
+        match len {
+            Some(l) if l == self.len => self.run = self.run.saturating_add(1),
+            Some(l) => (self.len, self.run) = (l, 1),
+            None => self.run = 0,
+        }
+    }
+}
+
+/// What the one read found.
+enum Found {
+    /// The engine has no buffer for it (or one too short): not tried.
+    Untried,
+    /// The foreseen Send, whole, its CRC good: `n` octets read, the payload at
+    /// `at` (the buffer's address, compared with what the engine begins).
+    Hit { n: usize, at: usize },
+    /// Anything else: every octet read, in stream order.
+    Miss(Vec<u8>),
+}
+
+/// Whether `head` opens the one-segment Send of `ulpdu` octets to QN 0 with
+/// `msn` from MO 0 (RFC 5041 §4.4; RFC 5040 §5.1: Sends are QN 0).
+fn is_send(head: &[u8; HEAD_MAX], msn: u32, ulpdu: usize) -> bool {
+    let len = usize::from(u16::from_be_bytes([head[0], head[1]]));
+    match DdpHeader::parse(&head[MPA_HDR_LEN..]) {
+        Ok(DdpHeader::Untagged(h)) => {
+            len == ulpdu
+                && h.ctrl.last()
+                && h.qn == rddp_wire::rdmap::qn::SEND
+                && h.msn == msn
+                && h.mo == 0
+        }
+        _ => false,
+    }
+}
+
+impl FpduReceiver {
+    /// The next FPDU is likely a lone Send of a known length (see the module
+    /// docs); called where a batch may start.
+    pub(super) fn lone_ready(&self) -> bool {
+        self.lone.len > 0 && self.lone.run >= self.lone.need
+    }
+
+    /// One vectored read of the foreseen Send (see the module docs); a batch
+    /// where the engine has no buffer for it.
+    pub(super) fn lone(
+        &mut self,
+        src: &mut (impl Read + Peek),
+        engine: &mut impl Placer,
+    ) -> Result<(), Halt> {
+        if !engine.more() {
+            return Err(Halt::Pause);
+        }
+        if self.input.drained {
+            return Err(Halt::Block);
+        }
+        let p = self.lone.len;
+        let ulpdu = UNTAGGED_HDR_LEN + p;
+        let pad = pad_len(ulpdu);
+        let whole = MPA_HDR_LEN + ulpdu + pad + MPA_CRC_LEN;
+        let tail_len = pad + MPA_CRC_LEN + SAFE_HEAD;
+        let want = HEAD_MAX + p + tail_len;
+        let crc = self.cfg.crc;
+        let mut head = [0u8; HEAD_MAX];
+        let mut tail = [0u8; TAIL_MAX];
+        let mut saved = [0u8; SMALL_PAYLOAD];
+        let mut found = Found::Untried;
+        let mut f = |msn: u32, buf: &mut [u8]| -> io::Result<usize> {
+            let Some(dst) = buf.get_mut(..p) else {
+                return Ok(0);
+            };
+            saved[..p].copy_from_slice(dst);
+            let mut iov = [
+                IoSliceMut::new(&mut head),
+                IoSliceMut::new(dst),
+                IoSliceMut::new(&mut tail[..tail_len]),
+            ];
+            let n = loop {
+                match src.read_vectored(&mut iov) {
+                    Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            };
+            let dst = &mut buf[..p];
+            let good = |tail: &[u8]| {
+                let mut d = Crc32c::new();
+                d.update(&head);
+                d.update(dst);
+                d.update(&tail[..pad]);
+                let c = &tail[pad..pad + MPA_CRC_LEN];
+                d.finalize() == crc_from_wire([c[0], c[1], c[2], c[3]])
+            };
+            found = if n >= whole && is_send(&head, msn, ulpdu) && (!crc || good(&tail)) {
+                Found::Hit {
+                    n,
+                    at: dst.as_ptr() as usize,
+                }
+            } else {
+                let h = n.min(HEAD_MAX);
+                let k = (n - h).min(p);
+                let mut read = Vec::with_capacity(n);
+                read.extend_from_slice(&head[..h]);
+                read.extend_from_slice(&dst[..k]);
+                read.extend_from_slice(&tail[..n - h - k]);
+                dst[..k].copy_from_slice(&saved[..k]);
+                Found::Miss(read)
+            };
+            Ok(n)
+        };
+        if let Some(Err(e)) = engine.with_next_send_buffer(&mut f) {
+            return Err(io_to_halt(e));
+        }
+        // A short read shows the socket empty; one that stopped at the end of
+        // an iovec says nothing (a source whose `read_vectored` fills one).
+        let drained = |n: usize| n < want && n != HEAD_MAX && n != HEAD_MAX + p;
+        let (n, at) = match found {
+            Found::Untried => {
+                self.lone.run = 0;
+                return self.batch(src, engine);
+            }
+            Found::Miss(read) => {
+                self.input.drained = self.input.stream && drained(read.len());
+                self.input.left = read;
+                self.input.left_at = 0;
+                self.lone.run = 0;
+                self.lone.need = self.lone.need.saturating_mul(2).min(LONE_RUN_MAX);
+                return Ok(());
+            }
+            Found::Hit { n, at } => (n, at),
+        };
+        self.input.drained = self.input.stream && drained(n);
+        self.lone.run = if n < want {
+            self.lone.run.saturating_add(1)
+        } else {
+            // More follows: a stream, where batches do better.
+            0
+        };
+        self.advance(whole);
+        let extra = n - whole;
+        let next = &tail[pad + MPA_CRC_LEN..pad + MPA_CRC_LEN + extra];
+        self.input.ahead[..extra].copy_from_slice(next);
+        (self.input.lo, self.input.hi) = (0, extra);
+        self.input.streak = self.input.streak.saturating_add(1);
+        self.input.alone = false;
+        let seq = self.seq;
+        self.seq += 1;
+        match engine.begin(seq, &head[MPA_HDR_LEN..], p) {
+            Some(Target::Buffer { len }) if len == p => {
+                let mut same =
+                    |b: &mut [u8]| Ok(usize::from(b.as_ptr() as usize == at && b.len() == p));
+                if !matches!(engine.with_buffer(&mut same), Some(Ok(1))) {
+                    // An engine bug: the payload is not where it was begun.
+                    engine.framing_error(
+                        TerminateCode::MPA_LOCAL_CATASTROPHIC,
+                        "a lone Send was begun into another buffer than it was read into".into(),
+                    );
+                    return Err(self.die());
+                }
+                self.placed += p as u64;
+                engine.finish(true);
+                Ok(())
+            }
+            Some(_) => {
+                engine.framing_error(
+                    TerminateCode::MPA_LOCAL_CATASTROPHIC,
+                    "placement target does not match the lone Send read".into(),
+                );
+                Err(self.die())
+            }
+            None => {
+                // Refused: the buffer gets its own octets back, and the
+                // refusal is reported now (the FPDU's CRC passed).
+                let mut back = |_: u32, b: &mut [u8]| {
+                    if let Some(d) = b.get_mut(..p).filter(|d| d.as_ptr() as usize == at) {
+                        d.copy_from_slice(&saved[..p]);
+                    }
+                    Ok(p)
+                };
+                let _ = engine.with_next_send_buffer(&mut back);
+                if engine.refusal_held() {
+                    engine.settle(true);
+                }
+                Err(self.die())
+            }
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! A lone small Send in one read (`rx_lone.rs` in the receiver): when Sends of
+//! one length keep arriving alone (a ping-pong), the receiver reads the next
+//! one with one vectored read, its payload straight into the posted buffer it
+//! will fill, instead of a peek and a read. Everything else must stay as it
+//! was: the same wires, arriving FPDU by FPDU (or in pieces), give the same
+//! completions (buffers included), region octets and Terminates as a receiver
+//! that takes every FPDU header first. A miss (a Write, another length, a bad
+//! CRC, a refused header, an FPDU cut off) is taken header first from the
+//! octets already read (counted as copies) and leaves the buffer as it was.
+//! Its own process: the receive copy counter is process-wide.
+
+mod common;
+
+use common::wires::{Op, Outcome, RECV, Recvs, Way, fpdus, receive_units};
+use rddp_proto::ddp::rx_copied_octets;
+use rddp_wire::crc::{crc_wire_bytes, crc32c};
+
+/// Both ways over `units` (each arriving alone); the buffered one with the
+/// receiver told that a short read means an empty socket (as busy polling).
+/// Returns the outcome, the buffered receiver's reads and peeks, and the
+/// octets it copied.
+fn both(what: &str, units: &[Vec<u8>]) -> (Outcome, usize, usize, u64) {
+    let units: Vec<&[u8]> = units.iter().map(|u| u.as_slice()).collect();
+    let (alone, _) = receive_units(&units, Way::Alone, Recvs::Posted, usize::MAX, true);
+    let before = rx_copied_octets();
+    let (lone, src) = receive_units(&units, Way::Buffered, Recvs::Posted, usize::MAX, true);
+    let copied = rx_copied_octets() - before;
+    assert_eq!(lone, alone, "{what}: the one-read path changed the outcome");
+    (lone, src.reads, src.peeks, copied)
+}
+
+/// `FPDU` with its CRC made good again after an edit.
+fn recrc(mut f: Vec<u8>) -> Vec<u8> {
+    let n = f.len() - 4;
+    let c = crc_wire_bytes(crc32c(&f[..n]));
+    f[n..].copy_from_slice(&c);
+    f
+}
+
+#[test]
+fn lone_sends_take_one_read_each_and_copy_nothing() {
+    let n = 150;
+    let f = fpdus(&vec![Op::Send(RECV); n]);
+    let (o, reads, peeks, copied) = both("lone sends", &f);
+    assert_eq!(o.completions.len(), n);
+    assert!(o.sent.is_empty(), "refused: {:?}", o.sent);
+    assert_eq!(copied, 0, "payload copied");
+    // Header first for the first few, then a peek and a read each until two
+    // came alone, then one read each.
+    assert!(
+        peeks <= 4 && reads + peeks <= n + 12,
+        "{reads} reads and {peeks} peeks for {n} lone FPDUs"
+    );
+}
+
+#[test]
+fn misses_are_taken_header_first_with_the_same_outcome() {
+    let mut ops = Vec::new();
+    for i in 0..40 {
+        ops.push(Op::Send(48));
+        ops.push(Op::Send(48));
+        ops.push(Op::Send(48));
+        ops.push(match i % 4 {
+            0 => Op::Write(0, i * 64, 48),
+            1 => Op::Send(20),
+            2 => Op::Send(0),
+            _ => Op::Write(1, i * 16, 8),
+        });
+    }
+    let (o, _, _, copied) = both("misses", &fpdus(&ops));
+    assert_eq!(o.completions.len(), 140);
+    assert!(o.sent.is_empty(), "refused: {:?}", o.sent);
+    assert!(o.regions[0].iter().any(|&b| b != 0));
+    // Only misses copy, and a miss doubles the lone run needed before the
+    // next try: a few of the 40 Writes and short Sends.
+    assert!(copied > 0, "no miss was tried");
+    assert!(copied <= 8 * 48, "{copied} octets copied");
+}
+
+#[test]
+fn a_bad_crc_on_a_lone_send_delivers_nothing() {
+    for k in [3, 20, 40, 87] {
+        let mut f = fpdus(&vec![Op::Send(RECV); 30]);
+        // An octet of FPDU 20 (RDMAP header, payload, CRC): Terminate 2/0/0x02.
+        f[20][k] ^= 0x08;
+        let (o, _, _, _) = both("bad crc", &f);
+        assert_eq!(o.completions.len(), 20, "octet {k}");
+        assert!(!o.sent.is_empty(), "no Terminate (octet {k})");
+    }
+}
+
+#[test]
+fn a_refused_lone_send_leaves_its_buffer_as_it_was() {
+    let mut f = fpdus(&vec![Op::Send(RECV); 30]);
+    // RDMAP version 0 (RFC 5040 §4.2: 1/0/0x05... refused after its CRC
+    // passed); the DDP header still names the next MSN of QN 0 from MO 0.
+    f[20][3] &= 0x3f;
+    f[20] = recrc(f[20].clone());
+    let (o, _, _, _) = both("refused", &f);
+    assert_eq!(o.completions.len(), 20);
+    assert!(!o.sent.is_empty(), "no Terminate");
+}
+
+#[test]
+fn lone_sends_cut_anywhere_are_read_as_before() {
+    let f = fpdus(&vec![Op::Send(RECV); 40]);
+    // FPDU 25 arrives in two pieces at every octet boundary.
+    for cut in 1..f[25].len() {
+        let mut units = f.clone();
+        let tail = units[25].split_off(cut);
+        units.insert(26, tail);
+        let (o, _, _, _) = both("cut", &units);
+        assert_eq!(o.completions.len(), 40, "cut at {cut}");
+        assert!(o.sent.is_empty(), "cut at {cut}: {:?}", o.sent);
+    }
+}
+
+/// Random runs arriving FPDU by FPDU or in random pieces: lone Sends of a
+/// few lengths, Writes, a corrupted or repeated FPDU, posted or pooled
+/// buffers.
+mod random {
+    use super::*;
+    use common::wires::REGION;
+    use proptest::prelude::*;
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            8 => prop_oneof![Just(RECV), Just(16usize), 0..RECV + 8].prop_map(Op::Send),
+            2 => (0..2usize, 0..REGION, 0..300usize).prop_map(|(r, o, l)| Op::Write(r, o, l)),
+            1 => Just(Op::WriteBadStag),
+        ]
+    }
+
+    fn recvs() -> impl Strategy<Value = Recvs> {
+        prop_oneof![
+            4 => Just(Recvs::Posted),
+            1 => (0..4usize, 0..80usize, any::<bool>()).prop_map(|(soft_limit, buffers, sequential)| {
+                Recvs::Pool {
+                    soft_limit,
+                    buffers,
+                    sequential,
+                }
+            }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn one_read_never_changes_an_outcome(
+            ops in proptest::collection::vec(op(), 1..120),
+            flip in proptest::option::of((any::<prop::sample::Index>(), any::<prop::sample::Index>())),
+            twice in proptest::option::of(any::<prop::sample::Index>()),
+            split in proptest::collection::vec(any::<prop::sample::Index>(), 0..4),
+            recvs in recvs(),
+        ) {
+            let mut f = fpdus(&ops);
+            if let Some((i, k)) = flip {
+                let i = i.index(f.len());
+                let k = k.index(f[i].len());
+                f[i][k] ^= 0x10;
+            }
+            if let Some(i) = twice {
+                let i = i.index(f.len());
+                f.insert(i, f[i].clone());
+            }
+            // A few FPDUs arrive in two pieces.
+            for s in split {
+                let i = s.index(f.len());
+                if f[i].len() > 1 {
+                    let cut = 1 + s.index(f[i].len() - 1);
+                    let tail = f[i].split_off(cut);
+                    f.insert(i + 1, tail);
+                }
+            }
+            let units: Vec<&[u8]> = f.iter().map(|u| u.as_slice()).collect();
+            let (alone, _) = receive_units(&units, Way::Alone, recvs, usize::MAX, true);
+            let (lone, _) = receive_units(&units, Way::Buffered, recvs, usize::MAX, true);
+            prop_assert_eq!(&lone, &alone, "ops {:?}", ops);
+        }
+    }
+}
