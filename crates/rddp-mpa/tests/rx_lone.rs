@@ -77,6 +77,26 @@ fn misses_are_taken_header_first_with_the_same_outcome() {
     assert!(copied <= 8 * 48, "{copied} octets copied");
 }
 
+/// Each miss doubles the run of lone Sends needed before the next try: after
+/// the first miss (a lone Write after 10 Sends) runs of 3 Sends are too short
+/// for another try, a run of 5 is long enough.
+#[test]
+fn each_miss_doubles_the_run_before_the_next_try() {
+    let mut ops = vec![Op::Send(48); 10];
+    ops.push(Op::Write(0, 0, 48));
+    for i in 1..6 {
+        ops.extend([Op::Send(48); 3]);
+        ops.push(Op::Write(0, i * 64, 48));
+    }
+    ops.extend([Op::Send(48); 5]);
+    ops.push(Op::Write(1, 0, 48));
+    let (o, _, _, copied) = both("doubling", &fpdus(&ops));
+    assert_eq!(o.completions.len(), 30);
+    assert!(o.sent.is_empty(), "refused: {:?}", o.sent);
+    // A miss on a lone Write copies its 48 payload octets from what was read.
+    assert_eq!(copied, 2 * 48, "not two misses");
+}
+
 #[test]
 fn a_bad_crc_on_a_lone_send_delivers_nothing() {
     for k in [3, 20, 40, 87] {

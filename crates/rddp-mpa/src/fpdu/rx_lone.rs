@@ -27,9 +27,13 @@
 //! back in stream order as read-ahead and the buffer's octets back as they
 //! were: the FPDU is then taken header first, its payload copied from there
 //! (counted, as the setup's leftover) and every error found as before. A miss
-//! doubles the run of lone Sends needed before the next try, so a connection
-//! whose lone FPDUs are not such Sends stops trying. A refused hit gets its
-//! buffer's octets back too, then the refusal is reported (its CRC passed).
+//! doubles the run of lone Sends needed before the next try, and after
+//! [`LONE_MISSES_MAX`] misses a connection never tries again: its payload
+//! copies stay bounded (a miss copies at most the octets of its one read,
+//! under 1,100), and a connection whose lone FPDUs are not such Sends soon
+//! stops trying. A refused hit gets its buffer's octets back too, then the
+//! refusal is reported (its CRC passed).
+//!
 //! What the engine sees is the same as without the one read.
 
 use super::*;
@@ -37,8 +41,9 @@ use rddp_wire::ddp::DdpHeader;
 
 /// Lone Sends of one length in a row before the next is read in one read.
 const LONE_RUN: u32 = 2;
-/// The most a run of misses can raise that to.
-const LONE_RUN_MAX: u32 = 1 << 12;
+/// Misses after which a connection no longer tries (the run needed is then
+/// 4,096 Sends).
+const LONE_MISSES_MAX: u32 = 12;
 /// PAD, CRC and the next FPDU's head.
 const TAIL_MAX: usize = 3 + MPA_CRC_LEN + SAFE_HEAD;
 
@@ -51,6 +56,8 @@ pub(super) struct Lone {
     run: u32,
     /// The run needed before a one-read try (doubled by each miss).
     need: u32,
+    /// Misses so far.
+    misses: u32,
 }
 
 impl Default for Lone {
@@ -59,6 +66,7 @@ impl Default for Lone {
             len: 0,
             run: 0,
             need: LONE_RUN,
+            misses: 0,
         }
     }
 }
@@ -72,6 +80,19 @@ impl Lone {
             Some(l) => (self.len, self.run) = (l, 1),
             None => self.run = 0,
         }
+    }
+
+    /// The next lone Send may be read in one read.
+    fn ready(&self) -> bool {
+        self.len > 0 && self.run >= self.need && self.misses < LONE_MISSES_MAX
+    }
+
+    /// A one-read try missed: try again after twice the run, and never after
+    /// [`LONE_MISSES_MAX`] misses.
+    fn missed(&mut self) {
+        self.run = 0;
+        self.need = self.need.saturating_mul(2);
+        self.misses += 1;
     }
 }
 
@@ -106,7 +127,7 @@ impl FpduReceiver {
     /// The next FPDU is likely a lone Send of a known length (see the module
     /// docs); called where a batch may start.
     pub(super) fn lone_ready(&self) -> bool {
-        self.lone.len > 0 && self.lone.run >= self.lone.need
+        self.lone.ready()
     }
 
     /// One vectored read of the foreseen Send (see the module docs); a batch
@@ -192,8 +213,7 @@ impl FpduReceiver {
                 self.input.drained = self.input.stream && drained(read.len());
                 self.input.left = read;
                 self.input.left_at = 0;
-                self.lone.run = 0;
-                self.lone.need = self.lone.need.saturating_mul(2).min(LONE_RUN_MAX);
+                self.lone.missed();
                 return Ok(());
             }
             Found::Hit { n, at } => (n, at),
@@ -253,5 +273,31 @@ impl FpduReceiver {
                 Err(self.die())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_stops_trying_after_its_last_allowed_miss() {
+        let mut l = Lone::default();
+        l.seen(Some(64));
+        assert!(!l.ready(), "after one lone Send");
+        l.seen(Some(64));
+        assert!(l.ready(), "after two");
+        for i in 1..=LONE_MISSES_MAX {
+            l.missed();
+            assert!(!l.ready(), "right after miss {i}");
+            for _ in 0..(LONE_RUN << i) {
+                l.seen(Some(64));
+            }
+            assert_eq!(l.ready(), i < LONE_MISSES_MAX, "after miss {i} and its run");
+        }
+        for _ in 0..100_000 {
+            l.seen(Some(64));
+        }
+        assert!(!l.ready(), "tried again after {LONE_MISSES_MAX} misses");
     }
 }
