@@ -14,7 +14,9 @@
 
 mod common;
 
-use common::wires::{Op, Outcome, RECV, RECVS, REGION, Recvs, Way, fpdus, receive};
+use common::wires::{
+    Op, Outcome, RECV, RECVS, REGION, Recvs, Way, any_recvs, damage, fpdus, receive,
+};
 use rddp_proto::ddp::rx_copied_octets;
 
 /// The same outcome with and without batches, batches taken, nothing copied.
@@ -181,19 +183,6 @@ mod random {
         ]
     }
 
-    fn recvs() -> impl Strategy<Value = Recvs> {
-        prop_oneof![
-            Just(Recvs::Posted),
-            (0..4usize, 0..80usize, any::<bool>()).prop_map(|(soft_limit, buffers, sequential)| {
-                Recvs::Pool {
-                    soft_limit,
-                    buffers,
-                    sequential,
-                }
-            }),
-        ]
-    }
-
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(200))]
         #[test]
@@ -201,19 +190,11 @@ mod random {
             ops in proptest::collection::vec(op(), 1..80),
             flip in proptest::option::of((any::<prop::sample::Index>(), any::<prop::sample::Index>())),
             twice in proptest::option::of(any::<prop::sample::Index>()),
-            recvs in recvs(),
+            recvs in any_recvs(1),
             cut in prop_oneof![Just(usize::MAX), 1..3000usize],
         ) {
             let mut f = fpdus(&ops);
-            if let Some((i, k)) = flip {
-                let i = i.index(f.len());
-                let k = k.index(f[i].len());
-                f[i][k] ^= 0x10;
-            }
-            if let Some(i) = twice {
-                let i = i.index(f.len());
-                f.insert(i, f[i].clone());
-            }
+            damage(&mut f, flip, twice);
             let wire = f.concat();
             let before = rx_copied_octets();
             let (alone, _) = receive(&wire, Way::Alone, recvs, cut);

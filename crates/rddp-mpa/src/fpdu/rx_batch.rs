@@ -198,6 +198,18 @@ impl FpduReceiver {
             && self.input.batching()
     }
 
+    /// Before a batch's or a lone Send's read: the engine takes more, and the
+    /// source may have octets (a short read did not show it empty).
+    pub(super) fn may_read(&self, engine: &mut impl Placer) -> Result<(), Halt> {
+        if !engine.more() {
+            return Err(Halt::Pause);
+        }
+        if self.input.drained {
+            return Err(Halt::Block);
+        }
+        Ok(())
+    }
+
     /// One batch: peek, begin, one read, finish. Takes at least one FPDU, or
     /// marks the next one to be taken alone.
     pub(super) fn batch(
@@ -205,12 +217,7 @@ impl FpduReceiver {
         src: &mut (impl Read + Peek),
         engine: &mut impl Placer,
     ) -> Result<(), Halt> {
-        if !engine.more() {
-            return Err(Halt::Pause);
-        }
-        if self.input.drained {
-            return Err(Halt::Block);
-        }
+        self.may_read(engine)?;
         let n = loop {
             match src.peek(&mut self.input.ra) {
                 Ok(n) => break n,

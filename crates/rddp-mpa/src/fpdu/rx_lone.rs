@@ -137,12 +137,7 @@ impl FpduReceiver {
         src: &mut (impl Read + Peek),
         engine: &mut impl Placer,
     ) -> Result<(), Halt> {
-        if !engine.more() {
-            return Err(Halt::Pause);
-        }
-        if self.input.drained {
-            return Err(Halt::Block);
-        }
+        self.may_read(engine)?;
         let p = self.lone.len;
         let ulpdu = UNTAGGED_HDR_LEN + p;
         let pad = pad_len(ulpdu);

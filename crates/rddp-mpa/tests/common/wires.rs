@@ -228,3 +228,37 @@ pub fn receive_units(
     };
     (o, src)
 }
+
+/// Where Sends land, for the proptests: posted buffers, or (one time in
+/// `1 + posted`) a shared pool with any soft limit, size and ordering.
+pub fn any_recvs(posted: u32) -> impl proptest::strategy::Strategy<Value = Recvs> {
+    use proptest::prelude::*;
+    prop_oneof![
+        posted => Just(Recvs::Posted),
+        1 => (0..4usize, 0..80usize, any::<bool>()).prop_map(|(soft_limit, buffers, sequential)| {
+            Recvs::Pool {
+                soft_limit,
+                buffers,
+                sequential,
+            }
+        }),
+    ]
+}
+
+/// A proptest's damage to a wire of FPDUs: an octet of one flipped, one
+/// FPDU sent twice.
+pub fn damage(
+    f: &mut Vec<Vec<u8>>,
+    flip: Option<(proptest::sample::Index, proptest::sample::Index)>,
+    twice: Option<proptest::sample::Index>,
+) {
+    if let Some((i, k)) = flip {
+        let i = i.index(f.len());
+        let k = k.index(f[i].len());
+        f[i][k] ^= 0x10;
+    }
+    if let Some(i) = twice {
+        let i = i.index(f.len());
+        f.insert(i, f[i].clone());
+    }
+}
