@@ -11,9 +11,15 @@
 
 mod common;
 
-use common::wires::{Op, Outcome, RECV, Recvs, Way, any_recvs, damage, fpdus, receive_units};
+use common::source::Source;
+use common::wires::{
+    Op, Outcome, RECV, RECVS, Recvs, Way, any_recvs, damage, fpdus, memory, receive_units, stream,
+};
+use rddp_mpa::fpdu::{FpduReceiver, RdmapPlacer, RxConfig};
 use rddp_proto::ddp::rx_copied_octets;
+use rddp_proto::rdmap::WcStatus;
 use rddp_wire::crc::{crc_wire_bytes, crc32c};
+use rddp_wire::ddp::UNTAGGED_HDR_LEN;
 
 /// The receive copy counter is process-wide and misses copy: the tests of
 /// this file receive one at a time.
@@ -103,6 +109,52 @@ fn each_miss_doubles_the_run_before_the_next_try() {
     assert!(o.sent.is_empty(), "refused: {:?}", o.sent);
     // A miss on a lone Write copies its 48 payload octets from what was read.
     assert_eq!(copied, 2 * 48, "not two misses");
+}
+
+/// A receive limit lowered while Sends come alone holds for the next one too:
+/// its ULPDU_Length is refused as header first refuses it (found in review).
+#[test]
+fn a_lowered_receive_limit_holds_for_a_lone_send_too() {
+    let _one = serial();
+    let f = fpdus(&[Op::Send(RECV); 12]);
+    let run = |way: Way| {
+        let (mem, _) = memory();
+        let mut s = stream(1);
+        for i in 0..RECVS {
+            s.post_recv(i as u64, vec![0; RECV]).unwrap();
+        }
+        let cfg = RxConfig {
+            crc: true,
+            markers: false,
+            max_ulpdu: 16_100,
+            expect_rtr: None,
+        };
+        let mut rx = FpduReceiver::new(cfg, Vec::new());
+        rx.set_stream_source(true);
+        let mut src = Source::new(Vec::new(), usize::MAX);
+        let mut buf = vec![0u8; 4096];
+        for (i, u) in f.iter().enumerate() {
+            if i == 10 {
+                rx.set_max_ulpdu(UNTAGGED_HDR_LEN + RECV - 1);
+            }
+            src.data.extend_from_slice(u);
+            let mut p = RdmapPlacer::new(&mut s, &mem);
+            match way {
+                Way::Buffered => rx.drive_buffered(&mut src, &mut p, &mut buf).unwrap(),
+                Way::Alone => rx.drive(&mut src, &mut p).unwrap(),
+            };
+        }
+        let done = std::iter::from_fn(|| s.poll_completion())
+            .filter(|c| c.status == WcStatus::Success)
+            .count();
+        let sent: Vec<Vec<u8>> = std::iter::from_fn(|| s.poll_segment())
+            .map(|g| g.to_vec())
+            .collect();
+        (done, sent)
+    };
+    let (done, sent) = run(Way::Buffered);
+    assert_eq!((done, &sent), (10, &run(Way::Alone).1));
+    assert!(!sent.is_empty(), "no Terminate");
 }
 
 #[test]

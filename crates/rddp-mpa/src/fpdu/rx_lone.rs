@@ -140,6 +140,12 @@ impl FpduReceiver {
         self.may_read(engine)?;
         let p = self.lone.len;
         let ulpdu = UNTAGGED_HDR_LEN + p;
+        if ulpdu > self.cfg.max_ulpdu {
+            // The receive limit came down since (`set_max_ulpdu`): such a
+            // Send is refused, as header first finds (ULPDU_Length).
+            self.lone.run = 0;
+            return self.batch(src, engine);
+        }
         let pad = pad_len(ulpdu);
         let whole = MPA_HDR_LEN + ulpdu + pad + MPA_CRC_LEN;
         let tail_len = pad + MPA_CRC_LEN + SAFE_HEAD;
