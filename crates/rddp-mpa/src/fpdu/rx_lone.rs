@@ -260,7 +260,11 @@ impl FpduReceiver {
             }
             None => {
                 // Refused: the buffer gets its own octets back, and the
-                // refusal is reported now (the FPDU's CRC passed).
+                // refusal is reported now (the FPDU's CRC passed). The RDMAP
+                // placer holds a header refusal until `settle`, so the buffer
+                // is still there; an engine that ended the stream at once would
+                // flush it with the peer's octets in it (undefined, as after a
+                // failed CRC).
                 let mut back = |_: u32, b: &mut [u8]| {
                     if let Some(d) = b.get_mut(..p).filter(|d| d.as_ptr() as usize == at) {
                         d.copy_from_slice(&saved[..p]);
