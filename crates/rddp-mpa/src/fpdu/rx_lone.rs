@@ -41,34 +41,21 @@ use rddp_wire::ddp::DdpHeader;
 
 /// Lone Sends of one length in a row before the next is read in one read.
 const LONE_RUN: u32 = 2;
-/// Misses after which a connection no longer tries (the run needed is then
-/// 4,096 Sends).
+/// Misses after which a connection no longer tries (the last try needed a
+/// run of `LONE_RUN << 11`, 4,096 Sends).
 const LONE_MISSES_MAX: u32 = 12;
 /// PAD, CRC and the next FPDU's head.
 const TAIL_MAX: usize = 3 + MPA_CRC_LEN + SAFE_HEAD;
 
 /// The lone Sends seen lately on one connection.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(super) struct Lone {
     /// Payload length of the last Send that came alone.
     len: usize,
     /// Sends of `len` octets that came alone in a row.
     run: u32,
-    /// The run needed before a one-read try (doubled by each miss).
-    need: u32,
-    /// Misses so far.
+    /// Misses so far: each doubles the run needed before the next try.
     misses: u32,
-}
-
-impl Default for Lone {
-    fn default() -> Self {
-        Self {
-            len: 0,
-            run: 0,
-            need: LONE_RUN,
-            misses: 0,
-        }
-    }
 }
 
 impl Lone {
@@ -84,14 +71,13 @@ impl Lone {
 
     /// The next lone Send may be read in one read.
     fn ready(&self) -> bool {
-        self.len > 0 && self.run >= self.need && self.misses < LONE_MISSES_MAX
+        self.misses < LONE_MISSES_MAX && self.len > 0 && self.run >= LONE_RUN << self.misses
     }
 
     /// A one-read try missed: try again after twice the run, and never after
     /// [`LONE_MISSES_MAX`] misses.
     fn missed(&mut self) {
         self.run = 0;
-        self.need = self.need.saturating_mul(2);
         self.misses += 1;
     }
 }
@@ -125,9 +111,11 @@ fn is_send(head: &[u8; HEAD_MAX], msn: u32, ulpdu: usize) -> bool {
 
 impl FpduReceiver {
     /// The next FPDU is likely a lone Send of a known length (see the module
-    /// docs); called where a batch may start.
+    /// docs), within the receive limit (which `set_max_ulpdu` may have lowered
+    /// since: such a Send is refused, as header first finds); called where a
+    /// batch may start.
     pub(super) fn lone_ready(&self) -> bool {
-        self.lone.ready()
+        self.lone.ready() && UNTAGGED_HDR_LEN + self.lone.len <= self.cfg.max_ulpdu
     }
 
     /// One vectored read of the foreseen Send (see the module docs); a batch
@@ -140,12 +128,6 @@ impl FpduReceiver {
         self.may_read(engine)?;
         let p = self.lone.len;
         let ulpdu = UNTAGGED_HDR_LEN + p;
-        if ulpdu > self.cfg.max_ulpdu {
-            // The receive limit came down since (`set_max_ulpdu`): such a
-            // Send is refused, as header first finds (ULPDU_Length).
-            self.lone.run = 0;
-            return self.batch(src, engine);
-        }
         let pad = pad_len(ulpdu);
         let whole = MPA_HDR_LEN + ulpdu + pad + MPA_CRC_LEN;
         let tail_len = pad + MPA_CRC_LEN + SAFE_HEAD;
