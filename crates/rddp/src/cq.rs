@@ -111,8 +111,17 @@ impl CompletionQueue {
     /// Take up to `max` completions, oldest first, without waiting. Each frees the
     /// queue slot it held.
     pub fn poll(&self, max: usize) -> Vec<WorkCompletion> {
+        let mut got = Vec::new();
+        self.poll_into(max, &mut got);
+        got
+    }
+
+    /// [`Self::poll`] into `out` (appended; as `ibv_poll_cq` fills the
+    /// caller's array): a poller that keeps its `out` allocates nothing per
+    /// poll. Returns how many were taken.
+    pub fn poll_into(&self, max: usize, out: &mut impl Extend<WorkCompletion>) -> usize {
         let mut q = lock(&self.inner.q);
-        take(&mut q, max)
+        take(&mut q, max, out)
     }
 
     /// [`Self::poll`], and when nothing is there, read the sockets of the queue
@@ -124,14 +133,18 @@ impl CompletionQueue {
     /// or at once with [`Self::end_busy`]: call that before doing anything
     /// else for long, so that the queue pairs go on receiving meanwhile.
     pub fn poll_busy(&self, max: usize) -> Vec<WorkCompletion> {
-        let got = self.poll(max);
-        if !got.is_empty() {
-            return got;
+        let mut got = Vec::new();
+        self.poll_busy_into(max, &mut got);
+        got
+    }
+
+    /// [`Self::poll_busy`] into `out` (see [`Self::poll_into`]).
+    pub fn poll_busy_into(&self, max: usize, out: &mut impl Extend<WorkCompletion>) -> usize {
+        let n = self.poll_into(max, out);
+        if n > 0 || !self.drive(|d| d.progress()) {
+            return n;
         }
-        if !self.drive(|d| d.progress()) {
-            return got;
-        }
-        self.poll(max)
+        self.poll_into(max, out)
     }
 
     /// Give the sockets that [`Self::poll_busy`] read back to the I/O threads
@@ -203,7 +216,9 @@ impl CompletionQueue {
                 .unwrap_or_else(|p| p.into_inner().0);
             self.inner.waiters.fetch_sub(1, Ordering::Relaxed);
         }
-        take(&mut q, max)
+        let mut got = Vec::new();
+        take(&mut q, max, &mut got);
+        got
     }
 
     /// Wait (asynchronously) for at least one completion, then take up to `max`.
@@ -269,9 +284,17 @@ impl CompletionQueue {
 }
 
 /// Take up to `max` entries; their slots are given back as they are dropped.
-fn take(q: &mut VecDeque<(WorkCompletion, Held)>, max: usize) -> Vec<WorkCompletion> {
+fn take(
+    q: &mut VecDeque<(WorkCompletion, Held)>,
+    max: usize,
+    out: &mut impl Extend<WorkCompletion>,
+) -> usize {
     let n = max.min(q.len());
-    q.drain(..n).map(|(wc, _held)| wc).collect()
+    if n > 0 {
+        // Most polls of a busy poll find nothing: no drain set up for them.
+        out.extend(q.drain(..n).map(|(wc, _held)| wc));
+    }
+    n
 }
 
 impl AsRef<CqLedger> for CompletionQueue {
@@ -299,6 +322,24 @@ mod tests {
                 qn_msn: None,
             },
         }
+    }
+
+    #[test]
+    fn poll_into_appends_at_most_max_oldest_first() {
+        let cq = CompletionQueue::new(8);
+        for id in 1..=5 {
+            cq.push(wc(id), Held::default());
+        }
+        let mut out = vec![wc(99)];
+        assert_eq!(cq.poll_into(3, &mut out), 3);
+        let ids: Vec<u64> = out.iter().map(|w| w.wr_id).collect();
+        assert_eq!(ids, vec![99, 1, 2, 3], "appended, oldest first");
+        let mut more = VecDeque::new();
+        assert_eq!(cq.poll_into(10, &mut more), 2);
+        assert_eq!(more.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![4, 5]);
+        assert_eq!(cq.poll_into(10, &mut more), 0, "nothing left");
+        assert_eq!(more.len(), 2);
+        assert!(cq.is_empty());
     }
 
     #[test]
