@@ -102,6 +102,8 @@ pub struct Chan {
     /// Receive completions taken from the CQ and not yet handed out (taken up
     /// to [`RECV_BATCH`] at a time: one CQ lock and one wait per batch).
     arrived: VecDeque<WorkCompletion>,
+    /// Send-side completions just polled (kept: no allocation a poll).
+    sent_wcs: Vec<WorkCompletion>,
     /// Buffers of handed-out receives, given back ([`Self::recycle`]) to be
     /// posted again: no allocation and zeroing per message.
     spare: Vec<Vec<u8>>,
@@ -140,6 +142,7 @@ impl Chan {
             credits: None,
             grant: None,
             arrived: VecDeque::new(),
+            sent_wcs: Vec::new(),
             spare: Vec::new(),
             ended_by: None,
             ctrl_log: None,
@@ -470,7 +473,8 @@ impl Chan {
     /// Take the send-side completions already there, without waiting; returns
     /// how many were data work requests (also counted in `data_done`).
     pub fn reap_ready(&mut self) -> Result<u64, String> {
-        let got = self.ep.send_cq.poll(256);
+        let mut got = std::mem::take(&mut self.sent_wcs);
+        self.ep.send_cq.poll_into(256, &mut got);
         self.take(got)
     }
 
@@ -478,7 +482,8 @@ impl Chan {
     /// thread for them (busy polling: what a ping-pong of Writes waits on
     /// comes without a completion); [`Self::end_busy`] when done.
     pub fn reap_busy(&mut self) -> Result<u64, String> {
-        let got = super::exec::poll_cq(&self.ep.send_cq, 256);
+        let mut got = std::mem::take(&mut self.sent_wcs);
+        super::exec::poll_cq(&self.ep.send_cq, 256, &mut got);
         self.take(got)
     }
 
@@ -503,10 +508,12 @@ impl Chan {
     pub async fn reap_within(&mut self, limit: Duration) -> Result<Option<u64>, String> {
         let start = Instant::now();
         loop {
-            let got = super::exec::wait_cq(&self.ep.send_cq, 256, Duration::from_millis(100)).await;
+            let mut got = std::mem::take(&mut self.sent_wcs);
+            super::exec::wait_cq(&self.ep.send_cq, 256, Duration::from_millis(100), &mut got).await;
             if !got.is_empty() {
                 return self.take(got).map(Some);
             }
+            self.sent_wcs = got;
             self.check_events("completions")?;
             if start.elapsed() > limit {
                 return Ok(None);
@@ -514,9 +521,11 @@ impl Chan {
         }
     }
 
-    fn take(&mut self, got: Vec<WorkCompletion>) -> Result<u64, String> {
+    /// Account for the send-side completions `got` (then kept, empty, for
+    /// the next poll).
+    fn take(&mut self, mut got: Vec<WorkCompletion>) -> Result<u64, String> {
         let mut data = 0;
-        for wc in got {
+        for wc in got.drain(..) {
             check_status(&wc)?;
             self.outstanding = self.outstanding.saturating_sub(1);
             if wc.wr_id & SYNC != 0 {
@@ -525,6 +534,7 @@ impl Chan {
                 data += 1;
             }
         }
+        self.sent_wcs = got;
         self.data_done += data;
         Ok(data)
     }
@@ -540,7 +550,7 @@ impl Chan {
     /// A receive if one has completed (its buffer is reposted, in a batch).
     pub fn try_recv(&mut self) -> Result<Option<Incoming>, String> {
         if self.arrived.is_empty() {
-            self.arrived.extend(self.ep.recv_cq.poll(RECV_BATCH));
+            self.ep.recv_cq.poll_into(RECV_BATCH, &mut self.arrived);
         }
         match self.arrived.pop_front() {
             Some(wc) => self.on_recv(wc).map(Some),
@@ -554,17 +564,17 @@ impl Chan {
             // Already taken from the CQ: no clock read, no wait.
             return self.on_recv(wc);
         }
-        let start = Instant::now();
+        // The clock is read once a wait came back empty (not per message).
+        let mut start = None;
         loop {
             if self.arrived.is_empty() {
-                let got =
-                    super::exec::wait_cq(&self.ep.recv_cq, RECV_BATCH, Duration::from_millis(100))
-                        .await;
-                self.arrived.extend(got);
+                let (cq, limit) = (&self.ep.recv_cq, Duration::from_millis(100));
+                super::exec::wait_cq(cq, RECV_BATCH, limit, &mut self.arrived).await;
             }
             if let Some(wc) = self.arrived.pop_front() {
                 return self.on_recv(wc);
             }
+            let start = *start.get_or_insert_with(Instant::now);
             self.reap_ready()?;
             self.check_events(what)?;
             if start.elapsed() > stall() {

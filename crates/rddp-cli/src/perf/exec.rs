@@ -92,10 +92,17 @@ fn few() -> bool {
     n <= workers() as u64
 }
 
-/// Up to `max` completions of `cq`, waiting up to `limit` for the first.
-pub async fn wait_cq(cq: &CompletionQueue, max: usize, limit: Duration) -> Vec<WorkCompletion> {
-    let got = cq.poll(max);
-    if !got.is_empty() {
+/// Up to `max` completions of `cq` into `out` (appended; kept by the caller,
+/// so no allocation a wait), waiting up to `limit` for the first. Returns how
+/// many came.
+pub async fn wait_cq(
+    cq: &CompletionQueue,
+    max: usize,
+    limit: Duration,
+    out: &mut impl Extend<WorkCompletion>,
+) -> usize {
+    let got = cq.poll_into(max, out);
+    if got > 0 {
         return got;
     }
     if few() {
@@ -114,27 +121,30 @@ pub async fn wait_cq(cq: &CompletionQueue, max: usize, limit: Duration) -> Vec<W
             if looks.is_multiple_of(16) {
                 tokio::task::yield_now().await;
             }
-            let got = cq.poll_busy(max);
-            if !got.is_empty() {
+            let got = cq.poll_busy_into(max, out);
+            if got > 0 {
                 return got;
             }
         }
         // The I/O threads read while this task sleeps.
         cq.end_busy();
     }
-    tokio::time::timeout(limit, cq.wait_async(max))
+    let got = tokio::time::timeout(limit, cq.wait_async(max))
         .await
-        .unwrap_or_default()
+        .unwrap_or_default();
+    let n = got.len();
+    out.extend(got);
+    n
 }
 
 /// Take up to `max` completions of `cq` now; with few connections this
 /// thread also reads the queue pairs' sockets for them
 /// (`CompletionQueue::poll_busy`; `cq.end_busy()` when done looking).
-pub fn poll_cq(cq: &CompletionQueue, max: usize) -> Vec<WorkCompletion> {
+pub fn poll_cq(cq: &CompletionQueue, max: usize, out: &mut impl Extend<WorkCompletion>) -> usize {
     if few() {
-        cq.poll_busy(max)
+        cq.poll_busy_into(max, out)
     } else {
-        cq.poll(max)
+        cq.poll_into(max, out)
     }
 }
 
