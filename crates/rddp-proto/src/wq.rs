@@ -26,7 +26,7 @@ use crate::ddp::PoolId;
 use crate::mem::StreamId;
 use crate::rdmap::{Completion, WcOpcode, WcStatus};
 use rddp_wire::rdmap::qn;
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -174,42 +174,43 @@ impl Drop for Held {
     }
 }
 
-/// The receives posted on one queue and not yet completed, by wr_id.
+/// The receives posted on one queue and not yet completed, oldest first. An
+/// ordered receive queue completes them in the order posted (RFC 5041 §5.3:
+/// each Send takes the next buffer), so a completion is the oldest one and
+/// taking it is O(1); another (a repeated wr_id, say) is looked for.
 #[derive(Debug, Default)]
 pub struct RecvLedger {
-    outstanding: BTreeMap<u64, u32>,
+    outstanding: VecDeque<u64>,
 }
 
 impl RecvLedger {
     pub fn posted(&mut self, wr_id: u64) {
-        *self.outstanding.entry(wr_id).or_default() += 1;
+        self.outstanding.push_back(wr_id);
     }
 
-    /// Whether `wr_id` was outstanding (and is no longer).
+    /// Whether `wr_id` was outstanding (and is no longer: its oldest posting).
     pub fn completes(&mut self, wr_id: u64) -> bool {
-        match self.outstanding.get_mut(&wr_id) {
-            Some(n) if *n > 1 => {
-                *n -= 1;
-                true
-            }
-            Some(_) => {
-                self.outstanding.remove(&wr_id);
+        if self.outstanding.front() == Some(&wr_id) {
+            self.outstanding.pop_front();
+            return true;
+        }
+        match self.outstanding.iter().position(|&id| id == wr_id) {
+            Some(i) => {
+                self.outstanding.remove(i);
                 true
             }
             None => false,
         }
     }
 
-    /// Receives still outstanding (each wr_id as often as it is).
+    /// Receives still outstanding, in the order posted (each wr_id as often
+    /// as it is).
     pub fn outstanding(&self) -> Vec<u64> {
-        self.outstanding
-            .iter()
-            .flat_map(|(&id, &n)| std::iter::repeat_n(id, n as usize))
-            .collect()
+        self.outstanding.iter().copied().collect()
     }
 
     pub fn len(&self) -> usize {
-        self.outstanding.values().map(|&n| n as usize).sum()
+        self.outstanding.len()
     }
 
     pub fn is_empty(&self) -> bool {
