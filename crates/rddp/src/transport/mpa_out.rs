@@ -55,6 +55,9 @@ pub fn sendmsg_calls() -> u64 {
 /// Markers, a few more with them; IOV_MAX is 1024).
 const GATHER_SEGMENTS: usize = 64;
 
+/// FPDUs of a call whose scratch is set up small (see `write_batch`).
+const FEW_SEGMENTS: usize = 2;
+
 /// Most octets gathered into one `sendmsg`.
 const GATHER_OCTETS: usize = 1 << 20;
 
@@ -317,12 +320,29 @@ impl MpaOut {
             count += 1;
             octets += seg.len();
         }
+        // A call of one or two FPDUs (a ping-pong, Sends posted one by one)
+        // sets up scratch for two only: the full arrays are 1.3 KiB to fill.
+        if count <= FEW_SEGMENTS {
+            self.write_gathered::<FEW_SEGMENTS>(count, region, sent)
+        } else {
+            self.write_gathered::<GATHER_SEGMENTS>(count, region, sent)
+        }
+    }
+
+    /// The `count` (at most `N`) FPDUs at the front of the queue in one
+    /// `sendmsg`; `region`: the one region their leases are of.
+    fn write_gathered<const N: usize>(
+        &mut self,
+        mut count: usize,
+        region: Option<Arc<rddp_proto::mem::Region>>,
+        sent: &mut impl FnMut(Sent),
+    ) -> io::Result<()> {
         // The region's lock, for this one system call.
         let data = region.as_ref().map(|r| r.data());
         // Per-call scratch on the stack, and layouts reused from the last
         // call: nothing is allocated per FPDU or per call (a gathered call has
         // at most GATHER_SEGMENTS FPDUs).
-        let mut payloads: [&[u8]; GATHER_SEGMENTS] = [&[]; GATHER_SEGMENTS];
+        let mut payloads: [&[u8]; N] = [&[]; N];
         for (p, seg) in payloads.iter_mut().zip(self.queue.iter().take(count)) {
             *p = match &seg.payload {
                 Payload::Bytes(b) => &b[..],
@@ -336,7 +356,7 @@ impl MpaOut {
         if layouts.len() < count {
             layouts.resize_with(count, FpduLayout::default);
         }
-        let mut starts = [0u32; GATHER_SEGMENTS];
+        let mut starts = [0u32; N];
         for (i, seg) in self.queue.iter().take(count).enumerate() {
             let mut hdr = [0u8; UNTAGGED_HDR_LEN];
             let n = seg.header.emit(&mut hdr).map_err(io::Error::other)?;
