@@ -1121,14 +1121,20 @@ impl Shared {
             io.relay.take_sent(&mut sent);
             for s in sent.drain(..) {
                 *tx_queued = tx_queued.saturating_sub(s.len);
-                if s.read_response {
-                    rdmap.read_response_sent();
-                }
                 rdmap.segment_sent(s.last);
             }
             while *tx_queued < TX_BUDGET
                 && let Some(seg) = rdmap.poll_segment()
             {
+                // A Read Response frees its IRD slot as its last segment goes
+                // to the relay, before usrsctp can send it: the peer may answer
+                // with its next Read Request before the relay's report of the
+                // send reaches this queue pair (another thread, another pump),
+                // and that request must find the slot free. Still bounded: the
+                // relay holds at most TX_BUDGET octets.
+                if crate::transport::mpa_out::summary(&seg).read_response {
+                    rdmap.read_response_sent();
+                }
                 *tx_queued += seg.len();
                 segs.push(seg);
             }
