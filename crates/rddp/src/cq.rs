@@ -49,9 +49,16 @@ struct CqInner {
     armed: AtomicBool,
     #[cfg(feature = "tokio")]
     notify: tokio::sync::Notify,
+    /// Tasks in [`CompletionQueue::wait_async`]: a push notifies only when
+    /// one waits (the notify takes a lock of its own, on every push before).
+    #[cfg(feature = "tokio")]
+    async_waiters: AtomicUsize,
     /// Capacity and the worst cases reserved by attached queue pairs (seed 003):
     /// attaching more than the queue can hold is refused.
     ledger: CqLedger,
+    /// The ledger's capacity, fixed at creation: read on every push without
+    /// the ledger's lock.
+    capacity: usize,
     /// Completions queued past the capacity (see [`CompletionQueue::overflows`]).
     overflows: AtomicU64,
     /// The queue pairs whose completions come here and whose sockets a busy
@@ -83,7 +90,10 @@ impl CompletionQueue {
                 armed: AtomicBool::new(false),
                 #[cfg(feature = "tokio")]
                 notify: tokio::sync::Notify::new(),
+                #[cfg(feature = "tokio")]
+                async_waiters: AtomicUsize::new(0),
                 ledger: CqLedger::new(capacity),
+                capacity,
                 overflows: AtomicU64::new(0),
                 driven: Mutex::new(Vec::new()),
             }),
@@ -91,7 +101,7 @@ impl CompletionQueue {
     }
 
     pub fn capacity(&self) -> usize {
-        self.inner.ledger.capacity()
+        self.inner.capacity
     }
 
     /// Completions reserved by attached queue pairs and receive queues.
@@ -225,6 +235,9 @@ impl CompletionQueue {
     /// Wrap it in `tokio::time::timeout` for a deadline.
     #[cfg(feature = "tokio")]
     pub async fn wait_async(&self, max: usize) -> Vec<WorkCompletion> {
+        // Counted before the first look (under the queue's lock): a push after
+        // that look finds the count raised, one before it is found by the look.
+        let _waiting = AsyncWaiter::new(&self.inner.async_waiters);
         loop {
             let notified = self.inner.notify.notified();
             tokio::pin!(notified);
@@ -261,7 +274,7 @@ impl CompletionQueue {
     /// the capacity (which the accounting rules out) it is kept and counted.
     pub(crate) fn push(&self, wc: WorkCompletion, held: Held) {
         let mut q = lock(&self.inner.q);
-        if q.len() >= self.inner.ledger.capacity() {
+        if q.len() >= self.inner.capacity {
             self.inner.overflows.fetch_add(1, Ordering::Relaxed);
         }
         q.push_back((wc, held));
@@ -279,11 +292,33 @@ impl CompletionQueue {
             }
         }
         #[cfg(feature = "tokio")]
-        self.inner.notify.notify_waiters();
+        if self.inner.async_waiters.load(Ordering::Relaxed) > 0 {
+            self.inner.notify.notify_waiters();
+        }
     }
 }
 
 /// Take up to `max` entries; their slots are given back as they are dropped.
+/// One task in `wait_async`, counted until its wait ends or is dropped (a
+/// timeout around it).
+#[cfg(feature = "tokio")]
+struct AsyncWaiter<'a>(&'a AtomicUsize);
+
+#[cfg(feature = "tokio")]
+impl<'a> AsyncWaiter<'a> {
+    fn new(n: &'a AtomicUsize) -> Self {
+        n.fetch_add(1, Ordering::Relaxed);
+        Self(n)
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl Drop for AsyncWaiter<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 fn take(
     q: &mut VecDeque<(WorkCompletion, Held)>,
     max: usize,
@@ -340,6 +375,39 @@ mod tests {
         assert_eq!(cq.poll_into(10, &mut more), 0, "nothing left");
         assert_eq!(more.len(), 2);
         assert!(cq.is_empty());
+    }
+
+    /// A push notifies only while a task waits (`async_waiters`): one that
+    /// comes while a task is parked in `wait_async` wakes it, and a wait given
+    /// up (a timeout dropping it) is no longer counted.
+    #[cfg(feature = "tokio")]
+    #[test]
+    fn an_async_waiter_is_woken_and_uncounted_when_it_gives_up() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let cq = CompletionQueue::new(8);
+        rt.block_on(async {
+            let gave_up = tokio::time::timeout(Duration::from_millis(20), cq.wait_async(4)).await;
+            assert!(gave_up.is_err(), "nothing pushed");
+            assert_eq!(cq.inner.async_waiters.load(Ordering::Relaxed), 0);
+            let pusher = cq.clone();
+            let t = std::thread::spawn(move || {
+                // Push only once the task waits.
+                while pusher.inner.async_waiters.load(Ordering::Relaxed) == 0 {
+                    std::thread::yield_now();
+                }
+                std::thread::sleep(Duration::from_millis(20));
+                pusher.push(wc(7), Held::default());
+            });
+            let got = tokio::time::timeout(Duration::from_secs(10), cq.wait_async(4))
+                .await
+                .expect("the push woke the waiter");
+            assert_eq!(got.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![7]);
+            t.join().unwrap();
+        });
+        assert_eq!(cq.inner.async_waiters.load(Ordering::Relaxed), 0);
     }
 
     #[test]
