@@ -123,6 +123,12 @@ struct Builder<'a> {
     parts: &'a mut Vec<Piece>,
     small: [u8; SMALL_MAX],
     small_len: usize,
+    /// `small[crc_from..small_len]`: covered octets not yet fed to the CRC.
+    /// They go in one update where they end (before the payload, before an
+    /// uncovered piece, at the end): crc-fast costs about 70 instructions a
+    /// call whatever its length, and the ULPDU_LENGTH, header and PAD are
+    /// each a few octets.
+    crc_from: usize,
     digest: Crc32c,
     len_off: Option<u32>,
 }
@@ -133,8 +139,8 @@ impl Builder<'_> {
         self.enc.offset = self.enc.offset.wrapping_add(n as u32);
     }
     fn small(&mut self, b: &[u8], covered: bool) {
-        if covered {
-            self.digest.update(b);
+        if !covered {
+            self.crc_pending();
         }
         for c in b.chunks(SMALL_MAX) {
             if self.small_len + c.len() > SMALL_MAX {
@@ -145,11 +151,24 @@ impl Builder<'_> {
             self.small[at..at + c.len()].copy_from_slice(c);
             self.small_len += c.len();
         }
+        if !covered {
+            self.crc_from = self.small_len;
+        }
         self.advance(b.len());
     }
+    /// Feed the covered small octets not yet in the CRC to it.
+    fn crc_pending(&mut self) {
+        if self.crc_from < self.small_len {
+            self.digest
+                .update(&self.small[self.crc_from..self.small_len]);
+            self.crc_from = self.small_len;
+        }
+    }
     fn flush_small(&mut self) {
+        self.crc_pending();
         if self.small_len > 0 {
             let n = std::mem::take(&mut self.small_len);
+            self.crc_from = 0;
             if let Some(p) = Small::new(&self.small[..n]) {
                 self.parts.push(Piece::Own(p));
             }
@@ -182,8 +201,9 @@ impl Builder<'_> {
         while at < p.len() {
             self.marker_if_due();
             let n = self.room().min(p.len() - at);
-            self.digest.update(&p[at..at + n]);
+            // The small octets before it first (flush_small feeds them).
             self.flush_small();
+            self.digest.update(&p[at..at + n]);
             self.advance(n);
             self.parts.push(Piece::Payload(at..at + n));
             at += n;
@@ -231,6 +251,7 @@ pub fn layout_fpdu_into(
         parts: &mut out.pieces,
         small: [0; SMALL_MAX],
         small_len: 0,
+        crc_from: 0,
         digest: Crc32c::new(),
         len_off: None,
     };
@@ -241,6 +262,7 @@ pub fn layout_fpdu_into(
     b.write_payload(payload);
     b.write_small(&[0u8; 3][..pad_len(ulpdu_len)]);
     b.marker_if_due();
+    b.crc_pending();
     let crc = if b.enc.crc { b.digest.finalize() } else { 0 };
     b.small(&crc_wire_bytes(crc), false);
     b.flush_small();
