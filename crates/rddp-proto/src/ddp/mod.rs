@@ -17,6 +17,7 @@ mod payload;
 mod pool;
 mod recv_queue;
 mod sink;
+mod slots;
 mod source;
 mod stream;
 

@@ -13,10 +13,10 @@
 //!   [`BufferOrdering`].
 
 use super::pool::{BufferOrdering, BufferPool, PoolStrategy, QueueKey};
+use super::slots::SlotMap;
 use crate::cq::{CqError, CqLedger, CqReservation, CqSource};
 use crate::mem::StreamId;
 use rddp_wire::TerminateCode;
-use std::collections::BTreeMap;
 
 /// A receive buffer the ULP posts for one untagged message. Owned by DDP from
 /// posting until delivery (or flush), then handed back.
@@ -96,7 +96,7 @@ pub(crate) struct UntaggedQueue {
     expected_abs: u64,
     /// Messages with a buffer, keyed by unwrapped MSN. Sparse: under arrival
     /// ordering an MSN far ahead holds one entry, not the gap before it.
-    slots: BTreeMap<u64, MsgSlot>,
+    slots: SlotMap<MsgSlot>,
     /// Strategy 3: MSNs `expected_msn .. expected_msn + window` are valid.
     window: u64,
     /// Most buffers (ordered) or credits (strategy 3) the queue may have: the
@@ -147,12 +147,16 @@ impl UntaggedQueue {
     }
 
     fn with_model(stream: StreamId, qn: u32, model: Model) -> Self {
+        let slots = match model {
+            Model::Ordered => SlotMap::run(),
+            Model::Pooled { .. } => SlotMap::sparse(),
+        };
         Self {
             key: QueueKey::new(stream, qn),
             model,
             expected_msn: 1,
             expected_abs: 1,
-            slots: BTreeMap::new(),
+            slots,
             window: 0,
             limit: None,
             over_soft: false,
@@ -215,7 +219,7 @@ impl UntaggedQueue {
             // Strategy 1: valid iff a buffer is already associated.
             return self
                 .slots
-                .get_mut(&key)
+                .get_mut(key)
                 .ok_or(TerminateCode::DDP_INVALID_MSN_NO_BUFFER);
         };
         // Strategy 3: valid iff within the granted range. Strategy 2: a new MSN is
@@ -228,7 +232,7 @@ impl UntaggedQueue {
         if d >= range {
             return Err(TerminateCode::DDP_INVALID_MSN_RANGE);
         }
-        if !self.slots.contains_key(&key) {
+        if !self.slots.contains_key(key) {
             // First segment of this MSN: associate buffers now.
             let first = self.first_to_take(*ordering, key);
             let was = self.slots.len();
@@ -256,7 +260,7 @@ impl UntaggedQueue {
             p.update(self.key, was, now, self.gap);
         }
         self.slots
-            .get_mut(&key)
+            .get_mut(key)
             .ok_or(TerminateCode::DDP_INVALID_MSN_NO_BUFFER)
     }
 
@@ -265,10 +269,9 @@ impl UntaggedQueue {
         match ordering {
             // Seed 003: a buffer for MSN x takes one for every earlier MSN not
             // yet seen. Sequential slots form a run from `expected_abs`.
-            BufferOrdering::Sequential => self
-                .slots
-                .last_key_value()
-                .map_or(self.expected_abs, |(k, _)| k + 1),
+            BufferOrdering::Sequential => {
+                self.slots.last_key().map_or(self.expected_abs, |k| k + 1)
+            }
             // Seed 003: a new MSN consumes at most one buffer.
             BufferOrdering::Arrival => key,
         }
@@ -284,7 +287,7 @@ impl UntaggedQueue {
         if !matches!(self.model, Model::Ordered) || self.in_progress.is_some() {
             return None;
         }
-        let slot = self.slots.get_mut(&self.expected_abs)?;
+        let slot = self.slots.get_mut(self.expected_abs)?;
         if slot.ordered_bytes != 0 || slot.end.is_some() {
             return None;
         }
@@ -294,7 +297,7 @@ impl UntaggedQueue {
     /// The buffer already associated with `msn`, if any.
     pub fn slot(&mut self, msn: u32) -> Option<&mut MsgSlot> {
         let d = u64::from(msn.wrapping_sub(self.expected_msn));
-        self.slots.get_mut(&(self.expected_abs + d))
+        self.slots.get_mut(self.expected_abs + d)
     }
 
     /// A segment for `msn` would find its buffers (posted, already taken, or
@@ -306,7 +309,7 @@ impl UntaggedQueue {
             return true;
         };
         let key = self.expected_abs + u64::from(msn.wrapping_sub(self.expected_msn));
-        if self.slots.contains_key(&key) {
+        if self.slots.contains_key(key) {
             return true;
         }
         let first = self.first_to_take(*ordering, key);
@@ -340,9 +343,9 @@ impl UntaggedQueue {
         let (&lo, &hi) = (by_key.first()?, by_key.last()?);
         let mut out: Vec<Option<&mut [u8]>> = (0..keys.len()).map(|_| None).collect();
         let mut next = by_key.iter().peekable();
-        for (k, slot) in self.slots.range_mut(keys[lo]..=keys[hi]) {
+        for (k, slot) in self.slots.range_mut(keys[lo], keys[hi]) {
             if let Some(&&i) = next.peek()
-                && keys[i] == *k
+                && keys[i] == k
             {
                 out[i] = Some(slot.buf.data.as_mut_slice());
                 next.next();
@@ -354,11 +357,11 @@ impl UntaggedQueue {
     /// Pop the oldest message if it is complete; returns its MSN and slot.
     pub fn pop_complete(&mut self) -> Option<(u32, MsgSlot)> {
         let was = self.slots.len();
-        let e = self.slots.first_entry()?;
-        if *e.key() != self.expected_abs || e.get().end.is_none() {
+        let (k, first) = self.slots.first()?;
+        if k != self.expected_abs || first.end.is_none() {
             return None;
         }
-        let slot = e.remove();
+        let (_, slot) = self.slots.pop_first()?;
         let msn = self.expected_msn;
         self.expected_msn = msn.wrapping_add(1);
         self.expected_abs += 1;
@@ -392,10 +395,7 @@ impl UntaggedQueue {
     /// Hand every buffer back (teardown).
     pub fn flush(&mut self) -> Vec<RecvBuffer> {
         let was = self.slots.len();
-        let mut out: Vec<RecvBuffer> = std::mem::take(&mut self.slots)
-            .into_values()
-            .map(|s| s.buf)
-            .collect();
+        let mut out: Vec<RecvBuffer> = self.slots.take_all().into_iter().map(|s| s.buf).collect();
         self.after_release(was);
         if let Model::Pooled {
             pool,
@@ -468,9 +468,9 @@ impl UntaggedQueue {
 }
 
 /// The missing oldest MSN of a queue that holds buffers only for later ones.
-fn gap_of(slots: &BTreeMap<u64, MsgSlot>, expected_abs: u64, expected_msn: u32) -> Option<u32> {
-    match slots.first_key_value() {
-        Some((&k, _)) if k != expected_abs => Some(expected_msn),
+fn gap_of(slots: &SlotMap<MsgSlot>, expected_abs: u64, expected_msn: u32) -> Option<u32> {
+    match slots.first() {
+        Some((k, _)) if k != expected_abs => Some(expected_msn),
         _ => None,
     }
 }
