@@ -161,8 +161,12 @@ impl Driven for Shared {
         };
         // Once more, as the task's run does after its receive: completions
         // taken from the engine above may let it close now (a graceful
-        // disconnect whose last work just completed).
-        self.pump_in(st, false);
+        // disconnect whose last work just completed). Only then: otherwise
+        // the receive's own pump left nothing to do (a few hundred
+        // instructions a message of a ping-pong).
+        if st.rdmap.is_closing() || st.rdmap.is_terminated() {
+            self.pump_in(st, false);
+        }
         let Some(io) = &mut st.mpa else {
             return;
         };
