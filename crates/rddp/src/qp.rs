@@ -1053,9 +1053,13 @@ impl Shared {
             return;
         };
         loop {
-            while *tx_queued < TX_BUDGET
-                && let Some(seg) = rdmap.poll_segment()
-            {
+            // The engine had nothing more (not stopped by the budget).
+            let mut exhausted = false;
+            while *tx_queued < TX_BUDGET {
+                let Some(seg) = rdmap.poll_segment() else {
+                    exhausted = true;
+                    break;
+                };
                 // MULPDU follows TCP's EMSS (spec §4.5) from the next segment
                 // on; segments are cut as they are taken here, so this covers
                 // Read Responses too.
@@ -1085,6 +1089,14 @@ impl Shared {
             });
             // Written up to the budget: the engine may have more now.
             if *tx_queued == before || io.out.failed.is_some() || io.out.wants_writable() {
+                break;
+            }
+            // What was written gives the engine no new segment (it only
+            // completes work): look again only if the budget stopped it, or
+            // if a close may be due now (our Terminate left, a graceful close
+            // whose last work went). Saves a round of empty polls and an empty
+            // flush per post.
+            if exhausted && !rdmap.should_close() && !rdmap.is_closing() && !rdmap.is_terminated() {
                 break;
             }
         }
