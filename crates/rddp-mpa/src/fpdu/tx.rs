@@ -7,7 +7,7 @@
 use bytes::Bytes;
 use rddp_wire::crc::crc_wire_bytes;
 use rddp_wire::mpa::marker::{Marker, at_marker, fpduptr, until_marker};
-use rddp_wire::mpa::pad_len;
+use rddp_wire::mpa::{MPA_CRC_LEN, pad_len};
 use rddp_wire::{Crc32c, FpduEncoder};
 
 /// One FPDU ready for the socket: write `parts` in order.
@@ -245,6 +245,15 @@ pub fn layout_fpdu_into(
     out: &mut FpduLayout,
 ) {
     out.pieces.clear();
+    if !enc.markers && MPA_LEN + header.len() + 3 + MPA_CRC_LEN <= SMALL_MAX {
+        layout_plain(enc, header, payload, out);
+    } else {
+        layout_built(enc, header, payload, out);
+    }
+}
+
+/// [`layout_fpdu_into`] by the general builder (Markers, any header).
+fn layout_built(enc: &mut FpduEncoder, header: &[u8], payload: &[u8], out: &mut FpduLayout) {
     let ulpdu_len = header.len() + payload.len();
     let mut b = Builder {
         enc,
@@ -268,6 +277,51 @@ pub fn layout_fpdu_into(
     b.flush_small();
 }
 
+/// Octets of ULPDU_LENGTH.
+const MPA_LEN: usize = 2;
+
+/// [`layout_fpdu_into`] without Markers, the same pieces as the general
+/// builder lays out: ULPDU_LENGTH and header, the payload, PAD and CRC (RFC
+/// 5044 §4.1; all in one piece for an empty payload). Laid out directly: the
+/// builder's Marker checks and small-piece bookkeeping cost more than the rest
+/// of a small FPDU's layout.
+fn layout_plain(enc: &mut FpduEncoder, header: &[u8], payload: &[u8], out: &mut FpduLayout) {
+    let ulpdu_len = header.len() + payload.len();
+    let pad = pad_len(ulpdu_len);
+    let mut own = [0u8; SMALL_MAX];
+    own[..MPA_LEN].copy_from_slice(&(ulpdu_len as u16).to_be_bytes());
+    own[MPA_LEN..MPA_LEN + header.len()].copy_from_slice(header);
+    let head = MPA_LEN + header.len();
+    let crc = if enc.crc {
+        let mut d = Crc32c::new();
+        d.update(&own[..head]);
+        if !payload.is_empty() {
+            d.update(payload);
+        }
+        d.update(&[0u8; 3][..pad]);
+        d.finalize()
+    } else {
+        0
+    };
+    let mut trailer = [0u8; 3 + MPA_CRC_LEN];
+    trailer[pad..pad + MPA_CRC_LEN].copy_from_slice(&crc_wire_bytes(crc));
+    let trailer = &trailer[..pad + MPA_CRC_LEN];
+    // Both fit a Small: the caller checked the header, the trailer is at most
+    // 7 octets.
+    let small = |b: &[u8]| Piece::Own(Small::new(b).unwrap_or_else(|| unreachable!()));
+    if payload.is_empty() {
+        own[head..head + trailer.len()].copy_from_slice(trailer);
+        out.pieces.push(small(&own[..head + trailer.len()]));
+    } else {
+        out.pieces.push(small(&own[..head]));
+        out.pieces.push(Piece::Payload(0..payload.len()));
+        out.pieces.push(small(trailer));
+    }
+    let wire = MPA_LEN + ulpdu_len + pad + MPA_CRC_LEN;
+    // Offsets wrap by design (they only place Markers).
+    enc.offset = enc.offset.wrapping_add(wire as u32);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,6 +340,25 @@ mod tests {
             let got = build_fpdu(&mut b, &seg[..hdr], Bytes::copy_from_slice(&seg[hdr..]));
             prop_assert_eq!(got.to_vec(), want);
             prop_assert_eq!(a.offset, b.offset);
+        }
+    }
+
+    proptest! {
+        /// Without Markers the direct layout gives the builder's very pieces
+        /// (the writer's partial-write bookkeeping goes by pieces).
+        #[test]
+        fn the_plain_layout_is_the_builders(off in 0u32..4096, hdr in 14usize..=18,
+                                            len in prop_oneof![Just(0usize), 0usize..300],
+                                            crc: bool) {
+            let header: Vec<u8> = (0..hdr).map(|i| i as u8).collect();
+            let payload: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+            let (mut a, mut b) = (FpduLayout::default(), FpduLayout::default());
+            let mut ea = FpduEncoder { crc, markers: false, offset: off };
+            let mut eb = ea;
+            layout_plain(&mut ea, &header, &payload, &mut a);
+            layout_built(&mut eb, &header, &payload, &mut b);
+            prop_assert_eq!(a, b);
+            prop_assert_eq!(ea.offset, eb.offset);
         }
     }
 
