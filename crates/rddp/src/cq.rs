@@ -298,7 +298,6 @@ impl CompletionQueue {
     }
 }
 
-/// Take up to `max` entries; their slots are given back as they are dropped.
 /// One task in `wait_async`, counted until its wait ends or is dropped (a
 /// timeout around it).
 #[cfg(feature = "tokio")]
@@ -319,6 +318,8 @@ impl Drop for AsyncWaiter<'_> {
     }
 }
 
+/// Take up to `max` entries into `out`; their slots are given back as they
+/// are dropped. Returns how many.
 fn take(
     q: &mut VecDeque<(WorkCompletion, Held)>,
     max: usize,

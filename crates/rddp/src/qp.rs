@@ -325,9 +325,15 @@ impl PreparedQueuePair {
         };
         let mut rdmap =
             RdmapStream::new(StreamId(self.qp_num), self.b.pd.id(), cfg).map_err(Error::Setup)?;
-        // Segments wait in a channel for the writer thread: a Read Response keeps its
-        // IRD slot until the writer takes its last segment (see write_loop).
-        rdmap.hold_ird_until_sent();
+        // A Read Response keeps its IRD slot until its last segment goes to the
+        // LLP: the writer thread takes it from a channel (see write_loop), MPA's
+        // writer reports it under this queue pair's lock. Over SCTP the relay's
+        // report comes from another thread, later than the peer's next Read
+        // Request may: the slot is freed as the engine hands the segment to the
+        // relay (which holds at most TX_BUDGET octets), the engine's default.
+        if !matches!(conn.llp, Llp::Sctp(_)) {
+            rdmap.hold_ird_until_sent();
+        }
         // A Send or Write completes when the LLP accepted its last octet (the
         // writer reports each segment written), not when it was queued.
         rdmap.complete_when_sent();
@@ -1135,18 +1141,11 @@ impl Shared {
                 *tx_queued = tx_queued.saturating_sub(s.len);
                 rdmap.segment_sent(s.last);
             }
+            // A Read Response's IRD slot is freed as the engine hands out its
+            // last segment (no hold_ird_until_sent over SCTP, see attach).
             while *tx_queued < TX_BUDGET
                 && let Some(seg) = rdmap.poll_segment()
             {
-                // A Read Response frees its IRD slot as its last segment goes
-                // to the relay, before usrsctp can send it: the peer may answer
-                // with its next Read Request before the relay's report of the
-                // send reaches this queue pair (another thread, another pump),
-                // and that request must find the slot free. Still bounded: the
-                // relay holds at most TX_BUDGET octets.
-                if crate::transport::mpa_out::summary(&seg).read_response {
-                    rdmap.read_response_sent();
-                }
                 *tx_queued += seg.len();
                 segs.push(seg);
             }

@@ -69,7 +69,7 @@ const MAX_IOVECS: usize = 1024;
 const STACK_IOVECS: usize = 3 * GATHER_SEGMENTS;
 
 /// Slices of the small array tried first: two FPDUs without Markers.
-const FEW_IOVECS: usize = 6;
+const FEW_IOVECS: usize = 3 * FEW_SEGMENTS;
 
 /// An FPDU the socket took part of.
 enum Rest {
