@@ -4,9 +4,12 @@
 //! will fill, instead of a peek and a read. Everything else must stay as it
 //! was: the same wires, arriving FPDU by FPDU (or in pieces), give the same
 //! completions (buffers included), region octets and Terminates as a receiver
-//! that takes every FPDU header first. A miss (a Write, another length, a bad
-//! CRC, a refused header, an FPDU cut off) is taken header first from the
-//! octets already read (counted as copies) and leaves the buffer as it was.
+//! that takes every FPDU header first. A shorter Send into the same buffer is
+//! a hit too, unless more than the next FPDU's head was read behind it. A
+//! miss (a Write, a longer Send, a bad CRC, a refused header, an FPDU cut
+//! off, a shorter Send with the next FPDU's payload read behind it) is taken
+//! header first from the octets already read (counted as copies) and leaves
+//! the buffer as it was.
 //! Its own process: the receive copy counter is process-wide.
 
 mod common;
@@ -69,7 +72,8 @@ fn lone_sends_take_one_read_each_and_copy_nothing() {
 
 #[test]
 fn misses_are_taken_header_first_with_the_same_outcome() {
-    let mut ops = Vec::new();
+    // Enough lone Sends that the first Write is read in one read.
+    let mut ops = vec![Op::Send(48); 6];
     for i in 0..40 {
         ops.push(Op::Send(48));
         ops.push(Op::Send(48));
@@ -82,13 +86,61 @@ fn misses_are_taken_header_first_with_the_same_outcome() {
         });
     }
     let (o, _, _, copied) = both("misses", &fpdus(&ops));
-    assert_eq!(o.completions.len(), 140);
+    assert_eq!(o.completions.len(), 146);
     assert!(o.sent.is_empty(), "refused: {:?}", o.sent);
     assert!(o.regions[0].iter().any(|&b| b != 0));
     // Only misses copy, and a miss doubles the lone run needed before the
     // next try: a few of the 40 Writes and short Sends.
     assert!(copied > 0, "no miss was tried");
     assert!(copied <= 8 * 48, "{copied} octets copied");
+}
+
+/// Shorter Sends among lone Sends of one length are read the same way, each
+/// straight into its buffer, its PAD and CRC where the longer payload would
+/// have been, the buffer's octets behind it as they were: nothing copied, and
+/// the guess stays (every Send is taken in one read).
+#[test]
+fn shorter_lone_sends_are_hits_too() {
+    let mut ops = vec![Op::Send(48); 8];
+    for len in [1, 2, 3, 4, 20, 44, 45, 46, 47] {
+        ops.extend([Op::Send(len), Op::Send(48), Op::Send(48)]);
+    }
+    let (o, reads, peeks, copied) = both("shorter", &fpdus(&ops));
+    assert_eq!(o.completions.len(), ops.len());
+    assert!(o.sent.is_empty(), "refused: {:?}", o.sent);
+    assert_eq!(copied, 0, "payload copied");
+    assert!(
+        peeks <= 4 && reads + peeks <= ops.len() + 12,
+        "{reads} reads and {peeks} peeks for {} lone FPDUs",
+        ops.len()
+    );
+}
+
+/// A shorter Send that arrives with the next FPDU behind it: where the one
+/// read took only the next FPDU's head (at most SAFE_HEAD octets, never
+/// payload) it is a hit; where it took some of the next payload too, a miss
+/// (that payload would be copied into place). The outcome is the same either
+/// way.
+#[test]
+fn a_shorter_send_with_the_next_fpdu_behind_it() {
+    // 46 octets: its FPDU is as long as one of 48 (PAD 2), so the read takes
+    // exactly the next head; 20 octets: 28 octets of the next FPDU too.
+    for (len, copies) in [(46, false), (20, true)] {
+        let f = fpdus(
+            &[
+                [Op::Send(48); 8].as_slice(),
+                &[Op::Send(len), Op::Send(48), Op::Send(48)],
+            ]
+            .concat(),
+        );
+        let mut units: Vec<Vec<u8>> = f[..8].to_vec();
+        units.push([f[8].clone(), f[9].clone()].concat());
+        units.push(f[10].clone());
+        let (o, _, _, copied) = both("shorter, then more", &units);
+        assert_eq!(o.completions.len(), 11, "{len}");
+        assert!(o.sent.is_empty(), "{len}: refused: {:?}", o.sent);
+        assert_eq!(copied > 0, copies, "{len}: {copied} octets copied");
+    }
 }
 
 /// Each miss doubles the run of lone Sends needed before the next try: after

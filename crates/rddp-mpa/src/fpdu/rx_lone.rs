@@ -14,9 +14,12 @@
 //!    payload length straight into that posted buffer, PAD, CRC and the next
 //!    FPDU's head ([`SAFE_HEAD`] octets, never payload) into scratch again (a
 //!    short read shows the socket is empty, as in `Input::payload`);
-//! 2. a hit is a whole FPDU whose ULPDU_Length, DDP control (untagged, last),
-//!    QN 0, MSN and MO 0 say it is exactly that Send, and whose CRC is good
-//!    (RFC 5044 §4.3) over the octets where they lie;
+//! 2. a hit is a whole FPDU whose DDP control (untagged, last), QN 0, MSN and
+//!    MO 0 say it is that Send, whose ULPDU_Length says its payload is the
+//!    expected length or shorter (a shorter one lies from the buffer's first
+//!    octet too, its PAD and CRC in the buffer behind it), beyond which at most
+//!    the next FPDU's head was read ([`SAFE_HEAD`] octets: never payload), and
+//!    whose CRC is good (RFC 5044 §4.3) over the octets where they lie;
 //! 3. then the engine begins the segment with every check (spec §2.10, RDMAP's
 //!    too; seed 000: nothing is delivered before) and must name that very
 //!    buffer; [`Placer::finish`] delivers it.
@@ -86,27 +89,38 @@ impl Lone {
 enum Found {
     /// The engine has no buffer for it (or one too short): not tried.
     Untried,
-    /// The foreseen Send, whole, its CRC good: `n` octets read, the payload at
-    /// `at` (the buffer's address, compared with what the engine begins).
-    Hit { n: usize, at: usize },
+    /// The foreseen Send (or a shorter one), whole, its CRC good: `n` octets
+    /// read, `len` octets of payload at `at` (the buffer's address, compared
+    /// with what the engine begins), then `post`: PAD, CRC and what was read
+    /// of the next FPDU's head, in stream order.
+    Hit {
+        n: usize,
+        at: usize,
+        len: usize,
+        post: [u8; TAIL_MAX],
+    },
     /// Anything else: every octet read, in stream order.
     Miss(Vec<u8>),
 }
 
-/// Whether `head` opens the one-segment Send of `ulpdu` octets to QN 0 with
-/// `msn` from MO 0 (RFC 5041 §4.4; RFC 5040 §5.1: Sends are QN 0).
-fn is_send(head: &[u8; HEAD_MAX], msn: u32, ulpdu: usize) -> bool {
+/// The payload length of the one-segment Send to QN 0 with `msn` from MO 0
+/// that `head` opens (RFC 5041 §4.4; RFC 5040 §5.1: Sends are QN 0), if it is
+/// one.
+fn send_len(head: &[u8; HEAD_MAX], msn: u32) -> Option<usize> {
     let len = usize::from(u16::from_be_bytes([head[0], head[1]]));
     match DdpHeader::parse(&head[MPA_HDR_LEN..]) {
-        Ok(DdpHeader::Untagged(h)) => {
-            len == ulpdu
-                && h.ctrl.last()
-                && h.qn == rddp_wire::rdmap::qn::SEND
-                && h.msn == msn
-                && h.mo == 0
+        Ok(DdpHeader::Untagged(h))
+            if h.ctrl.last() && h.qn == rddp_wire::rdmap::qn::SEND && h.msn == msn && h.mo == 0 =>
+        {
+            len.checked_sub(UNTAGGED_HDR_LEN)
         }
-        _ => false,
+        _ => None,
     }
+}
+
+/// The octets of an FPDU with `len` octets of Send payload.
+fn whole(len: usize) -> usize {
+    MPA_HDR_LEN + UNTAGGED_HDR_LEN + len + pad_len(UNTAGGED_HDR_LEN + len) + MPA_CRC_LEN
 }
 
 impl FpduReceiver {
@@ -127,10 +141,7 @@ impl FpduReceiver {
     ) -> Result<(), Halt> {
         self.may_read(engine)?;
         let p = self.lone.len;
-        let ulpdu = UNTAGGED_HDR_LEN + p;
-        let pad = pad_len(ulpdu);
-        let whole = MPA_HDR_LEN + ulpdu + pad + MPA_CRC_LEN;
-        let tail_len = pad + MPA_CRC_LEN + SAFE_HEAD;
+        let tail_len = pad_len(UNTAGGED_HDR_LEN + p) + MPA_CRC_LEN + SAFE_HEAD;
         let want = HEAD_MAX + p + tail_len;
         let crc = self.cfg.crc;
         let mut head = [0u8; HEAD_MAX];
@@ -156,18 +167,33 @@ impl FpduReceiver {
                 }
             };
             let dst = &mut buf[..p];
-            let good = |tail: &[u8]| {
-                let mut d = Crc32c::new();
-                d.update(&head);
-                d.update(dst);
-                d.update(&tail[..pad]);
-                let c = &tail[pad..pad + MPA_CRC_LEN];
-                d.finalize() == crc_from_wire([c[0], c[1], c[2], c[3]])
-            };
-            found = if n >= whole && is_send(&head, msn, ulpdu) && (!crc || good(&tail)) {
+            // The Send's payload from the buffer's first octet, then `post`.
+            let hit = send_len(&head, msn)
+                .filter(|&len| (1..=p).contains(&len))
+                .filter(|&len| n >= whole(len) && n - whole(len) <= SAFE_HEAD)
+                .and_then(|len| {
+                    let pad = pad_len(UNTAGGED_HDR_LEN + len);
+                    let m = n - HEAD_MAX - len;
+                    let in_dst = (p - len).min(m);
+                    let mut post = [0u8; TAIL_MAX];
+                    post[..in_dst].copy_from_slice(&dst[len..len + in_dst]);
+                    post[in_dst..m].copy_from_slice(&tail[..m - in_dst]);
+                    let mut d = Crc32c::new();
+                    d.update(&head);
+                    d.update(&dst[..len]);
+                    d.update(&post[..pad]);
+                    let c = &post[pad..pad + MPA_CRC_LEN];
+                    let good = d.finalize() == crc_from_wire([c[0], c[1], c[2], c[3]]);
+                    (!crc || good).then_some((len, post))
+                });
+            found = if let Some((len, post)) = hit {
+                // Behind a shorter Send the buffer gets its own octets back.
+                dst[len..].copy_from_slice(&saved[len..p]);
                 Found::Hit {
                     n,
                     at: dst.as_ptr() as usize,
+                    len,
+                    post,
                 }
             } else {
                 let h = n.min(HEAD_MAX);
@@ -187,7 +213,7 @@ impl FpduReceiver {
         // A short read shows the socket empty; one that stopped at the end of
         // an iovec says nothing (a source whose `read_vectored` fills one).
         let drained = |n: usize| n < want && n != HEAD_MAX && n != HEAD_MAX + p;
-        let (n, at) = match found {
+        let (n, at, len, post) = match found {
             Found::Untried => {
                 self.lone.run = 0;
                 return self.batch(src, engine);
@@ -199,28 +225,31 @@ impl FpduReceiver {
                 self.lone.missed();
                 return Ok(());
             }
-            Found::Hit { n, at } => (n, at),
+            Found::Hit { n, at, len, post } => (n, at, len, post),
         };
         self.input.drained = self.input.stream && drained(n);
-        self.lone.run = if n < want {
-            self.lone.run.saturating_add(1)
-        } else {
+        if n >= want {
             // More follows: a stream, where batches do better.
-            0
-        };
+            self.lone.run = 0;
+        } else if len == p {
+            self.lone.run = self.lone.run.saturating_add(1);
+        }
+        let whole = whole(len);
         self.advance(whole);
         let extra = n - whole;
-        let next = &tail[pad + MPA_CRC_LEN..pad + MPA_CRC_LEN + extra];
+        let next = UNTAGGED_HDR_LEN + len;
+        let next = pad_len(next) + MPA_CRC_LEN;
+        let next = &post[next..next + extra];
         self.input.ahead[..extra].copy_from_slice(next);
         (self.input.lo, self.input.hi) = (0, extra);
         self.input.streak = self.input.streak.saturating_add(1);
         self.input.alone = false;
         let seq = self.seq;
         self.seq += 1;
-        match engine.begin(seq, &head[MPA_HDR_LEN..], p) {
-            Some(Target::Buffer { len }) if len == p => {
+        match engine.begin(seq, &head[MPA_HDR_LEN..], len) {
+            Some(Target::Buffer { len: l }) if l == len => {
                 let mut same =
-                    |b: &mut [u8]| Ok(usize::from(b.as_ptr() as usize == at && b.len() == p));
+                    |b: &mut [u8]| Ok(usize::from(b.as_ptr() as usize == at && b.len() == len));
                 if !matches!(engine.with_buffer(&mut same), Some(Ok(1))) {
                     // An engine bug: the payload is not where it was begun.
                     engine.framing_error(
@@ -229,7 +258,7 @@ impl FpduReceiver {
                     );
                     return Err(self.die());
                 }
-                self.placed += p as u64;
+                self.placed += len as u64;
                 engine.finish(true);
                 Ok(())
             }
