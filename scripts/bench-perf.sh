@@ -110,6 +110,8 @@ rddp_perf() {
   sleep 0.3
   out=$("${pin[@]}" "$bin" perf client --connect "127.0.0.1:$port" --json "$@" || true)
   wait "$srv" 2>/dev/null || true
+  # Payload octets copied in user space at both ends, and octets moved.
+  echo "$(echo "$out" | json_field payload_copied_octets) $(echo "$out" | json_field bytes)" >>"$copies_log"
   echo "$out" | json_field "$field"
 }
 
@@ -142,37 +144,41 @@ sockperf_pp() {
 }
 
 declare -A R B
+copies_log=target/bench-perf.copies
+mkdir -p target
+: >"$copies_log"
 add() { R[$1]+="$2 "; B[$1]+="$3 "; }
 last() { awk '{printf "%.4g", $NF}' <<<"$1"; }
+# Each row's baseline (b_*) and rddp run (r_*); `pair` runs the two in turn.
+b_write() { iperf 1M $((big << 20)); }
+r_write() { rddp_perf gbit_per_s --op write --size 1M --iters "$big"; }
+b_read() { iperf 1M $((big << 20)); }
+r_read() { rddp_perf gbit_per_s --op read --size 1M --iters "$big"; }
+b_send64k() { iperf 64K $((k64 << 16)); }
+r_send64k() { rddp_perf gbit_per_s --op send --size 64K --iters "$k64"; }
+b_msg64() { "$ex/tcp_msg_rate" 64 "$small" "$batch" | json_field msgs_per_s; }
+r_msg64() { rddp_perf msgs_per_s --op send --size 64 --iters "$small"; }
+b_pp() { sockperf_pp; }
+r_pp() { PIN=1 rddp_perf p50_us --op send --pingpong --size 64 --iters "$pp"; }
+# Both with a fixed 1 MiB SO_RCVBUF on every socket (iperf3's -w; autotuning
+# never grows the windows of connections that each move 2 MB).
+b_many() { rddp_perf gbit_per_s --rcvbuf 1048576 --op write --size 64K --iters $(( many_iters * many )); }
+r_many() { rddp_perf gbit_per_s --rcvbuf 1048576 --qps "$many" --op write --size 64K --iters "$many_iters"; }
+# No target of its own: the same without --rcvbuf (the kernel's autotuning)
+# against plain TCP on as many connections moving the same octets.
+b_manyauto() { "$ex/tcp_many" "$many" $(( many_iters << 16 )) 65536 | json_field gbit_per_s; }
+r_manyauto() { rddp_perf gbit_per_s --qps "$many" --op write --size 64K --iters "$many_iters"; }
+b_sctp() { "$ex/sctp_perf" 1 "$sctp_mib" raw 2>/dev/null | sed -n 's/^median.* raw \([0-9.]*\) Gbit.*/\1/p'; }
+r_sctp() { rddp_perf gbit_per_s --transport sctp --op write --size 64K --iters $(( sctp_mib * 16 )); }
+# Odd rounds run the baseline first, even rounds rddp: neither always finds the
+# machine as the other left it.
+pair() {
+  local t g
+  if (( r % 2 )); then t=$(b_$1); g=$(r_$1); else g=$(r_$1); t=$(b_$1); fi
+  add "$1" "${g:-0}" "${t:-0}"
+}
 for r in $(seq "$rounds"); do
-  t=$(iperf 1M $((big << 20)))
-  g=$(rddp_perf gbit_per_s --op write --size 1M --iters "$big")
-  add write "$g" "$t"
-  t=$(iperf 1M $((big << 20)))
-  g=$(rddp_perf gbit_per_s --op read --size 1M --iters "$big")
-  add read "$g" "$t"
-  t=$(iperf 64K $((k64 << 16)))
-  g=$(rddp_perf gbit_per_s --op send --size 64K --iters "$k64")
-  add send64k "$g" "$t"
-  t=$("$ex/tcp_msg_rate" 64 "$small" "$batch" | json_field msgs_per_s)
-  g=$(rddp_perf msgs_per_s --op send --size 64 --iters "$small")
-  add msg64 "$g" "$t"
-  t=$(sockperf_pp)
-  g=$(PIN=1 rddp_perf p50_us --op send --pingpong --size 64 --iters "$pp")
-  add pp "$g" "$t"
-  # Both with a fixed 1 MiB SO_RCVBUF on every socket (iperf3's -w; autotuning
-  # never grows the windows of connections that each move 2 MB).
-  t=$(rddp_perf gbit_per_s --rcvbuf 1048576 --op write --size 64K --iters $(( many_iters * many )))
-  g=$(rddp_perf gbit_per_s --rcvbuf 1048576 --qps "$many" --op write --size 64K --iters "$many_iters")
-  add many "${g:-0}" "$t"
-  # No target of its own: the same without --rcvbuf (the kernel's autotuning)
-  # against plain TCP on as many connections moving the same octets.
-  t=$("$ex/tcp_many" "$many" $(( many_iters << 16 )) 65536 | json_field gbit_per_s)
-  g=$(rddp_perf gbit_per_s --qps "$many" --op write --size 64K --iters "$many_iters")
-  add manyauto "${g:-0}" "${t:-0}"
-  t=$("$ex/sctp_perf" 1 "$sctp_mib" raw 2>/dev/null | sed -n 's/^median.* raw \([0-9.]*\) Gbit.*/\1/p')
-  g=$(rddp_perf gbit_per_s --transport sctp --op write --size 64K --iters $(( sctp_mib * 16 )))
-  add sctp "${g:-0}" "${t:-0}"
+  for k in write read send64k msg64 pp many manyauto sctp; do pair "$k"; done
   line="round $r/$rounds (rddp/baseline):"
   for k in write read send64k msg64 pp many manyauto sctp; do
     line+=" $k $(last "${R[$k]}")/$(last "${B[$k]}")"
@@ -238,6 +244,9 @@ table=$(
   row "$many queue pairs of 64 KiB Writes, aggregate Gbit/s (both --rcvbuf 1M)" many "" "one queue pair" ">= 0.8" %.2f
   row "$many queue pairs of 64 KiB Writes, autotuning, aggregate Gbit/s" manyauto "" "tcp_many, $many plain TCP connections" "(none)" %.2f
   row "DDP over SCTP (verbs QP), 64 KiB Writes, Gbit/s" sctp "" "usrsctp unordered messages" ">= 0.9" %.2f
+  awk 'NF == 2 { c += $1; b += $2; n++ } NF != 2 { miss++ }
+    END { printf "| user-space copies of payload, both ends of every rddp run above | %d octets of %.1f GiB moved (%d runs%s) | | | 0 per octet |\n",
+          c, b / 2^30, n, miss ? ", " miss " without a count" : "" }' "$copies_log"
   echo "| \`rddp target\`, $idle_n idle MPA connections | $threads threads, $per_kib KiB per connection beyond its $(( (buf + rcount * rsize) / 1024 )) KiB of buffers | | | <= cores + 4 threads, <= 32 KiB |"
 )
 stamp="$rounds rounds, medians, $(nproc) cores, $(date -u +%Y-%m-%d)$([ $quick = 1 ] && echo ', quick' || true)"

@@ -403,6 +403,12 @@ fn write_send_read_between_two_processes() {
             assert_eq!(v["bytes"], 65536 * 300);
             assert_eq!(v["corrupt_bytes"], 0, "{v}");
             assert!(v["gbit_per_s"].as_f64().unwrap() > 0.0);
+            // Both ends' user-space copies of payload over the size: none
+            // (issue 11 point 8), the server's from its Result.
+            assert_eq!(v["payload_copied_octets"], 0, "{t} {op}: {v}");
+            for k in ["client_rx", "client_tx", "server_rx", "server_tx"] {
+                assert_eq!(v["payload_copies"][k], 0, "{t} {op} {k}: {v}");
+            }
         }
     }
 }

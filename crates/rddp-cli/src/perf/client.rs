@@ -3,6 +3,7 @@
 
 use super::bw::{self, BwBufs};
 use super::chan::{Chan, Incoming};
+use super::copies::{Copies, RunCopies};
 use super::endpoint::Endpoint;
 use super::lat;
 use super::opts::{ClientOpts, Op, Stop};
@@ -29,7 +30,7 @@ pub struct Client {
     /// The size whose buffers [`Self::prepare`] filled.
     prepared: Option<u32>,
     /// The size [`Self::begin`] began, and the counters before it.
-    begun: Option<(u32, rddp::QpStats)>,
+    begun: Option<(u32, (rddp::QpStats, Copies))>,
 }
 
 fn reg(ep: &Endpoint, len: u32, access: Access) -> Result<MemoryRegion, String> {
@@ -124,7 +125,7 @@ impl Client {
             self.prepare(size)?;
             self.prepared = None;
         }
-        let before = self.chan.ep.qp.stats();
+        let before = (self.chan.ep.qp.stats(), Copies::now());
         self.chan.take_ctrl_log();
         let iters = match self.opts.stop {
             Stop::Iters(i) => i,
@@ -172,8 +173,17 @@ impl Client {
                 corrupt,
                 received,
                 granted,
+                rx_copied,
+                tx_copied,
             } => {
                 self.chan.note_granted(granted);
+                m.copies = Some(RunCopies {
+                    client: Copies::since(before.1),
+                    server: Copies {
+                        rx: rx_copied,
+                        tx: tx_copied,
+                    },
+                });
                 if o.op == Op::Send && received != m.iters {
                     return Err(format!(
                         "the server received {received} of {} Sends of {size} octets",
@@ -194,7 +204,7 @@ impl Client {
             }
             m => return Err(format!("expected Result, got {m:?}")),
         }
-        m.counters = Some(self.chan.ep.qp.stats().since(&before));
+        m.counters = Some(self.chan.ep.qp.stats().since(&before.0));
         m.ctrl_at = self.chan.take_ctrl_log();
         Ok(m)
     }
@@ -215,6 +225,7 @@ impl Client {
             data_end: None,
             ctrl_at: Vec::new(),
             ctrl_timed: 0,
+            copies: None,
             qp_seconds_max: 0.0,
         }
     }

@@ -373,6 +373,7 @@ async fn step(
             corrupt,
             received,
             granted,
+            ..
         } => {
             chan.note_granted(granted);
             totals.corrupt.fetch_add(corrupt, Ordering::Relaxed);

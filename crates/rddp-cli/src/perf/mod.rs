@@ -11,6 +11,7 @@ pub mod args;
 pub mod bw;
 pub mod chan;
 pub mod client;
+pub mod copies;
 pub mod endpoint;
 pub mod exec;
 pub mod failure;

@@ -31,11 +31,14 @@ pub enum Msg {
     Ack { granted: u64, pad: u32 },
     /// Client -> server: the size is done after `iters` messages.
     End { iters: u64 },
-    /// Server -> client: what the server saw of the size.
+    /// Server -> client: what the server saw of the size, and the payload
+    /// octets its process copied in user space meanwhile (receive, transmit).
     Result {
         corrupt: u64,
         received: u64,
         granted: u64,
+        rx_copied: u64,
+        tx_copied: u64,
     },
     /// Client -> server: uses up one receive buffer; nothing else.
     Pad,
@@ -89,9 +92,11 @@ impl Msg {
                 corrupt,
                 received,
                 granted,
+                rx_copied,
+                tx_copied,
             } => {
                 b.push(5);
-                for v in [corrupt, received, granted] {
+                for v in [corrupt, received, granted, rx_copied, tx_copied] {
                     b.extend_from_slice(&v.to_be_bytes());
                 }
             }
@@ -152,6 +157,8 @@ impl Msg {
                 corrupt: u64_at(1)?,
                 received: u64_at(9)?,
                 granted: u64_at(17)?,
+                rx_copied: u64_at(25)?,
+                tx_copied: u64_at(33)?,
             },
             6 => Self::Pad,
             7 => Self::Bye,
@@ -190,6 +197,8 @@ mod tests {
                 corrupt: 1,
                 received: 2,
                 granted: 3,
+                rx_copied: 4,
+                tx_copied: 5,
             },
             Msg::Pad,
             Msg::Bye,

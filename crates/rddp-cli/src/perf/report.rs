@@ -1,5 +1,6 @@
 //! Results: one measurement per size, printed as perftest's table or as JSON lines.
 
+use super::copies::RunCopies;
 use super::opts::Op;
 use super::stats::{LatStats, lat_stats};
 use std::time::Instant;
@@ -36,6 +37,8 @@ pub struct Measurement {
     pub ctrl_at: Vec<Instant>,
     /// The aggregate: how many of those fell inside the timed interval.
     pub ctrl_timed: u64,
+    /// Payload octets copied in user space at either end over the size.
+    pub copies: Option<RunCopies>,
 }
 
 impl Measurement {
@@ -89,6 +92,10 @@ impl Measurement {
                 (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
             };
             m.samples_us.extend(p.samples_us);
+            m.copies = match (m.copies, p.copies) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
             m.counters = match (m.counters, p.counters) {
                 (Some(mut a), Some(b)) => {
                     a.add(&b);
@@ -190,6 +197,15 @@ pub fn json_line(m: &Measurement) -> String {
     if let Some(c) = &m.counters {
         o["counters"] = crate::observe::stats_json(c);
     }
+    if let Some(c) = &m.copies {
+        o["payload_copied_octets"] = c.total().into();
+        o["payload_copies"] = serde_json::json!({
+            "client_rx": c.client.rx,
+            "client_tx": c.client.tx,
+            "server_rx": c.server.rx,
+            "server_tx": c.server.tx,
+        });
+    }
     if let Some(s) = m.latency() {
         o["p50_us"] = s.typical.into();
         o["p99_us"] = s.p99.into();
@@ -226,6 +242,7 @@ mod tests {
             ctrl_at: Vec::new(),
             ctrl_timed: 0,
             qp_seconds_max: 0.0,
+            copies: None,
         }
     }
 

@@ -2,6 +2,7 @@
 //! control messages, keeps receives posted and grants them, checks payloads.
 
 use super::chan::{Chan, Incoming};
+use super::copies::Copies;
 use super::endpoint::Endpoint;
 use super::lat;
 use super::opts::{Op, ServerOpts};
@@ -163,6 +164,7 @@ impl Server {
                 run.max
             ));
         }
+        let copies = Copies::now();
         let n = size as usize;
         let e = |e: rddp::Error| e.to_string();
         // The buffer's contents matter only to --verify and to ping-pong's
@@ -200,11 +202,14 @@ impl Server {
             corrupt += pattern::corrupt(size, &got);
         }
         let granted = self.chan.posted_total();
+        let copied = Copies::since(copies);
         self.chan
             .send_ctrl(&Msg::Result {
                 corrupt,
                 received: msgs,
                 granted,
+                rx_copied: copied.rx,
+                tx_copied: copied.tx,
             })
             .await?;
         Ok((msgs, corrupt))
