@@ -71,6 +71,19 @@ const STACK_IOVECS: usize = 3 * GATHER_SEGMENTS;
 /// Slices of the small array tried first: two FPDUs without Markers.
 const FEW_IOVECS: usize = 3 * FEW_SEGMENTS;
 
+/// Whether the socket takes more now (poll(2), no wait): as much room as
+/// the loop's WRITABLE edge means (TCP: a third of the send buffer or so).
+/// An error says yes: the write then reports it.
+fn writable_now(sock: &TcpStream) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let mut fds = [PollFd::new(sock, PollFlags::OUT)];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    poll(&mut fds, Some(&now)).map_or(true, |n| n > 0)
+}
+
 /// An FPDU the socket took part of.
 enum Rest {
     /// Its remaining octets, copied, and how many of them are written.
@@ -167,8 +180,14 @@ impl MpaOut {
     /// Write what the socket takes now, without waiting; `sent` hears of every
     /// segment accepted whole, in order. Then close if asked and nothing is left.
     pub fn flush(&mut self, sent: &mut impl FnMut(Sent)) {
-        self.blocked = false;
-        if self.gate_open
+        // After the socket was found full, look before writing: a write lays
+        // out every FPDU it gathers (its CRC computed over its payload) and
+        // what the socket does not take is laid out again next time. Posting
+        // into a full socket made each Send's CRC two to three times over.
+        // Still full: the loop watches for WRITABLE (`wants_writable`).
+        self.blocked = self.blocked && !writable_now(&self.sock);
+        if !self.blocked
+            && self.gate_open
             && self.failed.is_none()
             && self.shut.is_none()
             && let Err(e) = self.write_all_now(sent)

@@ -1,0 +1,109 @@
+//! Posting into a full socket makes no write (issue 11 point 4): once a write
+//! found the socket's buffer full, a post only looks (poll(2)) until the
+//! socket takes more. A write lays out every FPDU it gathers, each FPDU's CRC
+//! computed over its payload, and what the socket does not take is laid out
+//! again next time: before, every post into a full socket made a `sendmsg`
+//! that took nothing and computed the CRCs of everything queued for it. The
+//! Writes all arrive once the peer reads. (One test in this binary: the
+//! `sendmsg` counter is the process's.)
+
+use rddp::transport::mpa::sendmsg_calls;
+use rddp::{Access, CompletionQueue, Device, QueuePairBuilder, Quota, RemoteBuf, WcStatus};
+use rddp_mpa::MpaOptions;
+use rddp_mpa::fpdu::Receiver;
+use std::io::Read;
+use std::ops::ControlFlow;
+use std::time::Duration;
+
+/// More than the loopback socket buffers hold: the socket fills.
+const FIRST: usize = 16 << 20;
+/// Writes posted while the socket is full, and their length.
+const POSTS: usize = 40;
+const LEN: usize = 64 << 10;
+
+#[test]
+fn posts_into_a_full_socket_make_no_write_until_it_drains() {
+    let listener = rddp_mpa::listen("127.0.0.1:0", MpaOptions::default()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    // The peer: MPA setup, then it reads nothing until told to.
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let total = FIRST + POSTS * LEN;
+    let peer = std::thread::spawn(move || {
+        let (mut sock, _, neg, leftover) = listener.accept_raw(|_| Ok(Vec::new())).unwrap();
+        go_rx.recv().unwrap();
+        let mut rx = Receiver::new(neg.crc, neg.markers_rx, 65535);
+        let mut payload = 0usize;
+        let mut feed = |b: &[u8], payload: &mut usize| {
+            rx.feed(b, |u| {
+                // Tagged segments: 14 octets of header.
+                *payload += u.len().saturating_sub(14);
+                ControlFlow::Continue(())
+            })
+            .map(|_| ())
+        };
+        feed(&leftover, &mut payload).unwrap();
+        let mut buf = vec![0; 1 << 16];
+        while payload < total {
+            let n = sock.read(&mut buf).unwrap();
+            assert!(n > 0, "closed after {payload} payload octets");
+            feed(&buf[..n], &mut payload).unwrap_or_else(|e| panic!("{e} after {payload}"));
+        }
+        payload
+    });
+
+    let dev = Device::new();
+    let quota = Quota {
+        registered_bytes: 1 << 30,
+        ..Quota::default()
+    };
+    let pd = dev.consumer("sender", quota).unwrap().alloc_pd().unwrap();
+    let cq = CompletionQueue::new(64);
+    let qp = QueuePairBuilder::new(&pd, &cq, &cq)
+        .max_send_wr(POSTS as u32 + 1)
+        .build()
+        .unwrap()
+        .connect_mpa(addr, MpaOptions::default())
+        .unwrap();
+    let src = pd.register(vec![0xA5; FIRST], Access::NONE).unwrap();
+    // Any STag: the peer does not check it.
+    let remote = RemoteBuf {
+        stag: 0x100,
+        to: 0,
+        len: FIRST as u64,
+    };
+    qp.post_write(0, &src, 0, FIRST as u64, remote, 0).unwrap();
+    // Not a timing check: give the socket time to fill (the Write cannot
+    // complete while the peer reads nothing).
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        cq.poll(1).is_empty(),
+        "completed with the peer reading nothing"
+    );
+    let before = sendmsg_calls();
+    for i in 0..POSTS {
+        qp.post_write(1 + i as u64, &src, 0, LEN as u64, remote, 0)
+            .unwrap();
+    }
+    let calls = sendmsg_calls() - before;
+    assert!(
+        calls <= 2,
+        "{calls} sendmsg calls for {POSTS} Writes posted into a full socket"
+    );
+    go_tx.send(()).unwrap();
+    assert_eq!(peer.join().unwrap(), total);
+    let mut done = Vec::new();
+    while done.len() < POSTS + 1 {
+        let wc = cq.wait(POSTS + 1 - done.len(), Duration::from_secs(20));
+        assert!(
+            !wc.is_empty(),
+            "{} of {} Writes completed",
+            done.len(),
+            POSTS + 1
+        );
+        done.extend(wc);
+    }
+    assert!(
+        done.iter().all(|w| w.status == WcStatus::Success),
+        "{done:?}"
+    );
+}
