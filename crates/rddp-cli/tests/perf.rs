@@ -403,10 +403,28 @@ fn write_send_read_between_two_processes() {
             assert_eq!(v["bytes"], 65536 * 300);
             assert_eq!(v["corrupt_bytes"], 0, "{v}");
             assert!(v["gbit_per_s"].as_f64().unwrap() > 0.0);
-            // Both ends' user-space copies of payload over the size: none
-            // (issue 11 point 8), the server's from its Result.
-            assert_eq!(v["payload_copied_octets"], 0, "{t} {op}: {v}");
-            for k in ["client_rx", "client_tx", "server_rx", "server_tx"] {
+            // Both ends' user-space copies of payload over the size (issue
+            // 11 point 8), the server's from its Result: none, but for the
+            // one counted exception. Before a size of Sends the client uses
+            // up the server's too-short buffers with 1-octet Pads; where a
+            // few arrived alone in a row (a loaded machine), the server reads
+            // the next Send in one read into the buffer of a 1-octet Send,
+            // and that longer Send is a miss whose read octets are copied
+            // (rddp-mpa's rx_lone.rs: at most 12 misses a connection, each
+            // under 1,100 octets). Seen once in a loaded run: 24 octets.
+            let most = if op == "send" && *t == "mpa" {
+                12 * 1100
+            } else {
+                0
+            };
+            let copied = v["payload_copied_octets"].as_u64().unwrap();
+            assert!(copied <= most, "{t} {op}: {copied} octets copied: {v}");
+            let ends: u64 = ["client_rx", "client_tx", "server_rx", "server_tx"]
+                .iter()
+                .map(|k| v["payload_copies"][k].as_u64().unwrap())
+                .sum();
+            assert_eq!(ends, copied, "{t} {op}: {v}");
+            for k in ["client_tx", "server_tx"] {
                 assert_eq!(v["payload_copies"][k], 0, "{t} {op} {k}: {v}");
             }
         }
