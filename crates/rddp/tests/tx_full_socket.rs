@@ -7,12 +7,13 @@
 //! Writes all arrive once the peer reads. (One test in this binary: the
 //! `sendmsg` counter is the process's.)
 
+#[path = "common/held_peer.rs"]
+mod held_peer;
+
+use held_peer::held_peer;
 use rddp::transport::mpa::sendmsg_calls;
 use rddp::{Access, CompletionQueue, Device, QueuePairBuilder, Quota, RemoteBuf, WcStatus};
 use rddp_mpa::MpaOptions;
-use rddp_mpa::fpdu::Receiver;
-use std::io::Read;
-use std::ops::ControlFlow;
 use std::time::Duration;
 
 /// More than the loopback socket buffers hold: the socket fills.
@@ -23,33 +24,9 @@ const LEN: usize = 64 << 10;
 
 #[test]
 fn posts_into_a_full_socket_make_no_write_until_it_drains() {
-    let listener = rddp_mpa::listen("127.0.0.1:0", MpaOptions::default()).unwrap();
-    let addr = listener.local_addr().unwrap();
     // The peer: MPA setup, then it reads nothing until told to.
-    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
     let total = FIRST + POSTS * LEN;
-    let peer = std::thread::spawn(move || {
-        let (mut sock, _, neg, leftover) = listener.accept_raw(|_| Ok(Vec::new())).unwrap();
-        go_rx.recv().unwrap();
-        let mut rx = Receiver::new(neg.crc, neg.markers_rx, 65535);
-        let mut payload = 0usize;
-        let mut feed = |b: &[u8], payload: &mut usize| {
-            rx.feed(b, |u| {
-                // Tagged segments: 14 octets of header.
-                *payload += u.len().saturating_sub(14);
-                ControlFlow::Continue(())
-            })
-            .map(|_| ())
-        };
-        feed(&leftover, &mut payload).unwrap();
-        let mut buf = vec![0; 1 << 16];
-        while payload < total {
-            let n = sock.read(&mut buf).unwrap();
-            assert!(n > 0, "closed after {payload} payload octets");
-            feed(&buf[..n], &mut payload).unwrap_or_else(|e| panic!("{e} after {payload}"));
-        }
-        payload
-    });
+    let (addr, peer) = held_peer(total);
 
     let dev = Device::new();
     let quota = Quota {
@@ -89,8 +66,8 @@ fn posts_into_a_full_socket_make_no_write_until_it_drains() {
         calls <= 2,
         "{calls} sendmsg calls for {POSTS} Writes posted into a full socket"
     );
-    go_tx.send(()).unwrap();
-    assert_eq!(peer.join().unwrap(), total);
+    peer.go();
+    assert_eq!(peer.join().0, total);
     let mut done = Vec::new();
     while done.len() < POSTS + 1 {
         let wc = cq.wait(POSTS + 1 - done.len(), Duration::from_secs(20));

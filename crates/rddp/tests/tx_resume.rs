@@ -4,12 +4,13 @@
 //! though the application overwrote the region meanwhile. (One test in this
 //! binary: the lease copy counter is the process's.)
 
+#[path = "common/held_peer.rs"]
+mod held_peer;
+
+use held_peer::held_peer;
 use rddp::{Access, CompletionQueue, Device, QueuePairBuilder, Quota, RemoteBuf, WcStatus};
 use rddp_mpa::MpaOptions;
-use rddp_mpa::fpdu::Receiver;
 use rddp_proto::ddp::lease_copied_octets;
-use std::io::Read;
-use std::ops::ControlFlow;
 use std::time::Duration;
 
 /// More than the loopback socket buffers hold, so the socket fills mid-FPDU.
@@ -17,35 +18,8 @@ const LEN: usize = 16 << 20;
 
 #[test]
 fn a_partial_fpdu_resumes_from_the_lease_with_a_crc_over_what_was_sent() {
-    let listener = rddp_mpa::listen("127.0.0.1:0", MpaOptions::default()).unwrap();
-    let addr = listener.local_addr().unwrap();
     // The peer: MPA setup, then it reads nothing until told to.
-    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-    let peer = std::thread::spawn(move || {
-        let (mut sock, _, neg, leftover) = listener.accept_raw(|_| Ok(Vec::new())).unwrap();
-        go_rx.recv().unwrap();
-        let mut rx = Receiver::new(neg.crc, neg.markers_rx, 65535);
-        let (mut payload, mut fpdus) = (0usize, 0usize);
-        let mut feed = |b: &[u8], payload: &mut usize, fpdus: &mut usize| {
-            rx.feed(b, |u| {
-                // Tagged segments: 14 octets of header.
-                *payload += u.len().saturating_sub(14);
-                *fpdus += 1;
-                ControlFlow::Continue(())
-            })
-            .map(|_| ())
-        };
-        feed(&leftover, &mut payload, &mut fpdus).unwrap();
-        let mut buf = vec![0; 1 << 16];
-        while payload < LEN {
-            let n = sock.read(&mut buf).unwrap();
-            assert!(n > 0, "closed after {payload} payload octets");
-            if let Err(e) = feed(&buf[..n], &mut payload, &mut fpdus) {
-                panic!("FPDU {fpdus}: {e} (after {payload} payload octets)");
-            }
-        }
-        (payload, fpdus)
-    });
+    let (addr, peer) = held_peer(LEN);
 
     let dev = Device::new();
     let quota = Quota {
@@ -78,8 +52,8 @@ fn a_partial_fpdu_resumes_from_the_lease_with_a_crc_over_what_was_sent() {
     // Change the region under the Write still posted: its octets become
     // undefined, its CRCs must not break.
     src.write(0, &vec![0x5A; LEN]).unwrap();
-    go_tx.send(()).unwrap();
-    let (payload, fpdus) = peer.join().unwrap();
+    peer.go();
+    let (payload, fpdus) = peer.join();
     let wc = cq.wait(1, Duration::from_secs(20));
     assert_eq!(wc.len(), 1);
     assert_eq!(wc[0].status, WcStatus::Success);

@@ -1,0 +1,62 @@
+//! A raw MPA peer that reads nothing until told to, then counts the tagged
+//! payload that arrives (transmit tests that fill the socket).
+#![allow(dead_code)]
+
+use rddp_mpa::MpaOptions;
+use rddp_mpa::fpdu::Receiver;
+use std::io::Read;
+use std::net::SocketAddr;
+use std::ops::ControlFlow;
+use std::sync::mpsc::{Sender, channel};
+use std::thread::JoinHandle;
+
+pub struct Held {
+    go: Sender<()>,
+    peer: JoinHandle<(usize, usize)>,
+}
+
+/// A peer listening on a free port: after MPA setup it reads nothing until
+/// [`Held::go`], then reads until `total` octets of tagged payload came.
+pub fn held_peer(total: usize) -> (SocketAddr, Held) {
+    let listener = rddp_mpa::listen("127.0.0.1:0", MpaOptions::default()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (go, go_rx) = channel::<()>();
+    let peer = std::thread::spawn(move || {
+        let (mut sock, _, neg, leftover) = listener.accept_raw(|_| Ok(Vec::new())).unwrap();
+        go_rx.recv().unwrap();
+        let mut rx = Receiver::new(neg.crc, neg.markers_rx, 65535);
+        let (mut payload, mut fpdus) = (0usize, 0usize);
+        let mut feed = |b: &[u8], payload: &mut usize, fpdus: &mut usize| {
+            rx.feed(b, |u| {
+                // Tagged segments: 14 octets of header.
+                *payload += u.len().saturating_sub(14);
+                *fpdus += 1;
+                ControlFlow::Continue(())
+            })
+            .map(|_| ())
+        };
+        feed(&leftover, &mut payload, &mut fpdus).unwrap();
+        let mut buf = vec![0; 1 << 16];
+        while payload < total {
+            let n = sock.read(&mut buf).unwrap();
+            assert!(n > 0, "closed after {payload} payload octets");
+            if let Err(e) = feed(&buf[..n], &mut payload, &mut fpdus) {
+                panic!("FPDU {fpdus}: {e} (after {payload} payload octets)");
+            }
+        }
+        (payload, fpdus)
+    });
+    (addr, Held { go, peer })
+}
+
+impl Held {
+    /// Start reading.
+    pub fn go(&self) {
+        self.go.send(()).unwrap();
+    }
+
+    /// Tagged payload octets and FPDUs read.
+    pub fn join(self) -> (usize, usize) {
+        self.peer.join().unwrap()
+    }
+}
