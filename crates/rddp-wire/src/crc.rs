@@ -12,7 +12,7 @@ pub const CRC_LEN: usize = 4;
 /// its fusion kernels on other CPUs). Without AVX-512 an x86_64 CPU gets
 /// crc-fast's SSE fusion kernel, which the crc32c crate's SSE 4.2 kernel
 /// beats: on an AMD EPYC with AVX2 only, 22.8 against 18.2 GB/s at 64 KiB,
-/// and as fast at 64 octets (docs/perf.md, "CRC32c on a CPU without AVX-512"). The
+/// and as fast at 64 octets (docs/perf.md, "On a CPU without AVX-512"). The
 /// CRC is a quarter of each side's time in a 1 MiB Write there. (The
 /// detection is cached by std: a load and a test.)
 fn wide() -> bool {

@@ -10,10 +10,9 @@
 #[path = "common/held_peer.rs"]
 mod held_peer;
 
-use held_peer::held_peer;
+use held_peer::{held_peer, sender};
 use rddp::transport::mpa::sendmsg_calls;
-use rddp::{Access, CompletionQueue, Device, QueuePairBuilder, Quota, RemoteBuf, WcStatus};
-use rddp_mpa::MpaOptions;
+use rddp::{Access, RemoteBuf, WcStatus};
 use std::time::Duration;
 
 /// More than the loopback socket buffers hold: the socket fills.
@@ -28,19 +27,7 @@ fn posts_into_a_full_socket_make_no_write_until_it_drains() {
     let total = FIRST + POSTS * LEN;
     let (addr, peer) = held_peer(total);
 
-    let dev = Device::new();
-    let quota = Quota {
-        registered_bytes: 1 << 30,
-        ..Quota::default()
-    };
-    let pd = dev.consumer("sender", quota).unwrap().alloc_pd().unwrap();
-    let cq = CompletionQueue::new(64);
-    let qp = QueuePairBuilder::new(&pd, &cq, &cq)
-        .max_send_wr(POSTS as u32 + 1)
-        .build()
-        .unwrap()
-        .connect_mpa(addr, MpaOptions::default())
-        .unwrap();
+    let (pd, cq, qp) = sender(addr, Some(POSTS as u32 + 1));
     let src = pd.register(vec![0xA5; FIRST], Access::NONE).unwrap();
     // Any STag: the peer does not check it.
     let remote = RemoteBuf {

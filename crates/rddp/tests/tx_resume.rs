@@ -7,9 +7,8 @@
 #[path = "common/held_peer.rs"]
 mod held_peer;
 
-use held_peer::held_peer;
-use rddp::{Access, CompletionQueue, Device, QueuePairBuilder, Quota, RemoteBuf, WcStatus};
-use rddp_mpa::MpaOptions;
+use held_peer::{held_peer, sender};
+use rddp::{Access, RemoteBuf, WcStatus};
 use rddp_proto::ddp::lease_copied_octets;
 use std::time::Duration;
 
@@ -21,18 +20,7 @@ fn a_partial_fpdu_resumes_from_the_lease_with_a_crc_over_what_was_sent() {
     // The peer: MPA setup, then it reads nothing until told to.
     let (addr, peer) = held_peer(LEN);
 
-    let dev = Device::new();
-    let quota = Quota {
-        registered_bytes: 1 << 30,
-        ..Quota::default()
-    };
-    let pd = dev.consumer("sender", quota).unwrap().alloc_pd().unwrap();
-    let cq = CompletionQueue::new(64);
-    let qp = QueuePairBuilder::new(&pd, &cq, &cq)
-        .build()
-        .unwrap()
-        .connect_mpa(addr, MpaOptions::default())
-        .unwrap();
+    let (pd, cq, qp) = sender(addr, None);
     let src = pd.register(vec![0xA5; LEN], Access::NONE).unwrap();
     let before = lease_copied_octets();
     // Any STag: the peer does not check it.

@@ -30,7 +30,7 @@ pub struct Client {
     /// The size whose buffers [`Self::prepare`] filled.
     prepared: Option<u32>,
     /// The size [`Self::begin`] began, and the counters before it.
-    begun: Option<(u32, (rddp::QpStats, Copies))>,
+    begun: Option<(u32, rddp::QpStats, Copies)>,
 }
 
 fn reg(ep: &Endpoint, len: u32, access: Access) -> Result<MemoryRegion, String> {
@@ -125,7 +125,7 @@ impl Client {
             self.prepare(size)?;
             self.prepared = None;
         }
-        let before = (self.chan.ep.qp.stats(), Copies::now());
+        let (before, copies) = (self.chan.ep.qp.stats(), Copies::now());
         self.chan.take_ctrl_log();
         let iters = match self.opts.stop {
             Stop::Iters(i) => i,
@@ -143,7 +143,7 @@ impl Client {
         }
         // The Pads must have left before the data phase starts.
         self.chan.drain().await?;
-        self.begun = Some((size, before));
+        self.begun = Some((size, before, copies));
         Ok(())
     }
 
@@ -154,7 +154,7 @@ impl Client {
     /// server gets only once all earlier data is placed: RFC 5040 §5.5), or the
     /// ping-pong's last round trip.
     pub async fn data(&mut self, size: u32) -> Result<Measurement, String> {
-        let Some((begun, before)) = self.begun.take() else {
+        let Some((begun, before, copies)) = self.begun.take() else {
             return Err(format!("size {size} was not begun"));
         };
         if begun != size {
@@ -178,7 +178,7 @@ impl Client {
             } => {
                 self.chan.note_granted(granted);
                 m.copies = Some(RunCopies {
-                    client: Copies::since(before.1),
+                    client: Copies::since(copies),
                     server: Copies {
                         rx: rx_copied,
                         tx: tx_copied,
@@ -204,7 +204,7 @@ impl Client {
             }
             m => return Err(format!("expected Result, got {m:?}")),
         }
-        m.counters = Some(self.chan.ep.qp.stats().since(&before.0));
+        m.counters = Some(self.chan.ep.qp.stats().since(&before));
         m.ctrl_at = self.chan.take_ctrl_log();
         Ok(m)
     }

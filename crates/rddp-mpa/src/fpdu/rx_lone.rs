@@ -118,9 +118,14 @@ fn send_len(head: &[u8; HEAD_MAX], msn: u32) -> Option<usize> {
     }
 }
 
+/// PAD and CRC of an FPDU with `len` octets of Send payload.
+fn trailer(len: usize) -> usize {
+    pad_len(UNTAGGED_HDR_LEN + len) + MPA_CRC_LEN
+}
+
 /// The octets of an FPDU with `len` octets of Send payload.
 fn whole(len: usize) -> usize {
-    MPA_HDR_LEN + UNTAGGED_HDR_LEN + len + pad_len(UNTAGGED_HDR_LEN + len) + MPA_CRC_LEN
+    HEAD_MAX + len + trailer(len)
 }
 
 impl FpduReceiver {
@@ -141,7 +146,7 @@ impl FpduReceiver {
     ) -> Result<(), Halt> {
         self.may_read(engine)?;
         let p = self.lone.len;
-        let tail_len = pad_len(UNTAGGED_HDR_LEN + p) + MPA_CRC_LEN + SAFE_HEAD;
+        let tail_len = trailer(p) + SAFE_HEAD;
         let want = HEAD_MAX + p + tail_len;
         let crc = self.cfg.crc;
         let mut head = [0u8; HEAD_MAX];
@@ -237,9 +242,7 @@ impl FpduReceiver {
         let whole = whole(len);
         self.advance(whole);
         let extra = n - whole;
-        let next = UNTAGGED_HDR_LEN + len;
-        let next = pad_len(next) + MPA_CRC_LEN;
-        let next = &post[next..next + extra];
+        let next = &post[trailer(len)..trailer(len) + extra];
         self.input.ahead[..extra].copy_from_slice(next);
         (self.input.lo, self.input.hi) = (0, extra);
         self.input.streak = self.input.streak.saturating_add(1);

@@ -2,6 +2,7 @@
 //! payload that arrives (transmit tests that fill the socket).
 #![allow(dead_code)]
 
+use rddp::{CompletionQueue, Device, ProtectionDomain, QueuePair, QueuePairBuilder, Quota};
 use rddp_mpa::MpaOptions;
 use rddp_mpa::fpdu::Receiver;
 use std::io::Read;
@@ -59,4 +60,33 @@ impl Held {
     pub fn join(self) -> (usize, usize) {
         self.peer.join().unwrap()
     }
+}
+
+/// The sending side: a PD that may register 1 GiB, a CQ, and a queue pair
+/// connected to `addr` (at most `depth` send work requests; None: the
+/// builder's default).
+pub fn sender(
+    addr: SocketAddr,
+    depth: Option<u32>,
+) -> (ProtectionDomain, CompletionQueue, QueuePair) {
+    let quota = Quota {
+        registered_bytes: 1 << 30,
+        ..Quota::default()
+    };
+    let pd = Device::new()
+        .consumer("sender", quota)
+        .unwrap()
+        .alloc_pd()
+        .unwrap();
+    let cq = CompletionQueue::new(64);
+    let mut b = QueuePairBuilder::new(&pd, &cq, &cq);
+    if let Some(d) = depth {
+        b = b.max_send_wr(d);
+    }
+    let qp = b
+        .build()
+        .unwrap()
+        .connect_mpa(addr, MpaOptions::default())
+        .unwrap();
+    (pd, cq, qp)
 }
