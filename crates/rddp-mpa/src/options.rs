@@ -17,6 +17,11 @@ pub struct RtrTypes {
 /// Default of [`MpaOptions::dead_peer_timeout`].
 pub const DEAD_PEER_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The default [`MpaOptions::initial_receive_window`]: about one burst of a
+/// sender that keeps a full socket buffer (tcp_wmem's largest, 4 MiB, holds
+/// two of these once the kernel's overhead is counted).
+pub const INITIAL_RECEIVE_WINDOW: u32 = 2 << 20;
+
 /// Connection options. The same struct serves both roles; fields name the role
 /// they matter to.
 #[derive(Debug, Clone)]
@@ -56,6 +61,14 @@ pub struct MpaOptions {
     /// move little (autotuning never grows their windows; docs/perf.md, "Many
     /// queue pairs"), at the price of a window capped at about half of it.
     pub recv_buffer: Option<usize>,
+    /// With autotuning on (no `recv_buffer`): the receive window, in octets, a
+    /// connection starts from once it is set up, autotuning going on from there
+    /// ([`crate::tcp::open_receive_window`]). The receiver reads one FPDU (at
+    /// most 64 KiB) a call, so Linux's autotuning, which measures what the
+    /// reader took per round trip, keeps the window below one burst of a fast
+    /// sender and the window closes (docs/perf.md, "The receive window").
+    /// `None`: the kernel's initial window (tcp_rmem). Default 2 MiB.
+    pub initial_receive_window: Option<u32>,
     /// DDP stream settings (queues, reorder window; MULPDU is set by MPA).
     pub ddp: DdpConfig,
     pub stream: StreamId,
@@ -94,6 +107,7 @@ impl Default for MpaOptions {
             request_timeout: Duration::from_secs(5),
             emss: None,
             recv_buffer: None,
+            initial_receive_window: Some(INITIAL_RECEIVE_WINDOW),
             ddp: DdpConfig::default(),
             stream: StreamId(1),
             pd: PdId(1),

@@ -21,9 +21,11 @@ mod mss;
 mod nb;
 mod rx;
 mod setup;
+mod window;
 
 pub use conn::MpaConnection;
 pub use io::{layout_rest, try_write_layout, write_fpdu};
 pub use liveness::{dead_peer_bound, keepalive_for, set_dead_peer_timeout};
 pub use mss::{FALLBACK_EMSS, effective_mss};
 pub use setup::{MpaListener, connect, connect_raw, listen};
+pub use window::open_receive_window;

@@ -52,6 +52,7 @@ pub fn connect_raw(
     }
     sock.set_nodelay(true)?;
     set_dead_peer_timeout(&sock, opts.dead_peer_timeout)?;
+    super::open_receive_window(&sock, opts.initial_receive_window, opts.recv_buffer)?;
     dial::run(sock, init, opts.tap.clone())
 }
 
@@ -200,6 +201,8 @@ impl MpaListener {
             received,
         } = self.backlog.pop()?;
         set_dead_peer_timeout(&sock, opts.dead_peer_timeout)?;
+        // The listener's SO_RCVBUF is what the socket inherited.
+        super::open_receive_window(&sock, opts.initial_receive_window, self.opts.recv_buffer)?;
         if let Some(t) = tap {
             t.record_received(&received);
         }
