@@ -9,9 +9,9 @@ mod common;
 use bytes::Bytes;
 use common::source::Source;
 use rddp_mpa::fpdu::{FpduReceiver, Progress, RdmapPlacer, RxConfig, SMALL_PAYLOAD};
-use rddp_proto::ddp::{DdpConfig, rx_copied_octets};
-use rddp_proto::mem::{Access, MemoryTable, PdId, StagScope, StreamId};
-use rddp_proto::rdmap::{Completion, RdmapConfig, RdmapStream, WcOpcode, WcStatus, WorkRequest};
+use rddp_proto::ddp::rx_copied_octets;
+use rddp_proto::mem::{Access, MemoryTable, PdId, StagScope};
+use rddp_proto::rdmap::{Completion, RdmapStream, WcOpcode, WcStatus, WorkRequest};
 use rddp_wire::FpduEncoder;
 
 const BASE: u64 = 0x10_0000;
@@ -20,14 +20,7 @@ const SENDS: usize = 200;
 const BIG: usize = 64 * 1024;
 
 fn stream(id: u32) -> RdmapStream {
-    let cfg = RdmapConfig {
-        ddp: DdpConfig {
-            mulpdu: MULPDU,
-            ..DdpConfig::default()
-        },
-        ..RdmapConfig::default()
-    };
-    RdmapStream::new(StreamId(id), PdId(1), cfg).unwrap()
+    common::wires::stream_mulpdu(id, MULPDU)
 }
 
 /// One receiving connection: `SENDS` posted receives, a region for a Write;

@@ -12,9 +12,9 @@ mod common;
 use bytes::Bytes;
 use common::source::Source;
 use rddp_mpa::fpdu::{FpduReceiver, Progress, RdmapPlacer, RxConfig};
-use rddp_proto::ddp::{DdpConfig, rx_copied_octets};
-use rddp_proto::mem::{Access, MemoryTable, PdId, Stag, StagScope, StreamId};
-use rddp_proto::rdmap::{Completion, RdmapConfig, RdmapStream, WcStatus, WorkRequest};
+use rddp_proto::ddp::rx_copied_octets;
+use rddp_proto::mem::{Access, MemoryTable, PdId, Stag, StagScope};
+use rddp_proto::rdmap::{Completion, RdmapStream, WcStatus, WorkRequest};
 use rddp_wire::FpduEncoder;
 
 const MULPDU: usize = 1000;
@@ -23,14 +23,7 @@ const LEN: usize = 2500;
 const BASE: u64 = 0x10_0000;
 
 fn stream(id: u32) -> RdmapStream {
-    let cfg = RdmapConfig {
-        ddp: DdpConfig {
-            mulpdu: MULPDU,
-            ..DdpConfig::default()
-        },
-        ..RdmapConfig::default()
-    };
-    RdmapStream::new(StreamId(id), PdId(1), cfg).unwrap()
+    common::wires::stream_mulpdu(id, MULPDU)
 }
 
 fn data(i: usize) -> Vec<u8> {

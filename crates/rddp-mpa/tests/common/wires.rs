@@ -26,9 +26,14 @@ pub enum Op {
 }
 
 pub fn stream(id: u32) -> RdmapStream {
+    stream_mulpdu(id, 16_000)
+}
+
+/// An RDMAP stream (PD 1) whose DDP segments carry at most `mulpdu` octets.
+pub fn stream_mulpdu(id: u32, mulpdu: usize) -> RdmapStream {
     let cfg = RdmapConfig {
         ddp: DdpConfig {
-            mulpdu: 16_000,
+            mulpdu,
             ..DdpConfig::default()
         },
         ..RdmapConfig::default()
