@@ -6,8 +6,7 @@ mod common;
 mod llp;
 
 use common::wait;
-use llp::{free_addr, library};
-use rddp::transport::sctp::{Listener, SctpOptions, connect};
+use rddp::transport::sctp::{SctpOptions, connect};
 use rddp::{
     Access, CompletionQueue, Device, QueuePairBuilder, RemoteBuf, SendFlags, WcOpcode, WcStatus,
 };
@@ -15,11 +14,9 @@ use std::time::Duration;
 
 #[test]
 fn write_read_send_over_sctp() {
-    if !library() {
+    let Some((addr, listener)) = llp::listening() else {
         return;
-    }
-    let addr = free_addr();
-    let listener = Listener::bind(addr, SctpOptions::default()).unwrap();
+    };
     let dev = Device::new();
     let sdev = dev.clone();
     let server = std::thread::spawn(move || {

@@ -4,8 +4,7 @@
 #[path = "common/sctp_llp.rs"]
 mod llp;
 
-use llp::{check_backpressure, ddp_peer, flood, free_addr, library, read_after_stall};
-use rddp::transport::sctp::{Listener, SctpOptions};
+use llp::{check_backpressure, ddp_peer, flood, read_after_stall};
 use std::sync::mpsc::channel;
 use std::time::Duration;
 
@@ -13,11 +12,9 @@ use std::time::Duration;
 /// session, its queue pair's reader idle.
 #[test]
 fn passive_relay_holds_the_peer_back_instead_of_queueing() {
-    if !library() {
+    let Some((addr, listener)) = llp::listening() else {
         return;
-    }
-    let addr = free_addr();
-    let listener = Listener::bind(addr, SctpOptions::default()).unwrap();
+    };
     let ((st_tx, st_rx), (done_tx, done_rx)) = (channel(), channel());
     let peer = std::thread::spawn(move || flood(ddp_peer(addr), st_tx, done_rx));
     let conn = listener.accept(Duration::from_secs(10), b"").unwrap();

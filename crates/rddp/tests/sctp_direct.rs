@@ -10,8 +10,7 @@ mod common;
 mod llp;
 
 use common::wait;
-use llp::{free_addr, library};
-use rddp::transport::sctp::{Listener, SctpOptions, connect};
+use rddp::transport::sctp::{SctpOptions, connect};
 use rddp::{CompletionQueue, Device, QueuePairBuilder, SendFlags, WcOpcode, WcStatus};
 use rddp_io::{Cx, Next, Task};
 use std::os::fd::RawFd;
@@ -63,11 +62,9 @@ const SENDS: usize = 50;
 
 #[test]
 fn a_send_completes_on_the_posting_thread_when_usrsctp_takes_it() {
-    if !library() {
+    let Some((addr, listener)) = llp::listening() else {
         return;
-    }
-    let addr = free_addr();
-    let listener = Listener::bind(addr, SctpOptions::default()).unwrap();
+    };
     let dev = Device::new();
     let sdev = dev.clone();
     let server = std::thread::spawn(move || {

@@ -5,8 +5,7 @@ mod common;
 #[path = "common/sctp_llp.rs"]
 mod llp;
 
-use llp::{free_addr, library};
-use rddp::transport::sctp::{Listener, SctpOptions, connect};
+use rddp::transport::sctp::{SctpOptions, connect};
 use rddp::{CompletionQueue, Device, QueuePairBuilder};
 use std::time::Duration;
 
@@ -14,11 +13,9 @@ use std::time::Duration;
 /// ORD on the active and on the passive side (before: 16/16 whatever was asked).
 #[test]
 fn builder_ird_ord_are_used_on_both_sctp_sides() {
-    if !library() {
+    let Some((addr, listener)) = llp::listening() else {
         return;
-    }
-    let addr = free_addr();
-    let listener = Listener::bind(addr, SctpOptions::default()).unwrap();
+    };
     let dev = Device::new();
     let sdev = dev.clone();
     let server = std::thread::spawn(move || {

@@ -9,8 +9,7 @@ mod common;
 #[path = "common/sctp_llp.rs"]
 mod llp;
 
-use llp::{free_addr, library};
-use rddp::transport::sctp::{Listener, SctpOptions, connect};
+use rddp::transport::sctp::{SctpOptions, connect};
 use rddp::{Access, CompletionQueue, Device, QueuePairBuilder, WcStatus};
 use std::time::Duration;
 
@@ -19,11 +18,9 @@ const LEN: usize = 8;
 
 #[test]
 fn reads_pipelined_at_ird_over_sctp_are_served() {
-    if !library() {
+    let Some((addr, listener)) = llp::listening() else {
         return;
-    }
-    let addr = free_addr();
-    let listener = Listener::bind(addr, SctpOptions::default()).unwrap();
+    };
     let dev = Device::new();
     let sdev = dev.clone();
     let (ad_tx, ad_rx) = std::sync::mpsc::channel();

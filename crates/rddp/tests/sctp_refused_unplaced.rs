@@ -16,8 +16,8 @@ mod common;
 #[path = "common/sctp_llp.rs"]
 mod llp;
 
-use llp::{ddp_peer, free_addr, library};
-use rddp::transport::sctp::{Listener, SctpOptions};
+use llp::ddp_peer;
+use rddp::transport::sctp::Listener;
 use rddp::{
     Access, AsyncEvent, CompletionQueue, Device, QueuePairBuilder, RemoteBuf, TerminateCode,
     WcOpcode, WcStatus,
@@ -217,11 +217,9 @@ fn run(listener: &Listener, addr: SocketAddrV4, case: Case) {
 
 #[test]
 fn an_over_long_payload_is_refused_before_any_octet_is_placed() {
-    if !library() {
+    let Some((addr, listener)) = llp::listening() else {
         return;
-    }
-    let addr = free_addr();
-    let listener = Listener::bind(addr, SctpOptions::default()).unwrap();
+    };
     for case in [
         Case::Honest,
         Case::WritePastRegion,

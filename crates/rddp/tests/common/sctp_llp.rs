@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 use bytes::Bytes;
+use rddp::transport::sctp::{Listener, SctpOptions};
 use rddp::transport::{Connection, Inbound};
 use rddp_proto::mem::MemoryTable;
 use rddp_sctp::driver::SctpConnection;
@@ -21,6 +22,17 @@ pub fn library() -> bool {
         }
         Err(e) => panic!("CI is set and libusrsctp is missing: {e}"),
     }
+}
+
+/// The opening of a queue-pair test over SCTP: `None` without libusrsctp
+/// (the test then returns, as [`library`] says), else a free address and a
+/// listener bound to it with the default options.
+pub fn listening() -> Option<(SocketAddrV4, Listener)> {
+    if !library() {
+        return None;
+    }
+    let addr = free_addr();
+    Some((addr, Listener::bind(addr, SctpOptions::default()).unwrap()))
 }
 
 pub fn free_addr() -> SocketAddrV4 {
