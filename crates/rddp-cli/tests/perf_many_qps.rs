@@ -1,6 +1,7 @@
 //! `rddp perf` with thousands of queue pairs (issue 11 point 6): server and
 //! client as two processes over MPA, each driving every queue pair from a small
-//! fixed number of threads, not one thread per connection.
+//! fixed number of threads, not one thread per connection; and with one queue
+//! pair, one worker thread at each end (more only hand its task around).
 
 use std::io::BufRead;
 use std::process::{Child, Command, Stdio};
@@ -25,9 +26,20 @@ impl Drop for Reap {
     }
 }
 
-#[test]
-fn two_thousand_queue_pairs_on_a_few_threads() {
-    let qps = QPS.to_string();
+/// The tokio workers of `pid` (threads named perf-worker).
+fn workers_of(pid: u32) -> usize {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|c| c.trim() == "perf-worker")
+        .count()
+}
+
+/// A perf server for `qps` queue pairs over MPA on a free port: the process,
+/// its address and its stdout.
+fn server(qps: &str) -> (Reap, String, std::process::ChildStdout) {
     let mut server = Command::new(env!("CARGO_BIN_EXE_rddp"))
         .args([
             "perf",
@@ -37,7 +49,7 @@ fn two_thousand_queue_pairs_on_a_few_threads() {
             "--listen",
             "127.0.0.1:0",
         ])
-        .args(["--qps", &qps, "--json"])
+        .args(["--qps", qps, "--json"])
         .stderr(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -51,16 +63,58 @@ fn two_thousand_queue_pairs_on_a_few_threads() {
         .unwrap()
         .unwrap();
     let addr = first.rsplit(' ').next().unwrap().to_string();
-    let mut client = Command::new(env!("CARGO_BIN_EXE_rddp"))
-        .args(["perf", "client", "--transport", "mpa", "--connect", &addr])
-        .args([
-            "--qps", &qps, "--op", "write", "--size", "4K", "--iters", "2",
-        ])
-        .args(["--verify", "--json"])
+    (server, addr, stdout)
+}
+
+/// A perf client of `args` against `addr` (JSON out, both streams piped).
+fn client(addr: &str, args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_rddp"))
+        .args(["perf", "client", "--transport", "mpa", "--connect", addr])
+        .args(args)
+        .arg("--json")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn one_queue_pair_runs_on_one_worker_at_each_end() {
+    let (server, addr, _out) = server("1");
+    let mut c = Reap(client(
+        &addr,
+        &["--op", "read", "--size", "64K", "--iters", "5000"],
+    ));
+    let (mut most_server, mut most_client) = (0, 0);
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = c.0.try_wait().unwrap() {
+            break s;
+        }
+        most_server = most_server.max(workers_of(server.0.id()));
+        most_client = most_client.max(workers_of(c.0.id()));
+        assert!(start.elapsed() < Duration::from_secs(60), "no end");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(status.success());
+    // Two cores or more used to give two workers at each end.
+    assert_eq!(
+        (most_server, most_client),
+        (1, 1),
+        "perf-worker threads (server, client)"
+    );
+}
+
+#[test]
+fn two_thousand_queue_pairs_on_a_few_threads() {
+    let qps = QPS.to_string();
+    let (server, addr, stdout) = server(&qps);
+    let mut client = client(
+        &addr,
+        &[
+            "--qps", &qps, "--op", "write", "--size", "4K", "--iters", "2", "--verify",
+        ],
+    );
     let client_stdout = client.stdout.take().unwrap();
     let lines = std::thread::spawn(move || {
         std::io::BufReader::new(client_stdout)

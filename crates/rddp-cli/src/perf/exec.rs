@@ -1,6 +1,7 @@
 //! The perf tool's own threads: a few workers for every queue pair (issue 11
 //! point 6), never one per connection. Each queue pair's run (client or server,
-//! every op) is one task on a tokio runtime of `min(cores, 4)` worker threads;
+//! every op) is one task on a tokio runtime of `min(cores, 4, queue pairs)`
+//! worker threads;
 //! a task waits on its completion queue (`CompletionQueue::wait_async`, woken by
 //! the push that the event loop makes) or on a timer, and steps from there.
 
@@ -23,13 +24,26 @@ static RUNTIME: OnceLock<Runtime> = OnceLock::new();
 
 static WORKERS: OnceLock<usize> = OnceLock::new();
 
-/// Worker threads of the runtime (asked once: `available_parallelism` reads
-/// cgroup files, too slow for every wait).
+/// Worker threads of the runtime: one per queue pair the process drives
+/// ([`super::chan::set_parallel`], set first thing), at most the cores and
+/// [`MAX_WORKERS`]; an open-ended server ([`serve_open_ended`], set before
+/// the runtime starts) takes the cores. More workers than queue pairs only let
+/// tokio hand a task from thread to thread: with one queue pair, two workers
+/// took turns reading its socket and ran beside the I/O thread, a third busy
+/// thread on two cores (RDMA Read 1 MiB: median 37.4 against 45.6 Gbit/s with
+/// one worker, 5 rounds alternately; docs/perf.md, "One worker a queue pair").
+/// Asked once: `available_parallelism` reads cgroup files, too slow for every
+/// wait.
 pub fn workers() -> usize {
     *WORKERS.get_or_init(|| {
-        std::thread::available_parallelism()
+        let cores = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
-            .min(MAX_WORKERS)
+            .min(MAX_WORKERS);
+        if OPEN_ENDED.load(Ordering::Relaxed) {
+            cores
+        } else {
+            cores.min(usize::try_from(super::chan::parallel()).unwrap_or(usize::MAX))
+        }
     })
 }
 
