@@ -408,10 +408,12 @@ fn write_send_read_between_two_processes() {
             // one counted exception. Before a size of Sends the client uses
             // up the server's too-short buffers with 1-octet Pads; where a
             // few arrived alone in a row (a loaded machine), the server reads
-            // the next Send in one read into the buffer of a 1-octet Send,
-            // and that longer Send is a miss whose read octets are copied
-            // (rddp-mpa's rx_lone.rs: at most 12 misses a connection, each
-            // under 1,100 octets). Seen once in a loaded run: 24 octets.
+            // the next Send in one read into the buffer of a 1-octet Send.
+            // That longer Send was a miss whose read octets were copied (seen
+            // once: 24 octets); it is taken in place since (rx_lone.rs,
+            // `longer_lone_sends_are_taken_in_place`). A Send the loopback
+            // cut into pieces is still a miss there: the bound stays (at most
+            // 12 misses a connection, each under 1,100 octets).
             let most = if op == "send" && *t == "mpa" {
                 12 * 1100
             } else {

@@ -143,6 +143,35 @@ fn a_shorter_send_with_the_next_fpdu_behind_it() {
     }
 }
 
+/// A longer Send where a run of short ones foresaw one more (as `rddp perf`'s
+/// data Send after its one-octet Pads): the one read puts the longer payload's
+/// first octets straight into the buffer, where they belong, and header first
+/// goes on from there; nothing is copied, whether the read took part of the
+/// payload, all of it, or all of it and the FPDU's end (its PAD, CRC and the
+/// next head read into the buffer behind it, then given back).
+#[test]
+fn longer_lone_sends_are_taken_in_place() {
+    // After Sends of 1 octet the read takes 1 + 23 octets after the head:
+    // part of 60, all of 24 and the end of 8.
+    for len in [60, RECV, 24, 8, 2] {
+        let mut ops = vec![Op::Send(1); 8];
+        for _ in 0..5 {
+            ops.push(Op::Send(len));
+            ops.extend([Op::Send(1); 8]);
+        }
+        let (o, _, _, copied) = both("longer", &fpdus(&ops));
+        assert_eq!(o.completions.len(), ops.len(), "{len}");
+        assert!(o.sent.is_empty(), "{len}: refused: {:?}", o.sent);
+        assert_eq!(copied, 0, "{len}: payload copied");
+    }
+    // Longer than the buffer: refused as header first refuses it, and the
+    // buffer keeps its octets (the outcomes compared in `both`).
+    let mut ops = vec![Op::Send(1); 8];
+    ops.push(Op::Send(RECV + 1));
+    let (o, _, _, _) = both("longer than the buffer", &fpdus(&ops));
+    assert!(!o.sent.is_empty(), "no Terminate");
+}
+
 /// Each miss doubles the run of lone Sends needed before the next try: after
 /// the first miss (a lone Write after 10 Sends) runs of 3 Sends are too short
 /// for another try, a run of 5 is long enough.

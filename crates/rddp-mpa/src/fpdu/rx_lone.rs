@@ -10,10 +10,11 @@
 //! next MSN from its first octet. After Sends of one length came alone
 //! [`LONE_RUN`] times in a row, the next is read with one vectored read:
 //!
-//! 1. ULPDU_Length and an untagged DDP header into scratch, the expected
-//!    payload length straight into that posted buffer, PAD, CRC and the next
-//!    FPDU's head ([`SAFE_HEAD`] octets, never payload) into scratch again (a
-//!    short read shows the socket is empty, as in `Input::payload`);
+//! 1. ULPDU_Length and an untagged DDP header into scratch, then the expected
+//!    payload length and what follows it (PAD, CRC and the next FPDU's head,
+//!    [`SAFE_HEAD`] octets) straight into that posted buffer, as far as it
+//!    is long, the rest into scratch (a short read shows the socket is
+//!    empty, as in `Input::payload`);
 //! 2. a hit is a whole FPDU whose DDP control (untagged, last), QN 0, MSN and
 //!    MO 0 say it is that Send, whose ULPDU_Length says its payload is the
 //!    expected length or shorter (a shorter one lies from the buffer's first
@@ -22,11 +23,16 @@
 //!    whose CRC is good (RFC 5044 §4.3) over the octets where they lie;
 //! 3. then the engine begins the segment with every check (spec §2.10, RDMAP's
 //!    too; seed 000: nothing is delivered before) and must name that very
-//!    buffer; [`Placer::finish`] delivers it.
+//!    buffer; [`Placer::finish`] delivers it;
+//! 4. that Send but longer (as the data Send after one-octet Pads), with no
+//!    octet beyond its payload read: what was read after the head is its
+//!    payload, already in place. The engine begins it as in 3, and header
+//!    first goes on from there (the CRC checked at its end, as any FPDU's).
 //!
 //! The buffer's own octets are saved before the read (at most
-//! [`SMALL_PAYLOAD`], the application's, not payload). A miss (another
-//! header, another length, an FPDU cut off, a bad CRC) puts every octet read
+//! [`SMALL_PAYLOAD`] and a tail, the application's, not payload). A miss
+//! (another header, a Send longer than the buffer, an FPDU cut off, a bad
+//! CRC) puts every octet read
 //! back in stream order as read-ahead and the buffer's octets back as they
 //! were: the FPDU is then taken header first, its payload copied from there
 //! (counted, as the setup's leftover) and every error found as before. A miss
@@ -85,7 +91,9 @@ impl Lone {
     }
 }
 
-/// What the one read found.
+/// What the one read found. (One on the stack for one read: the size of
+/// the CRC state in `Part` costs nothing.)
+#[allow(clippy::large_enum_variant)]
 enum Found {
     /// The engine has no buffer for it (or one too short): not tried.
     Untried,
@@ -98,6 +106,15 @@ enum Found {
         at: usize,
         len: usize,
         post: [u8; TAIL_MAX],
+    },
+    /// A longer Send: its head, then `n - HEAD_MAX` octets of its `len`
+    /// octets of payload, all in the buffer at `at` from its first octet;
+    /// `digest`: the CRC over those so far.
+    Part {
+        n: usize,
+        at: usize,
+        len: usize,
+        digest: Crc32c,
     },
     /// Anything else: every octet read, in stream order.
     Miss(Vec<u8>),
@@ -151,17 +168,22 @@ impl FpduReceiver {
         let crc = self.cfg.crc;
         let mut head = [0u8; HEAD_MAX];
         let mut tail = [0u8; TAIL_MAX];
-        let mut saved = [0u8; SMALL_PAYLOAD];
+        let mut saved = [0u8; SMALL_PAYLOAD + TAIL_MAX];
+        // Octets of the buffer the read fills (its PAD, CRC and next head too,
+        // where the buffer is that long): a longer Send lies there as well.
+        let mut k = 0;
         let mut found = Found::Untried;
         let mut f = |msn: u32, buf: &mut [u8]| -> io::Result<usize> {
-            let Some(dst) = buf.get_mut(..p) else {
+            if buf.len() < p {
                 return Ok(0);
-            };
-            saved[..p].copy_from_slice(dst);
+            }
+            k = buf.len().min(p + tail_len);
+            let (dst, t) = (&mut buf[..k], &mut tail[..p + tail_len - k]);
+            saved[..k].copy_from_slice(dst);
             let mut iov = [
                 IoSliceMut::new(&mut head),
                 IoSliceMut::new(dst),
-                IoSliceMut::new(&mut tail[..tail_len]),
+                IoSliceMut::new(t),
             ];
             let n = loop {
                 match src.read_vectored(&mut iov) {
@@ -171,45 +193,61 @@ impl FpduReceiver {
                     Err(e) => return Err(e),
                 }
             };
-            let dst = &mut buf[..p];
-            // The Send's payload from the buffer's first octet, then `post`.
-            let hit = send_len(&head, msn)
-                .filter(|&len| (1..=p).contains(&len))
-                .filter(|&len| n >= whole(len) && n - whole(len) <= SAFE_HEAD)
-                .and_then(|len| {
+            // What was read after the head, in stream order: the buffer's
+            // first `k` octets, then `tail`.
+            let r = n.saturating_sub(HEAD_MAX);
+            let at = buf.as_ptr() as usize;
+            let send = send_len(&head, msn).filter(|&len| len >= 1 && len <= buf.len());
+            found = match send {
+                // The whole FPDU, at most the next head behind it (never
+                // payload), within what the read put in the buffer: the
+                // Send's payload from the buffer's first octet, then `post`.
+                Some(len) if len <= k && n >= whole(len) && n - whole(len) <= SAFE_HEAD => {
                     let pad = pad_len(UNTAGGED_HDR_LEN + len);
-                    let m = n - HEAD_MAX - len;
-                    let in_dst = (p - len).min(m);
+                    let m = r - len;
                     let mut post = [0u8; TAIL_MAX];
-                    post[..in_dst].copy_from_slice(&dst[len..len + in_dst]);
-                    post[in_dst..m].copy_from_slice(&tail[..m - in_dst]);
+                    for (j, o) in post[..m].iter_mut().enumerate() {
+                        *o = read_octet(buf, &tail, k, len + j);
+                    }
                     let mut d = Crc32c::new();
                     d.update(&head);
-                    d.update(&dst[..len]);
+                    d.update(&buf[..len]);
                     d.update(&post[..pad]);
                     let c = &post[pad..pad + MPA_CRC_LEN];
                     let good = d.finalize() == crc_from_wire([c[0], c[1], c[2], c[3]]);
-                    (!crc || good).then_some((len, post))
-                });
-            found = if let Some((len, post)) = hit {
-                // Behind a shorter Send the buffer gets its own octets back.
-                dst[len..].copy_from_slice(&saved[len..p]);
-                Found::Hit {
-                    n,
-                    at: dst.as_ptr() as usize,
-                    len,
-                    post,
+                    if !crc || good {
+                        // Behind a shorter Send the buffer gets its own octets back.
+                        buf[len..k].copy_from_slice(&saved[len..k]);
+                        Found::Hit { n, at, len, post }
+                    } else {
+                        Found::Miss(Vec::new())
+                    }
                 }
-            } else {
-                let h = n.min(HEAD_MAX);
-                let k = (n - h).min(p);
-                let mut read = Vec::with_capacity(n);
-                read.extend_from_slice(&head[..h]);
-                read.extend_from_slice(&dst[..k]);
-                read.extend_from_slice(&tail[..n - h - k]);
-                dst[..k].copy_from_slice(&saved[..k]);
-                Found::Miss(read)
+                // A longer Send (the data after a run of one-octet Sends):
+                // everything read after the head is its payload, in place.
+                // Header first goes on from there; nothing is delivered
+                // before its CRC passed.
+                Some(len) if len > p && r >= 1 && r <= len && r <= k => {
+                    let mut d = Crc32c::new();
+                    d.update(&head);
+                    d.update(&buf[..r]);
+                    Found::Part {
+                        n,
+                        at,
+                        len,
+                        digest: d,
+                    }
+                }
+                _ => Found::Miss(Vec::new()),
             };
+            if let Found::Miss(read) = &mut found {
+                let h = n.min(HEAD_MAX);
+                read.reserve(n);
+                read.extend_from_slice(&head[..h]);
+                read.extend((0..r).map(|i| read_octet(buf, &tail, k, i)));
+                let back = r.min(k);
+                buf[..back].copy_from_slice(&saved[..back]);
+            }
             Ok(n)
         };
         if let Some(Err(e)) = engine.with_next_send_buffer(&mut f) {
@@ -217,7 +255,7 @@ impl FpduReceiver {
         }
         // A short read shows the socket empty; one that stopped at the end of
         // an iovec says nothing (a source whose `read_vectored` fills one).
-        let drained = |n: usize| n < want && n != HEAD_MAX && n != HEAD_MAX + p;
+        let drained = |n: usize| n < want && n != HEAD_MAX && n != HEAD_MAX + k;
         let (n, at, len, post) = match found {
             Found::Untried => {
                 self.lone.run = 0;
@@ -231,6 +269,10 @@ impl FpduReceiver {
                 return Ok(());
             }
             Found::Hit { n, at, len, post } => (n, at, len, post),
+            Found::Part { n, at, len, digest } => {
+                self.input.drained = self.input.stream && drained(n);
+                return self.lone_part(engine, &head, n, at, len, digest, &saved[..k]);
+            }
         };
         self.input.drained = self.input.stream && drained(n);
         if n >= want {
@@ -279,19 +321,108 @@ impl FpduReceiver {
                 // is still there; an engine that ended the stream at once would
                 // flush it with the peer's octets in it (undefined, as after a
                 // failed CRC).
-                let mut back = |_: u32, b: &mut [u8]| {
-                    if let Some(d) = b.get_mut(..p).filter(|d| d.as_ptr() as usize == at) {
-                        d.copy_from_slice(&saved[..p]);
-                    }
-                    Ok(p)
-                };
-                let _ = engine.with_next_send_buffer(&mut back);
+                give_back(engine, at, &saved[..k]);
                 if engine.refusal_held() {
                     engine.settle(true);
                 }
                 Err(self.die())
             }
         }
+    }
+}
+
+/// Octet `i` of what a lone read put after the head: the buffer's first
+/// `k` octets, then `tail`.
+fn read_octet(buf: &[u8], tail: &[u8], k: usize, i: usize) -> u8 {
+    if i < k { buf[i] } else { tail[i - k] }
+}
+
+/// The buffer at `at` (still the next Send's: a refusal is held) gets its
+/// own octets back.
+fn give_back(engine: &mut impl Placer, at: usize, saved: &[u8]) {
+    let mut back = |_: u32, b: &mut [u8]| {
+        if let Some(d) = b
+            .get_mut(..saved.len())
+            .filter(|d| d.as_ptr() as usize == at)
+        {
+            d.copy_from_slice(saved);
+        }
+        Ok(saved.len())
+    };
+    let _ = engine.with_next_send_buffer(&mut back);
+}
+
+impl FpduReceiver {
+    /// A longer Send than foreseen (`Found::Part`): its head and the first
+    /// `n - HEAD_MAX` octets of its payload were read, the payload straight
+    /// into the buffer at `at`. Begin it as header first would (every check
+    /// of the engine), make sure it is placed where it was read, and go on
+    /// header first from there; its CRC is checked at its end as any FPDU's.
+    /// A refused header gives the buffer its octets back (`saved`) and the
+    /// rest is read and dropped, as header first does.
+    #[allow(clippy::too_many_arguments)]
+    fn lone_part(
+        &mut self,
+        engine: &mut impl Placer,
+        head: &[u8; HEAD_MAX],
+        n: usize,
+        at: usize,
+        len: usize,
+        digest: Crc32c,
+        saved: &[u8],
+    ) -> Result<(), Halt> {
+        // Not the Send foreseen, but no miss: nothing was copied.
+        self.lone.run = 0;
+        self.input.alone = false;
+        // Where `read_head` leaves a header read in full.
+        self.len_off = self.off;
+        self.in_fpdu = true;
+        self.head = *head;
+        self.have = HEAD_MAX;
+        self.head_want = HEAD_MAX;
+        self.ulpdu_len = UNTAGGED_HDR_LEN + len;
+        self.advance(HEAD_MAX);
+        if let Err(h) = self.start_payload(engine) {
+            give_back(engine, at, saved);
+            return Err(h);
+        }
+        let placed = match &self.sink {
+            Sink::Engine(Target::Buffer { len: l }) if *l == len => {
+                let mut same =
+                    |b: &mut [u8]| Ok(usize::from(b.as_ptr() as usize == at && b.len() == len));
+                if !matches!(engine.with_buffer(&mut same), Some(Ok(1))) {
+                    engine.framing_error(
+                        TerminateCode::MPA_LOCAL_CATASTROPHIC,
+                        "a longer lone Send was begun into another buffer than it was read into"
+                            .into(),
+                    );
+                    return Err(self.die());
+                }
+                true
+            }
+            Sink::Discard { refused: true, .. } => {
+                give_back(engine, at, saved);
+                false
+            }
+            _ => {
+                engine.framing_error(
+                    TerminateCode::MPA_LOCAL_CATASTROPHIC,
+                    "placement target does not match the lone Send read".into(),
+                );
+                return Err(self.die());
+            }
+        };
+        let done = n - HEAD_MAX;
+        self.digest = digest;
+        self.done = done;
+        self.advance(done);
+        if placed {
+            self.placing += done as u64;
+        }
+        if done == self.payload_len {
+            self.st = self.after_payload_state();
+        }
+        Ok(())
     }
 }
 
