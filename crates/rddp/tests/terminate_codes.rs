@@ -84,6 +84,8 @@ enum Wire {
     BadCrc(Vec<u8>),
     /// A well-formed segment sent after the offending one (not echoed).
     After(Vec<u8>),
+    /// Well-formed segments in one write, so that they arrive together.
+    Together(Vec<Vec<u8>>),
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -476,11 +478,21 @@ fn rows() -> Vec<Row> {
             // cannot all leave, so it still holds the one IRD slot.
             name: "two read requests with IRD 1, responses unread",
             setup: Setup::IrdFull,
+            // Both in one write: the second is read while the first response
+            // is still leaving. (Written one by one, the second could be read
+            // only once the raw peer began reading and the first response
+            // had left: then it was within IRD and answered, no Terminate.)
             wire: |r| {
                 let big = r.big.as_ref().map_or(0, |b| b.stag());
-                let mut w = read_req_msn(1, big, 0, BIG);
-                w.extend(read_req_msn(2, big, 0, BIG));
-                w
+                let segs = [read_req_msn(1, big, 0, BIG), read_req_msn(2, big, 0, BIG)]
+                    .into_iter()
+                    .flatten()
+                    .map(|w| match w {
+                        Wire::Seg(s) => s,
+                        _ => unreachable!("a Read Request is one well-formed segment"),
+                    })
+                    .collect();
+                vec![Wire::Together(segs)]
             },
             code: Tc::RDMAP_CATASTROPHIC_STREAM,
             mdr: MD,
@@ -688,6 +700,7 @@ fn send_wire(raw: &mut RawPeer, wire: &[Wire]) {
     for w in wire {
         match w {
             Wire::Seg(s) | Wire::After(s) => raw.send_segment(s),
+            Wire::Together(segs) => raw.send_segments(segs),
             Wire::BadCrc(s) => {
                 // No Markers, so a fresh encoder frames it as the peer's would.
                 let mut out = Vec::new();
@@ -739,8 +752,12 @@ fn run(row: &Row) -> Result<(), String> {
         }
     }
     send_wire(&mut raw, &wire);
+    let t0 = Instant::now();
     let (term, closed) = raw.terminate();
-    let term = term.ok_or("no Terminate received")?;
+    let term = term.ok_or(format!(
+        "no Terminate received (closed {closed}, {:?})",
+        t0.elapsed()
+    ))?;
     if term.code != row.code {
         return Err(format!("got {} instead of {}", term.code, row.code));
     }
@@ -754,9 +771,12 @@ fn run(row: &Row) -> Result<(), String> {
     }
     // The offending segment is the last one sent before any `After`; its header
     // and length are echoed.
-    let Some(Wire::Seg(last) | Wire::BadCrc(last)) =
-        wire.iter().rev().find(|w| !matches!(w, Wire::After(_)))
-    else {
+    let last = match wire.iter().rev().find(|w| !matches!(w, Wire::After(_))) {
+        Some(Wire::Seg(s) | Wire::BadCrc(s)) => Some(s),
+        Some(Wire::Together(segs)) => segs.last(),
+        _ => None,
+    };
+    let Some(last) = last else {
         return Err("row sends nothing".into());
     };
     if d {

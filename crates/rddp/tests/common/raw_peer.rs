@@ -118,6 +118,15 @@ impl RawPeer {
     }
 
     /// Send raw octets (a broken FPDU, say).
+    /// Send `segs` as FPDUs in one write: they reach the rddp side together.
+    pub fn send_segments(&mut self, segs: &[Vec<u8>]) {
+        let mut out = Vec::new();
+        for seg in segs {
+            self.enc.encode(seg, &mut out).unwrap();
+        }
+        self.sock.write_all(&out).unwrap();
+    }
+
     pub fn send_raw(&mut self, bytes: &[u8]) {
         self.sock.write_all(bytes).unwrap();
     }
