@@ -197,17 +197,8 @@ fn large_payloads_alone_are_never_copied() {
     // (Its own counter window: the other test of this file may run at once,
     // so this one only checks its receiver's own placed count.)
     let mut buf = vec![0u8; 16 * 1024];
-    let mem = MemoryTable::with_seed(7);
+    let (mem, stag) = common::seeded_region(7, BASE, 1 << 20);
     let tx_mem = MemoryTable::with_seed(8);
-    let stag = mem
-        .register(
-            PdId(1),
-            StagScope::Pd,
-            Access::REMOTE_WRITE,
-            BASE,
-            vec![0; 1 << 20],
-        )
-        .unwrap();
     let mut tx = stream(20);
     let mut s = stream(21);
     let data: Vec<u8> = (0..1 << 20).map(|i: usize| (i * 7) as u8).collect();

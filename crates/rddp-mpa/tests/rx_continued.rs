@@ -13,7 +13,7 @@ use bytes::Bytes;
 use common::source::Source;
 use rddp_mpa::fpdu::{FpduReceiver, Progress, RdmapPlacer, RxConfig};
 use rddp_proto::ddp::rx_copied_octets;
-use rddp_proto::mem::{Access, MemoryTable, PdId, Stag, StagScope};
+use rddp_proto::mem::{MemoryTable, Stag};
 use rddp_proto::rdmap::{Completion, RdmapStream, WcStatus, WorkRequest};
 use rddp_wire::FpduEncoder;
 
@@ -32,17 +32,7 @@ fn data(i: usize) -> Vec<u8> {
 
 /// The receiver's region for Writes (the same STag every time: one seed).
 fn memory() -> (MemoryTable, Stag) {
-    let mem = MemoryTable::with_seed(5);
-    let stag = mem
-        .register(
-            PdId(1),
-            StagScope::Pd,
-            Access::REMOTE_WRITE,
-            BASE,
-            vec![0; 8 * LEN],
-        )
-        .unwrap();
-    (mem, stag)
+    common::seeded_region(5, BASE, 8 * LEN)
 }
 
 /// The FPDUs of `sends` Sends and, if `write`, one Write of LEN octets to

@@ -46,6 +46,23 @@ pub fn table(size: usize) -> (MemoryTable, Stag) {
     (m, s)
 }
 
+/// A table of seed `seed` with one remotely writable region of `len` octets
+/// at `base`: the same seed gives the same STag, so a sender's table and a
+/// receiver's agree on it.
+pub fn seeded_region(seed: u64, base: u64, len: usize) -> (MemoryTable, Stag) {
+    let m = MemoryTable::with_seed(seed);
+    let s = m
+        .register(
+            PdId(1),
+            StagScope::Pd,
+            Access::REMOTE_WRITE,
+            base,
+            vec![0; len],
+        )
+        .unwrap();
+    (m, s)
+}
+
 /// What one side saw.
 pub struct Seen {
     pub neg: Negotiated,
