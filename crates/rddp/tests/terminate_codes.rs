@@ -478,10 +478,9 @@ fn rows() -> Vec<Row> {
             // cannot all leave, so it still holds the one IRD slot.
             name: "two read requests with IRD 1, responses unread",
             setup: Setup::IrdFull,
-            // Both in one write: the second is read while the first response
-            // is still leaving. (Written one by one, the second could be read
-            // only once the raw peer began reading and the first response
-            // had left: then it was within IRD and answered, no Terminate.)
+            // Both in one write: the second is read before the first response
+            // starts. A second request read while the first response is
+            // leaving: ird_while_sending.rs.
             wire: |r| {
                 let big = r.big.as_ref().map_or(0, |b| b.stag());
                 let segs = [read_req_msn(1, big, 0, BIG), read_req_msn(2, big, 0, BIG)]

@@ -314,6 +314,11 @@ impl Task for QpTask {
         let shared = self.shared.clone();
         let mut guard = lock(&shared.state);
         let st = &mut *guard;
+        // What this run writes is bounded as what it reads is; a posting or
+        // busy-polling thread writes without a budget (`MpaOut::budget`).
+        if let Some(io) = &mut st.mpa {
+            io.out.budget = Some(RUN_OCTETS);
+        }
         // A busy-polling thread may be the reader now (`super::busy`); an end it
         // met is taken over here.
         let (busy, met) = match st.mpa.as_mut().and_then(|io| io.rx.as_mut()) {
@@ -361,6 +366,10 @@ impl Task for QpTask {
         let Some(io) = &mut st.mpa else {
             return Next::Done;
         };
+        io.out.budget = None;
+        if std::mem::take(&mut io.out.yielded) {
+            more = true;
+        }
         let lingered = io.linger.is_some_and(|t| cx.now >= t);
         if lingered {
             io.out.shutdown(true);
@@ -407,8 +416,9 @@ impl Task for QpTask {
             (true, false) => Some(Interest::READABLE),
         };
         if more {
-            // Used the run's budget, not yet at WouldBlock: no new edge
-            // will come, so run again after the thread's other ready tasks.
+            // Used the run's budget, not yet at WouldBlock (reading) or with
+            // the socket not full (writing): no new edge will come, so run
+            // again after the thread's other ready tasks.
             cx.handle().wake();
         }
         let deadline = [io.linger, self.drain_until, lease]

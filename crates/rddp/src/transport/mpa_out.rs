@@ -34,6 +34,7 @@ use rddp_wire::crc::crc_wire_bytes;
 use rddp_wire::ddp::UNTAGGED_HDR_LEN;
 use rddp_wire::mpa::MPA_CRC_LEN as CRC_LEN;
 use rddp_wire::{Crc32c, DdpHeader, FpduEncoder, Opcode, RdmapControl};
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::net::{Shutdown, TcpStream};
@@ -134,6 +135,12 @@ pub(crate) struct MpaOut {
     pub close: Option<bool>,
     /// The socket was shut down for writing (abortive: after a Terminate).
     pub shut: Option<bool>,
+    /// Octets the loop's task may still write in its current run (`None`: no
+    /// limit, a posting or busy-polling thread writes).
+    pub budget: Option<usize>,
+    /// A write stopped at the run's budget with more to write and the socket
+    /// not full: the task runs again after the thread's other ready tasks.
+    pub yielded: bool,
 }
 
 impl MpaOut {
@@ -155,6 +162,8 @@ impl MpaOut {
             failed: None,
             close: None,
             shut: None,
+            budget: None,
+            yielded: false,
         }
     }
 
@@ -219,21 +228,39 @@ impl MpaOut {
     }
 
     fn write_all_now(&mut self, sent: &mut impl FnMut(Sent)) -> io::Result<()> {
+        // The task's budget for its run: a peer that takes octets as fast as
+        // they are written (a long Read Response, a queue of Writes) would
+        // otherwise keep the loop's thread in this call, the thread's other
+        // connections and this one's own input unserved (a Read Request
+        // beyond IRD was read only once the response before it had left).
+        let spent = Cell::new(0usize);
+        let mut sent = |s: Sent| {
+            spent.set(spent.get() + s.len);
+            sent(s)
+        };
         loop {
             if self.rest.is_some() {
-                self.write_rest(sent)?;
+                self.write_rest(&mut sent)?;
                 if self.blocked {
-                    return Ok(());
+                    break;
                 }
             }
             if self.queue.is_empty() {
-                return Ok(());
+                break;
             }
-            self.write_batch(sent)?;
+            if self.budget.is_some_and(|b| spent.get() >= b) {
+                self.yielded = true;
+                break;
+            }
+            self.write_batch(&mut sent)?;
             if self.blocked {
-                return Ok(());
+                break;
             }
         }
+        if let Some(b) = &mut self.budget {
+            *b = b.saturating_sub(spent.get());
+        }
+        Ok(())
     }
 
     /// Go on with the FPDU the socket took part of.

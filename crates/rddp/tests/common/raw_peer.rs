@@ -161,6 +161,14 @@ impl RawPeer {
         }
     }
 
+    /// The DDP segments in `bytes`, read off this peer's socket by someone else
+    /// (the octets that follow what this peer decoded so far); `None` once the
+    /// framing is broken.
+    pub fn decode(&mut self, bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
+        let mut segs = Vec::new();
+        self.dec.feed(bytes, &mut segs).ok().map(|_| segs)
+    }
+
     /// Read until closed; return the Terminate the rddp side sent, if any.
     pub fn terminate(&mut self) -> (Option<Terminate>, bool) {
         let (segs, closed) = self.read_all(Duration::from_secs(5));
