@@ -10,7 +10,7 @@ mod common;
 mod llp;
 
 use common::wait;
-use rddp::transport::sctp::{SctpOptions, connect};
+use rddp::transport::sctp::{SctpOptions, connect, direct_sends_deferred};
 use rddp::{CompletionQueue, Device, QueuePairBuilder, SendFlags, WcOpcode, WcStatus};
 use rddp_io::{Cx, Next, Task};
 use std::os::fd::RawFd;
@@ -93,16 +93,25 @@ fn a_send_completes_on_the_posting_thread_when_usrsctp_takes_it() {
     prep.post_recv(100, 64).unwrap();
     let conn = connect(addr, SctpOptions::default(), b"").unwrap();
     let qp = prep.attach(conn).unwrap();
-    let mut at_once = 0;
+    let (mut at_once, mut deferred) = (0, 0);
     for i in 0..SENDS as u64 {
         // Every 5th post with the loop stalled; the others let it run.
         let stalled = (i % 5 == 0).then(stall_the_loop);
+        let busy = direct_sends_deferred();
         qp.post_send_inline(i, &[i as u8; 64], SendFlags::default())
             .unwrap();
         let now = cq.poll(1);
         if let Some(release) = stalled {
             release.store(true, Ordering::SeqCst);
-            at_once += usize::from(!now.is_empty());
+            if direct_sends_deferred() > busy {
+                // usrsctp's receive thread held the association's connection
+                // (its upcall reads): the post left the Send to the stalled
+                // task, as it must (it never waits for that lock).
+                deferred += 1;
+                assert!(now.is_empty(), "a deferred Send completed at once");
+            } else {
+                at_once += usize::from(!now.is_empty());
+            }
         }
         let c = if now.is_empty() { wait(&cq, 1) } else { now };
         assert_eq!(c[0].opcode, WcOpcode::Send, "{c:?}");
@@ -112,10 +121,17 @@ fn a_send_completes_on_the_posting_thread_when_usrsctp_takes_it() {
     assert_eq!(all[0].opcode, WcOpcode::Recv, "{all:?}");
     assert_eq!(server.join().unwrap(), SENDS);
     // Through the association's task no completion comes while the loop is
-    // stalled.
+    // stalled: each Send posted then completed at once, unless the connection
+    // was held by usrsctp's thread at that moment (rare: at most 2 of 10).
     assert_eq!(
-        at_once,
+        at_once + deferred,
         SENDS / 5,
-        "Sends posted with the event loop stalled that completed at once"
+        "Sends posted with the event loop stalled that completed at once \
+         ({deferred} found the connection held)"
+    );
+    assert!(
+        deferred <= 2,
+        "{deferred} of {} posts found the connection held",
+        SENDS / 5
     );
 }

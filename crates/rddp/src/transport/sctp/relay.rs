@@ -15,6 +15,7 @@ use rddp_proto::mem::MemoryTable;
 use rddp_sctp::driver::SctpConnection;
 use std::collections::VecDeque;
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,20 @@ use std::time::{Duration, Instant};
 /// it the driver stops reading the association, so SCTP's receive window holds the
 /// peer back (backpressure) instead of a queue growing without bound.
 pub(super) const INBOUND_MAX_OCTETS: usize = 256 * 1024;
+
+/// Posts of every SCTP queue pair in this process whose segments were left to
+/// the association's task because another thread held the association's
+/// connection at that moment (see [`direct_sends_deferred`]).
+static DEFERRED_BUSY: AtomicU64 = AtomicU64::new(0);
+
+/// How many times a posting thread found the association's connection held by
+/// another thread (usrsctp's receive thread reading in its upcall, or the
+/// association's task) and left its segments to the task instead of handing
+/// them to usrsctp itself: those Sends and Writes complete on the loop, one
+/// hop later, not on the posting thread.
+pub fn direct_sends_deferred() -> u64 {
+    DEFERRED_BUSY.load(Ordering::Relaxed)
+}
 
 #[derive(Debug, Default)]
 struct RelayState {
@@ -186,7 +201,7 @@ impl Relay {
         let conn = st.conn.as_ref().and_then(Weak::upgrade);
         let assoc = st.assoc.clone();
         drop(st);
-        if let Some(conn) = conn
+        if let Some(conn) = &conn
             && let Ok(mut c) = conn.try_lock()
         {
             if c.is_blocked() {
@@ -208,6 +223,12 @@ impl Relay {
                 wake(assoc);
             }
             return true;
+        }
+        if conn.is_some() {
+            // Held: never waited for (the posting thread holds the queue
+            // pair's lock; the holder may want it: lock order connection,
+            // then queue pair).
+            DEFERRED_BUSY.fetch_add(1, Ordering::Relaxed);
         }
         wake(assoc);
         true
