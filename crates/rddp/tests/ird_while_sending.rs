@@ -12,11 +12,10 @@
 #[path = "common/raw_peer.rs"]
 mod raw_peer;
 
-use raw_peer::RawPeer;
-use rddp::transport::mpa::Listener;
+use raw_peer::{RawPeer, terminate_in};
 use rddp::{Access, CompletionQueue, Device, QueuePairBuilder, Quota, TerminateCode};
 use rddp_mpa::MpaOptions;
-use rddp_wire::{ReadRequestHeader, Terminate};
+use rddp_wire::ReadRequestHeader;
 use std::io::Read;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -50,11 +49,7 @@ fn read_request_beyond_ird_is_seen_while_a_response_leaves() {
     let cq = CompletionQueue::new(64);
     let mut opts = MpaOptions::rev1();
     opts.ird = 1;
-    let listener = Listener::bind("127.0.0.1:0", opts).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let accept = std::thread::spawn(move || listener.accept());
-    let mut raw = RawPeer::connect(addr, true);
-    let conn = accept.join().unwrap().unwrap();
+    let (mut raw, conn) = RawPeer::accepted_with(opts);
     let _qp = QueuePairBuilder::new(&pd, &cq, &cq)
         .build()
         .unwrap()
@@ -106,11 +101,7 @@ fn read_request_beyond_ird_is_seen_while_a_response_leaves() {
 
     let (all, closed) = reader.join().unwrap();
     let segs = raw.decode(&all).expect("well-framed FPDUs");
-    let term = segs
-        .iter()
-        .find(|s| s.len() >= 18 && s[0] & 0x80 == 0 && s[1] & 0x0F == 7)
-        .and_then(|s| Terminate::parse(&s[18..]).ok());
-    let term = term.unwrap_or_else(|| {
+    let term = terminate_in(&segs).unwrap_or_else(|| {
         panic!(
             "no Terminate: the peer read {} octets ({leaving} before the second \
              Read Request), closed {closed}",

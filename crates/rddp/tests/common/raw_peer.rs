@@ -22,6 +22,13 @@ pub fn read_frame(sock: &mut TcpStream) -> MpaFrame {
     MpaFrame::parse(&all).unwrap()
 }
 
+/// The first Terminate among DDP segments (untagged, RDMAP opcode 7), parsed.
+pub fn terminate_in(segs: &[Vec<u8>]) -> Option<Terminate> {
+    segs.iter()
+        .find(|s| s.len() >= 18 && s[0] & 0x80 == 0 && s[1] & 0x0F == 7)
+        .and_then(|s| Terminate::parse(&s[18..]).ok())
+}
+
 pub struct RawPeer {
     pub sock: TcpStream,
     enc: FpduEncoder,
@@ -34,7 +41,12 @@ impl RawPeer {
     /// A Rev 1 rddp listener on a port of its own and a raw peer connected to it
     /// (C=1): the raw peer and the rddp side's connection.
     pub fn accepted_rev1() -> (Self, Connection) {
-        let listener = Listener::bind("127.0.0.1:0", MpaOptions::rev1()).unwrap();
+        Self::accepted_with(MpaOptions::rev1())
+    }
+
+    /// As [`Self::accepted_rev1`], the listener with `opts` (its IRD, say).
+    pub fn accepted_with(opts: MpaOptions) -> (Self, Connection) {
+        let listener = Listener::bind("127.0.0.1:0", opts).unwrap();
         let addr = listener.local_addr().unwrap();
         let accept = std::thread::spawn(move || listener.accept());
         let raw = Self::connect(addr, true);
@@ -117,7 +129,6 @@ impl RawPeer {
         self.send_raw(&bad);
     }
 
-    /// Send raw octets (a broken FPDU, say).
     /// Send `segs` as FPDUs in one write: they reach the rddp side together.
     pub fn send_segments(&mut self, segs: &[Vec<u8>]) {
         let mut out = Vec::new();
@@ -127,6 +138,7 @@ impl RawPeer {
         self.sock.write_all(&out).unwrap();
     }
 
+    /// Send raw octets (a broken FPDU, say).
     pub fn send_raw(&mut self, bytes: &[u8]) {
         self.sock.write_all(bytes).unwrap();
     }
@@ -172,10 +184,6 @@ impl RawPeer {
     /// Read until closed; return the Terminate the rddp side sent, if any.
     pub fn terminate(&mut self) -> (Option<Terminate>, bool) {
         let (segs, closed) = self.read_all(Duration::from_secs(5));
-        let term = segs
-            .iter()
-            .find(|s| s.len() >= 18 && s[0] & 0x80 == 0 && s[1] & 0x0F == 7)
-            .and_then(|s| Terminate::parse(&s[18..]).ok());
-        (term, closed)
+        (terminate_in(&segs), closed)
     }
 }
