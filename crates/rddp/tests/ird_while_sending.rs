@@ -9,11 +9,12 @@
 //! first response had left: then it was within IRD, answered, and no Terminate
 //! came (this test failed 4 runs in 4).
 
+mod common;
 #[path = "common/raw_peer.rs"]
 mod raw_peer;
 
 use raw_peer::{RawPeer, terminate_in};
-use rddp::{Access, CompletionQueue, Device, QueuePairBuilder, Quota, TerminateCode};
+use rddp::{Access, CompletionQueue, Device, QueuePairBuilder, TerminateCode};
 use rddp_mpa::MpaOptions;
 use rddp_wire::ReadRequestHeader;
 use std::io::Read;
@@ -44,8 +45,7 @@ fn read_request(msn: u32, stag: u32) -> Vec<u8> {
 #[test]
 fn read_request_beyond_ird_is_seen_while_a_response_leaves() {
     let dev = Device::new();
-    let consumer = dev.consumer("responder", Quota::default()).unwrap();
-    let pd = consumer.alloc_pd().unwrap();
+    let pd = common::pd(&dev, "responder");
     let cq = CompletionQueue::new(64);
     let mut opts = MpaOptions::rev1();
     opts.ird = 1;
