@@ -31,6 +31,10 @@ pub const SCTP_RECVRCVINFO: c_int = 0x1f;
 pub const SCTP_RECVNXTINFO: c_int = 0x20;
 pub const SCTP_REMOTE_UDP_ENCAPS_PORT: c_int = 0x24;
 pub const SCTP_STATUS: c_int = 0x100;
+/// Not in usrsctp.h: netinet/sctp.h of usrsctp 0.9.5.0 (the FreeBSD socket
+/// API's number). Answers `struct sctp_sockstat`; a library without it
+/// answers an error, and the caller must then do without.
+pub const SCTP_GET_SNDBUF_USE: c_int = 0x1101;
 
 // sendv/recvv info types.
 pub const SCTP_SENDV_SNDINFO: c_uint = 1;
@@ -164,6 +168,16 @@ pub struct sctp_status {
     pub sstat_outstrms: u16,
     pub sstat_fragmentation_point: u32,
     pub sstat_primary: sctp_paddrinfo,
+}
+
+/// `struct sctp_sockstat` (netinet/sctp_uio.h, 0.9.5.0): octets SCTP holds
+/// for sending (queued and not yet acknowledged) and received, not yet read.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct sctp_sockstat {
+    pub ss_assoc_id: sctp_assoc_t,
+    pub ss_total_sndbuf: u32,
+    pub ss_total_recv_buf: u32,
 }
 
 #[repr(C)]
@@ -517,6 +531,14 @@ layout!(
     sstat_primary = 24
 );
 layout!(sctp_assoc_value, 8, 4, assoc_id = 0, assoc_value = 4);
+layout!(
+    sctp_sockstat,
+    12,
+    4,
+    ss_assoc_id = 0,
+    ss_total_sndbuf = 4,
+    ss_total_recv_buf = 8
+);
 layout!(sctp_tlv, 8, 4, sn_type = 0, sn_flags = 2, sn_length = 4);
 layout!(
     sctp_assoc_change,
