@@ -114,22 +114,28 @@ struct Signal {
 /// the path busy meanwhile.
 const SEND_WAKE_SHARE: u32 = 2;
 
+/// Read an IPPROTO_SCTP option of `so` into `v`: `usrsctp_getsockopt`'s
+/// return value. For [`Socket::getopt`] and the upcall, which has the
+/// socket's pointer only.
+///
+/// # Safety
+/// `so` is a live usrsctp socket for the whole call.
+unsafe fn getopt_of<T: Copy>(api: &Api, so: *mut socket, opt: c_int, v: &mut T) -> c_int {
+    let mut len = core::mem::size_of::<T>() as socklen_t;
+    // SAFETY: `so` is live (the caller's promise); `v` is valid and writable
+    // for `len` octets.
+    unsafe { (api.getsockopt)(so, IPPROTO_SCTP, opt, (v as *mut T).cast(), &mut len) }
+}
+
 /// Octets SCTP holds for sending on `so`: queued, or sent and not yet
 /// acknowledged. `None` where the library does not answer.
-fn send_held(api: &Api, so: *mut socket) -> Option<u32> {
+///
+/// # Safety
+/// As [`getopt_of`]: `so` is live for the whole call.
+unsafe fn send_held(api: &Api, so: *mut socket) -> Option<u32> {
     let mut ss = sctp_sockstat::default();
-    let mut len = core::mem::size_of::<sctp_sockstat>() as socklen_t;
-    // SAFETY: `so` is live (the caller's socket, or the upcall's, see there);
-    // `ss` is valid and writable for `len` octets.
-    let r = unsafe {
-        (api.getsockopt)(
-            so,
-            IPPROTO_SCTP,
-            SCTP_GET_SNDBUF_USE,
-            (&mut ss as *mut sctp_sockstat).cast(),
-            &mut len,
-        )
-    };
+    // SAFETY: `so` is live (the caller's promise).
+    let r = unsafe { getopt_of(api, so, SCTP_GET_SNDBUF_USE, &mut ss) };
     (r == 0).then_some(ss.ss_total_sndbuf)
 }
 
@@ -137,12 +143,16 @@ impl Signal {
     /// Whether a refused sender should be woken now: enough of what SCTP
     /// held at the refusal has left (see [`SEND_WAKE_SHARE`]), or it cannot
     /// be told.
-    fn room_for_sender(&self, api: &Api, so: *mut socket) -> bool {
+    ///
+    /// # Safety
+    /// As [`getopt_of`]: `so` is live for the whole call.
+    unsafe fn room_for_sender(&self, api: &Api, so: *mut socket) -> bool {
         let at = self.held_at_refusal.load(Ordering::Acquire);
         if at == u32::MAX {
             return true;
         }
-        send_held(api, so).is_none_or(|now| now <= at - at / SEND_WAKE_SHARE)
+        // SAFETY: `so` is live (the caller's promise).
+        unsafe { send_held(api, so) }.is_none_or(|now| now <= at - at / SEND_WAKE_SHARE)
     }
 }
 
@@ -177,7 +187,8 @@ unsafe extern "C" fn upcall(so: *mut socket, arg: *mut c_void, _flags: c_int) {
             || events <= 0
             || (events & SCTP_EVENT_WRITE != 0
                 && s.want_write.load(Ordering::Acquire)
-                && api.is_none_or(|api| s.room_for_sender(api, so))
+                // SAFETY: `so` is live for the upcall's duration (see above).
+                && api.is_none_or(|api| unsafe { s.room_for_sender(api, so) })
                 && s.want_write.swap(false, Ordering::AcqRel));
         if !wanted {
             return;
@@ -336,12 +347,11 @@ impl Socket {
 
     /// Read an IPPROTO_SCTP option into `v` (which may carry an assoc id in).
     pub fn getopt<T: Copy>(&self, opt: c_int, v: &mut T) -> Result<(), Error> {
-        let mut len = core::mem::size_of::<T>() as socklen_t;
-        // SAFETY: `v` is valid and writable for `len` octets.
-        let r = unsafe {
-            (self.api.getsockopt)(self.so, IPPROTO_SCTP, opt, (v as *mut T).cast(), &mut len)
-        };
-        ret(r, "getsockopt")
+        // SAFETY: `self.so` is live until the socket is dropped.
+        ret(
+            unsafe { getopt_of(self.api, self.so, opt, v) },
+            "getsockopt",
+        )
     }
 
     pub fn set_adaptation_layer(&self, indication: u32) -> Result<(), Error> {
@@ -533,7 +543,8 @@ impl Socket {
     fn retry_send(&self, mut send: impl FnMut() -> Result<usize, Error>) -> Result<usize, Error> {
         match send() {
             Err(e) if e.would_block() => {
-                let held = send_held(self.api, self.so).unwrap_or(u32::MAX);
+                // SAFETY: `self.so` is live until the socket is dropped.
+                let held = unsafe { send_held(self.api, self.so) }.unwrap_or(u32::MAX);
                 self.signal.held_at_refusal.store(held, Ordering::Release);
                 self.signal.want_write.store(true, Ordering::Release);
                 send()
