@@ -21,7 +21,9 @@
 //! after [`fused_available`] (or, for the small-piece loop, SSE 4.2's own
 //! check) saw every feature they enable at run time, and
 //! they read the data with unaligned vector loads at offsets they check
-//! against the slice's length (invariants in `x86.rs`).
+//! against the slice's length (invariants in `x86.rs`). `scripts/test.sh`
+//! runs the reference test under Miri with those features enabled, so every
+//! load is checked against the slice it came from.
 
 #[cfg(target_arch = "x86_64")]
 mod x86;
