@@ -4,7 +4,7 @@ use crate::device::Device;
 use crate::error::Error;
 use crate::pd::ProtectionDomain;
 use crate::quota::Resource;
-use rddp_proto::ddp::Payload;
+use rddp_proto::ddp::{Payload, RegionSpan};
 use rddp_proto::mem::{Access, RegionRef, Stag, StagScope, StreamId};
 
 /// What the peer needs to reach a region: advertise it (e.g. in a Send).
@@ -138,6 +138,16 @@ impl MemoryRegion {
                 size: self.len,
             },
         )
+    }
+
+    /// `len` octets at `offset` as a receive's place (no copy).
+    pub(crate) fn span(&self, offset: u64, len: u64) -> Result<RegionSpan, Error> {
+        self.check(offset, len)?;
+        Ok(RegionSpan {
+            region: self.region.clone(),
+            offset: offset as usize,
+            len: len as usize,
+        })
     }
 
     /// Copy `len` octets out of the region at `offset` (local access).

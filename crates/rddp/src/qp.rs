@@ -753,6 +753,41 @@ impl QueuePair {
         res
     }
 
+    /// Post a receive whose Send lands in `len` octets of `mr` at `offset`, as
+    /// `ibv_post_recv` with one SGE in an MR: the payload goes from the LLP
+    /// straight there, and the completion's `byte_len` says how much it
+    /// filled (its `buffer` is an empty `Vec`; read the region). Receives may
+    /// name the same octets (perftest posts every receive of a bandwidth test
+    /// on one buffer): the application reads a message before the next one
+    /// that names them can arrive. The queue pair holds the region's memory
+    /// until the receive completes. An ordered receive queue only (not with
+    /// credits or a shared receive queue: [`Error::Stream`]); it counts
+    /// against the receive queue's depth as [`Self::post_recv_buffer`].
+    pub fn post_recv_mr(
+        &self,
+        wr_id: u64,
+        mr: &MemoryRegion,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), Error> {
+        self.same_pd(mr)?;
+        let place = mr.span(offset, len)?;
+        let consumer = &self.shared.pd.inner.consumer;
+        let mut st = lock(&self.shared.state);
+        consumer.charge(Resource::ReceiveBuffers, 1)?;
+        if let Err(e) = st.wq.post_recv(wr_id) {
+            consumer.refund(Resource::ReceiveBuffers, 1);
+            return Err(e.into());
+        }
+        if let Err(e) = st.rdmap.post_recv_in_region(wr_id, place) {
+            st.wq.unpost_recv(wr_id);
+            consumer.refund(Resource::ReceiveBuffers, 1);
+            return Err(Error::Stream(e));
+        }
+        self.shared.pump(&mut st);
+        Ok(())
+    }
+
     /// Enable the next `n` MSNs of incoming Sends (credits-mode shared receive
     /// queue, seed 003 strategy 3). Tell the peer how many it may send. A credit
     /// counts against `max_recv_wr` until the completion it enabled is polled.

@@ -2,7 +2,8 @@
 //! real MPA/TCP queue pairs (CRC on) through a small TCP proxy that flips one
 //! payload octet of the first large FPDU in one direction. For each payload
 //! kind (RDMA Write, Read Response, Send into a posted receive buffer, Send
-//! into a shared receive queue's buffer) the receiving queue pair sends
+//! into a shared receive queue's buffer, Send into a receive posted in a
+//! registered region) the receiving queue pair sends
 //! Terminate 2/0/0x02, the peer sees it (async event), no completion with data
 //! is given for that message, and the connection closes.
 
@@ -106,6 +107,7 @@ enum Kind {
     ReadResponse,
     Send,
     SendSrq,
+    SendRegion,
 }
 
 /// Completions of `cq` within `d`.
@@ -143,9 +145,16 @@ fn scenario(kind: Kind) {
         let mut prepared = b.build().unwrap();
         match &pool {
             Some(p) => p.post_recv(1, SEND).unwrap(),
+            None if kind == Kind::SendRegion => {}
             None => prepared.post_recv(1, SEND).unwrap(),
         }
         let qp = prepared.attach(listener.accept().unwrap()).unwrap();
+        // A receive into a region: octets around its span must stay.
+        let place = pd.register(vec![0x33; 3 * SEND], Access::NONE).unwrap();
+        if kind == Kind::SendRegion {
+            qp.post_recv_mr(1, &place, SEND as u64, SEND as u64)
+                .unwrap();
+        }
         let buf = qp
             .register_bound(vec![0x77; MIB], Access::REMOTE_READ | Access::REMOTE_WRITE)
             .unwrap();
@@ -157,7 +166,10 @@ fn scenario(kind: Kind) {
             .into_iter()
             .filter(|w| w.opcode == WcOpcode::Recv)
             .collect();
-        (ev, recvs)
+        let around = place.read(0, SEND as u64).unwrap() == vec![0x33; SEND]
+            && place.read(2 * SEND as u64, SEND as u64).unwrap() == vec![0x33; SEND]
+            && place.guards_intact();
+        (ev, recvs, around)
     });
 
     let pd = common::pd(&dev, "client");
@@ -172,13 +184,13 @@ fn scenario(kind: Kind) {
     let data = pd.register(vec![0x5A; MIB], Access::REMOTE_WRITE).unwrap();
     match kind {
         Kind::Write => qp.post_write(10, &data, 0, MIB as u64, remote, 0).unwrap(),
-        Kind::Send | Kind::SendSrq => qp
+        Kind::Send | Kind::SendSrq | Kind::SendRegion => qp
             .post_send(11, &data, 0, SEND as u64, SendFlags::default())
             .unwrap(),
         Kind::ReadResponse => qp.post_read(12, &data, 0, MIB as u32, remote, 0).unwrap(),
     }
     let ev = events_until(&qp, |e| (crc_sent(e) || crc_received(e)) && closed(e));
-    let (server_ev, server_recvs) = server.join().unwrap();
+    let (server_ev, server_recvs, around) = server.join().unwrap();
     let client_wc = drain(&cq, Duration::from_millis(100));
     let what = format!("{kind:?}: client {ev:?}, server {server_ev:?}");
     let (receiver, peer) = if kind == Kind::ReadResponse {
@@ -196,6 +208,7 @@ fn scenario(kind: Kind) {
     for w in &server_recvs {
         assert_ne!(w.status, WcStatus::Success, "{what}: {w:?}");
     }
+    assert!(around, "{what}: octets outside the receive's span changed");
     if kind == Kind::ReadResponse {
         let read = client_wc.iter().find(|w| w.wr_id == 12);
         assert!(
@@ -224,4 +237,9 @@ fn a_bad_crc_on_a_send_into_a_posted_buffer_delivers_nothing() {
 #[test]
 fn a_bad_crc_on_a_send_into_a_pool_buffer_delivers_nothing() {
     scenario(Kind::SendSrq);
+}
+
+#[test]
+fn a_bad_crc_on_a_send_into_a_region_receive_delivers_nothing() {
+    scenario(Kind::SendRegion);
 }

@@ -79,6 +79,16 @@ impl DdpSink {
                 {
                     return None;
                 }
+                // A receive posted into a region is taken alone, header first
+                // (a batch reads into one region, for its tagged segments).
+                if self
+                    .queues
+                    .get_mut(h.qn as usize)
+                    .and_then(|q| q.slot(h.msn))
+                    .is_some_and(|s| s.place.is_some())
+                {
+                    return None;
+                }
                 let meta = self.check_untagged(&h, payload_len, seg_len, true).ok()?;
                 let target = if payload_len == 0 {
                     Target::Nothing

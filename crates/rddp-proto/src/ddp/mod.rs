@@ -29,7 +29,7 @@ pub use payload::{
 pub use pool::{
     BufferOrdering, BufferPool, PoolConfig, PoolError, PoolEvent, PoolId, PoolStats, PoolStrategy,
 };
-pub use recv_queue::{RecvBuffer, RecvModel};
+pub use recv_queue::{RecvBuffer, RecvModel, RegionSpan};
 pub use sink::{DdpSink, Delivery, SinkStats, TaggedProgress, Target, split_segment};
 pub use source::{DdpSource, OutSegment};
 pub use stream::{DdpStream, StreamEvent, StreamState};

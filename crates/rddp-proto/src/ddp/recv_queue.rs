@@ -15,7 +15,7 @@
 use super::pool::{BufferOrdering, BufferPool, PoolStrategy, QueueKey};
 use super::slots::SlotMap;
 use crate::cq::{CqError, CqLedger, CqReservation, CqSource};
-use crate::mem::StreamId;
+use crate::mem::{RegionRef, StreamId};
 use rddp_wire::TerminateCode;
 
 /// A receive buffer the ULP posts for one untagged message. Owned by DDP from
@@ -26,6 +26,19 @@ pub struct RecvBuffer {
     pub id: u64,
     /// Capacity is `data.len()`; a delivery says how many octets the message filled.
     pub data: Vec<u8>,
+}
+
+/// Where a receive posted into a registered region puts its message: `len`
+/// octets of `region`'s data from `offset` (as an `ibv_sge` of a receive
+/// names an MR's memory). Several posted receives may name the same octets
+/// (as perftest's do): each message overwrites what the one before left, and
+/// the application reads a message from the region after its completion and
+/// before reposting. Ordered receive queues only (strategy 1).
+#[derive(Debug, Clone)]
+pub struct RegionSpan {
+    pub region: RegionRef,
+    pub offset: usize,
+    pub len: usize,
 }
 
 /// How a queue decides that an MSN is valid and when a buffer is associated.
@@ -40,6 +53,9 @@ pub enum RecvModel {
 #[derive(Debug)]
 pub(crate) struct MsgSlot {
     pub buf: RecvBuffer,
+    /// A receive posted into a region: the message goes there, `buf.data`
+    /// is empty.
+    pub place: Option<RegionSpan>,
     /// Payload octets of segments already processed in sender order.
     pub ordered_bytes: u64,
     /// Message length, known once the L=1 segment is processed in sender order.
@@ -54,6 +70,7 @@ impl MsgSlot {
     fn new(buf: RecvBuffer) -> Self {
         Self {
             buf,
+            place: None,
             ordered_bytes: 0,
             end: None,
             rsvd_ulp: [0; 5],
@@ -62,11 +79,20 @@ impl MsgSlot {
     }
 }
 
+impl MsgSlot {
+    /// Octets the message may fill.
+    pub fn capacity(&self) -> usize {
+        self.place.as_ref().map_or(self.buf.data.len(), |p| p.len)
+    }
+}
+
 /// Why a queue refuses a local request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PostRefused {
     /// The queue's (CQ-reserved) depth is reached.
     Depth(usize),
+    /// A receive into a region on a queue that takes buffers from a pool.
+    RegionNotOrdered,
     /// The pool holds its maximum.
     PoolFull(usize),
 }
@@ -182,6 +208,25 @@ impl UntaggedQueue {
         }
     }
 
+    /// Post a receive whose message goes into `place` (strategy 1 only: a
+    /// pool's buffers are the pool's own). `id` as [`RecvBuffer::id`].
+    pub fn post_in_region(&mut self, id: u64, place: RegionSpan) -> Result<(), PostRefused> {
+        if !matches!(self.model, Model::Ordered) {
+            return Err(PostRefused::RegionNotOrdered);
+        }
+        let n = self.slots.len() as u64;
+        if self.limit.is_some_and(|l| n >= l) {
+            return Err(PostRefused::Depth(n as usize));
+        }
+        let mut slot = MsgSlot::new(RecvBuffer {
+            id,
+            data: Vec::new(),
+        });
+        slot.place = Some(place);
+        self.slots.insert(self.expected_abs + n, slot);
+        Ok(())
+    }
+
     /// Strategy 3: enable the next `n` MSNs. False under other strategies, or if
     /// the window would pass the credit limit reserved on the CQ (nothing granted).
     pub fn grant(&mut self, n: u32) -> bool {
@@ -288,7 +333,9 @@ impl UntaggedQueue {
             return None;
         }
         let slot = self.slots.get_mut(self.expected_abs)?;
-        if slot.ordered_bytes != 0 || slot.end.is_some() {
+        // A receive into a region is taken header first (its target is the
+        // region's, as a tagged segment's).
+        if slot.ordered_bytes != 0 || slot.end.is_some() || slot.place.is_some() {
             return None;
         }
         Some((self.expected_msn, slot.buf.data.as_mut_slice()))
@@ -347,6 +394,10 @@ impl UntaggedQueue {
             if let Some(&&i) = next.peek()
                 && keys[i] == k
             {
+                if slot.place.is_some() {
+                    // Never in a batch (`DdpSink::begin_more`).
+                    return None;
+                }
                 out[i] = Some(slot.buf.data.as_mut_slice());
                 next.next();
             }

@@ -9,7 +9,7 @@
 use super::error::{DdpError, SourceError};
 use super::order::{OrderError, SegMeta, SenderOrder};
 use super::pool::BufferPool;
-use super::recv_queue::{PostRefused, RecvBuffer, RecvModel, UntaggedQueue};
+use super::recv_queue::{PostRefused, RecvBuffer, RecvModel, RegionSpan, UntaggedQueue};
 use super::{DdpConfig, SenderSeq};
 use crate::cq::{CqError, CqLedger};
 use crate::mem::{Access, AccessFault, MemoryTable, PdId, RegionRef, Stag, StreamId};
@@ -211,10 +211,23 @@ impl DdpSink {
             .get_mut(qn as usize)
             .ok_or(SourceError::InvalidQn { qn, count })?
             .post(buf)
-            .map_err(|r| match r {
-                PostRefused::Depth(limit) => SourceError::RecvQueueFull { qn, limit },
-                PostRefused::PoolFull(n) => SourceError::PoolFull(n),
-            })
+            .map_err(|r| refused(qn, r))
+    }
+
+    /// Post a receive on `qn` whose message goes into `place` (an ordered
+    /// queue: [`super::recv_queue::RegionSpan`]).
+    pub fn post_recv_in_region(
+        &mut self,
+        qn: u32,
+        id: u64,
+        place: RegionSpan,
+    ) -> Result<(), SourceError> {
+        let count = self.queues.len() as u32;
+        self.queues
+            .get_mut(qn as usize)
+            .ok_or(SourceError::InvalidQn { qn, count })?
+            .post_in_region(id, place)
+            .map_err(|r| refused(qn, r))
     }
 
     /// Buffers posted on `qn` and not yet delivered. For a queue on a shared pool:
@@ -437,7 +450,7 @@ impl DdpSink {
                 other_opcode(h.qn, h.msn, h.rsvd_ulp[0], c),
             ));
         }
-        let cap = slot.buf.data.len() as u64;
+        let cap = slot.capacity() as u64;
         let mo = u64::from(h.mo);
         if mo > cap {
             return Err(err(
@@ -663,3 +676,12 @@ mod batch;
 #[path = "direct.rs"]
 mod direct;
 pub use direct::{Target, split_segment};
+
+/// A queue's refusal of a post, as the stream reports it.
+fn refused(qn: u32, r: PostRefused) -> SourceError {
+    match r {
+        PostRefused::Depth(limit) => SourceError::RecvQueueFull { qn, limit },
+        PostRefused::PoolFull(n) => SourceError::PoolFull(n),
+        PostRefused::RegionNotOrdered => SourceError::RegionNotOrdered { qn },
+    }
+}

@@ -10,7 +10,7 @@
 use super::Payload;
 use super::error::{DdpError, SourceError, StreamError};
 use super::pool::BufferPool;
-use super::recv_queue::RecvBuffer;
+use super::recv_queue::{RecvBuffer, RegionSpan};
 use super::sink::{DdpSink, Delivery, SinkStats};
 use super::source::{DdpSource, OutSegment};
 use super::{DdpConfig, SenderSeq};
@@ -202,6 +202,23 @@ impl DdpStream {
     pub fn post_recv(&mut self, qn: u32, buf: RecvBuffer) -> Result<(), StreamError> {
         match self.state {
             StreamState::Open | StreamState::Closing => Ok(self.sink.post_recv(qn, buf)?),
+            StreamState::Erroneous(c) => Err(StreamError::Erroneous(c)),
+            StreamState::Closed => Err(StreamError::Closed),
+        }
+    }
+
+    /// Post a receive on `qn` whose message goes into `place` (see
+    /// [`super::RegionSpan`]; ordered receive queues only).
+    pub fn post_recv_in_region(
+        &mut self,
+        qn: u32,
+        id: u64,
+        place: RegionSpan,
+    ) -> Result<(), StreamError> {
+        match self.state {
+            StreamState::Open | StreamState::Closing => {
+                Ok(self.sink.post_recv_in_region(qn, id, place)?)
+            }
             StreamState::Erroneous(c) => Err(StreamError::Erroneous(c)),
             StreamState::Closed => Err(StreamError::Closed),
         }

@@ -20,7 +20,7 @@ mod wr;
 pub use tx::RtrRefused;
 pub use wr::{AsyncEvent, Completion, WcOpcode, WcStatus, WorkRequest};
 
-use crate::ddp::{DdpConfig, DdpStream, RecvBuffer, SourceError, StreamError};
+use crate::ddp::{DdpConfig, DdpStream, RecvBuffer, RegionSpan, SourceError, StreamError};
 use crate::mem::{PdId, StreamId};
 use crate::stats::{RdmapCounters, StreamStats};
 use rddp_wire::rdmap::qn;
@@ -258,6 +258,29 @@ impl RdmapStream {
                 data: buf,
             },
         )
+    }
+
+    /// Post a receive for Sends whose message goes into `place`, octets of a
+    /// registered region (see [`RegionSpan`]); its completion hands back an
+    /// empty buffer. `wr_id` and a dead stream as [`Self::post_recv`].
+    pub fn post_recv_in_region(
+        &mut self,
+        wr_id: u64,
+        place: RegionSpan,
+    ) -> Result<(), StreamError> {
+        if wr_id >= INTERNAL_WR_ID {
+            return Err(StreamError::Source(SourceError::InvalidQn {
+                qn: qn::SEND,
+                count: qn::COUNT,
+            }));
+        }
+        if self.terminated {
+            let mut c = Completion::new(wr_id, WcOpcode::Recv, WcStatus::Flushed, 0);
+            c.buffer = Some(Vec::new());
+            self.completions.push_back(c);
+            return Ok(());
+        }
+        self.ddp.post_recv_in_region(qn::SEND, wr_id, place)
     }
 
     pub fn poll_completion(&mut self) -> Option<Completion> {

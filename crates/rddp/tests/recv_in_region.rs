@@ -1,0 +1,264 @@
+//! Receives posted into a registered region (`QueuePair::post_recv_mr`, as
+//! `ibv_post_recv` with an SGE in an MR) over real MPA/TCP queue pairs, CRC
+//! on: a Send's payload goes from the socket straight into the region's
+//! octets that the receive names (no user-space copy: `rx_copied_octets`),
+//! several receives may name the same octets (as perftest posts them), a
+//! Send longer than its receive is refused (1/2/0x05) with nothing placed
+//! outside it, and a receive into a region needs an ordered receive queue.
+
+mod common;
+
+use common::wait;
+use rddp::transport::mpa::Listener;
+use rddp::{
+    Access, BufferOrdering, CompletionQueue, Device, Error, MemoryRegion, ProtectionDomain,
+    QueuePair, QueuePairBuilder, SendFlags, SharedReceiveQueue, SrqMode, TerminateCode, WcOpcode,
+    WcStatus,
+};
+use rddp_mpa::MpaOptions;
+use rddp_proto::ddp::rx_copied_octets;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const REGION: usize = 256 * 1024;
+const FILL: u8 = 0x11;
+/// The span two receives share, and a small one elsewhere.
+const SHARED: (u64, u64) = (4096, 64 * 1024);
+const SMALL: (u64, u64) = (200_000, 64);
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+/// One end: its protection domain, queue pair and CQ.
+struct End {
+    pd: ProtectionDomain,
+    qp: QueuePair,
+    cq: CompletionQueue,
+}
+
+/// A connected pair over loopback MPA: (server, client).
+fn pair() -> (End, End) {
+    let dev = Device::new();
+    let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let sdev = dev.clone();
+    let server = std::thread::spawn(move || {
+        let pd = common::pd(&sdev, "server");
+        let cq = CompletionQueue::new(64);
+        let prepared = QueuePairBuilder::new(&pd, &cq, &cq).build().unwrap();
+        let qp = prepared.attach(listener.accept().unwrap()).unwrap();
+        End { pd, qp, cq }
+    });
+    let pd = common::pd(&dev, "client");
+    let cq = CompletionQueue::new(64);
+    let prepared = QueuePairBuilder::new(&pd, &cq, &cq).build().unwrap();
+    let qp = prepared.connect_mpa(addr, MpaOptions::default()).unwrap();
+    (server.join().unwrap(), End { pd, qp, cq })
+}
+
+fn send(e: &End, id: u64, data: &[u8]) {
+    let mr = e.pd.register(data.to_vec(), Access::NONE).unwrap();
+    e.qp.post_send(id, &mr, 0, data.len() as u64, SendFlags::default())
+        .unwrap();
+    let wc = wait(&e.cq, 1).pop().unwrap();
+    assert_eq!((wc.wr_id, wc.status), (id, WcStatus::Success), "{wc:?}");
+}
+
+/// The region outside `spans` still holds FILL, and no guard octet changed.
+fn untouched_outside(mr: &MemoryRegion, spans: &[(u64, u64)]) {
+    let all = mr.read(0, REGION as u64).unwrap();
+    for (i, &b) in all.iter().enumerate() {
+        let i = i as u64;
+        if !spans.iter().any(|&(o, l)| i >= o && i < o + l) {
+            assert_eq!(b, FILL, "octet {i} outside the receives changed");
+        }
+    }
+    assert!(mr.guards_intact());
+}
+
+#[test]
+fn sends_land_in_the_region_where_their_receives_say() {
+    let (server, client) = pair();
+    let mr = server
+        .pd
+        .register(vec![FILL; REGION], Access::NONE)
+        .unwrap();
+    // Two receives on the same octets, then one elsewhere.
+    server.qp.post_recv_mr(1, &mr, SHARED.0, SHARED.1).unwrap();
+    server.qp.post_recv_mr(2, &mr, SHARED.0, SHARED.1).unwrap();
+    server.qp.post_recv_mr(3, &mr, SMALL.0, SMALL.1).unwrap();
+    let copied = rx_copied_octets();
+
+    // 64 KiB: two FPDUs, each read straight into the region.
+    let first = pattern(SHARED.1 as usize, 1);
+    send(&client, 10, &first);
+    let wc = wait(&server.cq, 1).pop().unwrap();
+    assert_eq!(
+        (wc.wr_id, wc.opcode, wc.status, wc.byte_len),
+        (1, WcOpcode::Recv, WcStatus::Success, SHARED.1 as u32),
+        "{wc:?}"
+    );
+    assert_eq!(wc.buffer.as_deref(), Some(&[][..]), "no buffer of its own");
+    assert_eq!(mr.read(SHARED.0, SHARED.1).unwrap(), first);
+
+    // A shorter one on the same octets: it overwrites the start only.
+    let second = pattern(1000, 2);
+    send(&client, 11, &second);
+    let wc = wait(&server.cq, 1).pop().unwrap();
+    assert_eq!((wc.wr_id, wc.byte_len), (2, 1000), "{wc:?}");
+    let now = mr.read(SHARED.0, SHARED.1).unwrap();
+    assert_eq!(&now[..1000], &second[..]);
+    assert_eq!(&now[1000..], &first[1000..]);
+
+    // A small Send (one FPDU, the size a lone read would guess for).
+    let third = pattern(64, 3);
+    send(&client, 12, &third);
+    let wc = wait(&server.cq, 1).pop().unwrap();
+    assert_eq!((wc.wr_id, wc.byte_len), (3, 64), "{wc:?}");
+    assert_eq!(mr.read(SMALL.0, SMALL.1).unwrap(), third);
+
+    untouched_outside(&mr, &[SHARED, SMALL]);
+    assert_eq!(
+        rx_copied_octets() - copied,
+        0,
+        "payload octets copied in user space"
+    );
+}
+
+#[test]
+fn a_send_longer_than_its_receive_is_refused_and_placed_nowhere() {
+    let (server, client) = pair();
+    let mr = server
+        .pd
+        .register(vec![FILL; REGION], Access::NONE)
+        .unwrap();
+    server.qp.post_recv_mr(1, &mr, SMALL.0, SMALL.1).unwrap();
+    let long = client.pd.register(pattern(200, 4), Access::NONE).unwrap();
+    client
+        .qp
+        .post_send(10, &long, 0, 200, SendFlags::default())
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut sent = None;
+    while sent.is_none() && Instant::now() < deadline {
+        sent = common::terminate_sent(&server.qp);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(sent, Some(TerminateCode::DDP_MSG_TOO_LONG));
+    let wc = wait(&server.cq, 1).pop().unwrap();
+    assert_eq!(wc.wr_id, 1);
+    assert_ne!(wc.status, WcStatus::Success, "{wc:?}");
+    untouched_outside(&mr, &[]);
+}
+
+#[test]
+fn a_receive_into_a_region_is_checked_when_posted() {
+    let (server, _client) = pair();
+    let mr = server
+        .pd
+        .register(vec![FILL; REGION], Access::NONE)
+        .unwrap();
+    assert!(matches!(
+        server.qp.post_recv_mr(1, &mr, REGION as u64 - 10, 11),
+        Err(Error::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        server.qp.post_recv_mr(2, &mr, u64::MAX, 2),
+        Err(Error::OutOfRange { .. })
+    ));
+    let other = common::pd(&Device::new(), "other");
+    let foreign = other.register(vec![0; 64], Access::NONE).unwrap();
+    assert!(matches!(
+        server.qp.post_recv_mr(3, &foreign, 0, 64),
+        Err(Error::WrongPd)
+    ));
+    // A receive that was refused holds nothing: a good one still goes.
+    server.qp.post_recv_mr(4, &mr, 0, 64).unwrap();
+}
+
+#[test]
+fn a_shared_receive_queue_takes_no_receive_into_a_region() {
+    let dev = Device::new();
+    let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let sdev = dev.clone();
+    let server = std::thread::spawn(move || {
+        let pd = common::pd(&sdev, "server");
+        let cq = CompletionQueue::new(64);
+        let srq = SharedReceiveQueue::new(
+            &pd,
+            SrqMode::Shared { soft_limit: 4 },
+            BufferOrdering::Arrival,
+            4,
+        );
+        let prepared = QueuePairBuilder::new(&pd, &cq, &cq)
+            .srq(&srq)
+            .build()
+            .unwrap();
+        let qp = prepared.attach(listener.accept().unwrap()).unwrap();
+        let mr = pd.register(vec![0; 64], Access::NONE).unwrap();
+        tx.send(qp.post_recv_mr(1, &mr, 0, 64).map_err(|e| e.to_string()))
+            .unwrap();
+        qp
+    });
+    let pd = common::pd(&dev, "client");
+    let cq = CompletionQueue::new(64);
+    let prepared = QueuePairBuilder::new(&pd, &cq, &cq).build().unwrap();
+    let _client = prepared.connect_mpa(addr, MpaOptions::default()).unwrap();
+    let got = rx.recv().unwrap();
+    let _server = server.join().unwrap();
+    let e = got.expect_err("a receive into a region on a shared receive queue");
+    assert!(e.contains("ordered receive queue"), "{e}");
+}
+
+#[test]
+fn a_run_of_small_sends_each_lands_in_its_own_span() {
+    let (server, client) = pair();
+    let mr = server
+        .pd
+        .register(vec![FILL; REGION], Access::NONE)
+        .unwrap();
+    const N: u64 = 16;
+    let span = |i: u64| (i * 1000, 100);
+    for i in 0..N {
+        let (o, l) = span(i);
+        server.qp.post_recv_mr(i, &mr, o, l).unwrap();
+    }
+    let copied = rx_copied_octets();
+    // Posted back to back: the receiver meets them as a run of small FPDUs
+    // (taken in batches when they go into receive buffers of their own).
+    let src = client
+        .pd
+        .register(pattern(N as usize * 100, 5), Access::NONE)
+        .unwrap();
+    for i in 0..N {
+        client
+            .qp
+            .post_send(100 + i, &src, i * 100, 60 + i, SendFlags::default())
+            .unwrap();
+    }
+    wait(&client.cq, N as usize);
+    let mut got = wait(&server.cq, N as usize);
+    got.sort_by_key(|w| w.wr_id);
+    let want = pattern(N as usize * 100, 5);
+    for (i, wc) in (0..N).zip(&got) {
+        assert_eq!(
+            (wc.wr_id, wc.status, wc.byte_len),
+            (i, WcStatus::Success, 60 + i as u32)
+        );
+        let (o, _) = span(i);
+        let s = (i * 100) as usize;
+        assert_eq!(
+            mr.read(o, 60 + i).unwrap(),
+            &want[s..s + 60 + i as usize],
+            "Send {i}"
+        );
+    }
+    let spans: Vec<_> = (0..N).map(|i| (span(i).0, 60 + i)).collect();
+    untouched_outside(&mr, &spans);
+    assert_eq!(rx_copied_octets() - copied, 0, "payload octets copied");
+}
