@@ -14,6 +14,7 @@ use rddp::{
     Access, AsyncEvent, MemoryRegion, PostWr, RemoteBuf, SendFlags, WcStatus, WorkCompletion,
 };
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -26,6 +27,9 @@ const FLAGS: u64 = CTRL | GRANT | SYNC;
 
 /// Octets of receive buffers a side keeps posted at most (see `set_recv_len`).
 pub const RECV_BUDGET: usize = 64 << 20;
+/// Messages longer than this go into one buffer ([`Chan::one_buffer`]):
+/// half of perftest's default cycle buffer (a page), as perftest decides.
+pub const ONE_BUFFER_ABOVE: usize = 2048;
 /// Receive buffers kept posted at least.
 pub const MIN_RECVS: usize = 16;
 /// Receive completions taken from the CQ at once, and given-back buffers kept.
@@ -89,7 +93,12 @@ pub struct Chan {
     recv_len: usize,
     /// How many receives to keep posted.
     target: usize,
-    posted: VecDeque<usize>,
+    /// Length of each posted receive, oldest first, and the region it names
+    /// if it was posted into one ([`Self::one_buffer`]).
+    posted: VecDeque<(usize, Option<Arc<MemoryRegion>>)>,
+    /// Receives posted from now on name this region's first `recv_len`
+    /// octets, all the same ones ([`Self::one_buffer`]).
+    one_buffer: Option<Arc<MemoryRegion>>,
     posted_total: u64,
     outstanding: usize,
     /// Data work requests completed so far.
@@ -134,6 +143,7 @@ impl Chan {
             recv_len: recv_len.max(CTRL_LEN),
             target: recvs,
             posted: VecDeque::new(),
+            one_buffer: None,
             posted_total: 0,
             outstanding: 0,
             data_done: 0,
@@ -155,10 +165,37 @@ impl Chan {
     /// Length of the receive buffers posted from now on, and how many to keep
     /// posted: `most`, or fewer for large buffers (`RECV_BUDGET` octets in all, but
     /// never fewer than `MIN_RECVS`). Posts up to that count at once.
-    pub fn set_recv_len(&mut self, len: usize, most: usize) -> Result<(), String> {
+    /// With `one`, see [`Self::one_buffer`].
+    pub fn set_recv_len(&mut self, len: usize, most: usize, one: bool) -> Result<(), String> {
         self.recv_len = len.max(CTRL_LEN);
         self.target = (RECV_BUDGET / self.recv_len).clamp(MIN_RECVS, most.max(MIN_RECVS));
+        self.one_buffer = None;
+        if one {
+            self.one_buffer()?;
+        }
         self.post_recvs(self.target.saturating_sub(self.posted.len()))
+    }
+
+    /// Server, Send bandwidth: as perftest does for messages over half its
+    /// 4 KiB cycle buffer, every receive posted from now on names the same
+    /// `recv_len` octets of one region (`QueuePair::post_recv_mr`), so the
+    /// messages land in one warm buffer (not in `target` buffers of their
+    /// own, 32 MiB for 512 of 64 KiB); control messages are read from there
+    /// when they complete (the client sends nothing after one before it has
+    /// the answer). Only where the payloads are not looked at (no --verify)
+    /// and above [`ONE_BUFFER_ABOVE`]: below it the receives stay buffers of
+    /// their own, which runs of small Sends fill in batches.
+    fn one_buffer(&mut self) -> Result<(), String> {
+        if self.recv_len <= ONE_BUFFER_ABOVE {
+            return Ok(());
+        }
+        let mr = self
+            .ep
+            .pd
+            .register(vec![0; self.recv_len], Access::NONE)
+            .map_err(verbs("registering the receive buffer"))?;
+        self.one_buffer = Some(Arc::new(mr));
+        Ok(())
     }
 
     /// Give back the buffer of a data message once it is looked at: the next
@@ -177,7 +214,7 @@ impl Chan {
     pub fn stale_below(&self, len: usize) -> u32 {
         self.posted
             .iter()
-            .rposition(|&l| l < len)
+            .rposition(|(l, _)| *l < len)
             .map_or(0, |i| i as u32 + 1)
     }
 
@@ -192,6 +229,17 @@ impl Chan {
             return Ok(());
         }
         let len = self.recv_len;
+        if let Some(mr) = &self.one_buffer {
+            for _ in 0..n {
+                self.ep
+                    .qp
+                    .post_recv_mr(self.posted_total, mr, 0, len as u64)
+                    .map_err(verbs("posting a receive"))?;
+                self.posted.push_back((len, Some(mr.clone())));
+                self.posted_total += 1;
+            }
+            return Ok(());
+        }
         let mut bufs = Vec::with_capacity(n);
         for i in 0..n as u64 {
             let buf = match self.spare.pop() {
@@ -204,7 +252,7 @@ impl Chan {
         let res = self.ep.qp.post_recv_buffers(&mut bufs);
         // Those not taken out of `bufs` were not posted (nor the refused one).
         let k = n - bufs.len() - usize::from(res.is_err());
-        self.posted.extend(std::iter::repeat_n(len, k));
+        self.posted.extend(std::iter::repeat_n((len, None), k));
         self.posted_total += k as u64;
         res.map_err(verbs("posting a receive"))
     }
@@ -599,10 +647,17 @@ impl Chan {
 
     fn on_recv(&mut self, wc: WorkCompletion) -> Result<Incoming, String> {
         check_status(&wc)?;
-        self.posted.pop_front();
         let (len, solicited) = (wc.byte_len as usize, wc.solicited);
         let mut buf = wc.c.buffer.unwrap_or_default();
         buf.truncate(len);
+        // Receives complete in the order they were posted (an ordered queue).
+        if let Some((_, Some(mr))) = self.posted.pop_front()
+            && solicited
+        {
+            buf = mr
+                .read(0, len as u64)
+                .map_err(verbs("reading a control message"))?;
+        }
         let got = if solicited {
             self.note_ctrl();
             let m = Msg::decode(&buf)?;
@@ -706,5 +761,85 @@ fn check_status(wc: &WorkCompletion) -> Result<(), String> {
             "{:?} work request completed with {:?}",
             wc.opcode, wc.status
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::exec;
+    use rddp::Device;
+    use rddp::transport::memory_pair;
+
+    /// (client, server) channels over the in-memory LLP.
+    fn pair(dev: &Device) -> (Chan, Chan) {
+        let (a, b) = memory_pair(4096);
+        let c = Endpoint::attach(dev, "client", a).unwrap();
+        let s = Endpoint::attach(dev, "server", b).unwrap();
+        (
+            Chan::new(c, CTRL_LEN, 4).unwrap(),
+            Chan::new(s, CTRL_LEN, 4).unwrap(),
+        )
+    }
+
+    /// Regions that the posted receives name, each once.
+    fn regions(c: &Chan) -> Vec<Arc<MemoryRegion>> {
+        let mut out: Vec<Arc<MemoryRegion>> = Vec::new();
+        for r in c.posted.iter().filter_map(|(_, r)| r.as_ref()) {
+            if !out.iter().any(|o| Arc::ptr_eq(o, r)) {
+                out.push(r.clone());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn large_sends_go_into_one_buffer_and_control_messages_are_read_from_it() {
+        let dev = Device::new();
+        let (mut client, mut server) = pair(&dev);
+        let size = 64 * 1024;
+        server.set_recv_len(size, 512, true).unwrap();
+        // Every receive posted for the size names the same octets of one region.
+        let named = regions(&server);
+        assert_eq!(named.len(), 1);
+        let in_region = server.posted.iter().filter(|(_, r)| r.is_some()).count();
+        assert_eq!(in_region, server.target - 4, "the four earlier ones stay");
+        // The four earlier (control-sized) receives: used up by Pads first.
+        let src = client.ep.pd.register(vec![7; size], Access::NONE).unwrap();
+        // (Each sent before the next reuses the client's control buffer.)
+        for _ in 0..4 {
+            exec::block_on(client.send_ctrl(&Msg::Pad)).unwrap();
+            exec::block_on(client.drain()).unwrap();
+        }
+        exec::block_on(client.send_data(&src, size as u64)).unwrap();
+        exec::block_on(client.drain()).unwrap();
+        for _ in 0..4 {
+            assert!(matches!(
+                exec::block_on(server.recv("Pad")).unwrap(),
+                Incoming::Ctrl(Msg::Pad)
+            ));
+        }
+        assert!(matches!(
+            exec::block_on(server.recv("data")).unwrap(),
+            Incoming::Data(_)
+        ));
+        assert_eq!(named[0].read(0, size as u64).unwrap(), vec![7; size]);
+        // The End lands on the same octets and is read from there.
+        exec::block_on(client.send_ctrl(&Msg::End { iters: 1 })).unwrap();
+        exec::block_on(client.drain()).unwrap();
+        assert!(matches!(
+            exec::block_on(server.recv("End")).unwrap(),
+            Incoming::Ctrl(Msg::End { iters: 1 })
+        ));
+    }
+
+    #[test]
+    fn small_sends_and_verified_runs_keep_buffers_of_their_own() {
+        let dev = Device::new();
+        let (_client, mut server) = pair(&dev);
+        server.set_recv_len(ONE_BUFFER_ABOVE, 512, true).unwrap();
+        assert!(regions(&server).is_empty());
+        server.set_recv_len(64 * 1024, 512, false).unwrap();
+        assert!(regions(&server).is_empty());
     }
 }

@@ -174,7 +174,11 @@ impl Server {
             Op::Write if run.verify || run.pingpong => run.buf.write(0, &vec![0; n]).map_err(e)?,
             Op::Read if run.verify => run.buf.write(0, &pattern::fill(size, n)).map_err(e)?,
             Op::Write | Op::Read => {}
-            Op::Send | Op::Mixed => self.chan.set_recv_len(n, self.opts.rx_depth)?,
+            Op::Send | Op::Mixed => {
+                // Send bandwidth: large messages into one buffer, as perftest's.
+                let one = run.op == Op::Send && !run.pingpong && !run.verify;
+                self.chan.set_recv_len(n, self.opts.rx_depth, one)?
+            }
         }
         if run.pingpong {
             run.src.write(0, &pattern::fill(size, n)).map_err(e)?;
