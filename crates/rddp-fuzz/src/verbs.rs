@@ -1,8 +1,9 @@
 //! Target `verbs_ops`: the verbs API (rddp) fed arbitrary operation sequences on
 //! two queue pairs joined by the in-memory LLP: Sends (solicited, with
 //! Invalidate, fenced, inline), RDMA Writes and Reads to good and bad remote
-//! buffers, receives, polls, disconnects, queue pairs and regions dropped and
-//! invalidated mid-traffic, small quotas and CQs.
+//! buffers, receives (into buffers and into regions), polls, disconnects,
+//! queue pairs and regions dropped and invalidated mid-traffic, small quotas
+//! and CQs.
 //!
 //! Oracles: no panic and no hang (libFuzzer's timeout); no lost completion:
 //! once both queue pairs are gone every accepted post has exactly one
@@ -183,7 +184,13 @@ fn op(sides: &mut [Side; 2], input: &mut Input<'_>) {
                 None => return,
             }
         }
-        (7 | 8, Some(qp)) => qp.post_recv(id, len as usize),
+        (7, Some(qp)) => qp.post_recv(id, len as usize),
+        // A receive into a region the peer may write or read into (never
+        // the read-only one, which must not change).
+        (8, Some(qp)) => match s.mr(1 + usize::from(input.u8() % 2) * 2) {
+            Some(mr) => qp.post_recv_mr(id, mr, off, len),
+            None => return,
+        },
         (9 | 13, _) => {
             let max = input.below(8);
             let got = if code % 14 == 9 {
