@@ -60,6 +60,8 @@ pub enum SourceError {
         "queue {qn} takes its buffers from a pool: a receive into a region needs an ordered receive queue"
     )]
     RegionNotOrdered { qn: u32 },
+    #[error("a receive on queue {qn} names octets past the end of its region")]
+    OutsideRegion { qn: u32 },
     #[error("MULPDU {0} is too small: it must hold an 18-octet untagged header and one octet")]
     MulpduTooSmall(usize),
 }

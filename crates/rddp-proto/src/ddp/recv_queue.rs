@@ -77,9 +77,7 @@ impl MsgSlot {
             ctrl: None,
         }
     }
-}
 
-impl MsgSlot {
     /// Octets the message may fill.
     pub fn capacity(&self) -> usize {
         self.place.as_ref().map_or(self.buf.data.len(), |p| p.len)
@@ -93,6 +91,8 @@ pub(crate) enum PostRefused {
     Depth(usize),
     /// A receive into a region on a queue that takes buffers from a pool.
     RegionNotOrdered,
+    /// A receive's span passes the end of its region's data.
+    OutsideRegion,
     /// The pool holds its maximum.
     PoolFull(usize),
 }
@@ -213,6 +213,11 @@ impl UntaggedQueue {
     pub fn post_in_region(&mut self, id: u64, place: RegionSpan) -> Result<(), PostRefused> {
         if !matches!(self.model, Model::Ordered) {
             return Err(PostRefused::RegionNotOrdered);
+        }
+        // Placement indexes the region's data by the span: never past it.
+        let end = place.offset.checked_add(place.len).map(|e| e as u64);
+        if end.is_none_or(|e| e > place.region.len()) {
+            return Err(PostRefused::OutsideRegion);
         }
         let n = self.slots.len() as u64;
         if self.limit.is_some_and(|l| n >= l) {

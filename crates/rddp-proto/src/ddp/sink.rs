@@ -683,5 +683,6 @@ fn refused(qn: u32, r: PostRefused) -> SourceError {
         PostRefused::Depth(limit) => SourceError::RecvQueueFull { qn, limit },
         PostRefused::PoolFull(n) => SourceError::PoolFull(n),
         PostRefused::RegionNotOrdered => SourceError::RegionNotOrdered { qn },
+        PostRefused::OutsideRegion => SourceError::OutsideRegion { qn },
     }
 }
