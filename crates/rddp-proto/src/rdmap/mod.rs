@@ -239,18 +239,9 @@ impl RdmapStream {
     /// Post a receive buffer for Sends. `wr_id` must be below [`INTERNAL_WR_ID`].
     /// After the stream died it completes at once as flushed.
     pub fn post_recv(&mut self, wr_id: u64, buf: Vec<u8>) -> Result<(), StreamError> {
-        if wr_id >= INTERNAL_WR_ID {
-            return Err(StreamError::Source(SourceError::InvalidQn {
-                qn: qn::SEND,
-                count: qn::COUNT,
-            }));
-        }
-        if self.terminated {
-            let mut c = Completion::new(wr_id, WcOpcode::Recv, WcStatus::Flushed, 0);
-            c.buffer = Some(buf);
-            self.completions.push_back(c);
+        let Some(buf) = self.open_for_recv(wr_id, buf)? else {
             return Ok(());
-        }
+        };
         self.ddp.post_recv(
             qn::SEND,
             RecvBuffer {
@@ -268,6 +259,16 @@ impl RdmapStream {
         wr_id: u64,
         place: RegionSpan,
     ) -> Result<(), StreamError> {
+        if self.open_for_recv(wr_id, Vec::new())?.is_none() {
+            return Ok(());
+        }
+        self.ddp.post_recv_in_region(qn::SEND, wr_id, place)
+    }
+
+    /// Before a receive is posted: a `wr_id` of RDMAP's own range is refused;
+    /// after the stream died the receive completes at once as flushed, with
+    /// `buf` (`None`: posted that way). Else `buf` back to be posted.
+    fn open_for_recv(&mut self, wr_id: u64, buf: Vec<u8>) -> Result<Option<Vec<u8>>, StreamError> {
         if wr_id >= INTERNAL_WR_ID {
             return Err(StreamError::Source(SourceError::InvalidQn {
                 qn: qn::SEND,
@@ -276,11 +277,11 @@ impl RdmapStream {
         }
         if self.terminated {
             let mut c = Completion::new(wr_id, WcOpcode::Recv, WcStatus::Flushed, 0);
-            c.buffer = Some(Vec::new());
+            c.buffer = Some(buf);
             self.completions.push_back(c);
-            return Ok(());
+            return Ok(None);
         }
-        self.ddp.post_recv_in_region(qn::SEND, wr_id, place)
+        Ok(Some(buf))
     }
 
     pub fn poll_completion(&mut self) -> Option<Completion> {
