@@ -26,6 +26,8 @@ fn a_send_over_sctp_lands_in_the_region_its_receive_names() {
         .map(|i| (i * 7 + i / 251) as u8)
         .collect();
     let sent = data.clone();
+    let (go_taken, has_go) = std::sync::mpsc::channel();
+    let (count_from, counting) = std::sync::mpsc::channel();
     let server = std::thread::spawn(move || {
         let pd = common::pd(&sdev, "server");
         let cq = CompletionQueue::new(64);
@@ -34,9 +36,12 @@ fn a_send_over_sctp_lands_in_the_region_its_receive_names() {
         let qp = prep.attach(conn).unwrap();
         let mr = pd.register(vec![0x11; 64 * 1024], Access::NONE).unwrap();
         qp.post_recv_mr(5, &mr, SPAN.0, SPAN.1).unwrap();
-        let copied = rx_copied_octets();
-        // The client sends once it has this.
+        // The client sends once it has this; the count starts once it has
+        // taken it (the counter is the process's, both ends are here).
         qp.post_send_inline(0, b"go", SendFlags::default()).unwrap();
+        has_go.recv().unwrap();
+        let copied = rx_copied_octets();
+        count_from.send(()).unwrap();
         let got = wait(&cq, 2);
         let wc = got.iter().find(|w| w.opcode == WcOpcode::Recv).unwrap();
         assert_eq!(
@@ -68,6 +73,8 @@ fn a_send_over_sctp_lands_in_the_region_its_receive_names() {
         .attach(connect(addr, SctpOptions::default(), b"").unwrap())
         .unwrap();
     wait(&cq, 1);
+    go_taken.send(()).unwrap();
+    counting.recv().unwrap();
     let src = pd.register(data, Access::NONE).unwrap();
     qp.post_send(9, &src, 0, SPAN.1, SendFlags::default())
         .unwrap();
