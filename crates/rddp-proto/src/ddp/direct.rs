@@ -118,7 +118,7 @@ impl DdpSink {
             .queues
             .get_mut(qn as usize)
             .and_then(|q| q.slot(msn))
-            .and_then(|s| s.place.clone());
+            .and_then(|s| s.place.as_deref().cloned());
         match place {
             Some(p) => Target::Region {
                 region: p.region,
