@@ -68,6 +68,18 @@ fn pair() -> (End, End) {
     (server.join().unwrap(), End { pd, qp, cq })
 }
 
+/// One test's start: the others wait (see [`SERIAL`]), a connected pair,
+/// and a region of FILL octets at the server.
+fn setup() -> (std::sync::MutexGuard<'static, ()>, End, End, MemoryRegion) {
+    let serial = serial();
+    let (server, client) = pair();
+    let mr = server
+        .pd
+        .register(vec![FILL; REGION], Access::NONE)
+        .unwrap();
+    (serial, server, client, mr)
+}
+
 fn send(e: &End, id: u64, data: &[u8]) {
     let mr = e.pd.register(data.to_vec(), Access::NONE).unwrap();
     e.qp.post_send(id, &mr, 0, data.len() as u64, SendFlags::default())
@@ -90,12 +102,7 @@ fn untouched_outside(mr: &MemoryRegion, spans: &[(u64, u64)]) {
 
 #[test]
 fn sends_land_in_the_region_where_their_receives_say() {
-    let _serial = serial();
-    let (server, client) = pair();
-    let mr = server
-        .pd
-        .register(vec![FILL; REGION], Access::NONE)
-        .unwrap();
+    let (_serial, server, client, mr) = setup();
     // Two receives on the same octets, then one elsewhere.
     server.qp.post_recv_mr(1, &mr, SHARED.0, SHARED.1).unwrap();
     server.qp.post_recv_mr(2, &mr, SHARED.0, SHARED.1).unwrap();
@@ -140,12 +147,7 @@ fn sends_land_in_the_region_where_their_receives_say() {
 
 #[test]
 fn a_send_longer_than_its_receive_is_refused_and_placed_nowhere() {
-    let _serial = serial();
-    let (server, client) = pair();
-    let mr = server
-        .pd
-        .register(vec![FILL; REGION], Access::NONE)
-        .unwrap();
+    let (_serial, server, client, mr) = setup();
     server.qp.post_recv_mr(1, &mr, SMALL.0, SMALL.1).unwrap();
     let long = client.pd.register(pattern(200, 4), Access::NONE).unwrap();
     client
@@ -167,12 +169,7 @@ fn a_send_longer_than_its_receive_is_refused_and_placed_nowhere() {
 
 #[test]
 fn a_receive_into_a_region_is_checked_when_posted() {
-    let _serial = serial();
-    let (server, _client) = pair();
-    let mr = server
-        .pd
-        .register(vec![FILL; REGION], Access::NONE)
-        .unwrap();
+    let (_serial, server, _client, mr) = setup();
     assert!(matches!(
         server.qp.post_recv_mr(1, &mr, REGION as u64 - 10, 11),
         Err(Error::OutOfRange { .. })
@@ -230,12 +227,7 @@ fn a_shared_receive_queue_takes_no_receive_into_a_region() {
 
 #[test]
 fn a_run_of_small_sends_each_lands_in_its_own_span() {
-    let _serial = serial();
-    let (server, client) = pair();
-    let mr = server
-        .pd
-        .register(vec![FILL; REGION], Access::NONE)
-        .unwrap();
+    let (_serial, server, client, mr) = setup();
     const N: u64 = 16;
     let span = |i: u64| (i * 1000, 100);
     for i in 0..N {
