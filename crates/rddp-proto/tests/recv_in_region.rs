@@ -115,3 +115,59 @@ fn a_span_past_its_region_is_refused_at_posting() {
     let end = RegionSpan { len: 96, ..place };
     h.s.post_recv_in_region(9, end).unwrap();
 }
+
+/// A batch (`begin_more`) reads into one region, for its tagged segments: a
+/// Send with payload for a receive in a region is left to be taken alone,
+/// header first, and nothing of it is begun. One without payload reads
+/// nothing and may join.
+#[test]
+fn a_batch_leaves_a_region_receive_with_payload_alone() {
+    let (mut h, place) = host_with(4096, 1000, 600);
+    let region = place.region.clone();
+    h.s.post_recv(1, vec![0; 64]).unwrap();
+    h.s.post_recv_in_region(2, place.clone()).unwrap();
+    h.s.post_recv(3, vec![0; 64]).unwrap();
+    h.s.post_recv_in_region(4, place).unwrap();
+    let first = send(true, 1, 0, &[1; 10]);
+    let t = h.s.begin_segment(&h.mem, 0, &first[..18], 10).unwrap();
+    assert!(matches!(t, Target::Buffer { len: 10 }), "{t:?}");
+    let with_payload = send(true, 2, 0, &[2; 10]);
+    assert!(
+        h.s.begin_more(&h.mem, 1, &with_payload[..18], 10).is_none(),
+        "a region receive joined a batch"
+    );
+    h.s.segment_buffers().unwrap()[0].copy_from_slice(&[1; 10]);
+    h.s.finish_segment(&h.mem, true).unwrap();
+    // Alone, header first: the span.
+    let t =
+        h.s.begin_segment(&h.mem, 1, &with_payload[..18], 10)
+            .unwrap();
+    assert!(
+        matches!(
+            t,
+            Target::Region {
+                offset: 1000,
+                len: 10,
+                ..
+            }
+        ),
+        "{t:?}"
+    );
+    region.data_mut()[1000..1010].copy_from_slice(&[2; 10]);
+    h.s.finish_segment(&h.mem, true).unwrap();
+    // Behind a Send in a batch, a Send of nothing into a region receive.
+    let third = send(true, 3, 0, &[3; 5]);
+    let empty = send(true, 4, 0, &[]);
+    let t = h.s.begin_segment(&h.mem, 2, &third[..18], 5).unwrap();
+    assert!(matches!(t, Target::Buffer { len: 5 }), "{t:?}");
+    let t = h.s.begin_more(&h.mem, 3, &empty[..18], 0);
+    assert!(matches!(t, Some(Target::Nothing)), "{t:?}");
+    h.s.segment_buffers().unwrap()[0].copy_from_slice(&[3; 5]);
+    h.s.finish_segment(&h.mem, true).unwrap();
+    h.s.finish_segment(&h.mem, true).unwrap();
+    let c = h.completions();
+    let got: Vec<(u64, u32)> = c.iter().map(|c| (c.wr_id, c.byte_len)).collect();
+    assert_eq!(got, [(1, 10), (2, 10), (3, 5), (4, 0)], "{c:?}");
+    assert!(c.iter().all(|c| c.status == WcStatus::Success), "{c:?}");
+    assert_eq!(&region.data()[1000..1010], &[2; 10]);
+}

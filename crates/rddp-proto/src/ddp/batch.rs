@@ -79,22 +79,15 @@ impl DdpSink {
                 {
                     return None;
                 }
+                let (meta, target) = self.check_untagged(&h, payload_len, seg_len, true).ok()?;
                 // A receive posted into a region is taken alone, header first
                 // (a batch reads into one region, for its tagged segments).
-                if self
-                    .queues
-                    .get_mut(h.qn as usize)
-                    .and_then(|q| q.slot(h.msn))
-                    .is_some_and(|s| s.place.is_some())
-                {
+                // Only an ordered queue's receive names a region, and checking
+                // one of those takes nothing from a pool: refusing it here
+                // changes nothing.
+                if matches!(target, Target::Region { .. }) {
                     return None;
                 }
-                let meta = self.check_untagged(&h, payload_len, seg_len, true).ok()?;
-                let target = if payload_len == 0 {
-                    Target::Nothing
-                } else {
-                    Target::Buffer { len: payload_len }
-                };
                 (meta, target, Some((h.qn, h.msn, 0)))
             }
         };

@@ -92,8 +92,7 @@ impl DdpSink {
                 (meta, target, None)
             }
             DdpHeader::Untagged(h) => {
-                let meta = self.check_untagged(&h, payload_len, seg_len, in_order)?;
-                let target = self.untagged_target(h.qn, h.msn, h.mo as usize, payload_len);
+                let (meta, target) = self.check_untagged(&h, payload_len, seg_len, in_order)?;
                 (meta, target, Some((h.qn, h.msn, h.mo as usize)))
             }
         };
@@ -104,29 +103,6 @@ impl DdpSink {
             buffer,
         });
         Ok(target)
-    }
-
-    /// Where an untagged segment's payload goes once `check_untagged` passed
-    /// (its buffer exists and holds MO + length octets): the receive buffer,
-    /// or for a receive posted into a region that region's octets, as a
-    /// tagged segment's.
-    fn untagged_target(&mut self, qn: u32, msn: u32, mo: usize, len: usize) -> Target {
-        if len == 0 {
-            return Target::Nothing;
-        }
-        let place = self
-            .queues
-            .get_mut(qn as usize)
-            .and_then(|q| q.slot(msn))
-            .and_then(|s| s.place.as_deref().cloned());
-        match place {
-            Some(p) => Target::Region {
-                region: p.region,
-                offset: p.offset + mo,
-                len,
-            },
-            None => Target::Buffer { len },
-        }
     }
 
     /// The receive-buffer octets of the begun untagged segment (its MO onwards,

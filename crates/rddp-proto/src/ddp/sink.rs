@@ -399,14 +399,17 @@ impl DdpSink {
     }
 
     /// Untagged checks of spec §2.10 step 4 (QN, MSN, MO, length); the buffer is
-    /// associated with the MSN (from a pool on its first segment).
-    fn check_untagged(
+    /// associated with the MSN (from a pool on its first segment). Also where
+    /// the payload goes, from the slot found for it: the receive buffer, or for
+    /// a receive posted into a region that region's octets, as a tagged
+    /// segment's.
+    pub(super) fn check_untagged(
         &mut self,
         h: &UntaggedHeader,
         payload_len: usize,
         seg_len: usize,
         in_order: bool,
-    ) -> Result<SegMeta, DdpError> {
+    ) -> Result<(SegMeta, Target), DdpError> {
         let err = |code, detail: String| {
             DdpError::new(code, Some(DdpHeader::Untagged(*h)), seg_len, detail)
         };
@@ -474,14 +477,24 @@ impl DdpSink {
                 not_tiling(h.qn, h.msn, h.mo, slot.ordered_bytes),
             ));
         }
-        Ok(SegMeta::Untagged {
+        let target = match slot.place.as_deref() {
+            _ if payload_len == 0 => Target::Nothing,
+            Some(p) => Target::Region {
+                region: p.region.clone(),
+                offset: p.offset + h.mo as usize,
+                len: payload_len,
+            },
+            None => Target::Buffer { len: payload_len },
+        };
+        let meta = SegMeta::Untagged {
             last: h.ctrl.last(),
             rsvd_ulp: h.rsvd_ulp,
             qn: h.qn,
             msn: h.msn,
             mo: h.mo,
             len: payload_len as u32,
-        })
+        };
+        Ok((meta, target))
     }
 }
 
