@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-/// How long [`CompletionQueue::wait`] yields its thread before it sleeps.
-const SPIN: Duration = Duration::from_micros(20);
+mod spin;
+pub use spin::Spin;
 
 /// [`CompletionQueue::poll_busy`] reads the sockets of at most this many queue
 /// pairs itself; a queue shared by more leaves them to the I/O threads (one
@@ -64,6 +64,8 @@ struct CqInner {
     /// The queue pairs whose completions come here and whose sockets a busy
     /// poll may read (MPA queue pairs on the event loop).
     driven: Mutex<Vec<Weak<dyn Driven>>>,
+    /// Busy-poll looks that saw a message arriving (see [`Spin`]).
+    arriving: AtomicU64,
 }
 
 /// A completion queue of bounded capacity, shared by any number of queue pairs.
@@ -96,6 +98,7 @@ impl CompletionQueue {
                 capacity,
                 overflows: AtomicU64::new(0),
                 driven: Mutex::new(Vec::new()),
+                arriving: AtomicU64::new(0),
             }),
         }
     }
@@ -151,8 +154,15 @@ impl CompletionQueue {
     /// [`Self::poll_busy`] into `out` (see [`Self::poll_into`]).
     pub fn poll_busy_into(&self, max: usize, out: &mut impl Extend<WorkCompletion>) -> usize {
         let n = self.poll_into(max, out);
-        if n > 0 || !self.drive(|d| d.progress()) {
+        if n > 0 {
             return n;
+        }
+        let mut arriving = false;
+        if !self.drive(|d| arriving |= d.progress()) {
+            return n;
+        }
+        if arriving {
+            self.inner.arriving.fetch_add(1, Ordering::Relaxed);
         }
         self.poll_into(max, out)
     }
@@ -165,7 +175,7 @@ impl CompletionQueue {
 
     /// Run `f` on each queue pair a busy poll may drive; false if there are
     /// none or too many (or this thread is already in here: a notify function).
-    fn drive(&self, f: impl Fn(&dyn Driven)) -> bool {
+    fn drive(&self, mut f: impl FnMut(&dyn Driven)) -> bool {
         let Ok(v) = self.inner.driven.try_lock() else {
             return false;
         };
@@ -196,16 +206,14 @@ impl CompletionQueue {
     pub fn wait(&self, max: usize, timeout: Duration) -> Vec<WorkCompletion> {
         let deadline = Instant::now() + timeout;
         // A completion is often a few microseconds away (an answer on its way):
-        // read for it on this thread, briefly, before going to sleep on the
-        // condvar (a futex wake and a switch back).
-        let spin_until = Instant::now() + SPIN.min(timeout);
-        loop {
-            let got = self.poll_busy(max);
-            if !got.is_empty() {
+        // read for it on this thread, briefly (longer while a message is
+        // arriving: `spin.rs`), before going to sleep on the condvar (a futex
+        // wake and a switch back).
+        let mut spin = self.spin(timeout);
+        let mut got = Vec::new();
+        while spin.going() {
+            if spin.look_into(max, &mut got) > 0 {
                 return got;
-            }
-            if Instant::now() >= spin_until {
-                break;
             }
             std::thread::yield_now();
         }

@@ -73,7 +73,7 @@ mod stats;
 mod trace;
 pub mod transport;
 
-pub use cq::{CompletionQueue, WorkCompletion};
+pub use cq::{CompletionQueue, Spin, WorkCompletion};
 pub use device::{Consumer, Device, DeviceLimits};
 pub use error::Error;
 pub use mr::{MemoryRegion, RemoteBuf};

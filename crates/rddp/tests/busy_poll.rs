@@ -4,8 +4,14 @@
 //! the CQ's notify function, which runs on the pushing thread), and once it
 //! stops, the I/O thread takes the socket back: after `end_busy` at once, and
 //! after the lease without it, so a queue pair nobody polls goes on receiving.
+//! A look that reads part of a message counts as one that saw a message
+//! arriving (`CompletionQueue::busy_arrivals`: a wait goes on looking then).
 
 mod common;
+
+#[path = "common/raw_peer.rs"]
+mod raw_peer;
+use raw_peer::RawPeer;
 
 use rddp::transport::mpa::{self, Listener};
 use rddp::{CompletionQueue, Device, QueuePair, QueuePairBuilder, SendFlags, WcOpcode, WcStatus};
@@ -142,4 +148,95 @@ fn a_lease_that_runs_out_gives_the_socket_back_to_the_loop() {
         recv_by_the_loop(&p.server_cq),
         "nobody read the socket after the lease"
     );
+}
+
+/// A Send's segment (QN 0) of MSN `msn`, `len` octets at `mo`; `last`: L=1.
+fn send_segment(msn: u32, last: bool, mo: u32, len: usize) -> Vec<u8> {
+    let mut s = vec![if last { 0x41 } else { 0x01 }, 0x43, 0, 0, 0, 0];
+    for v in [0, msn, mo] {
+        s.extend_from_slice(&v.to_be_bytes());
+    }
+    s.extend(std::iter::repeat_n(0x5A, len));
+    s
+}
+
+/// Busy-poll `cq` until `done` holds or `limit` passed; whether it held.
+fn poll_until(
+    cq: &CompletionQueue,
+    got: &mut Vec<rddp::WorkCompletion>,
+    limit: Duration,
+    done: impl Fn(&[rddp::WorkCompletion]) -> bool,
+) -> bool {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        cq.poll_busy_into(4, got);
+        if done(got) {
+            return true;
+        }
+        std::thread::yield_now();
+    }
+    false
+}
+
+/// Sends of two FPDUs each, the second written once the first was read: a
+/// look that reads the first (the message not yet whole) counts as arriving,
+/// one that reads the last does not. Under load a lease may run out and the
+/// I/O thread read an FPDU instead, so each rule is checked where this
+/// thread's look did the reading, and each must have been seen at least once.
+#[test]
+fn a_look_that_reads_part_of_a_message_counts_as_arriving() {
+    const SENDS: u32 = 20;
+    let dev = Device::new();
+    let pd = common::pd(&dev, "server");
+    let cq = CompletionQueue::new(1024);
+    let (mut raw, conn) = RawPeer::accepted_rev1();
+    let mut prepared = QueuePairBuilder::new(&pd, &cq, &cq)
+        .max_recv_wr(SENDS)
+        .build()
+        .unwrap();
+    for i in 0..u64::from(SENDS) {
+        prepared.post_recv(i, 256).unwrap();
+    }
+    let _qp = prepared.attach(conn).unwrap();
+    let pushers: Arc<Mutex<Vec<ThreadId>>> = Arc::default();
+    let log = pushers.clone();
+    cq.set_notify(move || log.lock().unwrap().push(std::thread::current().id()));
+    let me = std::thread::current().id();
+    let mut got = Vec::new();
+    // Take the receive side first (the task hands it over at its next run).
+    poll_until(&cq, &mut got, Duration::from_millis(20), |_| false);
+    let (mut firsts_seen, mut lasts_here) = (0, 0);
+    for msn in 1..=SENDS {
+        let before = cq.busy_arrivals();
+        raw.send_segment(&send_segment(msn, false, 0, 100));
+        if poll_until(&cq, &mut got, Duration::from_millis(50), |_| {
+            cq.busy_arrivals() > before
+        }) {
+            firsts_seen += 1;
+        }
+        assert!(got.is_empty(), "completed after half the message: {got:?}");
+        let before = cq.busy_arrivals();
+        pushers.lock().unwrap().clear();
+        cq.arm();
+        raw.send_segment(&send_segment(msn, true, 100, 50));
+        assert!(
+            poll_until(&cq, &mut got, Duration::from_secs(5), |g| !g.is_empty()),
+            "Send {msn} never completed"
+        );
+        let wc = got.remove(0);
+        assert_eq!(
+            (wc.wr_id, wc.status, wc.byte_len),
+            (u64::from(msn) - 1, WcStatus::Success, 150)
+        );
+        if pushers.lock().unwrap().first() == Some(&me) {
+            lasts_here += 1;
+            assert_eq!(
+                cq.busy_arrivals(),
+                before,
+                "the look that read Send {msn}'s last FPDU counted it as arriving"
+            );
+        }
+    }
+    assert!(firsts_seen > 0, "no look saw a first FPDU arrive");
+    assert!(lasts_here > 0, "no last FPDU was read by this thread");
 }

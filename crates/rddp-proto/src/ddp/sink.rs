@@ -266,6 +266,12 @@ impl DdpSink {
         self.stats
     }
 
+    /// Whether a message is partly received in order: a tagged one or an
+    /// untagged one has segments in and its last (L=1) not yet.
+    pub fn mid_message(&self) -> bool {
+        self.tagged.is_some() || self.queues.iter().any(|q| q.in_progress.is_some())
+    }
+
     /// The next message delivered in order, if any.
     pub fn poll_delivery(&mut self) -> Option<Delivery> {
         self.deliveries.pop_front()

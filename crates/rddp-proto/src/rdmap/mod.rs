@@ -176,6 +176,12 @@ impl RdmapStream {
         self.terminated
     }
 
+    /// Whether a received message is partly in (more of its segments are to
+    /// come): see [`crate::ddp::DdpSink::mid_message`].
+    pub fn rx_mid_message(&self) -> bool {
+        self.ddp.sink().mid_message()
+    }
+
     /// Whether the LLP should now close: our Terminate has left, or the peer's
     /// arrived.
     pub fn should_close(&self) -> bool {

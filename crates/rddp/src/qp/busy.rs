@@ -116,27 +116,29 @@ impl RxHalf {
 pub(crate) trait Driven: Send + Sync {
     /// Read and place what the socket has now, on this thread (never waits for
     /// the queue pair's lock: if another thread holds it, that one is reading).
-    fn progress(&self);
+    /// Whether a message is arriving: this look read octets of one whose end
+    /// has not come yet (within an FPDU, or between a message's FPDUs).
+    fn progress(&self) -> bool;
     /// Give the receive side back to the loop now.
     fn release(&self);
 }
 
 impl Driven for Shared {
-    fn progress(&self) {
+    fn progress(&self) -> bool {
         let mut g = match self.state.try_lock() {
             Ok(g) => g,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return,
+            Err(TryLockError::WouldBlock) => return false,
         };
         let st = &mut *g;
         let Some(io) = &mut st.mpa else {
-            return;
+            return false;
         };
         let Some(h) = &mut io.rx else {
-            return;
+            return false;
         };
         if !h.open {
-            return;
+            return false;
         }
         match h.reader {
             Reader::Loop => {
@@ -152,12 +154,17 @@ impl Driven for Shared {
         // read less per look). Not for the task: a short read says nothing of
         // an end of stream already pending, whose readiness edge is spent.
         h.input.rx.set_stream_source(true);
+        let before = (h.input.rx.fpdus(), h.input.rx.placed_octets());
         let end = receive_here(self, st, false);
+        let mid_message = st.rdmap.rx_mid_message();
+        let mut moved = false;
         if let Some(h) = st.mpa.as_mut().and_then(|io| io.rx.as_mut()) {
             h.input.rx.set_stream_source(false);
+            moved = (h.input.rx.fpdus(), h.input.rx.placed_octets()) != before
+                && (mid_message || !h.input.rx.at_boundary());
         }
         let Some(end) = end else {
-            return;
+            return moved;
         };
         // Once more, as the task's run does after its receive: completions
         // taken from the engine above may let it close now (a graceful
@@ -168,10 +175,10 @@ impl Driven for Shared {
             self.pump_in(st, false);
         }
         let Some(io) = &mut st.mpa else {
-            return;
+            return moved;
         };
         let Some(h) = &mut io.rx else {
-            return;
+            return moved;
         };
         let ended = !matches!(end, RxEnd::Blocked | RxEnd::More);
         if ended {
@@ -185,6 +192,7 @@ impl Driven for Shared {
                 t.wake();
             }
         }
+        moved
     }
 
     fn release(&self) {
