@@ -107,7 +107,11 @@ impl Ctrl {
         self.w
             .qp
             .post_send_inline(5, data, SendFlags::default())
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| {
+                // Why the stream ended, if it did (a close, a Terminate).
+                let why = self.w.events().err().unwrap_or_default();
+                format!("control: posting our Send: {e} {why}")
+            })?;
         loop {
             match self.w.next(self.timeout)? {
                 wc if wc.opcode == WcOpcode::Send => return Ok(()),
