@@ -209,11 +209,15 @@ impl CompletionQueue {
         // read for it on this thread, briefly (longer while a message is
         // arriving: `spin.rs`), before going to sleep on the condvar (a futex
         // wake and a switch back).
+        // At least one look, also with no time to wait (as `poll_busy`).
         let mut spin = self.spin(timeout);
         let mut got = Vec::new();
-        while spin.going() {
+        loop {
             if spin.look_into(max, &mut got) > 0 {
                 return got;
+            }
+            if !spin.going() {
+                break;
             }
             std::thread::yield_now();
         }

@@ -240,3 +240,35 @@ fn a_look_that_reads_part_of_a_message_counts_as_arriving() {
     assert!(firsts_seen > 0, "no look saw a first FPDU arrive");
     assert!(lasts_here > 0, "no last FPDU was read by this thread");
 }
+
+/// `wait` with no time to wait still looks once, as `poll_busy` does: a
+/// thread that calls it in a loop reads the socket itself.
+#[test]
+fn a_wait_of_no_time_still_reads_the_socket() {
+    let p = pair(MSGS + 1);
+    let pushers: Arc<Mutex<Vec<ThreadId>>> = Arc::default();
+    let log = pushers.clone();
+    p.server_cq.set_notify(move || {
+        log.lock().unwrap().push(std::thread::current().id());
+    });
+    let me = std::thread::current().id();
+    for i in 0..20 {
+        p.server_cq.arm();
+        p.client
+            .post_send_inline(i, &[i as u8; 64], SendFlags::default())
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(10);
+        let wc = loop {
+            if let Some(wc) = p.server_cq.wait(1, Duration::ZERO).pop() {
+                break wc;
+            }
+            assert!(Instant::now() < until, "message {i} never came");
+            std::thread::yield_now();
+        };
+        assert_eq!((wc.opcode, wc.wr_id), (WcOpcode::Recv, i));
+        reap(&p);
+    }
+    let here = pushers.lock().unwrap().iter().filter(|t| **t == me).count();
+    assert!(here > 0, "every completion was pushed by another thread");
+    p.server_cq.end_busy();
+}
