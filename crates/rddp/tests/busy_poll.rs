@@ -63,6 +63,15 @@ fn pair(recvs: u64) -> Pair {
     }
 }
 
+/// The threads that push `cq`'s completions, as its notify function logs
+/// them (it runs on the pushing thread; each push after an `arm`).
+fn log_pushers(cq: &CompletionQueue) -> Arc<Mutex<Vec<ThreadId>>> {
+    let pushers: Arc<Mutex<Vec<ThreadId>>> = Arc::default();
+    let log = pushers.clone();
+    cq.set_notify(move || log.lock().unwrap().push(std::thread::current().id()));
+    pushers
+}
+
 /// Take send completions off the client's CQ (so its slots come back).
 fn reap(p: &Pair) {
     for wc in p.client_cq.poll(64) {
@@ -88,11 +97,7 @@ fn recv_by_the_loop(cq: &CompletionQueue) -> bool {
 #[test]
 fn a_busy_polling_thread_reads_its_queue_pairs_socket_itself() {
     let p = pair(MSGS + 1);
-    let pushers: Arc<Mutex<Vec<ThreadId>>> = Arc::default();
-    let log = pushers.clone();
-    p.server_cq.set_notify(move || {
-        log.lock().unwrap().push(std::thread::current().id());
-    });
+    let pushers = log_pushers(&p.server_cq);
     let me = std::thread::current().id();
     for i in 0..MSGS {
         p.server_cq.arm();
@@ -198,9 +203,7 @@ fn a_look_that_reads_part_of_a_message_counts_as_arriving() {
         prepared.post_recv(i, 256).unwrap();
     }
     let _qp = prepared.attach(conn).unwrap();
-    let pushers: Arc<Mutex<Vec<ThreadId>>> = Arc::default();
-    let log = pushers.clone();
-    cq.set_notify(move || log.lock().unwrap().push(std::thread::current().id()));
+    let pushers = log_pushers(&cq);
     let me = std::thread::current().id();
     let mut got = Vec::new();
     // Take the receive side first (the task hands it over at its next run).
@@ -249,11 +252,7 @@ fn a_look_that_reads_part_of_a_message_counts_as_arriving() {
 #[test]
 fn a_wait_of_no_time_still_reads_the_socket() {
     let p = pair(MSGS + 1);
-    let pushers: Arc<Mutex<Vec<ThreadId>>> = Arc::default();
-    let log = pushers.clone();
-    p.server_cq.set_notify(move || {
-        log.lock().unwrap().push(std::thread::current().id());
-    });
+    let pushers = log_pushers(&p.server_cq);
     let me = std::thread::current().id();
     let mut read_here = 0;
     for i in 0..20 {
