@@ -8,7 +8,7 @@
 mod host;
 use host::*;
 
-use rddp_proto::ddp::{BufferOrdering, BufferPool, PoolConfig, RecvBuffer, Target};
+use rddp_proto::ddp::{BufferOrdering, BufferPool, PoolConfig, RecvBuffer, RegionSpan, Target};
 use rddp_proto::mem::Access;
 use rddp_proto::rdmap::{WcOpcode, WcStatus};
 use rddp_wire::rdmap::qn;
@@ -245,6 +245,20 @@ fn crc_case(kind: &str) -> Host {
             .unwrap();
             send(true, 1, 0, &[9; 40])
         }
+        "pool region send" => {
+            let pool = BufferPool::new(PoolConfig::credits(BufferOrdering::Sequential, 4));
+            h.s.ddp_mut().set_recv_pool(qn::SEND, &pool).unwrap();
+            assert!(h.s.ddp_mut().grant_credits(qn::SEND, 1));
+            let stag = h.region(Access::NONE, 64);
+            let region = h.mem.region(stag).unwrap();
+            let place = RegionSpan {
+                region,
+                offset: 0,
+                len: 64,
+            };
+            pool.post_in_region(6, place).unwrap();
+            send(true, 1, 0, &[9; 40])
+        }
         _ => unreachable!(),
     };
     header_first(&mut h, &seg, false).expect("begin refused");
@@ -253,7 +267,13 @@ fn crc_case(kind: &str) -> Host {
 
 #[test]
 fn a_failed_crc_delivers_nothing_for_every_payload_kind() {
-    for kind in ["write", "read response", "send", "pool send"] {
+    for kind in [
+        "write",
+        "read response",
+        "send",
+        "pool send",
+        "pool region send",
+    ] {
         let mut h = crc_case(kind);
         assert_eq!(h.terminate_sent(), Some(T::MPA_CRC_ERROR), "{kind}");
         let term = h.terminate_on_wire().expect("no Terminate");

@@ -26,8 +26,15 @@ impl ProtectionDomain {
         }
     }
 
+    /// Its number within its device (another device's PDs count from 1 too).
     pub fn id(&self) -> PdId {
         self.inner.id
+    }
+
+    /// Whether both handles name the same PD. Not by [`Self::id`]: PD numbers
+    /// are per device, so a region of another device's PD may carry ours.
+    pub fn same(&self, other: &ProtectionDomain) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// Register `buf` (the region takes ownership of it, which is the proof that the

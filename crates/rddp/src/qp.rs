@@ -32,7 +32,7 @@ use crate::srq::{SharedReceiveQueue, SrqMode};
 use crate::transport::mpa_out::{MpaOut, Sent};
 use crate::transport::{Connection, Inbound, Llp, LlpInfo, SegmentReader, SegmentWriter};
 use bytes::Bytes;
-use rddp_proto::ddp::BufferPool;
+use rddp_proto::ddp::{BufferPool, RegionSpan};
 use rddp_proto::ddp::{DdpConfig, OutSegment, Payload, StreamState};
 use rddp_proto::mem::{Access, StreamId};
 use rddp_proto::rdmap::{AsyncEvent, Completion, RdmapConfig, RdmapStream, WcOpcode, WorkRequest};
@@ -183,7 +183,7 @@ impl QueuePairBuilder {
     /// Reserve the queue pair (charged to the consumer's quota).
     pub fn build(self) -> Result<PreparedQueuePair, Error> {
         if let Some(link) = &self.srq
-            && link.pd.id() != self.pd.id()
+            && !link.pd.same(&self.pd)
         {
             return Err(Error::SrqWrongPd);
         }
@@ -205,12 +205,20 @@ impl QueuePairBuilder {
     }
 }
 
+/// A receive posted before attach.
+enum EarlyRecv {
+    /// A buffer of this many octets, allocated at attach.
+    Len(usize),
+    /// Octets of a registered region (`post_recv_mr`).
+    Region(RegionSpan),
+}
+
 /// A queue pair not yet connected. Dropping it returns the quota.
 pub struct PreparedQueuePair {
     b: QueuePairBuilder,
     qp_num: u32,
     /// Receives posted before attach, posted before the LLP is read at all.
-    early_recvs: Vec<(u64, usize)>,
+    early_recvs: Vec<(u64, EarlyRecv)>,
     /// Credits granted before attach (credits-mode shared receive queue).
     early_credits: u32,
     /// Attached: its quota charges belong to the queue pair now.
@@ -236,12 +244,33 @@ impl PreparedQueuePair {
     /// Post a receive before the queue pair is attached, so that a Send the peer
     /// issues as soon as the connection is up finds a buffer.
     pub fn post_recv(&mut self, wr_id: u64, len: usize) -> Result<(), Error> {
+        self.post_early(wr_id, EarlyRecv::Len(len))
+    }
+
+    /// Post a receive into `len` octets of `mr` at `offset` before the queue
+    /// pair is attached (see [`QueuePair::post_recv_mr`]); the span is checked
+    /// now, and goes to the receive queue (or its pool) at attach.
+    pub fn post_recv_mr(
+        &mut self,
+        wr_id: u64,
+        mr: &MemoryRegion,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), Error> {
+        if !mr.pd().same(&self.b.pd) {
+            return Err(Error::WrongPd);
+        }
+        let place = mr.span(offset, len)?;
+        self.post_early(wr_id, EarlyRecv::Region(place))
+    }
+
+    fn post_early(&mut self, wr_id: u64, recv: EarlyRecv) -> Result<(), Error> {
         self.b
             .pd
             .inner
             .consumer
             .charge(Resource::ReceiveBuffers, 1)?;
-        self.early_recvs.push((wr_id, len));
+        self.early_recvs.push((wr_id, recv));
         Ok(())
     }
 
@@ -373,8 +402,12 @@ impl PreparedQueuePair {
         self.take_early_slots(&mut wq)?;
         // The slots taken leave room for every early receive and credit.
         for i in 0..self.early_recvs.len() {
-            let (wr_id, len) = self.early_recvs[i];
-            if let Err(e) = rdmap.post_recv(wr_id, vec![0; len]) {
+            let (wr_id, recv) = &self.early_recvs[i];
+            let posted = match recv {
+                EarlyRecv::Len(len) => rdmap.post_recv(*wr_id, vec![0; *len]),
+                EarlyRecv::Region(place) => rdmap.post_recv_in_region(*wr_id, place.clone()),
+            };
+            if let Err(e) = posted {
                 self.untake_early_slots(&mut wq, i);
                 return Err(e.into());
             }
@@ -760,8 +793,9 @@ impl QueuePair {
     /// name the same octets (perftest posts every receive of a bandwidth test
     /// on one buffer): the application reads a message before the next one
     /// that names them can arrive. The queue pair holds the region's memory
-    /// until the receive completes. An ordered receive queue only (not with
-    /// credits or a shared receive queue: [`Error::Stream`]); it counts
+    /// until the receive completes. With credits or a shared receive queue
+    /// it goes to the pool, as [`Self::post_recv_buffer`]'s buffer does (and
+    /// [`SharedReceiveQueue::post_recv_mr`] posts to that directly); it counts
     /// against the receive queue's depth as [`Self::post_recv_buffer`].
     pub fn post_recv_mr(
         &self,
@@ -819,7 +853,7 @@ impl QueuePair {
     }
 
     fn same_pd(&self, mr: &MemoryRegion) -> Result<(), Error> {
-        if mr.pd().id() != self.shared.pd.id() {
+        if !mr.pd().same(&self.shared.pd) {
             return Err(Error::WrongPd);
         }
         Ok(())

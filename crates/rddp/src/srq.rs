@@ -2,9 +2,10 @@
 //! (seed 003 strategies 2 and 3).
 
 use crate::error::Error;
+use crate::mr::MemoryRegion;
 use crate::pd::ProtectionDomain;
 use crate::quota::Resource;
-use rddp_proto::ddp::{BufferOrdering, BufferPool, PoolConfig, PoolEvent, RecvBuffer};
+use rddp_proto::ddp::{BufferOrdering, BufferPool, PoolConfig, PoolError, PoolEvent, RecvBuffer};
 use rddp_proto::wq::{Slots, WorkQueue};
 
 /// How queue pairs draw on the pool.
@@ -57,22 +58,52 @@ impl SharedReceiveQueue {
     /// Post a receive buffer of `len` octets (charged to the PD's consumer until its
     /// completion).
     pub fn post_recv(&self, wr_id: u64, len: usize) -> Result<(), Error> {
+        self.post_with(|pool| {
+            pool.post(RecvBuffer {
+                id: wr_id,
+                data: vec![0; len],
+            })
+        })
+    }
+
+    /// Post a receive whose Send lands in `len` octets of `mr` at `offset`
+    /// (`ibv_post_srq_recv` with one SGE in an MR), for whichever queue pair's
+    /// message takes it: the payload goes from the LLP straight there, header
+    /// first, as with [`crate::QueuePair::post_recv_mr`] (its completion's
+    /// `buffer` is empty; `byte_len` says how much was filled). `mr` must be
+    /// in the shared receive queue's protection domain. Charged and counted
+    /// as [`Self::post_recv`].
+    pub fn post_recv_mr(
+        &self,
+        wr_id: u64,
+        mr: &MemoryRegion,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), Error> {
+        if !mr.pd().same(&self.pd) {
+            return Err(Error::WrongPd);
+        }
+        let place = mr.span(offset, len)?;
+        self.post_with(|pool| pool.post_in_region(wr_id, place))
+    }
+
+    /// Charge the consumer and take a slot, then post with `post`; on its
+    /// refusal both are given back.
+    fn post_with(
+        &self,
+        post: impl FnOnce(&BufferPool) -> Result<(), PoolError>,
+    ) -> Result<(), Error> {
         let consumer = &self.pd.inner.consumer;
         consumer.charge(Resource::ReceiveBuffers, 1)?;
         if let Err(e) = self.slots.take(1) {
             consumer.refund(Resource::ReceiveBuffers, 1);
             return Err(Error::QueueFull(e));
         }
-        self.pool
-            .post(RecvBuffer {
-                id: wr_id,
-                data: vec![0; len],
-            })
-            .map_err(|e| {
-                self.slots.give_back(1);
-                consumer.refund(Resource::ReceiveBuffers, 1);
-                Error::Srq(e)
-            })
+        post(&self.pool).map_err(|e| {
+            self.slots.give_back(1);
+            consumer.refund(Resource::ReceiveBuffers, 1);
+            Error::Srq(e)
+        })
     }
 
     /// Buffers posted and not yet taken by a message.

@@ -164,6 +164,29 @@ fn a_region_of_another_pd_is_refused_locally() {
     ));
 }
 
+/// PD numbers are per device: the first PD of another device has the same
+/// number as `a`'s, and its region is still another PD's.
+#[test]
+fn a_region_of_another_devices_pd_with_the_same_number_is_refused() {
+    let (a, _b) = pair();
+    let other = Device::new()
+        .consumer("other", Quota::default())
+        .unwrap()
+        .alloc_pd()
+        .unwrap();
+    assert_eq!(other.id(), a.pd.id(), "both devices' first PD");
+    assert!(!other.same(&a.pd));
+    let foreign = other.register(vec![0; 64], Access::NONE).unwrap();
+    assert!(matches!(
+        a.qp.post_send(1, &foreign, 0, 8, SendFlags::default()),
+        Err(rddp::Error::WrongPd)
+    ));
+    assert!(matches!(
+        a.qp.post_recv_mr(2, &foreign, 0, 64),
+        Err(rddp::Error::WrongPd)
+    ));
+}
+
 #[cfg(feature = "tokio")]
 #[tokio::test]
 async fn completion_queue_async_wait() {

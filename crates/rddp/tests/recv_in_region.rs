@@ -4,7 +4,8 @@
 //! octets that the receive names (no user-space copy: `rx_copied_octets`),
 //! several receives may name the same octets (as perftest posts them), a
 //! Send longer than its receive is refused (1/2/0x05) with nothing placed
-//! outside it, and a receive into a region needs an ordered receive queue.
+//! outside it; a shared receive queue takes them too, and a queue pair
+//! before its attach.
 
 mod common;
 
@@ -17,7 +18,6 @@ use rddp::{
 };
 use rddp_mpa::MpaOptions;
 use rddp_proto::ddp::rx_copied_octets;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 const REGION: usize = 256 * 1024;
@@ -188,41 +188,133 @@ fn a_receive_into_a_region_is_checked_when_posted() {
     server.qp.post_recv_mr(4, &mr, 0, 64).unwrap();
 }
 
+/// Two clients' queue pairs on one shared receive queue whose receives name
+/// spans of one region (`SharedReceiveQueue::post_recv_mr`): each Send goes
+/// straight from its socket into the span its message took, nothing copied.
 #[test]
-fn a_shared_receive_queue_takes_no_receive_into_a_region() {
+fn a_shared_receive_queue_places_sends_into_its_region_receives() {
+    let _serial = serial();
+    const CLIENTS: usize = 2;
+    const SPAN: u64 = 32 * 1024;
+    let dev = Device::new();
+    let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let pd = common::pd(&dev, "server");
+    let cq = CompletionQueue::new(64);
+    let srq = SharedReceiveQueue::new(
+        &pd,
+        SrqMode::Shared { soft_limit: 4 },
+        BufferOrdering::Arrival,
+        8,
+    );
+    let mr = pd.register(vec![FILL; REGION], Access::NONE).unwrap();
+    for i in 0..CLIENTS as u64 {
+        srq.post_recv_mr(i, &mr, i * SPAN, SPAN).unwrap();
+    }
+    let other = common::pd(&dev, "other");
+    let foreign = other.register(vec![0; 64], Access::NONE).unwrap();
+    assert!(matches!(
+        srq.post_recv_mr(9, &foreign, 0, 64),
+        Err(Error::WrongPd)
+    ));
+    assert!(matches!(
+        srq.post_recv_mr(9, &mr, REGION as u64 - 10, 11),
+        Err(Error::OutOfRange { .. })
+    ));
+    assert_eq!(srq.free(), CLIENTS);
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let pd = common::pd(&Device::new(), "client");
+                let cq = CompletionQueue::new(64);
+                let prepared = QueuePairBuilder::new(&pd, &cq, &cq).build().unwrap();
+                let qp = prepared.connect_mpa(addr, MpaOptions::default()).unwrap();
+                End { pd, qp, cq }
+            })
+        })
+        .collect();
+    let server: Vec<QueuePair> = (0..CLIENTS)
+        .map(|_| {
+            let prepared = QueuePairBuilder::new(&pd, &cq, &cq)
+                .srq(&srq)
+                .build()
+                .unwrap();
+            prepared.attach(listener.accept().unwrap()).unwrap()
+        })
+        .collect();
+    let clients: Vec<End> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    let copied = rx_copied_octets();
+    // One Send each, one after the other: the first to arrive takes the
+    // first span posted (arrival ordering).
+    let sent: Vec<Vec<u8>> = (0..CLIENTS)
+        .map(|i| pattern(SPAN as usize - 100 * i, 7 + i as u8))
+        .collect();
+    let mut spans = Vec::new();
+    for (i, (c, data)) in clients.iter().zip(&sent).enumerate() {
+        send(c, 10 + i as u64, data);
+        let wc = wait(&cq, 1).pop().unwrap();
+        assert_eq!(
+            (wc.wr_id, wc.opcode, wc.status, wc.byte_len),
+            (
+                i as u64,
+                WcOpcode::Recv,
+                WcStatus::Success,
+                data.len() as u32
+            ),
+            "{wc:?}"
+        );
+        assert_eq!(wc.buffer.as_deref(), Some(&[][..]), "no buffer of its own");
+        let at = i as u64 * SPAN;
+        assert_eq!(mr.read(at, data.len() as u64).unwrap(), *data, "Send {i}");
+        spans.push((at, data.len() as u64));
+    }
+    assert_eq!(rx_copied_octets() - copied, 0, "payload octets copied");
+    untouched_outside(&mr, &spans);
+    assert_eq!(srq.free(), 0);
+    drop(server);
+}
+
+/// A receive into a region posted before the queue pair is attached
+/// (`PreparedQueuePair::post_recv_mr`) is there for the peer's first Send.
+#[test]
+fn a_receive_into_a_region_may_be_posted_before_attach() {
     let _serial = serial();
     let dev = Device::new();
     let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
     let addr = listener.local_addr().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let sdev = dev.clone();
-    let server = std::thread::spawn(move || {
-        let pd = common::pd(&sdev, "server");
-        let cq = CompletionQueue::new(64);
-        let srq = SharedReceiveQueue::new(
-            &pd,
-            SrqMode::Shared { soft_limit: 4 },
-            BufferOrdering::Arrival,
-            4,
-        );
-        let prepared = QueuePairBuilder::new(&pd, &cq, &cq)
-            .srq(&srq)
-            .build()
-            .unwrap();
-        let qp = prepared.attach(listener.accept().unwrap()).unwrap();
-        let mr = pd.register(vec![0; 64], Access::NONE).unwrap();
-        tx.send(qp.post_recv_mr(1, &mr, 0, 64).map_err(|e| e.to_string()))
-            .unwrap();
-        qp
-    });
-    let pd = common::pd(&dev, "client");
+    let pd = common::pd(&dev, "server");
     let cq = CompletionQueue::new(64);
-    let prepared = QueuePairBuilder::new(&pd, &cq, &cq).build().unwrap();
-    let _client = prepared.connect_mpa(addr, MpaOptions::default()).unwrap();
-    let got = rx.recv().unwrap();
-    let _server = server.join().unwrap();
-    let e = got.expect_err("a receive into a region on a shared receive queue");
-    assert!(e.contains("ordered receive queue"), "{e}");
+    let mr = pd.register(vec![FILL; REGION], Access::NONE).unwrap();
+    let mut prepared = QueuePairBuilder::new(&pd, &cq, &cq).build().unwrap();
+    prepared.post_recv_mr(5, &mr, SMALL.0, SMALL.1).unwrap();
+    assert!(matches!(
+        prepared.post_recv_mr(6, &mr, REGION as u64, 1),
+        Err(Error::OutOfRange { .. })
+    ));
+    let client = std::thread::spawn(move || {
+        let pd = common::pd(&Device::new(), "client");
+        let cq = CompletionQueue::new(64);
+        let prepared = QueuePairBuilder::new(&pd, &cq, &cq).build().unwrap();
+        let qp = prepared.connect_mpa(addr, MpaOptions::default()).unwrap();
+        let c = End { pd, qp, cq };
+        // Sent as soon as the connection is up.
+        send(&c, 1, &pattern(SMALL.1 as usize, 9));
+        c
+    });
+    let qp = prepared.attach(listener.accept().unwrap()).unwrap();
+    let wc = wait(&cq, 1).pop().unwrap();
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.byte_len),
+        (5, WcStatus::Success, SMALL.1 as u32),
+        "{wc:?}"
+    );
+    assert_eq!(
+        mr.read(SMALL.0, SMALL.1).unwrap(),
+        pattern(SMALL.1 as usize, 9)
+    );
+    untouched_outside(&mr, &[SMALL]);
+    let _client = client.join().unwrap();
+    drop(qp);
 }
 
 #[test]

@@ -17,7 +17,9 @@
 //!   (in order those are delivered first: a batch must not raise a SoftLimit
 //!   event, or fewer of them, than taking the segments one by one);
 //! * a segment whose pool has no buffer for it is not begun (taken alone, it
-//!   is refused, and the pool counts that one refused request, not two).
+//!   is refused, and the pool counts that one refused request, not two);
+//! * a Send with payload for a receive posted into a region is not begun (a
+//!   pool's such receive stays taken for it; taken alone it is placed there).
 //!
 //! Anything else is not begun (`None`, nothing changed): the LLP ends the
 //! batch before it and takes that segment alone, as before.
@@ -82,9 +84,10 @@ impl DdpSink {
                 let (meta, target) = self.check_untagged(&h, payload_len, seg_len, true).ok()?;
                 // A receive posted into a region is taken alone, header first
                 // (a batch reads into one region, for its tagged segments).
-                // Only an ordered queue's receive names a region, and checking
-                // one of those takes nothing from a pool: refusing it here
-                // changes nothing.
+                // An ordered queue's check changed nothing. A pool's receive
+                // was taken for this MSN, which keeps it: taken alone the
+                // segment finds it (the pool counts one take, as in order;
+                // `may_hold_one_more` above kept the soft limit's count).
                 if matches!(target, Target::Region { .. }) {
                     return None;
                 }

@@ -56,10 +56,6 @@ pub enum SourceError {
     RecvQueueFull { qn: u32, limit: usize },
     #[error("the shared buffer pool already holds its maximum of {0} buffers")]
     PoolFull(usize),
-    #[error(
-        "queue {qn} takes its buffers from a pool: a receive into a region needs an ordered receive queue"
-    )]
-    RegionNotOrdered { qn: u32 },
     #[error("a receive on queue {qn} names octets past the end of its region")]
     OutsideRegion { qn: u32 },
     #[error("MULPDU {0} is too small: it must hold an 18-octet untagged header and one octet")]

@@ -14,7 +14,7 @@
 //! pool never reads a clock or does IO; its events wait in a bounded queue until the
 //! ULP polls them.
 
-use super::recv_queue::RecvBuffer;
+use super::recv_queue::{RecvBuffer, RegionSpan};
 use crate::mem::StreamId;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
@@ -116,6 +116,17 @@ pub enum PoolEvent {
 pub enum PoolError {
     #[error("the pool already holds its maximum of {0} buffers, free or held by a message")]
     Full(usize),
+    #[error("a receive names octets past the end of its region")]
+    OutsideRegion,
+}
+
+/// A receive as posted to a pool: octets of its own (`buf.data`), or, posted
+/// into a registered region, a span of it (`buf.data` empty), as an ordered
+/// queue's slot holds one.
+#[derive(Debug)]
+pub(crate) struct Posted {
+    pub buf: RecvBuffer,
+    pub place: Option<Box<RegionSpan>>,
 }
 
 /// Identity of a pool (for completion-queue reservations).
@@ -153,7 +164,7 @@ struct Gap {
 #[derive(Debug)]
 pub(crate) struct PoolInner {
     cfg: PoolConfig,
-    free: VecDeque<RecvBuffer>,
+    free: VecDeque<Posted>,
     /// Buffers taken by queues for messages not yet delivered (or flushed).
     held: usize,
     /// Queues holding at least one buffer.
@@ -233,7 +244,24 @@ impl BufferPool {
 
     /// Post a buffer to the pool (not to any stream).
     pub fn post(&self, buf: RecvBuffer) -> Result<(), PoolError> {
-        self.lock().post(buf)
+        self.lock().post(Posted { buf, place: None })
+    }
+
+    /// Post a receive whose message goes into `place` (a span of a registered
+    /// region, see [`RegionSpan`]) to the pool; the message that takes it is
+    /// placed there, header first, as into an ordered queue's receive.
+    pub fn post_in_region(&self, id: u64, place: RegionSpan) -> Result<(), PoolError> {
+        if !place.within_region() {
+            return Err(PoolError::OutsideRegion);
+        }
+        let buf = RecvBuffer {
+            id,
+            data: Vec::new(),
+        };
+        self.lock().post(Posted {
+            buf,
+            place: Some(Box::new(place)),
+        })
     }
 
     /// Buffers in the pool not yet associated with a message.
@@ -263,12 +291,12 @@ impl BufferPool {
 
     /// Take every free buffer back (teardown of the pool).
     pub fn drain(&self) -> Vec<RecvBuffer> {
-        self.lock().free.drain(..).collect()
+        self.lock().free.drain(..).map(|p| p.buf).collect()
     }
 }
 
 impl PoolInner {
-    fn post(&mut self, buf: RecvBuffer) -> Result<(), PoolError> {
+    fn post(&mut self, buf: Posted) -> Result<(), PoolError> {
         // Seed 003: the CQ "may be sized to allow for every buffer in the pool to
         // be completed to it": every buffer, free or held, counts.
         if self.free.len() + self.held >= self.cfg.max_buffers {
@@ -288,7 +316,7 @@ impl PoolInner {
     }
 
     /// Take `n` buffers, all or none.
-    pub fn take(&mut self, n: usize, mut put: impl FnMut(RecvBuffer)) -> bool {
+    pub fn take(&mut self, n: usize, mut put: impl FnMut(Posted)) -> bool {
         if n > self.free.len() {
             self.stats.empty += 1;
             return false;
@@ -308,7 +336,7 @@ impl PoolInner {
 
     /// Every free buffer, for the teardown of a queue that owns its pool alone.
     pub fn drain_free(&mut self) -> impl Iterator<Item = RecvBuffer> + '_ {
-        self.free.drain(..)
+        self.free.drain(..).map(|p| p.buf)
     }
 
     fn push_event(&mut self, e: PoolEvent) {

@@ -12,7 +12,7 @@
 //!   strategy 3 (per-stream credits, buffers from the pool), with the pool's
 //!   [`BufferOrdering`].
 
-use super::pool::{BufferOrdering, BufferPool, PoolStrategy, QueueKey};
+use super::pool::{BufferOrdering, BufferPool, PoolError, PoolStrategy, Posted, QueueKey};
 use super::slots::SlotMap;
 use crate::cq::{CqError, CqLedger, CqReservation, CqSource};
 use crate::mem::{RegionRef, StreamId};
@@ -33,12 +33,22 @@ pub struct RecvBuffer {
 /// names an MR's memory). Several posted receives may name the same octets
 /// (as perftest's do): each message overwrites what the one before left, and
 /// the application reads a message from the region after its completion and
-/// before reposting. Ordered receive queues only (strategy 1).
+/// before reposting. On any queue: an ordered one's slot holds it, a pool
+/// (shared receive queue, credits) hands it to the message that takes it.
 #[derive(Debug, Clone)]
 pub struct RegionSpan {
     pub region: RegionRef,
     pub offset: usize,
     pub len: usize,
+}
+
+impl RegionSpan {
+    /// Whether the span lies within the region's data: placement indexes the
+    /// data by it, so a receive is refused at posting otherwise.
+    pub fn within_region(&self) -> bool {
+        let end = self.offset.checked_add(self.len).map(|e| e as u64);
+        end.is_some_and(|e| e <= self.region.len())
+    }
 }
 
 /// How a queue decides that an MSN is valid and when a buffer is associated.
@@ -80,6 +90,13 @@ impl MsgSlot {
         }
     }
 
+    /// A pool's receive, taken for a message.
+    fn posted(p: Posted) -> Self {
+        let mut slot = Self::new(p.buf);
+        slot.place = p.place;
+        slot
+    }
+
     /// Octets the message may fill.
     pub fn capacity(&self) -> usize {
         self.place.as_ref().map_or(self.buf.data.len(), |p| p.len)
@@ -91,8 +108,6 @@ impl MsgSlot {
 pub(crate) enum PostRefused {
     /// The queue's (CQ-reserved) depth is reached.
     Depth(usize),
-    /// A receive into a region on a queue that takes buffers from a pool.
-    RegionNotOrdered,
     /// A receive's span passes the end of its region's data.
     OutsideRegion,
     /// The pool holds its maximum.
@@ -204,21 +219,17 @@ impl UntaggedQueue {
                 self.slots.insert(self.expected_abs + n, MsgSlot::new(buf));
                 Ok(())
             }
-            Model::Pooled { pool, .. } => pool.post(buf).map_err(|e| match e {
-                super::pool::PoolError::Full(n) => PostRefused::PoolFull(n),
-            }),
+            Model::Pooled { pool, .. } => pool.post(buf).map_err(pool_refused),
         }
     }
 
-    /// Post a receive whose message goes into `place` (strategy 1 only: a
-    /// pool's buffers are the pool's own). `id` as [`RecvBuffer::id`].
+    /// Post a receive whose message goes into `place`: the next MSN's slot
+    /// (ordered queue) or the queue's pool. `id` as [`RecvBuffer::id`].
     pub fn post_in_region(&mut self, id: u64, place: RegionSpan) -> Result<(), PostRefused> {
-        if !matches!(self.model, Model::Ordered) {
-            return Err(PostRefused::RegionNotOrdered);
+        if let Model::Pooled { pool, .. } = &self.model {
+            return pool.post_in_region(id, place).map_err(pool_refused);
         }
-        // Placement indexes the region's data by the span: never past it.
-        let end = place.offset.checked_add(place.len).map(|e| e as u64);
-        if end.is_none_or(|e| e > place.region.len()) {
+        if !place.within_region() {
             return Err(PostRefused::OutsideRegion);
         }
         let n = self.slots.len() as u64;
@@ -293,7 +304,7 @@ impl UntaggedQueue {
             let mut k = first;
             let slots = &mut self.slots;
             let ok = p.take(n, |b| {
-                slots.insert(k, MsgSlot::new(b));
+                slots.insert(k, MsgSlot::posted(b));
                 k += 1;
             });
             if !ok {
@@ -522,6 +533,13 @@ impl UntaggedQueue {
         }
         self.cq = Some(r);
         Ok(())
+    }
+}
+
+fn pool_refused(e: PoolError) -> PostRefused {
+    match e {
+        PoolError::Full(n) => PostRefused::PoolFull(n),
+        PoolError::OutsideRegion => PostRefused::OutsideRegion,
     }
 }
 

@@ -214,8 +214,9 @@ impl DdpSink {
             .map_err(|r| refused(qn, r))
     }
 
-    /// Post a receive on `qn` whose message goes into `place` (an ordered
-    /// queue: [`super::recv_queue::RegionSpan`]).
+    /// Post a receive on `qn` whose message goes into `place` (see
+    /// [`super::recv_queue::RegionSpan`]): the next MSN's (ordered queue) or
+    /// into the queue's pool (credits, shared pool).
     pub fn post_recv_in_region(
         &mut self,
         qn: u32,
@@ -701,7 +702,6 @@ fn refused(qn: u32, r: PostRefused) -> SourceError {
     match r {
         PostRefused::Depth(limit) => SourceError::RecvQueueFull { qn, limit },
         PostRefused::PoolFull(n) => SourceError::PoolFull(n),
-        PostRefused::RegionNotOrdered => SourceError::RegionNotOrdered { qn },
         PostRefused::OutsideRegion => SourceError::OutsideRegion { qn },
     }
 }

@@ -208,7 +208,7 @@ impl DdpStream {
     }
 
     /// Post a receive on `qn` whose message goes into `place` (see
-    /// [`super::RegionSpan`]; ordered receive queues only).
+    /// [`super::RegionSpan`]): on an ordered queue or into its pool.
     pub fn post_recv_in_region(
         &mut self,
         qn: u32,
