@@ -78,7 +78,9 @@ pub use device::{Consumer, Device, DeviceLimits};
 pub use error::Error;
 pub use mr::{MemoryRegion, RemoteBuf};
 pub use pd::ProtectionDomain;
-pub use qp::{PostListError, PostWr, PreparedQueuePair, QueuePair, QueuePairBuilder, SendFlags};
+pub use qp::{
+    PostListError, PostWr, PreparedQueuePair, QueuePair, QueuePairBuilder, RecvWr, SendFlags,
+};
 pub use quota::{Quota, Usage};
 pub use rddp_proto::ddp::{BufferOrdering, PoolEvent};
 pub use rddp_proto::mem::Access;

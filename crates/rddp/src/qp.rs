@@ -48,6 +48,8 @@ use std::time::Duration;
 
 mod busy;
 pub(crate) use busy::Driven;
+mod recv;
+pub use recv::RecvWr;
 mod sctp_task;
 mod task;
 
@@ -736,92 +738,6 @@ impl QueuePair {
         })
     }
 
-    /// Post a receive buffer of `len` octets for one incoming Send; the completion
-    /// hands it back filled.
-    /// It counts against the receive queue's depth until its completion is polled.
-    pub fn post_recv(&self, wr_id: u64, len: usize) -> Result<(), Error> {
-        self.post_recv_buffer(wr_id, vec![0; len])
-    }
-
-    /// Post `buf` itself as the receive buffer of one incoming Send (its length is
-    /// the most it takes); the completion hands the same allocation back (in
-    /// `Completion::buffer`, at its full length), so a receiver can repost it
-    /// without allocating and zeroing a new buffer per message.
-    /// It counts against the receive queue's depth until its completion is polled.
-    pub fn post_recv_buffer(&self, wr_id: u64, buf: Vec<u8>) -> Result<(), Error> {
-        self.post_recv_buffers(&mut vec![(wr_id, buf)])
-    }
-
-    /// Post several receive buffers (`(wr_id, buffer)`, in order) under one lock
-    /// of the queue pair, as `ibv_post_recv` takes a list. Those posted are taken
-    /// out of `bufs`. On an error the ones before the refused one stay posted,
-    /// the refused one is dropped, and `bufs` keeps those after it, not posted.
-    pub fn post_recv_buffers(&self, bufs: &mut Vec<(u64, Vec<u8>)>) -> Result<(), Error> {
-        let consumer = &self.shared.pd.inner.consumer;
-        let mut st = lock(&self.shared.state);
-        let mut res = Ok(());
-        let mut posted = 0;
-        for (wr_id, buf) in bufs.iter_mut() {
-            if let Err(e) = consumer.charge(Resource::ReceiveBuffers, 1) {
-                res = Err(e);
-                break;
-            }
-            if let Err(e) = st.wq.post_recv(*wr_id) {
-                consumer.refund(Resource::ReceiveBuffers, 1);
-                res = Err(e.into());
-                break;
-            }
-            if let Err(e) = st.rdmap.post_recv(*wr_id, std::mem::take(buf)) {
-                st.wq.unpost_recv(*wr_id);
-                consumer.refund(Resource::ReceiveBuffers, 1);
-                res = Err(Error::Stream(e));
-                break;
-            }
-            posted += 1;
-        }
-        bufs.drain(..(posted + usize::from(res.is_err())).min(bufs.len()));
-        if posted > 0 {
-            self.shared.pump(&mut st);
-        }
-        res
-    }
-
-    /// Post a receive whose Send lands in `len` octets of `mr` at `offset`, as
-    /// `ibv_post_recv` with one SGE in an MR: the payload goes from the LLP
-    /// straight there, and the completion's `byte_len` says how much it
-    /// filled (its `buffer` is an empty `Vec`; read the region). Receives may
-    /// name the same octets (perftest posts every receive of a bandwidth test
-    /// on one buffer): the application reads a message before the next one
-    /// that names them can arrive. The queue pair holds the region's memory
-    /// until the receive completes. With credits or a shared receive queue
-    /// it goes to the pool, as [`Self::post_recv_buffer`]'s buffer does (and
-    /// [`SharedReceiveQueue::post_recv_mr`] posts to that directly); it counts
-    /// against the receive queue's depth as [`Self::post_recv_buffer`].
-    pub fn post_recv_mr(
-        &self,
-        wr_id: u64,
-        mr: &MemoryRegion,
-        offset: u64,
-        len: u64,
-    ) -> Result<(), Error> {
-        self.same_pd(mr)?;
-        let place = mr.span(offset, len)?;
-        let consumer = &self.shared.pd.inner.consumer;
-        let mut st = lock(&self.shared.state);
-        consumer.charge(Resource::ReceiveBuffers, 1)?;
-        if let Err(e) = st.wq.post_recv(wr_id) {
-            consumer.refund(Resource::ReceiveBuffers, 1);
-            return Err(e.into());
-        }
-        if let Err(e) = st.rdmap.post_recv_in_region(wr_id, place) {
-            st.wq.unpost_recv(wr_id);
-            consumer.refund(Resource::ReceiveBuffers, 1);
-            return Err(Error::Stream(e));
-        }
-        self.shared.pump(&mut st);
-        Ok(())
-    }
-
     /// Enable the next `n` MSNs of incoming Sends (credits-mode shared receive
     /// queue, seed 003 strategy 3). Tell the peer how many it may send. A credit
     /// counts against `max_recv_wr` until the completion it enabled is polled.
@@ -852,7 +768,7 @@ impl QueuePair {
         self.shared.pump(&mut st);
     }
 
-    fn same_pd(&self, mr: &MemoryRegion) -> Result<(), Error> {
+    pub(super) fn same_pd(&self, mr: &MemoryRegion) -> Result<(), Error> {
         if !mr.pd().same(&self.shared.pd) {
             return Err(Error::WrongPd);
         }

@@ -13,8 +13,8 @@ use common::wait;
 use rddp::transport::mpa::Listener;
 use rddp::{
     Access, BufferOrdering, CompletionQueue, Device, Error, MemoryRegion, ProtectionDomain,
-    QueuePair, QueuePairBuilder, SendFlags, SharedReceiveQueue, SrqMode, TerminateCode, WcOpcode,
-    WcStatus,
+    QueuePair, QueuePairBuilder, RecvWr, SendFlags, SharedReceiveQueue, SrqMode, TerminateCode,
+    WcOpcode, WcStatus,
 };
 use rddp_mpa::MpaOptions;
 use rddp_proto::ddp::rx_copied_octets;
@@ -359,4 +359,36 @@ fn a_run_of_small_sends_each_lands_in_its_own_span() {
     let spans: Vec<_> = (0..N).map(|i| (span(i).0, 60 + i)).collect();
     untouched_outside(&mr, &spans);
     assert_eq!(rx_copied_octets() - copied, 0, "payload octets copied");
+}
+
+/// A list of receives into regions (`post_recv_list`, one lock): those
+/// before a refused one are posted, it and those after it are not.
+#[test]
+fn a_list_of_receives_stops_at_the_refused_one() {
+    let (_serial, server, client, mr) = setup();
+    let wr = |wr_id: u64, offset: u64, len: u64| RecvWr {
+        wr_id,
+        mr: &mr,
+        offset,
+        len,
+    };
+    let e = server
+        .qp
+        .post_recv_list(&[wr(0, 0, 100), wr(1, REGION as u64, 1), wr(2, 1000, 100)])
+        .unwrap_err();
+    assert_eq!(e.posted, 1);
+    assert!(matches!(*e.error, Error::OutOfRange { .. }), "{e}");
+    server.qp.post_recv_list(&[wr(3, 2000, 100)]).unwrap();
+    server.qp.post_recv_list(&[]).unwrap();
+    for (i, seed) in [(10, 1u8), (11, 2)] {
+        send(&client, i, &pattern(100, seed));
+    }
+    let got: Vec<(u64, u32)> = wait(&server.cq, 2)
+        .iter()
+        .map(|w| (w.wr_id, w.byte_len))
+        .collect();
+    assert_eq!(got, [(0, 100), (3, 100)]);
+    assert_eq!(mr.read(0, 100).unwrap(), pattern(100, 1));
+    assert_eq!(mr.read(2000, 100).unwrap(), pattern(100, 2));
+    untouched_outside(&mr, &[(0, 100), (2000, 100)]);
 }

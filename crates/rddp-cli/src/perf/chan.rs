@@ -11,7 +11,8 @@
 use super::endpoint::Endpoint;
 use super::proto::{CTRL_LEN, Msg};
 use rddp::{
-    Access, AsyncEvent, MemoryRegion, PostWr, RemoteBuf, SendFlags, WcStatus, WorkCompletion,
+    Access, AsyncEvent, MemoryRegion, PostWr, RecvWr, RemoteBuf, SendFlags, WcStatus,
+    WorkCompletion,
 };
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -230,15 +231,20 @@ impl Chan {
         }
         let len = self.recv_len;
         if let Some(mr) = &self.one_buffer {
-            for _ in 0..n {
-                self.ep
-                    .qp
-                    .post_recv_mr(self.posted_total, mr, 0, len as u64)
-                    .map_err(verbs("posting a receive"))?;
-                self.posted.push_back((len, Some(mr.clone())));
-                self.posted_total += 1;
-            }
-            return Ok(());
+            let wrs: Vec<RecvWr> = (0..n as u64)
+                .map(|i| RecvWr {
+                    wr_id: self.posted_total + i,
+                    mr,
+                    offset: 0,
+                    len: len as u64,
+                })
+                .collect();
+            let res = self.ep.qp.post_recv_list(&wrs);
+            let k = res.as_ref().map_or_else(|e| e.posted, |()| n);
+            self.posted
+                .extend(std::iter::repeat_n((len, Some(mr.clone())), k));
+            self.posted_total += k as u64;
+            return res.map_err(|e| verbs("posting a receive")(*e.error));
         }
         let mut bufs = Vec::with_capacity(n);
         for i in 0..n as u64 {
