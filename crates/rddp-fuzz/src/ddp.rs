@@ -1,24 +1,84 @@
 //! Target `ddp_sink`: a DDP stream's data sink (RFC 5041; seed 000, seed 003)
 //! fed arbitrary segment sequences in arbitrary sender order (in order, ahead,
-//! gap-filling, duplicates, anything), interleaved with receive buffers posted,
-//! credits granted, direct placements and teardowns, under every receive
-//! strategy.
+//! gap-filling, duplicates, anything), interleaved with receive buffers posted
+//! (buffers of their own, or spans of a registered region, to a queue or its
+//! pool), credits granted, direct placements and teardowns, under every
+//! receive strategy.
 //!
 //! Oracles: no panic; guard octets intact; every region equal to a model in
 //! which only accepted tagged segments were placed, and only into writable
 //! regions of this stream, inside their bounds (a refused segment places
 //! nothing); untagged messages delivered per queue with consecutive MSNs from 1,
-//! never longer than their buffer; reorder state bounded by the window.
+//! never longer than their buffer or span; no octet of the receive region
+//! outside every span posted changed; reorder state bounded by the window.
 
 use crate::fixture::{PD, Regions, STREAM, segment};
 use crate::input::Input;
 use rddp_proto::ddp::{
     BufferOrdering, BufferPool, DdpConfig, DdpStream, Delivery, PoolConfig, RecvBuffer, RecvModel,
-    StreamEvent, Target,
+    RegionSpan, StreamEvent, Target,
 };
-use rddp_proto::mem::MemoryTable;
+use rddp_proto::mem::{Access, MemoryTable, RegionRef, StagScope};
 use rddp_wire::{DdpHeader, TaggedHeader};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+
+/// Octets of the region that receives posted into a region name (local
+/// access only: no tagged segment may write it), and what it holds at first.
+const RECV_REGION: usize = 4096;
+const RECV_FILL: u8 = 0xEE;
+
+/// Receives posted into the receive region: each one's span by id, and
+/// every octet any span ever covered (what may change).
+struct RecvSpans {
+    region: RegionRef,
+    caps: HashMap<u64, usize>,
+    covered: Vec<bool>,
+}
+
+impl RecvSpans {
+    fn new(mem: &MemoryTable) -> Self {
+        let stag = mem
+            .register(
+                PD,
+                StagScope::Pd,
+                Access::NONE,
+                0,
+                vec![RECV_FILL; RECV_REGION],
+            )
+            .expect("receive region registers");
+        Self {
+            region: mem.region(stag).expect("registered"),
+            caps: HashMap::new(),
+            covered: vec![false; RECV_REGION],
+        }
+    }
+
+    /// A span from `input`, sometimes past the region's end (refused).
+    fn span(&mut self, input: &mut Input<'_>, id: u64) -> RegionSpan {
+        let offset = usize::from(input.u16()) % (RECV_REGION + 64);
+        let len = usize::from(input.u8());
+        if let Some(end) = offset.checked_add(len).filter(|&e| e <= RECV_REGION) {
+            self.caps.insert(id, len);
+            self.covered[offset..end].fill(true);
+        }
+        RegionSpan {
+            region: self.region.clone(),
+            offset,
+            len,
+        }
+    }
+
+    /// The octets no span covered are as registered.
+    fn check(&self) {
+        let data = self.region.data();
+        for (i, (&b, &c)) in data.iter().zip(&self.covered).enumerate() {
+            assert!(
+                c || b == RECV_FILL,
+                "receive region octet {i} outside every span changed"
+            );
+        }
+    }
+}
 
 /// Sender positions handed out so far, to choose the next one from.
 #[derive(Default)]
@@ -100,7 +160,7 @@ fn new_sink(cfg: DdpConfig, model: u8, pool_size: usize) -> Sink {
 }
 
 impl Sink {
-    fn drain(&mut self) {
+    fn drain(&mut self, caps: &HashMap<u64, usize>) {
         while let Some(d) = self.s.poll_delivery() {
             crate::reach::note(|r| r.delivered += 1);
             if let Delivery::Untagged {
@@ -115,10 +175,11 @@ impl Sink {
                 assert!(q < self.next_msn.len(), "delivery on QN {qn}");
                 assert_eq!(msn, self.next_msn[q], "QN {qn} delivered out of order");
                 self.next_msn[q] = msn.wrapping_add(1);
-                assert!(
-                    len as usize <= buffer.data.len(),
-                    "message longer than its buffer"
-                );
+                let cap = caps.get(&buffer.id).copied().unwrap_or(buffer.data.len());
+                assert!(len as usize <= cap, "message longer than its buffer");
+                if len > 0 && caps.contains_key(&buffer.id) {
+                    crate::reach::note(|r| r.into_region += 1);
+                }
             }
         }
         while let Some(e) = self.s.poll_event() {
@@ -154,6 +215,7 @@ pub fn ddp_sink(data: &[u8]) {
     let regions = Regions::new(&mem, &mut input, STREAM);
     let mut model = regions.model();
     let mut sink = new_sink(cfg, model_sel, pool_size);
+    let mut spans = RecvSpans::new(&mem);
     let mut ids = 0u64;
     let mut ops = 0;
     while !input.is_empty() && ops < 512 {
@@ -252,14 +314,30 @@ pub fn ddp_sink(data: &[u8]) {
             },
             10 => {
                 // The attacker opens a new stream after this one failed or closed.
-                sink.drain();
+                sink.drain(&spans.caps);
                 sink = new_sink(cfg, model_sel, pool_size);
+            }
+            11 => {
+                // A receive into a span of the receive region, on a queue or
+                // into its pool.
+                let qn = input.below(cfg.num_qns as usize + 1) as u32;
+                let place = spans.span(&mut input, ids);
+                match &sink.pool {
+                    Some(p) if qn == 0 => {
+                        let _ = p.post_in_region(ids, place);
+                    }
+                    _ => {
+                        let _ = sink.s.post_recv_in_region(qn, ids, place);
+                    }
+                }
+                ids += 1;
             }
             _ => {}
         }
-        sink.drain();
+        sink.drain(&spans.caps);
     }
     sink.s.abort();
-    sink.drain();
+    sink.drain(&spans.caps);
     regions.check(&mem, Some(&model));
+    spans.check();
 }

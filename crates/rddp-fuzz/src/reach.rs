@@ -15,6 +15,8 @@ pub struct Reach {
     pub placed: usize,
     /// Work completions with status Success.
     pub completed_ok: usize,
+    /// Messages with payload delivered into a receive posted into a region.
+    pub into_region: usize,
 }
 
 thread_local! {

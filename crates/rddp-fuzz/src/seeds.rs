@@ -458,6 +458,26 @@ fn ddp_sink_seeds(out: &mut Vec<SeedFile>) {
         }
         out.push(("ddp_sink", format!("source-{k}"), s.0));
     }
+    // The same traffic with QN 0's receives posted into spans of the receive
+    // region (op 11): on an ordered queue, into a shared pool, into a pool
+    // with credits.
+    for model in [0u8, 3, 4] {
+        let mut s = Seed::default();
+        s.u8(2).u8(0).u8(8).u8(model).u8(8);
+        regions_seed(&mut s, 255);
+        for i in 0..6u16 {
+            s.u8(11).u8(0).u16(i * 300).u8(200);
+            s.u8(6).u8(1).u8(28);
+        }
+        if model == 4 {
+            s.u8(7).u8(0).u8(7);
+        }
+        for sg in fixture_segments(&r, 64) {
+            s.u8(0).u8(0);
+            raw_segment(&mut s, &sg);
+        }
+        out.push(("ddp_sink", format!("region-{model}"), s.0));
+    }
 }
 
 fn rdmap_seeds(out: &mut Vec<SeedFile>) {

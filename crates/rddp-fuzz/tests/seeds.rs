@@ -27,7 +27,12 @@ fn seeds_reach_the_real_paths() {
         match name {
             "mpa_setup" => assert!(r.established > 0, "{seed}: {r:?}"),
             "mpa_fpdu" if !seed.ends_with('2') => assert!(r.delivered >= 2, "{seed}: {r:?}"),
-            "ddp_sink" => assert!(r.placed >= 5 && r.delivered >= 3, "{seed}: {r:?}"),
+            "ddp_sink" => {
+                assert!(r.placed >= 5 && r.delivered >= 3, "{seed}: {r:?}");
+                if seed.starts_with("region-") {
+                    assert!(r.into_region >= 1, "{seed}: {r:?}");
+                }
+            }
             "rdmap_stream" => assert!(r.placed >= 5 && r.completed_ok >= 3, "{seed}: {r:?}"),
             "sctp_adaptation" => assert!(
                 r.established > 0 && r.placed + r.delivered > 0,
