@@ -16,7 +16,7 @@ use rddp_proto::ddp::{
     BufferOrdering, BufferPool, PoolConfig, PoolError, RecvBuffer, RegionSpan, SourceError,
     StreamError, Target,
 };
-use rddp_proto::mem::Access;
+use rddp_proto::mem::{Access, RegionRef};
 use rddp_proto::rdmap::{WcOpcode, WcStatus};
 use rddp_wire::TerminateCode as T;
 use rddp_wire::rdmap::qn;
@@ -121,32 +121,21 @@ fn a_span_past_its_region_is_refused_at_posting() {
     h.s.post_recv_in_region(9, end).unwrap();
 }
 
-/// A batch (`begin_more`) reads into one region, for its tagged segments: a
-/// Send with payload for a receive in a region is left to be taken alone,
-/// header first, and nothing of it is begun. One without payload reads
-/// nothing and may join.
-#[test]
-fn a_batch_leaves_a_region_receive_with_payload_alone() {
-    let (mut h, place) = host_with(4096, 1000, 600);
-    let region = place.region.clone();
-    h.s.post_recv(1, vec![0; 64]).unwrap();
-    h.s.post_recv_in_region(2, place.clone()).unwrap();
-    h.s.post_recv(3, vec![0; 64]).unwrap();
-    h.s.post_recv_in_region(4, place).unwrap();
+/// MSN 1 (10 octets of 1) begun into its own buffer; MSN 2 (10 octets of 2),
+/// whose receive is the span at 1000 of `region`, not begun in that batch;
+/// then taken alone, header first, targeting the span. Both finished.
+fn batch_leaves_the_region_send_alone(h: &mut Host, region: &RegionRef) {
     let first = send(true, 1, 0, &[1; 10]);
     let t = h.s.begin_segment(&h.mem, 0, &first[..18], 10).unwrap();
     assert!(matches!(t, Target::Buffer { len: 10 }), "{t:?}");
-    let with_payload = send(true, 2, 0, &[2; 10]);
+    let second = send(true, 2, 0, &[2; 10]);
     assert!(
-        h.s.begin_more(&h.mem, 1, &with_payload[..18], 10).is_none(),
+        h.s.begin_more(&h.mem, 1, &second[..18], 10).is_none(),
         "a region receive joined a batch"
     );
     h.s.segment_buffers().unwrap()[0].copy_from_slice(&[1; 10]);
     h.s.finish_segment(&h.mem, true).unwrap();
-    // Alone, header first: the span.
-    let t =
-        h.s.begin_segment(&h.mem, 1, &with_payload[..18], 10)
-            .unwrap();
+    let t = h.s.begin_segment(&h.mem, 1, &second[..18], 10).unwrap();
     assert!(
         matches!(
             t,
@@ -160,6 +149,21 @@ fn a_batch_leaves_a_region_receive_with_payload_alone() {
     );
     region.data_mut()[1000..1010].copy_from_slice(&[2; 10]);
     h.s.finish_segment(&h.mem, true).unwrap();
+}
+
+/// A batch (`begin_more`) reads into one region, for its tagged segments: a
+/// Send with payload for a receive in a region is left to be taken alone,
+/// header first, and nothing of it is begun. One without payload reads
+/// nothing and may join.
+#[test]
+fn a_batch_leaves_a_region_receive_with_payload_alone() {
+    let (mut h, place) = host_with(4096, 1000, 600);
+    let region = place.region.clone();
+    h.s.post_recv(1, vec![0; 64]).unwrap();
+    h.s.post_recv_in_region(2, place.clone()).unwrap();
+    h.s.post_recv(3, vec![0; 64]).unwrap();
+    h.s.post_recv_in_region(4, place).unwrap();
+    batch_leaves_the_region_send_alone(&mut h, &region);
     // Behind a Send in a batch, a Send of nothing into a region receive.
     let third = send(true, 3, 0, &[3; 5]);
     let empty = send(true, 4, 0, &[]);
@@ -284,30 +288,7 @@ fn a_batch_leaves_a_pool_region_receive_to_be_taken_alone() {
     })
     .unwrap();
     pool.post_in_region(2, place).unwrap();
-    let first = send(true, 1, 0, &[1; 10]);
-    let t = h.s.begin_segment(&h.mem, 0, &first[..18], 10).unwrap();
-    assert!(matches!(t, Target::Buffer { len: 10 }), "{t:?}");
-    let second = send(true, 2, 0, &[2; 10]);
-    assert!(
-        h.s.begin_more(&h.mem, 1, &second[..18], 10).is_none(),
-        "a region receive joined a batch"
-    );
-    h.s.segment_buffers().unwrap()[0].copy_from_slice(&[1; 10]);
-    h.s.finish_segment(&h.mem, true).unwrap();
-    let t = h.s.begin_segment(&h.mem, 1, &second[..18], 10).unwrap();
-    assert!(
-        matches!(
-            t,
-            Target::Region {
-                offset: 1000,
-                len: 10,
-                ..
-            }
-        ),
-        "{t:?}"
-    );
-    region.data_mut()[1000..1010].copy_from_slice(&[2; 10]);
-    h.s.finish_segment(&h.mem, true).unwrap();
+    batch_leaves_the_region_send_alone(&mut h, &region);
     let c = h.completions();
     let got: Vec<(u64, u32)> = c.iter().map(|c| (c.wr_id, c.byte_len)).collect();
     assert_eq!(got, [(1, 10), (2, 10)], "{c:?}");
