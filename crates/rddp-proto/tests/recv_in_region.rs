@@ -188,11 +188,9 @@ fn pooled(h: &mut Host) -> BufferPool {
     pool
 }
 
-/// A pool hands a receive posted into a region to the message that takes it
-/// (in posting order here): its segments target the span, header first, and
-/// the span bounds the message.
-#[test]
-fn a_pool_receive_in_a_region_gets_the_message_that_takes_it() {
+/// A shared pool holding a 64-octet buffer (id 1), then a receive (id 2)
+/// into 600 octets at 1000 of the returned region.
+fn buffer_then_span_in_a_pool() -> (Host, BufferPool, RegionRef) {
     let (mut h, place) = host_with(4096, 1000, 600);
     let region = place.region.clone();
     let pool = pooled(&mut h);
@@ -202,6 +200,15 @@ fn a_pool_receive_in_a_region_gets_the_message_that_takes_it() {
     })
     .unwrap();
     pool.post_in_region(2, place).unwrap();
+    (h, pool, region)
+}
+
+/// A pool hands a receive posted into a region to the message that takes it
+/// (in posting order here): its segments target the span, header first, and
+/// the span bounds the message.
+#[test]
+fn a_pool_receive_in_a_region_gets_the_message_that_takes_it() {
+    let (mut h, pool, region) = buffer_then_span_in_a_pool();
     assert!(h.feed(&send(true, 1, 0, &[1; 10])));
     // MSN 2 takes the span: two segments, header first.
     let seg = send(false, 2, 0, &[2; 300]);
@@ -279,15 +286,7 @@ fn a_pool_refuses_a_span_past_its_region() {
 /// there (the pool counts two takes for two messages, not three).
 #[test]
 fn a_batch_leaves_a_pool_region_receive_to_be_taken_alone() {
-    let (mut h, place) = host_with(4096, 1000, 600);
-    let region = place.region.clone();
-    let pool = pooled(&mut h);
-    pool.post(RecvBuffer {
-        id: 1,
-        data: vec![0; 64],
-    })
-    .unwrap();
-    pool.post_in_region(2, place).unwrap();
+    let (mut h, pool, region) = buffer_then_span_in_a_pool();
     batch_leaves_the_region_send_alone(&mut h, &region);
     let c = h.completions();
     let got: Vec<(u64, u32)> = c.iter().map(|c| (c.wr_id, c.byte_len)).collect();
