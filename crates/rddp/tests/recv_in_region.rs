@@ -190,7 +190,8 @@ fn a_receive_into_a_region_is_checked_when_posted() {
 
 /// Two clients' queue pairs on one shared receive queue whose receives name
 /// spans of one region (`SharedReceiveQueue::post_recv_mr`): each Send goes
-/// straight from its socket into the span its message took, nothing copied.
+/// straight from its socket into the span its message took, also in a run of
+/// small Sends, nothing copied.
 #[test]
 fn a_shared_receive_queue_places_sends_into_its_region_receives() {
     let _serial = serial();
@@ -200,12 +201,12 @@ fn a_shared_receive_queue_places_sends_into_its_region_receives() {
     let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
     let addr = listener.local_addr().unwrap();
     let pd = common::pd(&dev, "server");
-    let cq = CompletionQueue::new(64);
+    let cq = CompletionQueue::new(256);
     let srq = SharedReceiveQueue::new(
         &pd,
-        SrqMode::Shared { soft_limit: 4 },
+        SrqMode::Shared { soft_limit: 32 },
         BufferOrdering::Arrival,
-        8,
+        32,
     );
     let mr = pd.register(vec![FILL; REGION], Access::NONE).unwrap();
     for i in 0..CLIENTS as u64 {
@@ -268,9 +269,47 @@ fn a_shared_receive_queue_places_sends_into_its_region_receives() {
         assert_eq!(mr.read(at, data.len() as u64).unwrap(), *data, "Send {i}");
         spans.push((at, data.len() as u64));
     }
+    assert_eq!(srq.free(), 0);
+    // A run of small Sends posted back to back (the receiver meets them as
+    // small FPDUs, taken in batches where they go into buffers of their
+    // own): each takes the next span from the pool, and lands there alone.
+    const RUN: u64 = 16;
+    let small = |i: u64| (CLIENTS as u64 * SPAN + i * 1000, 100);
+    for i in 0..RUN {
+        let (o, l) = small(i);
+        srq.post_recv_mr(100 + i, &mr, o, l).unwrap();
+    }
+    let src = clients[0]
+        .pd
+        .register(pattern(RUN as usize * 100, 5), Access::NONE)
+        .unwrap();
+    for i in 0..RUN {
+        clients[0]
+            .qp
+            .post_send(200 + i, &src, i * 100, 60 + i, SendFlags::default())
+            .unwrap();
+    }
+    wait(&clients[0].cq, RUN as usize);
+    let mut got = wait(&cq, RUN as usize);
+    got.sort_by_key(|w| w.wr_id);
+    let want = pattern(RUN as usize * 100, 5);
+    for (i, wc) in (0..RUN).zip(&got) {
+        assert_eq!(
+            (wc.wr_id, wc.status, wc.byte_len),
+            (100 + i, WcStatus::Success, 60 + i as u32),
+            "{wc:?}"
+        );
+        let (o, _) = small(i);
+        let s = (i * 100) as usize;
+        assert_eq!(
+            mr.read(o, 60 + i).unwrap(),
+            &want[s..s + 60 + i as usize],
+            "Send {i} of the run"
+        );
+        spans.push((o, 60 + i));
+    }
     assert_eq!(rx_copied_octets() - copied, 0, "payload octets copied");
     untouched_outside(&mr, &spans);
-    assert_eq!(srq.free(), 0);
     drop(server);
 }
 
