@@ -1,7 +1,9 @@
-//! A receive posted into a registered region (`QueuePair::post_recv_mr`) over
-//! DDP/SCTP on usrsctp: the Send's payload goes from usrsctp's message
-//! straight into the region's octets the receive names, nothing around them
-//! changes, and no payload octet is copied in between (`rx_copied_octets`).
+//! A receive posted into a registered region (`QueuePair::post_recv_mr`, or
+//! `SharedReceiveQueue::post_recv_mr` for a queue pair on a shared receive
+//! queue) over DDP/SCTP on usrsctp: the Send's payload goes from usrsctp's
+//! message straight into the region's octets the receive names, nothing
+//! around them changes, and no payload octet is copied in between
+//! (`rx_copied_octets`).
 
 mod common;
 #[path = "common/sctp_llp.rs"]
@@ -9,17 +11,35 @@ mod llp;
 
 use common::wait;
 use rddp::transport::sctp::{SctpOptions, connect};
-use rddp::{Access, CompletionQueue, Device, QueuePairBuilder, SendFlags, WcOpcode, WcStatus};
+use rddp::{
+    Access, BufferOrdering, CompletionQueue, Device, QueuePairBuilder, SendFlags,
+    SharedReceiveQueue, SrqMode, WcOpcode, WcStatus,
+};
 use rddp_proto::ddp::rx_copied_octets;
 use std::time::Duration;
 
 const SPAN: (u64, u64) = (1000, 20_000);
 
+/// One test (one usrsctp stack a process, one listener): a receive posted to
+/// the queue pair, then one posted to a shared receive queue.
 #[test]
 fn a_send_over_sctp_lands_in_the_region_its_receive_names() {
     let Some((addr, listener)) = llp::listening() else {
         return;
     };
+    for srq in [false, true] {
+        std::thread::scope(|s| land_in_the_span(s, addr, &listener, srq));
+    }
+}
+
+/// The server's receive is posted to its queue pair, or (`srq`) to the
+/// shared receive queue the queue pair draws on.
+fn land_in_the_span<'s>(
+    s: &'s std::thread::Scope<'s, '_>,
+    addr: std::net::SocketAddrV4,
+    listener: &'s rddp::transport::sctp::Listener,
+    srq: bool,
+) {
     let dev = Device::new();
     let sdev = dev.clone();
     let data: Vec<u8> = (0..SPAN.1 as u32)
@@ -28,14 +48,28 @@ fn a_send_over_sctp_lands_in_the_region_its_receive_names() {
     let sent = data.clone();
     let (go_taken, has_go) = std::sync::mpsc::channel();
     let (count_from, counting) = std::sync::mpsc::channel();
-    let server = std::thread::spawn(move || {
+    let server = s.spawn(move || {
         let pd = common::pd(&sdev, "server");
         let cq = CompletionQueue::new(64);
-        let prep = QueuePairBuilder::new(&pd, &cq, &cq).build().unwrap();
+        let shared = SharedReceiveQueue::new(
+            &pd,
+            SrqMode::Shared { soft_limit: 4 },
+            BufferOrdering::Arrival,
+            4,
+        );
+        let mut b = QueuePairBuilder::new(&pd, &cq, &cq);
+        if srq {
+            b = b.srq(&shared);
+        }
+        let prep = b.build().unwrap();
         let conn = listener.accept(Duration::from_secs(10), b"").unwrap();
         let qp = prep.attach(conn).unwrap();
         let mr = pd.register(vec![0x11; 64 * 1024], Access::NONE).unwrap();
-        qp.post_recv_mr(5, &mr, SPAN.0, SPAN.1).unwrap();
+        if srq {
+            shared.post_recv_mr(5, &mr, SPAN.0, SPAN.1).unwrap();
+        } else {
+            qp.post_recv_mr(5, &mr, SPAN.0, SPAN.1).unwrap();
+        }
         // The client sends once it has this; the count starts once it has
         // taken it (the counter is the process's, both ends are here).
         qp.post_send_inline(0, b"go", SendFlags::default()).unwrap();
