@@ -279,35 +279,7 @@ fn a_shared_receive_queue_places_sends_into_its_region_receives() {
         let (o, l) = small(i);
         srq.post_recv_mr(100 + i, &mr, o, l).unwrap();
     }
-    let src = clients[0]
-        .pd
-        .register(pattern(RUN as usize * 100, 5), Access::NONE)
-        .unwrap();
-    for i in 0..RUN {
-        clients[0]
-            .qp
-            .post_send(200 + i, &src, i * 100, 60 + i, SendFlags::default())
-            .unwrap();
-    }
-    wait(&clients[0].cq, RUN as usize);
-    let mut got = wait(&cq, RUN as usize);
-    got.sort_by_key(|w| w.wr_id);
-    let want = pattern(RUN as usize * 100, 5);
-    for (i, wc) in (0..RUN).zip(&got) {
-        assert_eq!(
-            (wc.wr_id, wc.status, wc.byte_len),
-            (100 + i, WcStatus::Success, 60 + i as u32),
-            "{wc:?}"
-        );
-        let (o, _) = small(i);
-        let s = (i * 100) as usize;
-        assert_eq!(
-            mr.read(o, 60 + i).unwrap(),
-            &want[s..s + 60 + i as usize],
-            "Send {i} of the run"
-        );
-        spans.push((o, 60 + i));
-    }
+    spans.extend(send_a_run(&clients[0], &cq, &mr, RUN, 100, |i| small(i).0));
     assert_eq!(rx_copied_octets() - copied, 0, "payload octets copied");
     untouched_outside(&mr, &spans);
     drop(server);
@@ -356,6 +328,47 @@ fn a_receive_into_a_region_may_be_posted_before_attach() {
     drop(qp);
 }
 
+/// `n` Sends of 60 + i octets posted back to back by `client`, completed on
+/// `cq` as the receives `first_wr_id + i`, each found in `mr` at `at(i)`;
+/// the (offset, length) each filled.
+fn send_a_run(
+    client: &End,
+    cq: &CompletionQueue,
+    mr: &MemoryRegion,
+    n: u64,
+    first_wr_id: u64,
+    at: impl Fn(u64) -> u64,
+) -> Vec<(u64, u64)> {
+    let src = client
+        .pd
+        .register(pattern(n as usize * 100, 5), Access::NONE)
+        .unwrap();
+    for i in 0..n {
+        client
+            .qp
+            .post_send(1000 + i, &src, i * 100, 60 + i, SendFlags::default())
+            .unwrap();
+    }
+    wait(&client.cq, n as usize);
+    let mut got = wait(cq, n as usize);
+    got.sort_by_key(|w| w.wr_id);
+    let want = pattern(n as usize * 100, 5);
+    for (i, wc) in (0..n).zip(&got) {
+        assert_eq!(
+            (wc.wr_id, wc.status, wc.byte_len),
+            (first_wr_id + i, WcStatus::Success, 60 + i as u32),
+            "{wc:?}"
+        );
+        let s = (i * 100) as usize;
+        assert_eq!(
+            mr.read(at(i), 60 + i).unwrap(),
+            &want[s..s + 60 + i as usize],
+            "Send {i} of the run"
+        );
+    }
+    (0..n).map(|i| (at(i), 60 + i)).collect()
+}
+
 #[test]
 fn a_run_of_small_sends_each_lands_in_its_own_span() {
     let (_serial, server, client, mr) = setup();
@@ -368,34 +381,7 @@ fn a_run_of_small_sends_each_lands_in_its_own_span() {
     let copied = rx_copied_octets();
     // Posted back to back: the receiver meets them as a run of small FPDUs
     // (taken in batches when they go into receive buffers of their own).
-    let src = client
-        .pd
-        .register(pattern(N as usize * 100, 5), Access::NONE)
-        .unwrap();
-    for i in 0..N {
-        client
-            .qp
-            .post_send(100 + i, &src, i * 100, 60 + i, SendFlags::default())
-            .unwrap();
-    }
-    wait(&client.cq, N as usize);
-    let mut got = wait(&server.cq, N as usize);
-    got.sort_by_key(|w| w.wr_id);
-    let want = pattern(N as usize * 100, 5);
-    for (i, wc) in (0..N).zip(&got) {
-        assert_eq!(
-            (wc.wr_id, wc.status, wc.byte_len),
-            (i, WcStatus::Success, 60 + i as u32)
-        );
-        let (o, _) = span(i);
-        let s = (i * 100) as usize;
-        assert_eq!(
-            mr.read(o, 60 + i).unwrap(),
-            &want[s..s + 60 + i as usize],
-            "Send {i}"
-        );
-    }
-    let spans: Vec<_> = (0..N).map(|i| (span(i).0, 60 + i)).collect();
+    let spans = send_a_run(&client, &server.cq, &mr, N, 0, |i| span(i).0);
     untouched_outside(&mr, &spans);
     assert_eq!(rx_copied_octets() - copied, 0, "payload octets copied");
 }
