@@ -117,6 +117,9 @@ pub struct Chan {
     /// Buffers of handed-out receives, given back ([`Self::recycle`]) to be
     /// posted again: no allocation and zeroing per message.
     spare: Vec<Vec<u8>>,
+    /// The list [`Self::post_recvs`] hands `post_recv_buffers` (its allocation
+    /// reused; emptied before each use).
+    post_list: Vec<(u64, Vec<u8>)>,
     /// The event that ended the connection, once `check_events` found one
     /// (reported by `--json` on failure: see [`super::failure`]).
     pub ended_by: Option<AsyncEvent>,
@@ -155,6 +158,7 @@ impl Chan {
             arrived: VecDeque::new(),
             sent_wcs: Vec::new(),
             spare: Vec::new(),
+            post_list: Vec::new(),
             ended_by: None,
             ctrl_log: None,
         };
@@ -246,7 +250,10 @@ impl Chan {
             self.posted_total += k as u64;
             return res.map_err(|e| verbs("posting a receive")(*e.error));
         }
-        let mut bufs = Vec::with_capacity(n);
+        // The list's own allocation is kept from call to call (a ping-pong
+        // reposts one buffer a round trip: an allocation and a free each).
+        let mut bufs = std::mem::take(&mut self.post_list);
+        bufs.clear();
         for i in 0..n as u64 {
             let buf = match self.spare.pop() {
                 // Filled by its last message (see `recycle`): as long as asked.
@@ -258,6 +265,7 @@ impl Chan {
         let res = self.ep.qp.post_recv_buffers(&mut bufs);
         // Those not taken out of `bufs` were not posted (nor the refused one).
         let k = n - bufs.len() - usize::from(res.is_err());
+        self.post_list = bufs;
         self.posted.extend(std::iter::repeat_n((len, None), k));
         self.posted_total += k as u64;
         res.map_err(verbs("posting a receive"))
