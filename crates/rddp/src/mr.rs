@@ -140,8 +140,18 @@ impl MemoryRegion {
         )
     }
 
-    /// `len` octets at `offset` as a receive's place (no copy).
-    pub(crate) fn span(&self, offset: u64, len: u64) -> Result<RegionSpan, Error> {
+    /// `len` octets at `offset` as the place of a receive posted in `pd` (no
+    /// copy): a region of another PD is refused ([`Error::WrongPd`]), as is a
+    /// range outside the region.
+    pub(crate) fn span(
+        &self,
+        pd: &ProtectionDomain,
+        offset: u64,
+        len: u64,
+    ) -> Result<RegionSpan, Error> {
+        if !self.pd.same(pd) {
+            return Err(Error::WrongPd);
+        }
         self.check(offset, len)?;
         Ok(RegionSpan {
             region: self.region.clone(),

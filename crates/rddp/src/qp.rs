@@ -259,10 +259,7 @@ impl PreparedQueuePair {
         offset: u64,
         len: u64,
     ) -> Result<(), Error> {
-        if !mr.pd().same(&self.b.pd) {
-            return Err(Error::WrongPd);
-        }
-        let place = mr.span(offset, len)?;
+        let place = mr.span(&self.b.pd, offset, len)?;
         self.post_early(wr_id, EarlyRecv::Region(place))
     }
 
@@ -768,7 +765,7 @@ impl QueuePair {
         self.shared.pump(&mut st);
     }
 
-    pub(super) fn same_pd(&self, mr: &MemoryRegion) -> Result<(), Error> {
+    fn same_pd(&self, mr: &MemoryRegion) -> Result<(), Error> {
         if !mr.pd().same(&self.shared.pd) {
             return Err(Error::WrongPd);
         }

@@ -80,10 +80,7 @@ impl SharedReceiveQueue {
         offset: u64,
         len: u64,
     ) -> Result<(), Error> {
-        if !mr.pd().same(&self.pd) {
-            return Err(Error::WrongPd);
-        }
-        let place = mr.span(offset, len)?;
+        let place = mr.span(&self.pd, offset, len)?;
         self.post_with(|pool| pool.post_in_region(wr_id, place))
     }
 

@@ -98,12 +98,14 @@ impl QueuePair {
         let mut res = Ok(());
         let mut posted = 0;
         for wr in wrs {
-            let one = self.same_pd(wr.mr).and_then(|()| {
-                let place = wr.mr.span(wr.offset, wr.len)?;
-                self.post_one_recv(&mut st, wr.wr_id, |r| {
-                    r.post_recv_in_region(wr.wr_id, place)
-                })
-            });
+            let one = wr
+                .mr
+                .span(&self.shared.pd, wr.offset, wr.len)
+                .and_then(|place| {
+                    self.post_one_recv(&mut st, wr.wr_id, |r| {
+                        r.post_recv_in_region(wr.wr_id, place)
+                    })
+                });
             if let Err(e) = one {
                 res = Err(PostListError {
                     posted,
