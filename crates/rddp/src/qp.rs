@@ -758,7 +758,9 @@ impl QueuePair {
     /// closes). Everything posted before finishes first, work that ORD or a fence
     /// holds back and Reads awaiting their responses included; then the LLP closes.
     /// Later work requests are refused ([`Error::Disconnecting`]); receives may
-    /// still be posted until the peer closes.
+    /// still be posted until the peer closes. Once the stream is closed, work
+    /// posted is taken and completes at once as flushed, as on a dead stream
+    /// (a verbs queue pair in its error state).
     pub fn disconnect(&self) {
         let mut st = lock(&self.shared.state);
         st.rdmap.close();

@@ -418,3 +418,54 @@ fn a_region_bound_to_one_queue_pair_refuses_the_others() {
     }
     assert_eq!(bound.read(0, 8).unwrap(), want);
 }
+
+/// After the peer closed gracefully, the queue pair is as a verbs queue pair in
+/// the error state: every kind of work posted to it is taken and completes once,
+/// as flushed (siw flushes such posts too). Before, a receive posted then was
+/// refused with "the stream is closed" and a Send completed as LocalLength, so
+/// a receiver that reposted after the peer's last message could fail with the
+/// peer's close racing the repost (`rddp perf --perftest` against ib_send_bw).
+#[test]
+fn work_posted_after_the_peer_closed_completes_as_flushed() {
+    let (a, b) = pair();
+    a.qp.post_recv(1, 8).unwrap();
+    b.qp.post_send_inline(1, b"bye", SendFlags::default())
+        .unwrap();
+    b.qp.disconnect();
+    assert_eq!(wait(&a.cq, 1)[0].status, WcStatus::Success);
+    let graceful = common::poll_event(&a.qp, |e| match e {
+        rddp::AsyncEvent::Closed { graceful } => Some(*graceful),
+        _ => None,
+    });
+    assert_eq!(graceful, Some(true));
+    let region = a.pd.register(vec![7; 64], Access::REMOTE_WRITE).unwrap();
+    let remote =
+        b.pd.register(vec![0; 64], Access::REMOTE_READ | Access::REMOTE_WRITE)
+            .unwrap();
+    a.qp.post_recv(2, 8).unwrap();
+    a.qp.post_recv_mr(3, &region, 0, 16).unwrap();
+    a.qp.post_send(4, &region, 0, 8, SendFlags::default())
+        .unwrap();
+    a.qp.post_write(5, &region, 0, 8, remote.remote(), 0)
+        .unwrap();
+    a.qp.post_read(6, &region, 8, 8, remote.remote(), 0)
+        .unwrap();
+    let mut done: Vec<_> = wait(&a.cq, 5)
+        .into_iter()
+        .map(|c| (c.wr_id, c.status))
+        .collect();
+    done.sort_by_key(|d| d.0);
+    assert_eq!(
+        done,
+        (2..=6).map(|i| (i, WcStatus::Flushed)).collect::<Vec<_>>()
+    );
+    assert_eq!(region.read(0, 64).unwrap(), vec![7; 64]);
+    assert_eq!(remote.read(0, 64).unwrap(), vec![0; 64]);
+    // Each came back once, and its slot with it: the queues are free again.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert!(a.cq.poll(8).is_empty());
+    for i in 0..4 {
+        a.qp.post_recv(10 + i, 8).unwrap();
+    }
+    assert_eq!(wait(&a.cq, 4).len(), 4);
+}

@@ -20,7 +20,9 @@ mod wr;
 pub use tx::RtrRefused;
 pub use wr::{AsyncEvent, Completion, WcOpcode, WcStatus, WorkRequest};
 
-use crate::ddp::{DdpConfig, DdpStream, RecvBuffer, RegionSpan, SourceError, StreamError};
+use crate::ddp::{
+    DdpConfig, DdpStream, RecvBuffer, RegionSpan, SourceError, StreamError, StreamState,
+};
 use crate::mem::{PdId, StreamId};
 use crate::stats::{RdmapCounters, StreamStats};
 use rddp_wire::rdmap::qn;
@@ -176,6 +178,14 @@ impl RdmapStream {
         self.terminated
     }
 
+    /// Whether work posted now completes at once as flushed: the stream died (a
+    /// Terminate, an abort) or its LLP closed, gracefully or not. A verbs queue
+    /// pair does the same in its error state, where the LLP's close leaves it
+    /// (siw: `siw_qp_llp_close`, then `siw_sq_flush_wr`/`siw_rq_flush_wr`).
+    pub fn flushes_new_work(&self) -> bool {
+        self.terminated || *self.ddp.state() == StreamState::Closed
+    }
+
     /// Whether a received message is partly in (more of its segments are to
     /// come): see [`crate::ddp::DdpSink::mid_message`].
     pub fn rx_mid_message(&self) -> bool {
@@ -281,7 +291,7 @@ impl RdmapStream {
                 count: qn::COUNT,
             }));
         }
-        if self.terminated {
+        if self.flushes_new_work() {
             let mut c = Completion::new(wr_id, WcOpcode::Recv, WcStatus::Flushed, 0);
             c.buffer = Some(buf);
             self.completions.push_back(c);

@@ -3,7 +3,7 @@
 
 use super::terminate::with_header;
 use super::{Completion, OutRead, RdmapStream, TxTrack, WcOpcode, WcStatus, WorkRequest};
-use crate::ddp::{OutSegment, Payload};
+use crate::ddp::{OutSegment, Payload, StreamError};
 use crate::mem::{Access, MemoryTable, Stag};
 use bytes::Bytes;
 use rddp_wire::ddp::UNTAGGED_HDR_LEN;
@@ -18,7 +18,7 @@ impl RdmapStream {
     /// as flushed. `mem` is the local memory table (a Read's sink STag is checked
     /// here).
     pub fn post(&mut self, mem: &MemoryTable, wr: WorkRequest) {
-        if self.terminated || self.closing {
+        if self.flushes_new_work() || self.closing {
             self.completions.push_back(Completion::new(
                 wr.wr_id(),
                 wr.opcode(),
@@ -180,9 +180,13 @@ impl RdmapStream {
                 })
             }
         };
-        if res.is_err() && !rtr {
-            // Too long, TO wrap, or the stream refuses: a local error of this request.
-            let status = if self.terminated {
+        if let Err(e) = res
+            && !rtr
+        {
+            // Too long or TO wrap: a local error of this request. A stream that
+            // no longer takes messages (dead, closed) flushes it.
+            let gone = matches!(e, StreamError::Closed | StreamError::Erroneous(_));
+            let status = if self.terminated || gone {
                 WcStatus::Flushed
             } else {
                 WcStatus::LocalLength
