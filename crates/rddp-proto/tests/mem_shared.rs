@@ -55,7 +55,7 @@ fn a_placement_into_a_locked_region_waits_for_it_then_lands() {
         .register(PD, StagScope::Pd, rw(), 0, vec![0; 16])
         .unwrap();
     let region_a = mem.region(a).unwrap();
-    let mut held = region_a.data();
+    let mut held = region_a.data_mut();
     held[0] = 7;
     let (done_tx, done) = channel();
     let m = mem.clone();
@@ -137,4 +137,41 @@ fn invalidation_is_seen_by_every_handle() {
     // Local access goes on until deregistration.
     handle.data_mut()[0] = 9;
     assert_eq!(mem.region(a).unwrap().data()[0], 9);
+}
+
+/// Readers share a region's lock (a transmit, a CRC computed ahead of it, the
+/// application's reads); a placement waits for them, and only writing counts a
+/// new version.
+#[test]
+fn readers_share_a_region_and_only_writes_count_a_version() {
+    let mem = Arc::new(MemoryTable::with_seed(4));
+    let a = mem
+        .register(PD, StagScope::Pd, rw(), 0, vec![0; 16])
+        .unwrap();
+    let region = mem.region(a).unwrap();
+    let v0 = region.version();
+    let first = region.data();
+    let (tx, rx) = channel();
+    let r = region.clone();
+    let t = std::thread::spawn(move || tx.send(r.data()[0]).unwrap());
+    assert_eq!(
+        rx.recv_timeout(STUCK),
+        Ok(0),
+        "a second reader waited for the first"
+    );
+    t.join().unwrap();
+    assert_eq!(region.version(), v0, "reading is not writing");
+    let (done_tx, done) = channel();
+    let m = mem.clone();
+    let t = std::thread::spawn(move || {
+        done_tx.send(m.place(a, PD, S, 0, b"w")).unwrap();
+    });
+    assert!(done.recv_timeout(Duration::from_millis(200)).is_err());
+    drop(first);
+    assert_eq!(done.recv_timeout(STUCK).unwrap(), Ok(()));
+    t.join().unwrap();
+    assert_eq!(region.version(), v0 + 1);
+    region.data_mut()[1] = 1;
+    assert_eq!(region.version(), v0 + 2);
+    assert_eq!(&region.data()[..2], b"w\x01");
 }

@@ -11,7 +11,7 @@ mod stag;
 mod table;
 
 pub use access::Access;
-pub use region::{GUARD_LEN, Region, RegionData, RegionRef};
+pub use region::{GUARD_LEN, Region, RegionData, RegionDataMut, RegionRef};
 pub use stag::Stag;
 pub use table::{AccessFault, MemError, MemoryTable, TableLimits};
 

@@ -2,13 +2,16 @@
 //!
 //! The table hands out regions as [`RegionRef`]s (`Arc`): a placement, a
 //! transmit and the application's own access each lock only the region's octets,
-//! never the table, so work on different regions never serializes.
+//! never the table, so work on different regions never serializes. Reading
+//! (a transmit, a CRC computed ahead of it, the application's reads) shares the
+//! lock; writing (a placement, the application's writes) takes it alone and
+//! counts a new [`Region::version`].
 
 use super::{Access, PdId, StagScope, StreamId};
 use std::fmt;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Octets of guard pattern kept on each side of every region's memory. Placement
 /// indexes the guarded allocation, so a validation bug would land in a guard (where
@@ -31,12 +34,21 @@ pub struct Region {
     valid: AtomicBool,
     /// GUARD_LEN guard octets, `len` data octets, GUARD_LEN guard octets; the
     /// region's own lock (no table lock is held while it is).
-    mem: Mutex<Vec<u8>>,
+    mem: RwLock<Vec<u8>>,
+    /// Counts the times the octets were locked for writing (see
+    /// [`Self::version`]).
+    version: AtomicU64,
 }
 
-/// The locked data octets of a region (local access).
+/// The data octets of a region, locked for reading (local access, a transmit).
 pub struct RegionData<'a> {
-    guard: MutexGuard<'a, Vec<u8>>,
+    guard: RwLockReadGuard<'a, Vec<u8>>,
+    len: usize,
+}
+
+/// The data octets of a region, locked for writing.
+pub struct RegionDataMut<'a> {
+    guard: RwLockWriteGuard<'a, Vec<u8>>,
     len: usize,
 }
 
@@ -47,9 +59,22 @@ impl Deref for RegionData<'_> {
     }
 }
 
-impl DerefMut for RegionData<'_> {
+impl Deref for RegionDataMut<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.guard[GUARD_LEN..GUARD_LEN + self.len]
+    }
+}
+
+impl DerefMut for RegionDataMut<'_> {
     fn deref_mut(&mut self) -> &mut [u8] {
         &mut self.guard[GUARD_LEN..GUARD_LEN + self.len]
+    }
+}
+
+impl fmt::Debug for RegionDataMut<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
     }
 }
 
@@ -97,13 +122,29 @@ impl Region {
             base_to,
             len,
             valid: AtomicBool::new(true),
-            mem: Mutex::new(mem),
+            mem: RwLock::new(mem),
+            version: AtomicU64::new(0),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Vec<u8>> {
+    fn lock(&self) -> RwLockReadGuard<'_, Vec<u8>> {
         // A panic while placing leaves octets, never a broken invariant.
-        self.mem.lock().unwrap_or_else(|p| p.into_inner())
+        self.mem.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_mut(&self) -> RwLockWriteGuard<'_, Vec<u8>> {
+        let g = self.mem.write().unwrap_or_else(|p| p.into_inner());
+        // Under the write lock: a reader that holds the read lock sees the
+        // count of every write before it, and none can begin meanwhile.
+        self.version.fetch_add(1, Ordering::Relaxed);
+        g
+    }
+
+    /// How many times the octets were locked for writing so far. Read while
+    /// holding [`Self::data`]: if it is the same at two such moments, no octet
+    /// changed in between (what a CRC computed ahead of a transmit relies on).
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Relaxed)
     }
 
     pub fn pd(&self) -> PdId {
@@ -143,8 +184,8 @@ impl Region {
             }
     }
 
-    /// The region's data, locked (local access): read it, or write it through
-    /// `DerefMut`. Hold it briefly: placements into this region wait meanwhile.
+    /// The region's data, locked for reading (local access, a transmit). Other
+    /// readers go on meanwhile; placements into this region wait: hold it briefly.
     pub fn data(&self) -> RegionData<'_> {
         RegionData {
             guard: self.lock(),
@@ -152,16 +193,19 @@ impl Region {
         }
     }
 
-    /// The region's data, locked for writing (local access); same as [`Self::data`].
-    pub fn data_mut(&self) -> RegionData<'_> {
-        self.data()
+    /// The region's data, locked for writing (a placement, local access).
+    pub fn data_mut(&self) -> RegionDataMut<'_> {
+        RegionDataMut {
+            guard: self.lock_mut(),
+            len: self.len as usize,
+        }
     }
 
     /// Write `src` at tagged offset `to`. The caller has validated the range
     /// (`base_to <= to`, `to + src.len() <= base_to + len`, no wrap).
     pub(crate) fn place(&self, to: u64, src: &[u8]) {
         let at = GUARD_LEN + (to.wrapping_sub(self.base_to)) as usize;
-        self.lock()[at..at + src.len()].copy_from_slice(src);
+        self.lock_mut()[at..at + src.len()].copy_from_slice(src);
     }
 
     /// Copy out `n` octets at tagged offset `to` (range validated by the caller).
