@@ -25,6 +25,7 @@ pub use rx_direct::{
 };
 pub use tx::{
     FpduLayout, OutFpdu, Piece, SMALL_MAX, Small, build_fpdu, layout_fpdu, layout_fpdu_into,
+    layout_fpdu_known,
 };
 
 use rddp_wire::{FpduEncoder, Terminate};

@@ -486,6 +486,7 @@ impl RdmapStream {
                     region,
                     offset,
                     len,
+                    ahead: None,
                 };
                 self.respond_read(hdr, rr, lease);
             }
