@@ -47,72 +47,6 @@ pub fn crc_from_wire(b: [u8; CRC_LEN]) -> u32 {
     u32::from_le_bytes(b)
 }
 
-/// The CRC32c of what `crc` was the CRC of, followed by `data` (0 for none):
-/// for short pieces around a known CRC (see [`crc32c_combine`]).
-pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
-    rddp_crc32c::append(crc, data)
-}
-
-/// CRC32c's polynomial, reflected (bit 31 is the coefficient of x^0).
-const POLY: u32 = 0x82F6_3B78;
-
-/// a(x) * b(x) mod P(x), both reflected.
-const fn mul_mod(a: u32, mut b: u32) -> u32 {
-    let mut p = 0;
-    let mut i = 0;
-    while i < 32 {
-        if a & (1 << (31 - i)) != 0 {
-            p ^= b;
-        }
-        b = if b & 1 != 0 { (b >> 1) ^ POLY } else { b >> 1 };
-        i += 1;
-    }
-    p
-}
-
-/// x^(2^k) mod P for k < 64, reflected (built at compile time).
-const X_POW_2K: [u32; 64] = {
-    let mut t = [0u32; 64];
-    t[0] = 1 << 30; // x^1
-    let mut k = 1;
-    while k < 64 {
-        t[k] = mul_mod(t[k - 1], t[k - 1]);
-        k += 1;
-    }
-    t
-};
-
-/// What moves a CRC32c over `len` octets: x^(8 len) mod P. With it the CRC
-/// of `A ++ B` follows from the CRCs of A and B ([`crc32c_combine`]): a CRC
-/// computed ahead over a payload joins the CRC of a header laid out later.
-/// Making one costs up to 61 multiplications mod P (under a microsecond);
-/// using it, one. Our own because neither crate keeps the operator: crc32c's
-/// and crc-fast's combine build GF(2) matrices on every call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CrcShift(u32);
-
-impl CrcShift {
-    pub fn over(len: usize) -> Self {
-        let mut p = 1 << 31; // x^0
-        let mut n = len as u64;
-        let mut k = 3; // 8 len = len * 2^3
-        while n != 0 && k < 64 {
-            if n & 1 != 0 {
-                p = mul_mod(X_POW_2K[k], p);
-            }
-            n >>= 1;
-            k += 1;
-        }
-        Self(p)
-    }
-}
-
-/// The CRC32c of `A ++ B` from `crc_a` (of A), `crc_b` (of B) and B's
-/// [`CrcShift`] (RFC 5044's CRC, as [`crc32c`] computes it).
-pub fn crc32c_combine(crc_a: u32, crc_b: u32, b: CrcShift) -> u32 {
-    mul_mod(crc_a, b.0) ^ crc_b
-}
-
 /// Incremental CRC32c, for feeding an FPDU as its octets are sent or received.
 #[derive(Clone, Copy, Debug)]
 pub struct Crc32c(Kind);
@@ -212,37 +146,6 @@ mod tests {
             }
         }
         assert_eq!(crc32c(&data), crc_fast::crc32_iscsi(&data));
-    }
-
-    proptest::proptest! {
-        /// The CRC of two pieces joined is the CRC of their concatenation,
-        /// for any pieces (empty ones too).
-        #[test]
-        fn combine_is_the_crc_of_the_concatenation(
-            a in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
-            b in proptest::collection::vec(proptest::num::u8::ANY, 0..3000),
-        ) {
-            let joined = [&a[..], &b[..]].concat();
-            proptest::prop_assert_eq!(
-                crc32c_combine(crc32c(&a), crc32c(&b), CrcShift::over(b.len())),
-                crc32c(&joined)
-            );
-            proptest::prop_assert_eq!(crc32c_append(crc32c(&a), &b), crc32c(&joined));
-        }
-    }
-
-    #[test]
-    fn combine_over_a_large_piece() {
-        let b: Vec<u8> = (0..200_000u32).map(|i| (i * 7 + i / 255) as u8).collect();
-        for len in [65_460, 131_072, 200_000] {
-            let a = b"header of an FPDU";
-            let joined = [&a[..], &b[..len]].concat();
-            assert_eq!(
-                crc32c_combine(crc32c(a), crc32c(&b[..len]), CrcShift::over(len)),
-                crc32c(&joined),
-                "{len}"
-            );
-        }
     }
 
     #[test]

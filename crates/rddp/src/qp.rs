@@ -37,7 +37,6 @@ use rddp_proto::ddp::{DdpConfig, OutSegment, Payload, StreamState};
 use rddp_proto::mem::{Access, StreamId};
 use rddp_proto::rdmap::{AsyncEvent, Completion, RdmapConfig, RdmapStream, WcOpcode, WorkRequest};
 use rddp_proto::wq::{Held, RecvPlan, Slots, WorkQueues};
-use rddp_wire::ddp::{TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
 use rddp_wire::rdmap::qn;
 use rddp_wire::{DdpHeader, Opcode, RdmapControl};
 use std::collections::VecDeque;
@@ -60,12 +59,6 @@ static NEXT_QP: AtomicU32 = AtomicU32::new(1);
 /// writer's queue stays this short, and the engine keeps the rest of the posted
 /// work (bounded by the send queue depth and IRD).
 const TX_BUDGET: usize = 2 << 20;
-
-/// Sends and Writes from this many octets on get their segments' CRCs
-/// computed when posted (see `QueuePair::payload`): below, the writer's own
-/// pass over octets still in cache costs less than the shifts that join a
-/// CRC computed ahead to its header's.
-const CRC_AHEAD_MIN: u64 = 32 * 1024;
 
 /// Options of a Send.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -681,7 +674,7 @@ impl QueuePair {
         len: u64,
         flags: SendFlags,
     ) -> Result<(), Error> {
-        let payload = self.payload(mr, offset, len, UNTAGGED_HDR_LEN)?;
+        let payload = self.payload(mr, offset, len)?;
         self.post(WorkRequest::Send {
             wr_id,
             payload,
@@ -702,7 +695,7 @@ impl QueuePair {
         remote: RemoteBuf,
         remote_offset: u64,
     ) -> Result<(), Error> {
-        let payload = self.payload(mr, offset, len, TAGGED_HDR_LEN)?;
+        let payload = self.payload(mr, offset, len)?;
         self.post(WorkRequest::Write {
             wr_id,
             payload,
@@ -783,35 +776,9 @@ impl QueuePair {
 
     /// A lease on the range: the LLP reads it from the region when it writes the
     /// segments (no copy at posting; the octets sent are those in the region then).
-    /// A long one over MPA with CRCs gets the CRCs of the segments it is
-    /// expected to be cut into (`hdr`: the DDP header's octets), computed here
-    /// by the posting thread outside the queue pair's lock ([`CrcAhead`]).
-    ///
-    /// [`CrcAhead`]: rddp_proto::ddp::CrcAhead
-    fn payload(
-        &self,
-        mr: &MemoryRegion,
-        offset: u64,
-        len: u64,
-        hdr: usize,
-    ) -> Result<Payload, Error> {
+    fn payload(&self, mr: &MemoryRegion, offset: u64, len: u64) -> Result<Payload, Error> {
         self.same_pd(mr)?;
-        let lease = mr.lease(offset, len)?;
-        if len < CRC_AHEAD_MIN {
-            return Ok(lease);
-        }
-        Ok(match self.crc_ahead_mulpdu() {
-            Some(mulpdu) => lease.with_crc_ahead(mulpdu.saturating_sub(hdr)),
-            None => lease,
-        })
-    }
-
-    /// MULPDU now, if segments get CRCs computed ahead: over MPA, with CRCs
-    /// and without Markers towards the peer.
-    fn crc_ahead_mulpdu(&self) -> Option<usize> {
-        let st = lock(&self.shared.state);
-        let io = st.mpa.as_ref()?;
-        io.out.crc_ahead_applies().then(|| st.rdmap.ddp().mulpdu())
+        mr.lease(offset, len)
     }
 
     /// Post Sends and RDMA Writes as one list (as `ibv_post_send` takes a
@@ -832,7 +799,7 @@ impl QueuePair {
                     len,
                     flags,
                 } => self
-                    .payload(mr, offset, len, UNTAGGED_HDR_LEN)
+                    .payload(mr, offset, len)
                     .map(|payload| WorkRequest::Send {
                         wr_id,
                         payload,
@@ -848,7 +815,7 @@ impl QueuePair {
                     remote,
                     remote_offset,
                 } => self
-                    .payload(mr, offset, len, TAGGED_HDR_LEN)
+                    .payload(mr, offset, len)
                     .map(|payload| WorkRequest::Write {
                         wr_id,
                         payload,

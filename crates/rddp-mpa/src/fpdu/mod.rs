@@ -25,7 +25,6 @@ pub use rx_direct::{
 };
 pub use tx::{
     FpduLayout, OutFpdu, Piece, SMALL_MAX, Small, build_fpdu, layout_fpdu, layout_fpdu_into,
-    layout_fpdu_known,
 };
 
 use rddp_wire::{FpduEncoder, Terminate};

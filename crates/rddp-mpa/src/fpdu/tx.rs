@@ -5,7 +5,7 @@
 //! [`rddp_wire::FpduEncoder::encode`] (tested below).
 
 use bytes::Bytes;
-use rddp_wire::crc::{CrcShift, crc_wire_bytes, crc32c_append, crc32c_combine};
+use rddp_wire::crc::crc_wire_bytes;
 use rddp_wire::mpa::marker::{Marker, at_marker, fpduptr, until_marker};
 use rddp_wire::mpa::{MPA_CRC_LEN, pad_len};
 use rddp_wire::{Crc32c, FpduEncoder};
@@ -244,23 +244,9 @@ pub fn layout_fpdu_into(
     payload: &[u8],
     out: &mut FpduLayout,
 ) {
-    layout_fpdu_known(enc, header, payload, None, out);
-}
-
-/// [`layout_fpdu_into`] where the payload's CRC32c may be known already
-/// (`known`: it and the payload's [`CrcShift`], computed ahead over the same
-/// octets): then the payload is not read for the CRC. Used without Markers
-/// only (with them the CRC covers Markers inside the payload).
-pub fn layout_fpdu_known(
-    enc: &mut FpduEncoder,
-    header: &[u8],
-    payload: &[u8],
-    known: Option<(u32, CrcShift)>,
-    out: &mut FpduLayout,
-) {
     out.pieces.clear();
     if !enc.markers && MPA_LEN + header.len() + 3 + MPA_CRC_LEN <= SMALL_MAX {
-        layout_plain(enc, header, payload, known, out);
+        layout_plain(enc, header, payload, out);
     } else {
         layout_built(enc, header, payload, out);
     }
@@ -299,25 +285,14 @@ const MPA_LEN: usize = 2;
 /// 5044 §4.1; all in one piece for an empty payload). Laid out directly: the
 /// builder's Marker checks and small-piece bookkeeping cost more than the rest
 /// of a small FPDU's layout.
-fn layout_plain(
-    enc: &mut FpduEncoder,
-    header: &[u8],
-    payload: &[u8],
-    known: Option<(u32, CrcShift)>,
-    out: &mut FpduLayout,
-) {
+fn layout_plain(enc: &mut FpduEncoder, header: &[u8], payload: &[u8], out: &mut FpduLayout) {
     let ulpdu_len = header.len() + payload.len();
     let pad = pad_len(ulpdu_len);
     let mut own = [0u8; SMALL_MAX];
     own[..MPA_LEN].copy_from_slice(&(ulpdu_len as u16).to_be_bytes());
     own[MPA_LEN..MPA_LEN + header.len()].copy_from_slice(header);
     let head = MPA_LEN + header.len();
-    let crc = if let (true, Some((of_payload, shift))) = (enc.crc, known) {
-        // CRC(head ++ payload ++ pad) from the payload's (RFC 5044 §4.4 covers
-        // all three): the head's CRC moved over the payload, then the PAD.
-        let c = crc32c_combine(crc32c_append(0, &own[..head]), of_payload, shift);
-        crc32c_append(c, &[0u8; 3][..pad])
-    } else if enc.crc {
+    let crc = if enc.crc {
         let mut d = Crc32c::new();
         d.update(&own[..head]);
         if !payload.is_empty() {
@@ -380,27 +355,8 @@ mod tests {
             let (mut a, mut b) = (FpduLayout::default(), FpduLayout::default());
             let mut ea = FpduEncoder { crc, markers: false, offset: off };
             let mut eb = ea;
-            layout_plain(&mut ea, &header, &payload, None, &mut a);
+            layout_plain(&mut ea, &header, &payload, &mut a);
             layout_built(&mut eb, &header, &payload, &mut b);
-            prop_assert_eq!(a, b);
-            prop_assert_eq!(ea.offset, eb.offset);
-        }
-    }
-
-    proptest! {
-        /// A payload CRC known ahead lays out the very FPDU computed from the
-        /// payload itself.
-        #[test]
-        fn a_known_payload_crc_lays_out_the_same_fpdu(off in 0u32..4096, hdr in 14usize..=18,
-                                                      len in 0usize..3000) {
-            let header: Vec<u8> = (0..hdr).map(|i| (i * 3) as u8).collect();
-            let payload: Vec<u8> = (0..len).map(|i| (i * 7 + i / 13) as u8).collect();
-            let known = (rddp_wire::crc::crc32c(&payload), CrcShift::over(len));
-            let (mut a, mut b) = (FpduLayout::default(), FpduLayout::default());
-            let mut ea = FpduEncoder { crc: true, markers: false, offset: off };
-            let mut eb = ea;
-            layout_fpdu_known(&mut ea, &header, &payload, Some(known), &mut a);
-            layout_fpdu_into(&mut eb, &header, &payload, &mut b);
             prop_assert_eq!(a, b);
             prop_assert_eq!(ea.offset, eb.offset);
         }

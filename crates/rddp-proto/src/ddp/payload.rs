@@ -5,9 +5,7 @@
 
 use crate::mem::RegionRef;
 use bytes::Bytes;
-use rddp_wire::crc::{CrcShift, crc32c};
 use std::ops::Range;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Payload octets copied out of a region lease in user space (see
@@ -53,61 +51,7 @@ pub enum Payload {
         region: RegionRef,
         offset: usize,
         len: usize,
-        /// CRCs of the lease's pieces, computed when it was posted (see
-        /// [`Payload::with_crc_ahead`]); the segments cut from it share them.
-        ahead: Option<Arc<CrcAhead>>,
     },
-}
-
-/// The CRC32c of each piece a lease is expected to be cut into (its segments'
-/// payloads: every `piece` octets from its start), computed by the posting
-/// thread while it held the region for reading, at the region's `version`.
-/// The writer then lays out each FPDU's CRC from its header's and the piece's
-/// (`rddp_wire::crc::crc32c_combine`) instead of reading the payload for it:
-/// on one queue pair the CRC pass runs beside the `sendmsg` of earlier FPDUs,
-/// not before it under the queue pair's lock. A piece counts only if the
-/// region was not written since (same version) and the segment is exactly
-/// that piece (MULPDU may change meanwhile); else the writer computes it.
-#[derive(Debug)]
-pub struct CrcAhead {
-    /// Region offset of the lease's first octet.
-    start: usize,
-    /// Octets of the lease.
-    len: usize,
-    /// Octets of every piece but the last.
-    piece: usize,
-    version: u64,
-    crcs: Vec<u32>,
-    /// Shifts over a whole piece and over the last one.
-    whole: CrcShift,
-    tail: CrcShift,
-}
-
-impl CrcAhead {
-    /// The CRC of the segment payload of `len` octets at region offset
-    /// `offset`, and its shift, if it is one of the pieces and the region is
-    /// at `version` still (read under the read lock held for the write).
-    pub fn lookup(&self, offset: usize, len: usize, version: u64) -> Option<(u32, CrcShift)> {
-        if version != self.version || offset < self.start {
-            return None;
-        }
-        let at = offset - self.start;
-        if !at.is_multiple_of(self.piece) {
-            return None;
-        }
-        let i = at / self.piece;
-        let crc = *self.crcs.get(i)?;
-        let want = self.piece.min(self.len - at);
-        if len != want {
-            return None;
-        }
-        let shift = if want == self.piece {
-            self.whole
-        } else {
-            self.tail
-        };
-        Some((crc, shift))
-    }
 }
 
 impl Default for Payload {
@@ -137,56 +81,7 @@ impl Payload {
             region,
             offset,
             len,
-            ahead: None,
         })
-    }
-
-    /// This lease with the CRCs of its pieces of `piece` octets computed now,
-    /// under the region's read lock ([`CrcAhead`]); other payloads as they are.
-    pub fn with_crc_ahead(self, piece: usize) -> Self {
-        match self {
-            Self::Region {
-                region,
-                offset,
-                len,
-                ..
-            } if piece > 0 && len > 0 => {
-                let ahead = {
-                    let data = region.data();
-                    let bytes = &data[offset..offset + len];
-                    CrcAhead {
-                        start: offset,
-                        len,
-                        piece,
-                        version: region.version(),
-                        crcs: bytes.chunks(piece).map(crc32c).collect(),
-                        whole: CrcShift::over(piece),
-                        tail: CrcShift::over(len % piece),
-                    }
-                };
-                Self::Region {
-                    region,
-                    offset,
-                    len,
-                    ahead: Some(Arc::new(ahead)),
-                }
-            }
-            other => other,
-        }
-    }
-
-    /// The CRC computed ahead for exactly these octets, if there is one and the
-    /// region is at `version` still ([`CrcAhead::lookup`]).
-    pub fn crc_ahead(&self, version: u64) -> Option<(u32, CrcShift)> {
-        match self {
-            Self::Region {
-                offset,
-                len,
-                ahead: Some(a),
-                ..
-            } => a.lookup(*offset, *len, version),
-            _ => None,
-        }
     }
 
     pub fn len(&self) -> usize {
@@ -204,16 +99,10 @@ impl Payload {
     pub fn slice(&self, r: Range<usize>) -> Self {
         match self {
             Self::Bytes(b) => Self::Bytes(b.slice(r)),
-            Self::Region {
-                region,
-                offset,
-                ahead,
-                ..
-            } => Self::Region {
+            Self::Region { region, offset, .. } => Self::Region {
                 region: region.clone(),
                 offset: offset + r.start,
                 len: r.len(),
-                ahead: ahead.clone(),
             },
         }
     }
@@ -227,7 +116,6 @@ impl Payload {
                 region,
                 offset,
                 len,
-                ..
             } => f(&region.data()[*offset..*offset + *len]),
         }
     }

@@ -486,7 +486,6 @@ impl RdmapStream {
                     region,
                     offset,
                     len,
-                    ahead: None,
                 };
                 self.respond_read(hdr, rr, lease);
             }

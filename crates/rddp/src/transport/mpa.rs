@@ -28,7 +28,7 @@ use rddp_wire::{FpduEncoder, Opcode, RdmapControl, TaggedHeader, mulpdu};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 
 pub use super::mpa_in::recv_calls;
-pub use super::mpa_out::{crc_ahead_octets, sendmsg_calls};
+pub use super::mpa_out::sendmsg_calls;
 use std::sync::Arc;
 
 /// Active open: an MPA connection to `addr`, ready to attach to a queue pair.

@@ -26,7 +26,7 @@
 //! * The responder sends nothing before the initiator's first FPDU (spec §4.9):
 //!   segments queue behind `gate_open`.
 
-use rddp_mpa::fpdu::{FpduLayout, Piece, layout_fpdu_known};
+use rddp_mpa::fpdu::{FpduLayout, Piece, layout_fpdu_into};
 use rddp_mpa::pcap::TcpEndpoint;
 use rddp_mpa::tcp::layout_rest;
 use rddp_proto::ddp::{OutSegment, Payload, count_lease_copy};
@@ -50,17 +50,6 @@ static SENDMSG_CALLS: AtomicU64 = AtomicU64::new(0);
 /// output queued while the socket was full).
 pub fn sendmsg_calls() -> u64 {
     SENDMSG_CALLS.load(Ordering::Relaxed)
-}
-
-/// Payload octets of FPDUs whose CRC came from a CRC computed ahead (see
-/// [`crc_ahead_octets`]).
-static CRC_AHEAD_OCTETS: AtomicU64 = AtomicU64::new(0);
-
-/// Payload octets the MPA queue pairs of this process sent with a CRC computed
-/// when the Send or Write was posted (`rddp_proto::ddp::CrcAhead`), not by the
-/// writer.
-pub fn crc_ahead_octets() -> u64 {
-    CRC_AHEAD_OCTETS.load(Ordering::Relaxed)
 }
 
 /// Most segments gathered into one `sendmsg` (each FPDU is 3 iovecs without
@@ -176,12 +165,6 @@ impl MpaOut {
             budget: None,
             yielded: false,
         }
-    }
-
-    /// Whether CRCs computed ahead can serve these FPDUs: CRCs on, no Markers
-    /// (which the CRC would cover inside a payload).
-    pub fn crc_ahead_applies(&self) -> bool {
-        self.enc.crc && !self.enc.markers
     }
 
     pub fn push(&mut self, seg: OutSegment) {
@@ -400,11 +383,8 @@ impl MpaOut {
         region: Option<Arc<rddp_proto::mem::Region>>,
         sent: &mut impl FnMut(Sent),
     ) -> io::Result<()> {
-        // The region's lock (shared with other readers), for this one system
-        // call, and the region's version under it: CRCs computed ahead at
-        // that version hold for these octets.
+        // The region's lock, for this one system call.
         let data = region.as_ref().map(|r| r.data());
-        let version = region.as_ref().map_or(0, |r| r.version());
         // Per-call scratch on the stack, and layouts reused from the last
         // call: nothing is allocated per FPDU or per call (a gathered call has
         // at most GATHER_SEGMENTS FPDUs).
@@ -427,17 +407,7 @@ impl MpaOut {
             let mut hdr = [0u8; UNTAGGED_HDR_LEN];
             let n = seg.header.emit(&mut hdr).map_err(io::Error::other)?;
             starts[i] = self.enc.offset;
-            let known = seg.payload.crc_ahead(version);
-            if known.is_some() {
-                CRC_AHEAD_OCTETS.fetch_add(payloads[i].len() as u64, Ordering::Relaxed);
-            }
-            layout_fpdu_known(
-                &mut self.enc,
-                &hdr[..n],
-                payloads[i],
-                known,
-                &mut layouts[i],
-            );
+            layout_fpdu_into(&mut self.enc, &hdr[..n], payloads[i], &mut layouts[i]);
         }
         // At most IOV_MAX slices per call (with Markers an FPDU is a few
         // hundred): the FPDUs past that are laid out again next time.
