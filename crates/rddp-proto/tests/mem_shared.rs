@@ -139,17 +139,15 @@ fn invalidation_is_seen_by_every_handle() {
     assert_eq!(mem.region(a).unwrap().data()[0], 9);
 }
 
-/// Readers share a region's lock (a transmit, a CRC computed ahead of it, the
-/// application's reads); a placement waits for them, and only writing counts a
-/// new version.
+/// Readers share a region's lock (transmits from it, the application's
+/// reads); a placement waits for them.
 #[test]
-fn readers_share_a_region_and_only_writes_count_a_version() {
+fn readers_share_a_region_and_a_placement_waits_for_them() {
     let mem = Arc::new(MemoryTable::with_seed(4));
     let a = mem
         .register(PD, StagScope::Pd, rw(), 0, vec![0; 16])
         .unwrap();
     let region = mem.region(a).unwrap();
-    let v0 = region.version();
     let first = region.data();
     let (tx, rx) = channel();
     let r = region.clone();
@@ -160,7 +158,6 @@ fn readers_share_a_region_and_only_writes_count_a_version() {
         "a second reader waited for the first"
     );
     t.join().unwrap();
-    assert_eq!(region.version(), v0, "reading is not writing");
     let (done_tx, done) = channel();
     let m = mem.clone();
     let t = std::thread::spawn(move || {
@@ -170,8 +167,6 @@ fn readers_share_a_region_and_only_writes_count_a_version() {
     drop(first);
     assert_eq!(done.recv_timeout(STUCK).unwrap(), Ok(()));
     t.join().unwrap();
-    assert_eq!(region.version(), v0 + 1);
     region.data_mut()[1] = 1;
-    assert_eq!(region.version(), v0 + 2);
     assert_eq!(&region.data()[..2], b"w\x01");
 }

@@ -3,14 +3,14 @@
 //! The table hands out regions as [`RegionRef`]s (`Arc`): a placement, a
 //! transmit and the application's own access each lock only the region's octets,
 //! never the table, so work on different regions never serializes. Reading
-//! (a transmit, a CRC computed ahead of it, the application's reads) shares the
-//! lock; writing (a placement, the application's writes) takes it alone and
-//! counts a new [`Region::version`].
+//! (a transmit, the application's reads) shares the lock: queue pairs that send
+//! from one region do not wait for each other; writing (a placement, the
+//! application's writes) takes it alone.
 
 use super::{Access, PdId, StagScope, StreamId};
 use std::fmt;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Octets of guard pattern kept on each side of every region's memory. Placement
@@ -35,9 +35,6 @@ pub struct Region {
     /// GUARD_LEN guard octets, `len` data octets, GUARD_LEN guard octets; the
     /// region's own lock (no table lock is held while it is).
     mem: RwLock<Vec<u8>>,
-    /// Counts the times the octets were locked for writing (see
-    /// [`Self::version`]).
-    version: AtomicU64,
 }
 
 /// The data octets of a region, locked for reading (local access, a transmit).
@@ -123,7 +120,6 @@ impl Region {
             len,
             valid: AtomicBool::new(true),
             mem: RwLock::new(mem),
-            version: AtomicU64::new(0),
         }
     }
 
@@ -133,18 +129,7 @@ impl Region {
     }
 
     fn lock_mut(&self) -> RwLockWriteGuard<'_, Vec<u8>> {
-        let g = self.mem.write().unwrap_or_else(|p| p.into_inner());
-        // Under the write lock: a reader that holds the read lock sees the
-        // count of every write before it, and none can begin meanwhile.
-        self.version.fetch_add(1, Ordering::Relaxed);
-        g
-    }
-
-    /// How many times the octets were locked for writing so far. Read while
-    /// holding [`Self::data`]: if it is the same at two such moments, no octet
-    /// changed in between (what a CRC computed ahead of a transmit relies on).
-    pub fn version(&self) -> u64 {
-        self.version.load(Ordering::Relaxed)
+        self.mem.write().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn pd(&self) -> PdId {
