@@ -109,3 +109,47 @@ fn work_held_back_by_ord_or_a_fence_finishes_before_the_close() {
     assert_eq!(closed(&qp), Some(true));
     assert!(cq.poll(8).is_empty());
 }
+
+/// The peer answers and closes at once, as perftest's server does after its
+/// last exchange: the receiver that reposts its receive after taking the
+/// answer is not refused, whether or not the close was read first (here it
+/// was, deliberately). The repost completes as flushed, once.
+#[test]
+fn a_receive_reposted_after_the_peers_last_message_and_close_is_flushed() {
+    let dev = Device::new();
+    let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let sdev = dev.clone();
+    let server = std::thread::spawn(move || {
+        let pd = common::pd(&sdev, "server");
+        let cq = CompletionQueue::new(64);
+        let qp = common::attach(&pd, &cq, listener.accept().unwrap());
+        qp.post_send_inline(1, b"last answer", SendFlags::default())
+            .unwrap();
+        qp.disconnect();
+        assert_eq!(wait(&cq, 1)[0].status, WcStatus::Success);
+        // Gone once the client closed too.
+        closed(&qp)
+    });
+    let pd = common::pd(&dev, "client");
+    let cq = CompletionQueue::new(64);
+    let mut prepared = QueuePairBuilder::new(&pd, &cq, &cq).build().unwrap();
+    prepared.post_recv(1, 64).unwrap();
+    let qp = prepared.connect_mpa(addr, MpaOptions::default()).unwrap();
+    let got = wait(&cq, 1);
+    assert_eq!(
+        (got[0].opcode, got[0].status),
+        (WcOpcode::Recv, WcStatus::Success)
+    );
+    assert_eq!(closed(&qp), Some(true), "the server's close was read");
+    qp.post_recv(2, 64)
+        .expect("a receive posted after the peer closed is taken");
+    let flushed = wait(&cq, 1);
+    assert_eq!(
+        (flushed[0].wr_id, flushed[0].status),
+        (2, WcStatus::Flushed)
+    );
+    drop(qp);
+    assert_eq!(server.join().unwrap(), Some(true));
+    assert!(cq.poll(8).is_empty());
+}
