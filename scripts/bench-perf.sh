@@ -29,7 +29,8 @@
 # write(2) in the baseline, = FPDUs per sendmsg of `rddp perf`'s Sends, each
 # written as it is posted; `rddp perf --post-list N` gathers N per sendmsg, and
 # its honest baseline is BATCH=N: docs/perf.md, "Per-message costs of Sends").
-# Needs iperf3, sockperf, taskset, python3 (installed when run as root).
+# Needs iperf3, sockperf, libusrsctp2, taskset, python3 (the first three
+# installed when run as root).
 #
 # What rddp perf times (its `seconds`; Gbit/s = bytes x 8 / seconds): each queue
 # pair's data phase, from its first data work request to its end of data (the
@@ -68,6 +69,9 @@ many_iters=$(( k64 / many > 8 ? k64 / many : 8 ))
 need=()
 command -v iperf3 >/dev/null || need+=(iperf3)
 command -v sockperf >/dev/null || need+=(sockperf)
+# The SCTP row loads libusrsctp at run time (usrsctp-ffi); without it that row
+# would come out empty and the run would stop there.
+ldconfig -p 2>/dev/null | grep -q 'libusrsctp\.so' || need+=(libusrsctp2)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo 'iperf3 iperf3/start_daemon boolean false' | debconf-set-selections
@@ -172,9 +176,11 @@ b_sctp() { "$ex/sctp_perf" 1 "$sctp_mib" raw 2>/dev/null | sed -n 's/^median.* r
 r_sctp() { rddp_perf gbit_per_s --transport sctp --op write --size 64K --iters $(( sctp_mib * 16 )); }
 # Odd rounds run the baseline first, even rounds rddp: neither always finds the
 # machine as the other left it.
+failed() { echo "bench-perf: the $2 run of the $1 row failed (round $r)" >&2; exit 1; }
 pair() {
   local t g
-  if (( r % 2 )); then t=$(b_$1); g=$(r_$1); else g=$(r_$1); t=$(b_$1); fi
+  if (( r % 2 )); then t=$(b_$1) || failed "$1" baseline; g=$(r_$1) || failed "$1" rddp
+  else g=$(r_$1) || failed "$1" rddp; t=$(b_$1) || failed "$1" baseline; fi
   add "$1" "${g:-0}" "${t:-0}"
 }
 for r in $(seq "$rounds"); do
