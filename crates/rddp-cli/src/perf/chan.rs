@@ -127,7 +127,18 @@ pub struct Chan {
     /// [`Self::log_ctrl`] asked for it (the client: `--json` tells how many
     /// fell inside the timed interval).
     ctrl_log: Option<Vec<Instant>>,
+    /// A message went to the peer since the last receive completed: what
+    /// comes next is likely its answer, a round trip away
+    /// ([`Self::spins_for_recv`]).
+    answer_due: bool,
+    /// Length of the last receive completed.
+    last_len: u32,
 }
+
+/// Received messages at least this long are read by the thread that waits
+/// for them as they arrive ([`Chan::spins_for_recv`]): reading one is mostly
+/// the kernel's copy of its octets, not a system call.
+const SPIN_FOR_LEN: u32 = 16 * 1024;
 
 fn verbs(what: &str) -> impl Fn(rddp::Error) -> String + '_ {
     move |e| format!("{what}: {e}")
@@ -161,6 +172,8 @@ impl Chan {
             post_list: Vec::new(),
             ended_by: None,
             ctrl_log: None,
+            answer_due: false,
+            last_len: 0,
         };
         c.post_recvs(recvs)?;
         c.ep.open();
@@ -403,6 +416,7 @@ impl Chan {
             .post_send(CTRL, &self.ctrl_mr, 0, b.len() as u64, flags)
             .map_err(verbs("sending a control message"))?;
         self.outstanding += 1;
+        self.answer_due = true;
         // A Pad is a keepalive (one every quarter of the stall limit) or uses up
         // a receive before a size: not part of an exchange.
         if *m != Msg::Pad {
@@ -426,6 +440,7 @@ impl Chan {
             )
             .map_err(verbs("sending a message"))?;
         self.outstanding += 1;
+        self.answer_due = true;
         Ok(())
     }
 
@@ -439,6 +454,7 @@ impl Chan {
     pub async fn send_data(&mut self, mr: &MemoryRegion, len: u64) -> Result<(), String> {
         self.wait_credit().await?;
         let id = self.data_id();
+        self.answer_due = true;
         self.ep
             .qp
             .post_send(id, mr, 0, len, SendFlags::default())
@@ -571,7 +587,14 @@ impl Chan {
         let start = Instant::now();
         loop {
             let mut got = std::mem::take(&mut self.sent_wcs);
-            super::exec::wait_cq(&self.ep.send_cq, 256, Duration::from_millis(100), &mut got).await;
+            super::exec::wait_cq(
+                &self.ep.send_cq,
+                256,
+                Duration::from_millis(100),
+                true,
+                &mut got,
+            )
+            .await;
             if !got.is_empty() {
                 return self.take(got).map(Some);
             }
@@ -631,7 +654,8 @@ impl Chan {
         loop {
             if self.arrived.is_empty() {
                 let (cq, limit) = (&self.ep.recv_cq, Duration::from_millis(100));
-                super::exec::wait_cq(cq, RECV_BATCH, limit, &mut self.arrived).await;
+                let spin = self.spins_for_recv();
+                super::exec::wait_cq(cq, RECV_BATCH, limit, spin, &mut self.arrived).await;
             }
             if let Some(wc) = self.arrived.pop_front() {
                 return self.on_recv(wc);
@@ -648,6 +672,18 @@ impl Chan {
         }
     }
 
+    /// Whether a wait for a receive busy-polls (reads the socket on this
+    /// thread) before it sleeps: when an answer is due (a message went to the
+    /// peer since the last receive: a ping-pong, a control exchange) or the
+    /// messages are large. A stream of small messages is better left to the
+    /// I/O thread, which reads them in batches: a waiting thread that reads
+    /// each one as it comes makes a read, a peek and a `sched_yield` a message
+    /// and makes the sender's `sendmsg` dearer too (64 B Sends: 369k against
+    /// 453k messages/s, docs/perf.md, "Small Sends in a stream").
+    pub fn spins_for_recv(&self) -> bool {
+        self.answer_due || self.last_len >= SPIN_FOR_LEN
+    }
+
     /// Wait for the next control message.
     pub async fn recv_ctrl(&mut self, what: &str) -> Result<Msg, String> {
         match self.recv(what).await? {
@@ -660,6 +696,8 @@ impl Chan {
     }
 
     fn on_recv(&mut self, wc: WorkCompletion) -> Result<Incoming, String> {
+        self.answer_due = false;
+        self.last_len = wc.byte_len;
         check_status(&wc)?;
         let (len, solicited) = (wc.byte_len as usize, wc.solicited);
         let mut buf = wc.c.buffer.unwrap_or_default();
@@ -845,6 +883,47 @@ mod tests {
             exec::block_on(server.recv("End")).unwrap(),
             Incoming::Ctrl(Msg::End { iters: 1 })
         ));
+    }
+
+    #[test]
+    fn a_wait_for_a_receive_spins_when_an_answer_is_due_or_messages_are_large() {
+        let dev = Device::new();
+        let (mut client, mut server) = pair(&dev);
+        server
+            .set_recv_len(SPIN_FOR_LEN as usize, 8, false)
+            .unwrap();
+        let big = vec![1; SPIN_FOR_LEN as usize];
+        let src = client.ep.pd.register(big.clone(), Access::NONE).unwrap();
+        let answer = server.ep.pd.register(big, Access::NONE).unwrap();
+        assert!(!server.spins_for_recv(), "nothing sent, nothing received");
+        // A small message: the next wait leaves the stream to the I/O thread.
+        exec::block_on(client.send_data(&src, 64)).unwrap();
+        assert!(client.spins_for_recv(), "the client awaits an answer");
+        exec::block_on(server.recv("small")).unwrap();
+        assert!(!server.spins_for_recv());
+        // The server answers: its next wait spins (a ping-pong).
+        exec::block_on(server.send_data(&answer, 64)).unwrap();
+        assert!(server.spins_for_recv());
+        exec::block_on(client.recv("answer")).unwrap();
+        assert!(!client.spins_for_recv(), "the answer came");
+        // Three more small ones use up the server's control-sized receives.
+        for _ in 0..3 {
+            exec::block_on(client.send_data(&src, 64)).unwrap();
+            exec::block_on(client.drain()).unwrap();
+            exec::block_on(server.recv("small")).unwrap();
+            assert!(!server.spins_for_recv());
+        }
+        // A large message: the next wait spins, reading is the copy's work.
+        exec::block_on(client.send_data(&src, u64::from(SPIN_FOR_LEN))).unwrap();
+        exec::block_on(client.drain()).unwrap();
+        match exec::block_on(server.recv("large")).unwrap() {
+            Incoming::Data(d) => assert_eq!(d.len(), SPIN_FOR_LEN as usize),
+            Incoming::Ctrl(m) => panic!("expected the large message, got {m:?}"),
+        }
+        assert!(server.spins_for_recv(), "after a large message");
+        exec::block_on(client.send_data(&src, 64)).unwrap();
+        exec::block_on(server.recv("small")).unwrap();
+        assert!(!server.spins_for_recv(), "after a small one again");
     }
 
     #[test]

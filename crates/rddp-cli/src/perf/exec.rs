@@ -103,18 +103,20 @@ fn few() -> bool {
 
 /// Up to `max` completions of `cq` into `out` (appended; kept by the caller,
 /// so no allocation a wait), waiting up to `limit` for the first. Returns how
-/// many came.
+/// many came. With `spin` (and few connections) the wait busy-polls first;
+/// without, it sleeps at once and the I/O thread reads.
 pub async fn wait_cq(
     cq: &CompletionQueue,
     max: usize,
     limit: Duration,
+    spin: bool,
     out: &mut impl Extend<WorkCompletion>,
 ) -> usize {
     let got = cq.poll_into(max, out);
     if got > 0 {
         return got;
     }
-    if few() {
+    if spin && few() {
         // Busy polling: this thread reads the queue pair's socket itself, no
         // hand-over from the I/O thread (CompletionQueue::poll_busy), for as
         // long as CompletionQueue::wait would look (`rddp::Spin`: briefly,
