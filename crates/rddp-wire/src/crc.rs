@@ -30,11 +30,9 @@ fn wide() -> bool {
 
 /// One-shot CRC32c of `data`.
 pub fn crc32c(data: &[u8]) -> u32 {
-    if wide() {
-        crc_fast::crc32_iscsi(data)
-    } else {
-        rddp_crc32c::crc32c(data)
-    }
+    let mut c = Crc32c::new();
+    c.update(data);
+    c.finalize()
 }
 
 /// The four CRC octets as transmitted (spec §4.3: LE, like iSCSI digests).
@@ -47,61 +45,44 @@ pub fn crc_from_wire(b: [u8; CRC_LEN]) -> u32 {
     u32::from_le_bytes(b)
 }
 
+/// Pieces at least this long go to crc-fast where it has its wide kernels;
+/// shorter ones to rddp-crc32c (the SSE 4.2 instruction a few octets at a
+/// time). On a Xeon with AVX-512: 256 octets 9.8 against 7.9 ns, 1 KiB 15.5
+/// against 21.1, 64 KiB 0.59 against 1.13 us.
+const WIDE_FROM: usize = 512;
+
 /// Incremental CRC32c, for feeding an FPDU as its octets are sent or received.
-#[derive(Clone, Copy, Debug)]
-pub struct Crc32c(Kind);
-
-// crc-fast's digest carries its parameters (about 300 octets, as this type
-// always was); boxing it would allocate for every FPDU.
-#[allow(clippy::large_enum_variant)]
-#[derive(Clone, Copy, Debug)]
-enum Kind {
-    /// crc-fast's digest (see [`wide`]).
-    Wide(Digest),
-    /// The CRC32c of what was fed so far (rddp-crc32c appends to it).
-    Append(u32),
-}
-
-impl Default for Crc32c {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+///
+/// Four octets: the CRC of what was fed so far. (It held crc-fast's digest
+/// before, about 300 octets copied with every FPDU's state, and crc-fast's
+/// per-call dispatch cost a 64-octet Send's three pieces 29 ns against 11.)
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Crc32c(u32);
 
 impl Crc32c {
     pub fn new() -> Self {
-        Self::with(wide())
-    }
-
-    fn with(wide: bool) -> Self {
-        Self(if wide {
-            Kind::Wide(Digest::new(CrcAlgorithm::Crc32Iscsi))
-        } else {
-            Kind::Append(0)
-        })
+        Self(0)
     }
 
     pub fn update(&mut self, data: &[u8]) {
-        match &mut self.0 {
-            Kind::Wide(d) => d.update(data),
-            Kind::Append(crc) => *crc = rddp_crc32c::append(*crc, data),
-        }
+        self.0 = if data.len() >= WIDE_FROM && wide() {
+            // crc-fast's register is the CRC before its final xor (RFC 3385's
+            // CRC32c: init and xorout 0xFFFFFFFF), so a running CRC resumes.
+            let mut d = Digest::new_with_init_state(CrcAlgorithm::Crc32Iscsi, u64::from(!self.0));
+            d.update(data);
+            (d.finalize() & 0xFFFF_FFFF) as u32
+        } else {
+            rddp_crc32c::append(self.0, data)
+        };
     }
 
     /// The CRC of everything fed since creation or the last reset.
     pub fn finalize(&self) -> u32 {
-        match &self.0 {
-            // CRC-32 results fit in 32 bits; the crate widens every width to u64.
-            Kind::Wide(d) => (d.finalize() & 0xFFFF_FFFF) as u32,
-            Kind::Append(crc) => *crc,
-        }
+        self.0
     }
 
     pub fn reset(&mut self) {
-        match &mut self.0 {
-            Kind::Wide(d) => d.reset(),
-            Kind::Append(crc) => *crc = 0,
-        }
+        self.0 = 0;
     }
 }
 
@@ -120,32 +101,36 @@ mod tests {
         assert_eq!(d.finalize(), crc32c(b""));
     }
 
-    /// Both implementations, whichever this CPU picks, give crc-fast's one-shot
-    /// CRC for any data fed in any pieces.
+    /// Pieces of any lengths, on either side of [`WIDE_FROM`] and mixed,
+    /// give crc-fast's one-shot CRC (both kernels resume a running CRC).
     #[test]
-    fn both_kernels_append_alike() {
+    fn pieces_of_any_length_append_alike() {
         let data: Vec<u8> = (0..70_000u32)
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
             .collect();
-        for len in [0, 1, 3, 17, 64, 1000, 4096, 65_536, 70_000] {
+        for len in [0, 1, 3, 17, 64, 511, 512, 1000, 4096, 65_536, 70_000] {
             let want = crc_fast::crc32_iscsi(&data[..len]);
-            for wide in [false, true] {
-                for step in [1, 5, 64, 4096, 70_000] {
-                    let mut d = Crc32c::with(wide);
-                    for piece in data[..len].chunks(step) {
-                        d.update(piece);
-                    }
-                    assert_eq!(
-                        d.finalize(),
-                        want,
-                        "len {len}, wide {wide}, pieces of {step}"
-                    );
-                    d.reset();
-                    assert_eq!(d.finalize(), 0);
+            for step in [1, 5, 64, WIDE_FROM - 1, WIDE_FROM, 4096, 70_000] {
+                let mut d = Crc32c::new();
+                for piece in data[..len].chunks(step) {
+                    d.update(piece);
                 }
+                assert_eq!(d.finalize(), want, "len {len}, pieces of {step}");
+                d.reset();
+                assert_eq!(d.finalize(), 0);
             }
+            // Small and large pieces in turn.
+            let mut d = Crc32c::new();
+            let (mut at, mut small) = (0, true);
+            while at < len {
+                let n = if small { 7 } else { 3 * WIDE_FROM };
+                let end = (at + n).min(len);
+                d.update(&data[at..end]);
+                (at, small) = (end, !small);
+            }
+            assert_eq!(d.finalize(), want, "len {len}, mixed pieces");
+            assert_eq!(crc32c(&data[..len]), want);
         }
-        assert_eq!(crc32c(&data), crc_fast::crc32_iscsi(&data));
     }
 
     #[test]
