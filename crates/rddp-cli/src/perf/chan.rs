@@ -358,7 +358,8 @@ impl Chan {
     }
 
     async fn wait_credit(&mut self) -> Result<(), String> {
-        let start = Instant::now();
+        // The clock is read only once no credit is left (not per message).
+        let mut start = None;
         let mut spins = 0u32;
         loop {
             let Some(c) = &mut self.credits else {
@@ -379,7 +380,7 @@ impl Chan {
             // have taken the socket from the I/O thread).
             self.reap_busy()?;
             self.check_events("receive credits from the server")?;
-            if start.elapsed() > stall() {
+            if start.get_or_insert_with(Instant::now).elapsed() > stall() {
                 return Err(format!(
                     "no receive credits from the server for {} s: it stopped reposting receives",
                     stall().as_secs()

@@ -121,8 +121,10 @@ pub async fn wait_cq(
         // hand-over from the I/O thread (CompletionQueue::poll_busy), for as
         // long as CompletionQueue::wait would look (`rddp::Spin`: briefly,
         // longer while a message is arriving), as a thread of its own did.
+        // (The spin's clock starts after the first look that found nothing:
+        // a wait answered at its first look, as a ping-pong's, reads none.)
         let mut spin = cq.spin(limit);
-        while spin.going() {
+        loop {
             // The peer or the I/O thread that brings the completion may be on
             // this very core: let it run. This worker's other tasks get their
             // turn every 16 looks; a tokio yield each look cost a ping-pong
@@ -135,6 +137,9 @@ pub async fn wait_cq(
             let got = spin.look_into(max, out);
             if got > 0 {
                 return got;
+            }
+            if !spin.going() {
+                break;
             }
         }
         // The I/O threads read while this task sleeps.

@@ -31,10 +31,14 @@ const LOOKS_A_CLOCK: u32 = 16;
 /// [`CompletionQueue::end_busy`] before sleeping.
 pub struct Spin<'a> {
     cq: &'a CompletionQueue,
-    /// Looking ends here, unless a look sees a message arriving first.
-    until: Instant,
-    /// Never beyond this (the wait's own limit).
-    end: Instant,
+    /// The wait's limit; its clock starts at the first look that found
+    /// nothing ([`Self::going`]): a wait answered at its first look reads no
+    /// clock (a ping-pong's every wait).
+    limit: Duration,
+    /// Set at the first clock read: (until, end). Looking ends at `until`,
+    /// unless a look sees a message arriving first; never beyond `end` (the
+    /// wait's own limit).
+    clock: Option<(Instant, Instant)>,
     /// [`CompletionQueue::busy_arrivals`] as last seen.
     arrivals: u64,
     looks: u32,
@@ -43,12 +47,10 @@ pub struct Spin<'a> {
 impl CompletionQueue {
     /// Start a wait's busy poll of at most `limit`.
     pub fn spin(&self, limit: Duration) -> Spin<'_> {
-        let now = Instant::now();
-        let end = now + limit;
         Spin {
             cq: self,
-            until: (now + SPIN).min(end),
-            end,
+            limit,
+            clock: None,
             arrivals: self.inner.arriving.load(Ordering::Relaxed),
             looks: 0,
         }
@@ -74,19 +76,28 @@ impl Spin<'_> {
         self.looks
     }
 
-    /// Whether to look again: before [`SPIN`] has passed, or [`MOVING`]
-    /// after the last look that saw a message arriving, within the limit.
+    /// Whether to look again: before [`SPIN`] has passed (counted from the
+    /// first call), or [`MOVING`] after the last look that saw a message
+    /// arriving, within the limit.
     pub fn going(&mut self) -> bool {
+        let Some((until, end)) = self.clock else {
+            let now = Instant::now();
+            let end = now + self.limit;
+            self.clock = Some(((now + SPIN).min(end), end));
+            return !self.limit.is_zero();
+        };
         if !self.looks.is_multiple_of(LOOKS_A_CLOCK) {
             return true;
         }
         let now = Instant::now();
         let arrivals = self.cq.busy_arrivals();
+        let mut until = until;
         if arrivals != self.arrivals {
             self.arrivals = arrivals;
-            self.until = self.until.max((now + MOVING).min(self.end));
+            until = until.max((now + MOVING).min(end));
+            self.clock = Some((until, end));
         }
-        now < self.until
+        now < until
     }
 }
 
@@ -107,6 +118,7 @@ mod tests {
         assert!(!quiet.going(), "went on with nothing arriving");
 
         let mut busy = cq.spin(Duration::from_secs(1));
+        assert!(busy.going(), "the clock starts");
         std::thread::sleep(SPIN * 2);
         arrive(&cq);
         assert!(busy.going(), "stopped while a message was arriving");
@@ -118,9 +130,24 @@ mod tests {
     fn a_spin_never_outlasts_its_limit() {
         let cq = CompletionQueue::new(4);
         let mut s = cq.spin(Duration::from_micros(1));
+        assert!(s.going(), "the clock starts");
         std::thread::sleep(SPIN);
         arrive(&cq);
         assert!(!s.going());
+    }
+
+    #[test]
+    fn the_clock_starts_at_the_first_going_not_before() {
+        let cq = CompletionQueue::new(4);
+        let mut s = cq.spin(Duration::from_secs(1));
+        let mut out = Vec::new();
+        // A wait whose first look is answered never asks.
+        s.look_into(1, &mut out);
+        assert!(s.clock.is_none(), "no clock read for a spin and a look");
+        std::thread::sleep(SPIN * 5);
+        // SPIN counts from here, not from the spin's creation.
+        assert!(s.going());
+        assert!(s.clock.is_some());
     }
 
     #[test]
