@@ -155,6 +155,9 @@ impl CompletionQueue {
     pub fn poll_busy_into(&self, max: usize, out: &mut impl Extend<WorkCompletion>) -> usize {
         let n = self.poll_into(max, out);
         if n > 0 {
+            // Queued before this look (by an I/O thread, likely): the socket
+            // is asked for all the same, so the next message is read here.
+            self.claim_busy();
             return n;
         }
         let mut arriving = false;
@@ -165,6 +168,18 @@ impl CompletionQueue {
             self.inner.arriving.fetch_add(1, Ordering::Relaxed);
         }
         self.poll_into(max, out)
+    }
+
+    /// Ask for the receive sides of this queue's queue pairs as a busy poll
+    /// does (renewing a lease this thread holds), without reading now: for a
+    /// thread about to busy-poll that found its completion already queued by
+    /// an I/O thread. Without it a ping-pong could settle into the I/O thread
+    /// reading every message, each waiter finding its completion queued at
+    /// its first look: a wake-up and two switches a message (5.2 against 3.7
+    /// us one way, both ends on one CPU; docs/perf.md, "Who reads a
+    /// ping-pong's message").
+    pub fn claim_busy(&self) {
+        self.drive(|d| d.claim());
     }
 
     /// Give the sockets that [`Self::poll_busy`] read back to the I/O threads

@@ -9,6 +9,7 @@
 //! before the client may connect.
 
 use super::endpoint::Endpoint;
+use super::exec::Look;
 use super::proto::{CTRL_LEN, Msg};
 use rddp::{
     Access, AsyncEvent, MemoryRegion, PostWr, RecvWr, RemoteBuf, SendFlags, WcStatus,
@@ -129,14 +130,14 @@ pub struct Chan {
     ctrl_log: Option<Vec<Instant>>,
     /// A message went to the peer since the last receive completed: what
     /// comes next is likely its answer, a round trip away
-    /// ([`Self::spins_for_recv`]).
+    /// ([`Self::look_for_recv`]).
     answer_due: bool,
     /// Length of the last receive completed.
     last_len: u32,
 }
 
 /// Received messages at least this long are read by the thread that waits
-/// for them as they arrive ([`Chan::spins_for_recv`]): reading one is mostly
+/// for them as they arrive ([`Chan::look_for_recv`]): reading one is mostly
 /// the kernel's copy of its octets, not a system call.
 const SPIN_FOR_LEN: u32 = 16 * 1024;
 
@@ -592,7 +593,7 @@ impl Chan {
                 &self.ep.send_cq,
                 256,
                 Duration::from_millis(100),
-                true,
+                Look::Spin,
                 &mut got,
             )
             .await;
@@ -655,8 +656,8 @@ impl Chan {
         loop {
             if self.arrived.is_empty() {
                 let (cq, limit) = (&self.ep.recv_cq, Duration::from_millis(100));
-                let spin = self.spins_for_recv();
-                super::exec::wait_cq(cq, RECV_BATCH, limit, spin, &mut self.arrived).await;
+                let look = self.look_for_recv();
+                super::exec::wait_cq(cq, RECV_BATCH, limit, look, &mut self.arrived).await;
             }
             if let Some(wc) = self.arrived.pop_front() {
                 return self.on_recv(wc);
@@ -673,16 +674,24 @@ impl Chan {
         }
     }
 
-    /// Whether a wait for a receive busy-polls (reads the socket on this
-    /// thread) before it sleeps: when an answer is due (a message went to the
-    /// peer since the last receive: a ping-pong, a control exchange) or the
-    /// messages are large. A stream of small messages is better left to the
-    /// I/O thread, which reads them in batches: a waiting thread that reads
-    /// each one as it comes makes a read, a peek and a `sched_yield` a message
-    /// and makes the sender's `sendmsg` dearer too (64 B Sends: 369k against
-    /// 453k messages/s, docs/perf.md, "Small Sends in a stream").
-    pub fn spins_for_recv(&self) -> bool {
-        self.answer_due || self.last_len >= SPIN_FOR_LEN
+    /// How a wait for a receive uses its thread: when an answer is due (a
+    /// message went to the peer since the last receive: a ping-pong, a
+    /// control exchange) it busy-polls and takes the socket over
+    /// ([`Look::Answer`]); after a large message it busy-polls
+    /// ([`Look::Spin`]); otherwise it sleeps ([`Look::Sleep`]). A stream of
+    /// small messages is better left to the I/O thread, which reads them in
+    /// batches: a waiting thread that reads each one as it comes makes a read,
+    /// a peek and a `sched_yield` a message and makes the sender's `sendmsg`
+    /// dearer too (64 B Sends: 369k against 453k messages/s, docs/perf.md,
+    /// "Small Sends in a stream").
+    pub fn look_for_recv(&self) -> Look {
+        if self.answer_due {
+            Look::Answer
+        } else if self.last_len >= SPIN_FOR_LEN {
+            Look::Spin
+        } else {
+            Look::Sleep
+        }
     }
 
     /// Wait for the next control message.
@@ -896,23 +905,31 @@ mod tests {
         let big = vec![1; SPIN_FOR_LEN as usize];
         let src = client.ep.pd.register(big.clone(), Access::NONE).unwrap();
         let answer = server.ep.pd.register(big, Access::NONE).unwrap();
-        assert!(!server.spins_for_recv(), "nothing sent, nothing received");
+        assert_eq!(
+            server.look_for_recv(),
+            Look::Sleep,
+            "nothing sent, nothing received"
+        );
         // A small message: the next wait leaves the stream to the I/O thread.
         exec::block_on(client.send_data(&src, 64)).unwrap();
-        assert!(client.spins_for_recv(), "the client awaits an answer");
+        assert_eq!(
+            client.look_for_recv(),
+            Look::Answer,
+            "the client awaits an answer"
+        );
         exec::block_on(server.recv("small")).unwrap();
-        assert!(!server.spins_for_recv());
+        assert_eq!(server.look_for_recv(), Look::Sleep);
         // The server answers: its next wait spins (a ping-pong).
         exec::block_on(server.send_data(&answer, 64)).unwrap();
-        assert!(server.spins_for_recv());
+        assert_eq!(server.look_for_recv(), Look::Answer);
         exec::block_on(client.recv("answer")).unwrap();
-        assert!(!client.spins_for_recv(), "the answer came");
+        assert_eq!(client.look_for_recv(), Look::Sleep, "the answer came");
         // Three more small ones use up the server's control-sized receives.
         for _ in 0..3 {
             exec::block_on(client.send_data(&src, 64)).unwrap();
             exec::block_on(client.drain()).unwrap();
             exec::block_on(server.recv("small")).unwrap();
-            assert!(!server.spins_for_recv());
+            assert_eq!(server.look_for_recv(), Look::Sleep);
         }
         // A large message: the next wait spins, reading is the copy's work.
         exec::block_on(client.send_data(&src, u64::from(SPIN_FOR_LEN))).unwrap();
@@ -921,10 +938,14 @@ mod tests {
             Incoming::Data(d) => assert_eq!(d.len(), SPIN_FOR_LEN as usize),
             Incoming::Ctrl(m) => panic!("expected the large message, got {m:?}"),
         }
-        assert!(server.spins_for_recv(), "after a large message");
+        assert_eq!(server.look_for_recv(), Look::Spin, "after a large message");
         exec::block_on(client.send_data(&src, 64)).unwrap();
         exec::block_on(server.recv("small")).unwrap();
-        assert!(!server.spins_for_recv(), "after a small one again");
+        assert_eq!(
+            server.look_for_recv(),
+            Look::Sleep,
+            "after a small one again"
+        );
     }
 
     #[test]

@@ -101,19 +101,38 @@ fn few() -> bool {
     n <= workers() as u64
 }
 
+/// How a wait for a completion uses its thread (with few connections; with
+/// many every wait sleeps and the I/O threads read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Look {
+    /// Sleep at once; the I/O thread reads (a stream of small messages:
+    /// docs/perf.md, "Small Sends in a stream").
+    Sleep,
+    /// Busy-poll first (`rddp::Spin`), reading the socket on this thread.
+    Spin,
+    /// An answer is due (a ping-pong): busy-poll, and take the socket over
+    /// even when the completion was already queued by the I/O thread
+    /// (`CompletionQueue::claim_busy`), so the next answer is read here too.
+    Answer,
+}
+
 /// Up to `max` completions of `cq` into `out` (appended; kept by the caller,
 /// so no allocation a wait), waiting up to `limit` for the first. Returns how
-/// many came. With `spin` (and few connections) the wait busy-polls first;
-/// without, it sleeps at once and the I/O thread reads.
+/// many came.
 pub async fn wait_cq(
     cq: &CompletionQueue,
     max: usize,
     limit: Duration,
-    spin: bool,
+    look: Look,
     out: &mut impl Extend<WorkCompletion>,
 ) -> usize {
+    let spin = look != Look::Sleep;
     let got = cq.poll_into(max, out);
     if got > 0 {
+        if look == Look::Answer && few() {
+            // Read by the I/O thread before this wait looked.
+            cq.claim_busy();
+        }
         return got;
     }
     if spin && few() {

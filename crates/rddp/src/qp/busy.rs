@@ -119,6 +119,9 @@ pub(crate) trait Driven: Send + Sync {
     /// Whether a message is arriving: this look read octets of one whose end
     /// has not come yet (within an FPDU, or between a message's FPDUs).
     fn progress(&self) -> bool;
+    /// Ask for the receive side as [`Self::progress`] does, without reading
+    /// now (a poll that found its completion already queued by the loop).
+    fn claim(&self);
     /// Give the receive side back to the loop now.
     fn release(&self);
 }
@@ -193,6 +196,28 @@ impl Driven for Shared {
             }
         }
         moved
+    }
+
+    fn claim(&self) {
+        let Ok(mut g) = self.state.try_lock() else {
+            // Another thread holds it: the loop reading, or a poller.
+            return;
+        };
+        if let Some(io) = &mut g.mpa
+            && let Some(h) = &mut io.rx
+            && h.open
+        {
+            match h.reader {
+                Reader::Loop => {
+                    h.reader = Reader::Wanted;
+                    if let Some(t) = &io.handle {
+                        t.wake();
+                    }
+                }
+                Reader::Wanted => {}
+                Reader::Busy { .. } => h.reader.look(),
+            }
+        }
     }
 
     fn release(&self) {
