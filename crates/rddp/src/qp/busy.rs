@@ -81,10 +81,18 @@ impl Reader {
         }
     }
 
-    /// A busy-polling thread looks (renews the lease).
-    fn look(&mut self) {
-        if let Reader::Busy { looks, .. } = self {
-            *looks = looks.wrapping_add(1);
+    /// A thread asks for the receive side (or, holding it, renews its
+    /// lease): from the loop, the task (`task`) hands it over at its next run.
+    fn ask(&mut self, task: Option<&rddp_io::TaskHandle>) {
+        match self {
+            Reader::Loop => {
+                *self = Reader::Wanted;
+                if let Some(t) = task {
+                    t.wake();
+                }
+            }
+            Reader::Wanted => {}
+            Reader::Busy { looks, .. } => *looks = looks.wrapping_add(1),
         }
     }
 }
@@ -143,16 +151,7 @@ impl Driven for Shared {
         if !h.open {
             return false;
         }
-        match h.reader {
-            Reader::Loop => {
-                h.reader = Reader::Wanted;
-                if let Some(t) = &io.handle {
-                    t.wake();
-                }
-            }
-            Reader::Wanted => {}
-            Reader::Busy { .. } => h.reader.look(),
-        }
+        h.reader.ask(io.handle.as_ref());
         // This thread looks again soon, so a short read may end this look (a
         // read less per look). Not for the task: a short read says nothing of
         // an end of stream already pending, whose readiness edge is spent.
@@ -207,16 +206,7 @@ impl Driven for Shared {
             && let Some(h) = &mut io.rx
             && h.open
         {
-            match h.reader {
-                Reader::Loop => {
-                    h.reader = Reader::Wanted;
-                    if let Some(t) = &io.handle {
-                        t.wake();
-                    }
-                }
-                Reader::Wanted => {}
-                Reader::Busy { .. } => h.reader.look(),
-            }
+            h.reader.ask(io.handle.as_ref());
         }
     }
 
