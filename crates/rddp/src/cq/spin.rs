@@ -80,7 +80,7 @@ impl Spin<'_> {
     /// first call), or [`MOVING`] after the last look that saw a message
     /// arriving, within the limit.
     pub fn going(&mut self) -> bool {
-        let Some((until, end)) = self.clock else {
+        let Some((until, end)) = &mut self.clock else {
             let now = Instant::now();
             let end = now + self.limit;
             self.clock = Some(((now + SPIN).min(end), end));
@@ -91,13 +91,11 @@ impl Spin<'_> {
         }
         let now = Instant::now();
         let arrivals = self.cq.busy_arrivals();
-        let mut until = until;
         if arrivals != self.arrivals {
             self.arrivals = arrivals;
-            until = until.max((now + MOVING).min(end));
-            self.clock = Some((until, end));
+            *until = (*until).max((now + MOVING).min(*end));
         }
-        now < until
+        now < *until
     }
 }
 
