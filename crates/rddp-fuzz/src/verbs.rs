@@ -161,6 +161,8 @@ fn op(sides: &mut [Side; 2], input: &mut Input<'_>) {
                 solicited: input.bool(),
                 invalidate: input.bool().then(|| remote(peer, input).stag),
                 fence: input.u8().is_multiple_of(4),
+                // Every Send completes: the model counts each one back.
+                unsignaled: false,
             };
             match s.mr(0) {
                 Some(mr) => qp.post_send(id, mr, off, len, flags),

@@ -90,3 +90,43 @@ fn a_flush_between_poll_and_write_keeps_later_reports_matched() {
     s.segment_sent(first.header.last());
     assert!(s.poll_completion().is_none());
 }
+
+/// A Send or Write posted unsignaled (`post_as(.., false)`) completes
+/// unsignaled when its last segment is written; a signaled one after it
+/// completes as usual, and one flushed completes signaled (a failure always
+/// reaches the ULP).
+#[test]
+fn an_unsignaled_success_completes_unsignaled_and_a_flush_signaled() {
+    let mem = MemoryTable::with_seed(3);
+    let mut s = stream();
+    s.post_as(&mem, send(1, 10), false);
+    s.post_as(&mem, write(2, 10), false);
+    s.post(&mem, send(3, 10));
+    let mut done = Vec::new();
+    while let Some(seg) = s.poll_segment() {
+        s.segment_sent(seg.header.last());
+        while let Some(c) = s.poll_completion() {
+            done.push((c.wr_id, c.status, c.signaled));
+        }
+    }
+    assert_eq!(
+        done,
+        [
+            (1, WcStatus::Success, false),
+            (2, WcStatus::Success, false),
+            (3, WcStatus::Success, true)
+        ]
+    );
+    // Queued and polled but not written, then the stream is torn down.
+    s.post_as(&mem, send(4, 10), false);
+    s.post_as(&mem, send(5, 10), false);
+    let _on_its_way = s.poll_segment().unwrap();
+    s.abort();
+    let flushed: Vec<_> = std::iter::from_fn(|| s.poll_completion())
+        .map(|c| (c.wr_id, c.status, c.signaled))
+        .collect();
+    assert_eq!(
+        flushed,
+        [(4, WcStatus::Flushed, true), (5, WcStatus::Flushed, true)]
+    );
+}

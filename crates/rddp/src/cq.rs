@@ -383,6 +383,7 @@ mod tests {
                 invalidated_stag: None,
                 buffer: None,
                 qn_msn: None,
+                signaled: true,
             },
         }
     }

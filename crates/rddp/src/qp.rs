@@ -69,6 +69,13 @@ pub struct SendFlags {
     pub invalidate: Option<u32>,
     /// Wait until every earlier RDMA Read has completed.
     pub fence: bool,
+    /// No completion when it succeeds (a work request without
+    /// `IBV_SEND_SIGNALED` on a queue pair created with `sq_sig_all` 0): its
+    /// send-queue slot is free again once its last octet was accepted by the
+    /// LLP. A failed or flushed one still completes, with its `wr_id`. Sends
+    /// complete in posting order, so a signaled one's completion says every
+    /// Send posted before it has completed too.
+    pub unsignaled: bool,
 }
 
 /// One Send or RDMA Write of a list posted at once ([`QueuePair::post_list`]).
@@ -628,13 +635,16 @@ impl QueuePair {
     /// Send `data` without a memory region (like ibverbs' IBV_SEND_INLINE): the
     /// octets are copied at posting.
     pub fn post_send_inline(&self, wr_id: u64, data: &[u8], flags: SendFlags) -> Result<(), Error> {
-        self.post(WorkRequest::Send {
-            wr_id,
-            payload: Bytes::copy_from_slice(data).into(),
-            solicited: flags.solicited,
-            invalidate: flags.invalidate,
-            fence: flags.fence,
-        })
+        self.post_as(
+            WorkRequest::Send {
+                wr_id,
+                payload: Bytes::copy_from_slice(data).into(),
+                solicited: flags.solicited,
+                invalidate: flags.invalidate,
+                fence: flags.fence,
+            },
+            !flags.unsignaled,
+        )
     }
 
     /// This queue pair's counters (issue 13): octets and segments sent and placed,
@@ -675,13 +685,16 @@ impl QueuePair {
         flags: SendFlags,
     ) -> Result<(), Error> {
         let payload = self.payload(mr, offset, len)?;
-        self.post(WorkRequest::Send {
-            wr_id,
-            payload,
-            solicited: flags.solicited,
-            invalidate: flags.invalidate,
-            fence: flags.fence,
-        })
+        self.post_as(
+            WorkRequest::Send {
+                wr_id,
+                payload,
+                solicited: flags.solicited,
+                invalidate: flags.invalidate,
+                fence: flags.fence,
+            },
+            !flags.unsignaled,
+        )
     }
 
     /// RDMA Write `len` octets of `mr` from `offset` to the peer's `remote` at
@@ -798,15 +811,16 @@ impl QueuePair {
                     offset,
                     len,
                     flags,
-                } => self
-                    .payload(mr, offset, len)
-                    .map(|payload| WorkRequest::Send {
+                } => self.payload(mr, offset, len).map(|payload| {
+                    let wr = WorkRequest::Send {
                         wr_id,
                         payload,
                         solicited: flags.solicited,
                         invalidate: flags.invalidate,
                         fence: flags.fence,
-                    }),
+                    };
+                    (wr, !flags.unsignaled)
+                }),
                 PostWr::Write {
                     wr_id,
                     mr,
@@ -814,15 +828,16 @@ impl QueuePair {
                     len,
                     remote,
                     remote_offset,
-                } => self
-                    .payload(mr, offset, len)
-                    .map(|payload| WorkRequest::Write {
+                } => self.payload(mr, offset, len).map(|payload| {
+                    let wr = WorkRequest::Write {
                         wr_id,
                         payload,
                         remote_stag: remote.stag,
                         remote_to: remote.to.wrapping_add(remote_offset),
                         fence: false,
-                    }),
+                    };
+                    (wr, true)
+                }),
             };
             match req {
                 Ok(r) => reqs.push(r),
@@ -834,13 +849,13 @@ impl QueuePair {
         }
         let mut st = lock(&self.shared.state);
         let mut posted = 0;
-        for wr in reqs {
+        for (wr, signaled) in reqs {
             if let Err(e) = self.admit(&mut st, &wr) {
                 bad = Some((posted, e));
                 break;
             }
             st.rdmap
-                .post(self.shared.pd.inner.consumer.device().mem(), wr);
+                .post_as(self.shared.pd.inner.consumer.device().mem(), wr, signaled);
             posted += 1;
         }
         if posted > 0 {
@@ -881,10 +896,15 @@ impl QueuePair {
     }
 
     fn post(&self, wr: WorkRequest) -> Result<(), Error> {
+        self.post_as(wr, true)
+    }
+
+    /// [`Self::post`]; `signaled`: see [`SendFlags::unsignaled`].
+    fn post_as(&self, wr: WorkRequest, signaled: bool) -> Result<(), Error> {
         let mut st = lock(&self.shared.state);
         self.admit(&mut st, &wr)?;
         st.rdmap
-            .post(self.shared.pd.inner.consumer.device().mem(), wr);
+            .post_as(self.shared.pd.inner.consumer.device().mem(), wr, signaled);
         self.shared.pump(&mut st);
         Ok(())
     }
@@ -989,7 +1009,11 @@ impl Shared {
             // A receive that is not outstanding is never passed on (none invented
             // or doubled).
             if let Some(held) = st.wq.completed(&c) {
-                self.complete(c, held);
+                // An unsignaled success: its send-queue slot is free now
+                // (`held` dropped), and the ULP hears nothing of it.
+                if c.signaled {
+                    self.complete(c, held);
+                }
             }
         }
         if *st.rdmap.ddp().state() == StreamState::Closed {

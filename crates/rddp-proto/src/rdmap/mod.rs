@@ -58,10 +58,12 @@ enum TxTrack {
     Send {
         wr_id: u64,
         len: u32,
+        signaled: bool,
     },
     Write {
         wr_id: u64,
         len: u32,
+        signaled: bool,
     },
     ReadRequest,
     ReadResponse,
@@ -87,8 +89,9 @@ struct OutRead {
 pub struct RdmapStream {
     ddp: DdpStream,
     cfg: RdmapConfig,
-    /// Requests waiting for an ORD slot or a fence, in posting order.
-    sq: VecDeque<WorkRequest>,
+    /// Requests waiting for an ORD slot or a fence, in posting order, each
+    /// with whether its success completes to the ULP ([`Self::post_as`]).
+    sq: VecDeque<(WorkRequest, bool)>,
     /// Messages given to DDP, in order, until their last segment leaves.
     tx: VecDeque<TxTrack>,
     /// With [`Self::complete_when_sent`]: messages whose last segment was polled,
@@ -229,22 +232,33 @@ impl RdmapStream {
         if !self.complete_when_sent || !last {
             return;
         }
-        match self.unsent.pop_front() {
-            Some(TxTrack::Send { wr_id, len }) => self.completions.push_back(Completion::new(
+        let t = self.unsent.pop_front();
+        self.track_sent(t);
+    }
+
+    /// A message's last segment left: a Send or Write completes (as
+    /// [`Completion::signaled`] says), our Terminate is out.
+    fn track_sent(&mut self, t: Option<TxTrack>) {
+        let (wr_id, opcode, len, signaled) = match t {
+            Some(TxTrack::Send {
                 wr_id,
-                WcOpcode::Send,
-                WcStatus::Success,
                 len,
-            )),
-            Some(TxTrack::Write { wr_id, len }) => self.completions.push_back(Completion::new(
+                signaled,
+            }) => (wr_id, WcOpcode::Send, len, signaled),
+            Some(TxTrack::Write {
                 wr_id,
-                WcOpcode::RdmaWrite,
-                WcStatus::Success,
                 len,
-            )),
-            Some(TxTrack::Terminate) => self.terminate_sent = true,
-            Some(TxTrack::ReadRequest | TxTrack::ReadResponse | TxTrack::Flushed) | None => {}
-        }
+                signaled,
+            }) => (wr_id, WcOpcode::RdmaWrite, len, signaled),
+            Some(TxTrack::Terminate) => {
+                self.terminate_sent = true;
+                return;
+            }
+            Some(TxTrack::ReadRequest | TxTrack::ReadResponse | TxTrack::Flushed) | None => return,
+        };
+        let mut c = Completion::new(wr_id, opcode, WcStatus::Success, len);
+        c.signaled = signaled;
+        self.completions.push_back(c);
     }
 
     /// Our Reads outstanding.
@@ -396,7 +410,7 @@ impl RdmapStream {
         while let Some(d) = self.ddp.poll_delivery() {
             self.discard_delivery(d);
         }
-        for wr in std::mem::take(&mut self.sq) {
+        for (wr, _) in std::mem::take(&mut self.sq) {
             self.completions.push_back(Completion::new(
                 wr.wr_id(),
                 wr.opcode(),

@@ -50,7 +50,7 @@ impl RdmapStream {
             .unwrap_or_default();
         self.flush_in_flight();
         let sq = std::mem::take(&mut self.sq);
-        for wr in sq {
+        for (wr, _) in sq {
             self.completions.push_back(Completion::new(
                 wr.wr_id(),
                 wr.opcode(),

@@ -18,6 +18,15 @@ impl RdmapStream {
     /// as flushed. `mem` is the local memory table (a Read's sink STag is checked
     /// here).
     pub fn post(&mut self, mem: &MemoryTable, wr: WorkRequest) {
+        self.post_as(mem, wr, true);
+    }
+
+    /// [`Self::post`]; `signaled` false: a Send or Write that succeeds yields
+    /// a [`Completion`] with `signaled` false, for the verbs layer to count
+    /// and not to pass on (a verbs work request without `IBV_SEND_SIGNALED`
+    /// on a queue pair with `sq_sig_all` 0). A failure always completes;
+    /// Reads always complete.
+    pub fn post_as(&mut self, mem: &MemoryTable, wr: WorkRequest, signaled: bool) {
         if self.flushes_new_work() || self.closing {
             self.completions.push_back(Completion::new(
                 wr.wr_id(),
@@ -70,23 +79,23 @@ impl RdmapStream {
                 return;
             }
         }
-        self.sq.push_back(wr);
+        self.sq.push_back((wr, signaled));
         self.pump_sq();
     }
 
     /// Hand waiting requests to DDP while ORD and fences allow, in posting order.
     pub(super) fn pump_sq(&mut self) {
-        while let Some(wr) = self.sq.front() {
+        while let Some((wr, _)) = self.sq.front() {
             if wr.fenced() && !self.orq.is_empty() {
                 return;
             }
             if matches!(wr, WorkRequest::Read { .. }) && self.orq.len() >= self.cfg.ord as usize {
                 return;
             }
-            let Some(wr) = self.sq.pop_front() else {
+            let Some((wr, signaled)) = self.sq.pop_front() else {
                 return;
             };
-            self.submit(wr);
+            self.submit_as(wr, false, signaled);
         }
     }
 
@@ -107,16 +116,13 @@ impl RdmapStream {
             remote_to: 0,
             fence: false,
         };
-        self.submit_as(rtr, true);
+        self.submit_as(rtr, true, true);
         Ok(())
     }
 
-    fn submit(&mut self, wr: WorkRequest) {
-        self.submit_as(wr, false);
-    }
-
-    /// `rtr`: the request is the Read RTR ([`Self::post_read_rtr`]).
-    fn submit_as(&mut self, wr: WorkRequest, rtr: bool) {
+    /// `rtr`: the request is the Read RTR ([`Self::post_read_rtr`]);
+    /// `signaled`: see [`Self::post_as`].
+    fn submit_as(&mut self, wr: WorkRequest, rtr: bool, signaled: bool) {
         let wr_id = wr.wr_id();
         let opcode = wr.opcode();
         let res = match wr {
@@ -136,7 +142,13 @@ impl RdmapStream {
                 let r =
                     self.ddp
                         .send_untagged(qn::SEND, rsvd(op, invalidate.unwrap_or(0)), payload);
-                r.map(|_| self.tx.push_back(TxTrack::Send { wr_id, len }))
+                r.map(|_| {
+                    self.tx.push_back(TxTrack::Send {
+                        wr_id,
+                        len,
+                        signaled,
+                    })
+                })
             }
             WorkRequest::Write {
                 payload,
@@ -147,7 +159,13 @@ impl RdmapStream {
                 let len = payload.len() as u32;
                 let ctrl = RdmapControl::new(Opcode::RDMA_WRITE).0;
                 let r = self.ddp.send_tagged(ctrl, remote_stag, remote_to, payload);
-                r.map(|_| self.tx.push_back(TxTrack::Write { wr_id, len }))
+                r.map(|_| {
+                    self.tx.push_back(TxTrack::Write {
+                        wr_id,
+                        len,
+                        signaled,
+                    })
+                })
             }
             WorkRequest::Read {
                 local_stag,
@@ -247,26 +265,7 @@ impl RdmapStream {
                 }
                 return Some(seg);
             }
-            match track {
-                Some(TxTrack::Send { wr_id, len }) => {
-                    self.completions.push_back(Completion::new(
-                        wr_id,
-                        WcOpcode::Send,
-                        WcStatus::Success,
-                        len,
-                    ));
-                }
-                Some(TxTrack::Write { wr_id, len }) => {
-                    self.completions.push_back(Completion::new(
-                        wr_id,
-                        WcOpcode::RdmaWrite,
-                        WcStatus::Success,
-                        len,
-                    ));
-                }
-                Some(TxTrack::Terminate) => self.terminate_sent = true,
-                Some(TxTrack::ReadResponse | TxTrack::ReadRequest | TxTrack::Flushed) | None => {}
-            }
+            self.track_sent(track);
         }
         Some(seg)
     }
