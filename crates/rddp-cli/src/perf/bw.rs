@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 /// Octets of Writes that may be on their way, not yet confirmed, at most.
 pub const UNCONFIRMED_BYTES: u64 = 128 << 20;
 
+/// A stream of Sends is signaled at least every this many.
+pub const SIGNAL_EVERY_MAX: u64 = 64;
+
 /// What the client measured of one size.
 pub struct BwOut {
     /// When the first work request was posted.
@@ -48,6 +51,13 @@ pub async fn run(
 ) -> Result<BwOut, String> {
     let depth = depth.max(1);
     let list = list.max(1);
+    // Sends ask for a completion every half depth (at most every 64, as
+    // perftest's cq_mod of 100 at its tx depth of 128) and at the run's last:
+    // the depth always holds a signaled one. A timed run does not know its
+    // last, so there every Send is signaled.
+    if op == Op::Send && matches!(stop, Stop::Iters(_)) {
+        chan.signal_every((depth as u64 / 2).clamp(1, SIGNAL_EVERY_MAX));
+    }
     let start = Instant::now();
     let base = chan.data_done();
     let id0 = chan.data_posted();
@@ -93,11 +103,16 @@ pub async fn run(
                         Stop::Duration(_) => list,
                     };
                     let k = list.min(depth - chan.outstanding()).min(left);
-                    let n = chan.send_data_list(bufs.src, u64::from(size), k).await?;
+                    let n = chan
+                        .send_data_list(bufs.src, u64::from(size), k, k == left)
+                        .await?;
                     // One is counted below.
                     posted += n as u64 - 1;
                 }
-                Op::Send => chan.send_data(bufs.src, u64::from(size)).await?,
+                Op::Send => {
+                    let last = matches!(stop, Stop::Iters(n) if posted + 1 == n);
+                    chan.send_data_as(bufs.src, u64::from(size), last).await?
+                }
                 Op::Mixed => return Err("--op mixed runs in perf::mixed".into()),
             }
             posted += 1;
@@ -137,6 +152,7 @@ pub async fn run(
             }
         }
     }
+    chan.signal_every(1);
     let seconds = (last - start).as_secs_f64();
     // Stretches of a tenth of the run: completions come in bursts, and shorter
     // stretches would report the burst, not the link.

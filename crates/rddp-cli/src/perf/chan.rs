@@ -11,6 +11,7 @@
 use super::endpoint::Endpoint;
 use super::exec::Look;
 use super::proto::{CTRL_LEN, Msg};
+use super::signal::Signaling;
 use rddp::{
     Access, AsyncEvent, MemoryRegion, PostWr, RecvWr, RemoteBuf, SendFlags, WcStatus,
     WorkCompletion,
@@ -134,6 +135,8 @@ pub struct Chan {
     answer_due: bool,
     /// Length of the last receive completed.
     last_len: u32,
+    /// Which data Sends are signaled, and what a Send's completion covers.
+    signals: Signaling,
 }
 
 /// Received messages at least this long are read by the thread that waits
@@ -175,6 +178,7 @@ impl Chan {
             ctrl_log: None,
             answer_due: false,
             last_len: 0,
+            signals: Signaling::default(),
         };
         c.post_recvs(recvs)?;
         c.ep.open();
@@ -417,6 +421,7 @@ impl Chan {
             .qp
             .post_send(CTRL, &self.ctrl_mr, 0, b.len() as u64, flags)
             .map_err(verbs("sending a control message"))?;
+        self.signals.posted(true);
         self.outstanding += 1;
         self.answer_due = true;
         // A Pad is a keepalive (one every quarter of the stall limit) or uses up
@@ -441,6 +446,7 @@ impl Chan {
                 SendFlags::default(),
             )
             .map_err(verbs("sending a message"))?;
+        self.signals.posted(true);
         self.outstanding += 1;
         self.answer_due = true;
         Ok(())
@@ -454,13 +460,38 @@ impl Chan {
 
     /// Send `len` octets of `mr` as data (no Solicited Event).
     pub async fn send_data(&mut self, mr: &MemoryRegion, len: u64) -> Result<(), String> {
+        self.send_data_as(mr, len, false).await
+    }
+
+    /// [`Self::send_data`], signaled as [`Self::signal_every`] says; `last`
+    /// (the last of a run, whose completion the run waits for): signaled.
+    pub async fn send_data_as(
+        &mut self,
+        mr: &MemoryRegion,
+        len: u64,
+        last: bool,
+    ) -> Result<(), String> {
         self.wait_credit().await?;
         let id = self.data_id();
         self.answer_due = true;
+        let signaled = self.signals.decide(last);
+        let flags = SendFlags {
+            unsignaled: !signaled,
+            ..SendFlags::default()
+        };
         self.ep
             .qp
-            .post_send(id, mr, 0, len, SendFlags::default())
-            .map_err(verbs("posting a Send"))
+            .post_send(id, mr, 0, len, flags)
+            .map_err(verbs("posting a Send"))?;
+        self.signals.posted(signaled);
+        Ok(())
+    }
+
+    /// From now on a data Send is signaled at least every `n` (1, the
+    /// default: every one); a Send's completion covers the unsignaled ones
+    /// posted before it ([`super::signal`]).
+    pub fn signal_every(&mut self, n: u64) {
+        self.signals.set_every(n);
     }
 
     /// Send `len` octets of `mr` as data, up to `k` (at least one) Sends posted
@@ -471,6 +502,7 @@ impl Chan {
         mr: &MemoryRegion,
         len: u64,
         k: usize,
+        last: bool,
     ) -> Result<usize, String> {
         self.wait_credit().await?;
         let mut n = 1;
@@ -481,15 +513,24 @@ impl Chan {
         } else {
             n = k.max(1);
         }
-        let wrs: Vec<PostWr<'_>> = (0..n)
-            .map(|_| PostWr::Send {
+        // Every one of the list signaled or not as posted one by one.
+        let mut wrs: Vec<PostWr<'_>> = Vec::with_capacity(n);
+        let mut signals = Vec::with_capacity(n);
+        for i in 0..n {
+            let signaled = self.signals.decide(last && i + 1 == n);
+            self.signals.posted(signaled);
+            signals.push(signaled);
+            wrs.push(PostWr::Send {
                 wr_id: self.data_id(),
                 mr,
                 offset: 0,
                 len,
-                flags: SendFlags::default(),
-            })
-            .collect();
+                flags: SendFlags {
+                    unsignaled: !signaled,
+                    ..SendFlags::default()
+                },
+            });
+        }
         self.ep.qp.post_list(&wrs).map_err(|e| {
             // Those not posted are not outstanding.
             self.outstanding -= n - e.posted;
@@ -553,6 +594,11 @@ impl Chan {
     /// Take the send-side completions already there, without waiting; returns
     /// how many were data work requests (also counted in `data_done`).
     pub fn reap_ready(&mut self) -> Result<u64, String> {
+        if self.outstanding as u64 == self.signals.quiet() {
+            // Nothing signaled outstanding: no completion to look for (an
+            // unsignaled Send that fails completes; the next reap finds it).
+            return Ok(0);
+        }
         let mut got = std::mem::take(&mut self.sent_wcs);
         self.ep.send_cq.poll_into(256, &mut got);
         self.take(got)
@@ -614,7 +660,15 @@ impl Chan {
         let mut data = 0;
         for wc in got.drain(..) {
             check_status(&wc)?;
-            self.outstanding = self.outstanding.saturating_sub(1);
+            // A Send's completion covers the unsignaled Sends before it (all
+            // of them data).
+            let covered = if wc.opcode == rddp::WcOpcode::Send {
+                self.signals.send_completed()
+            } else {
+                0
+            };
+            self.outstanding = self.outstanding.saturating_sub(1 + covered as usize);
+            data += covered;
             if wc.wr_id & SYNC != 0 {
                 self.confirmed = self.confirmed.max(wc.wr_id & !FLAGS);
             } else if wc.wr_id & FLAGS == 0 {
@@ -893,6 +947,34 @@ mod tests {
             exec::block_on(server.recv("End")).unwrap(),
             Incoming::Ctrl(Msg::End { iters: 1 })
         ));
+    }
+
+    #[test]
+    fn a_stream_of_sends_asks_for_a_completion_every_so_often_and_counts_all() {
+        let dev = Device::new();
+        let (mut client, mut server) = pair(&dev);
+        server.set_recv_len(64, 16, false).unwrap();
+        let src = client.ep.pd.register(vec![3; 64], Access::NONE).unwrap();
+        client.signal_every(4);
+        for i in 0..10 {
+            exec::block_on(client.send_data_as(&src, 64, i == 9)).unwrap();
+        }
+        for _ in 0..10 {
+            assert!(matches!(
+                exec::block_on(server.recv("data")).unwrap(),
+                Incoming::Data(_)
+            ));
+        }
+        // The 4th, the 8th and the last asked for one; nothing else came.
+        std::thread::sleep(Duration::from_millis(20));
+        let got = client.ep.send_cq.poll(64);
+        assert_eq!(
+            got.iter().map(|w| w.wr_id).collect::<Vec<_>>(),
+            [4, 8, 10],
+            "signaled Sends' completions"
+        );
+        assert_eq!(client.take(got).unwrap(), 10, "each covers those before it");
+        assert_eq!((client.outstanding(), client.data_done()), (0, 10));
     }
 
     #[test]

@@ -274,6 +274,11 @@ impl Client {
 
     async fn pingpong(&mut self, size: u32) -> Result<(Measurement, u64), String> {
         let (op, stop, verify) = (self.opts.op, self.opts.stop, self.opts.verify);
+        // The client waits for every Send's completion before its End: the
+        // last is signaled, which a timed run does not know in advance.
+        if matches!(stop, Stop::Iters(_)) {
+            self.chan.signal_every(lat::SIGNAL_EVERY);
+        }
         let start = Instant::now();
         let mut samples = Vec::new();
         let mut bad = 0;
@@ -288,7 +293,9 @@ impl Client {
                         .await?,
                 ),
                 Op::Send => {
-                    let (us, b) = lat::client_send(&mut self.chan, &self.src, size, verify).await?;
+                    let last = matches!(stop, Stop::Iters(n) if i + 1 == n);
+                    let (us, b) =
+                        lat::client_send(&mut self.chan, &self.src, size, verify, last).await?;
                     samples.push(us);
                     bad += b;
                 }
@@ -297,6 +304,7 @@ impl Client {
             i += 1;
         }
         let end = Instant::now();
+        self.chan.signal_every(1);
         self.chan.end_busy();
         let seconds = (end - start).as_secs_f64();
         if verify && op == Op::Write {

@@ -2,12 +2,20 @@
 //! its own last octet for the iteration's marker (ib_write_lat). Send: the client
 //! Sends, the server answers with a Send of the same size (ib_send_lat). One-way
 //! latency is half the round trip.
+//!
+//! Both ends post their Sends unsignaled but every [`SIGNAL_EVERY`]th (as
+//! ib_send_lat asks for a completion every `cq_mod`): the answer says the
+//! Send left, so a completion a message would only be work to poll.
 
 use super::chan::{Chan, Incoming, stall};
 use super::pattern;
 use super::proto::Msg;
 use rddp::{MemoryRegion, RemoteBuf};
 use std::time::Instant;
+
+/// A ping-pong's Sends are signaled every this many (and the control
+/// message after them, always signaled, covers the rest).
+pub const SIGNAL_EVERY: u64 = 64;
 
 /// The marker of iteration `i` (never 0, the value the buffer starts with).
 pub fn marker(i: u64) -> u8 {
@@ -101,15 +109,17 @@ pub async fn server_write(
 }
 
 /// The client's Send ping-pong of one iteration; returns the one-way latency in
-/// microseconds and the corrupt octets of the answer (when `verify`).
+/// microseconds and the corrupt octets of the answer (when `verify`). `last`:
+/// the run's last, signaled.
 pub async fn client_send(
     chan: &mut Chan,
     src: &MemoryRegion,
     size: u32,
     verify: bool,
+    last: bool,
 ) -> Result<(f64, u64), String> {
     let t0 = Instant::now();
-    chan.send_data(src, u64::from(size)).await?;
+    chan.send_data_as(src, u64::from(size), last).await?;
     let got = match chan.recv("the server's ping-pong Send").await? {
         Incoming::Data(d) => d,
         Incoming::Ctrl(m) => return Err(format!("expected a ping-pong Send, got {m:?}")),

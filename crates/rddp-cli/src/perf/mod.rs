@@ -28,6 +28,7 @@ pub mod proto;
 pub mod report;
 pub mod run;
 pub mod server;
+pub mod signal;
 pub mod stats;
 
 pub use args::PerfCmd;

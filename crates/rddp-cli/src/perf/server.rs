@@ -231,6 +231,15 @@ impl Server {
 
     /// Take data Sends until End, answering each with ping-pong.
     async fn sends(&mut self, run: &Run, size: u32) -> Result<(u64, u64), String> {
+        if run.pingpong {
+            self.chan.signal_every(lat::SIGNAL_EVERY);
+        }
+        let got = self.sends_until_end(run, size).await;
+        self.chan.signal_every(1);
+        got
+    }
+
+    async fn sends_until_end(&mut self, run: &Run, size: u32) -> Result<(u64, u64), String> {
         let (mut msgs, mut corrupt) = (0, 0);
         loop {
             match self.chan.recv("the client's Sends").await? {
