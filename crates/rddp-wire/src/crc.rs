@@ -65,6 +65,10 @@ impl Crc32c {
     }
 
     pub fn update(&mut self, data: &[u8]) {
+        // An FPDU without PAD feeds an empty piece: nothing to dispatch.
+        if data.is_empty() {
+            return;
+        }
         self.0 = if data.len() >= WIDE_FROM && wide() {
             // crc-fast's register is the CRC before its final xor (RFC 3385's
             // CRC32c: init and xorout 0xFFFFFFFF), so a running CRC resumes.

@@ -459,10 +459,14 @@ impl MpaOut {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
             Err(e) => return Err(e),
         };
-        // Which FPDUs went whole, which one in part.
+        // Which FPDUs went whole, which one in part. Usually all went: the
+        // octets laid out, from the first FPDU's stream offset to the end.
         let mut whole = 0;
         let mut part = None;
-        for (i, l) in layouts_now.iter().enumerate() {
+        if written == self.enc.offset.wrapping_sub(starts[0]) as usize {
+            whole = count;
+        }
+        for (i, l) in layouts_now.iter().enumerate().skip(whole) {
             let len = l.len();
             if written >= len {
                 written -= len;
