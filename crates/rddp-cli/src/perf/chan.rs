@@ -786,9 +786,15 @@ impl Chan {
         if !matches!(got, Incoming::Ctrl(Msg::Bye)) {
             // Reposted in batches (one lock of the queue pair each): an eighth
             // of the target at a time. Still at least a batch is posted when
-            // the client has used every credit, so it gets granted below.
+            // the client has used every credit, so it gets granted below. The
+            // client's few (its peer answers one message at a time): half.
             let missing = self.target.saturating_sub(self.posted.len());
-            if missing >= (self.target / 8).max(1) {
+            let batch = if self.target < MIN_RECVS {
+                self.target / 2
+            } else {
+                self.target / 8
+            };
+            if missing >= batch.max(1) {
                 self.post_recvs(missing)?;
             }
             // Checked on every receive, reposted or not: once the client has used
