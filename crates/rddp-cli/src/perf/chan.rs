@@ -536,6 +536,8 @@ impl Chan {
             self.outstanding -= n - e.posted;
             format!("posting Sends: {e}")
         })?;
+        // As for one Send: what comes next may be the peer's answer.
+        self.answer_due = true;
         Ok(n)
     }
 
