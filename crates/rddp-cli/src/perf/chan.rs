@@ -1014,8 +1014,15 @@ mod tests {
         assert_eq!(server.look_for_recv(), Look::Answer);
         exec::block_on(client.recv("answer")).unwrap();
         assert_eq!(client.look_for_recv(), Look::Sleep, "the answer came");
-        // Three more small ones use up the server's control-sized receives.
-        for _ in 0..3 {
+        // Answered by a list of Sends (here one): as after one Send.
+        exec::block_on(client.send_data(&src, 64)).unwrap();
+        exec::block_on(server.recv("small")).unwrap();
+        assert_eq!(server.look_for_recv(), Look::Sleep);
+        exec::block_on(server.send_data_list(&answer, 64, 1, true)).unwrap();
+        assert_eq!(server.look_for_recv(), Look::Answer, "after a posted list");
+        exec::block_on(client.recv("listed")).unwrap();
+        // Two more small ones use up the server's control-sized receives.
+        for _ in 0..2 {
             exec::block_on(client.send_data(&src, 64)).unwrap();
             exec::block_on(client.drain()).unwrap();
             exec::block_on(server.recv("small")).unwrap();
