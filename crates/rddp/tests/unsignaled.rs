@@ -1,105 +1,20 @@
 //! Unsignaled Sends (`SendFlags::unsignaled`, verbs' work requests without
-//! `IBV_SEND_SIGNALED`) over a real MPA/TCP queue pair: a successful one
-//! makes no completion and frees its send-queue slot without a poll; a
-//! signaled one after it completes as usual; one that cannot be sent (the
-//! peer closed) still completes, as flushed. Every message arrives, in order.
+//! `IBV_SEND_SIGNALED`) over a real MPA/TCP queue pair (the test body:
+//! `common/unsignaled_run.rs`).
 
 mod common;
+#[path = "common/unsignaled_run.rs"]
+mod unsignaled_run;
 
-use common::wait;
-use rddp::transport::mpa::Listener;
-use rddp::{
-    AsyncEvent, CompletionQueue, Device, Error, QueuePairBuilder, SendFlags, WcOpcode, WcStatus,
-};
+use rddp::transport::mpa::{Listener, connect};
 use rddp_mpa::MpaOptions;
-use std::time::{Duration, Instant};
-
-/// Unsignaled Sends posted through a send queue of `DEPTH`, never polled.
-const N: u64 = 40;
-const DEPTH: u32 = 4;
 
 #[test]
 fn unsignaled_sends_free_their_slots_without_a_completion() {
-    let dev = Device::new();
     let listener = Listener::bind("127.0.0.1:0", MpaOptions::rev1()).unwrap();
     let addr = listener.local_addr().unwrap();
-    let spd = common::pd(&dev, "server");
-    let (closed_tx, closed_rx) = std::sync::mpsc::channel::<()>();
-    let server = std::thread::spawn(move || {
-        let cq = CompletionQueue::new(128);
-        let mut prepared = QueuePairBuilder::new(&spd, &cq, &cq)
-            .max_recv_wr(N as u32 + 1)
-            .build()
-            .unwrap();
-        for i in 0..=N {
-            prepared.post_recv(i, 8).unwrap();
-        }
-        let qp = prepared.attach(listener.accept().unwrap()).unwrap();
-        let got: Vec<_> = wait(&cq, N as usize + 1)
-            .into_iter()
-            .map(|w| {
-                assert_eq!((w.opcode, w.status), (WcOpcode::Recv, WcStatus::Success));
-                w.buffer.as_ref().unwrap()[..w.byte_len as usize].to_vec()
-            })
-            .collect();
-        qp.disconnect();
-        closed_rx.recv().unwrap();
-        got
-    });
-
-    let pd = common::pd(&dev, "client");
-    let cq = CompletionQueue::new(64);
-    let qp = QueuePairBuilder::new(&pd, &cq, &cq)
-        .max_send_wr(DEPTH)
-        .build()
-        .unwrap()
-        .connect_mpa(addr, MpaOptions::rev1())
-        .unwrap();
-    let quiet = SendFlags {
-        unsignaled: true,
-        ..SendFlags::default()
-    };
-    for i in 0..N {
-        // Ten times the send queue's depth, and the CQ is never polled: each
-        // slot comes back once its Send was accepted by the socket.
-        let start = Instant::now();
-        loop {
-            match qp.post_send_inline(i, &i.to_be_bytes(), quiet) {
-                Ok(()) => break,
-                Err(Error::SendQueueFull { .. }) if start.elapsed() < Duration::from_secs(5) => {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                Err(e) => panic!("Send {i} of {N} unsignaled, send queue of {DEPTH}: {e}"),
-            }
-        }
-    }
-    qp.post_send_inline(N, &N.to_be_bytes(), SendFlags::default())
-        .unwrap();
-    let done = wait(&cq, 1);
-    assert_eq!(
-        (done[0].wr_id, done[0].opcode, done[0].status),
-        (N, WcOpcode::Send, WcStatus::Success),
-        "the signaled Send's completion comes first and alone"
+    unsignaled_run::run(
+        move || listener.accept().unwrap(),
+        || connect(addr, &MpaOptions::rev1()).unwrap(),
     );
-    std::thread::sleep(Duration::from_millis(50));
-    assert!(cq.poll(64).is_empty(), "an unsignaled Send completed");
-
-    let got = {
-        let closed = common::poll_event(&qp, |e| match e {
-            AsyncEvent::Closed { .. } => Some(()),
-            _ => None,
-        });
-        assert!(closed.is_some(), "the server's disconnect never arrived");
-        // Posted after the peer closed: it completes (flushed), unsignaled or not.
-        qp.post_send_inline(500, b"late", quiet).unwrap();
-        let flushed = wait(&cq, 1);
-        assert_eq!(
-            (flushed[0].wr_id, flushed[0].status),
-            (500, WcStatus::Flushed)
-        );
-        closed_tx.send(()).unwrap();
-        server.join().unwrap()
-    };
-    let want: Vec<_> = (0..=N).map(|i| i.to_be_bytes().to_vec()).collect();
-    assert_eq!(got, want, "every Send arrives, in order");
 }

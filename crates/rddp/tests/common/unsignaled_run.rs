@@ -1,0 +1,102 @@
+//! The unsignaled-Send test body, over any LLP (`unsignaled.rs`: MPA/TCP,
+//! `sctp_unsignaled.rs`: DDP/SCTP): a successful unsignaled Send makes no
+//! completion and frees its send-queue slot without a poll; a signaled one
+//! after it completes as usual; one that cannot be sent (the peer closed)
+//! still completes, as flushed. Every message arrives, in order.
+#![allow(dead_code)]
+
+use crate::common::{self, wait};
+use rddp::transport::Connection;
+use rddp::{
+    AsyncEvent, CompletionQueue, Device, Error, QueuePairBuilder, SendFlags, WcOpcode, WcStatus,
+};
+use std::time::{Duration, Instant};
+
+/// Unsignaled Sends posted through a send queue of `DEPTH`, never polled.
+const N: u64 = 40;
+const DEPTH: u32 = 4;
+
+/// `accept` runs on the server's thread, `connect` on the caller's.
+pub fn run(
+    accept: impl FnOnce() -> Connection + Send + 'static,
+    connect: impl FnOnce() -> Connection,
+) {
+    let dev = Device::new();
+    let spd = common::pd(&dev, "server");
+    let (closed_tx, closed_rx) = std::sync::mpsc::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let cq = CompletionQueue::new(128);
+        let mut prepared = QueuePairBuilder::new(&spd, &cq, &cq)
+            .max_recv_wr(N as u32 + 1)
+            .build()
+            .unwrap();
+        for i in 0..=N {
+            prepared.post_recv(i, 8).unwrap();
+        }
+        let qp = prepared.attach(accept()).unwrap();
+        let got: Vec<_> = wait(&cq, N as usize + 1)
+            .into_iter()
+            .map(|w| {
+                assert_eq!((w.opcode, w.status), (WcOpcode::Recv, WcStatus::Success));
+                w.buffer.as_ref().unwrap()[..w.byte_len as usize].to_vec()
+            })
+            .collect();
+        qp.disconnect();
+        closed_rx.recv().unwrap();
+        got
+    });
+
+    let pd = common::pd(&dev, "client");
+    let cq = CompletionQueue::new(64);
+    let qp = QueuePairBuilder::new(&pd, &cq, &cq)
+        .max_send_wr(DEPTH)
+        .build()
+        .unwrap()
+        .attach(connect())
+        .unwrap();
+    let quiet = SendFlags {
+        unsignaled: true,
+        ..SendFlags::default()
+    };
+    for i in 0..N {
+        // Ten times the send queue's depth, and the CQ is never polled: each
+        // slot comes back once its Send was accepted by the LLP.
+        let start = Instant::now();
+        loop {
+            match qp.post_send_inline(i, &i.to_be_bytes(), quiet) {
+                Ok(()) => break,
+                Err(Error::SendQueueFull { .. }) if start.elapsed() < Duration::from_secs(5) => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(e) => panic!("Send {i} of {N} unsignaled, send queue of {DEPTH}: {e}"),
+            }
+        }
+    }
+    qp.post_send_inline(N, &N.to_be_bytes(), SendFlags::default())
+        .unwrap();
+    let done = wait(&cq, 1);
+    assert_eq!(
+        (done[0].wr_id, done[0].opcode, done[0].status),
+        (N, WcOpcode::Send, WcStatus::Success),
+        "the signaled Send's completion comes first and alone"
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(cq.poll(64).is_empty(), "an unsignaled Send completed");
+
+    let closed = common::poll_event(&qp, |e| match e {
+        AsyncEvent::Closed { .. } => Some(()),
+        _ => None,
+    });
+    assert!(closed.is_some(), "the server's disconnect never arrived");
+    // Posted after the peer closed: it completes (flushed), unsignaled or not.
+    qp.post_send_inline(500, b"late", quiet).unwrap();
+    let flushed = wait(&cq, 1);
+    assert_eq!(
+        (flushed[0].wr_id, flushed[0].status),
+        (500, WcStatus::Flushed)
+    );
+    closed_tx.send(()).unwrap();
+    let got = server.join().unwrap();
+    let want: Vec<_> = (0..=N).map(|i| i.to_be_bytes().to_vec()).collect();
+    assert_eq!(got, want, "every Send arrives, in order");
+}
