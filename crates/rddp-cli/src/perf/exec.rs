@@ -127,7 +127,9 @@ pub async fn wait_cq(
     out: &mut impl Extend<WorkCompletion>,
 ) -> usize {
     let spin = look != Look::Sleep;
-    let got = cq.poll_into(max, out);
+    // Without the queue's lock when it looks empty: a completion pushed at
+    // this moment is found by the busy looks or by wait_async's locked poll.
+    let got = cq.try_poll_into(max, out);
     if got > 0 {
         if look == Look::Answer && few() {
             // Read by the I/O thread before this wait looked.
