@@ -354,8 +354,16 @@ impl WorkQueues {
 
     /// The engine completed `c`: what it holds until it is taken from the CQ, or
     /// `None` if it must not reach the CQ (a receive that is not outstanding: it
-    /// would be invented or doubled).
+    /// would be invented or doubled; an unsignaled success, whose slot is given
+    /// back at once).
     pub fn completed(&mut self, c: &Completion) -> Option<Held> {
+        if !c.signaled {
+            // An unsignaled success (`Completion::signaled`): nothing goes to
+            // the CQ, so its send-queue slot comes back now (no hold made and
+            // dropped: an Arc's count up and down, two locked instructions).
+            self.sq.give_back(1);
+            return None;
+        }
         if c.opcode != WcOpcode::Recv {
             return Some(Held::default().and(&self.sq));
         }

@@ -1008,12 +1008,10 @@ impl Shared {
         while let Some(c) = st.rdmap.poll_completion() {
             // A receive that is not outstanding is never passed on (none invented
             // or doubled).
+            // An unsignaled success gives its send-queue slot back here and
+            // the ULP hears nothing of it.
             if let Some(held) = st.wq.completed(&c) {
-                // An unsignaled success: its send-queue slot is free now
-                // (`held` dropped), and the ULP hears nothing of it.
-                if c.signaled {
-                    self.complete(c, held);
-                }
+                self.complete(c, held);
             }
         }
         if *st.rdmap.ddp().state() == StreamState::Closed {
