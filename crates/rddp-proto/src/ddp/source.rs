@@ -169,15 +169,23 @@ impl DdpSource {
                 DdpHeader::Untagged(UntaggedHeader::new(last, rsvd_ulp, qn, msn, off as u32))
             }
         };
-        let payload = msg.payload.slice(off..off + n);
-        msg.sent += n;
-        msg.started = true;
         self.stats.segments_sent += 1;
         self.stats.octets_sent += n as u64;
-        if last {
-            self.stats.messages_sent += 1;
-            self.queue.pop_front();
+        if !last {
+            let payload = msg.payload.slice(off..off + n);
+            msg.sent += n;
+            msg.started = true;
+            return Some(OutSegment { header, payload });
         }
+        self.stats.messages_sent += 1;
+        let msg = self.queue.pop_front()?;
+        // A message in one segment hands its payload over as it is (a
+        // region lease not cloned and dropped: two locked instructions).
+        let payload = if off == 0 {
+            msg.payload
+        } else {
+            msg.payload.slice(off..off + n)
+        };
         Some(OutSegment { header, payload })
     }
 
