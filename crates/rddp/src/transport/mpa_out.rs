@@ -350,12 +350,12 @@ impl MpaOut {
         } else {
             GATHER_SEGMENTS
         };
-        let mut region = None;
+        let mut region: Option<&Arc<rddp_proto::mem::Region>> = None;
         let (mut count, mut octets) = (0, 0);
         for seg in self.queue.iter().take(most) {
             if let Payload::Region { region: r, .. } = &seg.payload {
-                match &region {
-                    None => region = Some(r.clone()),
+                match region {
+                    None => region = Some(r),
                     Some(first) if Arc::ptr_eq(first, r) => {}
                     Some(_) => break,
                 }
@@ -369,22 +369,30 @@ impl MpaOut {
         // A call of one or two FPDUs (a ping-pong, Sends posted one by one)
         // sets up scratch for two only: the full arrays are 1.3 KiB to fill.
         if count <= FEW_SEGMENTS {
-            self.write_gathered::<FEW_SEGMENTS>(count, region, sent)
+            self.write_gathered::<FEW_SEGMENTS>(count, sent)
         } else {
-            self.write_gathered::<GATHER_SEGMENTS>(count, region, sent)
+            self.write_gathered::<GATHER_SEGMENTS>(count, sent)
         }
     }
 
     /// The `count` (at most `N`) FPDUs at the front of the queue in one
-    /// `sendmsg`; `region`: the one region their leases are of.
+    /// `sendmsg`; their leases are of one region ([`Self::write_batch`]).
     fn write_gathered<const N: usize>(
         &mut self,
         mut count: usize,
-        region: Option<Arc<rddp_proto::mem::Region>>,
         sent: &mut impl FnMut(Sent),
     ) -> io::Result<()> {
-        // The region's lock, for this one system call.
-        let data = region.as_ref().map(|r| r.data());
+        // The region's lock, for this one system call (the region borrowed
+        // from the queue, not its Arc cloned: two locked instructions).
+        let region = self
+            .queue
+            .iter()
+            .take(count)
+            .find_map(|seg| match &seg.payload {
+                Payload::Region { region, .. } => Some(region),
+                Payload::Bytes(_) => None,
+            });
+        let data = region.map(|r| r.data());
         // Per-call scratch on the stack, and layouts reused from the last
         // call: nothing is allocated per FPDU or per call (a gathered call has
         // at most GATHER_SEGMENTS FPDUs).
