@@ -5,7 +5,7 @@ use crate::pd::ProtectionDomain;
 use crate::quota::{Quota, Resource, Usage};
 use crate::stats::{DeviceStats, Registry};
 use rddp_proto::mem::{MemoryTable, PdId, TableLimits};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Capacity of the whole device; consumers' quotas are reserved out of it.
@@ -100,7 +100,7 @@ impl Device {
             inner: Arc::new(ConsumerInner {
                 name: name.to_owned(),
                 quota,
-                usage: Mutex::new(Usage::default()),
+                usage: Default::default(),
                 device: self.clone(),
             }),
         })
@@ -124,8 +124,19 @@ impl Device {
 pub(crate) struct ConsumerInner {
     name: String,
     quota: Quota,
-    usage: Mutex<Usage>,
+    /// What the consumer holds, one counter a resource (indexed by its
+    /// discriminant, [`Quota::ALL`]'s order): charged on every posted receive and
+    /// refunded on its completion, so a count each (one locked instruction)
+    /// rather than a lock over all five (two, and a lock every queue pair of
+    /// the consumer shares).
+    usage: [AtomicU64; 5],
     pub(crate) device: Device,
+}
+
+impl ConsumerInner {
+    fn used(&self, r: Resource) -> &AtomicU64 {
+        &self.usage[r as usize]
+    }
 }
 
 impl Drop for ConsumerInner {
@@ -152,9 +163,13 @@ impl Consumer {
         self.inner.quota
     }
 
-    /// What the consumer holds now.
+    /// What the consumer holds now (each count read on its own).
     pub fn usage(&self) -> Usage {
-        *lock(&self.inner.usage)
+        let mut u = Usage::default();
+        for r in Quota::ALL {
+            *u.slot(r) = self.inner.used(r).load(Ordering::Acquire);
+        }
+        u
     }
 
     /// A new protection domain, private to this consumer.
@@ -165,10 +180,14 @@ impl Consumer {
 
     /// Take `n` of `r` from the quota, or refuse with a clear error.
     pub(crate) fn charge(&self, r: Resource, n: u64) -> Result<(), Error> {
-        let mut u = lock(&self.inner.usage);
         let limit = self.inner.quota.get(r);
-        let slot = u.slot(r);
-        if *slot + n > limit {
+        let taken = self
+            .inner
+            .used(r)
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                u.checked_add(n).filter(|&t| t <= limit)
+            });
+        if taken.is_err() {
             self.inner.device.inner.stats.refused();
             tracing::info!(
                 "quota refused: consumer {:?} asks for {n} more {r}, which would pass its limit of {limit}",
@@ -180,14 +199,16 @@ impl Consumer {
                 limit,
             });
         }
-        *slot += n;
         Ok(())
     }
 
     pub(crate) fn refund(&self, r: Resource, n: u64) {
-        let mut u = lock(&self.inner.usage);
-        let slot = u.slot(r);
-        *slot = slot.saturating_sub(n);
+        let _ = self
+            .inner
+            .used(r)
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                Some(u.saturating_sub(n))
+            });
     }
 
     pub(crate) fn device(&self) -> &Device {
@@ -199,4 +220,35 @@ impl Consumer {
 /// consistent for our uses (every critical section is a few plain updates).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `ConsumerInner::used` indexes the counters by discriminant.
+    #[test]
+    fn each_resource_has_its_own_counter() {
+        for (i, r) in Quota::ALL.into_iter().enumerate() {
+            assert_eq!(r as usize, i, "{r}");
+        }
+        let c = Device::new().consumer("c", Quota::default()).unwrap();
+        c.charge(Resource::ReceiveBuffers, 3).unwrap();
+        c.charge(Resource::OutstandingReads, 1).unwrap();
+        c.refund(Resource::ReceiveBuffers, 1);
+        c.refund(Resource::QueuePairs, 5);
+        let u = c.usage();
+        assert_eq!(
+            (u.receive_buffers, u.outstanding_reads, u.queue_pairs),
+            (2, 1, 0),
+            "a refund never goes below zero"
+        );
+        let limit = Quota::default().get(Resource::ReceiveBuffers);
+        assert!(c.charge(Resource::ReceiveBuffers, limit).is_err());
+        assert_eq!(
+            c.usage().receive_buffers,
+            2,
+            "a refused charge takes nothing"
+        );
+    }
 }
