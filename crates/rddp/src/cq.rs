@@ -364,10 +364,9 @@ impl Drop for AsyncWaiter<'_> {
     }
 }
 
-/// Take up to `max` entries into `out`; their slots are given back as they
-/// are dropped. Returns how many.
 impl CqInner {
-    /// Up to `max` of `q` (this queue's, locked) into `out`.
+    /// Take up to `max` entries of `q` (this queue's, locked) into `out`;
+    /// their slots are given back as they are dropped. Returns how many.
     fn take(
         &self,
         q: &mut VecDeque<(WorkCompletion, Held)>,

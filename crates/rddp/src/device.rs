@@ -129,7 +129,7 @@ pub(crate) struct ConsumerInner {
     /// refunded on its completion, so a count each (one locked instruction)
     /// rather than a lock over all five (two, and a lock every queue pair of
     /// the consumer shares).
-    usage: [AtomicU64; 5],
+    usage: [AtomicU64; Quota::ALL.len()],
     pub(crate) device: Device,
 }
 

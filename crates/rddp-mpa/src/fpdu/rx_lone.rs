@@ -172,7 +172,7 @@ impl FpduReceiver {
         let crc = self.cfg.crc;
         let mut head = [0u8; HEAD_MAX];
         let mut tail = [0u8; TAIL_MAX];
-        let mut saved = std::mem::take(&mut self.lone.saved);
+        let saved = &mut self.lone.saved;
         // Octets of the buffer the read fills (its PAD, CRC and next head too,
         // where the buffer is that long): a longer Send lies there as well.
         let mut k = 0;
@@ -255,9 +255,7 @@ impl FpduReceiver {
             }
             Ok(n)
         };
-        let read = engine.with_next_send_buffer(&mut f);
-        self.lone.saved = saved;
-        if let Some(Err(e)) = read {
+        if let Some(Err(e)) = engine.with_next_send_buffer(&mut f) {
             return Err(io_to_halt(e));
         }
         // A short read shows the socket empty; one that stopped at the end of
