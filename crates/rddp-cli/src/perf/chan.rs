@@ -515,11 +515,9 @@ impl Chan {
         }
         // Every one of the list signaled or not as posted one by one.
         let mut wrs: Vec<PostWr<'_>> = Vec::with_capacity(n);
-        let mut signals = Vec::with_capacity(n);
         for i in 0..n {
             let signaled = self.signals.decide(last && i + 1 == n);
             self.signals.posted(signaled);
-            signals.push(signaled);
             wrs.push(PostWr::Send {
                 wr_id: self.data_id(),
                 mr,
