@@ -24,7 +24,8 @@ pub use rx_direct::{
     FpduReceiver, Peek, Placer, Progress, Recorded, RxConfig, SMALL_PAYLOAD, is_rtr,
 };
 pub use tx::{
-    FpduLayout, OutFpdu, Piece, SMALL_MAX, Small, build_fpdu, layout_fpdu, layout_fpdu_into,
+    FpduLayout, OutFpdu, Piece, PlainFpdu, SMALL_MAX, Small, build_fpdu, layout_fpdu,
+    layout_fpdu_into,
 };
 
 use rddp_wire::{FpduEncoder, Terminate};

@@ -280,46 +280,103 @@ fn layout_built(enc: &mut FpduEncoder, header: &[u8], payload: &[u8], out: &mut 
 /// Octets of ULPDU_LENGTH.
 const MPA_LEN: usize = 2;
 
+/// An FPDU without Markers whose owned octets lie on the stack: its head
+/// (ULPDU_LENGTH and the DDP header) and its trailer (PAD and CRC, RFC 5044
+/// §4.1), to be written around the payload as three slices. What
+/// [`layout_fpdu_into`] lays out for it, without the layout: a writer that
+/// sends one FPDU at a time (a ping-pong) builds nothing else.
+#[derive(Debug, Clone, Copy)]
+pub struct PlainFpdu {
+    head: [u8; SMALL_MAX],
+    head_len: u8,
+    trailer: [u8; 3 + MPA_CRC_LEN],
+    trailer_len: u8,
+    payload_len: usize,
+}
+
+impl PlainFpdu {
+    /// The FPDU of `header` and `payload` at `enc`'s offset, `enc` advanced
+    /// past it; `None` (and `enc` as it was) with Markers, or a header too
+    /// long for one small piece (then [`layout_fpdu_into`] lays it out).
+    pub fn new(enc: &mut FpduEncoder, header: &[u8], payload: &[u8]) -> Option<Self> {
+        if enc.markers || MPA_LEN + header.len() + 3 + MPA_CRC_LEN > SMALL_MAX {
+            return None;
+        }
+        let ulpdu_len = header.len() + payload.len();
+        let pad = pad_len(ulpdu_len);
+        let mut head = [0u8; SMALL_MAX];
+        head[..MPA_LEN].copy_from_slice(&(ulpdu_len as u16).to_be_bytes());
+        head[MPA_LEN..MPA_LEN + header.len()].copy_from_slice(header);
+        let head_len = MPA_LEN + header.len();
+        let crc = if enc.crc {
+            let mut d = Crc32c::new();
+            d.update(&head[..head_len]);
+            if !payload.is_empty() {
+                d.update(payload);
+            }
+            d.update(&[0u8; 3][..pad]);
+            d.finalize()
+        } else {
+            0
+        };
+        let mut trailer = [0u8; 3 + MPA_CRC_LEN];
+        trailer[pad..pad + MPA_CRC_LEN].copy_from_slice(&crc_wire_bytes(crc));
+        let wire = MPA_LEN + ulpdu_len + pad + MPA_CRC_LEN;
+        // Offsets wrap by design (they only place Markers).
+        enc.offset = enc.offset.wrapping_add(wire as u32);
+        Some(Self {
+            head,
+            head_len: head_len as u8,
+            trailer,
+            trailer_len: (pad + MPA_CRC_LEN) as u8,
+            payload_len: payload.len(),
+        })
+    }
+
+    /// ULPDU_LENGTH and the DDP header.
+    pub fn head(&self) -> &[u8] {
+        &self.head[..usize::from(self.head_len)]
+    }
+
+    /// PAD and CRC.
+    pub fn trailer(&self) -> &[u8] {
+        &self.trailer[..usize::from(self.trailer_len)]
+    }
+
+    /// Octets on the wire.
+    pub fn len(&self) -> usize {
+        usize::from(self.head_len) + self.payload_len + usize::from(self.trailer_len)
+    }
+
+    /// Never: an FPDU has at least its head and CRC.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
 /// [`layout_fpdu_into`] without Markers, the same pieces as the general
 /// builder lays out: ULPDU_LENGTH and header, the payload, PAD and CRC (RFC
 /// 5044 §4.1; all in one piece for an empty payload). Laid out directly: the
 /// builder's Marker checks and small-piece bookkeeping cost more than the rest
 /// of a small FPDU's layout.
 fn layout_plain(enc: &mut FpduEncoder, header: &[u8], payload: &[u8], out: &mut FpduLayout) {
-    let ulpdu_len = header.len() + payload.len();
-    let pad = pad_len(ulpdu_len);
-    let mut own = [0u8; SMALL_MAX];
-    own[..MPA_LEN].copy_from_slice(&(ulpdu_len as u16).to_be_bytes());
-    own[MPA_LEN..MPA_LEN + header.len()].copy_from_slice(header);
-    let head = MPA_LEN + header.len();
-    let crc = if enc.crc {
-        let mut d = Crc32c::new();
-        d.update(&own[..head]);
-        if !payload.is_empty() {
-            d.update(payload);
-        }
-        d.update(&[0u8; 3][..pad]);
-        d.finalize()
-    } else {
-        0
+    let Some(f) = PlainFpdu::new(enc, header, payload) else {
+        // The caller checked: no Markers, a header that fits.
+        return layout_built(enc, header, payload, out);
     };
-    let mut trailer = [0u8; 3 + MPA_CRC_LEN];
-    trailer[pad..pad + MPA_CRC_LEN].copy_from_slice(&crc_wire_bytes(crc));
-    let trailer = &trailer[..pad + MPA_CRC_LEN];
-    // Both fit a Small: the caller checked the header, the trailer is at most
-    // 7 octets.
+    // Both fit a Small: the head was checked, the trailer is at most 7 octets.
     let small = |b: &[u8]| Piece::Own(Small::new(b).unwrap_or_else(|| unreachable!()));
     if payload.is_empty() {
-        own[head..head + trailer.len()].copy_from_slice(trailer);
-        out.pieces.push(small(&own[..head + trailer.len()]));
+        let mut own = [0u8; SMALL_MAX];
+        let (h, t) = (f.head(), f.trailer());
+        own[..h.len()].copy_from_slice(h);
+        own[h.len()..h.len() + t.len()].copy_from_slice(t);
+        out.pieces.push(small(&own[..h.len() + t.len()]));
     } else {
-        out.pieces.push(small(&own[..head]));
+        out.pieces.push(small(f.head()));
         out.pieces.push(Piece::Payload(0..payload.len()));
-        out.pieces.push(small(trailer));
+        out.pieces.push(small(f.trailer()));
     }
-    let wire = MPA_LEN + ulpdu_len + pad + MPA_CRC_LEN;
-    // Offsets wrap by design (they only place Markers).
-    enc.offset = enc.offset.wrapping_add(wire as u32);
 }
 
 #[cfg(test)]
@@ -359,6 +416,30 @@ mod tests {
             layout_built(&mut eb, &header, &payload, &mut b);
             prop_assert_eq!(a, b);
             prop_assert_eq!(ea.offset, eb.offset);
+        }
+    }
+
+    proptest! {
+        /// A plain FPDU's head, payload and trailer are the wire encoder's
+        /// octets; with Markers there is none and the encoder is untouched.
+        #[test]
+        fn a_plain_fpdu_is_the_wire_encoders(off in 0u32..4096, hdr in 14usize..=18,
+                                             len in 0usize..3000, crc: bool, markers: bool) {
+            let seg: Vec<u8> = (0..hdr + len).map(|i| (i * 3) as u8).collect();
+            let mut a = FpduEncoder { crc, markers, offset: off * 4 };
+            let mut b = a;
+            let got = PlainFpdu::new(&mut b, &seg[..hdr], &seg[hdr..]);
+            if markers {
+                prop_assert!(got.is_none());
+                prop_assert_eq!(b.offset, a.offset);
+            } else {
+                let f = got.unwrap();
+                let mut want = Vec::new();
+                a.encode(&seg, &mut want).unwrap();
+                prop_assert_eq!([f.head(), &seg[hdr..], f.trailer()].concat(), want.clone());
+                prop_assert_eq!(f.len(), want.len());
+                prop_assert_eq!(a.offset, b.offset);
+            }
         }
     }
 

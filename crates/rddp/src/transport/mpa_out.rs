@@ -26,7 +26,7 @@
 //! * The responder sends nothing before the initiator's first FPDU (spec §4.9):
 //!   segments queue behind `gate_open`.
 
-use rddp_mpa::fpdu::{FpduLayout, Piece, layout_fpdu_into};
+use rddp_mpa::fpdu::{FpduLayout, Piece, PlainFpdu, layout_fpdu_into};
 use rddp_mpa::pcap::TcpEndpoint;
 use rddp_mpa::tcp::layout_rest;
 use rddp_proto::ddp::{OutSegment, Payload, count_lease_copy};
@@ -366,9 +366,12 @@ impl MpaOut {
             count += 1;
             octets += seg.len();
         }
-        // A call of one or two FPDUs (a ping-pong, Sends posted one by one)
-        // sets up scratch for two only: the full arrays are 1.3 KiB to fill.
-        if count <= FEW_SEGMENTS {
+        // One FPDU (a ping-pong, Sends posted one by one): built on the
+        // stack. Two: scratch for two only (the full arrays are 1.3 KiB to
+        // fill).
+        if count == 1 && self.wire.is_none() {
+            self.write_lone(sent)
+        } else if count <= FEW_SEGMENTS {
             self.write_gathered::<FEW_SEGMENTS>(count, sent)
         } else {
             self.write_gathered::<GATHER_SEGMENTS>(count, sent)
@@ -483,20 +486,7 @@ impl MpaOut {
             }
             if written > 0 {
                 let lease = matches!(self.queue[i].payload, Payload::Region { .. });
-                if lease && self.wire.is_none() && written <= len - CRC_LEN {
-                    // Keep the lease; the CRC so far is over what went out.
-                    let mut digest = Crc32c::new();
-                    for s in range_slices(l, payloads[i], 0, written) {
-                        digest.update(&s);
-                    }
-                    part = Some((None, Some((l.clone(), written, digest))));
-                } else {
-                    let (rest, of_payload) = layout_rest(l, payloads[i], written);
-                    if lease {
-                        count_lease_copy(of_payload);
-                    }
-                    part = Some((Some(rest), None));
-                }
+                part = Some(left_of(l, payloads[i], written, lease, self.wire.is_some()));
                 // The FPDUs after it were never started: lay them out again later.
                 if i + 1 < count {
                     self.enc.offset = starts[i + 1];
@@ -516,21 +506,123 @@ impl MpaOut {
                 sent(summary(&seg));
             }
         }
-        if let Some(p) = part
+        if let Some(left) = part
             && let Some(seg) = self.queue.pop_front()
         {
-            self.rest = Some(match p {
-                (Some(bytes), _) => Rest::Owned(bytes, 0, summary(&seg)),
-                (None, Some((layout, written, digest))) => Rest::Lease(Box::new(Lease {
-                    seg,
-                    layout,
-                    written,
-                    digest,
-                })),
-                (None, None) => return Ok(()),
-            });
+            self.rest = Some(left.rest(seg));
         }
         Ok(())
+    }
+
+    /// The one FPDU at the front of the queue, without Markers: its head and
+    /// trailer built on the stack ([`PlainFpdu`]) and written around its
+    /// payload in one `sendmsg` (a ping-pong's every message); with Markers,
+    /// as [`Self::write_gathered`] does. Not with a capture (which records
+    /// each FPDU before it leaves).
+    fn write_lone(&mut self, sent: &mut impl FnMut(Sent)) -> io::Result<()> {
+        let Some(seg) = self.queue.front() else {
+            return Ok(());
+        };
+        // The region's lock, for this one system call.
+        let data = match &seg.payload {
+            Payload::Region { region, .. } => Some(region.data()),
+            Payload::Bytes(_) => None,
+        };
+        let payload: &[u8] = match (&seg.payload, &data) {
+            (Payload::Bytes(b), _) => b,
+            (Payload::Region { offset, len, .. }, Some(d)) => &d[*offset..*offset + *len],
+            (Payload::Region { .. }, None) => &[],
+        };
+        let mut hdr = [0u8; UNTAGGED_HDR_LEN];
+        let n = seg.header.emit(&mut hdr).map_err(io::Error::other)?;
+        let start = self.enc.offset;
+        let Some(f) = PlainFpdu::new(&mut self.enc, &hdr[..n], payload) else {
+            drop(data);
+            return self.write_gathered::<FEW_SEGMENTS>(1, sent);
+        };
+        let slices = [
+            IoSlice::new(f.head()),
+            IoSlice::new(payload),
+            IoSlice::new(f.trailer()),
+        ];
+        let written = match send_now(&self.sock, &slices) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            Err(e) => return Err(e),
+        };
+        if written < f.len() {
+            self.blocked = true;
+            // Not started: laid out again next time.
+            self.enc.offset = start;
+            if written > 0 {
+                // Taken in part: its layout (the same octets, the region
+                // still locked) tells what is left, as for a gathered call.
+                let lease = matches!(seg.payload, Payload::Region { .. });
+                let mut layout = FpduLayout::default();
+                layout_fpdu_into(&mut self.enc, &hdr[..n], payload, &mut layout);
+                let left = left_of(&layout, payload, written, lease, false);
+                drop(data);
+                if let Some(seg) = self.queue.pop_front() {
+                    self.rest = Some(left.rest(seg));
+                }
+            }
+            return Ok(());
+        }
+        drop(data);
+        if let Some(seg) = self.queue.pop_front() {
+            sent(summary(&seg));
+        }
+        Ok(())
+    }
+}
+
+/// What is left of an FPDU the socket took `written` octets of (fewer than
+/// all).
+enum Left {
+    /// Its remaining octets, copied.
+    Owned(Vec<u8>),
+    /// Its lease kept: its layout, the octets written and the CRC over them.
+    Lease(FpduLayout, usize, Crc32c),
+}
+
+impl Left {
+    fn rest(self, seg: OutSegment) -> Rest {
+        match self {
+            Left::Owned(bytes) => Rest::Owned(bytes, 0, summary(&seg)),
+            Left::Lease(layout, written, digest) => Rest::Lease(Box::new(Lease {
+                seg,
+                layout,
+                written,
+                digest,
+            })),
+        }
+    }
+}
+
+/// What is left of the FPDU `layout` over `payload` after `written` octets
+/// went out: a lease stopped before its CRC goes on from the region, the
+/// CRC so far over what went out; else (or with a capture, which recorded
+/// the FPDU whole) the rest is copied, counted where it is a lease's
+/// payload.
+fn left_of(
+    layout: &FpduLayout,
+    payload: &[u8],
+    written: usize,
+    lease: bool,
+    capture: bool,
+) -> Left {
+    if lease && !capture && written <= layout.len() - CRC_LEN {
+        let mut digest = Crc32c::new();
+        for s in range_slices(layout, payload, 0, written) {
+            digest.update(&s);
+        }
+        Left::Lease(layout.clone(), written, digest)
+    } else {
+        let (rest, of_payload) = layout_rest(layout, payload, written);
+        if lease {
+            count_lease_copy(of_payload);
+        }
+        Left::Owned(rest)
     }
 }
 
