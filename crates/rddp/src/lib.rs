@@ -80,6 +80,7 @@ pub use mr::{MemoryRegion, RemoteBuf};
 pub use pd::ProtectionDomain;
 pub use qp::{
     PostListError, PostWr, PreparedQueuePair, QueuePair, QueuePairBuilder, RecvWr, SendFlags,
+    WriteFlags,
 };
 pub use quota::{Quota, Usage};
 pub use rddp_proto::ddp::{BufferOrdering, PoolEvent};

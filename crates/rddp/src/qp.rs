@@ -78,6 +78,20 @@ pub struct SendFlags {
     pub unsignaled: bool,
 }
 
+/// Options of an RDMA Write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteFlags {
+    /// Wait until every earlier RDMA Read has completed (RFC 5040 §5.5: a
+    /// Write posted after a Read of the same remote octets may otherwise be
+    /// placed before the peer has read them for the Read Response).
+    pub fence: bool,
+    /// No completion when it succeeds, as [`SendFlags::unsignaled`]: its
+    /// send-queue slot is free again once its last octet was accepted by the
+    /// LLP; a failed or flushed one still completes. Writes and Sends complete
+    /// in posting order, so a later signaled one's completion covers it.
+    pub unsignaled: bool,
+}
+
 /// One Send or RDMA Write of a list posted at once ([`QueuePair::post_list`]).
 #[derive(Clone, Copy)]
 pub enum PostWr<'a> {
@@ -97,6 +111,7 @@ pub enum PostWr<'a> {
         len: u64,
         remote: RemoteBuf,
         remote_offset: u64,
+        flags: WriteFlags,
     },
 }
 
@@ -698,7 +713,7 @@ impl QueuePair {
     }
 
     /// RDMA Write `len` octets of `mr` from `offset` to the peer's `remote` at
-    /// `remote_offset`.
+    /// `remote_offset` (signaled, no fence: [`Self::post_write_with`]).
     pub fn post_write(
         &self,
         wr_id: u64,
@@ -708,14 +723,41 @@ impl QueuePair {
         remote: RemoteBuf,
         remote_offset: u64,
     ) -> Result<(), Error> {
-        let payload = self.payload(mr, offset, len)?;
-        self.post(WorkRequest::Write {
+        self.post_write_with(
             wr_id,
-            payload,
-            remote_stag: remote.stag,
-            remote_to: remote.to.wrapping_add(remote_offset),
-            fence: false,
-        })
+            mr,
+            offset,
+            len,
+            remote,
+            remote_offset,
+            WriteFlags::default(),
+        )
+    }
+
+    /// [`Self::post_write`] with `flags`: fenced behind earlier Reads, or
+    /// unsignaled.
+    #[allow(clippy::too_many_arguments)] // ibv_post_send's fields of a Write
+    pub fn post_write_with(
+        &self,
+        wr_id: u64,
+        mr: &MemoryRegion,
+        offset: u64,
+        len: u64,
+        remote: RemoteBuf,
+        remote_offset: u64,
+        flags: WriteFlags,
+    ) -> Result<(), Error> {
+        let payload = self.payload(mr, offset, len)?;
+        self.post_as(
+            WorkRequest::Write {
+                wr_id,
+                payload,
+                remote_stag: remote.stag,
+                remote_to: remote.to.wrapping_add(remote_offset),
+                fence: flags.fence,
+            },
+            !flags.unsignaled,
+        )
     }
 
     /// RDMA Read `len` octets of the peer's `remote` at `remote_offset` into `mr`
@@ -828,15 +870,16 @@ impl QueuePair {
                     len,
                     remote,
                     remote_offset,
+                    flags,
                 } => self.payload(mr, offset, len).map(|payload| {
                     let wr = WorkRequest::Write {
                         wr_id,
                         payload,
                         remote_stag: remote.stag,
                         remote_to: remote.to.wrapping_add(remote_offset),
-                        fence: false,
+                        fence: flags.fence,
                     };
-                    (wr, true)
+                    (wr, !flags.unsignaled)
                 }),
             };
             match req {

@@ -16,7 +16,7 @@ use common::wait;
 use rddp::transport::mpa::Listener;
 use rddp::{
     Access, BufferOrdering, CompletionQueue, Device, PostWr, QueuePairBuilder, RemoteBuf,
-    SendFlags, SharedReceiveQueue, SrqMode, WcOpcode, WcStatus,
+    SendFlags, SharedReceiveQueue, SrqMode, WcOpcode, WcStatus, WriteFlags,
 };
 use rddp_mpa::MpaOptions;
 use rddp_proto::ddp::rx_copied_octets;
@@ -145,6 +145,7 @@ fn round(srq: bool) -> u64 {
                 len: SLOT as u64,
                 remote,
                 remote_offset: (write_slot(w) * SLOT) as u64,
+                flags: WriteFlags::default(),
             });
             w += 1;
         }

@@ -8,7 +8,8 @@
 use crate::common::{self, wait};
 use rddp::transport::Connection;
 use rddp::{
-    AsyncEvent, CompletionQueue, Device, Error, QueuePairBuilder, SendFlags, WcOpcode, WcStatus,
+    Access, AsyncEvent, CompletionQueue, Device, Error, QueuePairBuilder, RemoteBuf, SendFlags,
+    WcOpcode, WcStatus, WriteFlags,
 };
 use std::time::{Duration, Instant};
 
@@ -99,4 +100,74 @@ pub fn run(
     let got = server.join().unwrap();
     let want: Vec<_> = (0..=N).map(|i| i.to_be_bytes().to_vec()).collect();
     assert_eq!(got, want, "every Send arrives, in order");
+}
+
+/// Unsignaled RDMA Writes (`WriteFlags::unsignaled`) the same way: `N` of them
+/// through a send queue of `DEPTH`, never polled, each into its own 8 octets of
+/// the server's region; then a signaled Send, whose completion comes alone and
+/// whose arrival says every Write before it was placed (RFC 5040 §5.5).
+pub fn run_writes(
+    accept: impl FnOnce() -> Connection + Send + 'static,
+    connect: impl FnOnce() -> Connection,
+) {
+    let dev = Device::new();
+    let spd = common::pd(&dev, "server");
+    let (advert_tx, advert_rx) = std::sync::mpsc::channel::<RemoteBuf>();
+    let server = std::thread::spawn(move || {
+        let cq = CompletionQueue::new(64);
+        let mut prepared = QueuePairBuilder::new(&spd, &cq, &cq).build().unwrap();
+        prepared.post_recv(0, 8).unwrap();
+        let qp = prepared.attach(accept()).unwrap();
+        let region = spd
+            .register(vec![0; 8 * N as usize], Access::REMOTE_WRITE)
+            .unwrap();
+        advert_tx.send(region.remote()).unwrap();
+        let w = wait(&cq, 1);
+        assert_eq!(
+            (w[0].opcode, w[0].status),
+            (WcOpcode::Recv, WcStatus::Success)
+        );
+        let placed = region.read(0, 8 * N).unwrap();
+        qp.disconnect();
+        placed
+    });
+
+    let pd = common::pd(&dev, "client");
+    let cq = CompletionQueue::new(64);
+    let qp = QueuePairBuilder::new(&pd, &cq, &cq)
+        .max_send_wr(DEPTH)
+        .build()
+        .unwrap()
+        .attach(connect())
+        .unwrap();
+    let remote = advert_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let src: Vec<u8> = (0..N).flat_map(|i| i.to_be_bytes()).collect();
+    let mr = pd.register(src.clone(), Access::NONE).unwrap();
+    let quiet = WriteFlags {
+        unsignaled: true,
+        ..WriteFlags::default()
+    };
+    for i in 0..N {
+        let start = Instant::now();
+        loop {
+            match qp.post_write_with(i, &mr, 8 * i, 8, remote, 8 * i, quiet) {
+                Ok(()) => break,
+                Err(Error::SendQueueFull { .. }) if start.elapsed() < Duration::from_secs(5) => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(e) => panic!("Write {i} of {N} unsignaled, send queue of {DEPTH}: {e}"),
+            }
+        }
+    }
+    qp.post_send_inline(N, b"done", SendFlags::default())
+        .unwrap();
+    let done = wait(&cq, 1);
+    assert_eq!(
+        (done[0].wr_id, done[0].opcode, done[0].status),
+        (N, WcOpcode::Send, WcStatus::Success),
+        "the signaled Send's completion comes first and alone"
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(cq.poll(64).is_empty(), "an unsignaled Write completed");
+    assert_eq!(server.join().unwrap(), src, "every Write was placed");
 }
