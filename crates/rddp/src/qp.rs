@@ -115,6 +115,36 @@ pub enum PostWr<'a> {
     },
 }
 
+/// A Send's work request, and whether it is signaled.
+fn send_wr(wr_id: u64, payload: Payload, flags: SendFlags) -> (WorkRequest, bool) {
+    let wr = WorkRequest::Send {
+        wr_id,
+        payload,
+        solicited: flags.solicited,
+        invalidate: flags.invalidate,
+        fence: flags.fence,
+    };
+    (wr, !flags.unsignaled)
+}
+
+/// An RDMA Write's work request, and whether it is signaled.
+fn write_wr(
+    wr_id: u64,
+    payload: Payload,
+    remote: RemoteBuf,
+    remote_offset: u64,
+    flags: WriteFlags,
+) -> (WorkRequest, bool) {
+    let wr = WorkRequest::Write {
+        wr_id,
+        payload,
+        remote_stag: remote.stag,
+        remote_to: remote.to.wrapping_add(remote_offset),
+        fence: flags.fence,
+    };
+    (wr, !flags.unsignaled)
+}
+
 /// A list stopped at a refused work request ([`QueuePair::post_list`]), as
 /// `ibv_post_send`'s `bad_wr`: the ones before it are posted, it and the rest
 /// are not.
@@ -650,16 +680,8 @@ impl QueuePair {
     /// Send `data` without a memory region (like ibverbs' IBV_SEND_INLINE): the
     /// octets are copied at posting.
     pub fn post_send_inline(&self, wr_id: u64, data: &[u8], flags: SendFlags) -> Result<(), Error> {
-        self.post_as(
-            WorkRequest::Send {
-                wr_id,
-                payload: Bytes::copy_from_slice(data).into(),
-                solicited: flags.solicited,
-                invalidate: flags.invalidate,
-                fence: flags.fence,
-            },
-            !flags.unsignaled,
-        )
+        let (wr, signaled) = send_wr(wr_id, Bytes::copy_from_slice(data).into(), flags);
+        self.post_as(wr, signaled)
     }
 
     /// This queue pair's counters (issue 13): octets and segments sent and placed,
@@ -700,16 +722,8 @@ impl QueuePair {
         flags: SendFlags,
     ) -> Result<(), Error> {
         let payload = self.payload(mr, offset, len)?;
-        self.post_as(
-            WorkRequest::Send {
-                wr_id,
-                payload,
-                solicited: flags.solicited,
-                invalidate: flags.invalidate,
-                fence: flags.fence,
-            },
-            !flags.unsignaled,
-        )
+        let (wr, signaled) = send_wr(wr_id, payload, flags);
+        self.post_as(wr, signaled)
     }
 
     /// RDMA Write `len` octets of `mr` from `offset` to the peer's `remote` at
@@ -748,16 +762,8 @@ impl QueuePair {
         flags: WriteFlags,
     ) -> Result<(), Error> {
         let payload = self.payload(mr, offset, len)?;
-        self.post_as(
-            WorkRequest::Write {
-                wr_id,
-                payload,
-                remote_stag: remote.stag,
-                remote_to: remote.to.wrapping_add(remote_offset),
-                fence: flags.fence,
-            },
-            !flags.unsignaled,
-        )
+        let (wr, signaled) = write_wr(wr_id, payload, remote, remote_offset, flags);
+        self.post_as(wr, signaled)
     }
 
     /// RDMA Read `len` octets of the peer's `remote` at `remote_offset` into `mr`
@@ -853,16 +859,9 @@ impl QueuePair {
                     offset,
                     len,
                     flags,
-                } => self.payload(mr, offset, len).map(|payload| {
-                    let wr = WorkRequest::Send {
-                        wr_id,
-                        payload,
-                        solicited: flags.solicited,
-                        invalidate: flags.invalidate,
-                        fence: flags.fence,
-                    };
-                    (wr, !flags.unsignaled)
-                }),
+                } => self
+                    .payload(mr, offset, len)
+                    .map(|payload| send_wr(wr_id, payload, flags)),
                 PostWr::Write {
                     wr_id,
                     mr,
@@ -871,16 +870,9 @@ impl QueuePair {
                     remote,
                     remote_offset,
                     flags,
-                } => self.payload(mr, offset, len).map(|payload| {
-                    let wr = WorkRequest::Write {
-                        wr_id,
-                        payload,
-                        remote_stag: remote.stag,
-                        remote_to: remote.to.wrapping_add(remote_offset),
-                        fence: flags.fence,
-                    };
-                    (wr, !flags.unsignaled)
-                }),
+                } => self
+                    .payload(mr, offset, len)
+                    .map(|payload| write_wr(wr_id, payload, remote, remote_offset, flags)),
             };
             match req {
                 Ok(r) => reqs.push(r),

@@ -8,8 +8,8 @@
 use crate::common::{self, wait};
 use rddp::transport::Connection;
 use rddp::{
-    Access, AsyncEvent, CompletionQueue, Device, Error, QueuePairBuilder, RemoteBuf, SendFlags,
-    WcOpcode, WcStatus, WriteFlags,
+    Access, AsyncEvent, CompletionQueue, Device, Error, ProtectionDomain, QueuePair,
+    QueuePairBuilder, RemoteBuf, SendFlags, WcOpcode, WcStatus, WriteFlags,
 };
 use std::time::{Duration, Instant};
 
@@ -48,13 +48,7 @@ pub fn run(
     });
 
     let pd = common::pd(&dev, "client");
-    let cq = CompletionQueue::new(64);
-    let qp = QueuePairBuilder::new(&pd, &cq, &cq)
-        .max_send_wr(DEPTH)
-        .build()
-        .unwrap()
-        .attach(connect())
-        .unwrap();
+    let (cq, qp) = client(&pd, connect);
     let quiet = SendFlags {
         unsignaled: true,
         ..SendFlags::default()
@@ -62,27 +56,11 @@ pub fn run(
     for i in 0..N {
         // Ten times the send queue's depth, and the CQ is never polled: each
         // slot comes back once its Send was accepted by the LLP.
-        let start = Instant::now();
-        loop {
-            match qp.post_send_inline(i, &i.to_be_bytes(), quiet) {
-                Ok(()) => break,
-                Err(Error::SendQueueFull { .. }) if start.elapsed() < Duration::from_secs(5) => {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                Err(e) => panic!("Send {i} of {N} unsignaled, send queue of {DEPTH}: {e}"),
-            }
-        }
+        post_until_taken("Send", i, || {
+            qp.post_send_inline(i, &i.to_be_bytes(), quiet)
+        });
     }
-    qp.post_send_inline(N, &N.to_be_bytes(), SendFlags::default())
-        .unwrap();
-    let done = wait(&cq, 1);
-    assert_eq!(
-        (done[0].wr_id, done[0].opcode, done[0].status),
-        (N, WcOpcode::Send, WcStatus::Success),
-        "the signaled Send's completion comes first and alone"
-    );
-    std::thread::sleep(Duration::from_millis(50));
-    assert!(cq.poll(64).is_empty(), "an unsignaled Send completed");
+    signaled_send_completes_alone(&qp, &cq, &N.to_be_bytes());
 
     let closed = common::poll_event(&qp, |e| match e {
         AsyncEvent::Closed { .. } => Some(()),
@@ -133,13 +111,7 @@ pub fn run_writes(
     });
 
     let pd = common::pd(&dev, "client");
-    let cq = CompletionQueue::new(64);
-    let qp = QueuePairBuilder::new(&pd, &cq, &cq)
-        .max_send_wr(DEPTH)
-        .build()
-        .unwrap()
-        .attach(connect())
-        .unwrap();
+    let (cq, qp) = client(&pd, connect);
     let remote = advert_rx.recv_timeout(Duration::from_secs(10)).unwrap();
     let src: Vec<u8> = (0..N).flat_map(|i| i.to_be_bytes()).collect();
     let mr = pd.register(src.clone(), Access::NONE).unwrap();
@@ -148,26 +120,57 @@ pub fn run_writes(
         ..WriteFlags::default()
     };
     for i in 0..N {
-        let start = Instant::now();
-        loop {
-            match qp.post_write_with(i, &mr, 8 * i, 8, remote, 8 * i, quiet) {
-                Ok(()) => break,
-                Err(Error::SendQueueFull { .. }) if start.elapsed() < Duration::from_secs(5) => {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                Err(e) => panic!("Write {i} of {N} unsignaled, send queue of {DEPTH}: {e}"),
+        post_until_taken("Write", i, || {
+            qp.post_write_with(i, &mr, 8 * i, 8, remote, 8 * i, quiet)
+        });
+    }
+    signaled_send_completes_alone(&qp, &cq, b"done");
+    assert_eq!(server.join().unwrap(), src, "every Write was placed");
+}
+
+/// The client's queue pair: a send queue of `DEPTH`, one CQ for both queues.
+fn client(
+    pd: &ProtectionDomain,
+    connect: impl FnOnce() -> Connection,
+) -> (CompletionQueue, QueuePair) {
+    let cq = CompletionQueue::new(64);
+    let qp = QueuePairBuilder::new(pd, &cq, &cq)
+        .max_send_wr(DEPTH)
+        .build()
+        .unwrap()
+        .attach(connect())
+        .unwrap();
+    (cq, qp)
+}
+
+/// Post the unsignaled work request `i` (`what`), waiting while the send queue
+/// is full: its slots come back without a poll, or the test fails.
+fn post_until_taken(what: &str, i: u64, mut post: impl FnMut() -> Result<(), Error>) {
+    let start = Instant::now();
+    loop {
+        match post() {
+            Ok(()) => return,
+            Err(Error::SendQueueFull { .. }) if start.elapsed() < Duration::from_secs(5) => {
+                std::thread::sleep(Duration::from_millis(1));
             }
+            Err(e) => panic!("{what} {i} of {N} unsignaled, send queue of {DEPTH}: {e}"),
         }
     }
-    qp.post_send_inline(N, b"done", SendFlags::default())
-        .unwrap();
-    let done = wait(&cq, 1);
+}
+
+/// A signaled Send (wr_id `N`) after the unsignaled ones: its completion is the
+/// only one.
+fn signaled_send_completes_alone(qp: &QueuePair, cq: &CompletionQueue, data: &[u8]) {
+    qp.post_send_inline(N, data, SendFlags::default()).unwrap();
+    let done = wait(cq, 1);
     assert_eq!(
         (done[0].wr_id, done[0].opcode, done[0].status),
         (N, WcOpcode::Send, WcStatus::Success),
         "the signaled Send's completion comes first and alone"
     );
     std::thread::sleep(Duration::from_millis(50));
-    assert!(cq.poll(64).is_empty(), "an unsignaled Write completed");
-    assert_eq!(server.join().unwrap(), src, "every Write was placed");
+    assert!(
+        cq.poll(64).is_empty(),
+        "an unsignaled work request completed"
+    );
 }
