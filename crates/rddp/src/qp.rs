@@ -778,6 +778,23 @@ impl QueuePair {
         remote: RemoteBuf,
         remote_offset: u64,
     ) -> Result<(), Error> {
+        self.post_read_with(wr_id, mr, offset, len, remote, remote_offset, false)
+    }
+
+    /// [`Self::post_read`], `fence`d (IBV_SEND_FENCE): its Read Request
+    /// leaves only once every earlier Read has its response. A Read is
+    /// always signaled.
+    #[allow(clippy::too_many_arguments)] // ibv_post_send's fields of a Read
+    pub fn post_read_with(
+        &self,
+        wr_id: u64,
+        mr: &MemoryRegion,
+        offset: u64,
+        len: u32,
+        remote: RemoteBuf,
+        remote_offset: u64,
+        fence: bool,
+    ) -> Result<(), Error> {
         self.same_pd(mr)?;
         // ORD 0 agreed (RFC 6581): no Read can ever leave; refuse it now.
         if self.ird_ord().1 == 0 {
@@ -792,7 +809,7 @@ impl QueuePair {
             len,
             remote_stag: remote.stag,
             remote_to: remote.to.wrapping_add(remote_offset),
-            fence: false,
+            fence,
         })
     }
 
