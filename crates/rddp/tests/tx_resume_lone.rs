@@ -9,9 +9,8 @@
 #[path = "common/held_peer.rs"]
 mod held_peer;
 
-use held_peer::held_peer;
-use rddp::{Access, CompletionQueue, Device, QueuePairBuilder, Quota, RemoteBuf, WcStatus};
-use rddp_mpa::MpaOptions;
+use held_peer::{held_peer, sender};
+use rddp::{Access, RemoteBuf, WcStatus};
 use rddp_proto::ddp::lease_copied_octets;
 use std::time::Duration;
 
@@ -24,23 +23,7 @@ const WRITES: usize = 1024;
 fn lone_fpdus_into_a_filling_socket_resume_from_the_lease() {
     let total = ONE * WRITES;
     let (addr, peer) = held_peer(total);
-    let quota = Quota {
-        registered_bytes: 1 << 30,
-        ..Quota::default()
-    };
-    let pd = Device::new()
-        .consumer("sender", quota)
-        .unwrap()
-        .alloc_pd()
-        .unwrap();
-    // Room for every Write's completion and the default receives.
-    let cq = CompletionQueue::new(WRITES + 16);
-    let qp = QueuePairBuilder::new(&pd, &cq, &cq)
-        .max_send_wr(WRITES as u32)
-        .build()
-        .unwrap()
-        .connect_mpa(addr, MpaOptions::default())
-        .unwrap();
+    let (pd, cq, qp) = sender(addr, Some(WRITES as u32));
     let src = pd.register(vec![0xA5; total], Access::NONE).unwrap();
     let before = lease_copied_octets();
     let remote = RemoteBuf {

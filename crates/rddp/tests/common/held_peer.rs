@@ -78,7 +78,8 @@ pub fn sender(
         .unwrap()
         .alloc_pd()
         .unwrap();
-    let cq = CompletionQueue::new(64);
+    // Room for every send completion and the default receives.
+    let cq = CompletionQueue::new(depth.map_or(64, |d| (d as usize + 16).max(64)));
     let mut b = QueuePairBuilder::new(&pd, &cq, &cq);
     if let Some(d) = depth {
         b = b.max_send_wr(d);
