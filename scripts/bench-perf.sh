@@ -255,7 +255,13 @@ table=$(
           c, b / 2^30, n, miss ? ", " miss " without a count" : "" }' "$copies_log"
   echo "| \`rddp target\`, $idle_n idle MPA connections | $threads threads, $per_kib KiB per connection beyond its $(( (buf + rcount * rsize) / 1024 )) KiB of buffers | | | <= cores + 4 threads, <= 32 KiB |"
 )
-stamp="$rounds rounds, medians, $(nproc) cores, $(date -u +%Y-%m-%d)$([ $quick = 1 ] && echo ', quick' || true)"
+# The machine and the code are part of the figures (the ratios move with
+# both): the CPU model, the kernel and the commit go into the stamp.
+cpu=$(awk -F': *' '/^model name/ && !n {n = $2} /^cpu family/ && !f {f = $2} /^model[[:space:]]*:/ && !m {m = $2}
+  END { if (n != "") printf "%s (family %s, model %s)", n, f, m }' /proc/cpuinfo 2>/dev/null)
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=$(git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo ' with local changes' || true)
+stamp="$rounds rounds, medians, $(nproc) cores of ${cpu:-an unknown CPU}, Linux $(uname -r | cut -d- -f1), $(date -u +%Y-%m-%d), main at $commit$dirty$([ $quick = 1 ] && echo ', quick' || true)"
 mkdir -p target
 { echo "$table"; echo; echo "($stamp; scripts/bench-perf.sh)"; } | tee target/bench-perf.md
 
