@@ -43,9 +43,9 @@ fn response(req: &[u8], data: &[u8]) -> Vec<u8> {
 }
 
 /// Post a Read, then `second` (fenced or not); returns whether `second`
-/// reached the wire before the Read had its response, and what the Reads
-/// placed.
-fn run(second: Second, fence: bool) -> (bool, Vec<u8>) {
+/// reached the wire before the Read had its response, what the Reads
+/// placed, and the work requests in the order they completed.
+fn run(second: Second, fence: bool) -> (bool, Vec<u8>, Vec<u64>) {
     let dev = Device::new();
     let pd = common::pd(&dev, "responder");
     let cq = CompletionQueue::new(64);
@@ -99,6 +99,7 @@ fn run(second: Second, fence: bool) -> (bool, Vec<u8>) {
     }
 
     let done = common::wait(&cq, 2);
+    let order = done.iter().map(|w| w.wr_id).collect();
     let mut got: Vec<_> = done.iter().map(|w| (w.wr_id, w.opcode, w.status)).collect();
     got.sort_by_key(|c| c.0);
     assert_eq!(
@@ -108,29 +109,33 @@ fn run(second: Second, fence: bool) -> (bool, Vec<u8>) {
             (2, opcode, WcStatus::Success)
         ]
     );
-    (early, sink.read(0, 8).unwrap())
+    (early, sink.read(0, 8).unwrap(), order)
 }
 
 #[test]
 fn a_fenced_write_waits_for_the_earlier_reads_response() {
-    let (early, read) = run(Second::Write, true);
+    let (early, read, order) = run(Second::Write, true);
     assert!(
         !early,
         "the fenced Write left before the Read had its response"
     );
     assert_eq!(&read[..4], b"read");
+    assert_eq!(order, [1, 2]);
 }
 
 #[test]
 fn an_unfenced_write_does_not_wait_for_reads() {
-    let (early, read) = run(Second::Write, false);
+    let (early, read, order) = run(Second::Write, false);
     assert!(early, "the unfenced Write waited for the Read");
     assert_eq!(&read[..4], b"read");
+    // A Write completes once the LLP took it: before the earlier Read,
+    // whose response had not come (README, "Known limits").
+    assert_eq!(order, [2, 1]);
 }
 
 #[test]
 fn a_fenced_read_waits_for_the_earlier_reads_response() {
-    let (early, read) = run(Second::Read, true);
+    let (early, read, _) = run(Second::Read, true);
     assert!(
         !early,
         "the fenced Read left before the first had its response"
@@ -140,7 +145,7 @@ fn a_fenced_read_waits_for_the_earlier_reads_response() {
 
 #[test]
 fn an_unfenced_read_does_not_wait_for_reads() {
-    let (early, read) = run(Second::Read, false);
+    let (early, read, _) = run(Second::Read, false);
     assert!(early, "the unfenced Read waited for the first");
     assert_eq!(read, b"readmore");
 }
