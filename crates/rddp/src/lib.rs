@@ -79,8 +79,8 @@ pub use error::Error;
 pub use mr::{MemoryRegion, RemoteBuf};
 pub use pd::ProtectionDomain;
 pub use qp::{
-    PostListError, PostWr, PreparedQueuePair, QueuePair, QueuePairBuilder, RecvWr, SendFlags,
-    WriteFlags,
+    PostListError, PostWr, PreparedQueuePair, QueuePair, QueuePairBuilder, ReadFlags, RecvWr,
+    SendFlags, WriteFlags,
 };
 pub use quota::{Quota, Usage};
 pub use rddp_proto::ddp::{BufferOrdering, PoolEvent};

@@ -92,6 +92,15 @@ pub struct WriteFlags {
     pub unsignaled: bool,
 }
 
+/// Options of an RDMA Read. A Read is always signaled (README, "Known
+/// limits": a later completion does not cover an earlier Read).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadFlags {
+    /// Its Read Request leaves only once every earlier Read has its
+    /// response (IBV_SEND_FENCE).
+    pub fence: bool,
+}
+
 /// One Send or RDMA Write of a list posted at once ([`QueuePair::post_list`]).
 #[derive(Clone, Copy)]
 pub enum PostWr<'a> {
@@ -778,12 +787,18 @@ impl QueuePair {
         remote: RemoteBuf,
         remote_offset: u64,
     ) -> Result<(), Error> {
-        self.post_read_with(wr_id, mr, offset, len, remote, remote_offset, false)
+        self.post_read_with(
+            wr_id,
+            mr,
+            offset,
+            len,
+            remote,
+            remote_offset,
+            ReadFlags::default(),
+        )
     }
 
-    /// [`Self::post_read`], `fence`d (IBV_SEND_FENCE): its Read Request
-    /// leaves only once every earlier Read has its response. A Read is
-    /// always signaled.
+    /// [`Self::post_read`] with `flags`: fenced behind earlier Reads.
     #[allow(clippy::too_many_arguments)] // ibv_post_send's fields of a Read
     pub fn post_read_with(
         &self,
@@ -793,7 +808,7 @@ impl QueuePair {
         len: u32,
         remote: RemoteBuf,
         remote_offset: u64,
-        fence: bool,
+        flags: ReadFlags,
     ) -> Result<(), Error> {
         self.same_pd(mr)?;
         // ORD 0 agreed (RFC 6581): no Read can ever leave; refuse it now.
@@ -809,7 +824,7 @@ impl QueuePair {
             len,
             remote_stag: remote.stag,
             remote_to: remote.to.wrapping_add(remote_offset),
-            fence,
+            fence: flags.fence,
         })
     }
 

@@ -1,4 +1,4 @@
-//! A fenced work request (`WriteFlags::fence`, `post_read_with(.., true)`;
+//! A fenced work request (`WriteFlags::fence`, `ReadFlags::fence`;
 //! verbs' IBV_SEND_FENCE) leaves only once every earlier RDMA Read has its
 //! response (RFC 5040 §5.5). The peer is a raw MPA initiator that holds the
 //! first Read's response back and watches the wire: nothing fenced may reach
@@ -10,12 +10,9 @@ mod common;
 mod raw_peer;
 
 use raw_peer::RawPeer;
-use rddp::{Access, CompletionQueue, Device, RemoteBuf, WcOpcode, WcStatus, WriteFlags};
+use rddp::{Access, CompletionQueue, Device, ReadFlags, RemoteBuf, WcOpcode, WcStatus, WriteFlags};
+use rddp_wire::{Opcode, RdmapControl};
 use std::time::Duration;
-
-/// RDMAP opcodes in the second octet of a DDP segment (RFC 5040 §4.2).
-const OP_WRITE: u8 = 0;
-const OP_READ_REQUEST: u8 = 1;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Second {
@@ -23,20 +20,25 @@ enum Second {
     Read,
 }
 
+/// The segment's RDMAP opcode (its second octet, RFC 5040 §4.2).
+fn opcode(seg: &[u8]) -> Opcode {
+    RdmapControl(seg[1]).opcode()
+}
+
 /// A tagged Write segment.
 fn is_write(seg: &[u8]) -> bool {
-    seg[0] & 0x80 != 0 && seg[1] & 0x0F == OP_WRITE
+    seg[0] & 0x80 != 0 && opcode(seg) == Opcode::RDMA_WRITE
 }
 
 /// An untagged Read Request segment.
 fn is_read_request(seg: &[u8]) -> bool {
-    seg[0] & 0x80 == 0 && seg[1] & 0x0F == OP_READ_REQUEST
+    seg[0] & 0x80 == 0 && opcode(seg) == Opcode::READ_REQUEST
 }
 
-/// The tagged Read Response (opcode 2, L=1) to the Read Request `req`: its
+/// The tagged Read Response (T=L=1, DV=1) to the Read Request `req`: its
 /// sink STag and TO follow the 18-octet untagged header (RFC 5040 §4.4).
 fn response(req: &[u8], data: &[u8]) -> Vec<u8> {
-    let mut resp = vec![0xC1, 0x42];
+    let mut resp = vec![0xC1, RdmapControl::new(Opcode::READ_RESPONSE).0];
     resp.extend_from_slice(&req[18..30]);
     resp.extend_from_slice(data);
     resp
@@ -71,7 +73,8 @@ fn run(second: Second, fence: bool) -> (bool, Vec<u8>, Vec<u64>) {
             (WcOpcode::RdmaWrite, is_write)
         }
         Second::Read => {
-            qp.post_read_with(2, &sink, 4, 4, peer(0x200), 0, fence)
+            let flags = ReadFlags { fence };
+            qp.post_read_with(2, &sink, 4, 4, peer(0x200), 0, flags)
                 .unwrap();
             (WcOpcode::RdmaRead, is_read_request)
         }
