@@ -105,10 +105,12 @@ fn write_then_read_back_then_send() {
         .collect();
     assert_eq!(
         ops,
+        // Posting order: the Send left before the Read's response came, but
+        // its completion says all before it are done (`sq_order.rs`).
         vec![
             (1, WcOpcode::RdmaWrite, WcStatus::Success, 11),
-            (3, WcOpcode::Send, WcStatus::Success, 4),
             (2, WcOpcode::RdmaRead, WcStatus::Success, 11),
+            (3, WcOpcode::Send, WcStatus::Success, 4),
         ]
     );
     let c1 = h.completions(1);

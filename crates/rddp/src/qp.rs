@@ -87,18 +87,23 @@ pub struct WriteFlags {
     pub fence: bool,
     /// No completion when it succeeds, as [`SendFlags::unsignaled`]: its
     /// send-queue slot is free again once its last octet was accepted by the
-    /// LLP; a failed or flushed one still completes. Writes and Sends complete
-    /// in posting order, so a later signaled one's completion covers it.
+    /// LLP; a failed or flushed one still completes. A send queue completes
+    /// in posting order, so a later signaled request's completion covers it.
     pub unsignaled: bool,
 }
 
-/// Options of an RDMA Read. A Read is always signaled (README, "Known
-/// limits": a later completion does not cover an earlier Read).
+/// Options of an RDMA Read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReadFlags {
     /// Its Read Request leaves only once every earlier Read has its
     /// response (IBV_SEND_FENCE).
     pub fence: bool,
+    /// No completion when it succeeds (a Read without IBV_SEND_SIGNALED):
+    /// its send-queue slot and its outstanding-Read charge come back once
+    /// its response was placed; a failed or flushed one still completes. A
+    /// send queue completes in posting order, so a later signaled request's
+    /// completion says the Read's data is in place.
+    pub unsignaled: bool,
 }
 
 /// One Send or RDMA Write of a list posted at once ([`QueuePair::post_list`]).
@@ -798,7 +803,8 @@ impl QueuePair {
         )
     }
 
-    /// [`Self::post_read`] with `flags`: fenced behind earlier Reads.
+    /// [`Self::post_read`] with `flags`: fenced behind earlier Reads,
+    /// unsignaled.
     #[allow(clippy::too_many_arguments)] // ibv_post_send's fields of a Read
     pub fn post_read_with(
         &self,
@@ -817,15 +823,18 @@ impl QueuePair {
         }
         let consumer = &self.shared.pd.inner.consumer;
         consumer.charge(Resource::OutstandingReads, 1)?;
-        self.post(WorkRequest::Read {
-            wr_id,
-            local_stag: mr.stag(),
-            local_to: mr.remote().to.wrapping_add(offset),
-            len,
-            remote_stag: remote.stag,
-            remote_to: remote.to.wrapping_add(remote_offset),
-            fence: flags.fence,
-        })
+        self.post_as(
+            WorkRequest::Read {
+                wr_id,
+                local_stag: mr.stag(),
+                local_to: mr.remote().to.wrapping_add(offset),
+                len,
+                remote_stag: remote.stag,
+                remote_to: remote.to.wrapping_add(remote_offset),
+                fence: flags.fence,
+            },
+            !flags.unsignaled,
+        )
     }
 
     /// Enable the next `n` MSNs of incoming Sends (credits-mode shared receive
@@ -962,10 +971,6 @@ impl QueuePair {
         Ok(())
     }
 
-    fn post(&self, wr: WorkRequest) -> Result<(), Error> {
-        self.post_as(wr, true)
-    }
-
     /// [`Self::post`]; `signaled`: see [`SendFlags::unsignaled`].
     fn post_as(&self, wr: WorkRequest, signaled: bool) -> Result<(), Error> {
         let mut st = lock(&self.shared.state);
@@ -1076,7 +1081,11 @@ impl Shared {
             // A receive that is not outstanding is never passed on (none invented
             // or doubled).
             // An unsignaled success gives its send-queue slot back here and
-            // the ULP hears nothing of it.
+            // the ULP hears nothing of it. A Read, signaled or not, is no
+            // longer outstanding.
+            if c.opcode == WcOpcode::RdmaRead {
+                self.pd.inner.consumer.refund(Resource::OutstandingReads, 1);
+            }
             if let Some(held) = st.wq.completed(&c) {
                 self.complete(c, held);
             }
@@ -1259,10 +1268,7 @@ impl Shared {
                 consumer.refund(Resource::ReceiveBuffers, 1);
                 &self.recv_cq
             }
-            WcOpcode::RdmaRead => {
-                consumer.refund(Resource::OutstandingReads, 1);
-                &self.send_cq
-            }
+            WcOpcode::RdmaRead => &self.send_cq,
             WcOpcode::Send | WcOpcode::RdmaWrite => &self.send_cq,
         };
         cq.push(

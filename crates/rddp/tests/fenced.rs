@@ -4,13 +4,21 @@
 //! first Read's response back and watches the wire: nothing fenced may reach
 //! it before it answers. Each case has its control: unfenced, it goes at once
 //! (else the test could not tell a fence from a slow queue pair).
+//!
+//! Fenced or not, the send queue completes in posting order: a completion
+//! says every request before it is done (ibv_poll_cq(3)), so a Write that
+//! left before an earlier Read's response does not complete before the Read,
+//! and an unsignaled Read (`ReadFlags::unsignaled`) is covered by the next
+//! signaled completion.
 
 mod common;
 #[path = "common/raw_peer.rs"]
 mod raw_peer;
 
 use raw_peer::RawPeer;
-use rddp::{Access, CompletionQueue, Device, ReadFlags, RemoteBuf, WcOpcode, WcStatus, WriteFlags};
+use rddp::{
+    Access, CompletionQueue, Device, Quota, ReadFlags, RemoteBuf, WcOpcode, WcStatus, WriteFlags,
+};
 use rddp_wire::{Opcode, RdmapControl};
 use std::time::Duration;
 
@@ -44,10 +52,20 @@ fn response(req: &[u8], data: &[u8]) -> Vec<u8> {
     resp
 }
 
-/// Post a Read, then `second` (fenced or not); returns whether `second`
-/// reached the wire before the Read had its response, what the Reads
-/// placed, and the work requests in the order they completed.
-fn run(second: Second, fence: bool) -> (bool, Vec<u8>, Vec<u64>) {
+/// What [`run`] saw.
+struct Seen {
+    /// The second request reached the wire before the Read had its response.
+    early: bool,
+    /// What the Reads placed.
+    read: Vec<u8>,
+    /// The work requests in the order they completed.
+    order: Vec<u64>,
+    /// Those completed before the Read's response was sent.
+    before_response: Vec<u64>,
+}
+
+/// Post a Read, then `second` (fenced or not).
+fn run(second: Second, fence: bool) -> Seen {
     let dev = Device::new();
     let pd = common::pd(&dev, "responder");
     let cq = CompletionQueue::new(64);
@@ -73,7 +91,10 @@ fn run(second: Second, fence: bool) -> (bool, Vec<u8>, Vec<u64>) {
             (WcOpcode::RdmaWrite, is_write)
         }
         Second::Read => {
-            let flags = ReadFlags { fence };
+            let flags = ReadFlags {
+                fence,
+                ..ReadFlags::default()
+            };
             qp.post_read_with(2, &sink, 4, 4, peer(0x200), 0, flags)
                 .unwrap();
             (WcOpcode::RdmaRead, is_read_request)
@@ -87,6 +108,7 @@ fn run(second: Second, fence: bool) -> (bool, Vec<u8>, Vec<u64>) {
         .unwrap_or_else(|| panic!("no Read Request in {segs:02x?}"));
     let first = segs.remove(first);
     let early = segs.iter().any(|s| is_second(s));
+    let before_response = cq.poll(8).iter().map(|w| w.wr_id).collect();
     raw.send_segment(&response(&first, b"read"));
     if !early {
         let (more, _) = raw.read_all(Duration::from_millis(300));
@@ -112,43 +134,128 @@ fn run(second: Second, fence: bool) -> (bool, Vec<u8>, Vec<u64>) {
             (2, opcode, WcStatus::Success)
         ]
     );
-    (early, sink.read(0, 8).unwrap(), order)
+    Seen {
+        early,
+        read: sink.read(0, 8).unwrap(),
+        order,
+        before_response,
+    }
 }
 
 #[test]
 fn a_fenced_write_waits_for_the_earlier_reads_response() {
-    let (early, read, order) = run(Second::Write, true);
+    let s = run(Second::Write, true);
     assert!(
-        !early,
+        !s.early,
         "the fenced Write left before the Read had its response"
     );
-    assert_eq!(&read[..4], b"read");
-    assert_eq!(order, [1, 2]);
+    assert_eq!(&s.read[..4], b"read");
+    assert_eq!(s.order, [1, 2]);
 }
 
 #[test]
 fn an_unfenced_write_does_not_wait_for_reads() {
-    let (early, read, order) = run(Second::Write, false);
-    assert!(early, "the unfenced Write waited for the Read");
-    assert_eq!(&read[..4], b"read");
-    // A Write completes once the LLP took it: before the earlier Read,
-    // whose response had not come (README, "Known limits").
-    assert_eq!(order, [2, 1]);
+    let s = run(Second::Write, false);
+    assert!(s.early, "the unfenced Write waited for the Read");
+    assert_eq!(&s.read[..4], b"read");
+    // The Write left, but its completion would say the Read is done too:
+    // it waits for the Read's.
+    assert_eq!(
+        s.before_response,
+        [] as [u64; 0],
+        "completed before the Read's response"
+    );
+    assert_eq!(s.order, [1, 2]);
 }
 
 #[test]
 fn a_fenced_read_waits_for_the_earlier_reads_response() {
-    let (early, read, _) = run(Second::Read, true);
+    let s = run(Second::Read, true);
     assert!(
-        !early,
+        !s.early,
         "the fenced Read left before the first had its response"
     );
-    assert_eq!(read, b"readmore");
+    assert_eq!(s.read, b"readmore");
+    assert_eq!(s.order, [1, 2]);
 }
 
 #[test]
 fn an_unfenced_read_does_not_wait_for_reads() {
-    let (early, read, _) = run(Second::Read, false);
-    assert!(early, "the unfenced Read waited for the first");
-    assert_eq!(read, b"readmore");
+    let s = run(Second::Read, false);
+    assert!(s.early, "the unfenced Read waited for the first");
+    assert_eq!(s.read, b"readmore");
+    assert_eq!(s.order, [1, 2]);
+}
+
+/// Unsignaled Reads, each answered, with a send queue of 2 and an
+/// outstanding-Read quota of 2 and the CQ never polled: each gives its slot
+/// and its charge back once placed; none completes; the signaled Write after
+/// the last completes only once that Read's data is in place.
+#[test]
+fn unsignaled_reads_complete_nothing_and_the_next_completion_covers_them() {
+    let dev = Device::new();
+    let quota = Quota {
+        outstanding_reads: 2,
+        ..Quota::default()
+    };
+    let consumer = dev.consumer("reader", quota).unwrap();
+    let pd = consumer.alloc_pd().unwrap();
+    let cq = CompletionQueue::new(64);
+    let (mut raw, qp) = RawPeer::responder_qp(&pd, &cq, 2);
+    let sink = pd.register(vec![0; 24], Access::REMOTE_WRITE).unwrap();
+    let src = pd.register(b"done".to_vec(), Access::NONE).unwrap();
+    let peer = |stag| RemoteBuf {
+        stag,
+        to: 0,
+        len: 4,
+    };
+    let unsignaled = ReadFlags {
+        unsignaled: true,
+        ..ReadFlags::default()
+    };
+    let answer = |raw: &mut RawPeer, data: &[u8]| {
+        let (segs, _) = raw.read_all(Duration::from_millis(200));
+        let req = segs
+            .iter()
+            .find(|s| is_read_request(s))
+            .unwrap_or_else(|| panic!("no Read Request in {segs:02x?}"));
+        raw.send_segment(&response(req, data));
+    };
+    for i in 0..5u8 {
+        qp.post_read_with(
+            u64::from(i),
+            &sink,
+            u64::from(i) * 4,
+            4,
+            peer(0x100),
+            0,
+            unsignaled,
+        )
+        .unwrap_or_else(|e| panic!("Read {i}: {e}"));
+        answer(&mut raw, &[b'a' + i; 4]);
+    }
+    // The sixth is held back: the Write posted after it must not complete
+    // before its response.
+    qp.post_read_with(5, &sink, 20, 4, peer(0x100), 0, unsignaled)
+        .unwrap();
+    qp.post_write_with(9, &src, 0, 4, peer(0x200), 0, WriteFlags::default())
+        .unwrap();
+    let (segs, _) = raw.read_all(Duration::from_millis(300));
+    assert!(segs.iter().any(|s| is_write(s)), "the Write did not leave");
+    assert!(
+        cq.poll(8).is_empty(),
+        "a completion before the last Read's response"
+    );
+    let req = segs.iter().find(|s| is_read_request(s)).unwrap();
+    raw.send_segment(&response(req, b"ffff"));
+    let done = common::wait(&cq, 1);
+    assert_eq!(
+        (done[0].wr_id, done[0].opcode, done[0].status),
+        (9, WcOpcode::RdmaWrite, WcStatus::Success)
+    );
+    // It covers the Reads: their data is in place.
+    assert_eq!(sink.read(0, 24).unwrap(), b"aaaabbbbccccddddeeeeffff");
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(cq.poll(8).is_empty(), "an unsignaled Read completed");
+    assert_eq!(consumer.usage().outstanding_reads, 0);
 }

@@ -4,7 +4,8 @@
 //! * [`RdmapStream::post`] takes work requests; [`RdmapStream::poll_segment`] hands
 //!   DDP segments to the LLP; [`RdmapStream::on_segment`] takes received segments.
 //! * Completions ([`RdmapStream::poll_completion`]) and asynchronous events
-//!   ([`RdmapStream::poll_event`]) come out in order.
+//!   ([`RdmapStream::poll_event`]) come out in order; the send queue's in
+//!   posting order (`sq_order.rs`).
 //! * Ordering (spec §3.7): DDP delivers in order, so a Send is never delivered before
 //!   earlier Writes and Read Responses are placed; Read Requests are served in arrival
 //!   order; Read Responses are matched first-in first-out to outstanding requests.
@@ -13,6 +14,7 @@
 mod rx;
 mod rx_batch;
 mod rx_direct;
+mod sq_order;
 mod terminate;
 mod tx;
 mod wr;
@@ -26,6 +28,7 @@ use crate::ddp::{
 use crate::mem::{PdId, StreamId};
 use crate::stats::{RdmapCounters, StreamStats};
 use rddp_wire::rdmap::qn;
+use sq_order::{SqOrder, SqSeq};
 use std::collections::VecDeque;
 
 /// Receive-buffer ids at or above this are RDMAP's own (Read Request and Terminate
@@ -59,11 +62,13 @@ enum TxTrack {
         wr_id: u64,
         len: u32,
         signaled: bool,
+        seq: Option<SqSeq>,
     },
     Write {
         wr_id: u64,
         len: u32,
         signaled: bool,
+        seq: Option<SqSeq>,
     },
     ReadRequest,
     ReadResponse,
@@ -80,8 +85,11 @@ struct OutRead {
     sink_stag: u32,
     sink_to: u64,
     len: u32,
-    /// RDMAP's own RFC 6581 Read RTR: its completion is never the ULP's.
-    rtr: bool,
+    /// Its place in the send queue; `None`: RDMAP's own RFC 6581 Read RTR,
+    /// whose completion is never the ULP's.
+    seq: Option<SqSeq>,
+    /// Its success completes to the ULP ([`RdmapStream::post_as`]).
+    signaled: bool,
 }
 
 /// One RDMAP stream over one DDP stream.
@@ -90,8 +98,11 @@ pub struct RdmapStream {
     ddp: DdpStream,
     cfg: RdmapConfig,
     /// Requests waiting for an ORD slot or a fence, in posting order, each
-    /// with whether its success completes to the ULP ([`Self::post_as`]).
-    sq: VecDeque<(WorkRequest, bool)>,
+    /// with whether its success completes to the ULP ([`Self::post_as`]) and
+    /// its place in the send queue.
+    sq: VecDeque<(WorkRequest, bool, SqSeq)>,
+    /// Send-queue completions wait here for every earlier one.
+    sq_order: SqOrder,
     /// Messages given to DDP, in order, until their last segment leaves.
     tx: VecDeque<TxTrack>,
     /// With [`Self::complete_when_sent`]: messages whose last segment was polled,
@@ -146,6 +157,7 @@ impl RdmapStream {
             ddp,
             cfg,
             sq: VecDeque::new(),
+            sq_order: SqOrder::default(),
             tx: VecDeque::new(),
             unsent: VecDeque::new(),
             complete_when_sent: false,
@@ -239,17 +251,19 @@ impl RdmapStream {
     /// A message's last segment left: a Send or Write completes (as
     /// [`Completion::signaled`] says), our Terminate is out.
     fn track_sent(&mut self, t: Option<TxTrack>) {
-        let (wr_id, opcode, len, signaled) = match t {
+        let (wr_id, opcode, len, signaled, seq) = match t {
             Some(TxTrack::Send {
                 wr_id,
                 len,
                 signaled,
-            }) => (wr_id, WcOpcode::Send, len, signaled),
+                seq,
+            }) => (wr_id, WcOpcode::Send, len, signaled, seq),
             Some(TxTrack::Write {
                 wr_id,
                 len,
                 signaled,
-            }) => (wr_id, WcOpcode::RdmaWrite, len, signaled),
+                seq,
+            }) => (wr_id, WcOpcode::RdmaWrite, len, signaled, seq),
             Some(TxTrack::Terminate) => {
                 self.terminate_sent = true;
                 return;
@@ -258,7 +272,16 @@ impl RdmapStream {
         };
         let mut c = Completion::new(wr_id, opcode, WcStatus::Success, len);
         c.signaled = signaled;
-        self.completions.push_back(c);
+        self.sq_done(seq, c);
+    }
+
+    /// A send-queue request completed: out once every earlier one is
+    /// (`sq_order.rs`). `seq` is always known for the ULP's requests.
+    fn sq_done(&mut self, seq: Option<SqSeq>, c: Completion) {
+        match seq {
+            Some(seq) => self.sq_order.done(seq, c, &mut self.completions),
+            None => self.completions.push_back(c),
+        }
     }
 
     /// Our Reads outstanding.
@@ -410,15 +433,16 @@ impl RdmapStream {
         while let Some(d) = self.ddp.poll_delivery() {
             self.discard_delivery(d);
         }
-        for (wr, _) in std::mem::take(&mut self.sq) {
-            self.completions.push_back(Completion::new(
-                wr.wr_id(),
-                wr.opcode(),
-                WcStatus::Flushed,
-                0,
-            ));
-        }
         self.flush_in_flight();
+        self.flush_sq();
+    }
+
+    /// Requests still waiting in the send queue complete as flushed.
+    fn flush_sq(&mut self) {
+        for (wr, _, seq) in std::mem::take(&mut self.sq) {
+            let c = Completion::new(wr.wr_id(), wr.opcode(), WcStatus::Flushed, 0);
+            self.sq_done(Some(seq), c);
+        }
     }
 
     /// Flush what was handed to DDP but not finished: unsent Sends and Writes, and
@@ -428,39 +452,30 @@ impl RdmapStream {
         // later `segment_sent` calls still match their segments. Oldest first.
         for t in self.unsent.iter_mut() {
             let flushed = match t {
-                TxTrack::Send { wr_id, .. } => Some((*wr_id, WcOpcode::Send)),
-                TxTrack::Write { wr_id, .. } => Some((*wr_id, WcOpcode::RdmaWrite)),
+                TxTrack::Send { wr_id, seq, .. } => Some((*wr_id, WcOpcode::Send, *seq)),
+                TxTrack::Write { wr_id, seq, .. } => Some((*wr_id, WcOpcode::RdmaWrite, *seq)),
                 _ => None,
             };
-            if let Some((wr_id, op)) = flushed {
-                self.completions
-                    .push_back(Completion::new(wr_id, op, WcStatus::Flushed, 0));
+            if let Some((wr_id, op, seq)) = flushed {
                 *t = TxTrack::Flushed;
+                let c = Completion::new(wr_id, op, WcStatus::Flushed, 0);
+                // (`Self::sq_done`, with `self.unsent` borrowed.)
+                match seq {
+                    Some(seq) => self.sq_order.done(seq, c, &mut self.completions),
+                    None => self.completions.push_back(c),
+                }
             }
         }
         for t in std::mem::take(&mut self.tx) {
-            match t {
-                TxTrack::Send { wr_id, .. } => {
-                    self.completions.push_back(Completion::new(
-                        wr_id,
-                        WcOpcode::Send,
-                        WcStatus::Flushed,
-                        0,
-                    ));
-                }
-                TxTrack::Write { wr_id, .. } => {
-                    self.completions.push_back(Completion::new(
-                        wr_id,
-                        WcOpcode::RdmaWrite,
-                        WcStatus::Flushed,
-                        0,
-                    ));
-                }
+            let (wr_id, op, seq) = match t {
+                TxTrack::Send { wr_id, seq, .. } => (wr_id, WcOpcode::Send, seq),
+                TxTrack::Write { wr_id, seq, .. } => (wr_id, WcOpcode::RdmaWrite, seq),
                 TxTrack::ReadRequest
                 | TxTrack::ReadResponse
                 | TxTrack::Terminate
-                | TxTrack::Flushed => {}
-            }
+                | TxTrack::Flushed => continue,
+            };
+            self.sq_done(seq, Completion::new(wr_id, op, WcStatus::Flushed, 0));
         }
         for r in std::mem::take(&mut self.orq) {
             self.read_done(r, WcStatus::Flushed);
@@ -472,16 +487,18 @@ impl RdmapStream {
     /// whatever becomes of it nothing reaches the ULP, and the ULP's own Reads keep
     /// their own completions.
     fn read_done(&mut self, r: OutRead, status: WcStatus) {
-        if r.rtr {
+        let Some(seq) = r.seq else {
             return;
-        }
-        let len = if status == WcStatus::Success {
-            r.len
-        } else {
-            0
         };
-        self.completions
-            .push_back(Completion::new(r.wr_id, WcOpcode::RdmaRead, status, len));
+        let ok = status == WcStatus::Success;
+        let mut c = Completion::new(
+            r.wr_id,
+            WcOpcode::RdmaRead,
+            status,
+            if ok { r.len } else { 0 },
+        );
+        c.signaled = r.signaled || !ok;
+        self.sq_done(Some(seq), c);
     }
 }
 

@@ -2,7 +2,7 @@
 //! Layer/EType/Code and M/D/R headers, sent as the last message; a received one is
 //! reported and never answered.
 
-use super::{AsyncEvent, Completion, RdmapStream, TxTrack, WcStatus};
+use super::{AsyncEvent, RdmapStream, TxTrack, WcStatus};
 use crate::ddp::DdpError;
 use bytes::Bytes;
 use rddp_wire::rdmap::qn;
@@ -49,15 +49,7 @@ impl RdmapStream {
             .or_else(|_| Terminate::bare(code).to_vec())
             .unwrap_or_default();
         self.flush_in_flight();
-        let sq = std::mem::take(&mut self.sq);
-        for (wr, _) in sq {
-            self.completions.push_back(Completion::new(
-                wr.wr_id(),
-                wr.opcode(),
-                WcStatus::Flushed,
-                0,
-            ));
-        }
+        self.flush_sq();
         let rsvd = super::tx::rsvd(Opcode::TERMINATE, 0);
         if self
             .ddp

@@ -1,6 +1,7 @@
 //! The sending side: work requests -> DDP messages, ORD and fences, completions of
 //! Sends and Writes when their last segment leaves.
 
+use super::sq_order::SqSeq;
 use super::terminate::with_header;
 use super::{Completion, OutRead, RdmapStream, TxTrack, WcOpcode, WcStatus, WorkRequest};
 use crate::ddp::{OutSegment, Payload, StreamError};
@@ -21,19 +22,19 @@ impl RdmapStream {
         self.post_as(mem, wr, true);
     }
 
-    /// [`Self::post`]; `signaled` false: a Send or Write that succeeds yields
-    /// a [`Completion`] with `signaled` false, for the verbs layer to count
-    /// and not to pass on (a verbs work request without `IBV_SEND_SIGNALED`
-    /// on a queue pair with `sq_sig_all` 0). A failure always completes;
-    /// Reads always complete.
+    /// [`Self::post`]; `signaled` false: a request that succeeds yields a
+    /// [`Completion`] with `signaled` false, for the verbs layer to count and
+    /// not to pass on (a verbs work request without `IBV_SEND_SIGNALED` on a
+    /// queue pair with `sq_sig_all` 0). A failure always completes.
+    /// Completions come out in posting order (`sq_order.rs`), so a signaled
+    /// one covers the unsignaled ones before it.
     pub fn post_as(&mut self, mem: &MemoryTable, wr: WorkRequest, signaled: bool) {
+        // Its completion, whenever it comes, waits for every earlier one
+        // (`sq_order.rs`).
+        let seq = self.sq_order.posted();
         if self.flushes_new_work() || self.closing {
-            self.completions.push_back(Completion::new(
-                wr.wr_id(),
-                wr.opcode(),
-                WcStatus::Flushed,
-                0,
-            ));
+            let c = Completion::new(wr.wr_id(), wr.opcode(), WcStatus::Flushed, 0);
+            self.sq_done(Some(seq), c);
             return;
         }
         if let WorkRequest::Read {
@@ -47,12 +48,8 @@ impl RdmapStream {
             // ORD 0 (the peer announced IRD 0, RFC 6581): no Read can ever leave, and
             // one waiting in the send queue would hold back everything behind it.
             if self.cfg.ord == 0 {
-                self.completions.push_back(Completion::new(
-                    wr_id,
-                    WcOpcode::RdmaRead,
-                    WcStatus::LocalQpOperation,
-                    0,
-                ));
+                let c = Completion::new(wr_id, WcOpcode::RdmaRead, WcStatus::LocalQpOperation, 0);
+                self.sq_done(Some(seq), c);
                 return;
             }
             // The response lands through DDP's tagged checks, so the sink must be a
@@ -70,32 +67,28 @@ impl RdmapStream {
                     )
                     .is_ok();
             if !ok {
-                self.completions.push_back(Completion::new(
-                    wr_id,
-                    WcOpcode::RdmaRead,
-                    WcStatus::LocalProtection,
-                    0,
-                ));
+                let c = Completion::new(wr_id, WcOpcode::RdmaRead, WcStatus::LocalProtection, 0);
+                self.sq_done(Some(seq), c);
                 return;
             }
         }
-        self.sq.push_back((wr, signaled));
+        self.sq.push_back((wr, signaled, seq));
         self.pump_sq();
     }
 
     /// Hand waiting requests to DDP while ORD and fences allow, in posting order.
     pub(super) fn pump_sq(&mut self) {
-        while let Some((wr, _)) = self.sq.front() {
+        while let Some((wr, _, _)) = self.sq.front() {
             if wr.fenced() && !self.orq.is_empty() {
                 return;
             }
             if matches!(wr, WorkRequest::Read { .. }) && self.orq.len() >= self.cfg.ord as usize {
                 return;
             }
-            let Some((wr, signaled)) = self.sq.pop_front() else {
+            let Some((wr, signaled, seq)) = self.sq.pop_front() else {
                 return;
             };
-            self.submit_as(wr, false, signaled);
+            self.submit_as(wr, Some(seq), signaled);
         }
     }
 
@@ -116,13 +109,13 @@ impl RdmapStream {
             remote_to: 0,
             fence: false,
         };
-        self.submit_as(rtr, true, true);
+        self.submit_as(rtr, None, true);
         Ok(())
     }
 
-    /// `rtr`: the request is the Read RTR ([`Self::post_read_rtr`]);
-    /// `signaled`: see [`Self::post_as`].
-    fn submit_as(&mut self, wr: WorkRequest, rtr: bool, signaled: bool) {
+    /// `seq`: its place in the send queue ([`Self::post_as`]), `None` for the
+    /// Read RTR ([`Self::post_read_rtr`]); `signaled`: see [`Self::post_as`].
+    fn submit_as(&mut self, wr: WorkRequest, seq: Option<SqSeq>, signaled: bool) {
         let wr_id = wr.wr_id();
         let opcode = wr.opcode();
         let res = match wr {
@@ -147,6 +140,7 @@ impl RdmapStream {
                         wr_id,
                         len,
                         signaled,
+                        seq,
                     })
                 })
             }
@@ -164,6 +158,7 @@ impl RdmapStream {
                         wr_id,
                         len,
                         signaled,
+                        seq,
                     })
                 })
             }
@@ -193,13 +188,14 @@ impl RdmapStream {
                         sink_stag: local_stag,
                         sink_to: local_to,
                         len,
-                        rtr,
+                        seq,
+                        signaled,
                     });
                 })
             }
         };
         if let Err(e) = res
-            && !rtr
+            && let Some(seq) = seq
         {
             // Too long or TO wrap: a local error of this request. A stream that
             // no longer takes messages (dead, closed) flushes it.
@@ -209,8 +205,7 @@ impl RdmapStream {
             } else {
                 WcStatus::LocalLength
             };
-            self.completions
-                .push_back(Completion::new(wr_id, opcode, status, 0));
+            self.sq_done(Some(seq), Completion::new(wr_id, opcode, status, 0));
         }
     }
 

@@ -108,7 +108,7 @@ pub struct Completion {
     pub buffer: Option<Vec<u8>>,
     /// Recv: the message's queue number and MSN (spec §2.7).
     pub qn_msn: Option<(u32, u32)>,
-    /// False only for the success of a Send or Write posted unsignaled
+    /// False only for the success of a Send, Write or Read posted unsignaled
     /// ([`super::RdmapStream::post_as`]): the verbs layer returns its
     /// send-queue slot and gives the ULP no completion, as a verbs queue pair
     /// does for a work request without `IBV_SEND_SIGNALED`. A failed or
