@@ -187,21 +187,23 @@ fn an_unfenced_read_does_not_wait_for_reads() {
     assert_eq!(s.order, [1, 2]);
 }
 
-/// Unsignaled Reads, each answered, with a send queue of 2 and an
-/// outstanding-Read quota of 2 and the CQ never polled: each gives its slot
-/// and its charge back once placed; none completes; the signaled Write after
-/// the last completes only once that Read's data is in place.
+/// Six unsignaled Reads, each answered, with a send queue of 3 and an
+/// outstanding-Read quota of 3 and the CQ never polled: each gives its slot
+/// and its charge back once placed (the previous one's response may still be
+/// on its way when the next is posted: 3, not 2); none completes; the
+/// signaled Write after the last completes only once that Read's data is in
+/// place.
 #[test]
 fn unsignaled_reads_complete_nothing_and_the_next_completion_covers_them() {
     let dev = Device::new();
     let quota = Quota {
-        outstanding_reads: 2,
+        outstanding_reads: 3,
         ..Quota::default()
     };
     let consumer = dev.consumer("reader", quota).unwrap();
     let pd = consumer.alloc_pd().unwrap();
     let cq = CompletionQueue::new(64);
-    let (mut raw, qp) = RawPeer::responder_qp(&pd, &cq, 2);
+    let (mut raw, qp) = RawPeer::responder_qp(&pd, &cq, 3);
     let sink = pd.register(vec![0; 24], Access::REMOTE_WRITE).unwrap();
     let src = pd.register(b"done".to_vec(), Access::NONE).unwrap();
     let peer = |stag| RemoteBuf {

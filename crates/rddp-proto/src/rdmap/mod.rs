@@ -240,6 +240,7 @@ impl RdmapStream {
 
     /// The LLP accepted a segment polled from [`Self::poll_segment`] (in polling
     /// order) whole; `last` is its L flag. Completes the Send or Write it ends.
+    #[inline]
     pub fn segment_sent(&mut self, last: bool) {
         if !self.complete_when_sent || !last {
             return;
@@ -277,6 +278,7 @@ impl RdmapStream {
 
     /// A send-queue request completed: out once every earlier one is
     /// (`sq_order.rs`). `seq` is always known for the ULP's requests.
+    #[inline]
     fn sq_done(&mut self, seq: Option<SqSeq>, c: Completion) {
         match seq {
             Some(seq) => self.sq_order.done(seq, c, &mut self.completions),

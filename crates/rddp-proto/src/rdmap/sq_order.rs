@@ -21,46 +21,61 @@ pub(super) struct SqSeq(u64);
 
 #[derive(Debug, Default)]
 pub(super) struct SqOrder {
-    /// The sequence number of `slots[0]`.
+    /// The oldest request whose completion has not been passed on.
     base: u64,
-    /// From the oldest request not yet passed on: its completion once done.
-    slots: VecDeque<Option<Completion>>,
+    /// The number the next request posted takes.
+    next: u64,
+    /// Completions that came before an earlier request's: `held[i]` is
+    /// request `base + i`'s once done. Empty while completions come in
+    /// order (nothing stored, nothing moved twice).
+    held: VecDeque<Option<Completion>>,
 }
 
 impl SqOrder {
     /// A request is posted: its number.
     pub(super) fn posted(&mut self) -> SqSeq {
-        let seq = self.base + self.slots.len() as u64;
-        self.slots.push_back(None);
-        SqSeq(seq)
+        let seq = SqSeq(self.next);
+        self.next += 1;
+        seq
     }
 
     /// Request `seq` completed with `c`: into `out` once every earlier one has
     /// (with it, the later ones that were waiting for it).
+    // On every Send's and Write's way out: called, it cost about 40
+    // instructions a ping-pong round trip more (callgrind).
+    #[inline(always)]
     pub(super) fn done(&mut self, seq: SqSeq, c: Completion, out: &mut VecDeque<Completion>) {
-        // The common case, the oldest completing (a Send or Write with no Read
-        // before it): straight out.
-        if seq.0 == self.base && self.slots.len() == 1 {
-            self.slots.clear();
+        // The common case, the oldest completing with none held (a Send or
+        // Write with no Read before it): straight out.
+        if seq.0 == self.base && self.held.is_empty() {
             self.base += 1;
             out.push_back(c);
             return;
         }
-        let Some(slot) = seq
+        self.hold(seq, c, out);
+    }
+
+    fn hold(&mut self, seq: SqSeq, c: Completion, out: &mut VecDeque<Completion>) {
+        let i = seq
             .0
             .checked_sub(self.base)
-            .and_then(|i| self.slots.get_mut(usize::try_from(i).ok()?))
-        else {
-            // Not outstanding (a second completion of one request would be a
-            // bug of this crate): passed on rather than lost.
+            .filter(|_| seq.0 < self.next)
+            .and_then(|i| usize::try_from(i).ok());
+        let Some(i) = i else {
+            // Not outstanding (a completion of a request never posted or
+            // already passed on would be a bug of this crate): passed on
+            // rather than lost.
             debug_assert!(false, "send-queue completion {seq:?} not outstanding");
             out.push_back(c);
             return;
         };
-        debug_assert!(slot.is_none(), "send-queue request {seq:?} completed twice");
-        *slot = Some(c);
-        while let Some(Some(_)) = self.slots.front() {
-            if let Some(Some(c)) = self.slots.pop_front() {
+        if self.held.len() <= i {
+            self.held.resize_with(i + 1, || None);
+        }
+        debug_assert!(self.held[i].is_none(), "{seq:?} completed twice");
+        self.held[i] = Some(c);
+        while let Some(Some(_)) = self.held.front() {
+            if let Some(Some(c)) = self.held.pop_front() {
                 out.push_back(c);
             }
             self.base += 1;
@@ -69,8 +84,8 @@ impl SqOrder {
 
     /// Requests posted whose completion has not been passed on.
     #[cfg(test)]
-    pub(super) fn waiting(&self) -> usize {
-        self.slots.len()
+    pub(super) fn waiting(&self) -> u64 {
+        self.next - self.base
     }
 }
 
