@@ -133,4 +133,51 @@ mod tests {
         o.done(s[1], c(1), &mut out);
         assert_eq!(ids(&out), [0, 1, 2, 3]);
     }
+
+    proptest::proptest! {
+        /// Requests posted in bursts and completed in any order: every
+        /// completion comes out once, in posting order, and none before all
+        /// earlier ones are done; nothing is held once all are.
+        #[test]
+        fn any_completion_order_comes_out_in_posting_order(
+            bursts in proptest::collection::vec((1usize..6, proptest::collection::vec(proptest::num::u8::ANY, 0..6)), 1..20)
+        ) {
+            let mut o = SqOrder::default();
+            let mut out = VecDeque::new();
+            let mut open: Vec<(SqSeq, u64)> = Vec::new();
+            let mut posted = 0u64;
+            let mut done = std::collections::BTreeSet::new();
+            let check = |out: &VecDeque<Completion>, done: &std::collections::BTreeSet<u64>| {
+                let ids = ids(out);
+                proptest::prop_assert!(ids.iter().copied().eq(0..ids.len() as u64), "{ids:?}");
+                // Out exactly up to the first request not yet done.
+                let first_open = (0..).find(|i| !done.contains(i)).unwrap_or(0);
+                proptest::prop_assert_eq!(ids.len() as u64, first_open);
+                Ok(())
+            };
+            for (n, picks) in bursts {
+                for _ in 0..n {
+                    open.push((o.posted(), posted));
+                    posted += 1;
+                }
+                for p in picks {
+                    if open.is_empty() {
+                        break;
+                    }
+                    let (seq, id) = open.swap_remove(usize::from(p) % open.len());
+                    o.done(seq, c(id), &mut out);
+                    done.insert(id);
+                    check(&out, &done)?;
+                }
+            }
+            while let Some((seq, id)) = open.pop() {
+                o.done(seq, c(id), &mut out);
+                done.insert(id);
+                check(&out, &done)?;
+            }
+            proptest::prop_assert_eq!(out.len() as u64, posted);
+            proptest::prop_assert_eq!(o.waiting(), 0);
+            proptest::prop_assert!(o.held.is_empty());
+        }
+    }
 }
