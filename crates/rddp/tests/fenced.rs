@@ -43,6 +43,16 @@ fn is_read_request(seg: &[u8]) -> bool {
     seg[0] & 0x80 == 0 && opcode(seg) == Opcode::READ_REQUEST
 }
 
+/// Four octets of the raw peer at `stag`: nothing checks its STags but the
+/// raw peer itself.
+fn peer(stag: u32) -> RemoteBuf {
+    RemoteBuf {
+        stag,
+        to: 0,
+        len: 4,
+    }
+}
+
 /// The tagged Read Response (T=L=1, DV=1) to the Read Request `req`: its
 /// sink STag and TO follow the 18-octet untagged header (RFC 5040 §4.4).
 fn response(req: &[u8], data: &[u8]) -> Vec<u8> {
@@ -73,12 +83,6 @@ fn run(second: Second, fence: bool) -> Seen {
     assert!(qp.ird_ord().1 >= 2, "ORD lets both Reads go unfenced");
     let sink = pd.register(vec![0; 8], Access::REMOTE_WRITE).unwrap();
     let src = pd.register(b"late".to_vec(), Access::NONE).unwrap();
-    // The raw peer's STags: nothing checks them but the raw peer itself.
-    let peer = |stag| RemoteBuf {
-        stag,
-        to: 0,
-        len: 4,
-    };
     qp.post_read(1, &sink, 0, 4, peer(0x100), 0).unwrap();
     let (opcode, is_second): (_, fn(&[u8]) -> bool) = match second {
         Second::Write => {
@@ -206,11 +210,6 @@ fn unsignaled_reads_complete_nothing_and_the_next_completion_covers_them() {
     let (mut raw, qp) = RawPeer::responder_qp(&pd, &cq, 3);
     let sink = pd.register(vec![0; 24], Access::REMOTE_WRITE).unwrap();
     let src = pd.register(b"done".to_vec(), Access::NONE).unwrap();
-    let peer = |stag| RemoteBuf {
-        stag,
-        to: 0,
-        len: 4,
-    };
     let unsignaled = ReadFlags {
         unsignaled: true,
         ..ReadFlags::default()
