@@ -10,7 +10,9 @@
 //! completion, none is duplicated or foreign, no CQ overflowed; a send-queue
 //! slot is held from posting until its completion is polled (rddp_proto::wq):
 //! a post is accepted only below the depth and refused as SendQueueFull only
-//! at it; regions the peer may only read never change; quotas back to zero
+//! at it; the send queue completes in posting order (each send-side
+//! completion is the oldest accepted send-queue post not yet completed:
+//! ibv_poll_cq(3), `rddp_proto::rdmap::sq_order`); regions the peer may only read never change; quotas back to zero
 //! once everything is dropped.
 
 use crate::input::Input;
@@ -35,6 +37,8 @@ struct Side {
     posted: BTreeMap<u64, u32>,
     /// The wr_ids of accepted send-queue posts (Sends, Writes, Reads).
     sends: BTreeSet<u64>,
+    /// Those not yet completed, in posting order.
+    sends_open: std::collections::VecDeque<u64>,
     /// The send queue's depth (max_send_wr).
     max_send: u32,
     next_id: u64,
@@ -57,14 +61,29 @@ impl Side {
             if let Some(q) = qp_num {
                 assert_eq!(wc.qp_num, q, "completion of another queue pair");
             }
-            let n = self.posted.get_mut(&wc.wr_id).unwrap_or_else(|| {
-                panic!("completion for wr_id {} never posted: {wc:?}", wc.wr_id)
-            });
-            *n += 1;
-            assert_eq!(*n, 1, "second completion for wr_id {}: {wc:?}", wc.wr_id);
-            if wc.status == rddp::WcStatus::Success {
-                crate::reach::note(|r| r.completed_ok += 1);
-            }
+            self.seen(&wc);
+        }
+    }
+
+    /// A completion polled: exactly one per accepted post, and the send
+    /// queue's in posting order.
+    fn seen(&mut self, wc: &rddp::WorkCompletion) {
+        let n = self
+            .posted
+            .get_mut(&wc.wr_id)
+            .unwrap_or_else(|| panic!("completion for wr_id {} never posted: {wc:?}", wc.wr_id));
+        *n += 1;
+        assert_eq!(*n, 1, "second completion for wr_id {}: {wc:?}", wc.wr_id);
+        if self.sends.contains(&wc.wr_id) {
+            let oldest = self.sends_open.pop_front();
+            assert_eq!(
+                oldest,
+                Some(wc.wr_id),
+                "send queue completed out of posting order: {wc:?}"
+            );
+        }
+        if wc.status == rddp::WcStatus::Success {
+            crate::reach::note(|r| r.completed_ok += 1);
         }
     }
 }
@@ -116,6 +135,7 @@ fn side(
             read_only,
             posted: BTreeMap::new(),
             sends: BTreeSet::new(),
+            sends_open: std::collections::VecDeque::new(),
             max_send,
             next_id: 1,
         },
@@ -203,13 +223,8 @@ fn op(sides: &mut [Side; 2], input: &mut Input<'_>) {
             } else {
                 Vec::new()
             };
-            for wc in got {
-                let n = s.posted.get_mut(&wc.wr_id).expect("completion was posted");
-                *n += 1;
-                assert_eq!(*n, 1);
-                if wc.status == rddp::WcStatus::Success {
-                    crate::reach::note(|r| r.completed_ok += 1);
-                }
+            for wc in &got {
+                s.seen(wc);
             }
             return;
         }
@@ -254,6 +269,7 @@ fn op(sides: &mut [Side; 2], input: &mut Input<'_>) {
         }
         if res.is_ok() {
             s.sends.insert(id);
+            s.sends_open.push_back(id);
         }
     }
     if res.is_ok() {
