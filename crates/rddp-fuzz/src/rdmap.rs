@@ -9,7 +9,8 @@
 //! this stream; every segment handed to the LLP is a well-formed DDP segment no
 //! longer than MULPDU; no lost completion: after teardown every work request
 //! and every receive posted has exactly one completion, and no completion is
-//! for something never posted; reads outstanding never exceed ORD.
+//! for something never posted; work requests complete in posting order
+//! (`rddp_proto::rdmap::sq_order`); reads outstanding never exceed ORD.
 
 use crate::ddp::Order;
 use crate::fixture::{PD, Regions, STREAM, payload, segment};
@@ -19,11 +20,19 @@ use rddp_proto::ddp::DdpConfig;
 use rddp_proto::mem::MemoryTable;
 use rddp_proto::rdmap::{INTERNAL_WR_ID, RdmapConfig, RdmapStream, WorkRequest};
 use rddp_wire::{DdpHeader, Opcode, RdmapControl};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
-/// Count the completions the stream has produced against what was posted.
-fn complete(s: &mut RdmapStream, posted: &mut BTreeMap<u64, u32>) {
+/// Count the completions the stream has produced against what was posted;
+/// `open`: the work requests posted and not yet completed, in posting order.
+fn complete(s: &mut RdmapStream, posted: &mut BTreeMap<u64, u32>, open: &mut VecDeque<u64>) {
     while let Some(c) = s.poll_completion() {
+        if c.opcode != rddp_proto::rdmap::WcOpcode::Recv {
+            assert_eq!(
+                open.pop_front(),
+                Some(c.wr_id),
+                "work request completed out of posting order: {c:?}"
+            );
+        }
         if c.status == rddp_proto::rdmap::WcStatus::Success {
             crate::reach::note(|r| r.completed_ok += 1);
         }
@@ -65,6 +74,7 @@ pub fn rdmap_stream(data: &[u8]) {
     let mut order = Order::default();
     // wr_id -> completions seen.
     let mut posted: BTreeMap<u64, u32> = BTreeMap::new();
+    let mut sq_open = VecDeque::new();
     let mut next_id = 1u64;
     let mut ops = 0;
     let mut mulpdu = cfg.ddp.mulpdu;
@@ -138,6 +148,7 @@ pub fn rdmap_stream(data: &[u8]) {
                     }
                 };
                 posted.insert(id, 0);
+                sq_open.push_back(id);
                 crate::trace!("post {wr:?}");
                 s.post(&mem, wr);
             }
@@ -183,7 +194,7 @@ pub fn rdmap_stream(data: &[u8]) {
             },
             _ => {}
         }
-        complete(&mut s, &mut posted);
+        complete(&mut s, &mut posted, &mut sq_open);
         assert!(
             s.reads_outstanding() <= cfg.ord as usize,
             "more Reads outstanding than ORD"
@@ -192,7 +203,7 @@ pub fn rdmap_stream(data: &[u8]) {
     // Teardown: everything still pending completes (flushed) now.
     while s.poll_segment().is_some() {}
     s.abort();
-    complete(&mut s, &mut posted);
+    complete(&mut s, &mut posted, &mut sq_open);
     for (id, n) in &posted {
         assert!(*id < INTERNAL_WR_ID);
         assert_eq!(*n, 1, "wr_id {id} completed {n} times (lost completion)");
