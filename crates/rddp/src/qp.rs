@@ -971,7 +971,7 @@ impl QueuePair {
         Ok(())
     }
 
-    /// [`Self::post`]; `signaled`: see [`SendFlags::unsignaled`].
+    /// Post `wr` to the send queue; `signaled`: see [`SendFlags::unsignaled`].
     fn post_as(&self, wr: WorkRequest, signaled: bool) -> Result<(), Error> {
         let mut st = lock(&self.shared.state);
         self.admit(&mut st, &wr)?;
@@ -1268,8 +1268,7 @@ impl Shared {
                 consumer.refund(Resource::ReceiveBuffers, 1);
                 &self.recv_cq
             }
-            WcOpcode::RdmaRead => &self.send_cq,
-            WcOpcode::Send | WcOpcode::RdmaWrite => &self.send_cq,
+            WcOpcode::Send | WcOpcode::RdmaWrite | WcOpcode::RdmaRead => &self.send_cq,
         };
         cq.push(
             WorkCompletion {

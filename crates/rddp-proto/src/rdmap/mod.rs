@@ -62,13 +62,13 @@ enum TxTrack {
         wr_id: u64,
         len: u32,
         signaled: bool,
-        seq: Option<SqSeq>,
+        seq: SqSeq,
     },
     Write {
         wr_id: u64,
         len: u32,
         signaled: bool,
-        seq: Option<SqSeq>,
+        seq: SqSeq,
     },
     ReadRequest,
     ReadResponse,
@@ -240,7 +240,6 @@ impl RdmapStream {
 
     /// The LLP accepted a segment polled from [`Self::poll_segment`] (in polling
     /// order) whole; `last` is its L flag. Completes the Send or Write it ends.
-    #[inline]
     pub fn segment_sent(&mut self, last: bool) {
         if !self.complete_when_sent || !last {
             return;
@@ -277,13 +276,9 @@ impl RdmapStream {
     }
 
     /// A send-queue request completed: out once every earlier one is
-    /// (`sq_order.rs`). `seq` is always known for the ULP's requests.
-    #[inline]
-    fn sq_done(&mut self, seq: Option<SqSeq>, c: Completion) {
-        match seq {
-            Some(seq) => self.sq_order.done(seq, c, &mut self.completions),
-            None => self.completions.push_back(c),
-        }
+    /// (`sq_order.rs`).
+    fn sq_done(&mut self, seq: SqSeq, c: Completion) {
+        self.sq_order.done(seq, c, &mut self.completions);
     }
 
     /// Our Reads outstanding.
@@ -443,7 +438,7 @@ impl RdmapStream {
     fn flush_sq(&mut self) {
         for (wr, _, seq) in std::mem::take(&mut self.sq) {
             let c = Completion::new(wr.wr_id(), wr.opcode(), WcStatus::Flushed, 0);
-            self.sq_done(Some(seq), c);
+            self.sq_done(seq, c);
         }
     }
 
@@ -462,10 +457,7 @@ impl RdmapStream {
                 *t = TxTrack::Flushed;
                 let c = Completion::new(wr_id, op, WcStatus::Flushed, 0);
                 // (`Self::sq_done`, with `self.unsent` borrowed.)
-                match seq {
-                    Some(seq) => self.sq_order.done(seq, c, &mut self.completions),
-                    None => self.completions.push_back(c),
-                }
+                self.sq_order.done(seq, c, &mut self.completions);
             }
         }
         for t in std::mem::take(&mut self.tx) {
@@ -500,7 +492,7 @@ impl RdmapStream {
             if ok { r.len } else { 0 },
         );
         c.signaled = r.signaled || !ok;
-        self.sq_done(Some(seq), c);
+        self.sq_done(seq, c);
     }
 }
 

@@ -34,7 +34,7 @@ impl RdmapStream {
         let seq = self.sq_order.posted();
         if self.flushes_new_work() || self.closing {
             let c = Completion::new(wr.wr_id(), wr.opcode(), WcStatus::Flushed, 0);
-            self.sq_done(Some(seq), c);
+            self.sq_done(seq, c);
             return;
         }
         if let WorkRequest::Read {
@@ -49,7 +49,7 @@ impl RdmapStream {
             // one waiting in the send queue would hold back everything behind it.
             if self.cfg.ord == 0 {
                 let c = Completion::new(wr_id, WcOpcode::RdmaRead, WcStatus::LocalQpOperation, 0);
-                self.sq_done(Some(seq), c);
+                self.sq_done(seq, c);
                 return;
             }
             // The response lands through DDP's tagged checks, so the sink must be a
@@ -68,7 +68,7 @@ impl RdmapStream {
                     .is_ok();
             if !ok {
                 let c = Completion::new(wr_id, WcOpcode::RdmaRead, WcStatus::LocalProtection, 0);
-                self.sq_done(Some(seq), c);
+                self.sq_done(seq, c);
                 return;
             }
         }
@@ -88,7 +88,7 @@ impl RdmapStream {
             let Some((wr, signaled, seq)) = self.sq.pop_front() else {
                 return;
             };
-            self.submit_as(wr, Some(seq), signaled);
+            self.submit_as(wr, seq, signaled);
         }
     }
 
@@ -100,22 +100,23 @@ impl RdmapStream {
         if self.terminated || !self.sq.is_empty() || self.orq.len() >= self.cfg.ord as usize {
             return Err(RtrRefused { ord: self.cfg.ord });
         }
-        let rtr = WorkRequest::Read {
+        let rtr = OutRead {
             wr_id: super::INTERNAL_WR_ID,
-            local_stag: 1,
-            local_to: 0,
+            sink_stag: 1,
+            sink_to: 0,
             len: 0,
-            remote_stag: 1,
-            remote_to: 0,
-            fence: false,
+            seq: None,
+            signaled: true,
         };
-        self.submit_as(rtr, None, true);
+        // A fresh live stream takes it; if it did not, there is nothing to
+        // complete (no ULP request).
+        let _ = self.send_read_request(rtr, 1, 0);
         Ok(())
     }
 
-    /// `seq`: its place in the send queue ([`Self::post_as`]), `None` for the
-    /// Read RTR ([`Self::post_read_rtr`]); `signaled`: see [`Self::post_as`].
-    fn submit_as(&mut self, wr: WorkRequest, seq: Option<SqSeq>, signaled: bool) {
+    /// `seq`: its place in the send queue ([`Self::post_as`]); `signaled`: see
+    /// [`Self::post_as`].
+    fn submit_as(&mut self, wr: WorkRequest, seq: SqSeq, signaled: bool) {
         let wr_id = wr.wr_id();
         let opcode = wr.opcode();
         let res = match wr {
@@ -170,33 +171,18 @@ impl RdmapStream {
                 remote_to,
                 ..
             } => {
-                let hdr = ReadRequestHeader {
+                let out = OutRead {
+                    wr_id,
                     sink_stag: local_stag,
                     sink_to: local_to,
-                    size: len,
-                    src_stag: remote_stag,
-                    src_to: remote_to,
+                    len,
+                    seq: Some(seq),
+                    signaled,
                 };
-                let body = Bytes::copy_from_slice(&hdr.to_bytes());
-                let r =
-                    self.ddp
-                        .send_untagged(qn::READ_REQUEST, rsvd(Opcode::READ_REQUEST, 0), body);
-                r.map(|_| {
-                    self.tx.push_back(TxTrack::ReadRequest);
-                    self.orq.push_back(OutRead {
-                        wr_id,
-                        sink_stag: local_stag,
-                        sink_to: local_to,
-                        len,
-                        seq,
-                        signaled,
-                    });
-                })
+                self.send_read_request(out, remote_stag, remote_to)
             }
         };
-        if let Err(e) = res
-            && let Some(seq) = seq
-        {
+        if let Err(e) = res {
             // Too long or TO wrap: a local error of this request. A stream that
             // no longer takes messages (dead, closed) flushes it.
             let gone = matches!(e, StreamError::Closed | StreamError::Erroneous(_));
@@ -205,8 +191,31 @@ impl RdmapStream {
             } else {
                 WcStatus::LocalLength
             };
-            self.sq_done(Some(seq), Completion::new(wr_id, opcode, status, 0));
+            self.sq_done(seq, Completion::new(wr_id, opcode, status, 0));
         }
+    }
+
+    /// The Read Request for `out` (RFC 5040 §4.4) into DDP, and `out` onto the
+    /// ORQ, where its response is matched (the ULP's Reads and the RTR alike).
+    fn send_read_request(
+        &mut self,
+        out: OutRead,
+        src_stag: u32,
+        src_to: u64,
+    ) -> Result<(), StreamError> {
+        let hdr = ReadRequestHeader {
+            sink_stag: out.sink_stag,
+            sink_to: out.sink_to,
+            size: out.len,
+            src_stag,
+            src_to,
+        };
+        let body = Bytes::copy_from_slice(&hdr.to_bytes());
+        self.ddp
+            .send_untagged(qn::READ_REQUEST, rsvd(Opcode::READ_REQUEST, 0), body)?;
+        self.tx.push_back(TxTrack::ReadRequest);
+        self.orq.push_back(out);
+        Ok(())
     }
 
     /// Queue the Read Response for an accepted Read Request (`hdr`, `rr`), served
