@@ -12,6 +12,12 @@
 #   Send 64 B message rate    rddp perf --op send --size 64      tcp_msg_rate (this repo)
 #   ping-pong 64 B, p50       rddp perf --op send --pingpong     sockperf ping-pong --tcp
 #                             (both ends of each pinned to CPU 0)
+#   Send 64 B, pinned         as Send 64 B, server (receiver) on CPU 0 and client
+#                             (sender) on CPU 1, both programs; no target of its
+#                             own: it shows what the scheduler's placement of
+#                             three busy threads on two cores costs the row above
+#                             (docs/perf.md, "Send 64 B: two modes"); on a
+#                             one-CPU machine it runs unpinned
 #   1,000 QPs 64 KiB Writes   rddp perf --qps 1000 (aggregate)   the same octets with --qps 1
 #                             (both with --rcvbuf 1M: a fixed SO_RCVBUF, as iperf3 -w)
 #   the same, autotuning      rddp perf --qps 1000 (aggregate)   tcp_many (this repo): plain TCP
@@ -99,20 +105,22 @@ json_field() { sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" | head -1; }
 wait_port() { for _ in $(seq 100); do python3 -c "import socket,sys; socket.create_connection(('127.0.0.1',$1),0.1)" 2>/dev/null && return 0; sleep 0.05; done; return 1; }
 
 # rddp perf client ARGS... against a fresh server; prints FIELD of its JSON line.
-# PIN=1 pins both ends to CPU 0. The link options (--qps N, --transport T) go to
-# both ends.
+# PIN=1 pins both ends to CPU 0; PIN_SERVER=C and PIN_CLIENT=C pin one end each.
+# The link options (--qps N, --transport T) go to both ends.
 rddp_perf() {
   local field=$1; shift
-  local port pin=() srv out link=() a
+  local port pin=() cpin=() srv out link=() a
   port=$(free_port)
-  [ "${PIN:-0}" = 1 ] && pin=(taskset -c 0)
+  [ "${PIN:-0}" = 1 ] && pin=(taskset -c 0) && cpin=(taskset -c 0)
+  [ -n "${PIN_SERVER:-}" ] && pin=(taskset -c "$PIN_SERVER")
+  [ -n "${PIN_CLIENT:-}" ] && cpin=(taskset -c "$PIN_CLIENT")
   for a in $(seq $#); do
     case ${!a} in --qps|--transport|--rcvbuf) local b=$((a + 1)); link+=("${!a}" "${!b}") ;; esac
   done
   "${pin[@]}" "$bin" perf server --listen "127.0.0.1:$port" "${link[@]}" >/dev/null 2>&1 &
   srv=$!; pids+=("$srv")
   sleep 0.3
-  out=$("${pin[@]}" "$bin" perf client --connect "127.0.0.1:$port" --json "$@" || true)
+  out=$("${cpin[@]}" "$bin" perf client --connect "127.0.0.1:$port" --json "$@" || true)
   wait "$srv" 2>/dev/null || true
   # Payload octets copied in user space at both ends, and octets moved.
   echo "$(echo "$out" | json_field payload_copied_octets) $(echo "$out" | json_field bytes)" >>"$copies_log"
@@ -162,6 +170,10 @@ b_send64k() { iperf 64K $((k64 << 16)); }
 r_send64k() { rddp_perf gbit_per_s --op send --size 64K --iters "$k64"; }
 b_msg64() { "$ex/tcp_msg_rate" 64 "$small" "$batch" | json_field msgs_per_s; }
 r_msg64() { rddp_perf msgs_per_s --op send --size 64 --iters "$small"; }
+# Pinned: the receiver on CPU 0, the sender on CPU 1 (the last CPU there is).
+cpu1=$(( $(nproc) > 1 ? 1 : 0 ))
+b_msg64pin() { "$ex/tcp_msg_rate" 64 "$small" "$batch" "$cpu1" 0 | json_field msgs_per_s; }
+r_msg64pin() { PIN_SERVER=0 PIN_CLIENT=$cpu1 rddp_perf msgs_per_s --op send --size 64 --iters "$small"; }
 b_pp() { sockperf_pp; }
 r_pp() { PIN=1 rddp_perf p50_us --op send --pingpong --size 64 --iters "$pp"; }
 # Both with a fixed 1 MiB SO_RCVBUF on every socket (iperf3's -w; autotuning
@@ -184,9 +196,9 @@ pair() {
   add "$1" "${g:-0}" "${t:-0}"
 }
 for r in $(seq "$rounds"); do
-  for k in write read send64k msg64 pp many manyauto sctp; do pair "$k"; done
+  for k in write read send64k msg64 msg64pin pp many manyauto sctp; do pair "$k"; done
   line="round $r/$rounds (rddp/baseline):"
-  for k in write read send64k msg64 pp many manyauto sctp; do
+  for k in write read send64k msg64 msg64pin pp many manyauto sctp; do
     line+=" $k $(last "${R[$k]}")/$(last "${B[$k]}")"
   done
   echo "$line" >&2
@@ -246,6 +258,7 @@ table=$(
   row "RDMA Read 1 MiB, Gbit/s" read "" "iperf3 -l 1M" ">= 0.9" %.1f
   row "Send 64 KiB, Gbit/s" send64k "" "iperf3 -l 64K" ">= 0.9" %.1f
   row "Send 64 B, messages/s" msg64 "" "tcp_msg_rate, $batch per write" ">= 0.8" %.0f
+  row "Send 64 B, messages/s, receiver on CPU 0 and sender on CPU $cpu1" msg64pin "" "tcp_msg_rate, the same" "(none)" %.0f
   rowlat "Send ping-pong 64 B, p50 one way, both ends on CPU 0"
   row "$many queue pairs of 64 KiB Writes, aggregate Gbit/s (both --rcvbuf 1M)" many "" "one queue pair" ">= 0.8" %.2f
   row "$many queue pairs of 64 KiB Writes, autotuning, aggregate Gbit/s" manyauto "" "tcp_many, $many plain TCP connections" "(none)" %.2f

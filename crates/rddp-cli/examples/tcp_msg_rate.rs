@@ -8,11 +8,21 @@
 //! rddp sets it. The receiver reads into a 256 KiB buffer and parses every
 //! message, checking its length. Prints one JSON line with `msgs_per_s`.
 //!
-//! Usage: tcp_msg_rate [SIZE=64] [COUNT=200000] [BATCH=1]
+//! SENDER_CPU and RECEIVER_CPU, if given, pin the two threads (as `taskset`
+//! pins `rddp perf`'s client and server in the benchmark's pinned row).
+//!
+//! Usage: tcp_msg_rate [SIZE=64] [COUNT=200000] [BATCH=1] [SENDER_CPU RECEIVER_CPU]
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::Instant;
+
+/// Pin the calling thread to `cpu`.
+fn pin(cpu: usize) -> std::io::Result<()> {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set).map_err(std::io::Error::from)
+}
 
 fn arg(i: usize, default: u64) -> u64 {
     std::env::args()
@@ -53,6 +63,9 @@ fn main() -> std::io::Result<()> {
     let size = arg(1, 64) as usize;
     let count = arg(2, 200_000);
     let batch = arg(3, 1).max(1);
+    let cpus = std::env::args()
+        .nth(5)
+        .map(|_| (arg(4, 0) as usize, arg(5, 0) as usize));
     assert!(
         size <= usize::from(u16::MAX),
         "SIZE must fit the 2-octet length"
@@ -60,9 +73,15 @@ fn main() -> std::io::Result<()> {
     let l = TcpListener::bind("127.0.0.1:0")?;
     let addr = l.local_addr()?;
     let rx = std::thread::spawn(move || -> std::io::Result<()> {
+        if let Some((_, c)) = cpus {
+            pin(c)?;
+        }
         let (s, _) = l.accept()?;
         receive(s, size, count)
     });
+    if let Some((c, _)) = cpus {
+        pin(c)?;
+    }
     let mut tx = TcpStream::connect(addr)?;
     tx.set_nodelay(true)?;
     let mut msg = vec![0x5a; 2 + size];
