@@ -195,10 +195,12 @@ pair() {
   else g=$(r_$1) || failed "$1" rddp; t=$(b_$1) || failed "$1" baseline; fi
   add "$1" "${g:-0}" "${t:-0}"
 }
+# The rows, in the order each round runs them.
+keys=(write read send64k msg64 msg64pin pp many manyauto sctp)
 for r in $(seq "$rounds"); do
-  for k in write read send64k msg64 msg64pin pp many manyauto sctp; do pair "$k"; done
+  for k in "${keys[@]}"; do pair "$k"; done
   line="round $r/$rounds (rddp/baseline):"
-  for k in write read send64k msg64 msg64pin pp many manyauto sctp; do
+  for k in "${keys[@]}"; do
     line+=" $k $(last "${R[$k]}")/$(last "${B[$k]}")"
   done
   echo "$line" >&2

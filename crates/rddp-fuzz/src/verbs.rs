@@ -12,8 +12,8 @@
 //! a post is accepted only below the depth and refused as SendQueueFull only
 //! at it; the send queue completes in posting order (each send-side
 //! completion is the oldest accepted send-queue post not yet completed:
-//! ibv_poll_cq(3), `rddp_proto::rdmap::sq_order`); regions the peer may only read never change; quotas back to zero
-//! once everything is dropped.
+//! ibv_poll_cq(3), `rddp_proto::rdmap::sq_order`); regions the peer may only
+//! read never change; quotas back to zero once everything is dropped.
 
 use crate::input::Input;
 use rddp::transport::memory_pair;
