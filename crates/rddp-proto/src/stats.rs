@@ -184,6 +184,15 @@ pub struct StreamStats {
     pub segments_refused: u64,
     /// FPDUs whose MPA CRC did not match (each ends the stream with 2/0/0x02).
     pub crc_errors: u64,
+    /// System calls that wrote to the LLP (`sendmsg` over MPA; one carries
+    /// several FPDUs when several wait). Counted by the transport, not by
+    /// the protocol core (whose own figure is 0); 0 over SCTP.
+    pub llp_writes: u64,
+    /// System calls that read from the LLP and returned octets (reads,
+    /// vectored reads and peeks over MPA: a batch of small FPDUs costs a peek
+    /// and a read, a lone Send one read); calls that found nothing are not
+    /// counted. By the transport, as `llp_writes`.
+    pub llp_reads: u64,
     pub terminates_sent: TerminateClasses,
     pub terminates_received: TerminateClasses,
     /// Completions handed to the ULP, by status.
@@ -202,6 +211,8 @@ impl StreamStats {
         self.messages_delivered += o.messages_delivered;
         self.segments_refused += o.segments_refused;
         self.crc_errors += o.crc_errors;
+        self.llp_writes += o.llp_writes;
+        self.llp_reads += o.llp_reads;
         self.terminates_sent.add(&o.terminates_sent);
         self.terminates_received.add(&o.terminates_received);
         self.completions.add(&o.completions);
@@ -231,6 +242,8 @@ impl StreamStats {
             messages_delivered: d(self.messages_delivered, earlier.messages_delivered),
             segments_refused: d(self.segments_refused, earlier.segments_refused),
             crc_errors: d(self.crc_errors, earlier.crc_errors),
+            llp_writes: d(self.llp_writes, earlier.llp_writes),
+            llp_reads: d(self.llp_reads, earlier.llp_reads),
             terminates_sent: t(&self.terminates_sent, &earlier.terminates_sent),
             terminates_received: t(&self.terminates_received, &earlier.terminates_received),
             completions: CompletionCounts {
@@ -248,7 +261,7 @@ impl StreamStats {
 
     /// The plain counters by name, in a fixed order (the class and status
     /// breakdowns are in `terminates_*` and `completions`).
-    pub fn fields(&self) -> [(&'static str, u64); 9] {
+    pub fn fields(&self) -> [(&'static str, u64); 11] {
         [
             ("segments_sent", self.segments_sent),
             ("octets_sent", self.octets_sent),
@@ -259,6 +272,8 @@ impl StreamStats {
             ("messages_delivered", self.messages_delivered),
             ("segments_refused", self.segments_refused),
             ("crc_errors", self.crc_errors),
+            ("llp_writes", self.llp_writes),
+            ("llp_reads", self.llp_reads),
         ]
     }
 }

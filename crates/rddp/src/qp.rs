@@ -513,6 +513,7 @@ impl PreparedQueuePair {
                 armed: false,
                 linger: None,
                 emss: m.emss,
+                reads: 0,
             });
             task = Some((sock, m.input, m.hold));
         }
@@ -599,6 +600,18 @@ struct State {
     sctp: Option<SctpIo>,
 }
 
+impl State {
+    /// The engine's counters with the transport's own (MPA: its system calls).
+    fn stats(&self) -> crate::QpStats {
+        let mut s = self.rdmap.stats();
+        if let Some(io) = &self.mpa {
+            s.llp_writes = io.out.writes();
+            s.llp_reads = io.reads;
+        }
+        s
+    }
+}
+
 /// What the posting threads and the loop's task share of an SCTP session
 /// (under the queue pair's lock).
 struct SctpIo {
@@ -624,6 +637,8 @@ struct LoopIo {
     linger: Option<std::time::Instant>,
     /// MULPDU follows TCP's EMSS (spec §4.5), looked at as segments are cut.
     emss: Option<crate::transport::mpa::EmssWatch>,
+    /// Receive calls that returned octets (`QpStats::llp_reads`).
+    reads: u64,
 }
 
 struct Shared {
@@ -701,7 +716,7 @@ impl QueuePair {
     /// This queue pair's counters (issue 13): octets and segments sent and placed,
     /// messages delivered, refusals, Terminates by class, CRC errors, completions.
     pub fn stats(&self) -> crate::QpStats {
-        lock(&self.shared.state).rdmap.stats()
+        lock(&self.shared.state).stats()
     }
 
     /// MULPDU in force: the largest ULPDU the next segments are cut to. Over
@@ -1055,7 +1070,7 @@ const LINGER: Duration = Duration::from_secs(2);
 
 impl crate::stats::StatsSource for Shared {
     fn stats(&self) -> crate::QpStats {
-        lock(&self.state).rdmap.stats()
+        lock(&self.state).stats()
     }
 }
 

@@ -8,10 +8,12 @@ mod raw_peer;
 use common::{endpoint, terminate_received, terminate_sent, wait};
 use raw_peer::RawPeer;
 use rddp::transport::memory_pair;
+use rddp::transport::mpa::{self, Listener};
 use rddp::{
     Access, CompletionQueue, Device, QpStats, QueuePairBuilder, Quota, SendFlags, TerminateCode,
     WcStatus,
 };
+use rddp_mpa::MpaOptions;
 use std::time::Duration;
 
 /// `f(stats)` becomes true within 5 s (counters of the far side move on its
@@ -73,6 +75,8 @@ fn counters_add_up_on_both_sides_of_a_clean_exchange() {
     assert_eq!((sb.octets_sent, sb.segments_sent), (500, 1));
     assert_eq!(sb.completions.success, 1);
     for s in [&sa, &sb] {
+        // In memory there are no system calls to count.
+        assert_eq!((s.llp_writes, s.llp_reads), (0, 0));
         assert_eq!(s.segments_refused, 0);
         assert_eq!(s.crc_errors, 0);
         assert_eq!(s.terminates_sent.total() + s.terminates_received.total(), 0);
@@ -91,6 +95,42 @@ fn counters_add_up_on_both_sides_of_a_clean_exchange() {
     assert_eq!((d.queue_pairs_attached, d.queue_pairs_closed), (2, 2));
     assert_eq!(d.totals.octets_sent, 3061 + 500);
     assert_eq!(d.totals.completions.success, 4);
+}
+
+/// Over MPA each queue pair counts its own system calls: the sender's
+/// `sendmsg` calls (one a Send posted alone, with nothing queued), the
+/// receiver's reads that returned octets (at least one, at most two an FPDU:
+/// a peek and a read, until it reads each lone Send in one).
+#[test]
+fn each_queue_pair_counts_its_own_llp_system_calls() {
+    const SENDS: u64 = 20;
+    let dev = Device::new();
+    let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accept = std::thread::spawn(move || listener.accept().unwrap());
+    let cconn = mpa::connect(addr, &MpaOptions::default()).unwrap();
+    let (_pb, cb, b) = endpoint(&dev, "b", 64, accept.join().unwrap());
+    let (pa, ca, a) = endpoint(&dev, "a", 64, cconn);
+    let src = pa.register(vec![5; 64], Access::NONE).unwrap();
+    let (a0, b0) = (a.stats(), b.stats());
+    for i in 0..SENDS {
+        b.post_recv(i, 64).unwrap();
+        a.post_send(i, &src, 0, 64, SendFlags::default()).unwrap();
+        assert_eq!(wait(&ca, 1)[0].status, WcStatus::Success);
+        assert_eq!(wait(&cb, 1)[0].status, WcStatus::Success);
+    }
+    let (sa, sb) = (a.stats().since(&a0), b.stats().since(&b0));
+    assert_eq!(sa.llp_writes, SENDS, "{sa:#?}");
+    assert_eq!(sb.llp_writes, 0, "b sent nothing: {sb:#?}");
+    assert!(
+        (1..=2 * SENDS).contains(&sb.llp_reads),
+        "{} reads returned octets for {SENDS} FPDUs",
+        sb.llp_reads
+    );
+    // The device's totals add them up.
+    let mut sum = a.stats();
+    sum.add(&b.stats());
+    assert_eq!(dev.stats().totals.llp_writes, sum.llp_writes);
 }
 
 #[test]

@@ -11,7 +11,6 @@
 mod held_peer;
 
 use held_peer::{held_peer, sender};
-use rddp::transport::mpa::sendmsg_calls;
 use rddp::{Access, RemoteBuf, WcStatus};
 use std::time::Duration;
 
@@ -43,12 +42,12 @@ fn posts_into_a_full_socket_make_no_write_until_it_drains() {
         cq.poll(1).is_empty(),
         "completed with the peer reading nothing"
     );
-    let before = sendmsg_calls();
+    let before = qp.stats().llp_writes;
     for i in 0..POSTS {
         qp.post_write(1 + i as u64, &src, 0, LEN as u64, remote, 0)
             .unwrap();
     }
-    let calls = sendmsg_calls() - before;
+    let calls = qp.stats().llp_writes - before;
     assert!(
         calls <= 2,
         "{calls} sendmsg calls for {POSTS} Writes posted into a full socket"

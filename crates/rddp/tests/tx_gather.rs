@@ -8,7 +8,7 @@
 mod common;
 
 use common::wait;
-use rddp::transport::mpa::{Listener, sendmsg_calls};
+use rddp::transport::mpa::Listener;
 use rddp::{Access, CompletionQueue, Device, PostWr, QueuePairBuilder, SendFlags, WcStatus};
 use rddp_mpa::MpaOptions;
 
@@ -71,12 +71,12 @@ fn a_posted_list_leaves_in_one_sendmsg() {
     let at = |i: usize| (i * 64) as u64;
 
     // One by one: each is written as it is posted.
-    let before = sendmsg_calls();
+    let before = qp.stats().llp_writes;
     for i in 0..N {
         qp.post_send(i as u64, &mr, at(i), 64, SendFlags::default())
             .unwrap();
     }
-    let one_by_one = sendmsg_calls() - before;
+    let one_by_one = qp.stats().llp_writes - before;
     for w in wait(&cq, N) {
         assert_eq!(w.status, WcStatus::Success, "{w:?}");
     }
@@ -91,9 +91,9 @@ fn a_posted_list_leaves_in_one_sendmsg() {
             flags: SendFlags::default(),
         })
         .collect();
-    let before = sendmsg_calls();
+    let before = qp.stats().llp_writes;
     qp.post_list(&list).unwrap();
-    let listed = sendmsg_calls() - before;
+    let listed = qp.stats().llp_writes - before;
     let done = wait(&cq, N);
     assert!(
         done.iter().all(|w| w.status == WcStatus::Success),

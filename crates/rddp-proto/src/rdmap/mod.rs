@@ -361,6 +361,9 @@ impl RdmapStream {
             messages_delivered: rx.messages_delivered,
             segments_refused: self.ddp.segments_refused() + c.segments_refused,
             crc_errors: c.crc_errors,
+            // The transport's (rddp's queue pair fills them in).
+            llp_writes: 0,
+            llp_reads: 0,
             terminates_sent: c.terminates_sent,
             terminates_received: c.terminates_received,
             completions: c.completions,

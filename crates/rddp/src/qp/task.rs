@@ -220,15 +220,19 @@ pub(super) fn receive(shared: &Shared, st: &mut State, buf: &mut Vec<u8>, in_tas
         last: 0,
     };
     let mut sock = &*io.sock;
+    let counted = Counted {
+        sock,
+        reads: &mut io.reads,
+    };
     let got = match &input.wire {
         Some(w) => {
             let mut src = Recorded {
-                inner: Counted(sock),
+                inner: counted,
                 record: |b: &[u8]| w.received(b),
             };
             input.rx.drive_buffered(&mut src, &mut p, buf)
         }
-        None => input.rx.drive_buffered(&mut Counted(sock), &mut p, buf),
+        None => input.rx.drive_buffered(&mut { counted }, &mut p, buf),
     };
     let (first, spent) = (p.inner.first_fpdu_seen, p.spent());
     let dead = input.rx.is_dead() || rdmap.is_terminated();

@@ -26,9 +26,6 @@ use rddp_mpa::tcp::{effective_mss, write_fpdu};
 use rddp_mpa::{MpaError, MpaOptions, Negotiated, PeerRequest, Role, Rtr};
 use rddp_wire::{FpduEncoder, Opcode, RdmapControl, TaggedHeader, mulpdu};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-
-pub use super::mpa_in::recv_calls;
-pub use super::mpa_out::sendmsg_calls;
 use std::sync::Arc;
 
 /// Active open: an MPA connection to `addr`, ready to attach to a queue pair.

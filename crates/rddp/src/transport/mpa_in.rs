@@ -13,43 +13,41 @@ use rddp_mpa::fpdu::{FpduReceiver, Peek, RxConfig};
 use rddp_mpa::pcap::TcpEndpoint;
 use std::io::{self, IoSliceMut, Read};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Receive system calls of every MPA queue pair in this process that returned
-/// octets (see [`recv_calls`]).
-static RECV_CALLS: AtomicU64 = AtomicU64::new(0);
-
-/// How many receive system calls (reads, vectored reads and peeks) the MPA
-/// queue pairs of this process have made that returned octets: a batch of
-/// small FPDUs costs a peek and a read, a lone Send one read (tests read it;
-/// calls that found nothing are not counted).
-pub fn recv_calls() -> u64 {
-    RECV_CALLS.load(Ordering::Relaxed)
+/// A queue pair's socket as the receiver reads it, each call that returned
+/// octets counted in `reads` (`QpStats::llp_reads`: the connection's own
+/// count, under its queue pair's lock, where a process-wide atomic cost
+/// every message a locked instruction).
+pub(crate) struct Counted<'a> {
+    pub sock: &'a TcpStream,
+    pub reads: &'a mut u64,
 }
 
-fn counted(r: io::Result<usize>) -> io::Result<usize> {
-    if matches!(r, Ok(n) if n > 0) {
-        RECV_CALLS.fetch_add(1, Ordering::Relaxed);
+impl Counted<'_> {
+    fn counted(&mut self, r: io::Result<usize>) -> io::Result<usize> {
+        if matches!(r, Ok(n) if n > 0) {
+            *self.reads += 1;
+        }
+        r
     }
-    r
 }
-
-/// A queue pair's socket as the receiver reads it, each call counted.
-pub(crate) struct Counted<'a>(pub &'a TcpStream);
 
 impl Read for Counted<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        counted(self.0.read(buf))
+        let r = self.sock.read(buf);
+        self.counted(r)
     }
 
     fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        counted(self.0.read_vectored(bufs))
+        let r = self.sock.read_vectored(bufs);
+        self.counted(r)
     }
 }
 
 impl Peek for Counted<'_> {
     fn peek(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        counted(self.0.peek(buf))
+        let r = self.sock.peek(buf);
+        self.counted(r)
     }
 }
 

@@ -39,18 +39,6 @@ use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::net::{Shutdown, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-/// `sendmsg` calls of every MPA queue pair in this process (see
-/// [`sendmsg_calls`]).
-static SENDMSG_CALLS: AtomicU64 = AtomicU64::new(0);
-
-/// How many `sendmsg` calls the MPA queue pairs of this process have made (one
-/// carries several FPDUs when several wait: [`crate::QueuePair::post_list`], or
-/// output queued while the socket was full).
-pub fn sendmsg_calls() -> u64 {
-    SENDMSG_CALLS.load(Ordering::Relaxed)
-}
 
 /// Most segments gathered into one `sendmsg` (each FPDU is 3 iovecs without
 /// Markers, a few more with them; IOV_MAX is 1024).
@@ -141,9 +129,33 @@ pub(crate) struct MpaOut {
     /// A write stopped at the run's budget with more to write and the socket
     /// not full: the task runs again after the thread's other ready tasks.
     pub yielded: bool,
+    /// `sendmsg` calls made (`QpStats::llp_writes`): a count of this
+    /// connection's, under its queue pair's lock, where a process-wide
+    /// atomic cost every message a locked instruction.
+    writes: Cell<u64>,
 }
 
 impl MpaOut {
+    /// `sendmsg` calls made so far.
+    pub fn writes(&self) -> u64 {
+        self.writes.get()
+    }
+
+    /// One non-blocking vectored send (no SIGPIPE), counted.
+    fn send_now(&self, slices: &[IoSlice<'_>]) -> io::Result<usize> {
+        let s = socket2::SockRef::from(&*self.sock);
+        self.writes.set(self.writes.get() + 1);
+        loop {
+            match s.send_vectored_with_flags(slices, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) {
+                Ok(0) if !slices.iter().all(|s| s.is_empty()) => {
+                    return Err(io::ErrorKind::WriteZero.into());
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                r => return r,
+            }
+        }
+    }
+
     pub fn new(
         sock: Arc<TcpStream>,
         enc: FpduEncoder,
@@ -164,6 +176,7 @@ impl MpaOut {
             shut: None,
             budget: None,
             yielded: false,
+            writes: Cell::new(0),
         }
     }
 
@@ -272,7 +285,7 @@ impl MpaOut {
         match rest {
             Rest::Owned(bytes, mut done, seg) => {
                 while done < bytes.len() {
-                    match send_now(&self.sock, &[IoSlice::new(&bytes[done..])]) {
+                    match self.send_now(&[IoSlice::new(&bytes[done..])]) {
                         Ok(n) => done += n,
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                             self.blocked = true;
@@ -303,7 +316,7 @@ impl MpaOut {
                     let trailer = crc_wire_bytes(if crc_on { d.finalize() } else { 0 });
                     let mut all = slices.clone();
                     all.push(IoSlice::new(&trailer));
-                    let n = match send_now(&self.sock, &all) {
+                    let n = match self.send_now(&all) {
                         Ok(n) => n,
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
                         Err(e) => return Err(e),
@@ -457,13 +470,13 @@ impl MpaOut {
             // an array that costs nothing to fill (the large one is 3 KiB of
             // slices set up per call: 3.6 % of a 64 B Send stream's client).
             let (a, k) = on_stack::<FEW_IOVECS>(pieces());
-            send_now(&self.sock, &a[..k])
+            self.send_now(&a[..k])
         } else if slices_n <= STACK_IOVECS {
             // Without Markers 3 slices an FPDU: on the stack.
             let (a, k) = on_stack::<STACK_IOVECS>(pieces());
-            send_now(&self.sock, &a[..k])
+            self.send_now(&a[..k])
         } else {
-            send_now(&self.sock, &pieces().collect::<Vec<_>>())
+            self.send_now(&pieces().collect::<Vec<_>>())
         };
         let mut written = match sent_now {
             Ok(n) => n,
@@ -545,7 +558,7 @@ impl MpaOut {
             IoSlice::new(payload),
             IoSlice::new(f.trailer()),
         ];
-        let written = match send_now(&self.sock, &slices) {
+        let written = match self.send_now(&slices) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
             Err(e) => return Err(e),
@@ -662,21 +675,6 @@ fn range_slices<'a>(
         }
     }
     out
-}
-
-/// One non-blocking vectored send (no SIGPIPE).
-fn send_now(sock: &TcpStream, slices: &[IoSlice<'_>]) -> io::Result<usize> {
-    let s = socket2::SockRef::from(sock);
-    SENDMSG_CALLS.fetch_add(1, Ordering::Relaxed);
-    loop {
-        match s.send_vectored_with_flags(slices, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) {
-            Ok(0) if !slices.iter().all(|s| s.is_empty()) => {
-                return Err(io::ErrorKind::WriteZero.into());
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            r => return r,
-        }
-    }
 }
 
 /// Up to `N` slices in an array on the stack (the rest of `slices` is not
