@@ -44,6 +44,8 @@ pub(crate) struct Api {
     pub get_events: GetEventsFn,
     pub sysctl_blackhole: SysctlFn,
     pub sysctl_no_csum_on_loopback: SysctlFn,
+    pub sysctl_get_blackhole: SysctlGetFn,
+    pub sysctl_get_no_csum_on_loopback: SysctlGetFn,
     /// The one symbol outside usrsctp.h (see the crate docs); optional: a
     /// library without it still loads, and sends are then not gathered.
     pub lower_sosend: Option<LowerSosendFn>,
@@ -129,6 +131,8 @@ fn load() -> Result<Api, LoadError> {
         get_events: sym!("usrsctp_get_events"),
         sysctl_blackhole: sym!("usrsctp_sysctl_set_sctp_blackhole"),
         sysctl_no_csum_on_loopback: sym!("usrsctp_sysctl_set_sctp_no_csum_on_loopback"),
+        sysctl_get_blackhole: sym!("usrsctp_sysctl_get_sctp_blackhole"),
+        sysctl_get_no_csum_on_loopback: sym!("usrsctp_sysctl_get_sctp_no_csum_on_loopback"),
         // SAFETY: the type is the `__Userspace__` prototype of sctp_output.c
         // (0.9.5.0), see `LowerSosendFn`.
         lower_sosend: unsafe { lib.get::<LowerSosendFn>(b"sctp_lower_sosend\0") }

@@ -4,7 +4,11 @@
 //!   [`Error::Load`] naming the package (`libusrsctp2`), and nothing else breaks.
 //! * One stack per process ([`stack::init`]); sockets over IPv4 (UDP encapsulation or
 //!   raw IP) or AF_CONN ([`stack::ConnAddress`]) for in-process links.
-//! * This is the only crate of the workspace allowed `unsafe`.
+//! * One of the three crates of the workspace allowed `unsafe` (with
+//!   rddp-sockopt and rddp-crc32c); each `unsafe` block says why it holds.
+//! * A dropped [`Socket`] whose association is still up is closed by the
+//!   [`reaper`] once the association is gone, never at once: closing it at
+//!   once races usrsctp's own threads (sctplab/usrsctp#709).
 //! * Three symbols outside usrsctp.h are used, each optional (a library
 //!   without them still loads, and the public calls are used instead):
 //!   * `sctp_lower_sosend`, which `usrsctp_sendv` calls with a one-buffer
@@ -26,6 +30,7 @@ mod api;
 mod chain;
 mod error;
 mod notify;
+pub mod reaper;
 mod socket;
 pub mod stack;
 pub mod sys;

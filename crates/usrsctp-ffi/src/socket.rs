@@ -120,7 +120,12 @@ const SEND_WAKE_SHARE: u32 = 2;
 ///
 /// # Safety
 /// `so` is a live usrsctp socket for the whole call.
-unsafe fn getopt_of<T: Copy>(api: &Api, so: *mut socket, opt: c_int, v: &mut T) -> c_int {
+pub(crate) unsafe fn getopt_of<T: Copy>(
+    api: &Api,
+    so: *mut socket,
+    opt: c_int,
+    v: &mut T,
+) -> c_int {
     let mut len = core::mem::size_of::<T>() as socklen_t;
     // SAFETY: `so` is live (the caller's promise); `v` is valid and writable
     // for `len` octets.
@@ -137,6 +142,54 @@ unsafe fn send_held(api: &Api, so: *mut socket) -> Option<u32> {
     // SAFETY: `so` is live (the caller's promise).
     let r = unsafe { getopt_of(api, so, SCTP_GET_SNDBUF_USE, &mut ss) };
     (r == 0).then_some(ss.ss_total_sndbuf)
+}
+
+/// One `usrsctp_sendv` of `data` on stream `sid` with `ppid` and `flags`
+/// (`SCTP_UNORDERED`, `SCTP_ABORT`...). An empty message still passes a
+/// valid pointer (usrsctp refuses a null one even for 0 octets).
+///
+/// # Safety
+/// As [`getopt_of`]: `so` is live for the whole call.
+pub(crate) unsafe fn sendv_on(
+    api: &Api,
+    so: *mut socket,
+    sid: u16,
+    ppid: u32,
+    flags: u16,
+    data: &[u8],
+) -> Result<usize, Error> {
+    let empty = [0u8; 1];
+    let ptr = if data.is_empty() {
+        empty.as_ptr()
+    } else {
+        data.as_ptr()
+    };
+    let mut info = sctp_sndinfo {
+        snd_sid: sid,
+        snd_flags: flags,
+        snd_ppid: ppid.to_be(),
+        ..Default::default()
+    };
+    // SAFETY: `so` is live (the caller's promise); `ptr` is valid for
+    // `data.len()` octets; `info` is a sctp_sndinfo of the length given.
+    let n = unsafe {
+        (api.sendv)(
+            so,
+            ptr.cast(),
+            data.len(),
+            core::ptr::null_mut(),
+            0,
+            (&mut info as *mut sctp_sndinfo).cast(),
+            core::mem::size_of::<sctp_sndinfo>() as socklen_t,
+            SCTP_SENDV_SNDINFO,
+            0,
+        )
+    };
+    if n < 0 {
+        Err(Error::last("sendv"))
+    } else {
+        Ok(n as usize)
+    }
 }
 
 impl Signal {
@@ -502,39 +555,8 @@ impl Socket {
     }
 
     fn sendv(&self, sid: u16, ppid: u32, flags: u16, data: &[u8]) -> Result<usize, Error> {
-        let empty = [0u8; 1];
-        let ptr = if data.is_empty() {
-            empty.as_ptr()
-        } else {
-            data.as_ptr()
-        };
-        let mut info = sctp_sndinfo {
-            snd_sid: sid,
-            snd_flags: flags,
-            snd_ppid: ppid.to_be(),
-            ..Default::default()
-        };
-        self.retry_send(|| {
-            // SAFETY: `ptr` valid for `data.len()` octets; info is a sctp_sndinfo.
-            let n = unsafe {
-                (self.api.sendv)(
-                    self.so,
-                    ptr.cast(),
-                    data.len(),
-                    core::ptr::null_mut(),
-                    0,
-                    (&mut info as *mut sctp_sndinfo).cast(),
-                    core::mem::size_of::<sctp_sndinfo>() as socklen_t,
-                    SCTP_SENDV_SNDINFO,
-                    0,
-                )
-            };
-            if n < 0 {
-                Err(Error::last("sendv"))
-            } else {
-                Ok(n as usize)
-            }
-        })
+        // SAFETY: `self.so` is live until the socket is dropped.
+        self.retry_send(|| unsafe { sendv_on(self.api, self.so, sid, ppid, flags, data) })
     }
 
     /// Run `send`; if it would block, ask for the upcall's wake once there is
@@ -856,11 +878,14 @@ impl Socket {
 }
 
 impl Drop for Socket {
+    /// Never blocks: a socket whose association is still up is closed by
+    /// the reaper once the association is gone (see `reaper.rs` for why).
     fn drop(&mut self) {
-        // SAFETY: the socket is live until close; clearing the upcall first.
+        // SAFETY: the socket is live until closed; its upcall is cleared
+        // first, and nothing uses `self.so` after the hand-over.
         unsafe {
             (self.api.set_upcall)(self.so, None, core::ptr::null_mut());
-            (self.api.close)(self.so);
+            crate::reaper::close(self.api, self.so);
         }
         if let Ok(mut m) = signals().lock() {
             m.remove(&self.tag);

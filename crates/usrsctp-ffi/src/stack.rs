@@ -21,8 +21,11 @@ pub enum Encapsulation {
 static STACK: OnceLock<Encapsulation> = OnceLock::new();
 
 /// Start the process-wide stack, or check that it already runs with `encaps`.
-/// Checksums are always computed (trap 5) and out-of-the-blue packets never answered
-/// with ABORT (trap 4: another process's raw stack would kill our associations).
+/// Checksums are always computed, on loopback too (a corrupted packet must be
+/// dropped by SCTP, RFC 4960 §6.8, whatever path it took), and out-of-the-blue
+/// packets are never answered with ABORT (RFC 4960 §8.4 leaves that to the
+/// stack's policy; with raw IP another process's SCTP stack sees our packets
+/// and its ABORTs would kill our associations). See [`protections`].
 pub fn init(encaps: Encapsulation) -> Result<Encapsulation, Error> {
     let api = api()?;
     let got = *STACK.get_or_init(|| {
@@ -30,11 +33,14 @@ pub fn init(encaps: Encapsulation) -> Result<Encapsulation, Error> {
             Encapsulation::Udp(p) => p,
             Encapsulation::RawIp => 0,
         };
-        // SAFETY: runs once per process (OnceLock); conn_output matches the prototype.
+        // SAFETY: runs once per process (OnceLock); conn_output matches the
+        // prototype. The sysctls are set after `usrsctp_init`, which resets
+        // every sysctl to its default (`sctp_init_sysctls` in 0.9.5.0): set
+        // before it, they did not hold.
         unsafe {
+            (api.init)(port, Some(conn_output), core::ptr::null());
             (api.sysctl_no_csum_on_loopback)(0);
             (api.sysctl_blackhole)(2);
-            (api.init)(port, Some(conn_output), core::ptr::null());
         }
         encaps
     });
@@ -51,6 +57,28 @@ pub fn init(encaps: Encapsulation) -> Result<Encapsulation, Error> {
 /// The stack's encapsulation, if started.
 pub fn running() -> Option<Encapsulation> {
     STACK.get().copied()
+}
+
+/// The stack-wide settings [`init`] makes, as the library reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Protections {
+    /// `sctp_blackhole`: 2 = no ABORT for any out-of-the-blue packet.
+    pub blackhole: u32,
+    /// `sctp_no_csum_on_loopback`: 0 = the CRC32c is computed on loopback too.
+    pub no_csum_on_loopback: u32,
+}
+
+/// Read back the settings [`init`] makes (see [`Protections`]).
+pub fn protections() -> Result<Protections, Error> {
+    let api = api()?;
+    running().ok_or(Error::NotInitialized)?;
+    // SAFETY: plain reads of two global settings of a started stack.
+    unsafe {
+        Ok(Protections {
+            blackhole: (api.sysctl_get_blackhole)(),
+            no_csum_on_loopback: (api.sysctl_get_no_csum_on_loopback)(),
+        })
+    }
 }
 
 type Output = Arc<dyn Fn(&[u8]) + Send + Sync>;

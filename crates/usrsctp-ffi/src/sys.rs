@@ -31,6 +31,9 @@ pub const SCTP_RECVRCVINFO: c_int = 0x1f;
 pub const SCTP_RECVNXTINFO: c_int = 0x20;
 pub const SCTP_REMOTE_UDP_ENCAPS_PORT: c_int = 0x24;
 pub const SCTP_STATUS: c_int = 0x100;
+/// `sstat_state` values (usrsctp.h) of an association still being set up.
+pub const SCTP_COOKIE_WAIT: i32 = 0x0002;
+pub const SCTP_COOKIE_ECHOED: i32 = 0x0004;
 /// Not in usrsctp.h: netinet/sctp.h of usrsctp 0.9.5.0 (the FreeBSD socket
 /// API's number). Answers `struct sctp_sockstat`; a library without it
 /// answers an error, and the caller must then do without.
@@ -385,6 +388,7 @@ pub type SetNonBlockingFn = unsafe extern "C" fn(*mut socket, c_int) -> c_int;
 pub type AddressFn = unsafe extern "C" fn(*mut c_void);
 pub type SetUpcallFn = unsafe extern "C" fn(*mut socket, Option<Upcall>, *mut c_void) -> c_int;
 pub type SysctlFn = unsafe extern "C" fn(u32) -> c_int;
+pub type SysctlGetFn = unsafe extern "C" fn() -> u32;
 pub type GetEventsFn = unsafe extern "C" fn(*mut socket) -> c_int;
 /// `sctp_lower_sosend` (usrsctplib/netinet/sctp_output.c, 0.9.5.0, the
 /// `__Userspace__` prototype): what `usrsctp_sendv` calls with a one-entry
