@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The product path (verbs queue pairs over MPA/TCP, CRC on, as `rddp perf` and
 # `rddp target` run them) against plain-socket baselines, each pair measured
-# alternately in the same run: ROUNDS rounds, medians, ratios. Prints the README
-# table (issue 11, point 8) and writes it to target/bench-perf.md; with --readme
-# it also replaces the table between the bench-perf markers in README.md.
+# alternately in the same run: ROUNDS rounds, medians, ratios. Prints the
+# benchmark table and writes it to target/bench-perf.md; with --write it also
+# replaces the table between the bench-perf markers in docs/benchmarks.md.
 #
 #   work                      rddp                               baseline
 #   RDMA Write 1 MiB          rddp perf --op write --size 1M     iperf3 -l 1M
@@ -16,7 +16,7 @@
 #                             (sender) on CPU 1, both programs; no target of its
 #                             own: it shows what the scheduler's placement of
 #                             three busy threads on two cores costs the row above
-#                             (docs/perf.md, "Send 64 B: two modes"); on a
+#                             (docs/journal.md, "Send 64 B: two modes"); on a
 #                             one-CPU machine it runs unpinned
 #   1,000 QPs 64 KiB Writes   rddp perf --qps 1000 (aggregate)   the same octets with --qps 1
 #                             (both with --rcvbuf 1M: a fixed SO_RCVBUF, as iperf3 -w)
@@ -28,13 +28,14 @@
 #   idle queue pairs          rddp target + idle_mpa (N MPA connections): threads
 #                             and RSS per connection beyond its buffers
 #
-# Usage: scripts/bench-perf.sh [--readme] [--quick]
+# Usage: scripts/bench-perf.sh [--write] [--quick]
+#   --write: replace the table in docs/benchmarks.md (--readme: the same).
 #   --quick: 3 rounds, fewer iterations (a smoke run; say so when quoting it).
 # Environment: ROUNDS (5), IDLE (1000 connections), MANY (1000 queue pairs of the
 # aggregate row), BATCH (1: messages per
 # write(2) in the baseline, = FPDUs per sendmsg of `rddp perf`'s Sends, each
 # written as it is posted; `rddp perf --post-list N` gathers N per sendmsg, and
-# its honest baseline is BATCH=N: docs/perf.md, "Per-message costs of Sends").
+# its honest baseline is BATCH=N: docs/journal.md, "Per-message costs of Sends").
 # Needs iperf3, sockperf, libusrsctp2, taskset, python3 (the first three
 # installed when run as root).
 #
@@ -53,12 +54,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-readme=0; quick=0
+write=0; quick=0
 for a in "$@"; do
   case $a in
-    --readme) readme=1 ;;
+    --write|--readme) write=1 ;;
     --quick) quick=1 ;;
-    *) echo "usage: $0 [--readme] [--quick]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--write] [--quick]" >&2; exit 2 ;;
   esac
 done
 rounds=${ROUNDS:-$([ $quick = 1 ] && echo 3 || echo 5)}
@@ -280,17 +281,17 @@ stamp="$rounds rounds, medians, $(nproc) cores of ${cpu:-an unknown CPU}, Linux 
 mkdir -p target
 { echo "$table"; echo; echo "($stamp; scripts/bench-perf.sh)"; } | tee target/bench-perf.md
 
-if [ $readme = 1 ]; then
+if [ $write = 1 ]; then
   python3 - "$stamp" <<'EOF'
 import re, sys
 stamp = sys.argv[1]
 table = open("target/bench-perf.md").read().split("\n\n(")[0]
-body = f"<!-- bench-perf:begin -->\n{table}\n\n({stamp}; `scripts/bench-perf.sh --readme`)\n<!-- bench-perf:end -->"
-s = open("README.md").read()
+body = f"<!-- bench-perf:begin -->\n{table}\n\n({stamp}; `scripts/bench-perf.sh --write`)\n<!-- bench-perf:end -->"
+s = open("docs/benchmarks.md").read()
 new, n = re.subn(r"<!-- bench-perf:begin -->.*?<!-- bench-perf:end -->", lambda m: body, s, flags=re.S)
 if n != 1:
-    sys.exit("README.md has no bench-perf markers")
-open("README.md", "w").write(new)
-print("README.md table updated")
+    sys.exit("docs/benchmarks.md has no bench-perf markers")
+open("docs/benchmarks.md", "w").write(new)
+print("docs/benchmarks.md table updated")
 EOF
 fi

@@ -5,7 +5,7 @@
 # message, as in a native run). Instruction counts do not move with the
 # machine's noise the way latencies do: a change to the per-message path
 # shows here even where `scripts/bench-perf.sh`'s ping-pong row cannot tell it
-# from the noise (docs/perf.md, "Instructions per round trip").
+# from the noise (docs/journal.md, "Instructions per round trip").
 #
 # Usage: scripts/callgrind-pingpong.sh [ITERS=20000]
 # Prints, for the client and the server: instructions a round trip in all, and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Real network faults between two network namespaces (issue 14, point 2).
+# Real network faults between two network namespaces; docs/faults.md.
 #
 #   scripts/faults.sh [--short] [--out DIR] [--seed N]
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hostile load against one `rddp target` process (issue 14, point 4): SLOWLORIS
+# Hostile load against one `rddp target` process: SLOWLORIS
 # connections that open TCP and never send their MPA Request, SLOW_BYTES that set
 # up and then send a bogus FPDU (an RDMA Write to an invalid STag) one octet per
 # second, and FLOOD peers sending Sends past the posted receive buffers, all at
@@ -21,7 +21,7 @@
 # Exit 0 only if: every honest round verified 0 wrong octets, every slowloris
 # ended by the target's setup timeout, every slow peer with Terminate 1/1/0x00,
 # every flood connection with Terminate 1/2/0x02 (or the one known loss, see
-# README "Hostile load"), no guard octet touched, VmHWM < MEM_BOUND_MIB, and
+# docs/reliability.md, "Hostile load"), no guard octet touched, VmHWM < MEM_BOUND_MIB, and
 # loaded / idle throughput >= RATIO_MIN.
 set -euo pipefail
 
@@ -175,7 +175,7 @@ r = {
   "slowloris": kind("slowloris", "setup timeout"),
   "slow_bytes": kind("slow_bytes", "terminate 1/1/0x00"),
   # Known: the target closes with the flood unread, the kernel resets, and a
-  # Terminate still queued behind the congestion window is lost (README).
+  # Terminate still queued behind the congestion window is lost (docs/reliability.md).
   "flood": kind("flood", "terminate 1/2/0x02", allowed=("reset without terminate",)),
   "target_setup_failures": dict(t_setup),
   "target_closed": dict(t_reason),

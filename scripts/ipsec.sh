@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# rddp inside an IKEv2/ESP tunnel between two network namespaces (issue 14, point 6).
+# rddp inside an IKEv2/ESP tunnel between two network namespaces; docs/reliability.md, "IPsec".
 #
 #   scripts/ipsec.sh [--out DIR] [--iters N]
 #
 # Seed 000 requires ESP (per-packet data origin authentication, integrity, replay
 # protection), ESP tunnel mode and IKE for peer authentication and key
-# management; rddp leaves them to the host (README, "Security"). This script is
+# management; rddp leaves them to the host (docs/security.md). This script is
 # that host: strongSwan (Debian packages) runs IKEv2 with a pre-shared key in each
 # namespace and ESP in tunnel mode between the inner addresses 10.92.0.1 (A) and
 # 10.92.0.2 (B). This kernel has no ESP (no CONFIG_INET_ESP, no modules), so ESP

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Peer death at length (issue 14, point 3; CI runs the short form through
+# Peer death at length (CI runs the short form through
 # `cargo test -p rddp-cli --test peer_death --test peer_death_cycles`):
 #   scripts/peer-death.sh [CYCLES] [CUTS]
 # CYCLES connect / SIGKILL cycles in one process (default 10000; the leak check

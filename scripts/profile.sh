@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# cpu-clock profiles of the product path's 1 MiB RDMA Write (issue 11, point 8):
+# cpu-clock profiles of the product path's 1 MiB RDMA Write:
 # `rddp perf server` and `rddp perf client --op write --size 1M` over MPA/TCP with
 # CRC on, each under `perf record -e cpu-clock` (a software event: it works in a
 # VM without PMU access). Prints each side's top costs (self time, by symbol) and
-# keeps the full reports in target/profile/. docs/perf.md explains them.
+# keeps the full reports in target/profile/. docs/journal.md, "Where the time goes", explains them.
 #
 # Usage: scripts/profile.sh [ITERS]   (default 4000 one-MiB Writes)
 # Needs perf (linux-perf) and perf_event_paranoid <= 2 or root.

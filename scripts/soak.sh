@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak (issue 14, point 5): mixed RDMA Write / RDMA Read / Send traffic of random
+# Soak: mixed RDMA Write / RDMA Read / Send traffic of random
 # sizes over 100 queue pairs with --verify and periodic reconnects, between an
 # `rddp perf server --forever` and an `rddp perf client --op mixed`, for DURATION
 # seconds. Every SAMPLE seconds it records each process's VmRSS, threads and

@@ -199,6 +199,8 @@ impl Sink {
     }
 }
 
+/// The `ddp_sink` target: a DDP stream fed arbitrary segments in arbitrary sender order; panics when an oracle fails
+/// (docs/reliability.md lists them).
 pub fn ddp_sink(data: &[u8]) {
     let mut input = Input::new(data);
     let cfg = DdpConfig {

@@ -10,10 +10,12 @@ use rddp_wire::{Opcode, RdmapControl, TaggedHeader, UntaggedHeader};
 
 /// The protection domain and stream of the engine under test.
 pub const PD: PdId = PdId(1);
+/// The stream of the engine under test.
 pub const STREAM: StreamId = StreamId(7);
 
 /// Which regions the peer may legitimately write.
 pub const WRITABLE: [bool; REGIONS] = [true, false, false, false, false, true];
+/// How many regions the fixture registers.
 pub const REGIONS: usize = 6;
 
 /// Six regions: 0 writable (PD scope), 1 read-only, 2 writable in another PD,
@@ -21,7 +23,9 @@ pub const REGIONS: usize = 6;
 /// 5 writable and bound to our stream.
 #[derive(Debug, Clone)]
 pub struct Regions {
+    /// Each region's STag.
     pub stags: [u32; REGIONS],
+    /// Each region's base TO.
     pub base: [u64; REGIONS],
     /// Contents at registration (what the non-writable ones must keep).
     pub before: Vec<Vec<u8>>,
@@ -70,6 +74,7 @@ impl Regions {
         }
     }
 
+    /// Which region `stag` names, if any.
     pub fn index_of(&self, stag: u32) -> Option<usize> {
         self.stags.iter().position(|&s| s == stag)
     }

@@ -9,18 +9,22 @@ pub struct Input<'a> {
 }
 
 impl<'a> Input<'a> {
+    /// A cursor at the start of `data`.
     pub fn new(data: &'a [u8]) -> Self {
         Self { data }
     }
 
+    /// Whether the input is used up.
     pub fn is_empty(&self) -> bool {
         self.data.is_empty()
     }
 
+    /// Everything not read yet; the input is used up after.
     pub fn rest(&mut self) -> &'a [u8] {
         std::mem::take(&mut self.data)
     }
 
+    /// The next octet (0 once the input is used up).
     pub fn u8(&mut self) -> u8 {
         match self.data.split_first() {
             Some((&b, rest)) => {
@@ -31,18 +35,22 @@ impl<'a> Input<'a> {
         }
     }
 
+    /// The next octet's low bit.
     pub fn bool(&mut self) -> bool {
         self.u8() & 1 == 1
     }
 
+    /// The next two octets, little-endian.
     pub fn u16(&mut self) -> u16 {
         u16::from_le_bytes([self.u8(), self.u8()])
     }
 
+    /// The next four octets, little-endian.
     pub fn u32(&mut self) -> u32 {
         u32::from(self.u16()) | (u32::from(self.u16()) << 16)
     }
 
+    /// The next eight octets, little-endian.
     pub fn u64(&mut self) -> u64 {
         u64::from(self.u32()) | (u64::from(self.u32()) << 32)
     }
@@ -72,25 +80,31 @@ impl<'a> Input<'a> {
 pub struct Seed(pub Vec<u8>);
 
 impl Seed {
+    /// What [`Input::u8`] reads back as `v`.
     pub fn u8(&mut self, v: u8) -> &mut Self {
         self.0.push(v);
         self
     }
+    /// What [`Input::bool`] reads back as `v`.
     pub fn bool(&mut self, v: bool) -> &mut Self {
         self.u8(u8::from(v))
     }
+    /// What [`Input::u16`] reads back as `v`.
     pub fn u16(&mut self, v: u16) -> &mut Self {
         self.0.extend_from_slice(&v.to_le_bytes());
         self
     }
+    /// What [`Input::u32`] reads back as `v`.
     pub fn u32(&mut self, v: u32) -> &mut Self {
         self.0.extend_from_slice(&v.to_le_bytes());
         self
     }
+    /// What [`Input::u64`] reads back as `v`.
     pub fn u64(&mut self, v: u64) -> &mut Self {
         self.0.extend_from_slice(&v.to_le_bytes());
         self
     }
+    /// What [`Input::bytes`] reads back as `b`.
     pub fn bytes(&mut self, b: &[u8]) -> &mut Self {
         self.0.extend_from_slice(b);
         self

@@ -286,6 +286,8 @@ fn run(s: &Setup, wire: &[u8], reads: &[u8], direct: bool, input: &mut Input<'_>
     })
 }
 
+/// The `mpa_fpdu` target: `FpduConn` with any negotiated settings fed octets through the TCP driver's steps; panics when an oracle fails
+/// (docs/reliability.md lists them).
 pub fn mpa_fpdu(data: &[u8]) {
     let mut input = Input::new(data);
     let s = setup(&mut input);

@@ -240,6 +240,8 @@ fn fpdu_mode(neg: Negotiated, opts: &MpaOptions, emss: usize, rest: &[u8], input
     regions.check(&mem, None);
 }
 
+/// The `mpa_setup` target: MPA setup, initiator or responder, with any options and any peer octets; panics when an oracle fails
+/// (docs/reliability.md lists them).
 pub fn mpa_setup(data: &[u8]) {
     let mut input = Input::new(data);
     let mode = input.u8();

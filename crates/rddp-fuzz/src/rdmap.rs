@@ -46,6 +46,8 @@ fn complete(s: &mut RdmapStream, posted: &mut BTreeMap<u64, u32>, open: &mut Vec
     while s.poll_event().is_some() {}
 }
 
+/// The `rdmap_stream` target: an RDMAP stream fed any peer messages and local work requests; panics when an oracle fails
+/// (docs/reliability.md lists them).
 pub fn rdmap_stream(data: &[u8]) {
     let mut input = Input::new(data);
     let cfg = RdmapConfig {

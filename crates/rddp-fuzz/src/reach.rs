@@ -5,6 +5,7 @@
 
 use std::cell::Cell;
 
+/// How far inputs got, counted by the targets as they run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Reach {
     /// Setup completed / a session opened.

@@ -21,6 +21,8 @@ use rddp_sctp::{Adaptation, Config, SessionState};
 use rddp_wire::sctp::{PPID_DDP_SEGMENT, PPID_SESSION_CONTROL};
 use rddp_wire::{Opcode, RdmapControl, SctpPayload};
 
+/// The `sctp_adaptation` target: the RFC 5043 adaptation fed arbitrary chunks and session calls; panics when an oracle fails
+/// (docs/reliability.md lists them).
 pub fn sctp_adaptation(data: &[u8]) {
     let mut input = Input::new(data);
     let cfg = Config {

@@ -277,6 +277,8 @@ fn op(sides: &mut [Side; 2], input: &mut Input<'_>) {
     }
 }
 
+/// The `verbs_ops` target: two verbs queue pairs over the in-memory LLP running any sequence of verbs; panics when an oracle fails
+/// (docs/reliability.md lists them).
 pub fn verbs_ops(data: &[u8]) {
     let mut input = Input::new(data);
     let dev = Device::new();

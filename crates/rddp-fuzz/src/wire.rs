@@ -15,6 +15,8 @@ use rddp_wire::{
     Marker, MpaFrame, ReadRequestHeader, SctpPayload, SessionControl, Terminate, WireError,
 };
 
+/// The `wire_decoders` target: every rddp-wire parser, and the streaming FPDU decoder, on the same input; panics when an oracle fails
+/// (docs/reliability.md lists them).
 pub fn wire_decoders(data: &[u8]) {
     ddp_header(data);
     read_request(data);

@@ -11,8 +11,9 @@
 //!   stays on its thread for its life. [`Cx::spawn`] adds one to the current thread
 //!   (a listener spawning a task per accepted connection).
 //!
-//! Nothing here knows a protocol: MPA setup (rddp-mpa) is the first user, the
-//! queue pairs' data path is to be the next (docs/event-loop.md).
+//! Nothing here knows a protocol. Its users: MPA connection setup (rddp-mpa),
+//! every MPA queue pair's data path, and every DDP over SCTP association and
+//! its queue pairs (rddp); docs/event-loop.md says what runs where.
 
 mod driver;
 mod task;

@@ -42,7 +42,9 @@ pub enum Next {
     /// Run again when the socket is ready for `interest` (`None`: not watched),
     /// at `deadline` if that comes first, or when woken.
     Wait {
+        /// The readiness to wait for; `None` leaves the socket unwatched.
         interest: Option<Interest>,
+        /// When to run at the latest; `None`: no deadline.
         deadline: Option<Instant>,
     },
     /// Finished: the loop stops watching the socket and calls [`Task::finish`].

@@ -9,7 +9,10 @@ use rddp_wire::{Terminate, TerminateCode};
 pub enum MpaError {
     /// The responder answered with R=1 (spec §4.8); its private data is the reason.
     #[error("connection refused by the peer (MPA Reply with R=1)")]
-    Rejected { private_data: Vec<u8> },
+    Rejected {
+        /// The peer ULP's private data: its reason, if it gave one.
+        private_data: Vec<u8>,
+    },
     /// The first 16 octets were not the expected key: not an MPA peer (spec §4.8).
     #[error("not an MPA peer: wrong Request/Reply key")]
     BadKey,
@@ -35,7 +38,9 @@ pub enum MpaError {
     /// We sent this Terminate (the last FPDU) and closed.
     #[error("sent Terminate {}: {detail}", .terminate.code)]
     LocalTerminate {
+        /// The Terminate sent.
         terminate: Terminate,
+        /// What was wrong with the peer's octets, in words.
         detail: String,
     },
     /// The peer sent a Terminate (spec §3.5): we stop and close, sending nothing.
@@ -47,6 +52,7 @@ pub enum MpaError {
     /// A local request the DDP stream refused.
     #[error(transparent)]
     Stream(#[from] StreamError),
+    /// A socket call failed.
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }

@@ -71,7 +71,9 @@ pub struct MpaOptions {
     pub initial_receive_window: Option<u32>,
     /// DDP stream settings (queues, reorder window; MULPDU is set by MPA).
     pub ddp: DdpConfig,
+    /// The DDP stream's id in the memory table (stream-bound regions).
     pub stream: StreamId,
+    /// The protection domain the stream belongs to.
     pub pd: PdId,
     /// Receive tagged payloads straight from the socket into their region when
     /// possible (no Markers in the receive direction); else every payload is

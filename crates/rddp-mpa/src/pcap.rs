@@ -35,9 +35,11 @@ pub struct Tap {
 pub type Record = (Role, Vec<u8>);
 
 impl Tap {
+    /// An empty record.
     pub fn new() -> Self {
         Self::default()
     }
+    /// One write of `role`'s endpoint.
     pub fn record(&self, role: Role, octets: Vec<u8>) {
         if let Ok(mut v) = self.written.lock() {
             v.push((role, octets));
@@ -49,6 +51,7 @@ impl Tap {
             v.extend_from_slice(octets);
         }
     }
+    /// Every write so far, in order.
     pub fn records(&self) -> Vec<Record> {
         self.written.lock().map(|v| v.clone()).unwrap_or_default()
     }

@@ -10,10 +10,16 @@ pub fn frame(seg: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(seg);
 }
 
+/// Why a byte stream could not be deframed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FrameError {
     /// A frame announced more octets than the receiver accepts.
-    TooLong { len: usize, max: usize },
+    TooLong {
+        /// The length announced.
+        len: usize,
+        /// The most the receiver accepts.
+        max: usize,
+    },
 }
 
 /// Reassembles frames from chunks split anywhere. Holds at most one frame.
@@ -24,6 +30,7 @@ pub struct Deframer {
 }
 
 impl Deframer {
+    /// A deframer taking frames of at most `max` octets.
     pub fn new(max: usize) -> Self {
         Self {
             max,

@@ -3,9 +3,13 @@
 use rddp_proto::ddp::{DdpConfig, DdpStream, Delivery, StreamEvent};
 use rddp_proto::mem::{MemoryTable, PdId, StreamId};
 
+/// One simulated host: its memory table, its DDP stream, and logs of what the
+/// stream delivered and reported.
 #[derive(Debug)]
 pub struct Endpoint {
+    /// The host's memory table (its regions).
     pub mem: MemoryTable,
+    /// Its end of the DDP stream.
     pub stream: DdpStream,
     /// Everything delivered so far, in delivery order.
     pub delivered: Vec<Delivery>,
@@ -16,6 +20,7 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// A host whose memory table draws STag keys from `seed`, with one DDP stream.
     pub fn new(seed: u64, stream: StreamId, pd: PdId, cfg: DdpConfig) -> Self {
         Self {
             mem: MemoryTable::with_seed(seed),

@@ -15,7 +15,10 @@ pub enum Chunking {
     /// Chunks of exactly this many octets (the last may be shorter).
     Fixed(usize),
     /// Chunks of 1..=max octets, drawn at random.
-    Random { max: usize },
+    Random {
+        /// The largest chunk.
+        max: usize,
+    },
     /// One split exactly at this offset of the pump's bytes (for "every offset").
     SplitAt(usize),
 }
@@ -27,12 +30,16 @@ pub enum LinkMode {
     Stream(Chunking),
     /// Whole segments, delivered in random order: each step hands up one of the
     /// oldest `window` segments in flight.
-    Reorder { window: usize },
+    Reorder {
+        /// How many of the oldest segments in flight may be handed up next.
+        window: usize,
+    },
 }
 
 /// Something the harness could not carry (not a DDP error: those are events).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SimError {
+    /// The simulated byte stream could not be deframed.
     Frame(FrameError),
 }
 
@@ -46,7 +53,9 @@ struct Link {
 
 /// Two endpoints, A and B, and a link each way.
 pub struct Pair {
+    /// Host A.
     pub a: Endpoint,
+    /// Host B.
     pub b: Endpoint,
     mode: LinkMode,
     rng: ChaCha8Rng,

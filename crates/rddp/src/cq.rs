@@ -21,7 +21,9 @@ const MAX_DRIVEN: usize = 4;
 /// One completion, with the queue pair it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkCompletion {
+    /// The queue pair it came from ([`crate::QueuePair::qp_num`]).
     pub qp_num: u32,
+    /// The completion itself; `WorkCompletion` dereferences to it.
     pub c: Completion,
 }
 
@@ -84,6 +86,9 @@ pub struct CompletionQueue {
 }
 
 impl CompletionQueue {
+    /// A queue of `capacity` completions (`ibv_create_cq`'s `cqe`). Queue pairs and
+    /// shared receive queues reserve their worst case on it when they attach, and
+    /// one that would not fit is refused, so it never overflows.
     pub fn new(capacity: usize) -> Self {
         Self {
             inner: Arc::new(CqInner {
@@ -107,6 +112,7 @@ impl CompletionQueue {
         }
     }
 
+    /// Its size in completions.
     pub fn capacity(&self) -> usize {
         self.inner.capacity
     }
@@ -121,6 +127,7 @@ impl CompletionQueue {
         lock(&self.inner.q).len()
     }
 
+    /// Whether no completion is waiting.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

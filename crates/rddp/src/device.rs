@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// Capacity of the whole device; consumers' quotas are reserved out of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeviceLimits {
+    /// The most the device holds of each resource, all consumers together.
     pub capacity: Quota,
 }
 
@@ -53,10 +54,13 @@ impl Default for Device {
 }
 
 impl Device {
+    /// A device with the default capacity ([`DeviceLimits::default`]: 16,384
+    /// queue pairs, 65,536 regions, 64 GiB registered, ...); `ibv_open_device`.
     pub fn new() -> Self {
         Self::with_limits(DeviceLimits::default())
     }
 
+    /// A device with the given capacity.
     pub fn with_limits(limits: DeviceLimits) -> Self {
         let mem = MemoryTable::new();
         mem.set_limits(TableLimits {
@@ -155,10 +159,12 @@ pub struct Consumer {
 }
 
 impl Consumer {
+    /// The name it was admitted with (in logs and quota errors).
     pub fn name(&self) -> &str {
         &self.inner.name
     }
 
+    /// The share of the device reserved for it.
     pub fn quota(&self) -> Quota {
         self.inner.quota
     }

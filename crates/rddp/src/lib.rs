@@ -15,43 +15,46 @@
 //!
 //! Two queue pairs, here joined by the in-memory LLP (MPA/TCP works the same way):
 //! advertise a region, RDMA Write into it, RDMA Read it back, Send and Receive.
+//! This is the README's quick start (`scripts/check-docs.sh` checks they agree).
 //!
 //! ```
 //! use rddp::transport::memory_pair;
 //! use rddp::{Access, CompletionQueue, Device, QueuePairBuilder, Quota, SendFlags, WcStatus};
 //! use std::time::Duration;
 //!
-//! let dev = Device::new();
-//! let (link_a, link_b) = memory_pair(1024);
-//! let pd_a = dev.consumer("a", Quota::default())?.alloc_pd()?;
-//! let pd_b = dev.consumer("b", Quota::default())?.alloc_pd()?;
-//! let (cq_a, cq_b) = (CompletionQueue::new(32), CompletionQueue::new(32));
-//! let qp_a = QueuePairBuilder::new(&pd_a, &cq_a, &cq_a).build()?.attach(link_a)?;
-//! let qp_b = QueuePairBuilder::new(&pd_b, &cq_b, &cq_b).build()?.attach(link_b)?;
+//! fn main() -> Result<(), rddp::Error> {
+//!     let dev = Device::new();
+//!     let (link_a, link_b) = memory_pair(1024);
+//!     let pd_a = dev.consumer("a", Quota::default())?.alloc_pd()?;
+//!     let pd_b = dev.consumer("b", Quota::default())?.alloc_pd()?;
+//!     let (cq_a, cq_b) = (CompletionQueue::new(32), CompletionQueue::new(32));
+//!     let qp_a = QueuePairBuilder::new(&pd_a, &cq_a, &cq_a).build()?.attach(link_a)?;
+//!     let qp_b = QueuePairBuilder::new(&pd_b, &cq_b, &cq_b).build()?.attach(link_b)?;
 //!
-//! // B registers a buffer the peer may write and read, and advertises it.
-//! let target = pd_b.register(vec![0; 64], Access::REMOTE_WRITE | Access::REMOTE_READ)?;
-//! let advert = target.remote(); // sent to A out of band, or in a Send
+//!     // B registers a buffer the peer may write and read, and advertises it.
+//!     let target = pd_b.register(vec![0; 64], Access::REMOTE_WRITE | Access::REMOTE_READ)?;
+//!     let advert = target.remote(); // (STag, TO, length): sent to A in a Send or out of band
 //!
-//! // A writes into it, then reads it back into a sink of its own.
-//! let src = pd_a.register(b"hello, remote memory".to_vec(), Access::NONE)?;
-//! let sink = pd_a.register(vec![0; 20], Access::REMOTE_WRITE)?; // Read sinks need remote write
-//! qp_a.post_write(1, &src, 0, 20, advert, 0)?;
-//! qp_a.post_read(2, &sink, 0, 20, advert, 0)?;
+//!     // A writes into it, then reads it back into a sink of its own.
+//!     let src = pd_a.register(b"hello, remote memory".to_vec(), Access::NONE)?;
+//!     let sink = pd_a.register(vec![0; 20], Access::REMOTE_WRITE)?; // Read sinks need remote write
+//!     qp_a.post_write(1, &src, 0, 20, advert, 0)?;
+//!     qp_a.post_read(2, &sink, 0, 20, advert, 0)?;
 //!
-//! // Send and Receive: B posts a buffer, A sends into it.
-//! qp_b.post_recv(10, 32)?;
-//! qp_a.post_send(3, &src, 0, 5, SendFlags::default())?;
+//!     // Send and Receive: B posts a buffer, A sends into it.
+//!     qp_b.post_recv(10, 32)?;
+//!     qp_a.post_send(3, &src, 0, 5, SendFlags::default())?;
 //!
-//! let mut done = Vec::new();
-//! while done.len() < 3 {
-//!     done.extend(cq_a.wait(8, Duration::from_secs(5)));
+//!     let mut done = Vec::new();
+//!     while done.len() < 3 {
+//!         done.extend(cq_a.wait(8, Duration::from_secs(5)));
+//!     }
+//!     assert!(done.iter().all(|wc| wc.status == WcStatus::Success));
+//!     assert_eq!(sink.read(0, 20)?, b"hello, remote memory");
+//!     let recv = cq_b.wait(1, Duration::from_secs(5));
+//!     assert_eq!(&recv[0].buffer.as_ref().unwrap()[..5], b"hello");
+//!     Ok(())
 //! }
-//! assert!(done.iter().all(|wc| wc.status == WcStatus::Success));
-//! assert_eq!(sink.read(0, 20)?, b"hello, remote memory");
-//! let recv = cq_b.wait(1, Duration::from_secs(5));
-//! assert_eq!(&recv[0].buffer.as_ref().unwrap()[..5], b"hello");
-//! # Ok::<(), rddp::Error>(())
 //! ```
 //!
 //! * [`Device`]: the software RNIC; owns every resource and acts as the privileged

@@ -10,8 +10,11 @@ use rddp_proto::mem::{Access, RegionRef, Stag, StagScope, StreamId};
 /// What the peer needs to reach a region: advertise it (e.g. in a Send).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RemoteBuf {
+    /// The region's STag (the rkey of ibverbs).
     pub stag: u32,
+    /// The Tagged Offset of its first octet (the address of ibverbs).
     pub to: u64,
+    /// Its length in octets.
     pub len: u64,
 }
 
@@ -26,6 +29,8 @@ impl RemoteBuf {
         b
     }
 
+    /// Reads an advertisement written by [`Self::to_bytes`]; `None` when `b` is
+    /// shorter than 16 octets.
     pub fn from_bytes(b: &[u8]) -> Option<Self> {
         let b: &[u8; 16] = b.get(..16)?.try_into().ok()?;
         Some(Self {
@@ -87,22 +92,27 @@ impl MemoryRegion {
         self.pd.inner.consumer.device()
     }
 
+    /// The region's STag.
     pub fn stag(&self) -> u32 {
         self.stag.0
     }
 
+    /// Its length in octets.
     pub fn len(&self) -> u64 {
         self.len
     }
 
+    /// Whether it has no octet.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// The remote rights it was registered with.
     pub fn access(&self) -> Access {
         self.access
     }
 
+    /// The protection domain it belongs to.
     pub fn pd(&self) -> &ProtectionDomain {
         &self.pd
     }

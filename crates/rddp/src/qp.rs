@@ -111,20 +111,32 @@ pub struct ReadFlags {
 pub enum PostWr<'a> {
     /// [`QueuePair::post_send`]'s arguments.
     Send {
+        /// Returned in the completion (`Completion::wr_id`).
         wr_id: u64,
+        /// The region the payload is taken from.
         mr: &'a MemoryRegion,
+        /// Where in `mr` the payload starts.
         offset: u64,
+        /// Payload octets.
         len: u64,
+        /// Solicited Event, Invalidate, fence, unsignaled.
         flags: SendFlags,
     },
     /// [`QueuePair::post_write`]'s arguments.
     Write {
+        /// Returned in the completion (`Completion::wr_id`).
         wr_id: u64,
+        /// The region the payload is taken from.
         mr: &'a MemoryRegion,
+        /// Where in `mr` the payload starts.
         offset: u64,
+        /// Payload octets.
         len: u64,
+        /// The peer's advertised buffer.
         remote: RemoteBuf,
+        /// Where in `remote` the payload lands.
         remote_offset: u64,
+        /// Fence, unsignaled.
         flags: WriteFlags,
     },
 }
@@ -167,6 +179,7 @@ fn write_wr(
 pub struct PostListError {
     /// How many of the list were posted (the index of the refused one).
     pub posted: usize,
+    /// Why the refused one was refused.
     pub error: Box<Error>,
 }
 
@@ -191,6 +204,9 @@ struct SrqLink {
 }
 
 impl QueuePairBuilder {
+    /// A queue pair in `pd` completing to `send_cq` and `recv_cq` (they may be
+    /// the same queue): 16 send and 16 receive slots, IRD and ORD 16 until the
+    /// builder's other calls change them; [`Self::build`] charges the quota.
     pub fn new(
         pd: &ProtectionDomain,
         send_cq: &CompletionQueue,
@@ -305,6 +321,7 @@ impl Drop for PreparedQueuePair {
 }
 
 impl PreparedQueuePair {
+    /// The queue pair's number, as in each [`crate::WorkCompletion`] it gives.
     pub fn qp_num(&self) -> u32 {
         self.qp_num
     }
@@ -681,6 +698,8 @@ enum QpLlp {
 }
 
 impl QueuePair {
+    /// The queue pair's number, as in each [`crate::WorkCompletion`] it gives
+    /// (`ibv_qp::qp_num`).
     pub fn qp_num(&self) -> u32 {
         self.shared.qp_num
     }

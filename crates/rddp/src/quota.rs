@@ -28,10 +28,15 @@ impl fmt::Display for Resource {
 /// The share of the device one consumer may hold at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Quota {
+    /// Queue pairs built and not dropped, at most.
     pub queue_pairs: u64,
+    /// Memory regions registered, at most.
     pub memory_regions: u64,
+    /// Octets registered in those regions, at most.
     pub registered_bytes: u64,
+    /// Receive buffers posted and not yet completed, at most.
     pub receive_buffers: u64,
+    /// RDMA Reads posted whose responses have not all arrived, at most.
     pub outstanding_reads: u64,
 }
 
@@ -70,10 +75,15 @@ impl Quota {
 /// What one consumer holds now.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
+    /// Queue pairs built and not dropped, now.
     pub queue_pairs: u64,
+    /// Memory regions registered, now.
     pub memory_regions: u64,
+    /// Octets registered in those regions, now.
     pub registered_bytes: u64,
+    /// Receive buffers posted and not yet completed, now.
     pub receive_buffers: u64,
+    /// RDMA Reads posted whose responses have not all arrived, now.
     pub outstanding_reads: u64,
 }
 

@@ -13,7 +13,11 @@ use rddp_proto::wq::{Slots, WorkQueue};
 pub enum SrqMode {
     /// Strategy 2: a new MSN takes a buffer when it first arrives; a stream holding
     /// more than `soft_limit` undelivered buffers raises an event (no hard action).
-    Shared { soft_limit: usize },
+    Shared {
+        /// Buffers a stream may hold undelivered before
+        /// [`crate::PoolEvent::SoftLimit`] is raised.
+        soft_limit: usize,
+    },
     /// Strategy 3: each queue pair's MSNs are enabled by explicit credits
     /// ([`crate::QueuePair::grant_credits`]); no peer can cause a shortage elsewhere.
     Credits,
@@ -51,6 +55,7 @@ impl SharedReceiveQueue {
         }
     }
 
+    /// How its queue pairs draw on the pool.
     pub fn mode(&self) -> SrqMode {
         self.mode
     }

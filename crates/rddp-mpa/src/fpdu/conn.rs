@@ -31,6 +31,9 @@ use std::io::{self, Read};
 /// Receive-buffer id of the buffer posted on QN 2 for the peer's Terminate.
 const TERM_BUF_ID: u64 = u64::MAX - 1;
 
+/// An MPA connection in FPDU mode over any byte stream, sans-IO: a DDP stream
+/// whose segments it frames as FPDUs (CRC, Markers as negotiated) and unframes
+/// from the octets it is fed.
 #[derive(Debug)]
 pub struct FpduConn {
     pub(super) neg: Negotiated,
@@ -115,6 +118,7 @@ impl FpduConn {
         })
     }
 
+    /// What connection setup agreed.
     pub fn negotiated(&self) -> &Negotiated {
         &self.neg
     }
@@ -124,10 +128,12 @@ impl FpduConn {
         &self.stream
     }
 
+    /// The DDP stream, to send, post receives and take deliveries.
     pub fn stream_mut(&mut self) -> &mut DdpStream {
         &mut self.stream
     }
 
+    /// The TCP effective MSS MULPDU was last computed from.
     pub fn emss(&self) -> usize {
         self.emss
     }

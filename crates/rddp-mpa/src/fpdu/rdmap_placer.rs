@@ -18,7 +18,9 @@ use std::io;
 
 /// The RDMAP engine of one queue pair, borrowed for one `drive` call.
 pub struct RdmapPlacer<'a> {
+    /// The queue pair's RDMAP stream.
     pub stream: &'a mut RdmapStream,
+    /// The memory table its regions are in.
     pub mem: &'a MemoryTable,
     /// Set when the peer's first FPDU passed its checks (RFC 6581 / spec §4.9:
     /// the responder may transmit from now on); the driver opens its gate.
@@ -26,6 +28,7 @@ pub struct RdmapPlacer<'a> {
 }
 
 impl<'a> RdmapPlacer<'a> {
+    /// Borrow `stream` and `mem`; the first FPDU is not seen yet.
     pub fn new(stream: &'a mut RdmapStream, mem: &'a MemoryTable) -> Self {
         Self {
             stream,

@@ -13,6 +13,7 @@ use rddp_wire::mpa::{MIN_ULPDU, MPA_CRC_LEN, MPA_HDR_LEN, pad_len};
 use rddp_wire::{FpduDecoder, WireError};
 use std::ops::ControlFlow;
 
+/// Turns a byte stream into whole, CRC-checked ULPDUs (see the module doc).
 #[derive(Debug)]
 pub struct Receiver {
     crc: bool,
@@ -22,6 +23,8 @@ pub struct Receiver {
 }
 
 impl Receiver {
+    /// A receiver for FPDUs with or without CRC and Markers, ULPDUs of at most
+    /// `max_ulpdu` octets.
     pub fn new(crc: bool, markers: bool, max_ulpdu: usize) -> Self {
         Self {
             crc,
@@ -36,6 +39,7 @@ impl Receiver {
         self.max_ulpdu = max;
     }
 
+    /// The largest ULPDU taken now.
     pub fn max_ulpdu(&self) -> usize {
         self.max_ulpdu
     }

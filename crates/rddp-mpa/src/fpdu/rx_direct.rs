@@ -169,7 +169,10 @@ pub enum Progress {
     /// The source has nothing more now; call again when it is readable.
     WouldBlock,
     /// The source ended (`at_boundary`: between FPDUs, a clean end).
-    Eof { at_boundary: bool },
+    Eof {
+        /// Whether it ended between FPDUs.
+        at_boundary: bool,
+    },
     /// A fatal error was reported to the engine; nothing more is read.
     Stopped,
     /// The engine asked for a pause ([`Placer::more`]), between FPDUs.
@@ -486,6 +489,7 @@ impl FpduReceiver {
         self.cfg.max_ulpdu = max.clamp(MIN_ULPDU, MAX_ULPDU);
     }
 
+    /// The largest ULPDU taken now.
     pub fn max_ulpdu(&self) -> usize {
         self.cfg.max_ulpdu
     }
@@ -1092,7 +1096,9 @@ pub fn is_rtr(want: Rtr, u: &[u8]) -> bool {
 /// A source whose every read is also shown to `record` (a capture, `--pcap`):
 /// the octets stay where they were read to; `record` sees them there.
 pub struct Recorded<R, F> {
+    /// The source read from.
     pub inner: R,
+    /// Called with the octets of every read.
     pub record: F,
 }
 

@@ -13,10 +13,12 @@ use rddp_wire::{Crc32c, FpduEncoder};
 /// One FPDU ready for the socket: write `parts` in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OutFpdu {
+    /// The FPDU's octets in order: header, payload, pad and CRC, Markers.
     pub parts: Vec<Bytes>,
 }
 
 impl OutFpdu {
+    /// An FPDU already in one buffer.
     pub fn from_vec(v: Vec<u8>) -> Self {
         Self {
             parts: vec![Bytes::from(v)],
@@ -26,6 +28,7 @@ impl OutFpdu {
     pub fn len(&self) -> usize {
         self.parts.iter().map(|p| p.len()).sum()
     }
+    /// Whether it has no octet.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -87,6 +90,7 @@ pub enum Piece {
 /// write them in order; [`Piece::Payload`] ranges index that payload.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FpduLayout {
+    /// The FPDU's pieces in wire order.
     pub pieces: Vec<Piece>,
 }
 
@@ -113,6 +117,7 @@ impl FpduLayout {
             .sum()
     }
 
+    /// Whether it has no octet.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

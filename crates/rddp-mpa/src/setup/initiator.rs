@@ -19,6 +19,8 @@ use rddp_wire::{
 };
 use std::time::Instant;
 
+/// The active side of MPA setup, sans-IO: sends the Request and reads the
+/// Reply (RFC 5044, RFC 6581).
 #[derive(Debug)]
 pub struct Initiator {
     crc: bool,
@@ -111,6 +113,7 @@ impl Initiator {
         })
     }
 
+    /// Where setup stands.
     pub fn status(&self) -> SetupStatus {
         self.status
     }

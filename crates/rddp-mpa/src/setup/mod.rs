@@ -49,6 +49,7 @@ pub enum SetupStatus {
 /// Everything FPDU mode needs from setup (spec §4.8, §4.10).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Negotiated {
+    /// Which side of setup this end was.
     pub role: Role,
     /// Revision in use (the Reply's Rev).
     pub rev: u8,

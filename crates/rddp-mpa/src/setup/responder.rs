@@ -20,13 +20,18 @@ use std::time::Instant;
 /// What the initiator asked for, shown to the ULP before it accepts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerRequest {
+    /// The Request's revision.
     pub rev: u8,
+    /// Its flags: Markers, CRC.
     pub flags: MpaFlags,
+    /// Its RFC 6581 block (Rev 2): IRD, ORD and the RTR types offered.
     pub enhanced: Option<EnhancedBlock>,
     /// The initiator ULP's private data (enhanced block removed).
     pub private_data: Vec<u8>,
 }
 
+/// The passive side of MPA setup, sans-IO: reads the Request, lets the ULP
+/// accept or refuse it, sends the Reply (RFC 5044, RFC 6581).
 #[derive(Debug)]
 pub struct Responder {
     opts: MpaOptions,
@@ -59,6 +64,7 @@ impl Responder {
         self.opts = opts.clone();
     }
 
+    /// Where setup stands.
     pub fn status(&self) -> SetupStatus {
         self.status
     }
@@ -79,12 +85,14 @@ impl Responder {
             .then_some(self.deadline)
     }
 
+    /// Fail with [`MpaError::Timeout`] if the deadline has passed at `now`.
     pub fn on_timeout(&mut self, now: Instant) {
         if self.deadline().is_some() && now >= self.deadline {
             self.fail(MpaError::Timeout);
         }
     }
 
+    /// What setup ended with, once: what was agreed, or why it failed.
     pub fn take_result(&mut self) -> Option<Result<Negotiated, MpaError>> {
         self.result.take()
     }

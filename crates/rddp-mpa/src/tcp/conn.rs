@@ -34,6 +34,9 @@ const EMSS_EVERY: u32 = 64;
 /// reset that could destroy the Terminate it just sent.
 const LINGER: Duration = Duration::from_millis(200);
 
+/// An MPA connection over a blocking TCP socket: an [`FpduConn`] and its
+/// socket, for DDP-level users and tests (the verbs queue pairs run theirs on
+/// the event loop instead).
 #[derive(Debug)]
 pub struct MpaConnection {
     pub(super) sock: TcpStream,
@@ -70,6 +73,7 @@ impl MpaConnection {
         })
     }
 
+    /// What connection setup agreed.
     pub fn negotiated(&self) -> &Negotiated {
         self.conn.negotiated()
     }
@@ -79,18 +83,22 @@ impl MpaConnection {
         &self.conn.negotiated().peer_private_data
     }
 
+    /// The DDP stream.
     pub fn stream(&self) -> &DdpStream {
         self.conn.stream()
     }
 
+    /// The DDP stream, to send, post receives and take deliveries.
     pub fn stream_mut(&mut self) -> &mut DdpStream {
         self.conn.stream_mut()
     }
 
+    /// The FPDU engine.
     pub fn engine(&self) -> &FpduConn {
         &self.conn
     }
 
+    /// The socket's local address.
     pub fn local_addr(&self) -> Result<SocketAddr, MpaError> {
         Ok(self.sock.local_addr()?)
     }
@@ -164,6 +172,7 @@ impl MpaConnection {
         Ok(msn)
     }
 
+    /// Post a receive buffer on untagged queue `qn`.
     pub fn post_recv(&mut self, qn: u32, buf: RecvBuffer) -> Result<(), MpaError> {
         Ok(self.conn.stream_mut().post_recv(qn, buf)?)
     }

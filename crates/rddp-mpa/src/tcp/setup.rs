@@ -137,6 +137,7 @@ impl Drop for MpaListener {
 }
 
 impl MpaListener {
+    /// The address it listens on (the port chosen when bound to port 0).
     pub fn local_addr(&self) -> Result<SocketAddr, MpaError> {
         Ok(self.local)
     }

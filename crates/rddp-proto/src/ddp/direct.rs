@@ -117,7 +117,7 @@ impl DdpSink {
 
     /// The receive buffer that an untagged message of queue `qn` arriving
     /// next would fill from MO 0, and its MSN (see
-    /// [`super::recv_queue::UntaggedQueue::next_posted`]); `None` while a
+    /// [`crate::ddp::recv_queue::UntaggedQueue::next_posted`]); `None` while a
     /// segment is begun or waits for an earlier one.
     pub fn next_posted(&mut self, qn: u32) -> Option<(u32, &mut [u8])> {
         if !self.begun.is_empty() || !self.order.is_idle() {
@@ -149,7 +149,7 @@ impl DdpSink {
     /// Handle one DDP segment (header + payload) that the LLP received whole, `seq`
     /// being its position in the sender's order. Nothing is placed unless every
     /// check passes; on error the caller must treat the stream as erroneous. The
-    /// payload is copied into place (counted: [`super::rx_copied_octets`]).
+    /// payload is copied into place (counted: [`crate::ddp::rx_copied_octets`]).
     pub fn on_segment(
         &mut self,
         mem: &MemoryTable,

@@ -16,9 +16,13 @@ use rddp_proto::rdmap::RdmapStream;
 /// [`QueuePair::post_recv_mr`]'s arguments.
 #[derive(Clone, Copy)]
 pub struct RecvWr<'a> {
+    /// Returned in the receive's completion.
     pub wr_id: u64,
+    /// The region the Send is placed in.
     pub mr: &'a MemoryRegion,
+    /// Where in `mr` the span starts.
     pub offset: u64,
+    /// The span's length: the longest Send it takes.
     pub len: u64,
 }
 

@@ -16,12 +16,22 @@ use std::sync::{Arc, Condvar, Mutex};
 #[derive(Debug)]
 pub enum Inbound {
     /// One whole DDP segment and its place in the sender's order.
-    Segment { seq: SenderSeq, bytes: Vec<u8> },
+    Segment {
+        /// Its place in the sender's order (MPA: FPDUs counted; SCTP: the DDP-SSN).
+        seq: SenderSeq,
+        /// The segment, DDP header first.
+        bytes: Vec<u8>,
+    },
     /// The LLP's largest segment changed (seed 000: MULPDU changes are exposed).
     Mulpdu(usize),
     /// The LLP found a fatal error in the peer's octets (e.g. an MPA CRC error): a
     /// Terminate with this code goes out, then the connection closes.
-    Error { code: TerminateCode, detail: String },
+    Error {
+        /// The Terminate code that goes out.
+        code: TerminateCode,
+        /// What was wrong, in words, for logs and events.
+        detail: String,
+    },
     /// The peer closed the connection gracefully.
     Closed,
 }
@@ -53,6 +63,7 @@ pub struct LlpInfo {
     pub crc: bool,
     /// Markers in FPDUs we receive / we send (MPA).
     pub markers_rx: bool,
+    /// See `markers_rx`.
     pub markers_tx: bool,
     /// The RFC 6581 ready-to-receive message agreed (MPA peer-to-peer mode):
     /// "write" or "read", `None` without one.
@@ -63,7 +74,9 @@ pub struct LlpInfo {
 pub enum Llp {
     /// Two blocking halves, a thread each (SCTP, in memory, tests).
     Threads {
+        /// The receiving half, run by the queue pair's reader thread.
         reader: Box<dyn SegmentReader>,
+        /// The sending half, run by its writer thread.
         writer: Box<dyn SegmentWriter>,
         /// Stop both halves at once (TCP: shutdown of both directions), so that a
         /// blocked reader returns. Called when the queue pair is dropped.
@@ -78,12 +91,14 @@ pub enum Llp {
 
 /// A connected LLP, ready to carry DDP segments.
 pub struct Connection {
+    /// How its octets move.
     pub llp: Llp,
     /// Largest DDP segment the LLP carries now.
     pub mulpdu: usize,
     /// IRD/ORD agreed at connection setup (RFC 6581), if the LLP negotiated them
     /// (`ird_ord_negotiated`).
     pub ird: u32,
+    /// See `ird`.
     pub ord: u32,
     /// Whether `ird`/`ord` were agreed by the LLP's setup. False (DDP over SCTP:
     /// RFC 5043 exchanges no IRD/ORD): the queue pair uses its builder's values,

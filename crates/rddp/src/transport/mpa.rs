@@ -83,6 +83,7 @@ impl Listener {
         })
     }
 
+    /// The address it listens on (the port chosen when bound to port 0).
     pub fn local_addr(&self) -> Result<SocketAddr, MpaError> {
         self.inner.local_addr()
     }

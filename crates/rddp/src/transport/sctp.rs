@@ -192,6 +192,8 @@ pub struct Listener {
 }
 
 impl Listener {
+    /// Listen for associations on `addr` (SCTP port = UDP encapsulation port =
+    /// `addr`'s port).
     pub fn bind(addr: SocketAddrV4, opts: SctpOptions) -> io::Result<Self> {
         let timeout = opts.setup_timeout;
         let inner = rddp_sctp::driver::Listener::bind(addr, opts).map_err(err)?;
@@ -277,7 +279,9 @@ impl Listener {
 /// Terminate by the adaptation itself).
 #[derive(Debug, Clone)]
 pub struct SessionRequest {
+    /// The SCTP stream of the session.
     pub sid: u16,
+    /// The private data of its Initiate (at most 512 octets).
     pub private_data: Vec<u8>,
 }
 

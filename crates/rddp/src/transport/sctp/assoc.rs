@@ -36,7 +36,7 @@ pub(super) struct AssocState {
     pub(super) notify: Option<Notify>,
 }
 
-/// See [`Association::set_notify`].
+/// See [`Association::set_notify`](super::Association::set_notify).
 pub type Notify = Arc<dyn Fn() + Send + Sync>;
 
 #[derive(Default)]
