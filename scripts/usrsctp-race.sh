@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Stress test of the usrsctp close race (sctplab/usrsctp#676, #709; see
+# docs/usrsctp-close-race.md). Builds Debian's libusrsctp source with a
+# delay inserted in the race's window (scripts/usrsctp-race/widen-window.patch),
+# loads it through LD_LIBRARY_PATH (usrsctp-ffi dlopens libusrsctp.so.2) and
+# runs SCTP tests in a loop:
+#   1. with the reaper off (RDDP_USRSCTP_CLOSE_AT_ONCE=1: every socket closed
+#      at once, as before the reaper), `path` must crash within BEFORE runs
+#      (it stops at the first crash): the harness can see the race;
+#   2. with the reaper on, `path`, `refusal` and the verbs queue pair over
+#      SCTP (`qp_sctp`) must pass RUNS runs each.
+# Usage: scripts/usrsctp-race.sh [RUNS]   (RUNS defaults to 200)
+# Environment: BEFORE (default 200), RDDP_RACE_DELAY_US (default 1000).
+# Needs root to install what it builds with (dpkg-dev, cmake, gcc) the first
+# time; the build is kept under target/usrsctp-race.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-200}
+before=${BEFORE:-200}
+export RDDP_RACE_DELAY_US=${RDDP_RACE_DELAY_US:-1000}
+work=$PWD/target/usrsctp-race
+mkdir -p "$work"
+
+need=()
+for t in dpkg-source:dpkg-dev cmake:cmake cc:gcc patch:patch; do
+  command -v "${t%%:*}" >/dev/null || need+=("${t#*:}")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  [ "$(id -u)" = 0 ] || { echo "missing: ${need[*]} (run as root or install them)" >&2; exit 1; }
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+lib=$work/build/usrsctplib/libusrsctp.so.2
+if [ ! -e "$lib" ] || [ scripts/usrsctp-race/widen-window.patch -nt "$lib" ]; then
+  rm -rf "$work/src" "$work/build" "$work/pkg"
+  mkdir -p "$work/pkg"
+  # Debian's source of the library the suite runs against.
+  if ! (cd "$work/pkg" && apt-get source -qq --download-only libusrsctp >/dev/null 2>&1); then
+    [ "$(id -u)" = 0 ] || { echo "apt-get source libusrsctp failed (no deb-src?)" >&2; exit 1; }
+    suite=$(. /etc/os-release && echo "$VERSION_CODENAME")
+    # Source lists for the distribution's main archive, as the binary ones.
+    uri=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)
+    [ -n "$uri" ] || uri=$(awk '/^deb /{print $2; exit}' /etc/apt/sources.list)
+    printf 'Types: deb-src\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: %s\n' \
+      "$uri" "$suite" /usr/share/keyrings/debian-archive-keyring.gpg \
+      > /etc/apt/sources.list.d/rddp-deb-src.sources
+    apt-get update -qq
+    (cd "$work/pkg" && apt-get source -qq --download-only libusrsctp >/dev/null 2>&1)
+  fi
+  # (apt checked the files against the signed archive: the .dsc's own
+  # signature, whose key is not installed, is not needed.)
+  dpkg-source -x "$work"/pkg/libusrsctp_*.dsc "$work/src" >/dev/null 2>&1
+  (cd "$work/src" && patch -s -p1 < "$OLDPWD/scripts/usrsctp-race/widen-window.patch")
+  cmake -S "$work/src" -B "$work/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -Dsctp_build_shared_lib=1 -Dsctp_build_programs=0 -Dsctp_werror=0 >/dev/null
+  cmake --build "$work/build" --target usrsctp -j "$(nproc)" >/dev/null
+fi
+nm -D "$lib" | grep -q rddp_race_delay || { echo "$lib lacks the widened window" >&2; exit 1; }
+
+# The test binaries, built as the suite builds them.
+bins=$(cargo test --locked --all-features --no-run --message-format=json \
+    -p rddp-sctp --test path --test refusal -p rddp --test qp_sctp 2>/dev/null |
+  sed -n 's/.*"executable":"\([^"]*\)".*/\1/p')
+bin() { echo "$bins" | grep "/$1-[0-9a-f]*$"; }
+
+# Run test binary $1 up to $2 times with the widened library and extra
+# environment $3, stopping at the first failure when $4 is "first"; prints
+# "FAILED RUNS" and keeps the last failure's tail.
+loop() {
+  local exe fails=0 i
+  exe=$(bin "$1")
+  for ((i = 1; i <= $2; i++)); do
+    if ! env $3 LD_LIBRARY_PATH="$(dirname "$lib")" timeout 120 "$exe" -q >"$work/out" 2>&1; then
+      fails=$((fails + 1))
+      tail -n 3 "$work/out" > "$work/last-failure"
+      [ "${4:-}" = first ] && break
+    fi
+  done
+  echo "$fails $((i > $2 ? $2 : i))"
+}
+
+status=0
+read -r n ran < <(loop path "$before" RDDP_USRSCTP_CLOSE_AT_ONCE=1 first)
+if [ "$n" -eq 0 ]; then
+  echo "FAIL: reaper off, path never crashed in $ran runs: the harness cannot see the race" >&2
+  status=1
+else
+  echo "reaper off: path crashed at run $ran (delay ${RDDP_RACE_DELAY_US} us): $(tail -n 1 "$work/last-failure")"
+fi
+for t in path refusal qp_sctp; do
+  read -r n ran < <(loop "$t" "$runs" "")
+  echo "reaper on:  $t failed $n of $ran runs"
+  if [ "$n" -ne 0 ]; then
+    echo "FAIL: $t under the widened race; last failure:" >&2
+    cat "$work/last-failure" >&2
+    status=1
+  fi
+done
+exit $status
