@@ -56,7 +56,7 @@ if [ ! -e "$lib" ] || [ scripts/usrsctp-race/widen-window.patch -nt "$lib" ]; th
     -Dsctp_build_shared_lib=1 -Dsctp_build_programs=0 -Dsctp_werror=0 >/dev/null
   cmake --build "$work/build" --target usrsctp -j "$(nproc)" >/dev/null
 fi
-nm -D "$lib" | grep -q rddp_race_delay || { echo "$lib lacks the widened window" >&2; exit 1; }
+nm -D "$lib" | grep rddp_race_delay >/dev/null || { echo "$lib lacks the widened window" >&2; exit 1; }
 
 # The test binaries, built as the suite builds them.
 bins=$(cargo test --locked --all-features --no-run --message-format=json \
