@@ -12,8 +12,9 @@ CUTS=${2:-20}
 cd "$(dirname "$0")/.."
 t() { nice -n 10 cargo test -q --locked -p rddp-cli "$@"; }
 
-echo "== $CYCLES connect/SIGKILL cycles"
-RDDP_PEER_DEATH_CYCLES=$CYCLES t --test peer_death_cycles -- --nocapture 2>&1 |
+echo "== $CYCLES connect/SIGKILL cycles over MPA, then over SCTP"
+RDDP_PEER_DEATH_CYCLES=$CYCLES RDDP_PEER_DEATH_SCTP_CYCLES=$CYCLES \
+  t --test peer_death_cycles -- --nocapture 2>&1 |
   grep -E "after cycle|cycles in|panicked|test result"
 
 echo "== SIGKILL mid-transfer and link cuts, $CUTS runs each"
@@ -23,8 +24,11 @@ for _ in $(seq "$CUTS"); do
   t --test peer_death -- --nocapture --test-threads 1 2>&1 | tee -a "$LOG" |
     grep -E "panicked|FAILED" || true
 done
-for kind in "SIGKILL" "link cut (transfer)" "link cut (idle)"; do
-  grep -F "$kind:" "$LOG" | sed -n 's/.*within \([0-9.]*\)\(ms\|µs\|ns\|s\) .*/\1 \2/p' |
+for kind in "SIGKILL" "link cut (transfer)" "link cut (idle)" \
+  "SCTP SIGKILL" "SCTP link cut (transfer)" "SCTP link cut (idle)"; do
+  # Lines of this kind ("SIGKILL:" is not "SCTP SIGKILL:").
+  awk -v k="$kind" 'index($0, k ":") && (k ~ /^SCTP/ || !index($0, "SCTP " k ":"))' "$LOG" |
+    sed -n 's/.*within \([0-9.]*\)\(ms\|µs\|ns\|s\) .*/\1 \2/p' |
     awk '{ v = $1; if ($2 == "ms") v /= 1e3; if ($2 == "µs") v /= 1e6; if ($2 == "ns") v /= 1e9; print v }' |
     sort -g | awk -v k="$kind" '{ a[NR] = $1 }
       END { if (NR == 0) { print k ": no runs"; exit }

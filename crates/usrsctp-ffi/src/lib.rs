@@ -41,5 +41,7 @@ pub use api::{
 pub use chain::Chain;
 pub use error::Error;
 pub use notify::Notification;
-pub use socket::{NextInfo, Part, Received, RecvInfo, Socket, Status, Target, Wake};
+pub use socket::{
+    FailureDetection, NextInfo, Part, Received, RecvInfo, Socket, Status, Target, Wake,
+};
 pub use stack::{ConnAddress, Encapsulation};

@@ -33,6 +33,18 @@ pub struct Status {
     pub primary: Option<std::net::SocketAddrV4>,
 }
 
+/// Failure detection settings ([`Socket::set_failure_detection`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FailureDetection {
+    pub rto_initial: Duration,
+    pub rto_min: Duration,
+    pub rto_max: Duration,
+    pub heartbeat: Duration,
+    /// Unanswered retransmissions (of data or heartbeats) that end the
+    /// association, per path and for the association.
+    pub max_retrans: u16,
+}
+
 /// `struct sctp_rcvinfo` of a received message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecvInfo {
@@ -468,6 +480,41 @@ impl Socket {
                 assoc_value: octets,
             },
         )
+    }
+
+    /// How soon a dead peer or a cut path is noticed, for the associations
+    /// this socket makes or accepts (set before connect or listen): the
+    /// retransmission timeout between `rto_min` and `rto_max` (first
+    /// `rto_initial`), a heartbeat every `heartbeat` on an idle path, and
+    /// the association ended after `max_retrans` consecutive unanswered
+    /// retransmissions or heartbeats (RFC 4960 §8.1, §8.2, §8.3).
+    pub fn set_failure_detection(&self, f: FailureDetection) -> Result<(), Error> {
+        let ms = |d: Duration| d.as_millis().clamp(1, u128::from(u32::MAX)) as u32;
+        self.setopt(
+            SCTP_RTOINFO,
+            &sctp_rtoinfo {
+                srto_assoc_id: SCTP_FUTURE_ASSOC,
+                srto_initial: ms(f.rto_initial),
+                srto_max: ms(f.rto_max),
+                srto_min: ms(f.rto_min),
+            },
+        )?;
+        self.setopt(
+            SCTP_ASSOCINFO,
+            &sctp_assocparams {
+                sasoc_assoc_id: SCTP_FUTURE_ASSOC,
+                sasoc_asocmaxrxt: f.max_retrans,
+                ..Default::default()
+            },
+        )?;
+        // SAFETY: all-zero is a valid sctp_paddrparams (a zero address: every
+        // path's default).
+        let mut p: sctp_paddrparams = unsafe { core::mem::zeroed() };
+        p.spp_assoc_id = SCTP_FUTURE_ASSOC;
+        p.spp_hbinterval = ms(f.heartbeat);
+        p.spp_pathmaxrxt = f.max_retrans;
+        p.spp_flags = SPP_HB_ENABLE;
+        self.setopt(SCTP_PEER_ADDR_PARAMS, &p)
     }
 
     /// The peer's UDP encapsulation port (RFC 6951), before connect.

@@ -22,7 +22,12 @@ pub const SCTP_FUTURE_ASSOC: sctp_assoc_t = 0;
 pub const SCTP_ALL_ASSOC: sctp_assoc_t = 2;
 
 // Socket options (level IPPROTO_SCTP).
+pub const SCTP_RTOINFO: c_int = 0x01;
+pub const SCTP_ASSOCINFO: c_int = 0x02;
 pub const SCTP_INITMSG: c_int = 0x03;
+pub const SCTP_PEER_ADDR_PARAMS: c_int = 0x0a;
+/// `spp_flags`: heartbeats on.
+pub const SPP_HB_ENABLE: u32 = 0x0000_0001;
 pub const SCTP_NODELAY: c_int = 0x04;
 pub const SCTP_ADAPTATION_LAYER: c_int = 0x08;
 pub const SCTP_MAXSEG: c_int = 0x0e;
@@ -157,6 +162,43 @@ pub struct sctp_paddrinfo {
     pub spinfo_srtt: u32,
     pub spinfo_rto: u32,
     pub spinfo_mtu: u32,
+}
+
+/// `struct sctp_rtoinfo` (usrsctp.h): the retransmission timeout's bounds, ms.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct sctp_rtoinfo {
+    pub srto_assoc_id: sctp_assoc_t,
+    pub srto_initial: u32,
+    pub srto_max: u32,
+    pub srto_min: u32,
+}
+
+/// `struct sctp_assocparams` (usrsctp.h); 0 leaves a field as it is.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct sctp_assocparams {
+    pub sasoc_assoc_id: sctp_assoc_t,
+    pub sasoc_peer_rwnd: u32,
+    pub sasoc_local_rwnd: u32,
+    pub sasoc_cookie_life: u32,
+    pub sasoc_asocmaxrxt: u16,
+    pub sasoc_number_peer_destinations: u16,
+}
+
+/// `struct sctp_paddrparams` (usrsctp.h): a zero address sets the default of
+/// every path.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct sctp_paddrparams {
+    pub spp_address: sockaddr_storage,
+    pub spp_assoc_id: sctp_assoc_t,
+    pub spp_hbinterval: u32,
+    pub spp_pathmtu: u32,
+    pub spp_flags: u32,
+    pub spp_ipv6_flowlabel: u32,
+    pub spp_pathmaxrxt: u16,
+    pub spp_dscp: u8,
 }
 
 #[repr(C)]
@@ -519,6 +561,32 @@ layout!(
     spinfo_address = 0,
     spinfo_assoc_id = 128,
     spinfo_mtu = 148
+);
+layout!(
+    sctp_rtoinfo,
+    16,
+    4,
+    srto_initial = 4,
+    srto_max = 8,
+    srto_min = 12
+);
+layout!(
+    sctp_assocparams,
+    20,
+    4,
+    sasoc_cookie_life = 12,
+    sasoc_asocmaxrxt = 16,
+    sasoc_number_peer_destinations = 18
+);
+layout!(
+    sctp_paddrparams,
+    152,
+    8,
+    spp_assoc_id = 128,
+    spp_hbinterval = 132,
+    spp_flags = 140,
+    spp_pathmaxrxt = 148,
+    spp_dscp = 150
 );
 layout!(
     sctp_status,

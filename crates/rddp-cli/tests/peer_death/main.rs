@@ -21,10 +21,11 @@ mod survivor;
 
 use netns::NetnsPair;
 use peer::Peer;
+use rddp::transport::sctp::dead_peer_bound;
 use rddp::{Device, Usage};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use survivor::{Load, Outcome, Survivor};
+use survivor::{Llp, Load, Outcome, Survivor};
 
 /// SIGKILL to last completion.
 const KILL_BOUND: Duration = Duration::from_secs(3);
@@ -82,6 +83,53 @@ fn sigkill_mid_transfer_completes_every_work_request() {
 }
 
 /// Run `scenario` in a survivor inside namespace A against a target in B.
+/// SCTP's dead-peer timeout in these tests (`SctpOptions::dead_peer_timeout`).
+const SCTP_DEAD: Duration = Duration::from_secs(2);
+
+/// What a survivor over SCTP keeps in flight: Reads of 64 KiB (a debug build's
+/// usrsctp moves megabytes slowly enough to hold a test up).
+const SCTP_LOAD: Load = Load {
+    writes: 8,
+    reads: 24,
+    sends: 8,
+    size: 64 << 10,
+};
+
+/// A killed peer over SCTP sends nothing (no FIN or RST as TCP's kernel
+/// does): the survivor's association ends by SCTP's failure detection, within
+/// `dead_peer_bound` of the death.
+#[test]
+fn sctp_sigkill_mid_transfer_completes_every_work_request_within_the_bound() {
+    if !sctp_library() {
+        return;
+    }
+    let dev = Device::new();
+    let mut peer = Peer::start(
+        &[],
+        "127.0.0.1:0",
+        &["--transport", "sctp", "--recv-count", "64"],
+    );
+    let mut s = Survivor::connect_over(&dev, peer.addr, Llp::Sctp, Some(SCTP_DEAD));
+    s.start(SCTP_LOAD);
+    let in_flight = s.reads_in_flight();
+    let died = peer.kill();
+    let bound = dead_peer_bound(SCTP_DEAD) + SLACK;
+    let o = s.collect(died, bound + Duration::from_secs(20), in_flight);
+    check("SCTP SIGKILL", &o, bound, s.close());
+}
+
+/// Skip loudly without libusrsctp, unless CI is set (then fail).
+fn sctp_library() -> bool {
+    match usrsctp_ffi::available() {
+        Ok(()) => true,
+        Err(e) if std::env::var_os("CI").is_none() => {
+            eprintln!("SKIPPED (no libusrsctp, CI unset): {e}");
+            false
+        }
+        Err(e) => panic!("CI: {e}"),
+    }
+}
+
 fn link_cut(scenario: &str) {
     let Some(ns) = netns::require() else { return };
     let exe = std::env::current_exe().unwrap();
@@ -124,6 +172,20 @@ fn link_cut_on_an_idle_connection_flushes_its_receives_within_the_bound() {
 
 /// The survivor side of [`link_cut`], run by it inside namespace A.
 #[test]
+fn sctp_link_cut_mid_transfer_completes_within_the_dead_peer_bound() {
+    if sctp_library() {
+        link_cut("sctp-transfer");
+    }
+}
+
+#[test]
+fn sctp_link_cut_on_an_idle_association_flushes_its_receives_within_the_bound() {
+    if sctp_library() {
+        link_cut("sctp-idle");
+    }
+}
+
+#[test]
 #[ignore = "run by the link_cut tests inside their network namespace"]
 fn netns_survivor() {
     let Ok(env) = std::env::var(ENV) else {
@@ -136,10 +198,25 @@ fn netns_survivor() {
     };
     let dev = Device::new();
     let listen = format!("{}:0", netns::IP_B);
-    let mut peer = Peer::start(&NetnsPair::exec(b), &listen, &["--recv-count", "64"]);
-    let mut s = Survivor::connect(&dev, peer.addr, Some(CUT_TIMEOUT));
+    let (sctp, scenario) = match scenario.strip_prefix("sctp-") {
+        Some(rest) => (true, rest),
+        None => (false, scenario),
+    };
+    let mut extra = vec!["--recv-count", "64"];
+    if sctp {
+        extra.extend(["--transport", "sctp"]);
+    }
+    let mut peer = Peer::start(&NetnsPair::exec(b), &listen, &extra);
+    let (llp, load, dead_peer, bound) = if sctp {
+        let bound = dead_peer_bound(SCTP_DEAD) + SLACK;
+        (Llp::Sctp, SCTP_LOAD, SCTP_DEAD, bound)
+    } else {
+        let bound = rddp_mpa::tcp::dead_peer_bound(CUT_TIMEOUT) + SLACK;
+        (Llp::Mpa, BIG, CUT_TIMEOUT, bound)
+    };
+    let mut s = Survivor::connect_over(&dev, peer.addr, llp, Some(dead_peer));
     let in_flight = if scenario == "transfer" {
-        s.start(BIG);
+        s.start(load);
         s.reads_in_flight()
     } else {
         // Let every octet of the setup be acknowledged: only keepalive can notice.
@@ -148,11 +225,11 @@ fn netns_survivor() {
     };
     let cut = Instant::now();
     NetnsPair::cut(b, dev_b);
-    let bound = rddp_mpa::tcp::dead_peer_bound(CUT_TIMEOUT) + SLACK;
     let o = s.collect(cut, bound + Duration::from_secs(20), in_flight);
     if scenario == "transfer" {
         assert!(o.reads_in_flight_at_death >= 1, "not mid-transfer: {o:?}");
     }
-    check(&format!("link cut ({scenario})"), &o, bound, s.close());
+    let what = if sctp { "SCTP link cut" } else { "link cut" };
+    check(&format!("{what} ({scenario})"), &o, bound, s.close());
     peer.kill();
 }

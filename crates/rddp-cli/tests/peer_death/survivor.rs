@@ -2,6 +2,7 @@
 //! and receives posted, and accounts for every work request it posted.
 #![allow(dead_code)]
 
+use rddp::transport::sctp::{self, SctpOptions};
 use rddp::{
     Access, AsyncEvent, CompletionQueue, Consumer, Device, MemoryRegion, ProtectionDomain,
     QueuePair, QueuePairBuilder, Quota, RemoteBuf, SendFlags, Usage, WcOpcode, WcStatus,
@@ -10,6 +11,13 @@ use rddp_mpa::MpaOptions;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+
+/// The lower layer a survivor connects over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Llp {
+    Mpa,
+    Sctp,
+}
 
 /// Send-queue and receive-queue depths.
 const SQ: u32 = 64;
@@ -81,9 +89,20 @@ pub struct Survivor {
 }
 
 impl Survivor {
-    /// Connect to the target at `addr` with `RQ` receives posted; take its
-    /// advertisement. `dead_peer`: [`MpaOptions::dead_peer_timeout`].
+    /// Connect to the target at `addr` over MPA with `RQ` receives posted;
+    /// take its advertisement. `dead_peer`: [`MpaOptions::dead_peer_timeout`].
     pub fn connect(dev: &Device, addr: SocketAddr, dead_peer: Option<Duration>) -> Self {
+        Self::connect_over(dev, addr, Llp::Mpa, dead_peer)
+    }
+
+    /// As [`Self::connect`], over `llp` (`dead_peer`: MPA's or SCTP's
+    /// `dead_peer_timeout`; `None` keeps the default).
+    pub fn connect_over(
+        dev: &Device,
+        addr: SocketAddr,
+        llp: Llp,
+        dead_peer: Option<Duration>,
+    ) -> Self {
         let consumer = dev.consumer("survivor", QUOTA).expect("consumer");
         assert_eq!(consumer.usage(), Usage::default());
         let pd = consumer.alloc_pd().unwrap();
@@ -98,11 +117,27 @@ impl Survivor {
             p.post_recv(id, 4096).unwrap();
             pending.insert(id, WcOpcode::Recv);
         }
-        let opts = MpaOptions {
-            dead_peer_timeout: dead_peer,
-            ..MpaOptions::default()
+        let qp = match llp {
+            Llp::Mpa => {
+                let opts = MpaOptions {
+                    dead_peer_timeout: dead_peer,
+                    ..MpaOptions::default()
+                };
+                p.connect_mpa(addr, opts).expect("connect to the target")
+            }
+            Llp::Sctp => {
+                let SocketAddr::V4(at) = addr else {
+                    panic!("SCTP targets are IPv4: {addr}")
+                };
+                let defaults = SctpOptions::default();
+                let opts = SctpOptions {
+                    dead_peer_timeout: dead_peer.or(defaults.dead_peer_timeout),
+                    ..defaults
+                };
+                let conn = sctp::connect(at, opts, &[]).expect("connect to the target");
+                p.attach(conn).expect("attach")
+            }
         };
-        let qp = p.connect_mpa(addr, opts).expect("connect to the target");
         let mut s = Self {
             consumer,
             pd,

@@ -41,6 +41,9 @@ fn socket(opts: &Options, conn: bool) -> Result<Socket, DriverError> {
     if let Some(m) = opts.max_seg {
         s.set_maxseg(m)?;
     }
+    if let Some(t) = opts.dead_peer_timeout {
+        s.set_failure_detection(super::failure_detection(t))?;
+    }
     Ok(s)
 }
 

@@ -42,6 +42,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use rddp_sctp::driver::Options as SctpOptions;
+pub use rddp_sctp::driver::{DEAD_PEER_TIMEOUT, dead_peer_bound};
 
 /// Whether libusrsctp can be loaded here; the error says which package to install.
 pub fn available() -> Result<(), String> {
