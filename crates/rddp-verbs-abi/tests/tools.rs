@@ -161,3 +161,52 @@ fn exports_are_versioned_as_debians_libibverbs() {
     };
     assert_eq!(nodes(common::cdylib().to_str().unwrap()), nodes(DEBIAN_LIB));
 }
+
+/// No root: when the suite runs as root, `ibv_devinfo` runs again as
+/// nobody (uid 65534, no capabilities, no new privileges) through
+/// util-linux's setpriv. Nothing opens /dev/infiniband or needs a module.
+#[test]
+fn ibv_devinfo_runs_unprivileged() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if !common::have(DEVINFO, "ibverbs-utils") {
+        return;
+    }
+    let euid = std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(0);
+    if euid != 0 {
+        // Already unprivileged: ibv_devinfo_lists_rddp0_as_iwarp covers it.
+        return;
+    }
+    if !std::path::Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("SKIPPED: no /usr/bin/setpriv (util-linux) to drop root");
+        return;
+    }
+    let lib = common::lib_dir("lib-nobody");
+    let so = common::cdylib();
+    // nobody must reach the library: every directory searchable and the file
+    // readable by others.
+    let reachable = so
+        .ancestors()
+        .skip(1)
+        .all(|d| std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0))
+        && std::fs::metadata(&so).is_ok_and(|m| m.permissions().mode() & 0o004 != 0)
+        && std::fs::metadata(&lib).is_ok_and(|m| m.permissions().mode() & 0o005 == 0o005);
+    if !reachable {
+        eprintln!("SKIPPED: {} is not readable by other users", so.display());
+        return;
+    }
+    let out = common::output(
+        Command::new("/usr/bin/setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--no-new-privs",
+            ])
+            .args(["--inh-caps=-all", "--bounding-set=-all", DEVINFO])
+            .env("LD_LIBRARY_PATH", &lib),
+    );
+    assert!(out.contains("hca_id:\trddp0"), "{out}");
+    assert!(out.contains("transport:\t\t\tiWARP (1)"), "{out}");
+}
