@@ -10,6 +10,14 @@ const DEVINFO: &str = "/usr/bin/ibv_devinfo";
 const DEVICES: &str = "/usr/bin/ibv_devices";
 const RPING: &str = "/usr/bin/rping";
 const DEBIAN_LIB: &str = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1";
+/// ibverbs-utils' examples that need a PD first: loaded, they must refuse.
+const PINGPONGS: [&str; 5] = [
+    "/usr/bin/ibv_rc_pingpong",
+    "/usr/bin/ibv_srq_pingpong",
+    "/usr/bin/ibv_uc_pingpong",
+    "/usr/bin/ibv_ud_pingpong",
+    "/usr/bin/ibv_xsrq_pingpong",
+];
 
 fn run(bin: &str, args: &[&str], dir: &str) -> String {
     let lib = common::lib_dir(dir);
@@ -109,7 +117,9 @@ fn exports_cover_what_ibverbs_utils_import() {
         return;
     }
     let ours = ours();
-    let mut bins = vec![DEVINFO, DEVICES];
+    // Every binary of ibverbs-utils, and rping's libibverbs half.
+    let mut bins = vec![DEVINFO, DEVICES, "/usr/bin/ibv_asyncwatch"];
+    bins.extend(PINGPONGS);
     if std::path::Path::new(RPING).exists() {
         bins.push(RPING);
     } else {
@@ -209,4 +219,24 @@ fn ibv_devinfo_runs_unprivileged() {
     );
     assert!(out.contains("hca_id:\trddp0"), "{out}");
     assert!(out.contains("transport:\t\t\tiWARP (1)"), "{out}");
+}
+
+/// The examples that go on to create resources load (BIND_NOW: every import
+/// resolves) and stop at the first refusal with their own message and exit
+/// status 1, not a crash.
+#[test]
+fn pingpongs_load_and_refuse_cleanly() {
+    if !common::have(DEVINFO, "ibverbs-utils") {
+        return;
+    }
+    let lib = common::lib_dir("lib-pingpong");
+    for bin in PINGPONGS {
+        let out = Command::new(bin)
+            .env("LD_LIBRARY_PATH", &lib)
+            .output()
+            .unwrap_or_else(|e| panic!("{bin}: {e}"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{bin}: {stderr}");
+        assert!(stderr.contains("Couldn't allocate PD"), "{bin}: {stderr}");
+    }
 }
