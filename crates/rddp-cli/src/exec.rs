@@ -46,26 +46,42 @@ pub fn run(a: &ExecArgs) -> Result<std::convert::Infallible, String> {
     Err(format!("{}: {err}", prog.to_string_lossy()))
 }
 
-/// rddp-verbs/ next to the running binary, with `libibverbs.so.1` linked to
-/// the cdylib beside it when the link is not there yet.
+/// rddp-verbs/ next to the running binary, its `libibverbs.so.1` linked to
+/// the newest cdylib of the build tree: next to the binary (where `cargo
+/// build -p rddp-verbs-abi` copies it) or in deps/ (where `cargo test`
+/// leaves it). Without either, an existing link is used as it is.
 fn default_dir() -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("where is rddp? {e}"))?;
     let bin_dir = exe.parent().unwrap_or(Path::new("."));
     let dir = bin_dir.join(LIB_SUBDIR);
     let link = dir.join("libibverbs.so.1");
-    if link.exists() {
-        return Ok(dir);
-    }
-    if !bin_dir.join(CDYLIB).exists() {
+    let newest = [PathBuf::from(CDYLIB), Path::new("deps").join(CDYLIB)]
+        .into_iter()
+        .filter_map(|rel| {
+            let modified = std::fs::metadata(bin_dir.join(&rel)).and_then(|m| m.modified());
+            modified.ok().map(|t| (t, rel))
+        })
+        .max();
+    let Some((_, rel)) = newest else {
+        if link.exists() {
+            return Ok(dir);
+        }
         return Err(format!(
             "no {CDYLIB} next to {}: build it (cargo build -p rddp-verbs-abi) or pass --lib-dir",
             exe.display()
         ));
+    };
+    let target = Path::new("..").join(rel);
+    if std::fs::read_link(&link).ok().as_deref() != Some(target.as_path()) {
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        // A link to an older or missing build is replaced, atomically: a
+        // new link under a name of this process's, renamed over the old one
+        // (two `rddp exec` may start at once).
+        let tmp = dir.join(format!(".libibverbs.so.1.{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(&target, &tmp)
+            .and_then(|()| std::fs::rename(&tmp, &link))
+            .map_err(|e| format!("{}: {e}", link.display()))?;
     }
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    // A dangling link left behind (exists() follows it) is replaced.
-    let _ = std::fs::remove_file(&link);
-    std::os::unix::fs::symlink(Path::new("..").join(CDYLIB), &link)
-        .map_err(|e| format!("{}: {e}", link.display()))?;
     Ok(dir)
 }

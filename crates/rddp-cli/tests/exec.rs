@@ -5,13 +5,16 @@ use std::process::Command;
 
 const RDDP: &str = env!("CARGO_BIN_EXE_rddp");
 
-/// Whether rddp-verbs-abi's cdylib sits next to the rddp binary. Cargo builds
-/// it with that crate (`cargo test --workspace`, `cargo build -p
-/// rddp-verbs-abi`), never as a dependency of this one; without it the test
-/// skips loudly, or fails when CI is set.
+/// Whether rddp-verbs-abi's cdylib is in the build tree of the rddp binary
+/// (next to it or in deps/). Cargo builds it with that crate (`cargo test
+/// --workspace`, `cargo build -p rddp-verbs-abi`), never as a dependency of
+/// this one; without it the test skips loudly, or fails when CI is set.
 fn have_cdylib() -> bool {
     let so = std::path::Path::new(RDDP).with_file_name("librddp_verbs_abi.so");
-    if so.exists() {
+    let in_deps = std::path::Path::new(RDDP)
+        .with_file_name("deps")
+        .join("librddp_verbs_abi.so");
+    if so.exists() || in_deps.exists() {
         return true;
     }
     assert!(

@@ -417,7 +417,9 @@ unsafe extern "C" fn get_sysfs_path() -> *const c_char {
 // ---------------------------------------------------------------------------
 // Pure helpers.
 
-/// `enum ibv_rate` value, multiple of 2.5 Gb/s, Mb/s.
+/// `enum ibv_rate` value, multiple of 2.5 Gb/s (0: rdma-core gives none, and
+/// `ibv_rate_to_mult` returns -1), Mb/s. tests/helpers.rs compares the four
+/// conversions with Debian's libibverbs.
 const RATES: [(c_int, c_int, c_int); 23] = [
     (2, 1, 2500),
     (5, 2, 5000),
@@ -432,10 +434,10 @@ const RATES: [(c_int, c_int, c_int); 23] = [
     (12, 0, 56250),
     (13, 0, 112500),
     (14, 0, 168750),
-    (15, 10, 25781),
-    (16, 40, 103125),
-    (17, 80, 206250),
-    (18, 120, 309375),
+    (15, 0, 25781),
+    (16, 0, 103125),
+    (17, 0, 206250),
+    (18, 0, 309375),
     (19, 11, 28125),
     (20, 20, 53125),
     (21, 160, 425000),
@@ -708,4 +710,70 @@ export! {
     ibv_query_qp_data_in_order => r_data_in_order;
     // IBVERBS_PRIVATE_34
     ibv_query_gid_type => query_gid_type;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `read_sysfs_file` on `dir/file` into a buffer of `size`: (return, errno, text).
+    fn read(dir: &str, file: &str, size: usize) -> (c_int, c_int, String) {
+        let dir = std::ffi::CString::new(dir).unwrap();
+        let file = std::ffi::CString::new(file).unwrap();
+        let mut buf = vec![b'#' as c_char; size + 1];
+        set_errno(0);
+        // SAFETY: NUL-terminated strings and a buffer of `size` (+1) bytes.
+        let n = unsafe { read_sysfs_file(dir.as_ptr(), file.as_ptr(), buf.as_mut_ptr(), size) };
+        // SAFETY: __errno_location is always valid.
+        let errno = unsafe { *libc::__errno_location() };
+        let text: Vec<u8> = buf
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        (n, errno, String::from_utf8_lossy(&text).into_owned())
+    }
+
+    #[test]
+    fn sysfs_files_read_as_rdma_core_reads_them() {
+        let dir = std::env::temp_dir().join(format!("rddp-sysfs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("nl"), "abc\n").unwrap();
+        std::fs::write(dir.join("bare"), "abc").unwrap();
+        let d = dir.to_str().unwrap();
+        // A trailing newline becomes the NUL.
+        assert_eq!(read(d, "nl", 64), (3, 0, "abc".into()));
+        // Without one, a NUL is added when there is room...
+        assert_eq!(read(d, "bare", 64), (3, 0, "abc".into()));
+        // ... and content that fills the buffer without one is an error.
+        assert_eq!(read(d, "bare", 3).0, -1);
+        // The newline is the last byte read: the text before it fits exactly.
+        assert_eq!(read(d, "nl", 4), (3, 0, "abc".into()));
+        assert_eq!(read(d, "missing", 64).1, libc::ENOENT);
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        // rddp0's directory is answered without the file system.
+        assert_eq!(
+            read(device::IBDEV_PATH, "node_type", 64),
+            (7, 0, "4: RNIC".into())
+        );
+        let guid = read(device::IBDEV_PATH, "node_guid", 64);
+        assert_eq!(guid, (19, 0, "0272:6464:7000:0001".into()));
+        assert_eq!(read(device::IBDEV_PATH, "board_id", 64).0, -1);
+    }
+
+    #[test]
+    fn rates_round_trip() {
+        for (rate, mult, mbps) in RATES {
+            // SAFETY: pure functions of integers.
+            unsafe {
+                assert_eq!(rate_to_mbps(rate), mbps);
+                assert_eq!(mbps_to_rate(mbps), rate);
+                if mult != 0 {
+                    assert_eq!(rate_to_mult(rate), mult);
+                    assert_eq!(mult_to_rate(mult), rate);
+                }
+            }
+        }
+    }
 }

@@ -18,15 +18,13 @@ pub fn have(path: &str, pkg: &str) -> bool {
     false
 }
 
-/// The cdylib cargo built for this crate: target/<profile>/librddp_verbs_abi.so,
-/// next to the deps/ directory that holds this test binary.
+/// The cdylib cargo built for this crate with these tests:
+/// target/<profile>/deps/librddp_verbs_abi.so, next to this test binary.
+/// (`cargo build` also copies it up to target/<profile>/; `cargo test` does
+/// not, so that copy may be stale.)
 pub fn cdylib() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("test binary lives in target/<profile>/deps");
-    let so = profile_dir.join("librddp_verbs_abi.so");
+    let so = exe.with_file_name("librddp_verbs_abi.so");
     assert!(so.exists(), "{} not built", so.display());
     so
 }
