@@ -13,6 +13,10 @@
 //! queries and `ibv_read_sysfs_file`. Every other public verb is exported
 //! (so binaries that import it load) and refuses with `EOPNOTSUPP`.
 //!
+//! The rlib exists for this crate's tests (the layouts of [`abi`], the
+//! device's values in [`device`]); it carries the same `ibv_*` symbols, so a
+//! program that links it must not also link a libibverbs.
+//!
 //! # Invariants
 //!
 //! This is the only crate of the workspace whose job is `unsafe`; each
