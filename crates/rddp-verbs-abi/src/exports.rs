@@ -121,8 +121,9 @@ struct Context {
     ibv: ibv_context,
     /// The `rddp::Device` whose resources this context's PDs will come from.
     _device: rddp::Device,
-    /// `ibv_context.async_fd`: an eventfd, pollable, never readable yet
-    /// (no asynchronous event can happen before a QP exists).
+    /// `ibv_context.async_fd`: an eventfd, blocking as the kernel's is until
+    /// the application sets O_NONBLOCK; pollable, never readable yet (no
+    /// asynchronous event can happen before a QP exists).
     async_fd: OwnedFd,
 }
 
@@ -206,7 +207,7 @@ unsafe extern "C" fn open_device(dev: *mut ibv_device) -> *mut ibv_context {
         return ptr::null_mut();
     }
     // SAFETY: eventfd takes no pointers.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
     if fd < 0 {
         return ptr::null_mut();
     }
@@ -625,8 +626,28 @@ unsafe extern "C" fn r_init_ah_from_wc(_: P, _: u8, _: P, _: P, _: P) -> c_int {
 unsafe extern "C" fn r_get_event3(_: P, _: P, _: P) -> c_int {
     refuse_minus_one()
 }
-unsafe extern "C" fn r_get_async_event(_: P, _: P) -> c_int {
-    refuse_minus_one()
+/// `ibv_get_async_event`: waits for an event on `async_fd` as rdma-core's
+/// does (a read, blocking unless the application made the fd
+/// non-blocking: then -1 with `EAGAIN`). No event exists yet, so a blocking
+/// call waits for ever, as it does on an idle kernel device.
+unsafe extern "C" fn get_async_event(ctx: *mut ibv_context, _event: P) -> c_int {
+    if !is_live(ctx) {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    // SAFETY: `ctx` is live (checked above), so it points to an open context.
+    let fd = unsafe { (*ctx).async_fd };
+    loop {
+        let mut count = 0u64;
+        // SAFETY: reads at most 8 bytes into `count`.
+        let n = unsafe { libc::read(fd, (&raw mut count).cast(), 8) };
+        if n < 0 {
+            // errno is read's: EAGAIN when non-blocking, EBADF once closed.
+            return -1;
+        }
+        // Nothing signals the eventfd yet; a wake-up without an event is
+        // not one, so wait again.
+    }
 }
 unsafe extern "C" fn r_query_gid_ex(_: P, _: u32, _: u32, _: P, _: u32, _: usize) -> c_int {
     refuse_int()
@@ -672,7 +693,7 @@ export! {
     ibv_event_type_str => event_type_str;
     ibv_fork_init => fork_init;
     ibv_free_device_list => free_device_list;
-    ibv_get_async_event => r_get_async_event;
+    ibv_get_async_event => get_async_event;
     ibv_get_cq_event => r_get_event3;
     ibv_get_device_guid => get_device_guid;
     ibv_get_device_list => get_device_list;

@@ -4,6 +4,7 @@
  * failed check and exits 1 if any failed; "ok" and 0 otherwise. Built and run
  * by tests/capi.rs. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -55,6 +56,13 @@ int main(void)
 	CHECK(ctx->num_comp_vectors == 1);
 	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
 	CHECK(poll(&pfd, 1, 0) == 0); /* a real fd, with no event pending */
+	/* As with the kernel's: non-blocking once the application says so. */
+	int fl = fcntl(ctx->async_fd, F_GETFL);
+	CHECK(fl >= 0 && !(fl & O_NONBLOCK));
+	CHECK(fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK) == 0);
+	struct ibv_async_event aev;
+	errno = 0;
+	CHECK(ibv_get_async_event(ctx, &aev) == -1 && errno == EAGAIN);
 
 	/* verbs.h's inline falls back to the exported ibv_query_device. */
 	struct ibv_device_attr_ex ax;
