@@ -6,9 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # System packages the suite needs: libusrsctp-dev (userspace SCTP, loaded at run
-# time by usrsctp-ffi) and tshark (the MPA and SCTP wire checks; with CI set, a
-# missing one fails those tests).
-need_pkgs=(libusrsctp-dev tshark)
+# time by usrsctp-ffi), tshark (the MPA and SCTP wire checks), ibverbs-utils
+# (Debian's unmodified ibv_devinfo/ibv_devices, run over rddp-verbs-abi's
+# libibverbs.so.1) and libibverbs-dev (the verbs.h its layouts are checked
+# against). With CI set, a missing one fails those tests.
+need_pkgs=(libusrsctp-dev tshark ibverbs-utils libibverbs-dev)
 missing=()
 for p in "${need_pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -12,6 +12,7 @@ macro_rules! say {
 }
 
 mod demo;
+mod exec;
 mod hostile;
 mod limits;
 mod llp;
@@ -60,6 +61,8 @@ enum Cmd {
     Hostile(hostile::HostileArgs),
     /// rdma-core's rping on the wire: interoperates with `rping` over siw.
     Rping(rping::RpingArgs),
+    /// Run an unmodified rdma-core application (ibv_devinfo, ...) over rddp.
+    Exec(exec::ExecArgs),
 }
 
 fn main() -> ExitCode {
@@ -67,6 +70,12 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),
     };
+    // Before the logging and the raised descriptor limit, which the command
+    // would otherwise inherit.
+    if let Cmd::Exec(a) = &cli.cmd {
+        eprintln!("rddp: {}", exec::run(a).unwrap_err());
+        return ExitCode::FAILURE;
+    }
     observe::init_logging(cli.verbose, cli.quiet);
     // Every connection holds a descriptor: `rddp target` and `rddp perf --qps`
     // serve thousands.
@@ -78,6 +87,7 @@ fn main() -> ExitCode {
         Cmd::Target(a) => target::run(a.clone()),
         Cmd::Perf(p) => perf::main(p),
         Cmd::Hostile(a) => hostile::run(a),
+        Cmd::Exec(_) => unreachable!("handled above"),
         // rping's -v (display ping data) is the global -v.
         Cmd::Rping(a) => rping::run(&rping::RpingArgs {
             verbose: cli.verbose > 0,

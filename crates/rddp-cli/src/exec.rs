@@ -1,0 +1,87 @@
+//! `rddp exec -- CMD ARGS`: runs an unmodified rdma-core application over
+//! rddp, with rddp-verbs-abi's libibverbs.so.1 first on the library path
+//! (docs/verbs-abi.md). The directory replaces Debian's library for that
+//! process; nothing is preloaded.
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The cdylib cargo builds for rddp-verbs-abi, next to the `rddp` binary.
+const CDYLIB: &str = "librddp_verbs_abi.so";
+/// The directory, next to the binary, that holds `libibverbs.so.1` -> [`CDYLIB`].
+const LIB_SUBDIR: &str = "rddp-verbs";
+
+#[derive(clap::Args, Clone)]
+pub struct ExecArgs {
+    /// Directory holding rddp's libibverbs.so.1 (default: rddp-verbs/ next to
+    /// the rddp binary, made from librddp_verbs_abi.so there if missing).
+    #[arg(long)]
+    lib_dir: Option<PathBuf>,
+    /// The command and its arguments (after `--`).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    cmd: Vec<OsString>,
+}
+
+/// Replaces this process with the command; returns only on failure.
+pub fn run(a: &ExecArgs) -> Result<std::convert::Infallible, String> {
+    let dir = match &a.lib_dir {
+        Some(d) => d.clone(),
+        None => default_dir()?,
+    };
+    if !dir.join("libibverbs.so.1").exists() {
+        return Err(format!("{} holds no libibverbs.so.1", dir.display()));
+    }
+    let mut path = OsString::from(dir.as_os_str());
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {
+        path.push(":");
+        path.push(old);
+    }
+    let (prog, args) = a.cmd.split_first().ok_or("no command given")?;
+    let err = Command::new(prog)
+        .args(args)
+        .env("LD_LIBRARY_PATH", path)
+        .exec();
+    Err(format!("{}: {err}", prog.to_string_lossy()))
+}
+
+/// rddp-verbs/ next to the running binary, its `libibverbs.so.1` linked to
+/// the newest cdylib of the build tree: next to the binary (where `cargo
+/// build -p rddp-verbs-abi` copies it) or in deps/ (where `cargo test`
+/// leaves it). Without either, an existing link is used as it is.
+fn default_dir() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("where is rddp? {e}"))?;
+    let bin_dir = exe.parent().unwrap_or(Path::new("."));
+    let dir = bin_dir.join(LIB_SUBDIR);
+    let link = dir.join("libibverbs.so.1");
+    let newest = [PathBuf::from(CDYLIB), Path::new("deps").join(CDYLIB)]
+        .into_iter()
+        .filter_map(|rel| {
+            let modified = std::fs::metadata(bin_dir.join(&rel)).and_then(|m| m.modified());
+            modified.ok().map(|t| (t, rel))
+        })
+        .max();
+    let Some((_, rel)) = newest else {
+        if link.exists() {
+            return Ok(dir);
+        }
+        return Err(format!(
+            "no {CDYLIB} next to {}: build it (cargo build -p rddp-verbs-abi) or pass --lib-dir",
+            exe.display()
+        ));
+    };
+    let target = Path::new("..").join(rel);
+    if std::fs::read_link(&link).ok().as_deref() != Some(target.as_path()) {
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        // A link to an older or missing build is replaced, atomically: a
+        // new link under a name of this process's, renamed over the old one
+        // (two `rddp exec` may start at once).
+        let tmp = dir.join(format!(".libibverbs.so.1.{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(&target, &tmp)
+            .and_then(|()| std::fs::rename(&tmp, &link))
+            .map_err(|e| format!("{}: {e}", link.display()))?;
+    }
+    Ok(dir)
+}

@@ -1,0 +1,212 @@
+//! `#[repr(C)]` copies of the structs of Debian 12's `<infiniband/verbs.h>`
+//! (libibverbs-dev 44.0) that cross this library's entry points.
+//!
+//! Written by hand from that header, field for field, under the C names so
+//! that tests/layout.rs can compile one list of `(type, fields)` both ways: as
+//! `size_of`/`offset_of!` here and as `sizeof`/`offsetof` in a C program built
+//! against the real header. Pointers to objects rddp does not create yet
+//! (CQ, QP, SRQ, MW, work requests) are `*mut c_void`.
+
+#![allow(non_camel_case_types)]
+
+use std::ffi::{c_char, c_int, c_uint, c_void};
+
+/// `IBV_SYSFS_NAME_MAX`.
+pub const IBV_SYSFS_NAME_MAX: usize = 64;
+/// `IBV_SYSFS_PATH_MAX`.
+pub const IBV_SYSFS_PATH_MAX: usize = 256;
+
+/// `IBV_NODE_RNIC` (`enum ibv_node_type`).
+pub const IBV_NODE_RNIC: c_int = 4;
+/// `IBV_TRANSPORT_IWARP` (`enum ibv_transport_type`).
+pub const IBV_TRANSPORT_IWARP: c_int = 1;
+/// `IBV_PORT_ACTIVE` (`enum ibv_port_state`).
+pub const IBV_PORT_ACTIVE: c_int = 4;
+/// `IBV_MTU_4096` (`enum ibv_mtu`).
+pub const IBV_MTU_4096: c_int = 5;
+/// `IBV_LINK_LAYER_ETHERNET`.
+pub const IBV_LINK_LAYER_ETHERNET: u8 = 2;
+/// `IBV_ATOMIC_NONE` (`enum ibv_atomic_cap`).
+pub const IBV_ATOMIC_NONE: c_int = 0;
+/// `IBV_PORT_CM_SUP` (`enum ibv_port_cap_flags`).
+pub const IBV_PORT_CM_SUP: u32 = 1 << 16;
+/// `IBV_FORK_UNNEEDED` (`enum ibv_fork_status`).
+pub const IBV_FORK_UNNEEDED: c_int = 2;
+
+/// `struct _ibv_device_ops`: obsolete, never called, kept for the layout.
+#[repr(C)]
+pub struct _ibv_device_ops {
+    pub _dummy1: Option<unsafe extern "C" fn(*mut ibv_device, c_int) -> *mut ibv_context>,
+    pub _dummy2: Option<unsafe extern "C" fn(*mut ibv_context)>,
+}
+
+/// `struct ibv_device` (664 bytes).
+#[repr(C)]
+pub struct ibv_device {
+    pub _ops: _ibv_device_ops,
+    pub node_type: c_int,
+    pub transport_type: c_int,
+    pub name: [c_char; IBV_SYSFS_NAME_MAX],
+    pub dev_name: [c_char; IBV_SYSFS_NAME_MAX],
+    pub dev_path: [c_char; IBV_SYSFS_PATH_MAX],
+    pub ibdev_path: [c_char; IBV_SYSFS_PATH_MAX],
+}
+
+/// A slot of `struct ibv_context_ops` that applications never call
+/// (`_compat_*`, declared `void *(*)(void)` in the header).
+pub type CompatOp = Option<unsafe extern "C" fn() -> *mut c_void>;
+
+/// `struct ibv_context_ops` (256 bytes). Applications call the named slots
+/// directly from verbs.h's `static inline` functions, so their offsets are
+/// ABI: `poll_cq` @88, `req_notify_cq` @96, `post_srq_recv` @160,
+/// `post_send` @200, `post_recv` @208.
+#[repr(C)]
+pub struct ibv_context_ops {
+    pub _compat_query_device: CompatOp,
+    pub _compat_query_port: CompatOp,
+    pub _compat_alloc_pd: CompatOp,
+    pub _compat_dealloc_pd: CompatOp,
+    pub _compat_reg_mr: CompatOp,
+    pub _compat_rereg_mr: CompatOp,
+    pub _compat_dereg_mr: CompatOp,
+    pub alloc_mw: Option<unsafe extern "C" fn(*mut c_void, c_int) -> *mut c_void>,
+    pub bind_mw: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void) -> c_int>,
+    pub dealloc_mw: Option<unsafe extern "C" fn(*mut c_void) -> c_int>,
+    pub _compat_create_cq: CompatOp,
+    pub poll_cq: Option<unsafe extern "C" fn(*mut c_void, c_int, *mut c_void) -> c_int>,
+    pub req_notify_cq: Option<unsafe extern "C" fn(*mut c_void, c_int) -> c_int>,
+    pub _compat_cq_event: CompatOp,
+    pub _compat_resize_cq: CompatOp,
+    pub _compat_destroy_cq: CompatOp,
+    pub _compat_create_srq: CompatOp,
+    pub _compat_modify_srq: CompatOp,
+    pub _compat_query_srq: CompatOp,
+    pub _compat_destroy_srq: CompatOp,
+    pub post_srq_recv:
+        Option<unsafe extern "C" fn(*mut c_void, *mut c_void, *mut *mut c_void) -> c_int>,
+    pub _compat_create_qp: CompatOp,
+    pub _compat_query_qp: CompatOp,
+    pub _compat_modify_qp: CompatOp,
+    pub _compat_destroy_qp: CompatOp,
+    pub post_send:
+        Option<unsafe extern "C" fn(*mut c_void, *mut c_void, *mut *mut c_void) -> c_int>,
+    pub post_recv:
+        Option<unsafe extern "C" fn(*mut c_void, *mut c_void, *mut *mut c_void) -> c_int>,
+    pub _compat_create_ah: CompatOp,
+    pub _compat_destroy_ah: CompatOp,
+    pub _compat_attach_mcast: CompatOp,
+    pub _compat_detach_mcast: CompatOp,
+    pub _compat_async_event: CompatOp,
+}
+
+/// `struct ibv_context` (328 bytes). rddp's contexts are plain ones:
+/// `abi_compat` is NULL, never `__VERBS_ABI_IS_EXTENDED`, so verbs.h's
+/// `verbs_get_ctx_op` finds no `verbs_context` and its `_ex` inlines fall
+/// back to the exported verbs (`ibv_query_device_ex` to `ibv_query_device`,
+/// the `ibv_query_port` macro to the exported `ibv_query_port`).
+#[repr(C)]
+pub struct ibv_context {
+    pub device: *mut ibv_device,
+    pub ops: ibv_context_ops,
+    pub cmd_fd: c_int,
+    pub async_fd: c_int,
+    pub num_comp_vectors: c_int,
+    pub mutex: libc::pthread_mutex_t,
+    pub abi_compat: *mut c_void,
+}
+
+/// `struct ibv_device_attr` (232 bytes).
+#[repr(C)]
+pub struct ibv_device_attr {
+    pub fw_ver: [c_char; 64],
+    /// Big-endian (`__be64`).
+    pub node_guid: u64,
+    /// Big-endian (`__be64`).
+    pub sys_image_guid: u64,
+    pub max_mr_size: u64,
+    pub page_size_cap: u64,
+    pub vendor_id: u32,
+    pub vendor_part_id: u32,
+    pub hw_ver: u32,
+    pub max_qp: c_int,
+    pub max_qp_wr: c_int,
+    pub device_cap_flags: c_uint,
+    pub max_sge: c_int,
+    pub max_sge_rd: c_int,
+    pub max_cq: c_int,
+    pub max_cqe: c_int,
+    pub max_mr: c_int,
+    pub max_pd: c_int,
+    pub max_qp_rd_atom: c_int,
+    pub max_ee_rd_atom: c_int,
+    pub max_res_rd_atom: c_int,
+    pub max_qp_init_rd_atom: c_int,
+    pub max_ee_init_rd_atom: c_int,
+    pub atomic_cap: c_int,
+    pub max_ee: c_int,
+    pub max_rdd: c_int,
+    pub max_mw: c_int,
+    pub max_raw_ipv6_qp: c_int,
+    pub max_raw_ethy_qp: c_int,
+    pub max_mcast_grp: c_int,
+    pub max_mcast_qp_attach: c_int,
+    pub max_total_mcast_qp_attach: c_int,
+    pub max_ah: c_int,
+    pub max_fmr: c_int,
+    pub max_map_per_fmr: c_int,
+    pub max_srq: c_int,
+    pub max_srq_wr: c_int,
+    pub max_srq_sge: c_int,
+    pub max_pkeys: u16,
+    pub local_ca_ack_delay: u8,
+    pub phys_port_cnt: u8,
+}
+
+/// `struct ibv_port_attr` (52 bytes). The exported `ibv_query_port@1.1`
+/// receives it as `struct _compat_ibv_port_attr *` and writes the fields up
+/// to `link_layer` only: binaries built before `flags` and
+/// `port_cap_flags2` existed pass a shorter struct (verbs.h's inline
+/// `___ibv_query_port` zeroes the whole struct before the call).
+#[repr(C)]
+pub struct ibv_port_attr {
+    pub state: c_int,
+    pub max_mtu: c_int,
+    pub active_mtu: c_int,
+    pub gid_tbl_len: c_int,
+    pub port_cap_flags: u32,
+    pub max_msg_sz: u32,
+    pub bad_pkey_cntr: u32,
+    pub qkey_viol_cntr: u32,
+    pub pkey_tbl_len: u16,
+    pub lid: u16,
+    pub sm_lid: u16,
+    pub lmc: u8,
+    pub max_vl_num: u8,
+    pub sm_sl: u8,
+    pub subnet_timeout: u8,
+    pub init_type_reply: u8,
+    pub active_width: u8,
+    pub active_speed: u8,
+    pub phys_state: u8,
+    pub link_layer: u8,
+    pub flags: u8,
+    pub port_cap_flags2: u16,
+}
+
+/// The `global` member of `union ibv_gid`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_gid_global {
+    /// Big-endian (`__be64`).
+    pub subnet_prefix: u64,
+    /// Big-endian (`__be64`).
+    pub interface_id: u64,
+}
+
+/// `union ibv_gid` (16 bytes, aligned to 8).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union ibv_gid {
+    pub raw: [u8; 16],
+    pub global: ibv_gid_global,
+}

@@ -1,0 +1,46 @@
+//! `libibverbs.so.1` for unmodified rdma-core applications, backed by rddp:
+//! one iWARP device, `rddp0`, with no kernel module, no `/dev/infiniband`
+//! and no root (issue 41, stage 1; docs/verbs-abi.md).
+//!
+//! The cdylib this crate builds is installed under the soname
+//! `libibverbs.so.1` in a directory of its own, which goes first on the
+//! library path (`LD_LIBRARY_PATH`), replacing Debian's libibverbs for that
+//! process. Its exports carry the symbol versions of Debian 12's
+//! libibverbs (rdma-core 44.0): see libibverbs.map and build.rs.
+//!
+//! Stage 1 makes `ibv_devices` and `ibv_devinfo` work: the device list,
+//! `ibv_open_device`/`ibv_close_device`, the device, port, GID and P_Key
+//! queries and `ibv_read_sysfs_file`. Every other public verb is exported
+//! (so binaries that import it load) and refuses with `EOPNOTSUPP`.
+//!
+//! The rlib exists for this crate's tests (the layouts of [`abi`], the
+//! device's values in [`device`]); it carries the same `ibv_*` symbols, so a
+//! program that links it must not also link a libibverbs.
+//!
+//! # Invariants
+//!
+//! This is the only crate of the workspace whose job is `unsafe`; each
+//! `unsafe` block says which of these it relies on.
+//!
+//! 1. **Caller contract.** Pointers passed in are what verbs.h promises:
+//!    NULL or valid for the pointed-to C type (output structs writable,
+//!    strings NUL-terminated, `buf` holding `size` bytes).
+//! 2. **Our objects are checked before use.** A device pointer must be the
+//!    one device (compared by address); a context pointer must be in the set
+//!    of live contexts. Anything else is refused (`ENODEV`/`EINVAL`) without
+//!    being dereferenced, so a stale or foreign pointer is an error, not a
+//!    use after free.
+//! 3. **Layouts.** Every struct that crosses the ABI is a `#[repr(C)]` copy
+//!    in [`abi`], and tests/layout.rs compares its size, alignment and field
+//!    offsets against the C compiler's for Debian's header.
+//! 4. **Lifetimes.** The device is allocated once and never freed, so names
+//!    and paths read from it stay valid after `ibv_free_device_list`. A
+//!    context is a `Box` whose first field is the public `ibv_context`,
+//!    freed by `ibv_close_device` only.
+//! 5. **No unwinding into C.** Entry points do not panic on any input
+//!    (errors are errno values); a panic would abort the process, as Rust
+//!    does at an `extern "C"` boundary.
+
+pub mod abi;
+pub mod device;
+mod exports;

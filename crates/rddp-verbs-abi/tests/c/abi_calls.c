@@ -1,0 +1,141 @@
+/* Calls rddp's libibverbs.so.1 the way an application compiled against
+ * Debian's <infiniband/verbs.h> does, including verbs.h's static inline
+ * functions that call through the context's ops table. Prints one line per
+ * failed check and exits 1 if any failed; "ok" and 0 otherwise. Built and run
+ * by tests/capi.rs. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+
+/* Declared in rdma-core's <infiniband/driver.h>, which Debian does not ship
+ * (ibv_devinfo imports it all the same). */
+int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size);
+
+static int failed;
+
+#define CHECK(cond)                                                        \
+	do {                                                               \
+		if (!(cond)) {                                             \
+			printf("FAILED line %d: %s (errno %d)\n", __LINE__, \
+			       #cond, errno);                              \
+			failed = 1;                                        \
+		}                                                          \
+	} while (0)
+
+int main(void)
+{
+	int n = -1;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	CHECK(list != NULL);
+	if (!list)
+		return 1;
+	CHECK(n == 1);
+	CHECK(list[1] == NULL);
+	struct ibv_device *dev = list[0];
+	CHECK(strcmp(ibv_get_device_name(dev), "rddp0") == 0);
+	CHECK(dev->node_type == IBV_NODE_RNIC);
+	CHECK(dev->transport_type == IBV_TRANSPORT_IWARP);
+	CHECK(ibv_get_device_guid(dev) == htobe64(0x0272646470000001ULL));
+	CHECK(ibv_get_device_index(dev) == 0);
+
+	char buf[64];
+	CHECK(ibv_read_sysfs_file(dev->ibdev_path, "node_type", buf, sizeof buf) == 7);
+	CHECK(strcmp(buf, "4: RNIC") == 0);
+	errno = 0;
+	CHECK(ibv_read_sysfs_file(dev->ibdev_path, "board_id", buf, sizeof buf) == -1);
+	CHECK(errno == ENOENT);
+
+	struct ibv_context *ctx = ibv_open_device(dev);
+	CHECK(ctx != NULL);
+	if (!ctx)
+		return 1;
+	CHECK(ctx->device == dev);
+	CHECK(ctx->num_comp_vectors == 1);
+	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
+	CHECK(poll(&pfd, 1, 0) == 0); /* a real fd, with no event pending */
+	/* As with the kernel's: non-blocking once the application says so. */
+	int fl = fcntl(ctx->async_fd, F_GETFL);
+	CHECK(fl >= 0 && !(fl & O_NONBLOCK));
+	CHECK(fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK) == 0);
+	struct ibv_async_event aev;
+	errno = 0;
+	CHECK(ibv_get_async_event(ctx, &aev) == -1 && errno == EAGAIN);
+
+	/* verbs.h's inline falls back to the exported ibv_query_device. */
+	struct ibv_device_attr_ex ax;
+	memset(&ax, 0xff, sizeof ax);
+	CHECK(ibv_query_device_ex(ctx, NULL, &ax) == 0);
+	CHECK(ax.orig_attr.phys_port_cnt == 1);
+	CHECK(ax.orig_attr.vendor_id == 0x726464);
+	CHECK(ax.orig_attr.max_qp_rd_atom == 128);
+	CHECK(ax.device_cap_flags_ex == 0); /* zeroed by the inline fallback */
+
+	struct ibv_port_attr pa;
+	memset(&pa, 0xff, sizeof pa);
+	CHECK(ibv_query_port(ctx, 1, &pa) == 0);
+	CHECK(pa.state == IBV_PORT_ACTIVE);
+	CHECK(pa.link_layer == IBV_LINK_LAYER_ETHERNET);
+	CHECK(pa.gid_tbl_len == 1);
+	CHECK(pa.flags == 0 && pa.port_cap_flags2 == 0);
+	CHECK(ibv_query_port(ctx, 2, &pa) == EINVAL);
+
+	union ibv_gid gid;
+	CHECK(ibv_query_gid(ctx, 1, 0, &gid) == 0);
+	CHECK(gid.raw[0] == 0xfe && gid.raw[1] == 0x80);
+	CHECK(gid.global.interface_id == htobe64(0x0272646470000001ULL));
+	CHECK(ibv_query_gid(ctx, 1, 1, &gid) == -1);
+	__be16 pkey = 0;
+	CHECK(ibv_query_pkey(ctx, 1, 0, &pkey) == 0 && pkey == 0xffff);
+	CHECK(ibv_get_pkey_index(ctx, 1, 0xffff) == 0);
+
+	/* Constructors refuse with NULL and EOPNOTSUPP. */
+	errno = 0;
+	CHECK(ibv_alloc_pd(ctx) == NULL && errno == EOPNOTSUPP);
+	errno = 0;
+	CHECK(ibv_create_cq(ctx, 16, NULL, NULL, 0) == NULL && errno == EOPNOTSUPP);
+	errno = 0;
+	CHECK(ibv_create_comp_channel(ctx) == NULL && errno == EOPNOTSUPP);
+
+	/* The ops table: verbs.h's inlines call ctx->ops at fixed offsets. */
+	struct ibv_qp qp;
+	struct ibv_cq cq;
+	memset(&qp, 0, sizeof qp);
+	memset(&cq, 0, sizeof cq);
+	qp.context = ctx;
+	cq.context = ctx;
+	struct ibv_send_wr swr, *bad_swr = NULL;
+	struct ibv_recv_wr rwr, *bad_rwr = NULL;
+	memset(&swr, 0, sizeof swr);
+	memset(&rwr, 0, sizeof rwr);
+	CHECK(ibv_post_send(&qp, &swr, &bad_swr) == EOPNOTSUPP && bad_swr == &swr);
+	CHECK(ibv_post_recv(&qp, &rwr, &bad_rwr) == EOPNOTSUPP && bad_rwr == &rwr);
+	struct ibv_wc wc;
+	CHECK(ibv_poll_cq(&cq, 1, &wc) < 0);
+	CHECK(ibv_req_notify_cq(&cq, 0) == EOPNOTSUPP);
+
+	/* Helpers. */
+	CHECK(ibv_rate_to_mbps(IBV_RATE_10_GBPS) == 10000);
+	CHECK(ibv_rate_to_mult(IBV_RATE_10_GBPS) == 4);
+	CHECK(mult_to_ibv_rate(4) == IBV_RATE_10_GBPS);
+	CHECK(mbps_to_ibv_rate(25781) == IBV_RATE_25_GBPS);
+	CHECK(strcmp(ibv_node_type_str(IBV_NODE_RNIC), "iWARP NIC") == 0);
+	CHECK(strcmp(ibv_wc_status_str(IBV_WC_WR_FLUSH_ERR), "Work Request Flushed Error") == 0);
+	CHECK(ibv_fork_init() == 0);
+	CHECK(ibv_is_fork_initialized() == IBV_FORK_UNNEEDED);
+
+	CHECK(ibv_close_device(ctx) == 0);
+	/* A context that is not live is refused, not dereferenced. */
+	CHECK(ibv_close_device(ctx) == EINVAL);
+	CHECK(ibv_query_port(ctx, 1, &pa) == EINVAL);
+	ibv_free_device_list(list);
+
+	/* The device outlives the list (rdma-core's devices are refcounted). */
+	CHECK(strcmp(dev->name, "rddp0") == 0);
+
+	if (!failed)
+		printf("ok\n");
+	return failed;
+}
