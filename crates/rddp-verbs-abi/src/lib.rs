@@ -1,6 +1,6 @@
 //! `libibverbs.so.1` for unmodified rdma-core applications, backed by rddp:
 //! one iWARP device, `rddp0`, with no kernel module, no `/dev/infiniband`
-//! and no root (issue 41, stage 1; docs/verbs-abi.md).
+//! and no root (docs/verbs-abi.md).
 //!
 //! The cdylib this crate builds is installed under the soname
 //! `libibverbs.so.1` in a directory of its own, which goes first on the
@@ -8,7 +8,7 @@
 //! process. Its exports carry the symbol versions of Debian 12's
 //! libibverbs (rdma-core 44.0): see libibverbs.map and build.rs.
 //!
-//! Stage 1 makes `ibv_devices` and `ibv_devinfo` work: the device list,
+//! Today it makes `ibv_devices` and `ibv_devinfo` work: the device list,
 //! `ibv_open_device`/`ibv_close_device`, the device, port, GID and P_Key
 //! queries and `ibv_read_sysfs_file`. Every other public verb is exported
 //! (so binaries that import it load) and refuses with `EOPNOTSUPP`.
@@ -19,8 +19,9 @@
 //!
 //! # Invariants
 //!
-//! This is the only crate of the workspace whose job is `unsafe`; each
-//! `unsafe` block says which of these it relies on.
+//! One of the workspace's small crates made for `unsafe` (with usrsctp-ffi,
+//! rddp-sockopt and rddp-crc32c); each `unsafe` block says which of these it
+//! relies on.
 //!
 //! 1. **Caller contract.** Pointers passed in are what verbs.h promises:
 //!    NULL or valid for the pointed-to C type (output structs writable,
