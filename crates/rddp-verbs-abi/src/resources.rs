@@ -178,11 +178,24 @@ impl ChannelShared {
     }
 
     /// Resets the eventfd to 0 (the queue just became empty). The counter is
-    /// 1, so the read returns at once, blocking fd or not.
+    /// 1 by the invariant above, so the read returns at once, blocking fd or
+    /// not; it is read only if poll() says so all the same, so that an
+    /// application reading the fd itself cannot make this block under the
+    /// queue's lock.
     fn clear(&self) {
+        let fd = self.fd.as_raw_fd();
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
         let mut n = 0u64;
-        // SAFETY: reads 8 bytes into `n`.
-        unsafe { libc::read(self.fd.as_raw_fd(), (&raw mut n).cast(), 8) };
+        // SAFETY: one pollfd of ours; reads 8 bytes into `n`.
+        unsafe {
+            if libc::poll(&mut pfd, 1, 0) == 1 {
+                libc::read(fd, (&raw mut n).cast(), 8);
+            }
+        }
     }
 
     /// The oldest event, counted as delivered to its CQ.

@@ -251,3 +251,31 @@ fn statuses_map_to_their_ibv_wc_status() {
         assert_eq!(wc_status(&s), v, "{name}");
     }
 }
+
+/// rping's shape: one thread blocks in `ibv_get_cq_event` on the blocking
+/// channel fd while another posts; the completion wakes it.
+#[test]
+fn a_blocked_get_cq_event_wakes_on_a_completion() {
+    let f = fixture();
+    let (a, _b, src) = f.qp();
+    // SAFETY: a live CQ.
+    assert_eq!(unsafe { req_notify_cq(f.cq.cast(), 0) }, 0);
+    let ch = f.ch as usize;
+    let waiter = std::thread::spawn(move || {
+        let (mut cq, mut cx) = (ptr::null_mut(), ptr::null_mut());
+        // SAFETY: a live channel; blocks until an event comes.
+        let r = unsafe { get_cq_event(ch as *mut ibv_comp_channel, &mut cq, &mut cx) };
+        (r, cq as usize, cx as usize)
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(!waiter.is_finished(), "nothing completed yet");
+    a.post_send(1, &src, 0, 5, SendFlags::default()).unwrap();
+    assert_eq!(waiter.join().unwrap(), (0, f.cq as usize, TAG));
+    assert_eq!(f.poll(1).len(), 1);
+    // SAFETY: live objects.
+    unsafe {
+        ack_cq_events(f.cq, 1);
+        assert_eq!(destroy_cq(f.cq), 0);
+        assert_eq!(close_device(f.ctx), 0);
+    }
+}
