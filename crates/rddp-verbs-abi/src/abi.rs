@@ -210,3 +210,73 @@ pub union ibv_gid {
     pub raw: [u8; 16],
     pub global: ibv_gid_global,
 }
+
+/// `struct ibv_pd` (16 bytes). `handle` is the rddp PD number.
+#[repr(C)]
+pub struct ibv_pd {
+    pub context: *mut ibv_context,
+    pub handle: u32,
+}
+
+/// `struct ibv_comp_channel` (16 bytes). `fd` is an eventfd, readable while
+/// a CQ event waits; `refcnt` counts the CQs using the channel (under the
+/// context's `mutex`, as rdma-core keeps it).
+#[repr(C)]
+pub struct ibv_comp_channel {
+    pub context: *mut ibv_context,
+    pub fd: c_int,
+    pub refcnt: c_int,
+}
+
+/// `struct ibv_cq` (128 bytes). `mutex` and `cond` guard
+/// `comp_events_completed`, which `ibv_ack_cq_events` raises and
+/// `ibv_destroy_cq` waits on.
+#[repr(C)]
+pub struct ibv_cq {
+    pub context: *mut ibv_context,
+    pub channel: *mut ibv_comp_channel,
+    pub cq_context: *mut c_void,
+    pub handle: u32,
+    pub cqe: c_int,
+    pub mutex: libc::pthread_mutex_t,
+    pub cond: libc::pthread_cond_t,
+    pub comp_events_completed: u32,
+    pub async_events_completed: u32,
+}
+
+/// `struct ibv_wc` (48 bytes). `imm_data` is the header's anonymous union
+/// of `imm_data` and `invalidated_rkey`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ibv_wc {
+    pub wr_id: u64,
+    pub status: c_int,
+    pub opcode: c_int,
+    pub vendor_err: u32,
+    pub byte_len: u32,
+    pub imm_data: u32,
+    pub qp_num: u32,
+    pub src_qp: u32,
+    pub wc_flags: c_uint,
+    pub pkey_index: u16,
+    pub slid: u16,
+    pub sl: u8,
+    pub dlid_path_bits: u8,
+}
+
+/// `enum ibv_wc_status` values rddp reports.
+pub const IBV_WC_SUCCESS: c_int = 0;
+pub const IBV_WC_LOC_LEN_ERR: c_int = 1;
+pub const IBV_WC_LOC_QP_OP_ERR: c_int = 2;
+pub const IBV_WC_LOC_PROT_ERR: c_int = 4;
+pub const IBV_WC_WR_FLUSH_ERR: c_int = 5;
+pub const IBV_WC_REM_ACCESS_ERR: c_int = 10;
+pub const IBV_WC_REM_OP_ERR: c_int = 11;
+pub const IBV_WC_FATAL_ERR: c_int = 19;
+/// `enum ibv_wc_opcode` values rddp reports.
+pub const IBV_WC_SEND: c_int = 0;
+pub const IBV_WC_RDMA_WRITE: c_int = 1;
+pub const IBV_WC_RDMA_READ: c_int = 2;
+pub const IBV_WC_RECV: c_int = 1 << 7;
+/// `IBV_WC_WITH_INV` (`enum ibv_wc_flags`).
+pub const IBV_WC_WITH_INV: c_uint = 1 << 3;

@@ -4,34 +4,21 @@
 //! under its C name by [`export!`] (an assembler alias that libibverbs.map
 //! versions). Stage 1 implements the device list, open/close, the device,
 //! port, GID and P_Key queries, `ibv_read_sysfs_file` and the pure helpers
-//! (rate and string conversions, fork no-ops); every other export refuses:
+//! (rate and string conversions, fork no-ops); stage 2a PDs, CQs and
+//! completion channels (src/resources.rs); every other export refuses:
 //! NULL with errno `EOPNOTSUPP` for constructors, `EOPNOTSUPP` (or -1 with
 //! errno where rdma-core returns -1) for the rest.
 
 use crate::abi::{self, ibv_context, ibv_context_ops, ibv_device, ibv_device_attr, ibv_gid};
 use crate::device;
-use std::collections::HashSet;
+use crate::resources::{self, live};
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
-/// Publishes `$imp` under the C symbol `$name`. The alias is not a Rust
-/// item, so rustc's own version script does not list it and libibverbs.map
-/// gives it its rdma-core version (see build.rs).
-macro_rules! export {
-    ($($name:ident => $imp:path;)*) => {$(
-        std::arch::global_asm!(
-            concat!(".globl ", stringify!($name)),
-            concat!(".type ", stringify!($name), ",@function"),
-            concat!(".set ", stringify!($name), ", {f}"),
-            f = sym $imp,
-        );
-    )*};
-}
-
-fn set_errno(e: c_int) {
+pub(crate) fn set_errno(e: c_int) {
     // SAFETY: __errno_location returns this thread's errno, always valid.
     unsafe { *libc::__errno_location() = e };
 }
@@ -48,12 +35,6 @@ fn refuse_int() -> c_int {
     libc::EOPNOTSUPP
 }
 
-/// Refusal for a verb that returns -1 and sets errno.
-fn refuse_minus_one() -> c_int {
-    set_errno(libc::EOPNOTSUPP);
-    -1
-}
-
 // ---------------------------------------------------------------------------
 // The device and its list.
 
@@ -66,7 +47,7 @@ unsafe impl Sync for DevicePtr {}
 
 /// The one `struct ibv_device`, allocated on first use and never freed, so
 /// that pointers into it stay valid after `ibv_free_device_list`.
-fn the_device() -> *mut ibv_device {
+pub(crate) fn the_device() -> *mut ibv_device {
     static DEVICE: OnceLock<DevicePtr> = OnceLock::new();
     DEVICE
         .get_or_init(|| DevicePtr(Box::into_raw(Box::new(device::ibv_device()))))
@@ -117,27 +98,22 @@ unsafe extern "C" fn get_device_index(dev: *mut ibv_device) -> c_int {
 /// What `ibv_open_device` allocates: the public `struct ibv_context` first
 /// (so a context pointer is a `Context` pointer), then what rddp owns.
 #[repr(C)]
-struct Context {
+pub(crate) struct Context {
     ibv: ibv_context,
-    /// The `rddp::Device` whose resources this context's PDs will come from.
-    _device: rddp::Device,
+    /// The context's share of its own `rddp::Device`: the whole device
+    /// (`DeviceLimits::default`, what `ibv_query_device` reports). Every PD
+    /// of the context is one of its protection domains.
+    pub(crate) consumer: rddp::Consumer,
     /// `ibv_context.async_fd`: an eventfd, blocking as the kernel's is until
     /// the application sets O_NONBLOCK; pollable, never readable yet (no
     /// asynchronous event can happen before a QP exists).
     async_fd: OwnedFd,
 }
 
-/// Addresses of the live contexts: a context pointer that is not here is
+/// Whether `ctx` is a live context (`resources::live`): one that is not is
 /// refused with `EINVAL` instead of being dereferenced.
-fn live() -> std::sync::MutexGuard<'static, HashSet<usize>> {
-    static LIVE: OnceLock<Mutex<HashSet<usize>>> = OnceLock::new();
-    LIVE.get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-}
-
 fn is_live(ctx: *mut ibv_context) -> bool {
-    live().contains(&(ctx as usize))
+    live().contexts.contains(&(ctx as usize))
 }
 
 unsafe extern "C" fn op_alloc_mw(_pd: *mut c_void, _type: c_int) -> *mut c_void {
@@ -147,13 +123,6 @@ unsafe extern "C" fn op_bind_mw(_qp: *mut c_void, _mw: *mut c_void, _b: *mut c_v
     refuse_int()
 }
 unsafe extern "C" fn op_dealloc_mw(_mw: *mut c_void) -> c_int {
-    refuse_int()
-}
-unsafe extern "C" fn op_poll_cq(_cq: *mut c_void, _n: c_int, _wc: *mut c_void) -> c_int {
-    set_errno(libc::EOPNOTSUPP);
-    -libc::EOPNOTSUPP
-}
-unsafe extern "C" fn op_req_notify_cq(_cq: *mut c_void, _solicited_only: c_int) -> c_int {
     refuse_int()
 }
 unsafe extern "C" fn op_post(_q: *mut c_void, wr: *mut c_void, bad: *mut *mut c_void) -> c_int {
@@ -177,8 +146,8 @@ fn ops() -> ibv_context_ops {
         bind_mw: Some(op_bind_mw),
         dealloc_mw: Some(op_dealloc_mw),
         _compat_create_cq: None,
-        poll_cq: Some(op_poll_cq),
-        req_notify_cq: Some(op_req_notify_cq),
+        poll_cq: Some(resources::poll_cq),
+        req_notify_cq: Some(resources::req_notify_cq),
         _compat_cq_event: None,
         _compat_resize_cq: None,
         _compat_destroy_cq: None,
@@ -201,7 +170,7 @@ fn ops() -> ibv_context_ops {
     }
 }
 
-unsafe extern "C" fn open_device(dev: *mut ibv_device) -> *mut ibv_context {
+pub(crate) unsafe extern "C" fn open_device(dev: *mut ibv_device) -> *mut ibv_context {
     if dev != the_device() {
         set_errno(libc::ENODEV);
         return ptr::null_mut();
@@ -213,6 +182,12 @@ unsafe extern "C" fn open_device(dev: *mut ibv_device) -> *mut ibv_context {
     }
     // SAFETY: `fd` was just opened and is owned by nothing else.
     let async_fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let consumer =
+        rddp::Device::new().consumer("ibv_context", rddp::DeviceLimits::default().capacity);
+    let Ok(consumer) = consumer else {
+        set_errno(libc::ENOMEM);
+        return ptr::null_mut();
+    };
     let ctx = Box::new(Context {
         ibv: ibv_context {
             device: dev,
@@ -223,18 +198,24 @@ unsafe extern "C" fn open_device(dev: *mut ibv_device) -> *mut ibv_context {
             mutex: libc::PTHREAD_MUTEX_INITIALIZER,
             abi_compat: ptr::null_mut(),
         },
-        _device: rddp::Device::new(),
+        consumer,
         async_fd,
     });
     let p = Box::into_raw(ctx).cast::<ibv_context>();
-    live().insert(p as usize);
+    live().contexts.insert(p as usize);
     p
 }
 
-unsafe extern "C" fn close_device(ctx: *mut ibv_context) -> c_int {
-    if !live().remove(&(ctx as usize)) {
-        set_errno(libc::EINVAL);
-        return libc::EINVAL;
+/// Also destroys the PDs, CQs and channels the application left, as the
+/// kernel does when a context's fd closes.
+pub(crate) unsafe extern "C" fn close_device(ctx: *mut ibv_context) -> c_int {
+    {
+        let mut live = live();
+        if !live.contexts.remove(&(ctx as usize)) {
+            set_errno(libc::EINVAL);
+            return libc::EINVAL;
+        }
+        resources::free_context_objects(&mut live, ctx as usize);
     }
     // SAFETY: `ctx` was live, so open_device made it from a Box<Context>
     // (ibv_context is Context's first field) and nothing freed it since.
@@ -574,7 +555,7 @@ unsafe extern "C" fn is_fork_initialized() -> c_int {
 }
 
 // ---------------------------------------------------------------------------
-// Refused until later stages (no PD, MR, CQ, QP, SRQ, AH or channel yet).
+// Refused until later stages (no MR, QP, SRQ or AH yet).
 
 type P = *mut c_void;
 
@@ -585,9 +566,6 @@ unsafe extern "C" fn r_ptr2(_: P, _: P) -> P {
     refuse_ptr()
 }
 unsafe extern "C" fn r_ptr4(_: P, _: P, _: P, _: u8) -> P {
-    refuse_ptr()
-}
-unsafe extern "C" fn r_create_cq(_: P, _: c_int, _: P, _: P, _: c_int) -> P {
     refuse_ptr()
 }
 unsafe extern "C" fn r_reg_mr(_: P, _: P, _: usize, _: c_int) -> P {
@@ -623,9 +601,6 @@ unsafe extern "C" fn r_rereg_mr(_: P, _: c_int, _: P, _: P, _: usize, _: c_int) 
 unsafe extern "C" fn r_init_ah_from_wc(_: P, _: u8, _: P, _: P, _: P) -> c_int {
     refuse_int()
 }
-unsafe extern "C" fn r_get_event3(_: P, _: P, _: P) -> c_int {
-    refuse_minus_one()
-}
 /// `ibv_get_async_event`: waits for an event on `async_fd` as rdma-core's
 /// does (a read, blocking unless the application made the fd
 /// non-blocking: then -1 with `EAGAIN`). No event exists yet, so a blocking
@@ -659,32 +634,24 @@ unsafe extern "C" fn r_query_gid_table(_: P, _: P, _: usize, _: u32, _: usize) -
 unsafe extern "C" fn r_data_in_order(_: P, _: c_int, _: u32) -> c_int {
     0
 }
-unsafe extern "C" fn ack_nothing(_: P, _: c_uint) {}
 unsafe extern "C" fn ack_async_event(_: P) {}
 
 export! {
-    // IBVERBS_1.0
-    ibv_create_comp_channel => r_ptr1;
-    ibv_destroy_comp_channel => r_int1;
+    // IBVERBS_1.0 (and src/resources.rs's exports: PDs, CQs, channels)
     ibv_get_sysfs_path => get_sysfs_path;
     ibv_rate_to_mult => rate_to_mult;
     ibv_read_sysfs_file => read_sysfs_file;
     mult_to_ibv_rate => mult_to_rate;
     // IBVERBS_1.1
     ibv_ack_async_event => ack_async_event;
-    ibv_ack_cq_events => ack_nothing;
-    ibv_alloc_pd => r_ptr1;
     ibv_attach_mcast => r_mcast;
     ibv_close_device => close_device;
     ibv_create_ah => r_ptr2;
     ibv_create_ah_from_wc => r_ptr4;
-    ibv_create_cq => r_create_cq;
     ibv_create_qp => r_ptr2;
     ibv_create_srq => r_ptr2;
-    ibv_dealloc_pd => r_int1;
     ibv_dereg_mr => r_int1;
     ibv_destroy_ah => r_int1;
-    ibv_destroy_cq => r_int1;
     ibv_destroy_qp => r_int1;
     ibv_destroy_srq => r_int1;
     ibv_detach_mcast => r_mcast;
@@ -694,7 +661,6 @@ export! {
     ibv_fork_init => fork_init;
     ibv_free_device_list => free_device_list;
     ibv_get_async_event => get_async_event;
-    ibv_get_cq_event => r_get_event3;
     ibv_get_device_guid => get_device_guid;
     ibv_get_device_list => get_device_list;
     ibv_get_device_name => get_device_name;

@@ -10,8 +10,12 @@
 //!
 //! Today it makes `ibv_devices` and `ibv_devinfo` work: the device list,
 //! `ibv_open_device`/`ibv_close_device`, the device, port, GID and P_Key
-//! queries and `ibv_read_sysfs_file`. Every other public verb is exported
-//! (so binaries that import it load) and refuses with `EOPNOTSUPP`.
+//! queries and `ibv_read_sysfs_file`. Stage 2a ([`resources`]) adds
+//! protection domains, completion queues and completion channels backed by
+//! rddp's objects (`ibv_req_notify_cq` arms an `rddp::CompletionQueue`,
+//! whose notify hook raises the channel's event). Every other public verb
+//! is exported (so binaries that import it load) and refuses with
+//! `EOPNOTSUPP`.
 //!
 //! The rlib exists for this crate's tests (the layouts of [`abi`], the
 //! device's values in [`device`]); it carries the same `ibv_*` symbols, so a
@@ -27,21 +31,47 @@
 //!    NULL or valid for the pointed-to C type (output structs writable,
 //!    strings NUL-terminated, `buf` holding `size` bytes).
 //! 2. **Our objects are checked before use.** A device pointer must be the
-//!    one device (compared by address); a context pointer must be in the set
-//!    of live contexts. Anything else is refused (`ENODEV`/`EINVAL`) without
-//!    being dereferenced, so a stale or foreign pointer is an error, not a
-//!    use after free.
+//!    one device (compared by address); a context, PD, channel or CQ pointer
+//!    must be registered as live, with its kind (`resources::live`).
+//!    Anything else is refused (`ENODEV`/`EINVAL`) without being
+//!    dereferenced, so a stale or foreign pointer is an error, not a use
+//!    after free. One exception, the data path: `ibv_poll_cq` is reached
+//!    through `cq->context->ops`, so verbs.h's inline has already read
+//!    through the application's CQ pointer; it is trusted, as rdma-core's
+//!    providers trust it.
 //! 3. **Layouts.** Every struct that crosses the ABI is a `#[repr(C)]` copy
 //!    in [`abi`], and tests/layout.rs compares its size, alignment and field
 //!    offsets against the C compiler's for Debian's header.
 //! 4. **Lifetimes.** The device is allocated once and never freed, so names
 //!    and paths read from it stay valid after `ibv_free_device_list`. A
 //!    context is a `Box` whose first field is the public `ibv_context`,
-//!    freed by `ibv_close_device` only.
+//!    freed by `ibv_close_device` only; likewise a PD, channel or CQ is a
+//!    `Box` whose first field is the public struct, freed by its destroy
+//!    verb or by `ibv_close_device` (which destroys what is left, as the
+//!    kernel does when a context's fd closes). The `pthread` mutex and
+//!    condition variable of an `ibv_cq` stay in place inside its `Box`.
 //! 5. **No unwinding into C.** Entry points do not panic on any input
 //!    (errors are errno values); a panic would abort the process, as Rust
 //!    does at an `extern "C"` boundary.
 
 pub mod abi;
+
+/// Publishes `$imp` under the C symbol `$name`. The alias is not a Rust
+/// item, so rustc's own version script does not list it and libibverbs.map
+/// gives it its rdma-core version (see build.rs).
+/// (An alias must be in the same object file as its target: each module
+/// exports its own functions.)
+macro_rules! export {
+    ($($name:ident => $imp:path;)*) => {$(
+        std::arch::global_asm!(
+            concat!(".globl ", stringify!($name)),
+            concat!(".type ", stringify!($name), ",@function"),
+            concat!(".set ", stringify!($name), ", {f}"),
+            f = sym $imp,
+        );
+    )*};
+}
+
 pub mod device;
 mod exports;
+pub mod resources;

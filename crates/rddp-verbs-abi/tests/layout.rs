@@ -57,6 +57,16 @@ fn layouts() -> Vec<Layout> {
             port_cap_flags2,
         }
         "union" ibv_gid { raw, global }
+        "struct" ibv_pd { context, handle }
+        "struct" ibv_comp_channel { context, fd, refcnt }
+        "struct" ibv_cq {
+            context, channel, cq_context, handle, cqe, mutex, cond, comp_events_completed,
+            async_events_completed,
+        }
+        "struct" ibv_wc {
+            wr_id, status, opcode, vendor_err, byte_len, imm_data, qp_num, src_qp, wc_flags,
+            pkey_index, slid, sl, dlid_path_bits,
+        }
     }
 }
 
@@ -126,6 +136,10 @@ fn abi_constants() {
     assert_eq!(size_of::<ibv_device_attr>(), 232);
     assert_eq!(size_of::<ibv_port_attr>(), 52);
     assert_eq!(size_of::<ibv_gid>(), 16);
+    assert_eq!(size_of::<ibv_pd>(), 16);
+    assert_eq!(size_of::<ibv_comp_channel>(), 16);
+    assert_eq!(size_of::<ibv_cq>(), 128);
+    assert_eq!(size_of::<ibv_wc>(), 48);
     let ops = offset_of!(ibv_context, ops);
     assert_eq!(ops, 8);
     assert_eq!(ops + offset_of!(ibv_context_ops, poll_cq), 8 + 88);

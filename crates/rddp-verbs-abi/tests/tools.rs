@@ -10,7 +10,7 @@ const DEVINFO: &str = "/usr/bin/ibv_devinfo";
 const DEVICES: &str = "/usr/bin/ibv_devices";
 const RPING: &str = "/usr/bin/rping";
 const DEBIAN_LIB: &str = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1";
-/// ibverbs-utils' examples that need a PD first: loaded, they must refuse.
+/// ibverbs-utils' examples that need a memory region: loaded, they must refuse.
 const PINGPONGS: [&str; 5] = [
     "/usr/bin/ibv_rc_pingpong",
     "/usr/bin/ibv_srq_pingpong",
@@ -222,7 +222,8 @@ fn ibv_devinfo_runs_unprivileged() {
 }
 
 /// The examples that go on to create resources load (BIND_NOW: every import
-/// resolves) and stop at the first refusal with their own message and exit
+/// resolves), get their PD (and with `-e` their completion channel), and
+/// stop at the first refusal, `ibv_reg_mr`, with their own message and exit
 /// status 1, not a crash.
 #[test]
 fn pingpongs_load_and_refuse_cleanly() {
@@ -231,12 +232,18 @@ fn pingpongs_load_and_refuse_cleanly() {
     }
     let lib = common::lib_dir("lib-pingpong");
     for bin in PINGPONGS {
-        let out = Command::new(bin)
-            .env("LD_LIBRARY_PATH", &lib)
-            .output()
-            .unwrap_or_else(|e| panic!("{bin}: {e}"));
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{bin}: {stderr}");
-        assert!(stderr.contains("Couldn't allocate PD"), "{bin}: {stderr}");
+        for args in [&[][..], &["-e"]] {
+            let out = Command::new(bin)
+                .args(args)
+                .env("LD_LIBRARY_PATH", &lib)
+                .output()
+                .unwrap_or_else(|e| panic!("{bin}: {e}"));
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{bin} {args:?}: {stderr}");
+            assert!(
+                stderr.contains("Couldn't register MR"),
+                "{bin} {args:?}: {stderr}"
+            );
+        }
     }
 }

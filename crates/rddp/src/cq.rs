@@ -6,7 +6,7 @@ use rddp_proto::cq::CqLedger;
 use rddp_proto::rdmap::Completion;
 use rddp_proto::wq::Held;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -17,6 +17,14 @@ pub use spin::Spin;
 /// pairs itself; a queue shared by more leaves them to the I/O threads (one
 /// thread looking at many sockets in turn is what those threads are for).
 const MAX_DRIVEN: usize = 4;
+
+/// `CqInner::armed`: no notify pending.
+const DISARMED: u8 = 0;
+/// Notify on the next solicited or unsuccessful completion
+/// ([`CompletionQueue::arm_solicited`]).
+const ARMED_SOLICITED: u8 = 1;
+/// Notify on the next completion of any kind ([`CompletionQueue::arm`]).
+const ARMED_ANY: u8 = 2;
 
 /// One completion, with the queue pair it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +56,8 @@ struct CqInner {
     /// completion channel: `ibv_req_notify_cq`), so that one thread can serve
     /// many queues without a thread waiting on each.
     on_arm: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
-    armed: AtomicBool,
+    /// [`DISARMED`], [`ARMED_SOLICITED`] or [`ARMED_ANY`].
+    armed: AtomicU8,
     #[cfg(feature = "tokio")]
     notify: tokio::sync::Notify,
     /// Tasks in [`CompletionQueue::wait_async`]: a push notifies only when
@@ -97,7 +106,7 @@ impl CompletionQueue {
                 waiters: AtomicUsize::new(0),
                 signals: AtomicU64::new(0),
                 on_arm: Mutex::new(None),
-                armed: AtomicBool::new(false),
+                armed: AtomicU8::new(DISARMED),
                 #[cfg(feature = "tokio")]
                 notify: tokio::sync::Notify::new(),
                 #[cfg(feature = "tokio")]
@@ -313,7 +322,21 @@ impl CompletionQueue {
     /// Call the notify function once, on the next completion pushed. A
     /// completion already queued does not call it: arm, then poll once more.
     pub fn arm(&self) {
-        self.inner.armed.store(true, Ordering::SeqCst);
+        self.inner.armed.store(ARMED_ANY, Ordering::SeqCst);
+    }
+
+    /// [`Self::arm`] for the next *solicited* completion only
+    /// (`ibv_req_notify_cq(cq, 1)`): a receive of a Send with Solicited
+    /// Event, or any unsuccessful completion (as rdma_rxe and siw count
+    /// them). A queue already armed for any completion stays so: a request
+    /// for solicited events never narrows one for every event.
+    pub fn arm_solicited(&self) {
+        let _ = self
+            .inner
+            .armed
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |a| {
+                (a != ARMED_ANY).then_some(ARMED_SOLICITED)
+            });
     }
 
     /// How many completions were queued while the queue already held its capacity.
@@ -325,6 +348,9 @@ impl CompletionQueue {
     /// Add a completion with the slots it holds until taken. Never dropped: past
     /// the capacity (which the accounting rules out) it is kept and counted.
     pub(crate) fn push(&self, wc: WorkCompletion, held: Held) {
+        // Whether this completion ends a solicited-only arm (read before the
+        // completion moves into the queue).
+        let solicits = wc.solicited || wc.status != rddp_proto::rdmap::WcStatus::Success;
         let mut q = lock(&self.inner.q);
         if q.len() >= self.inner.capacity {
             self.inner.overflows.fetch_add(1, Ordering::Relaxed);
@@ -336,8 +362,9 @@ impl CompletionQueue {
             self.inner.ready.notify_all();
         }
         drop(q);
-        if self.inner.armed.load(Ordering::Relaxed)
-            && self.inner.armed.swap(false, Ordering::SeqCst)
+        let armed = self.inner.armed.load(Ordering::Relaxed);
+        if (armed == ARMED_ANY || (armed == ARMED_SOLICITED && solicits))
+            && self.inner.armed.swap(DISARMED, Ordering::SeqCst) != DISARMED
         {
             let f = lock(&self.inner.on_arm).clone();
             if let Some(f) = f {
@@ -503,6 +530,42 @@ mod tests {
         cq.push(wc(2), Held::default());
         cq.push(wc(3), Held::default());
         assert_eq!(calls.load(Ordering::SeqCst), 1, "once per arm");
+    }
+
+    #[test]
+    fn a_solicited_arm_waits_for_a_solicited_or_failed_completion() {
+        let cq = CompletionQueue::new(16);
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = calls.clone();
+        cq.set_notify(move || {
+            c.fetch_add(1, Ordering::SeqCst);
+        });
+        cq.arm_solicited();
+        cq.push(wc(1), Held::default());
+        assert_eq!(calls.load(Ordering::SeqCst), 0, "an ordinary completion");
+        let mut se = wc(2);
+        se.c.solicited = true;
+        cq.push(se, Held::default());
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "a solicited one");
+        cq.push(wc(3), Held::default());
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "disarmed by it");
+
+        cq.arm_solicited();
+        let mut failed = wc(4);
+        failed.c.status = rddp_proto::rdmap::WcStatus::Flushed;
+        cq.push(failed, Held::default());
+        assert_eq!(calls.load(Ordering::SeqCst), 2, "an error notifies too");
+
+        // Arming for any completion is not narrowed by a solicited request.
+        cq.arm();
+        cq.arm_solicited();
+        cq.push(wc(5), Held::default());
+        assert_eq!(calls.load(Ordering::SeqCst), 3, "still armed for any");
+        // A solicited arm widened by a later arm() fires on any completion.
+        cq.arm_solicited();
+        cq.arm();
+        cq.push(wc(6), Held::default());
+        assert_eq!(calls.load(Ordering::SeqCst), 4);
     }
 
     #[test]

@@ -91,30 +91,102 @@ int main(void)
 	CHECK(ibv_query_pkey(ctx, 1, 0, &pkey) == 0 && pkey == 0xffff);
 	CHECK(ibv_get_pkey_index(ctx, 1, 0xffff) == 0);
 
-	/* Constructors refuse with NULL and EOPNOTSUPP. */
+	/* Constructors not implemented yet refuse with NULL and EOPNOTSUPP. */
 	errno = 0;
-	CHECK(ibv_alloc_pd(ctx) == NULL && errno == EOPNOTSUPP);
-	errno = 0;
-	CHECK(ibv_create_cq(ctx, 16, NULL, NULL, 0) == NULL && errno == EOPNOTSUPP);
-	errno = 0;
-	CHECK(ibv_create_comp_channel(ctx) == NULL && errno == EOPNOTSUPP);
+	CHECK(ibv_create_srq(NULL, NULL) == NULL && errno == EOPNOTSUPP);
 
-	/* The ops table: verbs.h's inlines call ctx->ops at fixed offsets. */
+	/* Protection domains. */
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	CHECK(pd != NULL);
+	if (!pd)
+		return 1;
+	CHECK(pd->context == ctx);
+	struct ibv_pd *pd2 = ibv_alloc_pd(ctx);
+	CHECK(pd2 != NULL && pd2 != pd && pd2->handle != pd->handle);
+	CHECK(ibv_dealloc_pd(pd2) == 0);
+	CHECK(ibv_dealloc_pd(pd2) == EINVAL); /* no longer live: refused */
+	errno = 0;
+	CHECK(ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE) == NULL &&
+	      errno == EOPNOTSUPP);
+
+	/* A completion channel: a real fd, blocking, never readable idle. */
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	CHECK(ch != NULL);
+	if (!ch)
+		return 1;
+	CHECK(ch->context == ctx && ch->fd >= 0 && ch->refcnt == 0);
+	fl = fcntl(ch->fd, F_GETFL);
+	CHECK(fl >= 0 && !(fl & O_NONBLOCK));
+
+	/* CQs: cqe rounded up to a power of two (as siw), EINVAL outside
+	 * 1..max_cqe, for a second completion vector or a foreign channel. */
+	int tag;
+	struct ibv_cq *cq = ibv_create_cq(ctx, 17, &tag, ch, 0);
+	CHECK(cq != NULL);
+	if (!cq)
+		return 1;
+	CHECK(cq->context == ctx && cq->channel == ch && cq->cq_context == &tag);
+	CHECK(cq->cqe == 32);
+	CHECK(cq->comp_events_completed == 0 && cq->async_events_completed == 0);
+	CHECK(ch->refcnt == 1);
+	struct ibv_device_attr da;
+	CHECK(ibv_query_device(ctx, &da) == 0);
+	struct ibv_cq *cq2 = ibv_create_cq(ctx, da.max_cqe, NULL, NULL, 0);
+	CHECK(cq2 != NULL && cq2->cqe == da.max_cqe && cq2->channel == NULL);
+	errno = 0;
+	CHECK(ibv_create_cq(ctx, da.max_cqe + 1, NULL, NULL, 0) == NULL && errno == EINVAL);
+	errno = 0;
+	CHECK(ibv_create_cq(ctx, 0, NULL, NULL, 0) == NULL && errno == EINVAL);
+	errno = 0;
+	CHECK(ibv_create_cq(ctx, 16, NULL, ch, 1) == NULL && errno == EINVAL);
+	errno = 0;
+	CHECK(ibv_create_cq(ctx, 16, NULL, (struct ibv_comp_channel *)&tag, 0) == NULL &&
+	      errno == EINVAL);
+	CHECK(ch->refcnt == 1);
+
+	/* The ops table: verbs.h's inlines call ctx->ops at fixed offsets.
+	 * Armed (for any completion, then solicited only), nothing completes
+	 * yet: no completion, no event, the fd stays unreadable. */
+	CHECK(ibv_req_notify_cq(cq, 0) == 0);
+	CHECK(ibv_req_notify_cq(cq, 1) == 0);
+	CHECK(ibv_req_notify_cq(cq2, 0) == 0); /* no channel: nothing to wake */
+	struct ibv_wc wc[4];
+	CHECK(ibv_poll_cq(cq, 4, wc) == 0);
+	CHECK(ibv_poll_cq(cq2, 4, wc) == 0);
+	pfd.fd = ch->fd;
+	pfd.events = POLLIN;
+	CHECK(poll(&pfd, 1, 100) == 0);
+	/* ibv_get_cq_event reads the fd: EAGAIN once it is non-blocking. */
+	CHECK(fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK) == 0);
+	struct ibv_cq *ev_cq = NULL;
+	void *ev_ctx = NULL;
+	errno = 0;
+	CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == -1 && errno == EAGAIN);
+	ibv_ack_cq_events(cq, 0);
+
 	struct ibv_qp qp;
-	struct ibv_cq cq;
 	memset(&qp, 0, sizeof qp);
-	memset(&cq, 0, sizeof cq);
 	qp.context = ctx;
-	cq.context = ctx;
 	struct ibv_send_wr swr, *bad_swr = NULL;
 	struct ibv_recv_wr rwr, *bad_rwr = NULL;
 	memset(&swr, 0, sizeof swr);
 	memset(&rwr, 0, sizeof rwr);
 	CHECK(ibv_post_send(&qp, &swr, &bad_swr) == EOPNOTSUPP && bad_swr == &swr);
 	CHECK(ibv_post_recv(&qp, &rwr, &bad_rwr) == EOPNOTSUPP && bad_rwr == &rwr);
-	struct ibv_wc wc;
-	CHECK(ibv_poll_cq(&cq, 1, &wc) < 0);
-	CHECK(ibv_req_notify_cq(&cq, 0) == EOPNOTSUPP);
+
+	/* Destroyed in order: the channel is busy while a CQ uses it. */
+	CHECK(ibv_destroy_comp_channel(ch) == EBUSY);
+	CHECK(ibv_destroy_cq(cq) == 0);
+	CHECK(ibv_destroy_cq(cq) == EINVAL);
+	CHECK(ibv_destroy_cq(cq2) == 0);
+	CHECK(ibv_destroy_comp_channel(ch) == 0);
+	CHECK(ibv_destroy_comp_channel(ch) == EINVAL);
+	CHECK(ibv_dealloc_pd(pd) == 0);
+
+	/* What the application leaves is destroyed with the context. */
+	CHECK(ibv_alloc_pd(ctx) != NULL);
+	ch = ibv_create_comp_channel(ctx);
+	CHECK(ch != NULL && ibv_create_cq(ctx, 1, NULL, ch, 0) != NULL);
 
 	/* Helpers. */
 	CHECK(ibv_rate_to_mbps(IBV_RATE_10_GBPS) == 10000);
