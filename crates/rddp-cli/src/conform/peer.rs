@@ -398,21 +398,27 @@ impl Peer {
     /// Read Response payloads for our sink, placed by TO; `None` until the
     /// last one (L=1) of `len` octets has come.
     pub fn read_data(&self, len: usize) -> Option<Vec<u8>> {
-        let mut out = vec![0u8; len];
-        let mut done = false;
-        for s in &self.seen.segments {
-            if let Ok(DdpHeader::Tagged(h)) = DdpHeader::parse(s)
-                && RdmapControl(h.rsvd_ulp).opcode() == Opcode::READ_RESPONSE
-                && h.stag == SINK_STAG
-            {
-                let p = &s[14..];
-                let at = usize::try_from(h.to).ok()?;
-                out.get_mut(at..at + p.len())?.copy_from_slice(p);
-                done |= h.ctrl.last() && at + p.len() == len;
-            }
-        }
-        done.then_some(out)
+        read_data(&self.seen.segments, len)
     }
+}
+
+/// Read Response payloads for our sink among `segs`, placed by TO; `None`
+/// until the last one (L=1) of `len` octets has come.
+pub fn read_data(segs: &[Vec<u8>], len: usize) -> Option<Vec<u8>> {
+    let mut out = vec![0u8; len];
+    let mut done = false;
+    for s in segs {
+        if let Ok(DdpHeader::Tagged(h)) = DdpHeader::parse(s)
+            && RdmapControl(h.rsvd_ulp).opcode() == Opcode::READ_RESPONSE
+            && h.stag == SINK_STAG
+        {
+            let p = &s[14..];
+            let at = usize::try_from(h.to).ok()?;
+            out.get_mut(at..at + p.len())?.copy_from_slice(p);
+            done |= h.ctrl.last() && at + p.len() == len;
+        }
+    }
+    done.then_some(out)
 }
 
 fn count_responses(segs: &[Vec<u8>]) -> usize {

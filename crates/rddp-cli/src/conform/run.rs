@@ -127,7 +127,10 @@ impl Ctx {
             ));
         }
         c.peer.read_request(buf.stag, buf.to + off, n, 0)?;
-        c.peer.read_until(deadline, |s| s.terminate.is_some())?;
+        let len = n as usize;
+        c.peer.read_until(deadline, |s| {
+            s.terminate.is_some() || peer::read_data(&s.segments, len).is_some()
+        })?;
         let data = c.peer.read_data(n as usize);
         let term = c.peer.seen.terminate.as_ref().map(|(_, t)| t.summary());
         c.peer.close();

@@ -50,6 +50,12 @@ pub struct TargetArgs {
     /// Octets of the per-connection buffer registered with remote read and write.
     #[arg(long, default_value_t = 1_048_576)]
     pub buffer_size: usize,
+    /// One buffer for every connection (registered on the protection domain,
+    /// advertised to each) instead of one per connection: what one connection
+    /// placed, another can read back (`rddp conform` checks that nothing was
+    /// placed by a refused segment).
+    #[arg(long)]
+    pub shared_buffer: bool,
     /// Receive buffers per connection (ordered, pool) or in the shared pool.
     #[arg(long, default_value_t = 8)]
     pub recv_count: usize,

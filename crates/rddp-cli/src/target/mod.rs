@@ -54,6 +54,15 @@ pub fn run(args: TargetArgs) -> Result<(), String> {
         .alloc_pd()
         .map_err(|e| e.to_string())?;
     let streams = Arc::new(Streams::default());
+    let shared_buf = if args.shared_buffer {
+        let access = rddp::Access::REMOTE_READ | rddp::Access::REMOTE_WRITE;
+        let mr = pd
+            .register(vec![0; args.buffer_size], access)
+            .map_err(|e| e.to_string())?;
+        Some(Arc::new(mr))
+    } else {
+        None
+    };
     let shared = if args.rq == Rq::Shared {
         let soft = args.soft_limit.unwrap_or(args.recv_count / 2).max(1);
         let srq = Arc::new(SharedReceiveQueue::new(
@@ -79,15 +88,19 @@ pub fn run(args: TargetArgs) -> Result<(), String> {
     let acceptors: Vec<_> = (0..ACCEPTORS)
         .map(|_| {
             let (listener, next) = (listener.clone(), next.clone());
-            let (pd, args, shared) = (pd.clone(), args.clone(), shared.clone());
+            let (pd, args) = (pd.clone(), args.clone());
+            let shared = conn::Shared {
+                srq: shared.clone(),
+                buf: shared_buf.clone(),
+            };
             let (streams, ev, service) = (streams.clone(), ev.clone(), service.clone());
             std::thread::spawn(move || {
                 loop {
                     match listener.accept() {
                         Ok(conn) => {
                             let id = next.fetch_add(1, Ordering::Relaxed);
-                            let srq = shared.clone();
-                            if let Some(s) = conn::setup(id, conn, &pd, &args, srq, &streams, &ev) {
+                            let sh = shared.clone();
+                            if let Some(s) = conn::setup(id, conn, &pd, &args, sh, &streams, &ev) {
                                 service.add(s);
                             }
                         }
