@@ -165,6 +165,13 @@ pub static CASES: &[Case] = &[
         run: bad_opcode,
     },
     Case {
+        id: "rdmap.terminate-format",
+        rfc: "RFC 5040 §4.8",
+        expect: "the Terminate for a refused Write: RFC layout, QN 2 / MSN 1 / MO 0, \
+                 M=D=1, the Write's header copied, its segment length",
+        run: terminate_format,
+    },
+    Case {
         id: "rdmap.read-bounds",
         rfc: "RFC 5040 §5.2, §4.8",
         expect: "a Read Request beyond the buffer: Terminate 0/1/0x01 with the DDP and \
@@ -696,6 +703,30 @@ fn bad_opcode(ctx: &Ctx) -> Result<Verdict, String> {
     let msn = c.peer.send_msn;
     let seg = peer::untagged(Opcode(0x8), qn::SEND, msn, 0, true, b"opcode 8");
     Ok(terminated(c, &seg, &[T::RDMAP_UNEXPECTED_OPCODE], false)?.0)
+}
+
+fn terminate_format(ctx: &Ctx) -> Result<Verdict, String> {
+    let c = ctx.connect(ctx.deadline())?;
+    let seg = peer::tagged(Opcode::RDMA_WRITE, bogus_stag(c.buf), 0, true, &[0xEE; 16]);
+    let want = [T::DDP_INVALID_STAG, T::RDMAP_INVALID_STAG];
+    let (v, seen) = terminated(c, &seg, &want, true)?;
+    if !matches!(v, Verdict::Pass(_)) {
+        return Ok(v);
+    }
+    let len = seen
+        .terminate
+        .as_ref()
+        .and_then(|(_, t)| t.terminate.as_ref())
+        .and_then(|t| t.seg_len);
+    // The whole segment (its name), or its payload only (Linux siw).
+    Ok(match len {
+        Some(n) if usize::from(n) == seg.len() => Verdict::pass("the whole segment's length"),
+        Some(16) => Verdict::pass("the payload's length (as siw counts it)"),
+        n => Verdict::fail(
+            format!("DDP Segment Length {} (or the payload's, 16)", seg.len()),
+            format!("{n:?}"),
+        ),
+    })
 }
 
 fn read_bounds(ctx: &Ctx) -> Result<Verdict, String> {

@@ -89,6 +89,10 @@ pub struct TargetArgs {
     /// process (MPA; its connections end as `perf` events).
     #[arg(long, value_name = "ADDR")]
     pub perf_listen: Option<String>,
+    /// For testing a conformance tester only: break the RFCs on purpose, on the
+    /// wire, in front of the target (see `target/deviate.rs`).
+    #[arg(long, value_enum, value_name = "NAME", hide = true)]
+    pub deviate: Option<super::deviate::Deviation>,
     #[command(flatten)]
     pub capture: crate::observe::CaptureArgs,
 }

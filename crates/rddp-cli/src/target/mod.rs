@@ -2,6 +2,7 @@
 
 mod args;
 mod conn;
+mod deviate;
 mod events;
 mod service;
 mod term_json;
@@ -36,8 +37,28 @@ pub fn run(args: TargetArgs) -> Result<(), String> {
         setup_timeout: Duration::from_secs_f64(args.setup_timeout),
         recv_buffer: None,
     };
-    let listener = llp::listen(args.transport.into(), &args.listen, &opts)?;
-    ev.emit("listening", json!({ "addr": listener.local_addr() }));
+    let listener = match args.deviate {
+        None => {
+            let l = llp::listen(args.transport.into(), &args.listen, &opts)?;
+            ev.emit("listening", json!({ "addr": l.local_addr() }));
+            l
+        }
+        Some(d) => {
+            if args.transport != args::TargetTransport::Mpa {
+                return Err("--deviate: MPA only".into());
+            }
+            // The real listener on loopback, the deviating relay in front of it.
+            let l = llp::listen(llp::Transport::Mpa, "127.0.0.1:0", &opts)?;
+            let back = l.local_addr().parse().map_err(|e| format!("{e}"))?;
+            let front = deviate::start(&args.listen, back, d)?;
+            eprintln!("rddp target: deviating from the RFCs on purpose ({d:?}), for testing only");
+            ev.emit(
+                "listening",
+                json!({ "addr": front, "deviation": format!("{d:?}") }),
+            );
+            l
+        }
+    };
     if let Some(addr) = &args.perf_listen {
         perf_listen(addr, &opts, ev.clone())?;
     }
