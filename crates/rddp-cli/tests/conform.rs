@@ -188,6 +188,65 @@ fn a_failure_shows_in_the_table_and_the_exit_code() {
     assert!(out.contains("0 passed, 1 failed"), "{out}");
 }
 
+/// `--role responder`: the peer under test is `rddp rping -c`, an MPA
+/// initiator started again for each case until conform is done.
+#[test]
+fn as_responder_every_case_passes_against_rddp_rping_client() {
+    use std::io::{BufRead, BufReader};
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rddp"))
+        .args(["conform", "127.0.0.1:0", "--role", "responder", "--json"])
+        .args(["--setup-wait", "5", "--accept-wait", "20"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = BufReader::new(c.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in err.lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let port = loop {
+        let l = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("no listening line");
+        if let Some(at) = l.split("listening on 127.0.0.1:").nth(1) {
+            break at.split(':').next().unwrap().to_string();
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut clients = 0;
+    while c.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "rddp conform did not finish");
+        clients += 1;
+        // One connection each; --timeout bounds its wait for the MPA Reply.
+        let out = Command::new(env!("CARGO_BIN_EXE_rddp"))
+            .args(["rping", "-c", "-a", "127.0.0.1", "-p", &port, "-C", "1"])
+            .args(["--mpa-rev", "2", "--p2p", "both", "--timeout", "2"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let _ = out;
+    }
+    let out = c.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let v = json(&stdout);
+    assert_eq!(v["role"], "responder", "{v}");
+    let cases = v["cases"].as_array().unwrap();
+    assert!(cases.len() >= 7, "{v}");
+    assert!(clients >= cases.len(), "{clients} clients for {v}");
+    for c in cases {
+        assert_eq!(c["result"], "pass", "{c}");
+    }
+    let nr = case(&v, "initiator.no-reply");
+    assert!(nr["ms"].as_u64().unwrap() < 5000, "{nr}");
+    let rtr = case(&v, "initiator.rtr-not-offered");
+    assert!(rtr["note"].as_str().unwrap().contains("2/0/0x07"), "{rtr}");
+}
+
 #[test]
 fn unimplemented_parts_say_so() {
     let (code, _, err) = conform("127.0.0.1:1", &["--transport", "sctp"]);

@@ -4,13 +4,15 @@
 //! closes its connection cleanly; `run` drives them, `judge` decides (no I/O),
 //! `report` prints the table or the JSON.
 //!
-//! This stage: MPA/TCP, as the initiator. The SCTP session cases (RFC 5043)
-//! and the responder role come later.
+//! This stage: MPA/TCP, as the initiator (the peer under test is the MPA
+//! responder) or as the responder (`--role responder`: the peer connects to
+//! us, once per case). The SCTP session cases (RFC 5043) come later.
 
 mod catalogue;
 mod judge;
 mod peer;
 mod report;
+mod responder;
 mod run;
 
 use clap::{Args, ValueEnum};
@@ -34,7 +36,8 @@ pub enum Role {
 
 #[derive(Debug, Clone, Args)]
 pub struct ConformArgs {
-    /// The peer under test (HOST:PORT).
+    /// The peer under test (HOST:PORT); with `--role responder`, where we
+    /// listen for it (port 0: any free one, printed on stderr).
     pub addr: String,
     #[arg(long, value_enum, default_value = "mpa")]
     pub transport: ConformTransport,
@@ -61,6 +64,9 @@ pub struct ConformArgs {
     /// Octets a case may send at most.
     #[arg(long, value_name = "OCTETS", default_value_t = 256 * 1024)]
     pub max_send: usize,
+    /// `--role responder`: seconds to wait for each of the peer's connections.
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    pub accept_wait: f64,
     /// List the cases and exit.
     #[arg(long)]
     pub list: bool,
@@ -97,7 +103,8 @@ fn secs(v: f64, what: &str) -> Result<Duration, String> {
 
 /// `Ok(true)` when every selected case passed or did not apply.
 pub fn run(a: &ConformArgs) -> Result<bool, String> {
-    let cases = run::select(a.only.as_deref())?;
+    let responder = a.role == Role::Responder;
+    let cases = run::select(responder, a.only.as_deref())?;
     if a.list {
         for c in &cases {
             say!("{:<30} {:<28} {}", c.id, c.rfc, c.expect);
@@ -107,34 +114,51 @@ pub fn run(a: &ConformArgs) -> Result<bool, String> {
     if a.transport == ConformTransport::Sctp {
         return Err("--transport sctp: the RFC 5043 session cases are not implemented yet".into());
     }
-    if a.role == Role::Responder {
-        return Err(
-            "--role responder: not implemented yet (this stage tests MPA responders)".into(),
-        );
-    }
     let addr = a
         .addr
         .to_socket_addrs()
         .map_err(|e| format!("bad address {}: {e}", a.addr))?
         .next()
         .ok_or_else(|| format!("bad address {}", a.addr))?;
+    let listener = if responder {
+        let l = std::net::TcpListener::bind(addr)
+            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        l.set_nonblocking(true).map_err(|e| e.to_string())?;
+        Some(l)
+    } else {
+        None
+    };
+    let addr = match &listener {
+        Some(l) => l.local_addr().map_err(|e| e.to_string())?,
+        None => addr,
+    };
     let ctx = run::Ctx {
         addr,
         bound: secs(a.case_timeout, "--case-timeout")?,
         setup_wait: secs(a.setup_wait, "--setup-wait")?,
         budget: a.max_send,
         buffer: a.buffer,
+        listener,
+        accept_wait: secs(a.accept_wait, "--accept-wait")?,
     };
+    let role = if responder { "responder" } else { "initiator" };
+    if responder {
+        eprintln!(
+            "rddp conform: listening on {addr}: connect the peer under test as MPA \
+             initiator, once per case ({} cases)",
+            cases.len()
+        );
+    }
     eprintln!(
-        "rddp conform: WARNING: {} cases will send malformed and hostile messages to {addr} \
-         and write into any buffer it offers (each case: at most {} octets, {:?}, then a close). \
-         Point it only at a peer you may disturb.",
+        "rddp conform: WARNING: {} cases will send malformed and hostile messages to the \
+         peer at {addr} and write into any buffer it offers (each case: at most {} octets, \
+         {:?}, then a close). Point it only at a peer you may disturb.",
         cases.len(),
         ctx.budget,
         ctx.bound
     );
     if !a.json {
-        say!("rddp conform: {addr} over MPA/TCP, as initiator");
+        say!("rddp conform: {addr} over MPA/TCP, as {role}");
         say!("{}", report::header());
     }
     let all = run::run_all(&ctx, &cases, |o| {
@@ -143,10 +167,7 @@ pub fn run(a: &ConformArgs) -> Result<bool, String> {
         }
     });
     if a.json {
-        say!(
-            "{}",
-            report::json(&addr.to_string(), "mpa", "initiator", &all)
-        );
+        say!("{}", report::json(&addr.to_string(), "mpa", role, &all));
     } else {
         say!("{}", report::summary(&all));
     }

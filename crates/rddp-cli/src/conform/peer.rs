@@ -89,6 +89,15 @@ fn would_block(e: &std::io::Error) -> bool {
 
 /// Read the peer's Reply (20 octets, then PD_Length more).
 pub fn read_reply(sock: &mut TcpStream, deadline: Instant) -> SetupReply {
+    read_frame(sock, deadline, FrameKind::Reply)
+}
+
+/// Read the peer's Request (as the responder); it comes back as `Reply(frame)`.
+pub fn read_request(sock: &mut TcpStream, deadline: Instant) -> SetupReply {
+    read_frame(sock, deadline, FrameKind::Request)
+}
+
+fn read_frame(sock: &mut TcpStream, deadline: Instant, kind: FrameKind) -> SetupReply {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 600];
     loop {
@@ -102,8 +111,8 @@ pub fn read_reply(sock: &mut TcpStream, deadline: Instant) -> SetupReply {
         };
         if buf.len() >= 20 && buf.len() == want {
             return match MpaFrame::parse(&buf) {
-                Ok(f) if f.kind == FrameKind::Reply => SetupReply::Reply(f),
-                Ok(_) => SetupReply::Bad("a Request came back, not a Reply".into()),
+                Ok(f) if f.kind == kind => SetupReply::Reply(f),
+                Ok(f) => SetupReply::Bad(format!("a {:?} frame, not a {kind:?}", f.kind)),
                 Err(e) => SetupReply::Bad(e.to_string()),
             };
         }
@@ -136,6 +145,28 @@ pub fn wait_close(sock: &mut TcpStream, deadline: Instant) -> bool {
             Err(e) if would_block(&e) => return false,
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(_) => return true,
+        }
+    }
+}
+
+/// What the peer sends until it closes (true) or the deadline passes (false);
+/// at most 64 KiB kept.
+pub fn drain(sock: &mut TcpStream, deadline: Instant) -> (Vec<u8>, bool) {
+    let mut got = Vec::new();
+    let mut b = [0u8; 4096];
+    loop {
+        if !arm(sock, deadline) {
+            return (got, false);
+        }
+        match sock.read(&mut b) {
+            Ok(0) => return (got, true),
+            Ok(n) => {
+                let room = (64 * 1024usize).saturating_sub(got.len());
+                got.extend_from_slice(&b[..n.min(room)]);
+            }
+            Err(e) if would_block(&e) => return (got, false),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return (got, true),
         }
     }
 }
@@ -193,6 +224,22 @@ impl Peer {
             send_msn: 1,
             read_msn: 1,
         }
+    }
+
+    /// FPDU mode as the responder, after our `reply` to the peer's `req`: the
+    /// Markers directions swap (the peer's M bit asks for them in what we send).
+    pub fn responder(
+        sock: TcpStream,
+        req: &MpaFrame,
+        reply: MpaFrame,
+        deadline: Instant,
+        budget: usize,
+    ) -> Self {
+        let crc = req.flags.crc() || reply.flags.crc();
+        let mut p = Self::new(sock, req, reply, deadline, budget);
+        p.enc = FpduEncoder::new(crc, req.flags.markers());
+        p.dec = FpduDecoder::new(crc, p.reply.flags.markers(), 65535);
+        p
     }
 
     pub fn crc(&self) -> bool {

@@ -6,7 +6,7 @@ use super::catalogue::{self, Case};
 use super::judge::Verdict;
 use super::peer::{self, Buffer, Peer, SetupReply};
 use rddp_wire::MpaFrame;
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 /// How long an advertisement is waited for on a new connection.
@@ -23,6 +23,10 @@ pub struct Ctx {
     pub budget: usize,
     /// `--buffer`: the peer's buffer, instead of its advertisement.
     pub buffer: Option<Buffer>,
+    /// `--role responder`: where the peer under test connects, and how long
+    /// each of its connections is waited for.
+    pub listener: Option<TcpListener>,
+    pub accept_wait: Duration,
 }
 
 /// A set-up connection and the buffer it may use.
@@ -41,6 +45,35 @@ pub struct Outcome {
 impl Ctx {
     pub fn deadline(&self) -> Instant {
         Instant::now() + self.bound
+    }
+
+    /// `--role responder`: the peer's next connection, within `accept_wait`.
+    pub fn accept(&self) -> Result<TcpStream, String> {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        let l = self.listener.as_ref().ok_or("not listening")?;
+        let deadline = Instant::now() + self.accept_wait;
+        loop {
+            match l.accept() {
+                Ok((s, _)) => {
+                    s.set_nonblocking(false).map_err(|e| e.to_string())?;
+                    let _ = s.set_nodelay(true);
+                    return Ok(s);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(format!("accept: {e}")),
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(format!(
+                    "the peer did not connect within {:?} (--accept-wait)",
+                    self.accept_wait
+                ));
+            }
+            let t = Timespec::try_from(left).map_err(|e| e.to_string())?;
+            let mut fds = [PollFd::new(l, PollFlags::IN)];
+            // EINTR or readiness: either way, try accept again.
+            let _ = poll(&mut fds, Some(&t));
+        }
     }
 
     /// TCP connect, send `req` (or `raw` octets instead), read the Reply.
@@ -162,9 +195,14 @@ pub fn run_all(ctx: &Ctx, cases: &[&'static Case], mut each: impl FnMut(&Outcome
     out
 }
 
-/// The cases `--only` names (ids or prefixes such as `ddp.`), in catalogue order.
-pub fn select(only: Option<&str>) -> Result<Vec<&'static Case>, String> {
-    let all = catalogue::CASES;
+/// The cases of a role's catalogue that `--only` names (ids or prefixes such
+/// as `ddp.`), in catalogue order.
+pub fn select(responder: bool, only: Option<&str>) -> Result<Vec<&'static Case>, String> {
+    let all = if responder {
+        super::responder::CASES
+    } else {
+        catalogue::CASES
+    };
     let Some(only) = only else {
         return Ok(all.iter().collect());
     };
