@@ -96,7 +96,10 @@ fn every_case_passes_against_rddp_target() {
 #[test]
 fn json_report_parses_and_agrees() {
     let t = target(&[]);
-    let (code, out, err) = conform(&t.addr.to_string(), &["--json", "--only", "mpa.,ddp."]);
+    let (code, out, err) = conform(
+        &t.addr.to_string(),
+        &["--json", "--only", "mpa.,ddp.", "--skip", "mpa.no-request"],
+    );
     assert_eq!(code, Some(0), "{err}{out}");
     let v = json(&out);
     let cases = v["cases"].as_array().unwrap();
@@ -107,6 +110,7 @@ fn json_report_parses_and_agrees() {
     for c in cases {
         let id = c["id"].as_str().unwrap();
         assert!(id.starts_with("mpa.") || id.starts_with("ddp."), "{c}");
+        assert_ne!(id, "mpa.no-request", "--skip did not leave it out");
         assert!(c["rfc"].as_str().unwrap().starts_with("RFC "), "{c}");
         assert!(!c["expect"].as_str().unwrap().is_empty(), "{c}");
         match c["result"].as_str().unwrap() {
@@ -252,7 +256,9 @@ fn unimplemented_parts_say_so() {
     let (code, _, err) = conform("127.0.0.1:1", &["--transport", "sctp"]);
     assert_eq!(code, Some(1));
     assert!(err.contains("not implemented yet"), "{err}");
-    let (code, _, err) = conform("127.0.0.1:1", &["--only", "nosuch"]);
-    assert_eq!(code, Some(1));
-    assert!(err.contains("no case"), "{err}");
+    for opt in ["--only", "--skip"] {
+        let (code, _, err) = conform("127.0.0.1:1", &[opt, "nosuch"]);
+        assert_eq!(code, Some(1));
+        assert!(err.contains("no case"), "{err}");
+    }
 }

@@ -177,7 +177,10 @@ pub fn alive(seen: &Seen, probed: bool, what: &str) -> Verdict {
         return Verdict::fail(expected, "the peer closed");
     }
     if !probed {
-        return Verdict::fail(expected, "no answer to a zero-length Read afterwards");
+        return Verdict::fail(
+            expected,
+            "no answer to a zero-length Read afterwards (in time)",
+        );
     }
     Verdict::pass("")
 }

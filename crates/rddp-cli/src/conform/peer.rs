@@ -413,7 +413,14 @@ impl Peer {
 
     /// Probe that the peer is still there: a zero-length Read Request (RFC 5040
     /// §5.2: legal, answered by a zero-length Read Response), answered in time.
+    /// A peer that took no Reads (its Reply's IRD 0, or Rev 1, where IRD is not
+    /// negotiated and may be 0) is only watched for half a second instead: a
+    /// Read would break its IRD.
     pub fn probe(&mut self, until: Instant) -> Result<bool, String> {
+        if self.reply.enhanced.is_none_or(|b| b.ird == 0) {
+            self.quiet_for(Duration::from_millis(500))?;
+            return Ok(self.seen.terminate.is_none() && !self.seen.closed);
+        }
         let before = self.read_responses();
         self.read_request(0, 0, 0, 0)?;
         self.read_until(until, |s| {

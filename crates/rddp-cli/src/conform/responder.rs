@@ -66,9 +66,14 @@ pub static CASES: &[Case] = &[
     },
 ];
 
-/// The next connection and its Request.
-fn request(ctx: &Ctx, deadline: Instant) -> Result<(TcpStream, Result<MpaFrame, Verdict>), String> {
+/// The next connection (waited for apart from the case's bound) and its
+/// Request; the case's deadline runs from the connection, `bound` from then.
+fn request(
+    ctx: &Ctx,
+    bound: std::time::Duration,
+) -> Result<(TcpStream, Instant, Result<MpaFrame, Verdict>), String> {
     let mut sock = ctx.accept()?;
+    let deadline = Instant::now() + bound;
     let r = match peer::read_request(&mut sock, deadline) {
         SetupReply::Reply(f) if !f.flags.reject() => Ok(f),
         SetupReply::Reply(_) => Err(Verdict::fail("a Request", "a Request with R=1")),
@@ -76,14 +81,14 @@ fn request(ctx: &Ctx, deadline: Instant) -> Result<(TcpStream, Result<MpaFrame, 
         SetupReply::Silent => Err(Verdict::fail("a Request", "nothing in time")),
         SetupReply::Bad(e) => Err(Verdict::fail("a Request", e)),
     };
-    Ok((sock, r))
+    Ok((sock, deadline, r))
 }
 
 macro_rules! request_or_verdict {
-    ($ctx:expr, $d:expr) => {
-        match request($ctx, $d)? {
-            (s, Ok(f)) => (s, f),
-            (_, Err(v)) => return Ok(v),
+    ($ctx:expr, $bound:expr) => {
+        match request($ctx, $bound)? {
+            (s, d, Ok(f)) => (s, d, f),
+            (_, _, Err(v)) => return Ok(v),
         }
     };
 }
@@ -113,8 +118,7 @@ fn send(sock: &mut TcpStream, b: &[u8]) -> Result<(), String> {
 }
 
 fn setup(ctx: &Ctx) -> Result<Verdict, String> {
-    let d = ctx.deadline();
-    let (mut sock, req) = request_or_verdict!(ctx, d);
+    let (mut sock, d, req) = request_or_verdict!(ctx, ctx.bound);
     // The RTR: Write if offered, else Read (as siw's responder chooses).
     let rtr = req.enhanced.filter(|b| b.p2p).and_then(|b| {
         if b.rtr_write {
@@ -215,8 +219,7 @@ fn gives_up(sock: &mut TcpStream, deadline: Instant, terminate_ok: bool) -> Verd
 }
 
 fn no_reply(ctx: &Ctx) -> Result<Verdict, String> {
-    let d = Instant::now() + ctx.setup_wait;
-    let (mut sock, _) = request_or_verdict!(ctx, d);
+    let (mut sock, d, _) = request_or_verdict!(ctx, ctx.setup_wait);
     Ok(match gives_up(&mut sock, d, false) {
         Verdict::Fail { got, .. } => Verdict::fail(
             format!("nothing more, then a close within {:?}", ctx.setup_wait),
@@ -227,8 +230,7 @@ fn no_reply(ctx: &Ctx) -> Result<Verdict, String> {
 }
 
 fn reject(ctx: &Ctx) -> Result<Verdict, String> {
-    let d = ctx.deadline();
-    let (mut sock, req) = request_or_verdict!(ctx, d);
+    let (mut sock, d, req) = request_or_verdict!(ctx, ctx.bound);
     let r = MpaFrame::new(
         FrameKind::Reply,
         MpaFlags::new(false, req.flags.crc(), true, false),
@@ -242,8 +244,7 @@ fn reject(ctx: &Ctx) -> Result<Verdict, String> {
 
 /// Send `reply` (raw octets) to the next Request; the initiator must give up.
 fn broken_reply(ctx: &Ctx, make: fn(&MpaFrame) -> Vec<u8>) -> Result<Verdict, String> {
-    let d = ctx.deadline();
-    let (mut sock, req) = request_or_verdict!(ctx, d);
+    let (mut sock, d, req) = request_or_verdict!(ctx, ctx.bound);
     send(&mut sock, &make(&req))?;
     Ok(gives_up(&mut sock, d, true))
 }
@@ -274,8 +275,7 @@ fn pd_513(ctx: &Ctx) -> Result<Verdict, String> {
 }
 
 fn rtr_not_offered(ctx: &Ctx) -> Result<Verdict, String> {
-    let d = ctx.deadline();
-    let (mut sock, req) = request_or_verdict!(ctx, d);
+    let (mut sock, d, req) = request_or_verdict!(ctx, ctx.bound);
     let Some(b) = req.enhanced.filter(|b| b.p2p) else {
         drop(sock);
         return Ok(Verdict::na("the Request offers no peer-to-peer mode (A=0)"));

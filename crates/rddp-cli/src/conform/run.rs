@@ -76,7 +76,8 @@ impl Ctx {
         }
     }
 
-    /// TCP connect, send `req` (or `raw` octets instead), read the Reply.
+    /// TCP connect, send the Request `req` (as octets: it may be a broken
+    /// one), read the Reply.
     pub fn open(&self, req: &[u8], deadline: Instant) -> Result<(TcpStream, SetupReply), String> {
         use std::io::Write;
         let mut sock = peer::dial(self.addr, deadline)?;
@@ -196,31 +197,40 @@ pub fn run_all(ctx: &Ctx, cases: &[&'static Case], mut each: impl FnMut(&Outcome
 }
 
 /// The cases of a role's catalogue that `--only` names (ids or prefixes such
-/// as `ddp.`), in catalogue order.
-pub fn select(responder: bool, only: Option<&str>) -> Result<Vec<&'static Case>, String> {
+/// as `ddp.`; all without it) and `--skip` does not, in catalogue order.
+pub fn select(
+    responder: bool,
+    only: Option<&str>,
+    skip: Option<&str>,
+) -> Result<Vec<&'static Case>, String> {
     let all = if responder {
         super::responder::CASES
     } else {
         catalogue::CASES
     };
-    let Some(only) = only else {
-        return Ok(all.iter().collect());
-    };
-    let wanted: Vec<&str> = only
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect();
-    for w in &wanted {
-        if !all.iter().any(|c| c.id == *w || c.id.starts_with(w)) {
-            return Err(format!(
-                "--only: no case {w:?} (cases: {})",
-                all.iter().map(|c| c.id).collect::<Vec<_>>().join(", ")
-            ));
+    let list = |what: &str, v: Option<&str>| -> Result<Option<Vec<String>>, String> {
+        let Some(v) = v else { return Ok(None) };
+        let names: Vec<String> = v
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect();
+        for w in &names {
+            if !all.iter().any(|c| c.id.starts_with(w.as_str())) {
+                return Err(format!(
+                    "{what}: no case {w:?} (cases: {})",
+                    all.iter().map(|c| c.id).collect::<Vec<_>>().join(", ")
+                ));
+            }
         }
-    }
+        Ok(Some(names))
+    };
+    let (only, skip) = (list("--only", only)?, list("--skip", skip)?);
+    let named = |c: &Case, l: &[String]| l.iter().any(|w| c.id.starts_with(w.as_str()));
     Ok(all
         .iter()
-        .filter(|c| wanted.iter().any(|w| c.id == *w || c.id.starts_with(w)))
+        .filter(|c| only.as_deref().is_none_or(|l| named(c, l)))
+        .filter(|c| !skip.as_deref().is_some_and(|l| named(c, l)))
         .collect())
 }
