@@ -11,6 +11,7 @@ macro_rules! say {
     }};
 }
 
+mod conform;
 mod demo;
 mod exec;
 mod hostile;
@@ -63,6 +64,8 @@ enum Cmd {
     Rping(rping::RpingArgs),
     /// Run an unmodified rdma-core application (ibv_devinfo, ...) over rddp.
     Exec(exec::ExecArgs),
+    /// Test an iWARP peer against the RFCs; exit 1 if it breaks any case.
+    Conform(conform::ConformArgs),
 }
 
 fn main() -> ExitCode {
@@ -93,6 +96,12 @@ fn main() -> ExitCode {
             verbose: cli.verbose > 0,
             ..a.clone()
         }),
+        Cmd::Conform(a) => match conform::run(a) {
+            Ok(true) => Ok(()),
+            // The table or the JSON said which cases failed.
+            Ok(false) => return ExitCode::FAILURE,
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -104,7 +104,7 @@ pub struct RpingArgs {
     /// is slow enough never to hit that.
     #[arg(long, default_value_t = 100, value_name = "MS")]
     pub first_send_delay: u64,
-    /// Seconds to wait for the peer at each step.
+    /// Seconds to wait for the peer at each step (for the MPA Reply: at most 10).
     #[arg(long, default_value_t = 30)]
     pub timeout: u64,
 }

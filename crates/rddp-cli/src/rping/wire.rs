@@ -79,10 +79,16 @@ pub fn mpa_options(a: &RpingArgs) -> MpaOptions {
     // rping's client asks for IRD 1 / ORD 1 (rping_init_conn_param); rping's
     // server accepts what the client asked, up to its limits.
     let (ird, ord) = if a.server { (16, 16) } else { (1, 1) };
+    // A Reply is waited for as rdma_cm on siw waits (10 s), or --timeout if
+    // shorter.
+    let reply_timeout = MpaOptions::default()
+        .reply_timeout
+        .min(std::time::Duration::from_secs(a.timeout));
     MpaOptions {
         rev: a.mpa_rev,
         ird,
         ord,
+        reply_timeout,
         crc: a.crc,
         markers: a.markers,
         p2p: p2p && a.mpa_rev == 2,

@@ -50,6 +50,12 @@ pub struct TargetArgs {
     /// Octets of the per-connection buffer registered with remote read and write.
     #[arg(long, default_value_t = 1_048_576)]
     pub buffer_size: usize,
+    /// One buffer for every connection (registered on the protection domain,
+    /// advertised to each) instead of one per connection: what one connection
+    /// placed, another can read back (`rddp conform` checks that nothing was
+    /// placed by a refused segment).
+    #[arg(long)]
+    pub shared_buffer: bool,
     /// Receive buffers per connection (ordered, pool) or in the shared pool.
     #[arg(long, default_value_t = 8)]
     pub recv_count: usize,
@@ -83,6 +89,10 @@ pub struct TargetArgs {
     /// process (MPA; its connections end as `perf` events).
     #[arg(long, value_name = "ADDR")]
     pub perf_listen: Option<String>,
+    /// For testing a conformance tester only: break the RFCs on purpose, on the
+    /// wire, in front of the target (see `target/deviate.rs`).
+    #[arg(long, value_enum, value_name = "NAME", hide = true)]
+    pub deviate: Option<super::deviate::Deviation>,
     #[command(flatten)]
     pub capture: crate::observe::CaptureArgs,
 }

@@ -30,12 +30,21 @@ pub struct Served {
     pub id: u64,
     qp: QueuePair,
     pub cq: CompletionQueue,
-    buf: MemoryRegion,
+    /// This connection's buffer, or the one all connections share.
+    buf: Arc<MemoryRegion>,
     receives: Receives,
     args: TargetArgs,
     terminated: Option<&'static str>,
     /// Echoes the send queue had no room for yet, oldest first.
     backlog: VecDeque<Vec<u8>>,
+}
+
+/// What connections share: the receive pool (`--rq shared`), the buffer
+/// (`--shared-buffer`).
+#[derive(Clone, Default)]
+pub struct Shared {
+    pub srq: Option<Arc<SharedReceiveQueue>>,
+    pub buf: Option<Arc<MemoryRegion>>,
 }
 
 /// Set up one accepted connection (queue pair, receives, buffer, the
@@ -45,11 +54,11 @@ pub fn setup(
     conn: Connection,
     pd: &ProtectionDomain,
     args: &TargetArgs,
-    srq: Option<Arc<SharedReceiveQueue>>,
+    shared: Shared,
     streams: &Streams,
     ev: &Events,
 ) -> Option<Served> {
-    match build(id, conn, pd, args, srq, streams, ev) {
+    match build(id, conn, pd, args, shared, streams, ev) {
         Ok(s) => Some(s),
         Err(e) => {
             streams.remove_conn(id);
@@ -67,10 +76,14 @@ fn build(
     conn: Connection,
     pd: &ProtectionDomain,
     args: &TargetArgs,
-    shared: Option<Arc<SharedReceiveQueue>>,
+    shared: Shared,
     streams: &Streams,
     ev: &Events,
 ) -> Result<Served, rddp::Error> {
+    let Shared {
+        srq: shared,
+        buf: shared_buf,
+    } = shared;
     let credits = args.credits.unwrap_or(args.recv_count as u32);
     let (receives, depth) = match (args.rq, shared) {
         (Rq::Shared, Some(srq)) => (Receives::Shared(srq), args.recv_count as u32),
@@ -129,11 +142,15 @@ fn build(
             "ord": ord,
         }),
     );
-    // One zero-filled buffer, remote read and write, valid on this connection only.
-    let buf = qp.register_bound(
-        vec![0; args.buffer_size],
-        Access::REMOTE_READ | Access::REMOTE_WRITE,
-    )?;
+    // One zero-filled buffer, remote read and write, valid on this connection
+    // only (or the one all connections share, --shared-buffer).
+    let buf = match shared_buf {
+        Some(b) => b,
+        None => Arc::new(qp.register_bound(
+            vec![0; args.buffer_size],
+            Access::REMOTE_READ | Access::REMOTE_WRITE,
+        )?),
+    };
     // The first Send (MSN 1): STag || TO || length. MPA holds it until the
     // initiator's first FPDU or RTR has arrived.
     qp.post_send_inline(0, &buf.remote().to_bytes(), SendFlags::default())?;

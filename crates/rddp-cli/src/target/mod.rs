@@ -2,6 +2,7 @@
 
 mod args;
 mod conn;
+mod deviate;
 mod events;
 mod service;
 mod term_json;
@@ -36,8 +37,28 @@ pub fn run(args: TargetArgs) -> Result<(), String> {
         setup_timeout: Duration::from_secs_f64(args.setup_timeout),
         recv_buffer: None,
     };
-    let listener = llp::listen(args.transport.into(), &args.listen, &opts)?;
-    ev.emit("listening", json!({ "addr": listener.local_addr() }));
+    let listener = match args.deviate {
+        None => {
+            let l = llp::listen(args.transport.into(), &args.listen, &opts)?;
+            ev.emit("listening", json!({ "addr": l.local_addr() }));
+            l
+        }
+        Some(d) => {
+            if args.transport != args::TargetTransport::Mpa {
+                return Err("--deviate: MPA only".into());
+            }
+            // The real listener on loopback, the deviating relay in front of it.
+            let l = llp::listen(llp::Transport::Mpa, "127.0.0.1:0", &opts)?;
+            let back = l.local_addr().parse().map_err(|e| format!("{e}"))?;
+            let front = deviate::start(&args.listen, back, d)?;
+            eprintln!("rddp target: deviating from the RFCs on purpose ({d:?}), for testing only");
+            ev.emit(
+                "listening",
+                json!({ "addr": front, "deviation": format!("{d:?}") }),
+            );
+            l
+        }
+    };
     if let Some(addr) = &args.perf_listen {
         perf_listen(addr, &opts, ev.clone())?;
     }
@@ -54,6 +75,15 @@ pub fn run(args: TargetArgs) -> Result<(), String> {
         .alloc_pd()
         .map_err(|e| e.to_string())?;
     let streams = Arc::new(Streams::default());
+    let shared_buf = if args.shared_buffer {
+        let access = rddp::Access::REMOTE_READ | rddp::Access::REMOTE_WRITE;
+        let mr = pd
+            .register(vec![0; args.buffer_size], access)
+            .map_err(|e| e.to_string())?;
+        Some(Arc::new(mr))
+    } else {
+        None
+    };
     let shared = if args.rq == Rq::Shared {
         let soft = args.soft_limit.unwrap_or(args.recv_count / 2).max(1);
         let srq = Arc::new(SharedReceiveQueue::new(
@@ -79,15 +109,19 @@ pub fn run(args: TargetArgs) -> Result<(), String> {
     let acceptors: Vec<_> = (0..ACCEPTORS)
         .map(|_| {
             let (listener, next) = (listener.clone(), next.clone());
-            let (pd, args, shared) = (pd.clone(), args.clone(), shared.clone());
+            let (pd, args) = (pd.clone(), args.clone());
+            let shared = conn::Shared {
+                srq: shared.clone(),
+                buf: shared_buf.clone(),
+            };
             let (streams, ev, service) = (streams.clone(), ev.clone(), service.clone());
             std::thread::spawn(move || {
                 loop {
                     match listener.accept() {
                         Ok(conn) => {
                             let id = next.fetch_add(1, Ordering::Relaxed);
-                            let srq = shared.clone();
-                            if let Some(s) = conn::setup(id, conn, &pd, &args, srq, &streams, &ev) {
+                            let sh = shared.clone();
+                            if let Some(s) = conn::setup(id, conn, &pd, &args, sh, &streams, &ev) {
                                 service.add(s);
                             }
                         }
