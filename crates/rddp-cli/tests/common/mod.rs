@@ -126,6 +126,12 @@ impl Drop for Target {
 
 /// Run `rddp ARGS` to completion: (exit code, stdout, stderr).
 pub fn run(args: &[&str]) -> (Option<i32>, String, String) {
+    run_within(args, Duration::from_secs(10))
+}
+
+/// Run `rddp ARGS` to completion, killed (and the test failed) if it
+/// outlives `bound`: (exit code, stdout, stderr).
+pub fn run_within(args: &[&str], bound: Duration) -> (Option<i32>, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rddp"))
         .args(args)
         .stdin(Stdio::null())
@@ -133,12 +139,12 @@ pub fn run(args: &[&str]) -> (Option<i32>, String, String) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + bound;
     while child.try_wait().unwrap().is_none() {
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("rddp {args:?} did not exit");
+            panic!("rddp {args:?} did not exit within {bound:?}");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
