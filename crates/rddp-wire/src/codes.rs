@@ -1,11 +1,11 @@
-//! Terminate error codes of every layer (spec §2.11 for DDP, §3.6 for RDMAP and MPA).
+//! Terminate error codes of every layer (RFC 5041 §7.2 for DDP, RFC 5040 §4.8 for RDMAP and MPA).
 //!
 //! A validation failure anywhere in the stack is expressed as exactly one
 //! [`TerminateCode`]; the tables below are the only place the numbers live.
 
 use core::fmt;
 
-/// Layer field of a Terminate message (spec §3.5).
+/// Layer field of a Terminate message (RFC 5040 §4.8).
 pub mod layer {
     pub const RDMAP: u8 = 0;
     pub const DDP: u8 = 1;
@@ -31,7 +31,7 @@ const fn tc(layer: u8, etype: u8, code: u8) -> TerminateCode {
 }
 
 impl TerminateCode {
-    // ---- DDP, spec §2.11 (RFC 5041 §7.2) ----
+    // ---- DDP, RFC 5041 §7.2 ----
     pub const DDP_LOCAL_CATASTROPHIC: Self = tc(1, 0, 0x00);
     pub const DDP_INVALID_STAG: Self = tc(1, 1, 0x00);
     pub const DDP_BASE_BOUNDS: Self = tc(1, 1, 0x01);
@@ -45,7 +45,7 @@ impl TerminateCode {
     pub const DDP_MSG_TOO_LONG: Self = tc(1, 2, 0x05);
     pub const DDP_UNTAGGED_INVALID_VERSION: Self = tc(1, 2, 0x06);
 
-    // ---- RDMAP, spec §3.6 (RFC 5040 §4.8) ----
+    // ---- RDMAP, RFC 5040 §4.8 ----
     pub const RDMAP_LOCAL_CATASTROPHIC: Self = tc(0, 0, 0x00);
     pub const RDMAP_INVALID_STAG: Self = tc(0, 1, 0x00);
     pub const RDMAP_BASE_BOUNDS: Self = tc(0, 1, 0x01);
@@ -61,7 +61,7 @@ impl TerminateCode {
     pub const RDMAP_OP_CANNOT_INVALIDATE: Self = tc(0, 2, 0x09);
     pub const RDMAP_OP_UNSPECIFIED: Self = tc(0, 2, 0xFF);
 
-    // ---- LLP = MPA, spec §3.6 (RFC 5044 §8, RFC 6581). EType 0 is sent (spec §8). ----
+    // ---- LLP = MPA, RFC 5040 §4.8 (RFC 5044 §8, RFC 6581). EType 0 is sent. ----
     pub const MPA_CONNECTION_LOST: Self = tc(2, 0, 0x01);
     pub const MPA_CRC_ERROR: Self = tc(2, 0, 0x02);
     pub const MPA_MARKER_MISMATCH: Self = tc(2, 0, 0x03);
@@ -70,7 +70,7 @@ impl TerminateCode {
     pub const MPA_INSUFFICIENT_IRD: Self = tc(2, 0, 0x06);
     pub const MPA_NO_MATCHING_RTR: Self = tc(2, 0, 0x07);
 
-    /// The twelve DDP error codes of spec §2.11, in table order.
+    /// The twelve DDP error codes of RFC 5041 §7.2, in table order.
     pub const ALL_DDP: [Self; 12] = [
         Self::DDP_LOCAL_CATASTROPHIC,
         Self::DDP_INVALID_STAG,

@@ -1,4 +1,4 @@
-//! CRC32c as MPA uses it (RFC 5044 §4.3; spec §4.3).
+//! CRC32c as MPA uses it (RFC 5044 §4.3).
 //!
 //! CRC-32/ISCSI (Castagnoli, reflected, init and xorout 0xFFFFFFFF). The value is put
 //! on the wire least-significant octet first: use [`crc_wire_bytes`].
@@ -35,7 +35,7 @@ pub fn crc32c(data: &[u8]) -> u32 {
     c.finalize()
 }
 
-/// The four CRC octets as transmitted (spec §4.3: LE, like iSCSI digests).
+/// The four CRC octets as transmitted (RFC 5044 §4: LE, like iSCSI digests).
 pub fn crc_wire_bytes(crc: u32) -> [u8; CRC_LEN] {
     crc.to_le_bytes()
 }
@@ -139,7 +139,7 @@ mod tests {
 
     #[test]
     fn iscsi_vectors() {
-        // spec §7.1 (RFC 3720 Appendix B.4): value and wire octets.
+        // RFC 3720 Appendix B.4: value and wire octets.
         let inc: Vec<u8> = (0..32).collect();
         let dec: Vec<u8> = (0..32).rev().collect();
         let cases: [(&[u8], u32, [u8; 4]); 4] = [

@@ -1,12 +1,12 @@
-//! DDP headers (RFC 5041 §4; spec §2.2-2.4).
+//! DDP headers (RFC 5041 §4).
 
 use crate::error::{WireError, be32, be64, need};
 
-/// Octets in a tagged DDP header (spec §2.3).
+/// Octets in a tagged DDP header (RFC 5041 §4.2).
 pub const TAGGED_HDR_LEN: usize = 14;
-/// Octets in an untagged DDP header (spec §2.4).
+/// Octets in an untagged DDP header (RFC 5041 §4.3).
 pub const UNTAGGED_HDR_LEN: usize = 18;
-/// The only DDP version defined (DV = 1, spec §2.2).
+/// The only DDP version defined (DV = 1, RFC 5041 §4.1).
 pub const DDP_VERSION: u8 = 1;
 
 const T: u8 = 0x80;
@@ -14,7 +14,7 @@ const L: u8 = 0x40;
 const RSVD: u8 = 0x3C;
 const DV: u8 = 0x03;
 
-/// The DDP control octet: T, L, 4 reserved bits, DV (spec §2.2).
+/// The DDP control octet: T, L, 4 reserved bits, DV (RFC 5041 §4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DdpControl(pub u8);
 
@@ -28,7 +28,7 @@ impl DdpControl {
     pub fn last(self) -> bool {
         self.0 & L != 0
     }
-    /// Length of the DDP header this control octet opens (spec §2.2: the T
+    /// Length of the DDP header this control octet opens (RFC 5041 §4.1: the T
     /// bit picks the tagged or the untagged layout).
     pub fn header_len(self) -> usize {
         if self.tagged() {
@@ -53,7 +53,7 @@ impl DdpControl {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TaggedHeader {
     pub ctrl: DdpControl,
-    /// Opaque to DDP; RDMAP puts its control octet here (spec §2.5).
+    /// Opaque to DDP; RDMAP puts its control octet here (RFC 5040 §4.1).
     pub rsvd_ulp: u8,
     pub stag: u32,
     pub to: u64,
@@ -218,7 +218,7 @@ mod tests {
 
     #[test]
     fn control_octets_match_siw_table() {
-        // spec §3.1: tagged last 0xC1, tagged middle 0x81, untagged last 0x41, middle 0x01.
+        // RFC 5040 §4.2: tagged last 0xC1, tagged middle 0x81, untagged last 0x41, middle 0x01.
         assert_eq!(DdpControl::new(true, true).0, 0xC1);
         assert_eq!(DdpControl::new(true, false).0, 0x81);
         assert_eq!(DdpControl::new(false, true).0, 0x41);

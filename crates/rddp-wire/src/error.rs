@@ -17,19 +17,19 @@ pub enum WireError {
     /// Octets left over after a complete message.
     #[error("{extra} unexpected trailing octets after {what}")]
     Trailing { what: &'static str, extra: usize },
-    /// The first 16 octets are neither MPA key (spec §4.7): not an MPA peer.
+    /// The first 16 octets are neither MPA key (RFC 5044 §7.1.1): not an MPA peer.
     #[error("not an MPA Request/Reply key")]
     MpaBadKey,
-    /// An MPA revision this crate cannot lay out (spec §4.7: 0, 1, 2 are known).
+    /// An MPA revision this crate cannot lay out (RFC 5044 §7.1.1: 0, 1, 2 are known).
     #[error("unsupported MPA revision {rev}")]
     MpaBadRev { rev: u8 },
-    /// Private data longer than the protocol allows (MPA spec §4.7, SCTP spec §5.4).
+    /// Private data longer than the protocol allows (RFC 5044 §7.1.1, RFC 5043).
     #[error("private data of {len} octets exceeds the limit of {max}")]
     PrivateDataTooLong { len: usize, max: usize },
-    /// The MPA CRC field does not match the octets it covers (spec §4.3).
+    /// The MPA CRC field does not match the octets it covers (RFC 5044 §4).
     #[error("MPA CRC mismatch: wire {wire:#010x}, computed {computed:#010x}")]
     CrcMismatch { wire: u32, computed: u32 },
-    /// A Marker's FPDUPTR disagrees with the framing from ULPDU_Length (spec §4.4).
+    /// A Marker's FPDUPTR disagrees with the framing from ULPDU_Length (RFC 5044 §4).
     #[error("MPA marker FPDUPTR {fpduptr:#x}, framing says {expected:#x}")]
     MarkerMismatch { fpduptr: u16, expected: u16 },
     /// ULPDU_Length below a tagged DDP header or above the local receive limit (§4.6, §6.6).
@@ -38,7 +38,7 @@ pub enum WireError {
 }
 
 impl WireError {
-    /// The Terminate code an LLP error maps to (spec §3.6, §4.11), if it has one.
+    /// The Terminate code an LLP error maps to (RFC 5040 §4.8; RFC 5044 §8), if it has one.
     /// Errors without a defined code (e.g. a bad ULPDU_Length) return `None`;
     /// the caller picks a code for those.
     pub fn terminate_code(&self) -> Option<crate::TerminateCode> {

@@ -4,8 +4,7 @@
 //! slice and never panics on any input, `emit` writes exactly `buffer_len()` octets.
 //! Reserved bits are kept so that `emit(parse(b)) == b` for every valid `b`.
 //!
-//! Sections cited as "spec §x" refer to the project's digest of RFC 5040-5044/6581;
-//! "seed 000" is the DDP requirements document.
+//! Citations name the RFC and its section (RFC 5040-5044, RFC 6581).
 
 pub mod codes;
 pub mod crc;

@@ -1,5 +1,5 @@
 //! IP packets synthesised around octets a connection sent or received, for
-//! captures that Wireshark's dissectors read (issue 13: `--pcap`). Raw IP
+//! captures that Wireshark's dissectors read (`--pcap`, docs/tool.md). Raw IP
 //! (pcap link type 101): an IPv4 or IPv6 header, then TCP carrying MPA, or UDP
 //! carrying SCTP (RFC 6951 encapsulation) with one DATA chunk carrying DDP.
 //!
@@ -97,7 +97,7 @@ pub struct DataChunk<'a> {
     pub sid: u16,
     pub ssn: u16,
     pub ppid: u32,
-    /// U bit (DDP over SCTP sends every chunk unordered, spec §5.1).
+    /// U bit (DDP over SCTP sends every chunk unordered, RFC 5043).
     pub unordered: bool,
     pub payload: &'a [u8],
 }

@@ -1,9 +1,9 @@
-//! RDMAP control field and opcodes (RFC 5040 §4.2; spec §3.1).
+//! RDMAP control field and opcodes (RFC 5040 §4.2).
 
 /// The only RDMAP version defined (RV = 1).
 pub const RDMAP_VERSION: u8 = 1;
 
-/// Queue numbers RDMAP uses on the untagged model (spec §2.7).
+/// Queue numbers RDMAP uses on the untagged model (RFC 5041 §5.3).
 pub mod qn {
     pub const SEND: u32 = 0;
     pub const READ_REQUEST: u32 = 1;
@@ -36,7 +36,7 @@ impl Opcode {
         self.0 <= 7
     }
 
-    /// Whether `RsvdULP[8:39]` carries an Invalidate STag (spec §2.5).
+    /// Whether `RsvdULP[8:39]` carries an Invalidate STag (RFC 5040 §4.1).
     pub fn carries_invalidate_stag(self) -> bool {
         matches!(self, Self::SEND_INVALIDATE | Self::SEND_SE_INVALIDATE)
     }
@@ -67,7 +67,7 @@ mod tests {
 
     #[test]
     fn control_octets_match_spec() {
-        // spec §3.1: Write 0x40 ... Terminate 0x47.
+        // RFC 5040 §4.2: Write 0x40 ... Terminate 0x47.
         for op in 0..8u8 {
             assert_eq!(RdmapControl::new(Opcode(op)).0, 0x40 | op);
         }

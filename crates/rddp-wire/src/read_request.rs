@@ -1,15 +1,15 @@
-//! RDMA Read Request header (RFC 5040 §4.4; spec §3.3).
+//! RDMA Read Request header (RFC 5040 §4.4).
 //!
 //! 28 octets that follow the 18-octet untagged DDP header on QN 1, and that a
-//! Terminate may carry as its "terminated RDMAP header" (spec §3.5).
+//! Terminate may carry as its "terminated RDMAP header" (RFC 5040 §4.8).
 
 use crate::error::{WireError, be32, be64, need};
 
-/// Octets in an RDMA Read Request header (spec §3.3).
+/// Octets in an RDMA Read Request header (RFC 5040 §4.4).
 pub const READ_REQ_HDR_LEN: usize = 28;
 
 /// The RDMA Read Request header. "Sink" is the requester's buffer (where the Read
-/// Response lands); "source" is the responder's buffer being read (spec §3.3).
+/// Response lands); "source" is the responder's buffer being read (RFC 5040 §4.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct ReadRequestHeader {
     pub sink_stag: u32,
@@ -22,7 +22,7 @@ pub struct ReadRequestHeader {
 
 impl ReadRequestHeader {
     /// Parse exactly 28 octets. A Read Request carries no payload after the header
-    /// (spec §3.3), so extra octets are `Trailing`. Never panics.
+    /// (RFC 5040 §4.4), so extra octets are `Trailing`. Never panics.
     pub fn parse(b: &[u8]) -> Result<Self, WireError> {
         need(b, READ_REQ_HDR_LEN, "RDMA Read Request header")?;
         if b.len() > READ_REQ_HDR_LEN {
@@ -66,7 +66,7 @@ mod tests {
 
     #[test]
     fn vector4_body() {
-        // spec §7.5: sink 0x5678/0x2000, size 5, source 0x1234/0x1000.
+        // RFC 5040 §4.4: sink 0x5678/0x2000, size 5, source 0x1234/0x1000.
         let h = ReadRequestHeader {
             sink_stag: 0x5678,
             sink_to: 0x2000,

@@ -1,32 +1,32 @@
-//! DDP over SCTP (RFC 5043; spec §5.2-5.4): chunk payloads and the Adaptation Layer
+//! DDP over SCTP (RFC 5043): chunk payloads and the Adaptation Layer
 //! Indication parameter. There is no MPA here: SCTP keeps message boundaries and
 //! carries its own CRC32c.
 
 use crate::ddp::TAGGED_HDR_LEN;
 use crate::error::{WireError, be16, be32, need};
 
-/// PPID of a DDP Segment chunk (spec §5.3).
+/// PPID of a DDP Segment chunk (RFC 5043).
 pub const PPID_DDP_SEGMENT: u32 = 16;
-/// PPID of a DDP Stream Session Control chunk (spec §5.4).
+/// PPID of a DDP Stream Session Control chunk (RFC 5043).
 pub const PPID_SESSION_CONTROL: u32 = 17;
-/// Parameter type of the Adaptation Layer Indication (spec §5.2).
+/// Parameter type of the Adaptation Layer Indication (RFC 5043).
 pub const ADAPTATION_IND_PARAM: u16 = 0xC006;
-/// Adaptation Indication value for DDP (spec §5.2).
+/// Adaptation Indication value for DDP (RFC 5043).
 pub const ADAPTATION_DDP: u32 = 1;
 /// Length field of the Adaptation Layer Indication parameter.
 pub const ADAPTATION_IND_LEN: usize = 8;
-/// The largest DDP segment the adaptation layer offers is at least this (spec §5.3).
+/// The largest DDP segment the adaptation layer offers is at least this (RFC 5043).
 pub const MIN_MAX_SEGMENT: usize = 516;
 /// Octets of DDP-SSN in front of every chunk payload.
 pub const SSN_LEN: usize = 2;
-/// Largest Session Control private data (spec §5.4).
+/// Largest Session Control private data (RFC 5043).
 pub const MAX_SESSION_PD: usize = 512;
 
 /// A PPID 16 payload: DDP-SSN, then one DDP segment (borrowed, not copied).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DdpSegmentChunk<'a> {
     pub ssn: u16,
-    /// The DDP segment: header (spec §2.3/2.4) and payload.
+    /// The DDP segment: header (RFC 5041 §4.2, §4.3) and payload.
     pub segment: &'a [u8],
 }
 
@@ -52,7 +52,7 @@ impl<'a> DdpSegmentChunk<'a> {
     }
 }
 
-/// Function Code of a Session Control message (spec §5.4).
+/// Function Code of a Session Control message (RFC 5043).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SessionFunction {
     Initiate = 1,
@@ -148,7 +148,7 @@ pub enum SctpPayload<'a> {
 }
 
 impl<'a> SctpPayload<'a> {
-    /// Parse by PPID; any PPID other than 16 and 17 is an error (spec §5.1: a DDP
+    /// Parse by PPID; any PPID other than 16 and 17 is an error (RFC 5043: a DDP
     /// association carries nothing else).
     pub fn parse(ppid: u32, b: &'a [u8]) -> Result<Self, WireError> {
         match ppid {
@@ -215,7 +215,7 @@ impl AdaptationIndication {
         })
     }
 
-    /// Whether the peer announced DDP (spec §5.2: anything else forbids DDP).
+    /// Whether the peer announced DDP (RFC 5043: anything else forbids DDP).
     pub fn is_ddp(&self) -> bool {
         self.indication == ADAPTATION_DDP
     }

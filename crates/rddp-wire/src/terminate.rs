@@ -1,4 +1,4 @@
-//! Terminate message body (RFC 5040 §4.8; spec §3.5).
+//! Terminate message body (RFC 5040 §4.8).
 //!
 //! The body follows the 18-octet untagged DDP header (QN 2, MSN 1, MO 0, L 1,
 //! RDMAP opcode 7): a 32-bit control word, then, packed without padding, an optional
@@ -12,9 +12,9 @@ use crate::read_request::{READ_REQ_HDR_LEN, ReadRequestHeader};
 
 /// Octets in the Terminate control word.
 pub const TERM_CTRL_LEN: usize = 4;
-/// Largest Terminate body: 4 + 2 + 18 + 28 (cxgb4's `TERM_MAX_LENGTH`, spec §3.5).
+/// Largest Terminate body: 4 + 2 + 18 + 28 (cxgb4's `TERM_MAX_LENGTH`, RFC 5040 §4.8).
 pub const TERM_MAX_BODY: usize = TERM_CTRL_LEN + 2 + UNTAGGED_HDR_LEN + READ_REQ_HDR_LEN;
-/// Largest Terminate DDP segment (ULPDU): 18 + 52 = 70 octets (spec §3.5, §6.6).
+/// Largest Terminate DDP segment (ULPDU): 18 + 52 = 70 octets (RFC 5040 §4.8; docs/security.md).
 pub const TERM_MAX_SEGMENT: usize = UNTAGGED_HDR_LEN + TERM_MAX_BODY;
 
 const M: u32 = 0x0000_8000;
@@ -25,10 +25,10 @@ const RESERVED: u32 = 0x0000_1FFF;
 /// A Terminate message body.
 ///
 /// The D bit is `ddp_hdr.is_some()`. The 2-octet length is present exactly when M
-/// or D is set (spec §3.5, "disagreement 1"), so `seg_len.is_some()` must equal
+/// or D is set (RFC 5040 §4.8; implementations disagree), so `seg_len.is_some()` must equal
 /// `m || ddp_hdr.is_some()`; [`Terminate::emit`] refuses anything else.
 /// `r` may be set without `rdmap_hdr` (siw sets R=1 on Send protection errors with
-/// no RDMAP header attached, spec §3.5); `rdmap_hdr` requires `r`.
+/// no RDMAP header attached, RFC 5040 §4.8); `rdmap_hdr` requires `r`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Terminate {
     pub code: TerminateCode,
@@ -38,7 +38,7 @@ pub struct Terminate {
     pub r: bool,
     /// The 13 reserved bits of the control word (send 0; kept for round trips).
     pub reserved: u16,
-    /// DDP Segment Length: the whole offending DDP segment (irdma meaning, spec §3.5).
+    /// DDP Segment Length: the whole offending DDP segment (irdma meaning, RFC 5040 §4.8).
     pub seg_len: Option<u16>,
     /// The copied DDP header (including RsvdULP, excluding the MPA length).
     pub ddp_hdr: Option<DdpHeader>,
@@ -61,7 +61,7 @@ impl Terminate {
     }
 
     /// M=D=1 with the offending segment's length and header; R=1 too if a Read
-    /// Request header is given (spec §3.5, "when to include headers").
+    /// Request header is given (RFC 5040 §4.8, "when to include headers").
     pub fn with_headers(
         code: TerminateCode,
         seg_len: u16,
@@ -116,7 +116,7 @@ impl Terminate {
             None
         };
         let ddp_hdr = if d {
-            // The copied header's own T bit says how long it is (spec §3.5).
+            // The copied header's own T bit says how long it is (RFC 5040 §4.8).
             need(b, at + 1, "Terminate copied DDP header")?;
             let n = if b[at] & 0x80 != 0 {
                 TAGGED_HDR_LEN
@@ -130,7 +130,7 @@ impl Terminate {
         } else {
             None
         };
-        // R=1 with nothing after it is siw's header-less R (spec §3.5); otherwise the
+        // R=1 with nothing after it is siw's header-less R (RFC 5040 §4.8); otherwise the
         // 28-octet Read Request header must follow.
         let rdmap_hdr = if r && b.len() > at {
             need(b, at + READ_REQ_HDR_LEN, "Terminate copied RDMAP header")?;
@@ -220,7 +220,7 @@ impl Terminate {
     }
 
     /// The complete Terminate DDP segment: untagged header with QN=2, MSN=1, MO=0,
-    /// L=1 and RDMAP control 0x47 (spec §2.7, §3.5), then the body.
+    /// L=1 and RDMAP control 0x47 (RFC 5041 §5.3; RFC 5040 §4.8), then the body.
     pub fn to_segment(&self) -> Result<Vec<u8>, WireError> {
         let mut rsvd_ulp = [0u8; 5];
         rsvd_ulp[0] = RdmapControl::new(Opcode::TERMINATE).0;
@@ -239,7 +239,7 @@ mod tests {
 
     #[test]
     fn vector6_body() {
-        // spec §7.7: DDP tagged Invalid STag about vector 1's segment, M=D=1, R=0.
+        // RFC 5040 §4.8: DDP tagged Invalid STag about vector 1's segment, M=D=1, R=0.
         let t = Terminate::with_headers(
             TerminateCode::DDP_INVALID_STAG,
             19,

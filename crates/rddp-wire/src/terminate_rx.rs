@@ -1,4 +1,4 @@
-//! Decoding a Terminate as received from a real peer (RFC 5040 §4.8, spec §3.5),
+//! Decoding a Terminate as received from a real peer (RFC 5040 §4.8),
 //! including Linux siw's control-word layout.
 //!
 //! siw 6.1 declares the Terminate control word in `struct iwarp_terminate` (its
@@ -81,7 +81,7 @@ fn from_siw(body: &[u8]) -> Option<Vec<u8>> {
     Some(v)
 }
 
-/// Whether spec §3.5 ("when to include headers") sends this code bare (M=D=R=0):
+/// Whether RFC 5040 §4.8 ("when to include headers") sends this code bare (M=D=R=0):
 /// LLP errors, local catastrophic errors, and version or opcode errors, whose
 /// offending header layout cannot be trusted.
 fn sent_bare(c: TerminateCode) -> bool {
@@ -210,7 +210,7 @@ mod tests {
     use proptest::prelude::*;
 
     /// The Terminate body siw 6.1 sent when a Send found no receive buffer
-    /// (issue 12): control word `21 02 03 00`, siw's 2-octet length, then the
+    /// (docs/interop.md): control word `21 02 03 00`, siw's 2-octet length, then the
     /// offending untagged DDP header.
     fn siw_no_buffer() -> Vec<u8> {
         let mut b = vec![0x21, 0x02, 0x03, 0x00, 0x00, 0x10];

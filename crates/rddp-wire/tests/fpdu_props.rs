@@ -1,4 +1,4 @@
-//! Property tests of the MPA FPDU encoder and streaming decoder (spec §4.1-4.6).
+//! Property tests of the MPA FPDU encoder and streaming decoder (RFC 5044 §4).
 
 use proptest::prelude::*;
 use rddp_wire::mpa::{FpduDecoder, FpduEncoder, MAX_ULPDU, MIN_ULPDU};

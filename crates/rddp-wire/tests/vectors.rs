@@ -1,4 +1,4 @@
-//! Every test vector of spec §7 (and the MPA frames of §4.12), byte for byte,
+//! Every worked test vector (RDMAP and DDP over MPA, and MPA frames), byte for byte,
 //! through the typed builders, the FPDU encoder and back through the decoder.
 
 use rddp_wire::mpa::{EnhancedBlock, FpduDecoder, FrameKind, MpaFlags, MpaFrame, encode_fpdu};
@@ -75,7 +75,7 @@ fn check(ulpdu: &[u8], marker_off: Option<u32>, want: &[u8], crc_value: u32) {
 
 #[test]
 fn crc_self_checks() {
-    // spec §7.1
+    // RFC 3720 §B.4
     assert_eq!(crc32c(b"123456789"), 0xe306_9283);
     let inc: Vec<u8> = (0..32).collect();
     let dec: Vec<u8> = (0..32).rev().collect();
@@ -235,7 +235,7 @@ fn llp_errors_map_to_terminate_codes() {
 
 #[test]
 fn mpa_frames() {
-    // spec §4.12
+    // RFC 5044 §7.1.1
     let crc_only = MpaFlags::new(false, true, false, false);
     let enhanced = MpaFlags::new(false, true, false, true);
     let frames = [

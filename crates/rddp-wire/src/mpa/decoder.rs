@@ -1,4 +1,4 @@
-//! Streaming FPDU decoder (RFC 5044 §4-5; spec §4.3, §4.4, §4.6).
+//! Streaming FPDU decoder (RFC 5044 §4-5).
 //!
 //! Feed it the TCP byte stream in chunks split anywhere; it strips Markers, checks
 //! their FPDUPTR against the framing, verifies the CRC and hands back each ULPDU.
@@ -172,7 +172,7 @@ impl FpduDecoder {
     }
 
     /// A complete Marker just ended at `self.off`. Check FPDUPTR; feed the CRC if the
-    /// Marker lies inside the CRC's coverage (spec §4.3).
+    /// Marker lies inside the CRC's coverage (RFC 5044 §4).
     fn on_marker(&mut self) -> Result<(), WireError> {
         let m = Marker::parse(&self.marker)?;
         let at = self.off.wrapping_sub(MARKER_LEN as u32);

@@ -1,4 +1,4 @@
-//! FPDU layout and encoder (RFC 5044 §4; spec §4.1-4.5).
+//! FPDU layout and encoder (RFC 5044 §4).
 //!
 //! `ULPDU_Length (2) | ULPDU | PAD (0-3) | CRC (4, LE)`, with Markers inserted at every
 //! 512-octet stream position when the receiver asked for them. The CRC covers every
@@ -9,12 +9,12 @@ use super::{MAX_ULPDU, MIN_ULPDU, MPA_CRC_LEN, MPA_HDR_LEN};
 use crate::crc::{crc_wire_bytes, crc32c};
 use crate::error::WireError;
 
-/// PAD octets after a ULPDU of this length: `(4 - (2 + len) mod 4) mod 4` (spec §4.1).
+/// PAD octets after a ULPDU of this length: `(4 - (2 + len) mod 4) mod 4` (RFC 5044 §4).
 pub fn pad_len(ulpdu_len: usize) -> usize {
     ulpdu_len.wrapping_add(MPA_HDR_LEN).wrapping_neg() & 3
 }
 
-/// MULPDU for an EMSS (spec §4.5): `EMSS - (6 + EMSS mod 4)` without Markers,
+/// MULPDU for an EMSS (RFC 5044 §4): `EMSS - (6 + EMSS mod 4)` without Markers,
 /// `EMSS - (6 + 4*ceil(EMSS/512) + EMSS mod 4)` with. Saturates at 0 for tiny EMSS.
 pub fn mulpdu(emss: usize, markers: bool) -> usize {
     let marker_room = if markers {
@@ -77,7 +77,7 @@ impl Writer<'_> {
     }
 
     /// Everything up to the CRC field: ULPDU_Length, ULPDU, PAD and their Markers,
-    /// including one that falls between PAD and CRC (spec §4.3).
+    /// including one that falls between PAD and CRC (RFC 5044 §4).
     fn body(&mut self, ulpdu_len: u16, ulpdu: &[u8]) {
         self.marker_if_due();
         self.len_off = Some(self.off);
@@ -90,7 +90,7 @@ impl Writer<'_> {
 
 /// Append one FPDU carrying `ulpdu` to `out`; returns the octets appended.
 ///
-/// `crc`: compute the CRC (else the field is zero, spec §4.1). `marker_off`: `Some`
+/// `crc`: compute the CRC (else the field is zero, RFC 5044 §4). `marker_off`: `Some`
 /// with the stream offset of the FPDU's first octet relative to SeqStart when Markers
 /// are on in this direction, `None` when they are off. ULPDU length must be
 /// 14..=65535 (the decoder refuses anything shorter than a tagged DDP header).
@@ -202,7 +202,7 @@ mod tests {
 
     #[test]
     fn mulpdu_table() {
-        // spec §4.5
+        // RFC 5044 §4
         let table = [
             (536, 530, 522),
             (1440, 1434, 1422),

@@ -1,12 +1,12 @@
-//! MPA Request and Reply frames (RFC 5044 §7.1; spec §4.7) and the RFC 6581
-//! enhanced IRD/ORD block (spec §4.10).
+//! MPA Request and Reply frames (RFC 5044 §7.1) and the RFC 6581
+//! enhanced IRD/ORD block (RFC 6581).
 
 use super::{MPA_MAX_PD, MPA_RR_HDR_LEN};
 use crate::error::{WireError, be16, need};
 
-/// Request key, "MPA ID Req Frame" (spec §4.7).
+/// Request key, "MPA ID Req Frame" (RFC 5044 §7.1.1).
 pub const KEY_REQ: [u8; 16] = *b"MPA ID Req Frame";
-/// Reply key, "MPA ID Rep Frame" (spec §4.7).
+/// Reply key, "MPA ID Rep Frame" (RFC 5044 §7.1.1).
 pub const KEY_REP: [u8; 16] = *b"MPA ID Rep Frame";
 /// Octets in the enhanced IRD/ORD block.
 pub const ENHANCED_LEN: usize = 4;
@@ -65,7 +65,7 @@ impl MpaFlags {
     }
 }
 
-/// The 4-octet RFC 6581 block: `A|B|IRD(14)`, `C|D|ORD(14)` (spec §4.10).
+/// The 4-octet RFC 6581 block: `A|B|IRD(14)`, `C|D|ORD(14)` (RFC 6581).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct EnhancedBlock {
     /// A: peer-to-peer mode, an RTR will be exchanged.
@@ -98,7 +98,7 @@ impl EnhancedBlock {
         })
     }
 
-    /// Encode; IRD and ORD above 14 bits are clamped to 0x3FFF (spec §4.10).
+    /// Encode; IRD and ORD above 14 bits are clamped to 0x3FFF (RFC 6581).
     pub fn to_bytes(&self) -> [u8; ENHANCED_LEN] {
         let f = |on: bool, m: u16| if on { m } else { 0 };
         let w1 = f(self.p2p, 0x8000) | f(self.rtr_send, 0x4000) | self.ird.min(Self::IRD_ORD_MAX);
@@ -256,7 +256,7 @@ mod tests {
 
     #[test]
     fn sample_frames() {
-        // spec §4.12
+        // RFC 5044 §7.1.1
         let req = MpaFrame::new(
             FrameKind::Request,
             MpaFlags::new(false, true, false, false),

@@ -1,4 +1,4 @@
-//! MPA Markers (RFC 5044 §5; spec §4.4).
+//! MPA Markers (RFC 5044 §5).
 //!
 //! A Marker starts at every stream offset `S` with `(S - SeqStart) mod 512 == 0`.
 //! Offsets in this crate are relative to SeqStart, modulo 2^32 (2^32 is a multiple of

@@ -1,4 +1,4 @@
-//! MPA: Marker PDU Aligned framing for TCP (RFC 5044, RFC 6581; spec §4).
+//! MPA: Marker PDU Aligned framing for TCP (RFC 5044, RFC 6581).
 //!
 //! * [`frame`]: the MPA Request/Reply frames of connection setup (§4.7, §4.10).
 //! * [`marker`]: the 4-octet Marker and its 512-octet grid (§4.4).
@@ -17,13 +17,13 @@ pub use marker::Marker;
 
 /// Octets in the ULPDU_Length field.
 pub const MPA_HDR_LEN: usize = 2;
-/// Octets in the CRC field (always present, spec §4.1).
+/// Octets in the CRC field (always present, RFC 5044 §4).
 pub const MPA_CRC_LEN: usize = 4;
 /// Octets in the fixed part of a Request/Reply frame (key, flags, Rev, PD_Length).
 pub const MPA_RR_HDR_LEN: usize = 20;
-/// Largest PD_Length a receiver accepts (spec §4.7).
+/// Largest PD_Length a receiver accepts (RFC 5044 §7.1.1).
 pub const MPA_MAX_PD: usize = 512;
-/// Smallest ULPDU: a tagged DDP header with no payload (spec §4.6).
+/// Smallest ULPDU: a tagged DDP header with no payload (RFC 5044).
 pub const MIN_ULPDU: usize = crate::ddp::TAGGED_HDR_LEN;
 /// Largest ULPDU_Length the 16-bit field can express.
 pub const MAX_ULPDU: usize = u16::MAX as usize;
