@@ -1,4 +1,4 @@
-//! Untagged receive under each strategy of seed 003 (issue 5, point 6):
+//! Untagged receive under each strategy of docs/receive-strategies.md:
 //!
 //! * memory per idle stream: the heap the streams themselves take, counted by an
 //!   instrumented global allocator, beyond the pool's buffers (printed once; target:

@@ -1,4 +1,4 @@
-//! Completion queues and the rule that keeps them from overflowing (seed 003).
+//! Completion queues and the rule that keeps them from overflowing (docs/receive-strategies.md).
 //!
 //! A [`CompletionQueue`] may serve one stream or many. Every source of completions
 //! attached to it reserves its worst case first ([`CompletionQueue::reserve`]); a

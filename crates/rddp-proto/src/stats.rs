@@ -1,5 +1,5 @@
 //! Counters of one stream, kept by the engines where the work is done and read as
-//! one plain struct (issue 13; what `rdma statistic` shows and siw keeps per QP).
+//! one plain struct (docs/features.md; what `rdma statistic` shows and siw keeps per QP).
 //!
 //! Every counter is a plain `u64` bumped by the engine that does the work: the DDP
 //! source when it hands a segment to the LLP, the DDP sink when it places and
@@ -22,7 +22,7 @@ pub struct SourceStats {
     pub messages_sent: u64,
 }
 
-/// Terminates counted by class: Layer and Error Type (spec §3.5, §3.6).
+/// Terminates counted by class: Layer and Error Type (RFC 5040 §4.8).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TerminateClasses {
     /// RDMAP local catastrophic (0/0).

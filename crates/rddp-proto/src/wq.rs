@@ -1,7 +1,7 @@
 //! Work-queue accounting for a verbs layer over the RDMAP engine: the rules that
 //! keep a completion queue from overflowing and make every posted receive come
-//! back exactly once (seed 003: "care must be taken in scoping and sizing the
-//! Completion Queue"). Plain data, no threads: any driver applies them the same way.
+//! back exactly once ("care must be taken in scoping and sizing the
+//! Completion Queue", docs/receive-strategies.md). Plain data, no threads: any driver applies them the same way.
 //!
 //! * A slot of a work queue is taken when work is posted (a send-queue request, a
 //!   receive, a buffer posted to a shared pool, a credit granted) and given back

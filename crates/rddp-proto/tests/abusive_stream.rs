@@ -45,11 +45,11 @@ enum Abuse {
     /// Complete Sends whose MSNs skip 100 ahead each time, BURST per round.
     SkipMsns,
     /// Like SkipMsns, FLOOD per round: under arrival ordering the skipped MSNs
-    /// take the whole pool (the hazard of seed 003).
+    /// take the whole pool (the hazard of docs/receive-strategies.md).
     SkipFlood,
     /// First segments (L=0) of consecutive MSNs, never finished, BURST per round,
     /// in sender order: messages of one queue interleaved, refused at once with
-    /// 1/2/0x03 (RFC 5041 §5.3; issue 10).
+    /// 1/2/0x03 (RFC 5041 §5.3).
     NeverFinish,
     /// The same, each segment handed up out of order after a gap in sender order
     /// that never fills (an SCTP peer): every one is placed on arrival, none is

@@ -1,4 +1,4 @@
-//! No completion lost or invented, at the engine (issue 10 points 2 and 3): the
+//! No completion lost or invented, at the engine: the
 //! work-queue slot rules of `wq`, the RFC 6581 Read RTR that never completes to
 //! the ULP, and RDMAP's graceful close that lets held-back work finish.
 
@@ -107,7 +107,7 @@ fn the_rtr_needs_ord_and_an_empty_send_queue() {
     assert_eq!(h.completions(0), vec![(1, Send, Success)]);
 }
 
-// ---- Graceful close (seed 000) ----
+// ---- Graceful close (RFC 5041 §6) ----
 
 #[test]
 fn close_lets_work_held_back_by_ord_and_a_fence_finish() {

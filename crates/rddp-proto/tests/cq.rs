@@ -1,5 +1,5 @@
 //! Completion queues refuse attachments whose completions they could not hold,
-//! except where per-stream credits bound them (seed 003); overflow is never silent.
+//! except where per-stream credits bound them (docs/receive-strategies.md); overflow is never silent.
 
 mod common;
 use common::*;

@@ -1,5 +1,5 @@
 //! Crafted segments never write outside a registered region, and a refused
-//! segment places nothing (seed 000: validation before placement).
+//! segment places nothing (RFC 5041 §7.1: validation before placement).
 
 mod common;
 use common::*;

@@ -1,4 +1,4 @@
-//! Issue 5 target: 10,000 idle streams on one shared receive queue of 1,024
+//! The target of docs/receive-strategies.md: 10,000 idle streams on one shared receive queue of 1,024
 //! buffers need under 64 MiB beyond the buffers themselves. Counted by an
 //! instrumented global allocator (one test in this binary, so nothing else
 //! allocates meanwhile); the benchmark `recv` prints the same figure per strategy.

@@ -1,6 +1,6 @@
 //! Remote invalidation only of regions registered to allow it, and a Read
-//! Response that cannot be sent ends the stream with a Terminate (issue 10
-//! point 6; RFC 5042 §5, spec §6.2 and §3.7 rule 7; RFC 5040 §4.8).
+//! Response that cannot be sent ends the stream with a Terminate (RFC 5042
+//! §5; RFC 5040 §5.5 rule 7, §4.8).
 
 mod common;
 use common::host::*;

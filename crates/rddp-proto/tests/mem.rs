@@ -1,4 +1,4 @@
-//! The STag table (RFC 5042; spec §2.13).
+//! The STag table (RFC 5042).
 
 use rddp_proto::mem::{
     Access, AccessFault, MemError, MemoryTable, PdId, Stag, StagScope, StreamId, TableLimits,

@@ -1,5 +1,5 @@
-//! The STag table shared by many streams without a table-wide lock (issue 11,
-//! point 2): placements into different regions never wait for each other, a
+//! The STag table shared by many streams without a table-wide lock
+//! (docs/data-path.md): placements into different regions never wait for each other, a
 //! placement into a busy region waits for that region only, and a region handle
 //! outlives its deregistration.
 

@@ -1,4 +1,4 @@
-//! RDMAP operations between two in-memory RDMAP streams (RFC 5040; spec §3).
+//! RDMAP operations between two in-memory RDMAP streams (RFC 5040).
 
 use bytes::Bytes;
 use rddp_proto::mem::{Access, PdId, Stag, StagScope, StreamId};
@@ -316,7 +316,7 @@ fn the_local_side_never_exceeds_ord_and_fences_wait_for_reads() {
 fn zero_length_read_and_write() {
     let mut h = Hosts::new(RdmapConfig::default());
     let local = h.region(0, Access::REMOTE_WRITE, vec![0; 4]);
-    // Neither checks the remote STag: zero length places nothing (spec §2.8).
+    // Neither checks the remote STag: zero length places nothing (RFC 5041).
     h.post(0, write(1, b"", Stag(0xdead_beef), 0));
     h.post(0, read(2, local, 0x4000, 0, Stag(0x1234_5678), 0));
     h.run();

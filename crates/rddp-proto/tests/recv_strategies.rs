@@ -1,4 +1,4 @@
-//! The untagged receive strategies of seed 003 on shared pools: MSN validation,
+//! The untagged receive strategies of docs/receive-strategies.md on shared pools: MSN validation,
 //! buffer association, sequential and arrival ordering, the soft limit and the
 //! arrival-ordering hazard.
 

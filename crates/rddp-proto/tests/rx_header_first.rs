@@ -1,5 +1,5 @@
 //! RDMAP's header-first receive entry point (`begin_segment`, `segment_buffer`,
-//! `finish_segment`; issue 11 point 3): every refusal is decided from the header
+//! `finish_segment`; docs/data-path.md): every refusal is decided from the header
 //! and the payload length alone, with the same Terminate as `on_segment`;
 //! payloads go where the target says; nothing is delivered before
 //! `finish_segment`, and a failed CRC there delivers nothing of any kind.

@@ -1,5 +1,5 @@
-//! Every DDP error code, provoked by a crafted segment, places nothing (spec §2.10,
-//! §2.11), and the validation order of spec §2.10 holds.
+//! Every DDP error code, provoked by a crafted segment, places nothing (RFC 5041 §7.1,
+//! §7.2), and the validation order of RFC 5041 §7.1 holds.
 
 mod common;
 use common::*;

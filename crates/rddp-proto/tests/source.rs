@@ -1,4 +1,4 @@
-//! Data Source segmentation rules (seed 000; spec §2.6).
+//! Data Source segmentation rules (RFC 5041 §5).
 
 use bytes::Bytes;
 use proptest::prelude::*;

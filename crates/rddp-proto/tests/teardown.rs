@@ -1,4 +1,4 @@
-//! Teardown and error reporting (seed 000; spec §2.12).
+//! Teardown and error reporting (RFC 5041 §6).
 
 mod common;
 use bytes::Bytes;

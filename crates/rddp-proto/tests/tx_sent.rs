@@ -1,4 +1,4 @@
-//! Completion when the last octet left (issue 11, point 4): with
+//! Completion when the last octet left (docs/data-path.md): with
 //! `complete_when_sent`, a Send or Write completes only when the LLP reports its
 //! last segment written, in order; a flush in between keeps later reports
 //! matched to their segments.

@@ -1,4 +1,4 @@
-//! A message is placed whole or refused (issue 10 point 1; RFC 5040 §4, RFC 5041
+//! A message is placed whole or refused (RFC 5040 §4, RFC 5041
 //! §5-7): a Read Response covers its Read's sink exactly, in FIFO order; one
 //! message keeps one opcode and one STag; an untagged message's segments tile it;
 //! two messages of one queue do not interleave; no receive buffer is stranded.
@@ -106,7 +106,7 @@ fn read_response_out_of_order_arrival_still_tiles_in_sender_order() {
     assert!(h.mem.all_guards_intact());
 }
 
-/// Read Responses are matched first-in first-out (RFC 5040 §5.5; spec §3.7
+/// Read Responses are matched first-in first-out (RFC 5040 §5.5
 /// rule 4): a response aimed at a later Read's sink is refused before placement.
 #[test]
 fn read_responses_belong_to_the_oldest_read() {

@@ -1,9 +1,9 @@
-//! Batched header-first receive (issue 11 point 3, docs/data-path.md,
+//! Batched header-first receive (docs/data-path.md,
 //! "Receive"): an LLP that learned several whole segments' headers at once
 //! (MPA: a peek at the socket) begins each of them before any is placed, so
 //! that one vectored read puts every payload into its place, and then finishes
 //! them in order. Each segment is checked completely before placement, as
-//! [`DdpSink::begin_segment`] checks one (spec §2.10; seed 000), against the
+//! [`DdpSink::begin_segment`] checks one (RFC 5041 §7.1), against the
 //! state the segments before it leave behind. That state is the same as before
 //! them only for whole one-segment messages, so only those join a batch:
 //!

@@ -1,13 +1,13 @@
-//! Header-first receive (issue 11 point 3): the LLP hands up a segment's DDP
+//! Header-first receive (docs/data-path.md): the LLP hands up a segment's DDP
 //! header and its payload length before the payload itself, the sink runs every
-//! check of spec §2.10 (order, version, tagged: STag, association, rights, TO wrap,
+//! check of RFC 5041 §7.1 (order, version, tagged: STag, association, rights, TO wrap,
 //! bounds, message continuity; untagged: QN, MSN, buffer, MO, length, tiling) and
 //! says where the payload goes ([`Target`]). The LLP reads the payload straight
 //! into that place, verifies its own integrity check (MPA CRC) over the octets
 //! where they lie, and only then calls [`DdpSink::finish_segment`], which does the
 //! rest (statistics, sender-order bookkeeping, delivery). If the check fails the
 //! LLP calls [`DdpSink::abandon_segment`]: the placed octets are undefined and
-//! nothing is delivered (spec §4.3). [`DdpSink::on_segment`] is these three steps
+//! nothing is delivered (RFC 5044 §4). [`DdpSink::on_segment`] is these three steps
 //! over a segment held whole (one set of rules).
 
 use super::*;
@@ -70,7 +70,7 @@ impl DdpSink {
     ) -> Result<Target, DdpError> {
         self.begun.clear();
         let seg_len = head.len().saturating_add(payload_len);
-        // LLP-level order information first (spec §2.10 step 1).
+        // LLP-level order information first (RFC 5041 §7.1 step 1).
         self.order.check(seq).map_err(|e| order_error(e, seg_len))?;
         let hdr = parse_header(head, seg_len)?;
         // A header parsed from `head` may leave octets of it unused: they are payload.

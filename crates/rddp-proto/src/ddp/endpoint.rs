@@ -4,7 +4,7 @@
 use super::{DdpStream, OutSegment, SenderSeq, SourceError, StreamError, Target};
 use crate::mem::MemoryTable;
 
-/// The layer above an LLP adaptation, segment by segment (seed 000's LLP contract:
+/// The layer above an LLP adaptation, segment by segment (RFC 5041 §3's LLP contract:
 /// whole segments with their sender order in, segments out, MULPDU changes, close).
 pub trait SegmentEndpoint: Send + std::fmt::Debug {
     fn on_segment(
@@ -26,7 +26,7 @@ pub trait SegmentEndpoint: Send + std::fmt::Debug {
     /// took, e.g. a full send buffer, reports each once it is in).
     fn segment_accepted(&mut self) {}
 
-    /// Header-first receive (issue 11 point 3) for an LLP that knows a
+    /// Header-first receive (docs/data-path.md) for an LLP that knows a
     /// segment's length before reading it (DDP over SCTP): `head` is the
     /// segment's DDP header, `payload_len` octets follow, and `fill` reads
     /// them into the slice it is given (all of it; `false`: the LLP failed).

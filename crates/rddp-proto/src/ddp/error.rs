@@ -4,7 +4,7 @@ use rddp_wire::{DdpHeader, TerminateCode};
 use std::fmt;
 
 /// A fatal error found on a received segment. Carries everything a Terminate needs
-/// (spec §3.5): the code, the offending DDP header when its layout is trusted, and the
+/// (RFC 5040 §4.8): the code, the offending DDP header when its layout is trusted, and the
 /// length of the offending segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DdpError {

@@ -1,11 +1,11 @@
-//! Direct Data Placement (RFC 5041; seed 000; spec §2).
+//! Direct Data Placement (RFC 5041).
 //!
 //! * [`DdpSource`] cuts ULP messages into segments no larger than the LLP's MULPDU.
 //! * [`DdpSink`] validates every segment before placing anything, places segments as
 //!   they arrive (in any order) and delivers messages strictly in order.
 //! * [`DdpStream`] joins both halves with the stream state machine and teardown.
 //!
-//! The LLP contract (seed 000): the LLP tells DDP its MULPDU and every change of it
+//! The LLP contract (RFC 5041 §3): the LLP tells DDP its MULPDU and every change of it
 //! ([`DdpStream::set_mulpdu`]), hands each received segment up whole with its length
 //! (the slice), and, if it may hand segments up out of order, the sender's order
 //! ([`SenderSeq`]). An in-order LLP such as MPA/TCP numbers segments 0, 1, 2, ...

@@ -1,5 +1,5 @@
 //! What a DDP message carries: owned octets, or a lease on a registered region's
-//! octets that the LLP reads when it writes the segment (issue 11, point 4: no
+//! octets that the LLP reads when it writes the segment (docs/data-path.md: no
 //! copy at posting). A lease holds the region alive (its handle), not locked: the
 //! region is locked only while the LLP reads the octets.
 
@@ -26,7 +26,7 @@ pub fn count_lease_copy(n: usize) {
 /// Received payload octets copied in user space on their way to their final
 /// place (a read buffer or segment copied into a region or receive buffer), over
 /// the whole process: a test reads it to show that a receive path places
-/// payloads straight from the socket (issue 11 point 3). RDMAP's own small
+/// payloads straight from the socket (docs/data-path.md). RDMAP's own small
 /// messages read into scratch are not user payload and not counted.
 static RX_COPIES: AtomicU64 = AtomicU64::new(0);
 

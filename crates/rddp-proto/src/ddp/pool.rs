@@ -1,4 +1,4 @@
-//! A buffer pool that many streams' untagged queues draw from (seed 003, strategies
+//! A buffer pool that many streams' untagged queues draw from (docs/receive-strategies.md, strategies
 //! 2 and 3).
 //!
 //! * [`PoolStrategy::SharedCredits`] (strategy 2, the shared receive queue): credits
@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Which strategy of seed 003 a pool serves.
+/// Which strategy of docs/receive-strategies.md a pool serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PoolStrategy {
     /// Strategy 2: shared buffers, implicit shared credits, soft per-stream limit.
@@ -29,8 +29,8 @@ pub enum PoolStrategy {
     StreamCredits,
 }
 
-/// When a new MSN takes buffers (seed 003, "sequential-ordering versus
-/// arrival-ordering").
+/// When a new MSN takes buffers (docs/receive-strategies.md: sequential versus
+/// arrival ordering).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BufferOrdering {
     /// Taking a buffer for MSN x also takes one for every earlier MSN not yet seen.
@@ -84,7 +84,7 @@ impl PoolConfig {
 /// Asynchronous events of a pool, each naming the stream (and queue) concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PoolEvent {
-    /// The stream now holds more buffers than the soft limit (seed 003: detection
+    /// The stream now holds more buffers than the soft limit (docs/receive-strategies.md: detection
     /// of "out-of-control" streams; no action is taken). Raised once per crossing:
     /// the stream must drop back to the limit before it can raise it again.
     SoftLimit {
@@ -94,7 +94,7 @@ pub enum PoolEvent {
         limit: usize,
     },
     /// The pool is empty while the stream holds buffers only for MSNs after
-    /// `missing_msn`, which has none (seed 003, the arrival-ordering hazard): that
+    /// `missing_msn`, which has none (docs/receive-strategies.md, the arrival-ordering hazard): that
     /// MSN cannot be received until a buffer is posted, so the later messages cannot
     /// be delivered either. `deadlock`: every buffer taken from the pool is held
     /// this way, so none will come back without the ULP. Raised once per stream per

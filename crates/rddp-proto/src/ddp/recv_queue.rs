@@ -1,5 +1,5 @@
 //! Untagged receive buffers of one queue (QN) and the rule that says which MSNs are
-//! valid (seed 003):
+//! valid (docs/receive-strategies.md):
 //!
 //! * [`RecvModel::OrderedQueue`] (strategy 1): each posted buffer is pre-assigned to
 //!   the next MSN; an MSN is valid iff it already has a buffer (else 1/2/0x02).

@@ -1,5 +1,4 @@
-//! The DDP Data Sink: validate, place, deliver (RFC 5041 §5-§7; seed 000; spec
-//! §2.9-2.10).
+//! The DDP Data Sink: validate, place, deliver (RFC 5041 §5-§7).
 //!
 //! Every segment is validated completely before a single octet is placed. Placement
 //! happens on arrival, whatever the order; delivery happens in the sender's order:
@@ -93,7 +92,7 @@ pub struct TaggedProgress {
 /// first's RsvdULP and STag and start where the previous one ended; else it
 /// belongs to no message in progress. Codes as siw (`siw_get_hdr`,
 /// `siw_write_check_ntoh`, `siw_rresp_check_ntoh`): another opcode is 0/2/0x06
-/// (unexpected in the current state, spec §2.10 step 3), another STag 1/1/0x00,
+/// (unexpected in the current state, RFC 5041 §7.1 step 3), another STag 1/1/0x00,
 /// another TO 1/1/0x01. This is what lets a Read Response be checked to cover
 /// its sink exactly, each octet once, in bounded state.
 fn tagged_continues(
@@ -155,7 +154,7 @@ impl DdpSink {
         self.pd
     }
 
-    /// Choose how `qn` validates MSNs (seed 003). Only before any traffic on it.
+    /// Choose how `qn` validates MSNs (docs/receive-strategies.md). Only before any traffic on it.
     pub fn set_recv_model(&mut self, qn: u32, model: RecvModel) -> Result<(), SourceError> {
         let count = self.queues.len() as u32;
         let q = self
@@ -167,7 +166,7 @@ impl DdpSink {
     }
 
     /// Draw `qn`'s buffers from a shared pool, following the pool's strategy and
-    /// ordering (seed 003, strategies 2 and 3). Only before any traffic on it.
+    /// ordering (docs/receive-strategies.md, strategies 2 and 3). Only before any traffic on it.
     pub fn set_recv_pool(&mut self, qn: u32, pool: &BufferPool) -> Result<(), SourceError> {
         let count = self.queues.len() as u32;
         let q = self
@@ -283,7 +282,7 @@ impl DdpSink {
         self.queues.iter_mut().flat_map(|q| q.flush()).collect()
     }
 
-    /// Tagged checks of spec §2.10 step 5; the region range the payload goes to.
+    /// Tagged checks of RFC 5041 §7.1 step 5; the region range the payload goes to.
     fn check_tagged(
         &self,
         mem: &MemoryTable,
@@ -303,7 +302,7 @@ impl DdpSink {
             self.check_continues(h, seg_len)?;
         }
         // A zero-length tagged segment's STag and TO are not checked against
-        // memory (seed 000).
+        // memory (RFC 5041).
         if len == 0 {
             return Ok((meta, Target::Nothing));
         }
@@ -327,7 +326,7 @@ impl DdpSink {
     }
 
     /// The region a tagged segment of `len` payload octets may be placed into,
-    /// after the checks of spec §2.10 step 5, each failure mapped to its code.
+    /// after the checks of RFC 5041 §7.1 step 5, each failure mapped to its code.
     pub(super) fn tagged_region(
         &self,
         mem: &MemoryTable,
@@ -353,7 +352,7 @@ impl DdpSink {
                     TerminateCode::DDP_STAG_NOT_ASSOCIATED,
                     "belongs to another protection domain or stream",
                 ),
-                // DDP has no code for rights; spec §2.10 recommends RDMAP's.
+                // DDP has no code for rights; RFC 5041 §7.1 recommends RDMAP's.
                 AccessFault::AccessRights => (
                     TerminateCode::RDMAP_ACCESS_VIOLATION,
                     "does not allow remote write",
@@ -405,7 +404,7 @@ impl DdpSink {
         })
     }
 
-    /// Untagged checks of spec §2.10 step 4 (QN, MSN, MO, length); the buffer is
+    /// Untagged checks of RFC 5041 §7.1 step 4 (QN, MSN, MO, length); the buffer is
     /// associated with the MSN (from a pool on its first segment). Also where
     /// the payload goes, from the slot found for it: the receive buffer, or for
     /// a receive posted into a region that region's octets, as a tagged
@@ -477,7 +476,7 @@ impl DdpSink {
                 ),
             ));
         }
-        // Checked after the buffer's own bounds (spec §2.10 step 4).
+        // Checked after the buffer's own bounds (RFC 5041 §7.1 step 4).
         if in_order && mo != slot.ordered_bytes {
             return Err(err(
                 TerminateCode::DDP_INVALID_MO,
@@ -505,7 +504,7 @@ impl DdpSink {
     }
 }
 
-/// Parse the header, with the DDP version check of spec §2.10 step 2. A version
+/// Parse the header, with the DDP version check of RFC 5041 §7.1 step 2. A version
 /// error's header is not echoed: its layout cannot be trusted.
 /// `seg`: the header octets (or all of a shorter segment); `seg_len`: the whole
 /// segment's length.
@@ -565,7 +564,7 @@ fn interleaved(qn: u32, msn: u32, in_progress: u32) -> String {
 }
 
 /// An untagged message keeps one RDMAP opcode in all its segments (RFC 5040 §4):
-/// 0/2/0x06, unexpected in the current state (spec §2.10 step 3).
+/// 0/2/0x06, unexpected in the current state (RFC 5041 §7.1 step 3).
 fn other_opcode(qn: u32, msn: u32, ctrl: u8, first: u8) -> String {
     format!(
         "QN {qn} MSN {msn}: segment with RDMAP control {ctrl:#04x} in a message begun with {first:#04x}"

@@ -1,5 +1,5 @@
 //! The message slots of an untagged queue, keyed by unwrapped MSN
-//! (`recv_queue.rs`). An ordered receive queue (seed 003, strategy 1) posts a
+//! (`recv_queue.rs`). An ordered receive queue (docs/receive-strategies.md, strategy 1) posts a
 //! buffer for the MSN after the last one and delivers from the oldest: its keys
 //! are always one run, kept in a ring (`Run`: a push and a pop a message, where
 //! a `BTreeMap` cost about 300 instructions a message in the ping-pong). Pooled

@@ -1,4 +1,4 @@
-//! The DDP Data Source: segmentation (RFC 5041 §5; seed 000; spec §2.6).
+//! The DDP Data Source: segmentation (RFC 5041 §5).
 
 use super::Payload;
 use super::error::SourceError;
@@ -73,7 +73,7 @@ struct OutMessage {
 #[derive(Debug)]
 pub struct DdpSource {
     mulpdu: usize,
-    /// Next MSN per QN; starts at 1, wraps 0xFFFFFFFF -> 0 (spec §2.7).
+    /// Next MSN per QN; starts at 1, wraps 0xFFFFFFFF -> 0 (RFC 5041 §5.3).
     next_msn: Vec<u32>,
     queue: VecDeque<OutMessage>,
     stats: SourceStats,
@@ -91,7 +91,7 @@ impl DdpSource {
     }
 
     /// The MULPDU changed: later segments use the new value; segments already handed
-    /// to the LLP are never re-cut (seed 000).
+    /// to the LLP are never re-cut (RFC 5041).
     pub fn set_mulpdu(&mut self, mulpdu: usize) -> Result<(), SourceError> {
         check_mulpdu(mulpdu)?;
         self.mulpdu = mulpdu;

@@ -1,5 +1,5 @@
 //! A DDP stream: source and sink under one state machine, with teardown
-//! (seed 000; spec §2.12).
+//! (RFC 5041 §6).
 //!
 //! * Errors are reported to the ULP; DDP never starts a teardown by itself.
 //! * After a fatal error the stream is `Erroneous`: it accepts no more data and
@@ -52,7 +52,7 @@ pub struct DdpStream {
     /// A last message (a Terminate) is queued: only it may still leave.
     last_queued: bool,
     events: VecDeque<StreamEvent>,
-    /// Received segments that failed validation (issue 13 counters).
+    /// Received segments that failed validation (counters, docs/features.md).
     refused: u64,
 }
 
@@ -91,7 +91,7 @@ impl DdpStream {
 
     // ---- Data Source ----
 
-    /// The LLP's MULPDU changed (seed 000: MULPDU and its changes are exposed).
+    /// The LLP's MULPDU changed (RFC 5041 §3: MULPDU and its changes are exposed).
     pub fn set_mulpdu(&mut self, mulpdu: usize) -> Result<(), SourceError> {
         self.source.set_mulpdu(mulpdu)
     }
@@ -142,7 +142,7 @@ impl DdpStream {
         }
     }
 
-    /// Queue the stream's last message (RDMAP's Terminate, spec §3.5): every message
+    /// Queue the stream's last message (RDMAP's Terminate, RFC 5040 §4.8): every message
     /// not yet fully handed to the LLP is dropped, this one goes out, then nothing
     /// more. Allowed once, on an open or erroneous stream; makes it erroneous.
     pub fn send_last(
@@ -173,7 +173,7 @@ impl DdpStream {
 
     // ---- Data Sink ----
 
-    /// Choose how `qn` validates MSNs (seed 003); before any traffic on it.
+    /// Choose how `qn` validates MSNs (docs/receive-strategies.md); before any traffic on it.
     pub fn set_recv_model(&mut self, qn: u32, model: super::RecvModel) -> Result<(), StreamError> {
         Ok(self.sink.set_recv_model(qn, model)?)
     }

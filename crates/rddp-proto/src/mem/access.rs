@@ -3,7 +3,7 @@
 use core::ops::BitOr;
 
 /// Rights granted over a region. Remote read, remote write and remote
-/// invalidation are independent (RFC 5042 §5.3; spec §6.2).
+/// invalidation are independent (RFC 5042 §5.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Access(u8);
 
@@ -15,7 +15,7 @@ impl Access {
     /// The peer may invalidate the STag with a Send with Invalidate (RFC 5040
     /// §5.3). Off unless asked for: an STag shared by several streams could be
     /// invalidated by any of their peers, a denial of service on the others
-    /// (RFC 5042 §5; spec §6.2). Without it such a Send ends the stream with
+    /// (RFC 5042 §5). Without it such a Send ends the stream with
     /// 0/1/0x09, STag cannot be invalidated.
     pub const REMOTE_INVALIDATE: Self = Self(8);
 

@@ -1,4 +1,4 @@
-//! Memory protection: protection domains, STags, regions (RFC 5042; spec §2.13, §6).
+//! Memory protection: protection domains, STags, regions (RFC 5042).
 //!
 //! A [`MemoryTable`] owns every registered [`Region`] of one device. Each region is
 //! named by an [`Stag`] = 24-bit table index + 8-bit key, bound to a protection domain
@@ -23,7 +23,7 @@ pub struct PdId(pub u32);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StreamId(pub u32);
 
-/// Which streams may use an STag (seed 000: both association mechanisms are required).
+/// Which streams may use an STag (RFC 5041: both association mechanisms are required).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StagScope {
     /// Every stream of the region's protection domain.

@@ -160,7 +160,7 @@ impl Region {
         self.valid.store(false, Ordering::Release);
     }
 
-    /// Whether `stream` of protection domain `pd` may use this region (spec §2.13).
+    /// Whether `stream` of protection domain `pd` may use this region (RFC 5042 §5).
     pub fn associated_with(&self, pd: PdId, stream: StreamId) -> bool {
         self.pd == pd
             && match self.scope {

@@ -3,7 +3,7 @@
 use core::fmt;
 
 /// A Steering Tag: 24-bit table index (high bits) + 8-bit key (low octet), as in
-/// verbs and siw (spec §2.13). The key makes a stale STag miss a reused index.
+/// verbs and siw (RFC 5042 §5). The key makes a stale STag miss a reused index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Stag(pub u32);
 

@@ -1,4 +1,4 @@
-//! RDMAP (RFC 5040; spec §3): Send (with Solicited Event and/or Invalidate), RDMA
+//! RDMAP (RFC 5040): Send (with Solicited Event and/or Invalidate), RDMA
 //! Write, RDMA Read and Terminate over one DDP stream, sans-IO.
 //!
 //! * [`RdmapStream::post`] takes work requests; [`RdmapStream::poll_segment`] hands
@@ -6,7 +6,7 @@
 //! * Completions ([`RdmapStream::poll_completion`]) and asynchronous events
 //!   ([`RdmapStream::poll_event`]) come out in order; the send queue's in
 //!   posting order (`sq_order.rs`).
-//! * Ordering (spec §3.7): DDP delivers in order, so a Send is never delivered before
+//! * Ordering (RFC 5040 §5.5): DDP delivers in order, so a Send is never delivered before
 //!   earlier Writes and Read Responses are placed; Read Requests are served in arrival
 //!   order; Read Responses are matched first-in first-out to outstanding requests.
 //!   ORD bounds our outstanding Reads, IRD the peer's; fencing waits for Reads.
@@ -126,7 +126,7 @@ pub struct RdmapStream {
     hold_ird_until_sent: bool,
     /// The ULP asked for graceful teardown ([`Self::close`]).
     closing: bool,
-    /// Issue 13: refusals, Terminates, CRC errors, completions by status.
+    /// Counters (docs/features.md): refusals, Terminates, CRC errors, completions by status.
     counters: RdmapCounters,
     /// Header-first receive: the sender position of the segment begun and not
     /// yet finished (`rx_direct.rs`).
@@ -139,8 +139,8 @@ impl RdmapStream {
     pub fn new(stream: StreamId, pd: PdId, cfg: RdmapConfig) -> Result<Self, SourceError> {
         let mut ddp = DdpStream::new(stream, pd, cfg.ddp)?;
         // RDMAP's own untagged buffers: IRD + 1 for Read Requests (one spare, so an
-        // IRD overflow is seen by RDMAP, spec §3.7 rule 6, rather than as a DDP
-        // buffer error), one for the single Terminate (spec §2.7).
+        // IRD overflow is seen by RDMAP, RFC 5040 §5.5 rule 6, rather than as a DDP
+        // buffer error), one for the single Terminate (RFC 5041 §5.3).
         for i in 0..=cfg.ird {
             let buf = RecvBuffer {
                 id: INTERNAL_WR_ID | u64::from(i),
@@ -233,7 +233,7 @@ impl RdmapStream {
     /// For an LLP whose writer runs behind [`Self::poll_segment`]: a Send or Write
     /// completes (and our Terminate counts as sent) only when the writer reports
     /// its last segment accepted by the LLP ([`Self::segment_sent`]), not when it
-    /// is polled (issue 11: completion when the last octet left).
+    /// is polled (docs/data-path.md: completion when the last octet left).
     pub fn complete_when_sent(&mut self) {
         self.complete_when_sent = true;
     }
@@ -346,7 +346,7 @@ impl RdmapStream {
         c
     }
 
-    /// The stream's counters (issue 13): what DDP sent, placed and delivered, what
+    /// The stream's counters (docs/features.md): what DDP sent, placed and delivered, what
     /// was refused, Terminates by class, CRC errors, completions by status.
     pub fn stats(&self) -> StreamStats {
         let (tx, rx) = (self.ddp.source_stats(), self.ddp.sink_stats());
@@ -480,7 +480,7 @@ impl RdmapStream {
     }
 
     /// An outstanding Read is over: its completion, unless it is the Read RTR
-    /// (RFC 6581: the RTR is absorbed by RDMAP, not a ULP message; spec §4.10), so
+    /// (RFC 6581: the RTR is absorbed by RDMAP, not a ULP message), so
     /// whatever becomes of it nothing reaches the ULP, and the ULP's own Reads keep
     /// their own completions.
     fn read_done(&mut self, r: OutRead, status: WcStatus) {

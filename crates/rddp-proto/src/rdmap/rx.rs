@@ -1,4 +1,4 @@
-//! The receiving side: RDMAP checks before DDP places anything (spec §2.10 step 3,
+//! The receiving side: RDMAP checks before DDP places anything (RFC 5041 §7.1 step 3,
 //! Read Response matching), then the effects of each delivered message.
 
 use super::terminate::{from_ddp_error, with_header};
@@ -110,7 +110,7 @@ impl RdmapStream {
         head: &[u8],
         payload_len: usize,
     ) -> Result<(), Refusal> {
-        // Leave truncated segments and DDP version errors to DDP (spec §2.10 step 2).
+        // Leave truncated segments and DDP version errors to DDP (RFC 5041 §7.1 step 2).
         let (Some(&c), Some(&r)) = (head.first(), head.get(1)) else {
             return Ok(());
         };
@@ -186,12 +186,12 @@ impl RdmapStream {
 
     /// A Read Response segment in sender order (always on MPA): it belongs to the
     /// oldest outstanding Read (RFC 5040 §5.5: responses come back in request
-    /// order; spec §3.7 rule 4), carries that Read's sink STag, starts where the
+    /// order; RFC 5040 §5.5 rule 4), carries that Read's sink STag, starts where the
     /// response so far ends, and stays inside the Read's length, which its L=1
     /// segment must reach exactly: every octet of the sink once (as siw
     /// `siw_rresp_check_ntoh`). Checked before placement. A wrong STag is 1/1/0x00
     /// (invalid STag), a wrong TO or length 1/1/0x01 (base or bounds): DDP's codes,
-    /// since the segment fails as a tagged placement into the sink (spec §3.6).
+    /// since the segment fails as a tagged placement into the sink (RFC 5040 §4.8).
     fn check_read_response_in_order(&self, h: &TaggedHeader, len: u64) -> Result<(), Refusal> {
         let Some(r) = self.orq.front() else {
             return Err(refuse(
@@ -206,7 +206,7 @@ impl RdmapStream {
             // Another message is in progress: DDP refuses the segment (0/2/0x06).
             Some(p) if p.rsvd_ulp != h.rsvd_ulp => return Ok(()),
             Some(p) => p.len,
-            // A zero-length message: its STag and TO are not checked (seed 000);
+            // A zero-length message: its STag and TO are not checked (RFC 5041);
             // it answers a zero-length Read (the RFC 6581 RTR).
             None if len == 0 && h.ctrl.last() => {
                 return if want == 0 {
@@ -323,7 +323,7 @@ impl RdmapStream {
                 if RdmapControl(rsvd_ulp).opcode() == Opcode::READ_RESPONSE {
                     self.complete_read(stag, to, len);
                 }
-                // An RDMA Write gives no completion at the data sink (spec §3.7 rule 9).
+                // An RDMA Write gives no completion at the data sink (RFC 5040 §5.5 rule 9).
             }
             Delivery::Untagged {
                 rsvd_ulp,
@@ -346,7 +346,7 @@ impl RdmapStream {
     /// delivers a tagged message only if its segments tiled [to, to + len) of one
     /// STag, so this is the exact match of [`Self::check_read_response_in_order`]
     /// for responses that arrived out of order. A zero-length response to a
-    /// zero-length Read is not checked (seed 000).
+    /// zero-length Read is not checked (RFC 5041).
     fn complete_read(&mut self, stag: u32, to: u64, len: u64) {
         let code = match self.orq.front() {
             Some(r) if r.len == 0 && len == 0 => None,
@@ -384,9 +384,9 @@ impl RdmapStream {
         if op.carries_invalidate_stag() {
             let s = hdr.rsvd_ulp;
             let stag = u32::from_be_bytes([s[1], s[2], s[3], s[4]]);
-            // Invalidate after placement, before delivery (spec §3.7 rule 7). Only
+            // Invalidate after placement, before delivery (RFC 5040 §5.5 rule 7). Only
             // regions registered with `Access::REMOTE_INVALIDATE` may be (RFC 5042
-            // §5, spec §6.2). The code is "STag cannot be invalidated" (RFC 5040
+            // §5, RFC 5042 §5). The code is "STag cannot be invalidated" (RFC 5040
             // §4.8): EType 1, Remote Protection, when the STag is valid but not the
             // peer's to invalidate (another PD or stream, or no such right), EType
             // 2, Remote Operation, when it names no valid region (as siw).
@@ -419,7 +419,7 @@ impl RdmapStream {
         self.completions.push_back(c);
     }
 
-    /// Serve a Read Request in arrival order, within IRD (spec §3.4, §3.7).
+    /// Serve a Read Request in arrival order, within IRD (RFC 5040 §5.2, §5.5).
     fn on_read_request(&mut self, mem: &MemoryTable, hdr: UntaggedHeader, buffer: RecvBuffer) {
         let rr = ReadRequestHeader::parse(&buffer.data).ok();
         // Give the internal buffer back to the Read Request queue.
@@ -463,7 +463,7 @@ impl RdmapStream {
             return;
         }
         // A zero-length Read (e.g. the RFC 6581 RTR) reads nothing: no checks, and
-        // one zero-length Read Response (spec §2.8).
+        // one zero-length Read Response (RFC 5041).
         if rr.size == 0 {
             self.respond_read(hdr, rr, Bytes::new());
             return;

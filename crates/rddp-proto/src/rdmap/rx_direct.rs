@@ -1,8 +1,8 @@
-//! Header-first receive for RDMAP (issue 11 point 3; docs/data-path.md,
+//! Header-first receive for RDMAP (docs/data-path.md,
 //! "Receive"): the LLP hands up a segment's DDP header and payload length, RDMAP
 //! and DDP run every check that does not need the payload (RDMAP version and
 //! opcode, opcode against QN, Read Request shape, a Read Response against the
-//! ORQ, spec §2.10's DDP checks incl. STag, rights, bounds, TO wrap, MSN, receive
+//! ORQ, RFC 5041 §7.1's DDP checks incl. STag, rights, bounds, TO wrap, MSN, receive
 //! buffer, message tiling) and say where the payload goes. The LLP reads it
 //! straight there, checks its CRC over the octets where they lie, and calls
 //! [`RdmapStream::finish_segment`]: only then is anything delivered or completed.
@@ -23,7 +23,7 @@ use rddp_wire::TerminateCode;
 use rddp_wire::ddp::UNTAGGED_HDR_LEN;
 
 /// A refusal found from a segment's header, not yet reported: the LLP's check
-/// of the same FPDU comes first (spec §2.10 step 1; a corrupted header must
+/// of the same FPDU comes first (RFC 5041 §7.1 step 1; a corrupted header must
 /// give 2/0/0x02, not the error its corruption happens to look like).
 #[derive(Debug)]
 pub(super) enum HeldRefusal {
@@ -184,8 +184,8 @@ impl RdmapStream {
     /// The begun segment's payload is in its target and the LLP checked it
     /// (`crc_ok`; true where the LLP has no check of its own). Only now is it
     /// delivered, completed or acted on. A failed check: Terminate 2/0/0x02,
-    /// nothing of the segment delivered (its placed octets are undefined, spec
-    /// §4.3), the stream dead.
+    /// nothing of the segment delivered (its placed octets are undefined, RFC
+    /// 5044 §4), the stream dead.
     pub fn finish_segment(&mut self, mem: &MemoryTable, crc_ok: bool) -> Result<(), StreamError> {
         let Some(seq) = self.rx_begun.pop_front() else {
             return Err(StreamError::Closed);

@@ -1,4 +1,4 @@
-//! Terminate (RFC 5040 §4.8, §6; spec §3.5-3.6): built for every error with the right
+//! Terminate (RFC 5040 §4.8, §6): built for every error with the right
 //! Layer/EType/Code and M/D/R headers, sent as the last message; a received one is
 //! reported and never answered.
 
@@ -65,7 +65,7 @@ impl RdmapStream {
             .push_back(AsyncEvent::TerminateSent { code, detail });
     }
 
-    /// A fatal error found below DDP by the LLP (e.g. an MPA CRC error, spec §4.3):
+    /// A fatal error found below DDP by the LLP (e.g. an MPA CRC error, RFC 5044 §4):
     /// a Terminate with the code alone goes out as the last message, then the LLP
     /// closes.
     pub fn llp_error(&mut self, code: TerminateCode, detail: String) {
@@ -76,7 +76,7 @@ impl RdmapStream {
         self.fatal(Terminate::bare(code), detail);
     }
 
-    /// The peer's Terminate arrived (QN 2): stop, report, never answer (spec §3.5).
+    /// The peer's Terminate arrived (QN 2): stop, report, never answer (RFC 5040 §4.8).
     /// Read as the peer meant it, siw's bitfield layout included (see
     /// [`ReceivedTerminate`]).
     pub(super) fn on_terminate_received(&mut self, body: &[u8]) {

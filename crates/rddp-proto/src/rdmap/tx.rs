@@ -53,7 +53,7 @@ impl RdmapStream {
                 return;
             }
             // The response lands through DDP's tagged checks, so the sink must be a
-            // valid region of this stream with remote write (spec §3.4). A
+            // valid region of this stream with remote write (RFC 5040 §5.2). A
             // zero-length Read places nothing (the RFC 6581 RTR): no sink needed.
             let ok = len == 0
                 || mem
@@ -93,7 +93,7 @@ impl RdmapStream {
     }
 
     /// Queue RDMAP's own RFC 6581 Read RTR: a zero-length Read, the first message
-    /// of an initiator that chose it (spec §4.10). It takes an ORD slot like any
+    /// of an initiator that chose it (RFC 6581). It takes an ORD slot like any
     /// Read, but no completion of it ever reaches the ULP. Refused unless it can
     /// leave now: a live stream, a free ORD slot, nothing waiting ahead of it.
     pub fn post_read_rtr(&mut self) -> Result<(), RtrRefused> {
@@ -275,7 +275,7 @@ impl RdmapStream {
     }
 }
 
-/// The Read RTR cannot leave now (spec §4.10: it takes an ORD slot, so it needs
+/// The Read RTR cannot leave now (RFC 6581: it takes an ORD slot, so it needs
 /// ORD of at least 1, and it is the initiator's first message).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error(

@@ -25,7 +25,7 @@ pub enum WorkRequest {
     },
     /// RDMA Read of `len` octets at the peer's (`remote_stag`, `remote_to`) into our
     /// own region (`local_stag`, `local_to`), which must allow remote write: the Read
-    /// Response is a tagged placement like any other (spec §3.4).
+    /// Response is a tagged placement like any other (RFC 5040 §5.2).
     Read {
         wr_id: u64,
         local_stag: u32,
@@ -106,7 +106,7 @@ pub struct Completion {
     pub invalidated_stag: Option<u32>,
     /// Recv: the receive buffer, handed back.
     pub buffer: Option<Vec<u8>>,
-    /// Recv: the message's queue number and MSN (spec §2.7).
+    /// Recv: the message's queue number and MSN (RFC 5041 §5.3).
     pub qn_msn: Option<(u32, u32)>,
     /// False only for the success of a Send, Write or Read posted unsignaled
     /// ([`super::RdmapStream::post_as`]): the verbs layer returns its
