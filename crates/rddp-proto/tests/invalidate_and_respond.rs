@@ -1,6 +1,6 @@
 //! Remote invalidation only of regions registered to allow it, and a Read
 //! Response that cannot be sent ends the stream with a Terminate (RFC 5042
-//! §5; RFC 5040 §5.5 rule 7, §4.8).
+//! §5; RFC 5040 §5.5, §4.8).
 
 mod common;
 use common::host::*;

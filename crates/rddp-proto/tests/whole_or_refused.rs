@@ -106,8 +106,8 @@ fn read_response_out_of_order_arrival_still_tiles_in_sender_order() {
     assert!(h.mem.all_guards_intact());
 }
 
-/// Read Responses are matched first-in first-out (RFC 5040 §5.5
-/// rule 4): a response aimed at a later Read's sink is refused before placement.
+/// Read Responses are matched first-in first-out (RFC 5040 §5.5):
+/// a response aimed at a later Read's sink is refused before placement.
 #[test]
 fn read_responses_belong_to_the_oldest_read() {
     // Same sink STag, the second Read's TO first: 1/1/0x01, nothing placed there.

@@ -70,7 +70,7 @@ impl DdpSink {
     ) -> Result<Target, DdpError> {
         self.begun.clear();
         let seg_len = head.len().saturating_add(payload_len);
-        // LLP-level order information first (RFC 5041 §7.1 step 1).
+        // LLP-level order information first (RFC 5041 §7.1).
         self.order.check(seq).map_err(|e| order_error(e, seg_len))?;
         let hdr = parse_header(head, seg_len)?;
         // A header parsed from `head` may leave octets of it unused: they are payload.

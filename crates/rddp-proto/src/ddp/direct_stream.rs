@@ -42,7 +42,7 @@ impl DdpStream {
 
     /// As [`Self::begin_segment`], but a refusal by the header checks is only
     /// returned (`Err(Err(e))`), not yet reported: the LLP's own check of the
-    /// same segment (its CRC) comes first (RFC 5041 §7.1 step 1). Report it with
+    /// same segment (its CRC) comes first (RFC 5041 §7.1). Report it with
     /// [`Self::refuse_held`] once that check passed. `Err(Ok(_))`: the stream
     /// receives nothing any more (as `begin_segment`).
     #[allow(clippy::result_large_err)]

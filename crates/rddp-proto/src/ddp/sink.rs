@@ -92,7 +92,7 @@ pub struct TaggedProgress {
 /// first's RsvdULP and STag and start where the previous one ended; else it
 /// belongs to no message in progress. Codes as siw (`siw_get_hdr`,
 /// `siw_write_check_ntoh`, `siw_rresp_check_ntoh`): another opcode is 0/2/0x06
-/// (unexpected in the current state, RFC 5041 §7.1 step 3), another STag 1/1/0x00,
+/// (unexpected in the current state, RFC 5041 §7.1), another STag 1/1/0x00,
 /// another TO 1/1/0x01. This is what lets a Read Response be checked to cover
 /// its sink exactly, each octet once, in bounded state.
 fn tagged_continues(
@@ -282,7 +282,7 @@ impl DdpSink {
         self.queues.iter_mut().flat_map(|q| q.flush()).collect()
     }
 
-    /// Tagged checks of RFC 5041 §7.1 step 5; the region range the payload goes to.
+    /// Tagged checks of RFC 5041 §7.1; the region range the payload goes to.
     fn check_tagged(
         &self,
         mem: &MemoryTable,
@@ -326,7 +326,7 @@ impl DdpSink {
     }
 
     /// The region a tagged segment of `len` payload octets may be placed into,
-    /// after the checks of RFC 5041 §7.1 step 5, each failure mapped to its code.
+    /// after the checks of RFC 5041 §7.1, each failure mapped to its code.
     pub(super) fn tagged_region(
         &self,
         mem: &MemoryTable,
@@ -404,7 +404,7 @@ impl DdpSink {
         })
     }
 
-    /// Untagged checks of RFC 5041 §7.1 step 4 (QN, MSN, MO, length); the buffer is
+    /// Untagged checks of RFC 5041 §7.1 (QN, MSN, MO, length); the buffer is
     /// associated with the MSN (from a pool on its first segment). Also where
     /// the payload goes, from the slot found for it: the receive buffer, or for
     /// a receive posted into a region that region's octets, as a tagged
@@ -476,7 +476,7 @@ impl DdpSink {
                 ),
             ));
         }
-        // Checked after the buffer's own bounds (RFC 5041 §7.1 step 4).
+        // Checked after the buffer's own bounds (RFC 5041 §7.1).
         if in_order && mo != slot.ordered_bytes {
             return Err(err(
                 TerminateCode::DDP_INVALID_MO,
@@ -504,7 +504,7 @@ impl DdpSink {
     }
 }
 
-/// Parse the header, with the DDP version check of RFC 5041 §7.1 step 2. A version
+/// Parse the header, with the DDP version check of RFC 5041 §7.1. A version
 /// error's header is not echoed: its layout cannot be trusted.
 /// `seg`: the header octets (or all of a shorter segment); `seg_len`: the whole
 /// segment's length.
@@ -564,7 +564,7 @@ fn interleaved(qn: u32, msn: u32, in_progress: u32) -> String {
 }
 
 /// An untagged message keeps one RDMAP opcode in all its segments (RFC 5040 §4):
-/// 0/2/0x06, unexpected in the current state (RFC 5041 §7.1 step 3).
+/// 0/2/0x06, unexpected in the current state (RFC 5041 §7.1).
 fn other_opcode(qn: u32, msn: u32, ctrl: u8, first: u8) -> String {
     format!(
         "QN {qn} MSN {msn}: segment with RDMAP control {ctrl:#04x} in a message begun with {first:#04x}"

@@ -10,8 +10,8 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 /// Largest table index: STag index is 24 bits; index 0 is never used.
 const MAX_INDEX: u32 = (1 << 24) - 1;
 
-/// Why a remote access to tagged memory is refused, in the check order of RFC 5041 §7.1
-/// step 5. Each layer maps it to its own Terminate code (DDP for placement, RDMAP for
+/// Why a remote access to tagged memory is refused, in the check order of RFC 5041 §7.1.
+/// Each layer maps it to its own Terminate code (DDP for placement, RDMAP for
 /// a Read Request's source).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AccessFault {
@@ -222,7 +222,7 @@ impl MemoryTable {
         Ok(())
     }
 
-    /// Invalidate on behalf of a remote peer (Send with Invalidate, RFC 5040 §5.5 rule 7):
+    /// Invalidate on behalf of a remote peer (Send with Invalidate, RFC 5040 §5.5):
     /// only a valid STag the stream is associated with, registered with
     /// [`Access::REMOTE_INVALIDATE`] (RFC 5042 §5), may be invalidated.
     pub fn remote_invalidate(
@@ -281,7 +281,7 @@ impl MemoryTable {
         self.read().bytes
     }
 
-    /// The region a remote access may use, after every check of RFC 5041 §7.1 step 5,
+    /// The region a remote access may use, after every check of RFC 5041 §7.1,
     /// in that order: STag valid, associated, access right, TO wrap, base and bounds.
     pub fn remote_region(
         &self,

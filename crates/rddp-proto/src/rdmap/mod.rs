@@ -139,7 +139,7 @@ impl RdmapStream {
     pub fn new(stream: StreamId, pd: PdId, cfg: RdmapConfig) -> Result<Self, SourceError> {
         let mut ddp = DdpStream::new(stream, pd, cfg.ddp)?;
         // RDMAP's own untagged buffers: IRD + 1 for Read Requests (one spare, so an
-        // IRD overflow is seen by RDMAP, RFC 5040 §5.5 rule 6, rather than as a DDP
+        // IRD overflow is seen by RDMAP, RFC 5040 §5.5, rather than as a DDP
         // buffer error), one for the single Terminate (RFC 5041 §5.3).
         for i in 0..=cfg.ird {
             let buf = RecvBuffer {

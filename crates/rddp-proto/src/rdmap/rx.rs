@@ -1,4 +1,4 @@
-//! The receiving side: RDMAP checks before DDP places anything (RFC 5041 §7.1 step 3,
+//! The receiving side: RDMAP checks before DDP places anything (RFC 5041 §7.1,
 //! Read Response matching), then the effects of each delivered message.
 
 use super::terminate::{from_ddp_error, with_header};
@@ -110,7 +110,7 @@ impl RdmapStream {
         head: &[u8],
         payload_len: usize,
     ) -> Result<(), Refusal> {
-        // Leave truncated segments and DDP version errors to DDP (RFC 5041 §7.1 step 2).
+        // Leave truncated segments and DDP version errors to DDP (RFC 5041 §7.1).
         let (Some(&c), Some(&r)) = (head.first(), head.get(1)) else {
             return Ok(());
         };
@@ -186,7 +186,7 @@ impl RdmapStream {
 
     /// A Read Response segment in sender order (always on MPA): it belongs to the
     /// oldest outstanding Read (RFC 5040 §5.5: responses come back in request
-    /// order; RFC 5040 §5.5 rule 4), carries that Read's sink STag, starts where the
+    /// order; RFC 5040 §5.5), carries that Read's sink STag, starts where the
     /// response so far ends, and stays inside the Read's length, which its L=1
     /// segment must reach exactly: every octet of the sink once (as siw
     /// `siw_rresp_check_ntoh`). Checked before placement. A wrong STag is 1/1/0x00
@@ -323,7 +323,7 @@ impl RdmapStream {
                 if RdmapControl(rsvd_ulp).opcode() == Opcode::READ_RESPONSE {
                     self.complete_read(stag, to, len);
                 }
-                // An RDMA Write gives no completion at the data sink (RFC 5040 §5.5 rule 9).
+                // An RDMA Write gives no completion at the data sink (RFC 5040 §5.5).
             }
             Delivery::Untagged {
                 rsvd_ulp,
@@ -384,7 +384,7 @@ impl RdmapStream {
         if op.carries_invalidate_stag() {
             let s = hdr.rsvd_ulp;
             let stag = u32::from_be_bytes([s[1], s[2], s[3], s[4]]);
-            // Invalidate after placement, before delivery (RFC 5040 §5.5 rule 7). Only
+            // Invalidate after placement, before delivery (RFC 5040 §5.5). Only
             // regions registered with `Access::REMOTE_INVALIDATE` may be (RFC 5042
             // §5, RFC 5042 §5). The code is "STag cannot be invalidated" (RFC 5040
             // §4.8): EType 1, Remote Protection, when the STag is valid but not the

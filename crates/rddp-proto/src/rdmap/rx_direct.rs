@@ -23,7 +23,7 @@ use rddp_wire::TerminateCode;
 use rddp_wire::ddp::UNTAGGED_HDR_LEN;
 
 /// A refusal found from a segment's header, not yet reported: the LLP's check
-/// of the same FPDU comes first (RFC 5041 §7.1 step 1; a corrupted header must
+/// of the same FPDU comes first (RFC 5041 §7.1; a corrupted header must
 /// give 2/0/0x02, not the error its corruption happens to look like).
 #[derive(Debug)]
 pub(super) enum HeldRefusal {
