@@ -1,5 +1,5 @@
 //! MPA framing + CRC32c + deframing of 64 KiB FPDUs in memory, against a plain
-//! memcpy of the same octets measured in the same run (issue 3, point 7).
+//! memcpy of the same octets measured in the same run.
 //!
 //! * `memcpy`: copy the FPDU's octets once.
 //! * `encode`: FpduEncoder (copying) with CRC.

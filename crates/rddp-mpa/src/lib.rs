@@ -1,9 +1,9 @@
-//! MPA: Marker PDU Aligned framing for TCP (RFC 5044, RFC 6581; spec §4).
+//! MPA: Marker PDU Aligned framing for TCP (RFC 5044, RFC 6581).
 //!
 //! * [`setup`]: the sans-IO connection-setup state machines (Request/Reply, Rev 1
-//!   and 2, IRD/ORD, RTR choice, deadlines) for initiator and responder (§4.7-4.10).
+//!   and 2, IRD/ORD, RTR choice, deadlines) for initiator and responder (RFC 5044 §7.1; RFC 6581).
 //! * [`fpdu`]: the sans-IO FPDU-mode connection: DDP segments <-> FPDU octets, CRC,
-//!   Markers, MULPDU, Terminate on every fatal error (§4.1-4.6, §4.11, §3.5).
+//!   Markers, MULPDU, Terminate on every fatal error (RFC 5044 §4, §8; RFC 5040 §4.8).
 //! * [`tcp`]: a blocking `std::net` driver: [`tcp::connect`], [`tcp::listen`].
 //! * [`pcap`]: captures that wrap the octets each side sent and received in
 //!   synthesised IP/TCP headers, for Wireshark (`--pcap`, and the wire check).

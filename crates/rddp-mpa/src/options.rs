@@ -1,11 +1,11 @@
-//! What the ULP asks of MPA for one connection (spec §4.7-4.10).
+//! What the ULP asks of MPA for one connection (RFC 5044 §7.1.1, §7.1.2; RFC 6581).
 
 use rddp_proto::ddp::DdpConfig;
 use rddp_proto::mem::{PdId, StreamId};
 use std::time::Duration;
 
-/// RTR message types (RFC 6581, spec §4.10). The zero-length Send (B) is never
-/// offered or accepted (spec §8: siw does not support it).
+/// RTR message types (RFC 6581). The zero-length Send (B) is never
+/// offered or accepted (siw does not support it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RtrTypes {
     /// C: zero-length RDMA Write.
@@ -28,12 +28,12 @@ pub const INITIAL_RECEIVE_WINDOW: u32 = 2 << 20;
 pub struct MpaOptions {
     /// MPA revision to speak: 1 (RFC 5044) or 2 (RFC 6581, enhanced block).
     pub rev: u8,
-    /// C bit: we want CRC (in use if either side asks, spec §4.8).
+    /// C bit: we want CRC (in use if either side asks, RFC 5044 §7.1.1).
     pub crc: bool,
-    /// M bit: we want Markers in the FPDUs we receive (spec §4.8).
+    /// M bit: we want Markers in the FPDUs we receive (RFC 5044 §7.1.1).
     pub markers: bool,
     /// Private data for the ULP peer (Request or Reply): at most 512 octets with
-    /// Rev 1, 508 with Rev 2 (the enhanced block takes 4, spec §4.7).
+    /// Rev 1, 508 with Rev 2 (the enhanced block takes 4, RFC 5044 §7.1.1).
     pub private_data: Vec<u8>,
     /// Rev 2: Inbound RDMA Read queue depth we can serve (14 bits).
     pub ird: u16,
@@ -45,9 +45,9 @@ pub struct MpaOptions {
     /// preferred when both are possible, as in siw).
     pub rtr: RtrTypes,
     /// Initiator: fail with Terminate 2/0/0x06 instead of lowering ORD when the
-    /// responder's IRD is smaller (spec §4.10 "strict"); default relaxed.
+    /// responder's IRD is smaller (RFC 6581 "strict"); default relaxed.
     pub strict_ird: bool,
-    /// Initiator: how long to wait for the Reply (siw: 10 s, spec §4.9).
+    /// Initiator: how long to wait for the Reply (siw: 10 s, RFC 5044 §7.1.2).
     pub reply_timeout: Duration,
     /// Responder: how long to wait for the Request, and then for the first FPDU or
     /// RTR (siw: 5 s for the Request).

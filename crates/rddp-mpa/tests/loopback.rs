@@ -66,7 +66,7 @@ fn markers_both_directions_small_emss() {
     o.emss = Some(1448);
     let (i, r) = exchange(o.clone(), o, 70_000);
     assert!(i.neg.markers_tx && i.neg.markers_rx && r.neg.markers_tx && r.neg.markers_rx);
-    // Issue 11 point 3: direct placement with Markers towards us too.
+    // Header-first receive (docs/data-path.md): direct placement with Markers towards us too.
     assert!(
         i.direct_bytes >= 140_000 && r.direct_bytes >= 140_000,
         "direct placement with Markers: {} {}",

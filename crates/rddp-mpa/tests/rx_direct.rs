@@ -1,5 +1,5 @@
-//! The header-first FPDU receiver (`FpduReceiver` + `RdmapPlacer`, issue 11
-//! points 1 and 3) driven sans-IO with real encoded FPDUs (RDMAP's own segments
+//! The header-first FPDU receiver (`FpduReceiver` + `RdmapPlacer`,
+//! docs/data-path.md) driven sans-IO with real encoded FPDUs (RDMAP's own segments
 //! through the crate's `FpduEncoder`), split into every kind of read (1 octet,
 //! random sizes, a would-block between reads), CRC on and off, Markers on and
 //! off; and once over a real blocking TCP connection.
@@ -445,7 +445,7 @@ fn a_bad_crc_on_a_directly_placed_payload_delivers_nothing() {
 
 /// A Write to a region that does not exist: refused from the header alone,
 /// nothing placed; the payload is read and dropped so that the FPDU's CRC is
-/// checked first (spec §2.10 step 1): with a good CRC the peer hears DDP's
+/// checked first (RFC 5041 §7.1): with a good CRC the peer hears DDP's
 /// code, with a bad one 2/0/0x02.
 fn refused_write(flip_crc: bool) -> (Progress, Option<TerminateCode>, usize, usize) {
     let mut a = Side::new(1, true, false);

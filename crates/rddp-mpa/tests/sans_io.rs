@@ -224,7 +224,7 @@ fn fpdu_stream_in_tiny_and_whole_reads() {
 }
 
 /// Fuzz finding (fuzz/regressions/mpa_fpdu/rtr-then-bad-ulpdu-length-in-read-ahead):
-/// the responder pauses right after the RTR (spec §4.10, RFC 6581), but its
+/// the responder pauses right after the RTR (RFC 6581), but its
 /// header read-ahead had already taken the next octets. `on_bytes` reported
 /// them used, so a short tail after the RTR (here an impossible ULPDU_Length)
 /// fed in the same call sat unseen and the connection ended without a
@@ -240,7 +240,7 @@ fn octets_after_the_rtr_are_fed_again_not_kept_in_the_read_ahead() {
         let (mem, _) = table(100);
         let rtr = drain(&mut p.i);
         let mut wire = rtr.clone();
-        // ULPDU_Length 0xFFFF > MULPDU: a framing error (spec §4.2).
+        // ULPDU_Length 0xFFFF > MULPDU: a framing error (RFC 5044 §4).
         wire.extend_from_slice(&[0xFF, 0xFF, 0, 0, 0, 0]);
         // The TCP driver's loop (tcp/rx.rs): what is not used is fed again.
         let mut pending: Vec<u8> = Vec::new();
@@ -284,7 +284,7 @@ fn mulpdu_follows_the_emss() {
     let mut p = pair(o.clone(), o, 1448);
     assert_eq!(p.i.stream().mulpdu(), mulpdu(1448, true));
     // An FPDU built for EMSS 1448 stays acceptable after the receiver's EMSS
-    // drops to 536 (spec §4.2): the receive limit never shrinks.
+    // drops to 536 (RFC 5044 §4): the receive limit never shrinks.
     p.r.stream_mut()
         .post_recv(
             0,

@@ -1,6 +1,6 @@
-//! Setup on the event loop (issue 11 point 6): peers that stay silent or stop
+//! Setup on the event loop (docs/data-path.md): peers that stay silent or stop
 //! halfway through their Request hold nothing that another connection needs.
-//! Each still gets its own deadline (spec §4.9), and comes out of `accept` as its
+//! Each still gets its own deadline (RFC 5044 §7.1.2), and comes out of `accept` as its
 //! error, in turn.
 
 mod common;

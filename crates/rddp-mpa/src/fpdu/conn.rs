@@ -1,5 +1,5 @@
-//! [`FpduConn`]: one MPA connection in FPDU mode, sans-IO (spec §4.1-4.6, §4.9,
-//! §4.10, §4.11, §3.5).
+//! [`FpduConn`]: one MPA connection in FPDU mode, sans-IO (RFC 5044 §4, §7.1.2,
+//! §8; RFC 6581; RFC 5040 §4.8).
 //!
 //! Octets go in from a buffer ([`FpduConn::on_bytes`], payload copied into place)
 //! or straight from the socket ([`FpduConn::drive`], payload read into place) and
@@ -42,7 +42,7 @@ pub struct FpduConn {
     pub(super) rx: FpduReceiver,
     pub(super) emss: usize,
     pub(super) rx_seq: u64,
-    /// Responder: no FPDU leaves before the initiator's first valid FPDU (§4.9).
+    /// Responder: no FPDU leaves before the initiator's first valid FPDU (RFC 5044 §7.1.2).
     pub(super) may_send: bool,
     /// The RTR still expected: the responder's first message, or the initiator's
     /// zero-length Read Response.
@@ -138,9 +138,9 @@ impl FpduConn {
         self.emss
     }
 
-    /// TCP's effective MSS changed: recompute MULPDU (spec §4.5). Sends use the
+    /// TCP's effective MSS changed: recompute MULPDU (RFC 5044 §4). Sends use the
     /// new value at once. The receive limit only grows: FPDUs the peer built for
-    /// a larger EMSS stay legal after it shrinks (spec §4.2).
+    /// a larger EMSS stay legal after it shrinks (RFC 5044 §4).
     pub fn set_emss(&mut self, emss: usize) -> Result<(), MpaError> {
         self.stream
             .set_mulpdu(mulpdu(emss, self.neg.markers_tx))
@@ -196,7 +196,7 @@ impl FpduConn {
         Some(build_fpdu(&mut self.enc, &hdr[..n], seg.payload.to_bytes()))
     }
 
-    /// The TCP connection ended (`graceful`: FIN, else reset/error): spec §4.11,
+    /// The TCP connection ended (`graceful`: FIN, else reset/error): RFC 5044 §8,
     /// local 2/0/0x01, nothing sent.
     pub fn on_llp_closed(&mut self, graceful: bool) {
         self.stream.on_llp_closed(graceful);
@@ -281,7 +281,7 @@ impl FpduConn {
         got
     }
 
-    /// The stream refused a segment: send its error as a Terminate (spec §3.5).
+    /// The stream refused a segment: send its error as a Terminate (RFC 5040 §4.8).
     pub(super) fn ddp_failed(&mut self) {
         let mut term = Terminate::bare(TerminateCode::DDP_LOCAL_CATASTROPHIC);
         let mut detail = String::from("DDP stream refused a segment");
@@ -334,7 +334,7 @@ impl FpduConn {
         }
     }
 
-    /// The responder's first message was not the agreed RTR (spec §4.10): we send
+    /// The responder's first message was not the agreed RTR (RFC 6581): we send
     /// 2/0/0x07 "No matching RTR option".
     fn bad_rtr(&mut self) {
         self.fail_local(
@@ -343,7 +343,7 @@ impl FpduConn {
         );
     }
 
-    /// A Terminate from the peer: stop, report, close; never answer it (spec §3.5).
+    /// A Terminate from the peer: stop, report, close; never answer it (RFC 5040 §4.8).
     fn on_terminate(&mut self, body: &[u8]) {
         // As the peer meant it, siw's bitfield layout included.
         let term = rddp_wire::ReceivedTerminate::decode(body)
@@ -420,7 +420,7 @@ impl Placer for ConnPlacer<'_> {
     fn finish(&mut self, crc_ok: bool) {
         let c = &mut *self.conn;
         if !crc_ok {
-            // The placed octets are undefined (spec §4.3): nothing delivered.
+            // The placed octets are undefined (RFC 5044 §4): nothing delivered.
             c.stream.abandon_segment();
             c.fail_local(
                 Terminate::bare(TerminateCode::MPA_CRC_ERROR),

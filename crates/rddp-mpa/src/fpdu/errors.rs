@@ -1,4 +1,4 @@
-//! The Terminate each fatal FPDU-mode error sends (spec §3.5, §3.6, §4.11).
+//! The Terminate each fatal FPDU-mode error sends (RFC 5040 §4.8; RFC 5044 §8).
 
 use rddp_proto::ddp::DdpError;
 use rddp_wire::{Terminate, TerminateCode, WireError};
@@ -11,7 +11,7 @@ use rddp_wire::{Terminate, TerminateCode, WireError};
 /// "local catastrophic" would blame ourselves.)
 pub const ULPDU_LENGTH_CODE: TerminateCode = TerminateCode::MPA_CRC_ERROR;
 
-/// Layer-2 Terminate for a framing error: M=D=R=0 (spec §3.5 table).
+/// Layer-2 Terminate for a framing error: M=D=R=0 (RFC 5040 §4.8 table).
 pub fn terminate_for_wire(e: &WireError) -> Terminate {
     let code = match e {
         WireError::UlpduLength { .. } => ULPDU_LENGTH_CODE,
@@ -23,7 +23,7 @@ pub fn terminate_for_wire(e: &WireError) -> Terminate {
 }
 
 /// Terminate for a DDP validation error: its code; M=D=1 with the offending header
-/// and the whole segment's length when the header is trusted, else bare (spec §3.5:
+/// and the whole segment's length when the header is trusted, else bare (RFC 5040 §4.8:
 /// M and D together or neither).
 pub fn terminate_for_ddp(e: &DdpError) -> Terminate {
     match e.header {

@@ -1,4 +1,4 @@
-//! FPDU mode (RFC 5044 §4-5; spec §4.1-4.6, §4.11): a DDP stream over MPA framing.
+//! FPDU mode (RFC 5044 §4-5): a DDP stream over MPA framing.
 //!
 //! * `tx`: builds each outgoing FPDU as a list of slices (payload not copied).
 //! * `rx`: cuts the received byte stream into CRC-checked ULPDUs.

@@ -22,7 +22,7 @@ pub struct RdmapPlacer<'a> {
     pub stream: &'a mut RdmapStream,
     /// The memory table its regions are in.
     pub mem: &'a MemoryTable,
-    /// Set when the peer's first FPDU passed its checks (RFC 6581 / spec §4.9:
+    /// Set when the peer's first FPDU passed its checks (RFC 6581 / RFC 5044 §7.1.2:
     /// the responder may transmit from now on); the driver opens its gate.
     pub first_fpdu_seen: bool,
 }
@@ -40,7 +40,7 @@ impl<'a> RdmapPlacer<'a> {
 
 impl Placer for RdmapPlacer<'_> {
     fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target> {
-        // A refusal is held until the FPDU's CRC was checked (spec §2.10).
+        // A refusal is held until the FPDU's CRC was checked (RFC 5041 §7.1).
         self.stream
             .begin_segment_crc_first(self.mem, seq, head, payload_len)
             .ok()

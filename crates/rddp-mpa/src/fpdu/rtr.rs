@@ -1,4 +1,4 @@
-//! RFC 6581 ready-to-receive messages (spec §4.10 step 4, §7.8). The RTR is an
+//! RFC 6581 ready-to-receive messages (RFC 6581). The RTR is an
 //! ordinary RDMAP message that the MPA layer sends and absorbs itself.
 
 use bytes::Bytes;
@@ -9,7 +9,7 @@ use rddp_wire::{Opcode, RdmapControl, ReadRequestHeader};
 
 /// Receive-buffer id of the buffer the responder posts on QN 1 for a Read RTR.
 pub(crate) const RTR_BUF_ID: u64 = u64::MAX;
-/// STag siw uses in its zero-length Write RTR (never validated, spec §7.8).
+/// STag siw uses in its zero-length Write RTR (never validated, RFC 6581).
 const RTR_STAG: u32 = 1;
 
 fn ctrl(op: Opcode) -> u8 {

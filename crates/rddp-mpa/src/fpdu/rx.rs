@@ -1,4 +1,4 @@
-//! Receive side of FPDU mode (spec §4.3, §4.4, §4.6): turns the byte stream into
+//! Receive side of FPDU mode (RFC 5044 §4): turns the byte stream into
 //! whole, CRC-checked ULPDUs.
 //!
 //! Fast path (no Markers in this direction, decoder between FPDUs): an FPDU lying

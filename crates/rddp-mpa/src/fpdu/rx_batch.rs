@@ -1,5 +1,5 @@
-//! Batched receive of small FPDUs with no copy (issue 11 points 3 and 8;
-//! docs/data-path.md, "Receive"), for [`FpduReceiver::drive_buffered`].
+//! Batched receive of small FPDUs with no copy (docs/data-path.md,
+//! "Receive"), for [`FpduReceiver::drive_buffered`].
 //!
 //! Header first costs a system call per FPDU; reading many small FPDUs at once
 //! into a buffer and copying their payloads out costs a copy. A batch needs
@@ -10,7 +10,7 @@
 //!    over the peeked octets (RFC 5044 §4.3; a TCP receive queue does not
 //!    change under a peek, so they are the octets the read below moves), then
 //!    the engine runs every check of the DDP segment and says where its payload
-//!    goes ([`Placer::begin_more`]; spec §2.10, seed 000: all before placement);
+//!    goes ([`Placer::begin_more`]; RFC 5041 §7.1: all before placement);
 //! 3. one vectored read takes exactly those FPDUs: each payload straight into
 //!    its region or receive buffer, every other octet (headers, PAD, CRC) back
 //!    into the caller's buffer;
@@ -27,7 +27,7 @@
 //! covers an earlier one whole: the earlier one's octets are then read into
 //! the caller's buffer and dropped, never placed (what the region holds after
 //! the batch is what placing both in order leaves; an RDMA Write has no
-//! completion at the Data Sink, spec §3.7 rule 9, and the region is locked
+//! completion at the Data Sink, RFC 5040 §5.5, and the region is locked
 //! for the whole read, so nobody sees the difference). Any other overlap ends
 //! the batch before the later Write ([`Placer::unbegin_last`]).
 //! Markers towards us: no batches (every FPDU header first, no copy either;

@@ -1,4 +1,4 @@
-//! Header-first FPDU receive (issue 11 points 1 and 3; docs/data-path.md,
+//! Header-first FPDU receive (docs/data-path.md,
 //! "Receive"): the one receive engine of MPA in FPDU mode, sans-IO.
 //!
 //! Per connection a small state machine reads, from any [`Read`] (a
@@ -91,10 +91,10 @@ pub trait Placer {
     /// begun, the wrong RTR): Terminate with `code` alone, then close.
     fn framing_error(&mut self, code: TerminateCode, detail: String);
     /// The peer's first FPDU passed its checks (the responder may send now,
-    /// spec §4.9). Called before that FPDU's `finish`.
+    /// RFC 5044 §7.1.2). Called before that FPDU's `finish`.
     fn first_fpdu(&mut self) {}
     /// After [`Self::begin`] refused: the engine holds its refusal until the
-    /// FPDU's own check (spec §2.10 step 1: MPA's CRC before DDP's and RDMAP's
+    /// FPDU's own check (RFC 5041 §7.1: MPA's CRC before DDP's and RDMAP's
     /// header checks). The receiver then reads the payload and drops it, reads
     /// PAD and CRC, and calls [`Self::settle`]. Default: reported at once.
     fn refusal_held(&self) -> bool {
@@ -631,7 +631,7 @@ impl FpduReceiver {
     /// untagged head of the next one (20 octets, where any head has at least
     /// 16): senders go on with the same message (a message's segments leave
     /// in offset order, and no sender we know, rddp or siw, puts another
-    /// message's segments among them: IWARP-SPEC §2.6, "sender advice"), so a
+    /// message's segments among them: RFC 5041 §5), so a
     /// 64 KiB Send, two FPDUs, is read with one call fewer. A tagged FPDU
     /// there (interleaving is tolerated, siw's rule) has its first 4 payload
     /// octets copied from the read-ahead (counted, as any payload taken
@@ -1053,7 +1053,7 @@ impl FpduReceiver {
         }
     }
 
-    /// A bad CRC on an FPDU not handed to the engine: 2/0/0x02 (spec §4.3).
+    /// A bad CRC on an FPDU not handed to the engine: 2/0/0x02 (RFC 5044 §4).
     fn crc_failed(&mut self, engine: &mut impl Placer, seq: u64) -> Halt {
         engine.framing_error(
             TerminateCode::MPA_CRC_ERROR,

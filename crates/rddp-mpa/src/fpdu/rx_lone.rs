@@ -1,11 +1,11 @@
-//! A lone small Send in one system call (issue 11 points 3 and 8, the
-//! ping-pong row; docs/data-path.md, "Receive"), for
+//! A lone small Send in one system call (the ping-pong row
+//! of docs/benchmarks.md; docs/data-path.md, "Receive"), for
 //! [`FpduReceiver::drive_buffered`].
 //!
 //! A batch (`rx_batch.rs`) costs a peek and a read; for an FPDU that arrives
 //! alone, as in a ping-pong, that is two system calls where a plain TCP
 //! receiver makes one. Its payload's place is known only from its header, but
-//! a Send's place can be foreseen: on an ordered receive queue (seed 003,
+//! a Send's place can be foreseen: on an ordered receive queue (docs/receive-strategies.md,
 //! strategy 1) the next Send of the stream fills the buffer posted for the
 //! next MSN from its first octet. After Sends of one length came alone
 //! [`LONE_RUN`] times in a row, the next is read with one vectored read:
@@ -21,8 +21,8 @@
 //!    octet too, its PAD and CRC in the buffer behind it), beyond which at most
 //!    the next FPDU's head was read ([`SAFE_HEAD`] octets: never payload), and
 //!    whose CRC is good (RFC 5044 §4.3) over the octets where they lie;
-//! 3. then the engine begins the segment with every check (spec §2.10, RDMAP's
-//!    too; seed 000: nothing is delivered before) and must name that very
+//! 3. then the engine begins the segment with every check (RFC 5041 §7.1, RDMAP's
+//!    too; nothing is delivered before) and must name that very
 //!    buffer; [`Placer::finish`] delivers it;
 //! 4. that Send but longer (as the data Send after one-octet Pads), with no
 //!    octet beyond its payload read: what was read after the head is its

@@ -1,4 +1,4 @@
-//! Outgoing FPDUs as slices for a vectored write (spec §4.1-4.4): small owned
+//! Outgoing FPDUs as slices for a vectored write (RFC 5044 §4): small owned
 //! pieces (ULPDU_Length, DDP header, Markers, PAD, CRC) around views of the message
 //! payload, so the payload is never copied in user space. The CRC is computed over
 //! the pieces in stream order, Markers included. Same octets as

@@ -1,8 +1,8 @@
-//! The initiator (active opener) side of MPA setup (spec §4.9, §4.10).
+//! The initiator (active opener) side of MPA setup (RFC 5044 §7.1.2; RFC 6581).
 //!
 //! Sends the Request at once, then nothing until the Reply arrives or the
 //! deadline passes. A Reply with a wrong key, unknown Rev or PD_Length > 512 ends
-//! the connection (close, spec §4.11); R=1 is a refusal; an RTR type we did not
+//! the connection (close, RFC 5044 §8); R=1 is a refusal; an RTR type we did not
 //! offer (or peer-to-peer mode when we offered none) or an IRD we cannot live with
 //! gets a Terminate (2/0/0x07, 2/0/0x06) as the only FPDU, then close.
 
@@ -36,8 +36,8 @@ pub struct Initiator {
 }
 
 /// Check the ULP's options against what a Request or Reply can carry: Rev 1 or
-/// 2, private data within its revision's limit (spec §4.7), IRD and ORD within
-/// their 14-bit fields (RFC 6581; spec §4.10), so that what we announce is what
+/// 2, private data within its revision's limit (RFC 5044 §7.1.1), IRD and ORD within
+/// their 14-bit fields (RFC 6581), so that what we announce is what
 /// we use.
 pub(crate) fn check_options(opts: &MpaOptions) -> Result<(), MpaError> {
     if !(1..=2).contains(&opts.rev) {
@@ -51,7 +51,7 @@ pub(crate) fn check_options(opts: &MpaOptions) -> Result<(), MpaError> {
     Ok(())
 }
 
-/// IRD and ORD within their 14-bit fields (RFC 6581; spec §4.10).
+/// IRD and ORD within their 14-bit fields (RFC 6581).
 pub(crate) fn check_ird_ord(opts: &MpaOptions) -> Result<(), MpaError> {
     let max = EnhancedBlock::IRD_ORD_MAX;
     for (name, v) in [("IRD", opts.ird), ("ORD", opts.ord)] {
@@ -70,7 +70,7 @@ impl Initiator {
     /// peer-to-peer mode with no RTR type we can send).
     pub fn new(opts: &MpaOptions, now: Instant) -> Result<Self, MpaError> {
         check_options(opts)?;
-        // The Read RTR takes one of our ORD slots (spec §4.10 step 4 D): with ORD 0
+        // The Read RTR takes one of our ORD slots (RFC 6581): with ORD 0
         // we could never send it, so we do not offer it.
         let rtr_write = opts.p2p && opts.rtr.write;
         let rtr_read = opts.p2p && opts.rtr.read && opts.ord >= 1;
@@ -223,7 +223,7 @@ impl Initiator {
     }
 
     /// In FPDU mode already (the Reply was valid MPA): send a Terminate as the
-    /// first and last FPDU, then fail (spec §4.10 steps 3, §4.11).
+    /// first and last FPDU, then fail (RFC 6581; RFC 5044 §8).
     fn terminate(&mut self, neg: &Negotiated, code: TerminateCode, why: &str) {
         let term = Terminate::bare(code);
         let mut enc = FpduEncoder::new(neg.crc, neg.markers_tx);

@@ -1,4 +1,4 @@
-//! MPA connection setup (RFC 5044 §7, RFC 6581; spec §4.7-4.10), sans-IO.
+//! MPA connection setup (RFC 5044 §7, RFC 6581), sans-IO.
 //!
 //! Both machines take octets in ([`Initiator::on_bytes`], [`Responder::on_bytes`]),
 //! hand octets out (`poll_transmit`), and take `now` for their deadline. When setup
@@ -24,7 +24,7 @@ pub enum Role {
     Responder,
 }
 
-/// The RTR message chosen by the responder (RFC 6581; spec §4.10).
+/// The RTR message chosen by the responder (RFC 6581).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rtr {
     /// C: a zero-length RDMA Write.
@@ -46,7 +46,7 @@ pub enum SetupStatus {
     Failed,
 }
 
-/// Everything FPDU mode needs from setup (spec §4.8, §4.10).
+/// Everything FPDU mode needs from setup (RFC 5044 §7.1.1; RFC 6581).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Negotiated {
     /// Which side of setup this end was.

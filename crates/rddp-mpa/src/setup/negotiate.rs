@@ -1,16 +1,16 @@
-//! Negotiation rules as pure functions (spec §4.8, §4.10), unit-tested as truth
+//! Negotiation rules as pure functions (RFC 5044 §7.1.1; RFC 6581), unit-tested as truth
 //! tables.
 
 use super::Rtr;
 use crate::options::{MpaOptions, RtrTypes};
 use rddp_wire::EnhancedBlock;
 
-/// CRC is used in both directions when either side set C (spec §4.8).
+/// CRC is used in both directions when either side set C (RFC 5044 §7.1.1).
 pub fn crc_in_use(req_c: bool, rep_c: bool) -> bool {
     req_c || rep_c
 }
 
-/// Responder's RTR choice from the initiator's offer (spec §4.10 step 2): Write if
+/// Responder's RTR choice from the initiator's offer (RFC 6581): Write if
 /// offered and accepted, else Read; never the zero-length Send (B).
 pub fn choose_rtr(offer: &EnhancedBlock, accept: RtrTypes) -> Option<Rtr> {
     if !offer.p2p {
@@ -26,7 +26,7 @@ pub fn choose_rtr(offer: &EnhancedBlock, accept: RtrTypes) -> Option<Rtr> {
 }
 
 /// The RTR a Reply selected, checked against the initiator's own Request block
-/// `offered` (spec §4.10 step 3). `Err` means "no matching RTR option" (RFC 6581:
+/// `offered` (RFC 6581). `Err` means "no matching RTR option" (RFC 6581:
 /// Terminate 2/0/0x07): a type we did not offer or not exactly one type with A=1,
 /// and, when we offered no peer-to-peer mode at all, any A=1 or RTR type in the
 /// Reply (we would otherwise send an RTR the responder cannot expect from us).
@@ -49,7 +49,7 @@ pub(crate) fn reply_rtr(offered: &EnhancedBlock, reply: &EnhancedBlock) -> Resul
     }
 }
 
-/// Responder's (IRD, ORD) for its Reply (spec §4.10 step 2, siw's relaxed rule): ORD
+/// Responder's (IRD, ORD) for its Reply (RFC 6581, siw's relaxed rule): ORD
 /// lowered to the initiator's IRD; IRD raised to the initiator's ORD up to our own
 /// limit (`opts.ird`); at least 1 when the Read RTR will use a slot.
 pub(crate) fn responder_ird_ord(
@@ -75,10 +75,10 @@ pub(crate) fn responder_ird_ord(
     (ird, ord)
 }
 
-/// Initiator's final (IRD, ORD) after the Reply (spec §4.10 step 3). `Err` means
+/// Initiator's final (IRD, ORD) after the Reply (RFC 6581). `Err` means
 /// insufficient IRD (Terminate 2/0/0x06): always when the responder's ORD exceeds
 /// our IRD or when it picked the Read RTR with IRD 0 (the RTR takes one of its IRD
-/// slots, RFC 6581; spec §4.10 step 4 D), and in strict mode also when our ORD
+/// slots, RFC 6581), and in strict mode also when our ORD
 /// exceeds its IRD. 0x3FFF means "not given" (Intel practice) and never fails.
 pub(crate) fn initiator_ird_ord(
     ours: (u16, u16),

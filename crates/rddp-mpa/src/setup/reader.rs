@@ -1,5 +1,5 @@
 //! Collects one Request/Reply frame from the byte stream, with bounded memory
-//! (at most 20 + 512 octets) and the checks of spec §4.7 in the order that decides
+//! (at most 20 + 512 octets) and the checks of RFC 5044 §7.1.1 in the order that decides
 //! the answer: key (not MPA: close), Rev, PD_Length.
 
 use rddp_wire::mpa::frame::{KEY_REP, KEY_REQ};

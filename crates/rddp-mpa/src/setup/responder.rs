@@ -1,11 +1,11 @@
-//! The responder (passive opener) side of MPA setup (spec §4.8, §4.9, §4.10).
+//! The responder (passive opener) side of MPA setup (RFC 5044 §7.1.1, §7.1.2; RFC 6581).
 //!
-//! Refusals (spec §4.8, §4.11): a wrong key is not an MPA peer, so we only close;
+//! Refusals (RFC 5044 §7.1.1, §8): a wrong key is not an MPA peer, so we only close;
 //! Rev 0 (pre-standard) is closed too (siw answers only Rev >= 1). Rev above 2 is
 //! answered with a Reply R=1 carrying our Rev 2, so the initiator can retry lower;
 //! PD_Length > 512 from a valid MPA peer is answered with R=1 (Rev echoed). The ULP
 //! may also reject a valid Request. Octets from the initiator after its Request and
-//! before our Reply break spec §4.9 and close the connection.
+//! before our Reply break RFC 5044 §7.1.2 and close the connection.
 
 use super::initiator::check_options;
 use super::negotiate::{choose_rtr, crc_in_use, responder_ird_ord};
@@ -59,7 +59,7 @@ impl Responder {
 
     /// Answer with `opts` instead of the options the Request was read with (a
     /// listener reads every Request with its own; each accept may bring its own,
-    /// e.g. a queue pair's IRD/ORD, spec §4.10). The deadline stays.
+    /// e.g. a queue pair's IRD/ORD, RFC 6581). The deadline stays.
     pub fn set_options(&mut self, opts: &MpaOptions) {
         self.opts = opts.clone();
     }
@@ -181,7 +181,7 @@ impl Responder {
     }
 
     /// The ULP accepts with `opts.private_data`: Reply with the negotiated settings
-    /// (spec §4.8: C ORed, our M; §4.10: RTR chosen, IRD/ORD). Returns the settings
+    /// (RFC 5044 §7.1.1: C ORed, our M; RFC 6581: RTR chosen, IRD/ORD). Returns the settings
     /// for FPDU mode; the responder must still wait for the first FPDU before
     /// sending any (the [`crate::FpduConn`] enforces it).
     pub fn accept(&mut self) -> Result<(), MpaError> {

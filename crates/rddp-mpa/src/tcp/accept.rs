@@ -1,6 +1,6 @@
 //! The passive side of setup on the event loop (rddp-io): one task accepts TCP
 //! connections, one task per connection reads its Request with the responder's
-//! deadline (spec §4.9). A connection costs its socket and its [`Responder`]
+//! deadline (RFC 5044 §7.1.2). A connection costs its socket and its [`Responder`]
 //! while it waits, no thread: a peer that stays silent, or stops halfway through
 //! its Request, holds nothing another connection needs.
 //!
@@ -169,7 +169,7 @@ impl Task for ListenTask {
                     let b = self.backlog.clone();
                     // The deadline runs from this accept, not from when the loop
                     // woke: one wake-up may accept connections for many
-                    // milliseconds, and each may wait its whole timeout (§4.9).
+                    // milliseconds, and each may wait its whole timeout (RFC 5044 §7.1.2).
                     let now = Instant::now();
                     match ResponderTask::new(sock, peer, &self.opts, now, b) {
                         Ok(t) => {

@@ -9,7 +9,7 @@
 //! DDP sink validates the segment from them, and the payload is read by the
 //! kernel straight into its region or receive buffer (kernel -> final place, no
 //! user-space copy); then PAD + CRC, the CRC computed over the placed octets. A
-//! CRC failure leaves those octets undefined (spec §4.3): nothing is delivered,
+//! CRC failure leaves those octets undefined (RFC 5044 §4): nothing is delivered,
 //! Terminate 2/0/0x02, close. The setup's leftover octets, and every read with
 //! direct placement off, go through a 256 KiB buffer and are copied into place.
 
@@ -103,7 +103,7 @@ impl MpaConnection {
         Ok(self.sock.local_addr()?)
     }
 
-    /// Re-read TCP_MAXSEG and recompute MULPDU (spec §4.5); returns the EMSS.
+    /// Re-read TCP_MAXSEG and recompute MULPDU (RFC 5044 §4); returns the EMSS.
     pub fn refresh_emss(&mut self) -> Result<usize, MpaError> {
         let emss = effective_mss(&self.sock);
         self.conn.set_emss(emss)?;
@@ -116,7 +116,7 @@ impl MpaConnection {
     }
 
     /// Every 64th message, re-read TCP_MAXSEG; on a change, re-set MULPDU
-    /// (issue 3: MULPDU re-read when the EMSS changes).
+    /// (RFC 5044 §4: MULPDU re-read when the EMSS changes).
     fn follow_emss(&mut self) -> Result<(), MpaError> {
         if self.emss_auto {
             self.sends = self.sends.wrapping_add(1);

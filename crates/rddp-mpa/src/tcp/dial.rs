@@ -1,5 +1,5 @@
 //! The active side of setup on the event loop (rddp-io): send the Request, wait
-//! for the Reply until the initiator's deadline (spec §4.9), hand the socket back
+//! for the Reply until the initiator's deadline (RFC 5044 §7.1.2), hand the socket back
 //! in blocking mode. The caller's thread waits for the outcome; the waiting for
 //! the peer happens on the loop.
 

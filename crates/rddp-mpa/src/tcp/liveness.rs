@@ -1,4 +1,4 @@
-//! Noticing a dead peer or a cut link within a bound (seed 000: the LLP reports a
+//! Noticing a dead peer or a cut link within a bound (RFC 5041: the LLP reports a
 //! lost connection; TCP alone may take about 15 minutes with unacknowledged data,
 //! tcp_retries2 = 15, and never notices on an idle connection).
 //!

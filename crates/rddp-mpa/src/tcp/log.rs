@@ -1,4 +1,4 @@
-//! What the TCP driver logs through `tracing` (issue 13): each connection's setup
+//! What the TCP driver logs through `tracing` (docs/features.md): each connection's setup
 //! and what it agreed, or why it failed. Never per FPDU.
 
 use crate::error::MpaError;
@@ -13,7 +13,7 @@ fn on(b: bool) -> &'static str {
     if b { "on" } else { "off" }
 }
 
-/// Setup is done: what both sides agreed (spec §4.8, §4.10).
+/// Setup is done: what both sides agreed (RFC 5044 §7.1.1; RFC 6581).
 pub(super) fn established(p: Option<SocketAddr>, n: &Negotiated) {
     let role = match n.role {
         Role::Initiator => "initiator",

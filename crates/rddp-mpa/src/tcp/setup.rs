@@ -1,4 +1,4 @@
-//! Connection setup over real TCP (spec §4.9): [`Initiator`] and [`Responder`]
+//! Connection setup over real TCP (RFC 5044 §7.1.2): [`Initiator`] and [`Responder`]
 //! run on the process's event loop (rddp-io), each connection with its own
 //! deadline on the loop's timers, no thread per connection; the caller gets the
 //! socket back in blocking mode once setup has ended.
@@ -158,7 +158,7 @@ impl MpaListener {
     /// accept, `Err(private data)` to refuse with R=1), send the Reply. Returns the
     /// socket, the peer, what was agreed and any octets after the Request. For an
     /// upper layer that frames FPDUs itself (the verbs queue pair), which must then
-    /// send nothing before the initiator's first FPDU (spec §4.9).
+    /// send nothing before the initiator's first FPDU (RFC 5044 §7.1.2).
     pub fn accept_raw(
         &self,
         decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
@@ -167,7 +167,7 @@ impl MpaListener {
     }
 
     /// As [`Self::accept_raw`], answering with `opts` instead of the listener's own
-    /// (the verbs queue pair negotiates its own IRD/ORD this way, spec §4.10).
+    /// (the verbs queue pair negotiates its own IRD/ORD this way, RFC 6581).
     pub fn accept_raw_opts(
         &self,
         opts: &MpaOptions,
