@@ -1,4 +1,4 @@
-//! The sans-IO RFC 5043 adaptation layer of one association (seed 001; spec §5):
+//! The sans-IO RFC 5043 adaptation layer of one association:
 //! chunks in ([`Adaptation::on_chunk`]), chunks out ([`Adaptation::poll_transmit`]),
 //! one [`DdpStream`] per accepted session. No sockets: a driver moves the chunks.
 
@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 /// Settings of one association's adaptation layer.
 #[derive(Debug, Clone, Copy)]
 pub struct Config {
-    /// Inbound = outbound stream count (spec §5.1: equal); DDP streams 0..streams.
+    /// Inbound = outbound stream count (RFC 5043: equal); DDP streams 0..streams.
     pub streams: u16,
     /// Bound of Initiates awaiting the ULP; beyond it Initiate gets Terminate.
     pub max_pending_initiates: usize,
@@ -147,7 +147,7 @@ pub struct Adaptation {
 }
 
 /// The largest DDP segment for a fragmentation point (largest unfragmented SCTP
-/// user message): the DDP-SSN takes 2 octets, and 516 is the floor (spec §5.3).
+/// user message): the DDP-SSN takes 2 octets, and 516 is the floor (RFC 5043).
 pub fn max_segment_for(fragmentation_point: usize) -> usize {
     fragmentation_point
         .saturating_sub(SSN_LEN)
@@ -183,14 +183,14 @@ impl Adaptation {
         self.max_segment
     }
 
-    /// Largest DDP segment accepted from the peer (spec §5.3: larger ones were
+    /// Largest DDP segment accepted from the peer (RFC 5043: larger ones were
     /// fragmented by SCTP): the largest maximum segment this association has had,
     /// as the fragmentation point applies to both directions of the path.
     pub fn max_recv_segment(&self) -> usize {
         self.max_recv_segment
     }
 
-    /// The path changed: tell every DDP stream its new MULPDU (spec §5.3).
+    /// The path changed: tell every DDP stream its new MULPDU (RFC 5043).
     pub fn set_fragmentation_point(&mut self, fragmentation_point: usize) {
         self.max_segment = max_segment_for(fragmentation_point);
         let m = self.max_segment;
@@ -249,7 +249,7 @@ impl Adaptation {
     // ---- ULP requests ----
 
     /// Open a session on `sid` as the active side. Its DDP stream exists at once (so
-    /// buffers can be posted) but sends nothing before the Accept (spec §5.5).
+    /// buffers can be posted) but sends nothing before the Accept (RFC 5043).
     pub fn initiate(
         &mut self,
         sid: u16,
@@ -397,7 +397,7 @@ impl Adaptation {
     }
 
     /// The association ended (error or loss): every session closes without a
-    /// Terminate on each stream (spec §5.6).
+    /// Terminate on each stream (RFC 5043).
     pub fn on_association_lost(&mut self) {
         self.dead = true;
         for (sid, slot) in self.slots.iter_mut().enumerate() {
@@ -426,7 +426,7 @@ fn check_pd(pd: &[u8]) -> Result<(), SessionError> {
 }
 
 /// A stream number may carry a new session we start only when the old session is
-/// over and nothing of it can be outstanding in either direction (spec §5.5): our
+/// over and nothing of it can be outstanding in either direction (RFC 5043): our
 /// Terminate sent and acknowledged, the peer's last chunk and all before it here.
 pub(crate) fn reusable(slot: &Slot) -> bool {
     !slot.unacked

@@ -1,4 +1,4 @@
-//! Received session control chunks (seed 001; spec §5.4-5.5): the legal sequences
+//! Received session control chunks (RFC 5043): the legal sequences
 //! Initiate, Accept, segments, Terminate(s) / Initiate, Reject / Initiate, Terminate;
 //! anything else terminates the session it belongs to, or the one it claims.
 
@@ -61,7 +61,7 @@ impl Adaptation {
                 let Some(s) = slot.session.as_mut() else {
                     return Vec::new();
                 };
-                // "At least one Terminate" (seed 001): a later one is legal; the
+                // "At least one Terminate" (RFC 5043): a later one is legal; the
                 // first in DDP-SSN order ends the peer's side of the session.
                 s.peer_terminate = Some(s.peer_terminate.map_or(index, |t| t.min(index)));
                 s.ctl_confirmed = true;
@@ -98,7 +98,7 @@ impl Adaptation {
     }
 
     /// The peer's Initiate on a free stream: to the ULP (bounded queue), or answered
-    /// with Terminate without the ULP (Initiate, Terminate: seed 001) when the queue
+    /// with Terminate without the ULP (Initiate, Terminate: RFC 5043) when the queue
     /// is full or the Initiate is malformed (`Err`: private data over 512 octets).
     fn new_initiate(&mut self, sid: u16, index: u64, private_data: Result<Vec<u8>, String>) {
         let full = self.pending.len() >= self.cfg.max_pending_initiates;
@@ -158,7 +158,7 @@ impl Adaptation {
         });
     }
 
-    /// A chunk on a stream without a session fits no legal sequence (seed 001): the
+    /// A chunk on a stream without a session fits no legal sequence (RFC 5043): the
     /// session it claims is terminated at once. One Terminate per such session:
     /// later chunks of it are ignored until the peer's Terminate or a new Initiate.
     pub(crate) fn bogus(&mut self, sid: u16, index: u64, what: &str) {

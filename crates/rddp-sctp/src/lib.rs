@@ -1,4 +1,4 @@
-//! DDP over SCTP (RFC 5043; seed 001; spec §5).
+//! DDP over SCTP (RFC 5043).
 //!
 //! * [`Adaptation`]: the sans-IO adaptation layer of one association: DDP-SSN
 //!   numbering ([`ssn`]), session control ([`session`]), maximum segment size, one

@@ -1,4 +1,4 @@
-//! Received chunks (seed 001; spec §5.3-5.5): DDP-SSN unwrapping, the maximum
+//! Received chunks (RFC 5043): DDP-SSN unwrapping, the maximum
 //! segment size, placement of DDP segments as they arrive, violations and the end
 //! of a session.
 
@@ -21,7 +21,7 @@ enum Admit {
 impl Adaptation {
     /// A received chunk payload (DDP-SSN first). Problems of one session terminate
     /// that session; an `AssociationError` means the driver must abort the
-    /// association (no Terminate on each stream, spec §5.6).
+    /// association (no Terminate on each stream, RFC 5043).
     pub fn on_chunk(
         &mut self,
         mem: &MemoryTable,
@@ -73,7 +73,7 @@ impl Adaptation {
             Admit::Place(seq) => {
                 if let Some(d) = self.upper(sid) {
                     // DDP errors make the DDP stream erroneous and are reported by it
-                    // (poll_event); tearing down is the ULP's decision (seed 000).
+                    // (poll_event); tearing down is the ULP's decision (RFC 5041).
                     let _ = d.on_segment(mem, seq, seg);
                 }
             }

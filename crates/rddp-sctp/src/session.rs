@@ -1,4 +1,4 @@
-//! One DDP Stream Session on one stream number (seed 001; spec §5.5).
+//! One DDP Stream Session on one stream number (RFC 5043).
 //!
 //! Legal sequences, in DDP-SSN order: Initiate, Accept, segments, Terminate(s);
 //! Initiate, Reject; Initiate, Terminate. Anything else terminates the session.
@@ -70,7 +70,7 @@ pub(crate) struct Session {
     /// Index of the peer's Terminate, once received.
     pub peer_terminate: Option<u64>,
     /// Our last control message is known to have arrived, so the next one cannot
-    /// overtake it (spec §5.5).
+    /// overtake it (RFC 5043).
     pub ctl_confirmed: bool,
     /// Every chunk the peer sent in this session has arrived.
     pub peer_done: bool,

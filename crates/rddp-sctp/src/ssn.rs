@@ -1,4 +1,4 @@
-//! DDP-SSN numbering (seed 001; spec §5.3).
+//! DDP-SSN numbering (RFC 5043).
 //!
 //! * Outbound: every chunk on stream S, control or segment, takes the value the
 //!   SCTP SSN would have had if sent ordered: 0, 1, 2, ... modulo 2^16, no gaps.

@@ -1,4 +1,4 @@
-//! Chunks to send (seed 001; spec §5.3-5.5): DDP-SSN assignment in submission order,
+//! Chunks to send (RFC 5043): DDP-SSN assignment in submission order,
 //! the maximum segment size, and Terminate only when it cannot overtake.
 
 use crate::adaptation::{Adaptation, OutChunk};
@@ -68,7 +68,7 @@ impl Adaptation {
             && let Some(seg) = s.ddp.as_mut().and_then(|d| d.poll_segment())
         {
             if seg.len() > max {
-                // Never fragmented, never sent: the session fails (spec §5.3).
+                // Never fragmented, never sent: the session fails (RFC 5043).
                 let len = seg.len();
                 self.violation(
                     sid,

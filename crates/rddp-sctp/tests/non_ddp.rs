@@ -1,4 +1,4 @@
-//! No non-DDP traffic on a DDP association (seed 001; spec §5.1): an ordered DATA
+//! No non-DDP traffic on a DDP association (RFC 5043): an ordered DATA
 //! chunk or a PPID other than 16/17 is an association error; the association is
 //! aborted (no Terminate on each stream). The offending peer is a plain usrsctp
 //! socket that announces the DDP indication; real usrsctp over UDP encapsulation.
@@ -74,7 +74,7 @@ fn non_ddp_traffic_aborts_and_unequal_stream_counts_are_refused() {
         assert!(matches!(c.flush(), Err(DriverError::Closed)));
     }
     // A peer offering 4 outbound streams but accepting 16 inbound leaves us with
-    // 4 inbound and 16 outbound: refused (spec §5.1, equal counts).
+    // 4 inbound and 16 outbound: refused (RFC 5043, equal counts).
     let _peer = plain_peer_with(addr, 4, 16);
     let err = l
         .accept(Duration::from_secs(5))

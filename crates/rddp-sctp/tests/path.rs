@@ -1,5 +1,5 @@
-//! The maximum DDP segment follows SCTP's fragmentation point (seed 001; spec
-//! §5.3): max(fragmentation point - 2, 516) is DDP's MULPDU, and no chunk exceeds the
+//! The maximum DDP segment follows SCTP's fragmentation point (RFC
+//! 5043): max(fragmentation point - 2, 516) is DDP's MULPDU, and no chunk exceeds the
 //! fragmentation point. Real usrsctp over an AF_CONN link, SCTP_MAXSEG lowered.
 
 mod common;

@@ -1,5 +1,5 @@
 //! The peer's Adaptation Layer Indication is verified before any DDP procedure
-//! (seed 001; spec §5.2): absent or any value but 1 means no DDP and a clear error,
+//! (RFC 5043): absent or any value but 1 means no DDP and a clear error,
 //! on either side of the association. Real usrsctp over UDP encapsulation.
 
 mod common;

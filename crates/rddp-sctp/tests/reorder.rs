@@ -1,4 +1,4 @@
-//! Out-of-order placement for real (seed 001; spec §5.1, §5.3): two usrsctp
+//! Out-of-order placement for real (RFC 5043): two usrsctp
 //! endpoints in this process joined by an AF_CONN link that swaps every
 //! consecutive pair of packets in each direction (a lone packet leaves after 5 ms).
 //! DDP segments are placed as they arrive and delivered in DDP-SSN order.

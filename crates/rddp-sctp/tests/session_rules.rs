@@ -1,4 +1,4 @@
-//! The session rules of seed 001 as a peer sees them (issue 10, point 5), sans-IO:
+//! The session rules of RFC 5043 as a peer sees them (docs/data-path.md), sans-IO:
 //! chunks that fit no session, oversized private data, repeated Terminates, stream
 //! reuse after a violation, the maximum segment size on receive, and what a session
 //! may hold while its Accept is missing.

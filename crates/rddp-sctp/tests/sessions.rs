@@ -1,4 +1,4 @@
-//! Every session rule of RFC 5043 (seed 001; spec §5.3-5.6), sans-IO: two
+//! Every session rule of RFC 5043, sans-IO: two
 //! adaptation layers joined by a chunk queue the test controls.
 
 mod common;
@@ -227,7 +227,7 @@ fn illegal_sequences_terminate_the_session() {
     ));
     assert_eq!(ctl(&drain(&mut b)[0]).function, SessionFunction::Terminate);
     // An Accept with no session fits no legal sequence either: the session it
-    // claims is terminated at once (seed 001).
+    // claims is terminated at once (RFC 5043).
     let (_, mut b) = pair();
     b.ad.on_chunk(&b.mem, 4, 17, &raw_ctl(0, 2, b"")).unwrap();
     assert!(matches!(events(&mut b)[0], Event::Stray { sid: 4, .. }));

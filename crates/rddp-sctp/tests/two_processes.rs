@@ -1,7 +1,7 @@
 //! Real SCTP (usrsctp over UDP encapsulation on 127.0.0.1) between two processes:
 //! this test binary spawns itself as the passive peer. rping-like flow without
 //! RDMAP: session, a tagged write to an STag the peer advertised in its Accept's
-//! private data, untagged messages, Terminate both ways (seed 001; spec §5).
+//! private data, untagged messages, Terminate both ways (RFC 5043).
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! Wire check over an in-process AF_CONN link (seed 001; spec §5.2-5.4): every
+//! Wire check over an in-process AF_CONN link (RFC 5043): every
 //! packet of a scripted session goes into a pcap (link type 248, SCTP), checked by
 //! tshark with the project's Lua dissector (common/wire.rs).
 

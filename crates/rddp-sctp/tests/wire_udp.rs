@@ -1,4 +1,4 @@
-//! Wire check of real UDP encapsulation (seed 001; spec §5.2-5.4; issue 6): tshark
+//! Wire check of real UDP encapsulation (RFC 5043): tshark
 //! captures the process's UDP encapsulation port on lo while two endpoints of this
 //! process run a scripted session (listener at 127.0.0.1:P, SCTP port = UDP port =
 //! P; the client joins the stack and sets the remote encapsulation port to P).

@@ -1,11 +1,11 @@
 //! One DDP/SCTP association: the socket and the sans-IO adaptation, shaped like an
 //! MPA connection (a DDP stream per session; segments sent and fed by the driver).
-//! Every DATA chunk goes out unordered (U=1) with PPID 16 or 17 (spec §5.1, §5.3).
+//! Every DATA chunk goes out unordered (U=1) with PPID 16 or 17 (RFC 5043).
 //!
 //! Receive is header-first where SCTP already said how long the message is
 //! (`SCTP_RECVNXTINFO`, told with the message before it): the DDP-SSN and the
 //! DDP header are read, the session's upper layer decides where the payload
-//! goes, and the payload is read from usrsctp straight there (issue 11 point 3,
+//! goes, and the payload is read from usrsctp straight there (docs/data-path.md,
 //! like MPA's direct receive). Where the library hands a message over as its
 //! mbuf chain (`usrsctp_ffi::Socket::recv_chain`) every message is taken that
 //! way without waiting, its length known before any octet is copied, and its
@@ -15,7 +15,7 @@
 //!
 //! Transmit gathers: a segment's DDP-SSN and DDP header and its payload, read
 //! where it lies (a region lease), leave as one message of two buffers
-//! ([`Socket::send_gather`]), with no user-space copy (issue 11 point 4).
+//! ([`Socket::send_gather`]), with no user-space copy (docs/data-path.md).
 
 use super::DriverError;
 use crate::adaptation::{Adaptation, AssociationError, Config, Event, OutChunk};
@@ -34,7 +34,7 @@ use usrsctp_ffi::{NextInfo, Notification, RecvInfo, Socket};
 const RECV_BUF: usize = 64 * 1024;
 
 /// What a capture (`--pcap`) is shown of the association's messages: each is one
-/// whole DATA chunk on the wire (spec §5.1). Called on the driver's thread.
+/// whole DATA chunk on the wire (RFC 5043). Called on the driver's thread.
 pub trait ChunkTap: Send + std::fmt::Debug {
     /// A message handed to SCTP on stream `sid` with `ppid`.
     fn sent(&mut self, sid: u16, ppid: u32, payload: &[u8]);
@@ -69,7 +69,7 @@ pub struct SctpConnection {
     next: Option<NextInfo>,
 }
 
-/// How often `flush` re-reads the fragmentation point (spec §5.3: DDP learns every
+/// How often `flush` re-reads the fragmentation point (RFC 5043: DDP learns every
 /// MULPDU change; usrsctp sends no notification for a path MTU change).
 const PATH_CHECK: Duration = Duration::from_millis(100);
 
@@ -168,7 +168,8 @@ impl SctpConnection {
         }
         if self.path_checked.elapsed() >= PATH_CHECK {
             self.path_checked = Instant::now();
-            // EINVAL here means the association is gone (usrsctp notes, trap 7);
+            // EINVAL here means the association is gone (`SCTP_STATUS`
+            // fails with EINVAL once the peer has aborted);
             // the next receive reports it.
             let _ = self.refresh_path();
         }
@@ -504,7 +505,7 @@ impl SctpConnection {
     }
 
     /// Association error: ABORT, and every session closes without a Terminate on
-    /// each stream (spec §5.6).
+    /// each stream (RFC 5043).
     fn fail(&mut self, e: AssociationError) -> DriverError {
         tracing::warn!("SCTP: {e}; ABORT sent, every session on the association ends");
         let _ = self.sock.abort();

@@ -1,8 +1,8 @@
 //! A driver of the sans-IO adaptation over usrsctp (usrsctp-ffi): association setup
-//! with the Adaptation Layer Indication (spec §5.2), addressing, and a connection
+//! with the Adaptation Layer Indication (RFC 5043), addressing, and a connection
 //! that moves chunks between the socket and [`crate::Adaptation`].
 //!
-//! Addressing (issue 6): over UDP encapsulation, an endpoint "at ADDR" listens with
+//! Addressing: over UDP encapsulation, an endpoint "at ADDR" listens with
 //! SCTP port = UDP encapsulation port = ADDR's port; a client takes a free local UDP
 //! port for its own encapsulation and sets the remote encapsulation port to ADDR's
 //! port. [`Transport::RawIp`] uses IP protocol 132 instead (root).
@@ -100,12 +100,12 @@ impl Default for Options {
 pub enum DriverError {
     #[error(transparent)]
     Sctp(#[from] usrsctp_ffi::Error),
-    /// Spec §5.2: no DDP/RDMA procedure on this association.
+    /// RFC 5043: no DDP/RDMA procedure on this association.
     #[error(
         "peer's Adaptation Layer Indication is {0}: not DDP (0x00000001), so no DDP on this association"
     )]
     NotDdp(String),
-    #[error("unequal stream counts: {inbound} inbound, {outbound} outbound (spec §5.1)")]
+    #[error("unequal stream counts: {inbound} inbound, {outbound} outbound (RFC 5043)")]
     UnequalStreams { inbound: u16, outbound: u16 },
     #[error("association failed to come up: {0}")]
     Setup(String),

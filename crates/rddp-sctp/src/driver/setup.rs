@@ -1,4 +1,4 @@
-//! Association setup and verification (seed 001; spec §5.1-5.2): the DDP Adaptation
+//! Association setup and verification (RFC 5043): the DDP Adaptation
 //! Layer Indication in INIT/INIT-ACK, the peer's indication checked before any DDP
 //! procedure, equal stream counts, one local address.
 
@@ -75,7 +75,7 @@ impl Listener {
         Ok(Self { sock, opts })
     }
 
-    /// Wait for an association and verify it (spec §5.2).
+    /// Wait for an association and verify it (RFC 5043).
     pub fn accept(&self, timeout: Duration) -> Result<SctpConnection, DriverError> {
         let s = self.sock.accept(timeout)?;
         verify(s, &self.opts)
@@ -91,7 +91,7 @@ fn free_udp_port() -> Result<u16, DriverError> {
         .map_err(|e| DriverError::Setup(e.to_string()))
 }
 
-/// The one local address that routes to `peer` (spec §5.1: a single address).
+/// The one local address that routes to `peer` (RFC 5043: a single address).
 fn local_ip_for(peer: SocketAddrV4) -> Ipv4Addr {
     if peer.ip().is_loopback() {
         return Ipv4Addr::LOCALHOST;

@@ -1,5 +1,5 @@
 //! The wire check shared by the AF_CONN and the UDP-encapsulation captures
-//! (seed 001; spec §5.2-5.4): a scripted session, and tshark checks of its capture
+//! (RFC 5043): a scripted session, and tshark checks of its capture
 //! with the project's own Lua dissector (tests/wire/rddp_sctp.lua).
 
 use super::{drive, pattern};
@@ -152,7 +152,7 @@ pub fn session(
         n == 3
     });
     // An RDMA Read in RDMAP framing: A's Read Request on QN 1, B's Read Response
-    // as a tagged message into A's sink (spec §3.3, §3.4).
+    // as a tagged message into A's sink (RFC 5040 §4.4, §5.2).
     let src = mb
         .register(
             PdId(1),

@@ -1,4 +1,4 @@
--- rddp's dissector for DDP over SCTP (RFC 5043; spec §5.3-5.4), for tshark 4.x.
+-- rddp's dissector for DDP over SCTP (RFC 5043), for tshark 4.x.
 -- PPID 16: DDP-SSN(16) | DDP segment (header RFC 5041: tagged 14 / untagged 18 octets)
 -- PPID 17: DDP-SSN(16) | Function Code(16) | Private Data (0..512, none on Terminate)
 -- Besides the fields, `rddp_sctp.summary` renders each chunk as one line that the
