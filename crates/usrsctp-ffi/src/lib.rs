@@ -19,7 +19,7 @@
 //!   * `sctp_sorecvmsg` and `m_freem`: `usrsctp_recvv` copies a message out
 //!     without saying how long it is before the copy, and DDP over SCTP carries
 //!     no length, so a message read as soon as it arrives could only be
-//!     validated (seed 000: before any octet is placed) after a copy into a
+//!     validated (RFC 5041: before any octet is placed) after a copy into a
 //!     buffer of our own. [`Socket::recv_chain`] takes the message as the mbuf
 //!     chain usrsctp holds, its length known, and the caller copies it from
 //!     there once, straight into place ([`chain_available`]).

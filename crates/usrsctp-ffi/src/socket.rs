@@ -526,7 +526,7 @@ impl Socket {
         self.setopt(SCTP_REMOTE_UDP_ENCAPS_PORT, &e)
     }
 
-    /// `SCTP_STATUS`; EINVAL once the peer aborted (trap 7) comes back as `Io`.
+    /// `SCTP_STATUS`; EINVAL once the peer aborted comes back as `Io`.
     pub fn status(&self) -> Result<Status, Error> {
         // SAFETY: all-zero is a valid sctp_status.
         let mut s: sctp_status = unsafe { core::mem::zeroed() };
@@ -591,7 +591,7 @@ impl Socket {
     }
 
     /// Send one message on stream `sid` with `ppid`, unordered or not. An empty
-    /// message still passes a valid pointer (trap 6).
+    /// message still passes a valid pointer (`usrsctp_sendv` rejects a NULL one).
     pub fn send(&self, sid: u16, ppid: u32, unordered: bool, data: &[u8]) -> Result<usize, Error> {
         self.sendv(sid, ppid, if unordered { SCTP_UNORDERED } else { 0 }, data)
     }
@@ -654,7 +654,7 @@ impl Socket {
             .filter(|&t| t <= isize::MAX as usize)
             .ok_or_else(|| invalid("sctp_lower_sosend"))?;
         // Empty parts are left out; an empty message still passes one valid
-        // pointer (trap 6), as `sendv` does.
+        // pointer (`usrsctp_sendv` rejects NULL), as `sendv` does.
         let empty = [0u8; 1];
         let to_iov = |p: &[u8]| libc::iovec {
             iov_base: p.as_ptr().cast_mut().cast(),

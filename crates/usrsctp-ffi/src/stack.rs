@@ -1,4 +1,4 @@
-//! The one usrsctp stack of the process (usrsctp notes, trap 2: `usrsctp_init` once,
+//! The one usrsctp stack of the process (`usrsctp_init` once,
 //! one UDP encapsulation port per process, never `usrsctp_finish` while in use), and
 //! AF_CONN addresses: in-process links whose packets the caller carries.
 

@@ -1,6 +1,6 @@
 //! Hand-written declarations from `usrsctp.h` (Debian libusrsctp-dev 0.9.5.0), only
 //! what the RFC 5043 adaptation needs. Every struct is checked at compile time
-//! against the sizes and offsets measured on x86_64 (shared usrsctp notes).
+//! against the sizes and offsets measured on x86_64.
 
 #![allow(non_camel_case_types)]
 
@@ -469,7 +469,7 @@ pub const SCTP_EVENT_READ: c_int = 0x0001;
 pub const SCTP_EVENT_WRITE: c_int = 0x0002;
 pub const SCTP_EVENT_ERROR: c_int = 0x0004;
 
-// ---- Compile-time layout checks (x86_64 values from the usrsctp notes). ----
+// ---- Compile-time layout checks (x86_64 values, measured). ----
 macro_rules! layout {
     ($t:ty, $size:expr, $align:expr $(, $f:ident = $off:expr)*) => {
         const _: () = assert!(size_of::<$t>() == $size);
