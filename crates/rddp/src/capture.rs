@@ -1,5 +1,5 @@
 //! `--pcap`: what this process sends and receives on each connection, as a pcap
-//! file that Wireshark reads (issue 13).
+//! file that Wireshark reads (docs/features.md).
 //!
 //! [`start`] names the file; every MPA or SCTP connection set up after it is
 //! recorded there (one file for the process: a tool calls it once, before it

@@ -64,7 +64,7 @@ struct CqInner {
     /// one waits (the notify takes a lock of its own, on every push before).
     #[cfg(feature = "tokio")]
     async_waiters: AtomicUsize,
-    /// Capacity and the worst cases reserved by attached queue pairs (seed 003):
+    /// Capacity and the worst cases reserved by attached queue pairs (docs/receive-strategies.md):
     /// attaching more than the queue can hold is refused.
     ledger: CqLedger,
     /// The ledger's capacity, fixed at creation: read on every push without
@@ -86,7 +86,7 @@ struct CqInner {
 /// Each queue pair reserves its worst case when it attaches (its send queue depth,
 /// its receive queue depth or credit limit, or its shared receive queue's whole
 /// pool), and a queue slot stays taken until its completion has been taken from
-/// here (seed 003), so a CQ that accepted its queue pairs cannot overflow: posting
+/// here (docs/receive-strategies.md), so a CQ that accepted its queue pairs cannot overflow: posting
 /// beyond a queue's depth fails instead. A queue pair's reservation outlives it
 /// until its last completion is taken.
 #[derive(Clone)]

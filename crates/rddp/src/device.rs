@@ -36,11 +36,11 @@ pub(crate) struct DeviceInner {
     /// Sum of the quotas granted to live consumers.
     reserved: Mutex<Usage>,
     next_pd: AtomicU32,
-    /// Queue pairs' counters and the resource manager's refusals (issue 13).
+    /// Queue pairs' counters and the resource manager's refusals (docs/features.md).
     pub(crate) stats: Registry,
 }
 
-/// The software RNIC: owns every resource (seed 000's Privileged Resource Manager).
+/// The software RNIC: owns every resource (RFC 5041's Privileged Resource Manager).
 /// Cloning gives another handle to the same device.
 #[derive(Clone)]
 pub struct Device {

@@ -58,7 +58,7 @@
 //! ```
 //!
 //! * [`Device`]: the software RNIC; owns every resource and acts as the privileged
-//!   resource manager (seed 000): resources are created through it, per-consumer
+//!   resource manager (RFC 5041): resources are created through it, per-consumer
 //!   quotas are enforced, one consumer cannot use another's share.
 //! * [`Consumer`]: one user of the device (like one process's ibverbs context).
 //! * [`ProtectionDomain`], [`MemoryRegion`]: memory the peer may reach, by STag.

@@ -652,7 +652,7 @@ struct LoopIo {
     /// The queue pair was dropped: the task gives queued output (a Terminate)
     /// until then to leave, then closes.
     linger: Option<std::time::Instant>,
-    /// MULPDU follows TCP's EMSS (spec §4.5), looked at as segments are cut.
+    /// MULPDU follows TCP's EMSS (RFC 5044 §4), looked at as segments are cut.
     emss: Option<crate::transport::mpa::EmssWatch>,
     /// Receive calls that returned octets (`QpStats::llp_reads`).
     reads: u64,
@@ -732,14 +732,14 @@ impl QueuePair {
         self.post_as(wr, signaled)
     }
 
-    /// This queue pair's counters (issue 13): octets and segments sent and placed,
+    /// This queue pair's counters (docs/features.md): octets and segments sent and placed,
     /// messages delivered, refusals, Terminates by class, CRC errors, completions.
     pub fn stats(&self) -> crate::QpStats {
         lock(&self.shared.state).stats()
     }
 
     /// MULPDU in force: the largest ULPDU the next segments are cut to. Over
-    /// MPA it follows TCP's EMSS (spec §4.5), looked at after segments 1, 2,
+    /// MPA it follows TCP's EMSS (RFC 5044 §4), looked at after segments 1, 2,
     /// 4, ... 32 were cut, then after every 64th.
     pub fn mulpdu(&self) -> usize {
         lock(&self.shared.state).rdmap.ddp().mulpdu()
@@ -872,7 +872,7 @@ impl QueuePair {
     }
 
     /// Enable the next `n` MSNs of incoming Sends (credits-mode shared receive
-    /// queue, seed 003 strategy 3). Tell the peer how many it may send. A credit
+    /// queue, docs/receive-strategies.md strategy 3). Tell the peer how many it may send. A credit
     /// counts against `max_recv_wr` until the completion it enabled is polled.
     pub fn grant_credits(&self, n: u32) -> Result<(), Error> {
         let mut st = lock(&self.shared.state);
@@ -890,7 +890,7 @@ impl QueuePair {
         lock(&self.shared.state).events.drain(..).collect()
     }
 
-    /// Graceful disconnect (seed 000: in-progress messages complete before the LLP
+    /// Graceful disconnect (RFC 5041: in-progress messages complete before the LLP
     /// closes). Everything posted before finishes first, work that ORD or a fence
     /// holds back and Reads awaiting their responses included; then the LLP closes.
     /// Later work requests are refused ([`Error::Disconnecting`]); receives may
@@ -1182,7 +1182,7 @@ impl Shared {
                     exhausted = true;
                     break;
                 };
-                // MULPDU follows TCP's EMSS (spec §4.5) from the next segment
+                // MULPDU follows TCP's EMSS (RFC 5044 §4) from the next segment
                 // on; segments are cut as they are taken here, so this covers
                 // Read Responses too.
                 if let Some(w) = &mut io.emss

@@ -1,4 +1,4 @@
-//! Per-consumer quotas of the resource manager (seed 000: the Privileged Resource
+//! Per-consumer quotas of the resource manager (RFC 5041: the Privileged Resource
 //! Manager "SHOULD prevent any Local Peer from consuming more than its fair share").
 
 use std::fmt;

@@ -1,5 +1,5 @@
 //! Shared receive queues: one pool of receive buffers for many queue pairs
-//! (seed 003 strategies 2 and 3).
+//! (docs/receive-strategies.md strategies 2 and 3).
 
 use crate::error::Error;
 use crate::mr::MemoryRegion;
@@ -34,7 +34,7 @@ pub struct SharedReceiveQueue {
 }
 
 impl SharedReceiveQueue {
-    /// A pool of at most `max_wr` buffers, `ordering` as seed 003 describes. A
+    /// A pool of at most `max_wr` buffers, `ordering` as docs/receive-strategies.md describes. A
     /// buffer counts against `max_wr` from its posting until its completion has
     /// been taken from the CQ.
     pub fn new(

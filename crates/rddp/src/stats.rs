@@ -1,4 +1,4 @@
-//! Counters per queue pair and per device (issue 13), read with
+//! Counters per queue pair and per device (docs/features.md), read with
 //! [`crate::QueuePair::stats`] and [`crate::Device::stats`] as plain structs.
 //!
 //! A queue pair's counters are its RDMAP engine's (`rddp_proto::stats`): kept by the

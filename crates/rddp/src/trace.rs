@@ -1,4 +1,4 @@
-//! What the verbs layer logs through `tracing` (issue 13): queue-pair state
+//! What the verbs layer logs through `tracing` (docs/features.md): queue-pair state
 //! changes, Terminates with their decoded code and a reason in words, LLP loss.
 //! Nothing here runs per segment: only on attach, on asynchronous events and on
 //! teardown.

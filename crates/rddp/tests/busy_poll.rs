@@ -1,4 +1,4 @@
-//! Busy polling (issue 11, point 5: a ping-pong with no hand-over between
+//! Busy polling (docs/event-loop.md: a ping-pong with no hand-over between
 //! threads): a thread in `CompletionQueue::poll_busy` reads its MPA queue pair's
 //! socket itself, so the receive completions are pushed on that thread (seen by
 //! the CQ's notify function, which runs on the pushing thread), and once it

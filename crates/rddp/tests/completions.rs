@@ -1,4 +1,4 @@
-//! No completion is ever lost or invented (issue 10 point 2): a queue slot counts
+//! No completion is ever lost or invented (docs/data-path.md): a queue slot counts
 //! until its completion is taken from the CQ, the RFC 6581 Read RTR stays
 //! internal, every posted receive comes back exactly once, and a failed attach
 //! returns what it was charged.
@@ -102,7 +102,7 @@ fn sixteen_unpolled_sends(
     (qp, peer)
 }
 
-/// Issue 10's example: a CQ of 16, a send queue of 16, 17 inline Sends nobody
+/// A CQ of 16, a send queue of 16, 17 inline Sends nobody
 /// polls. The 17th must be refused at posting, naming the limit, not completed
 /// into a full CQ.
 #[test]

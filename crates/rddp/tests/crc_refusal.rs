@@ -9,7 +9,7 @@ mod raw_peer;
 use raw_peer::RawPeer;
 use rddp::{AsyncEvent, CompletionQueue, Device, TerminateCode};
 
-/// A zero-length RDMA Write to STag 0 (places nothing; spec §7.8's RTR shape).
+/// A zero-length RDMA Write to STag 0 (places nothing; RFC 6581's RTR shape).
 fn empty_write() -> Vec<u8> {
     let mut s = vec![0xC1, 0x40];
     s.extend_from_slice(&[0; 12]);

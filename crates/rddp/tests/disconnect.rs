@@ -1,4 +1,4 @@
-//! Graceful disconnect over real loopback TCP with MPA (seed 000: "all in-progress
+//! Graceful disconnect over real loopback TCP with MPA (RFC 5041: "all in-progress
 //! DDP Messages complete before the LLP Stream is closed; further ULP requests MUST
 //! return error").
 

@@ -1,4 +1,4 @@
-//! MULPDU follows TCP's EMSS (spec §4.5: "Recompute MULPDU when EMSS
+//! MULPDU follows TCP's EMSS (RFC 5044 §4: "Recompute MULPDU when EMSS
 //! changes"). Over loopback TCP_MAXSEG is 32,768 right after the handshake and
 //! grows with the peer's window (up to 65,483); a queue pair that kept the
 //! MULPDU of its setup cut every later FPDU to half the size TCP could carry.

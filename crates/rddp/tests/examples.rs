@@ -1,4 +1,4 @@
-//! The examples (issue 4 point 7), compiled into this test and run: both ends in
+//! The examples, compiled into this test and run: both ends in
 //! process with short counts, both ends by argument on a free port, and bad
 //! arguments refused with an error (never a panic).
 

@@ -1,7 +1,7 @@
 //! A Read Request beyond IRD is seen while the Read Response before it is still
 //! leaving, also towards a peer that takes the response as fast as it is
 //! written. More outstanding Read Requests than IRD is a fatal stream error
-//! (spec §3.7 rule 6): Terminate 0/2/0x07, as siw sends.
+//! (RFC 5040 §5.5): Terminate 0/2/0x07, as siw sends.
 //!
 //! The queue pair's task writes at most a run's budget before it reads again
 //! (`MpaOut::budget`). Without it, one run wrote the whole 16 MiB response while
@@ -88,7 +88,7 @@ fn read_request_beyond_ird_is_seen_while_a_response_leaves() {
         (all, false)
     });
 
-    // The gate (spec §4.9), the first Read Request; the second once the first
+    // The gate (RFC 5044 §7.1.2), the first Read Request; the second once the first
     // response is leaving, in a write of its own.
     raw.send_segment(&[0xC1, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     raw.send_segment(&read_request(1, big.stag()));

@@ -1,4 +1,4 @@
-//! Issue 11 point 5: one process serves 10,000 queue pairs (5,000 MPA
+//! docs/event-loop.md: one process serves 10,000 queue pairs (5,000 MPA
 //! connections, both ends in this process) on the event loop's few threads, and
 //! an idle queue pair costs at most 32 KiB of memory beyond registered memory.
 //! Each queue pair sends one small Send and gets its completion. (One test in

@@ -1,5 +1,5 @@
 //! Terminate 2/0/0x03: a Marker whose FPDUPTR disagrees with the framing, from a
-//! raw peer to a queue pair that asked for Markers (spec §4.4, §4.11).
+//! raw peer to a queue pair that asked for Markers (RFC 5044 §4, §8).
 
 #[path = "common/raw_peer.rs"]
 mod raw_peer;
@@ -55,7 +55,7 @@ fn a_marker_that_disagrees_with_the_framing_is_2_0_3() {
     assert_eq!(term.code, TerminateCode::MPA_MARKER_MISMATCH);
     assert!(
         !term.m && !term.d() && !term.r,
-        "LLP errors carry no headers (spec §3.5)"
+        "LLP errors carry no headers (RFC 5040 §4.8)"
     );
     assert!(closed, "the connection closes after the Terminate");
     server.join().unwrap();

@@ -1,4 +1,4 @@
-//! RFC 6581 negotiation as a queue pair sees it (spec §4.10): against raw MPA
+//! RFC 6581 negotiation as a queue pair sees it: against raw MPA
 //! peers on loopback, the IRD/ORD and RTR a queue pair ends up with, and that an
 //! IRD of 0 on the other side never wedges it.
 
@@ -198,7 +198,7 @@ fn ord_0_fails_each_read_at_once_on_the_passive_side() {
     assert_eq!(ops, [Opcode::SEND], "only the Send");
 }
 
-/// The passive MPA side negotiates with the builder's IRD/ORD (spec §4.10 step 2:
+/// The passive MPA side negotiates with the builder's IRD/ORD (RFC 6581:
 /// IRD raised to the initiator's ORD up to ours, ORD lowered to its IRD), not
 /// with the listener's defaults.
 #[test]

@@ -1,4 +1,4 @@
-//! A Send ping-pong on the product path (issue 11, the ping-pong row): over
+//! A Send ping-pong on the product path (the ping-pong row of docs/benchmarks.md): over
 //! real MPA/TCP queue pairs (CRC on), each side busy-polls its CQ and answers
 //! every 64-octet Send with one of its own. Each Send then arrives alone, and
 //! after a few the receiver reads each in one system call, its payload

@@ -120,7 +120,7 @@ fn rev2_read_rtr() {
     exchange(read_only.clone(), read_only);
 }
 
-/// The peer's MULPDU comes from its EMSS, not ours (spec §4.5: MULPDU is
+/// The peer's MULPDU comes from its EMSS, not ours (RFC 5044 §4: MULPDU is
 /// the sender's): a client whose segments are larger than the server's own
 /// EMSS allows is served, not refused with 2/0/0x02 (loopback's TCP_MAXSEG is
 /// 32,768 right after the handshake and 65,483 later, so two rddp ends can
@@ -235,7 +235,7 @@ fn ird_ord_are_negotiated() {
 }
 
 /// A responder whose initiator never sends its first FPDU holds its Sends at the
-/// gate (spec §4.9); dropping its queue pair still returns promptly.
+/// gate (RFC 5044 §7.1.2); dropping its queue pair still returns promptly.
 #[test]
 fn dropping_a_responder_whose_peer_never_spoke_returns() {
     use std::io::{Read, Write};

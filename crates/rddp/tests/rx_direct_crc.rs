@@ -1,4 +1,4 @@
-//! A bad CRC with direct placement, on the product path (issue 11, point 3):
+//! A bad CRC with direct placement, on the product path (docs/data-path.md):
 //! real MPA/TCP queue pairs (CRC on) through a small TCP proxy that flips one
 //! payload octet of the first large FPDU in one direction. For each payload
 //! kind (RDMA Write, Read Response, Send into a posted receive buffer, Send

@@ -1,4 +1,4 @@
-//! Receive straight into place on the product path (issue 11, point 3): over
+//! Receive straight into place on the product path (docs/data-path.md): over
 //! real MPA/TCP queue pairs (CRC on; Markers off, then towards both sides) a
 //! 1 MiB RDMA Write, a 1 MiB Read Response, and a 64 KiB Send into a posted
 //! receive buffer or into a shared receive queue's buffer go from the socket

@@ -1,4 +1,4 @@
-//! Small payloads straight into place on the product path (issue 11, points 3
+//! Small payloads straight into place on the product path (docs/data-path.md
 //! and 8): over real MPA/TCP queue pairs (CRC on) a client posts hundreds of
 //! small Sends and RDMA Writes in lists (many FPDUs per `sendmsg`, so the
 //! receiver meets runs of small FPDUs and takes them in batches: one peek,

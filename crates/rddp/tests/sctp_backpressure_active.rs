@@ -1,4 +1,4 @@
-//! Issue 10, point 5: the relay from usrsctp to the queue pair applies
+//! The relay from usrsctp to the queue pair applies
 //! backpressure, active side. Real usrsctp, UDP encapsulation.
 
 #[path = "common/sctp_llp.rs"]
@@ -11,7 +11,7 @@ use rddp_sctp::Event;
 use std::sync::mpsc::channel;
 use std::time::Duration;
 
-/// Issue 10, point 5: the relay from usrsctp to the queue pair applies
+/// The relay from usrsctp to the queue pair applies
 /// backpressure. Active side (`connect`): its reader does not read, the peer is
 /// held back; then every octet arrives once it reads.
 #[test]

@@ -1,4 +1,4 @@
-//! Issue 10, point 5: the relay from usrsctp to the queue pair applies
+//! The relay from usrsctp to the queue pair applies
 //! backpressure, passive side. Real usrsctp, UDP encapsulation.
 
 #[path = "common/sctp_llp.rs"]

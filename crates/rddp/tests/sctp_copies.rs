@@ -1,4 +1,4 @@
-//! User-space copies of payload over DDP/SCTP (issue 11 points 3 and 8), read
+//! User-space copies of payload over DDP/SCTP (docs/data-path.md), read
 //! from the process-wide counters the MPA path uses (the other test of this
 //! binary runs its SCTP in a child process: nothing else moves them meanwhile).
 //!

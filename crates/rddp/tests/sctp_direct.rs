@@ -1,4 +1,4 @@
-//! DDP over SCTP without a hop per message (issue 11 point 5): the thread that
+//! DDP over SCTP without a hop per message (docs/data-path.md): the thread that
 //! posts a Send hands its segment to usrsctp itself when nothing of the
 //! association waits ahead of it, so the Send's completion (usrsctp took its
 //! last octet) is in the CQ when `post_send` returns. Shown with every thread

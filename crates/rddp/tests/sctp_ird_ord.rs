@@ -1,4 +1,4 @@
-//! Issue 10, point 4 over SCTP: RFC 5043 negotiates no IRD/ORD, so the queue pair
+//! IRD/ORD over SCTP: RFC 5043 negotiates no IRD/ORD, so the queue pair
 //! runs with its builder's values on both sides. Real usrsctp, UDP encapsulation.
 
 mod common;
@@ -9,7 +9,7 @@ use rddp::transport::sctp::{SctpOptions, connect};
 use rddp::{CompletionQueue, Device, QueuePairBuilder};
 use std::time::Duration;
 
-/// Issue 10, point 4: over SCTP the queue pair runs with its builder's IRD and
+/// Over SCTP the queue pair runs with its builder's IRD and
 /// ORD on the active and on the passive side (before: 16/16 whatever was asked).
 #[test]
 fn builder_ird_ord_are_used_on_both_sctp_sides() {

@@ -1,4 +1,4 @@
-//! Issue 11 point 5: DDP over SCTP queue pairs run on the event loop's few
+//! docs/event-loop.md: DDP over SCTP queue pairs run on the event loop's few
 //! threads, never threads per queue pair or per association. 200 associations
 //! (both ends in this process, 400 queue pairs), one Send each: the process's
 //! thread count does not grow with them. (One test in this binary: the thread

@@ -1,6 +1,6 @@
-//! DDP over SCTP, a message taken as soon as it arrives (issue 11 point 3):
+//! DDP over SCTP, a message taken as soon as it arrives (docs/data-path.md):
 //! it comes as usrsctp's mbuf chain, its length known, so every check of its
-//! header and length runs before any octet of it is placed (seed 000), and
+//! header and length runs before any octet of it is placed (RFC 5041), and
 //! its payload is copied from the chain straight into place. A hostile peer
 //! (rddp-sctp's own DDP stream, sending segments RDMAP would never send)
 //! shows that a payload longer than what its header may write gets the right

@@ -1,4 +1,4 @@
-//! Counters per queue pair and per device (issue 13): what `stats()` returns after
+//! Counters per queue pair and per device (docs/features.md): what `stats()` returns after
 //! real traffic, a refused segment, a bad CRC and a quota refusal.
 
 mod common;

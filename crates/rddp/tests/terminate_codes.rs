@@ -1,7 +1,7 @@
 //! Every Terminate code the stack can send, provoked over real loopback TCP by
-//! crafted DDP segments from a raw MPA peer against a real queue pair (issue 4
-//! point 6). Each row: the segments sent, the (Layer, EType, Code) and M/D/R bits
-//! expected in the Terminate (spec §3.5-3.6), the echoed header and length, the
+//! crafted DDP segments from a raw MPA peer against a real queue pair. Each
+//! row: the segments sent, the (Layer, EType, Code) and M/D/R bits
+//! expected in the Terminate (RFC 5040 §4.8), the echoed header and length, the
 //! connection closed afterwards, no region changed, every posted receive completed
 //! with the expected status, and work posted afterwards flushed.
 //!
@@ -11,7 +11,7 @@
 //! * 2/0/0x03 (Marker mismatch): needs Markers towards the queue pair; provoked in
 //!   `marker_mismatch.rs`.
 //! * 2/0/0x05 (local catastrophic): no input provokes it (a local fault).
-//! * 2/0/0x01: a local indication only (spec §3.6), never sent.
+//! * 2/0/0x01: a local indication only (RFC 5040 §4.8), never sent.
 //! * 2/0/0x04, 0/0/0x00, 0/1/0xFF, 0/2/0x08: the stack never sends them (a bad
 //!   Request or Reply is refused during setup, before FPDU mode).
 //!
@@ -21,10 +21,10 @@
 //! 1/1/0x00 and 1/1/0x01 are also provoked by a bad Read Response: those rows
 //! first have the queue pair post one or two RDMA Reads towards the raw peer.
 //!
-//! Issue 10 adds the rows for a message placed whole or refused (point 1: Read
+//! Rows for a message placed whole or refused (Read
 //! Responses matched FIFO and covering their sink exactly, one opcode and STag
 //! per message, untagged segments tiling their message, no interleaving on one
-//! queue) and for remote invalidation and unsendable Read Responses (point 6).
+//! queue) and for remote invalidation and unsendable Read Responses.
 
 #[path = "common/raw_peer.rs"]
 mod raw_peer;
@@ -219,7 +219,7 @@ fn rows() -> Vec<Row> {
         recvs: FLUSHED,
     };
     vec![
-        // ---- DDP, spec §2.11 ----
+        // ---- DDP, RFC 5041 §7.2 ----
         // MPA refuses a ULPDU shorter than 14 octets, so only an untagged header can
         // be too short past MPA (14..17 octets).
         row(
@@ -312,7 +312,7 @@ fn rows() -> Vec<Row> {
             mdr: MD,
             recvs: Some([WcStatus::LocalLength, WcStatus::Flushed]),
         },
-        // ---- RDMAP, spec §3.6 ----
+        // ---- RDMAP, RFC 5040 §4.8 ----
         row(
             "RDMAP version 2 on a send",
             |_| {
@@ -732,7 +732,7 @@ fn run(row: &Row) -> Result<(), String> {
     let (server, mut raw) = start(row.setup);
     let r = &server.regions;
     let wire = (row.wire)(r);
-    // When a Read is outstanding, open the responder's gate (spec §4.9) with a
+    // When a Read is outstanding, open the responder's gate (RFC 5044 §7.1.2) with a
     // zero-length Write and take the Read Request off the wire first.
     let reads = row.setup.reads();
     if !reads.is_empty() {
@@ -864,7 +864,7 @@ fn every_terminate_code_from_crafted_segments() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
-    // Every DDP code of spec §2.11 is in the table.
+    // Every DDP code of RFC 5041 §7.2 is in the table.
     for c in Tc::ALL_DDP {
         assert!(rows.iter().any(|r| r.code == c), "{c} not covered");
     }

@@ -1,5 +1,5 @@
 //! A peer flooding Sends that it has no buffers for still gets its Terminate
-//! (RFC 5040 §5.4, spec §4.9's abortive close): the queue pair's task shuts its
+//! (RFC 5040 §5.4, RFC 5044 §7's abortive close): the queue pair's task shuts its
 //! side down for writing once the Terminate is handed to the socket and goes on
 //! reading (and dropping) the flood until the peer closes or a short bound
 //! passes. Closing the socket with the flood unread makes the kernel answer

@@ -1,4 +1,4 @@
-//! Transmit (issue 11, point 4): a Send or Write completes when the LLP accepted
+//! Transmit (docs/data-path.md): a Send or Write completes when the LLP accepted
 //! its last octet, not when it was queued, and a peer that stops reading holds
 //! the queue pair's sending back instead of letting octets pile up in user space.
 

@@ -1,4 +1,4 @@
-//! Posting into a full socket makes no write (issue 11 point 4): once a write
+//! Posting into a full socket makes no write (docs/data-path.md): once a write
 //! found the socket's buffer full, a post only looks (poll(2)) until the
 //! socket takes more. A write lays out every FPDU it gathers, each FPDU's CRC
 //! computed over its payload, and what the socket does not take is laid out

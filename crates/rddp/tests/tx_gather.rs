@@ -1,4 +1,4 @@
-//! Several FPDUs in one `sendmsg` (issue 11 point 4): over a real MPA/TCP queue
+//! Several FPDUs in one `sendmsg` (docs/data-path.md): over a real MPA/TCP queue
 //! pair (CRC on), 16 Sends of 64 octets posted one by one take 16 `sendmsg`
 //! calls (each is written as it is posted, the socket having room), and the
 //! same 16 posted as one list (`QueuePair::post_list`) take one: their FPDUs
@@ -38,7 +38,7 @@ fn a_posted_list_leaves_in_one_sendmsg() {
             prepared.post_recv(i as u64, 64).unwrap();
         }
         let qp = prepared.attach(listener.accept().unwrap()).unwrap();
-        // The responder's first FPDU (spec §4.9: the initiator's gate): a Send
+        // The responder's first FPDU (RFC 5044 §7.1.2: the initiator's gate): a Send
         // the client receives before it measures.
         qp.post_send_inline(0, b"ready", SendFlags::default())
             .unwrap();

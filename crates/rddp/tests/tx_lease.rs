@@ -1,4 +1,4 @@
-//! Transmit from the region (issue 11, point 4): over MPA a Write, a Send and an
+//! Transmit from the region (docs/data-path.md): over MPA a Write, a Send and an
 //! RDMA Read's response go from the registered region to the socket with no
 //! user-space copy of the payload, shown by the process-wide lease copy counter
 //! (one test in this binary, so nothing else moves it).

@@ -1,4 +1,4 @@
-//! Transmit from the region when the socket is full (issue 11 point 4): an FPDU
+//! Transmit from the region when the socket is full (docs/data-path.md): an FPDU
 //! the socket took only part of keeps its lease and resumes from where it
 //! stopped, with no octet copied, and its CRC matches the octets on the wire even
 //! though the application overwrote the region meanwhile. (One test in this

@@ -236,7 +236,7 @@ pub(super) fn receive(shared: &Shared, st: &mut State, buf: &mut Vec<u8>, in_tas
     };
     let (first, spent) = (p.inner.first_fpdu_seen, p.spent());
     let dead = input.rx.is_dead() || rdmap.is_terminated();
-    // The responder may send from now on (spec §4.9); also its Terminate
+    // The responder may send from now on (RFC 5044 §7.1.2); also its Terminate
     // for the initiator's bad first FPDU (the initiator is in FPDU mode).
     if (first || dead) && std::mem::take(&mut input.gate_closed) {
         io.out.gate_open = true;

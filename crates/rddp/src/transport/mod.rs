@@ -22,7 +22,7 @@ pub enum Inbound {
         /// The segment, DDP header first.
         bytes: Vec<u8>,
     },
-    /// The LLP's largest segment changed (seed 000: MULPDU changes are exposed).
+    /// The LLP's largest segment changed (RFC 5041: MULPDU changes are exposed).
     Mulpdu(usize),
     /// The LLP found a fatal error in the peer's octets (e.g. an MPA CRC error): a
     /// Terminate with this code goes out, then the connection closes.

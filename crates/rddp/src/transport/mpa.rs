@@ -5,7 +5,7 @@
 //! Markers as negotiated) and hands received ones up whole. RFC 6581 RTRs are
 //! ordinary RDMAP messages: the initiator's zero-length Write goes out here, its
 //! zero-length Read through the queue pair's RDMAP engine (so MSNs and ORD count
-//! it), and the responder sends nothing before the initiator's first FPDU (§4.9),
+//! it), and the responder sends nothing before the initiator's first FPDU (RFC 5044 §7.1.2),
 //! which must be the agreed RTR.
 //!
 //! After setup the socket is non-blocking and the queue pair runs it on the
@@ -105,7 +105,7 @@ impl Listener {
         self.accept_with_ird_ord(self.opts.ird, self.opts.ord, decide)
     }
 
-    /// As [`Self::accept_with`], negotiating IRD `ird` and ORD `ord` (spec §4.10)
+    /// As [`Self::accept_with`], negotiating IRD `ird` and ORD `ord` (RFC 6581)
     /// instead of the listener's: a queue pair's own, see
     /// [`PreparedQueuePair::accept_mpa`].
     pub fn accept_with_ird_ord(
@@ -158,7 +158,7 @@ pub struct MpaLlp {
     pub(crate) sock: TcpStream,
     /// Framing of what we send (CRC, Markers, the stream offset so far).
     pub(crate) enc: FpduEncoder,
-    /// We are the initiator: we may transmit at once (spec §4.9).
+    /// We are the initiator: we may transmit at once (RFC 5044 §7.1.2).
     pub(crate) initiator: bool,
     /// The receive half.
     pub(crate) input: MpaIn,
@@ -166,7 +166,7 @@ pub struct MpaLlp {
     pub(crate) wire: Option<TcpEndpoint>,
     /// Read nothing until released ([`super::Connection::hold_reads`]).
     pub(crate) hold: Option<Arc<HoldInner>>,
-    /// MULPDU follows TCP's EMSS (spec §4.5); `None`: the EMSS was fixed
+    /// MULPDU follows TCP's EMSS (RFC 5044 §4); `None`: the EMSS was fixed
     /// by [`MpaOptions::emss`].
     pub(crate) emss: Option<EmssWatch>,
 }
@@ -175,7 +175,7 @@ pub struct MpaLlp {
 /// once past the first few.
 const EMSS_CHECK_SEGMENTS: u32 = 64;
 
-/// Spec §4.5: "Recompute MULPDU when EMSS changes." TCP's EMSS is re-read now
+/// RFC 5044 §4: recompute MULPDU when EMSS changes. TCP's EMSS is re-read now
 /// and then (TCP_MAXSEG grows after the handshake: on loopback 32,768 at
 /// first, up to 65,483 later); a change gives the MULPDU of the next segments.
 #[derive(Debug)]
@@ -223,7 +223,7 @@ fn into_connection(
     let tx_mulpdu = mulpdu(emss, neg.markers_tx);
     let mut enc = FpduEncoder::new(neg.crc, neg.markers_tx);
     let initiator = neg.role == Role::Initiator;
-    // The initiator's Write RTR leaves first (RFC 6581; siw's STag 1, spec §7.8),
+    // The initiator's Write RTR leaves first (RFC 6581; siw's STag 1),
     // into the socket's empty send buffer (still blocking here).
     if initiator && neg.rtr == Some(Rtr::Write) {
         let hdr = TaggedHeader::new(true, RdmapControl::new(Opcode::RDMA_WRITE).0, 1, 0).to_bytes();
@@ -243,7 +243,7 @@ fn into_connection(
         if initiator {
             ""
         } else {
-            "; nothing leaves before the initiator's first FPDU (spec §4.9)"
+            "; nothing leaves before the initiator's first FPDU (RFC 5044 §7.1.2)"
         }
     );
     let (ird, ord) = neg
@@ -252,7 +252,7 @@ fn into_connection(
             (u32::from(i), u32::from(o))
         });
     // Receive limit: whatever ULPDU_Length can say. The peer's MULPDU comes
-    // from its own EMSS (spec §4.5), not known here and not ours
+    // from its own EMSS (RFC 5044 §4), not known here and not ours
     // (loopback's TCP_MAXSEG is 32,768 right after the handshake, 65,483 later),
     // so a limit from our EMSS refused honest peers with 2/0/0x02. Nothing is
     // buffered by length: payloads go straight into place after DDP's checks.

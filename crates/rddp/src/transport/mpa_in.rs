@@ -54,7 +54,7 @@ impl Peek for Counted<'_> {
 pub(crate) struct MpaIn {
     pub rx: FpduReceiver,
     /// The gate is still closed (a responder before the initiator's first FPDU,
-    /// spec §4.9).
+    /// RFC 5044 §7.1.2).
     pub gate_closed: bool,
     /// This connection in the process's capture (`--pcap`).
     pub wire: Option<TcpEndpoint>,

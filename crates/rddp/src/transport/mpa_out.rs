@@ -1,5 +1,5 @@
 //! The transmit half of an MPA queue pair on the event loop: the DDP segments the
-//! engine produced, framed as FPDUs (spec §4.1-4.4) and written with non-blocking
+//! engine produced, framed as FPDUs (RFC 5044 §4) and written with non-blocking
 //! vectored `sendmsg` calls by whichever thread holds the queue pair's lock (the
 //! posting thread, or the loop's task when the socket became writable again).
 //!
@@ -23,7 +23,7 @@
 //!   (`rddp_proto::ddp::lease_copied_octets` stays 0). Exceptions, copied
 //!   (counted where they are payload): the rest of an FPDU stopped inside its
 //!   4-octet CRC, and with a capture (`--pcap`: the FPDU was recorded whole).
-//! * The responder sends nothing before the initiator's first FPDU (spec §4.9):
+//! * The responder sends nothing before the initiator's first FPDU (RFC 5044 §7.1.2):
 //!   segments queue behind `gate_open`.
 
 use rddp_mpa::fpdu::{FpduLayout, Piece, PlainFpdu, layout_fpdu_into};
@@ -105,7 +105,7 @@ pub(crate) struct Sent {
 pub(crate) struct MpaOut {
     sock: Arc<TcpStream>,
     enc: FpduEncoder,
-    /// The responder may transmit (spec §4.9); the initiator from the start.
+    /// The responder may transmit (RFC 5044 §7.1.2); the initiator from the start.
     pub gate_open: bool,
     /// This connection in the process's capture (`--pcap`).
     wire: Option<TcpEndpoint>,

@@ -275,7 +275,7 @@ impl Listener {
     }
 }
 
-/// A peer's DDP Stream Session Initiate, waiting for the ULP (seed 001: at most
+/// A peer's DDP Stream Session Initiate, waiting for the ULP (RFC 5043: at most
 /// `SctpOptions::config.max_pending_initiates` wait; one more is answered with
 /// Terminate by the adaptation itself).
 #[derive(Debug, Clone)]
@@ -353,7 +353,7 @@ impl Association {
         connection(relay, req.private_data.clone(), None, mulpdu)
     }
 
-    /// Reject the session (only ever at the ULP's direction, seed 001).
+    /// Reject the session (only ever at the ULP's direction).
     pub fn reject(&self, req: &SessionRequest, private_data: &[u8]) {
         self.shared
             .command(Cmd::Reject(req.sid, private_data.to_vec()));

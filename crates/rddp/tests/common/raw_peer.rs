@@ -56,7 +56,7 @@ impl RawPeer {
 
     /// A responder queue pair of `pd` (send queue of `max_send_wr`, `cq` for
     /// both queues) attached to a raw Rev 1 initiator, which has sent its
-    /// first FPDU (a zero-length Write): the responder may send (spec §4.9).
+    /// first FPDU (a zero-length Write): the responder may send (RFC 5044 §7.1.2).
     pub fn responder_qp(
         pd: &rddp::ProtectionDomain,
         cq: &rddp::CompletionQueue,

@@ -83,7 +83,7 @@ const BLOCKED_CHECK: Duration = Duration::from_millis(1);
 
 /// Receiving in usrsctp's upcall, on usrsctp's own thread: a message goes
 /// from usrsctp into place (`Placer`) with no wake of the loop's thread per
-/// DATA chunk (issue 11 point 5: that hop was most of the receiver's switches).
+/// DATA chunk (that hop was most of the receiver's switches).
 /// usrsctp 0.9.5 calls upcalls with none of its locks held (its
 /// programs/*_upcall.c receive in them). Whatever else the upcall may mean (a
 /// session request, a close, send space while output waits, an error) wakes

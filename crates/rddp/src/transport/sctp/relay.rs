@@ -2,8 +2,8 @@
 //! task (both on the event loop): received segments in (bounded, for
 //! backpressure), segments out, and which of them SCTP took. Segments out are
 //! handed to usrsctp by the posting thread itself when the association's
-//! connection is free and nothing waits ahead of them (issue 11 point 5: no
-//! cross-thread hop per message); otherwise the association's task sends them.
+//! connection is free and nothing waits ahead of them (no
+//! cross-thread hop per message, docs/event-loop.md); otherwise the association's task sends them.
 
 use super::super::mpa_out::{Sent, summary};
 use super::super::{HoldInner, Inbound};
@@ -70,7 +70,7 @@ struct RelayState {
 }
 
 /// Header-first placement of a session's received segments into its queue
-/// pair, called by the association's task as it reads them (issue 11 point 3:
+/// pair, called by the association's task as it reads them (docs/data-path.md:
 /// the payload goes from usrsctp straight to its region or receive buffer).
 pub(crate) trait Placer: Send + Sync {
     /// Place the segment at `seq` (DDP header `head`, `payload_len` octets
