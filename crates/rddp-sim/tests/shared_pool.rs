@@ -1,5 +1,5 @@
 //! Untagged messages from real DDP sources over a reordering LLP, received by two
-//! connections whose queues draw on one shared pool (seed 003, strategies 2 and 3).
+//! connections whose queues draw on one shared pool (docs/receive-strategies.md, strategies 2 and 3).
 
 use bytes::Bytes;
 use rddp_proto::ddp::{BufferOrdering, BufferPool, DdpConfig, Delivery, PoolConfig, RecvBuffer};
