@@ -1,4 +1,4 @@
-//! Target `ddp_sink`: a DDP stream's data sink (RFC 5041; seed 000, seed 003)
+//! Target `ddp_sink`: a DDP stream's data sink (RFC 5041; docs/receive-strategies.md)
 //! fed arbitrary segment sequences in arbitrary sender order (in order, ahead,
 //! gap-filling, duplicates, anything), interleaved with receive buffers posted
 //! (buffers of their own, or spans of a registered region, to a queue or its

@@ -272,7 +272,7 @@ fn run(s: &Setup, wire: &[u8], reads: &[u8], direct: bool, input: &mut Input<'_>
         );
     }
     // Direct placement may leave undefined octets in a writable region (CRC
-    // failure, spec §4.3), never anywhere else.
+    // failure, RFC 5044 §4), never anywhere else.
     regions.check(&mem, None);
     let terminate = conn
         .take_error()

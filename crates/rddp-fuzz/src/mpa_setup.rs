@@ -61,7 +61,7 @@ fn run_initiator(
 ) -> Option<(Outcome, Option<Negotiated>)> {
     let t0 = Instant::now();
     let i = Initiator::new(opts, t0);
-    // IRD and ORD are 14-bit fields (RFC 6581; spec §4.10): larger ones are a
+    // IRD and ORD are 14-bit fields (RFC 6581): larger ones are a
     // local mistake, refused before anything is sent.
     if opts.ird > 0x3FFF || opts.ord > 0x3FFF {
         assert!(i.is_err(), "IRD {} / ORD {} accepted", opts.ird, opts.ord);

@@ -6,7 +6,7 @@
 //!
 //! Oracles: no panic; guard octets intact and nothing but writable regions
 //! changes; every chunk we send parses as its PPID says, its DDP-SSN is the next
-//! of its stream (0, 1, 2, ... no gaps, spec §5.3), a segment chunk is no
+//! of its stream (0, 1, 2, ... no gaps, RFC 5043), a segment chunk is no
 //! longer than the maximum segment and goes out only on an established
 //! session; Initiates awaiting the ULP stay within the configured bound; after
 //! the association is lost (an association error aborts it, as the driver

@@ -97,7 +97,7 @@ pub fn segments(mulpdu: usize) -> Vec<Vec<u8>> {
 }
 
 /// Terminates of every shape: bare, with the offending DDP header, with a Read
-/// Request header (spec §7.7's vector 6 among them).
+/// Request header (RFC 5040 §4.8; the worked vector of an Invalid STag among them).
 pub fn terminates() -> Vec<Terminate> {
     vec![
         Terminate::bare(TerminateCode::MPA_CRC_ERROR),
