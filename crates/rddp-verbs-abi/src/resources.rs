@@ -1,5 +1,5 @@
-//! Protection domains, completion channels and completion queues (issue 41,
-//! stage 2a): `ibv_alloc_pd`/`ibv_dealloc_pd`, `ibv_create_comp_channel`/
+//! Protection domains, completion channels and completion queues (docs/verbs-abi.md):
+//! `ibv_alloc_pd`/`ibv_dealloc_pd`, `ibv_create_comp_channel`/
 //! `ibv_destroy_comp_channel`, `ibv_create_cq`/`ibv_destroy_cq`,
 //! `ibv_req_notify_cq` and `ibv_poll_cq` (through the context's ops),
 //! `ibv_get_cq_event` and `ibv_ack_cq_events`, with rdma-core 44's
