@@ -23,7 +23,7 @@ pub struct ListenOpts {
     pub sctp_accept_delay: Duration,
     pub sctp_reject: bool,
     /// MPA: how long a connection may take to send its Request (and, in
-    /// peer-to-peer mode, its RTR) before it is closed (spec §4.9).
+    /// peer-to-peer mode, its RTR) before it is closed (RFC 5044 §7.1.2).
     pub setup_timeout: Duration,
     /// MPA: SO_RCVBUF of every accepted socket (`MpaOptions::recv_buffer`).
     pub recv_buffer: Option<usize>,
@@ -136,7 +136,7 @@ pub fn connect(
 /// SCTP for the tool: every association may carry many sessions. Each session
 /// Initiate is handed to the ULP's rule (accept after `delay`, or reject), each
 /// decided on its own: several Initiates wait at once, up to the adaptation's
-/// bound, and one more is answered with Terminate by the adaptation (seed 001).
+/// bound, and one more is answered with Terminate by the adaptation (RFC 5043).
 struct SctpListen {
     at: SocketAddrV4,
     sessions: Mutex<Receiver<Connection>>,

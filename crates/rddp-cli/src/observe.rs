@@ -1,4 +1,4 @@
-//! Seeing what happens (issue 13): logs on stderr (`-v`/`-q`, `RUST_LOG`), a
+//! Seeing what happens (docs/features.md): logs on stderr (`-v`/`-q`, `RUST_LOG`), a
 //! capture of every connection (`--pcap FILE`), counters as JSON.
 //!
 //! A command that connects gets `--pcap` by flattening [`CaptureArgs`] into its

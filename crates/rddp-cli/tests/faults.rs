@@ -1,4 +1,4 @@
-//! Real network faults between two network namespaces (issue 14, point 2): runs
+//! Real network faults between two network namespaces (docs/faults.md): runs
 //! `scripts/faults.sh --short` with this build's `rddp` and checks its results
 //! here, from the numbers each run reported (the client's and server's JSON, the
 //! impairing bridge's counters), not from the script's own verdict alone.

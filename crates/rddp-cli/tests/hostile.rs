@@ -1,4 +1,4 @@
-//! Hostile load, the short run of CI (issue 14, point 4): `scripts/hostile.sh
+//! Hostile load, the short run of CI (docs/reliability.md): `scripts/hostile.sh
 //! --short` with this build's `rddp`: 2,000 slowloris connections, 200 slow
 //! ones (a bogus FPDU, one octet per 500 ms) and one flooding peer against one
 //! `rddp target` process, while an honest `rddp perf client --verify` runs

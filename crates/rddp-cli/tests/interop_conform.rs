@@ -1,4 +1,4 @@
-//! `rddp conform` (issue 42) against the Linux kernel's soft-iWARP (siw) in the
+//! `rddp conform` (docs/conform.md) against the Linux kernel's soft-iWARP (siw) in the
 //! QEMU guest of the interop harness (scripts/interop/, tests/interop/mod.rs):
 //! siw's `rping -c`, once per case, as the MPA initiator under test, then
 //! siw's `rping -s -P` as the responder under test. What siw does is written

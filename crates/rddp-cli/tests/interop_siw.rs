@@ -1,5 +1,5 @@
 //! rddp against the Linux kernel's soft-iWARP (siw 6.1) and rdma-core's tools in a
-//! QEMU guest (issue 12): rping both ways with -V, Terminates across the boundary,
+//! QEMU guest (docs/interop.md): rping both ways with -V, Terminates across the boundary,
 //! MPA negotiation with every siw build, perftest's ib_*_bw -R both ways.
 //!
 //! All checks share one boot (scripts/interop/, see tests/interop/mod.rs); each
@@ -179,7 +179,7 @@ fn terminates(p: &mut Vec<Step>) {
         "-C 3 -V",
         &format!("{s} --fault extra-send"),
     ));
-    // The case of issue 12: siw built to require CRC, its rping client against
+    // The case of docs/interop.md: siw built to require CRC, its rping client against
     // `rddp target`, whose echo finds no receive posted when it comes before
     // rping has posted its next one (a race: rping may win it).
     p.push(
@@ -499,7 +499,7 @@ fn terminates_from_siw_are_decoded_as_siw_meant_them() {
         );
     }
     has(run, "term-from-siw-mpa-crc", "siw: crc error", "dmesg");
-    // Issue 12's case: `rddp target` reported siw's Terminate with null fields.
+    // The case of docs/interop.md: `rddp target` reported siw's Terminate with null fields.
     // When rping wins the race there is no Terminate: the client gives up.
     let name = "term-from-siw-target-crc";
     let o = run.get(name);

@@ -1,4 +1,4 @@
-//! rddp inside an IKEv2/ESP tunnel (issue 14, point 6; seed 000's IPsec profile
+//! rddp inside an IKEv2/ESP tunnel (docs/security.md; RFC 5041's IPsec profile
 //! is the host's job): runs `scripts/ipsec.sh` with this build's `rddp` and
 //! checks its results here: every `rddp perf --verify` run through the tunnel
 //! byte-exact over MPA/TCP and SCTP, only ESP in UDP on the outer link, and the

@@ -1,4 +1,4 @@
-//! Seeing what happens (issue 13), with the real `rddp` binary: logs on stderr
+//! Seeing what happens (docs/features.md), with the real `rddp` binary: logs on stderr
 //! that leave `--json` stdout clean, counters in perf's JSON and in target's
 //! `closed` event, and `--pcap` files that tshark decodes with good CRCs.
 

@@ -1,4 +1,4 @@
-//! Peer death, 1,000 times (issue 14, point 3): connect a verbs queue pair to a
+//! Peer death, 1,000 times (docs/reliability.md): connect a verbs queue pair to a
 //! fresh `rddp target` process, put Writes, Reads, Sends and receives in flight,
 //! SIGKILL the target once the first Read is back, take every completion, drop
 //! everything. After the last cycle this process holds the same number of

@@ -1,4 +1,4 @@
-//! Issue 11 point 6: `rddp target` serves its connections on the event loop and
+//! docs/target.md: `rddp target` serves its connections on the event loop and
 //! one service thread, never a thread per connection. 1,000 queue pairs (verbs
 //! API, MPA) connect, each gets the advertisement and the echo of one Send, then
 //! all stay connected and idle: the target's thread count stays small.

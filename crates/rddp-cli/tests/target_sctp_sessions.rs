@@ -1,5 +1,5 @@
 //! `rddp target --transport sctp` seen from a raw usrsctp peer: the DDP Stream
-//! Session rules of seed 001 (issue 10, point 5) against the real binary. The peer
+//! Session rules of RFC 5043 (docs/data-path.md) against the real binary. The peer
 //! sends chunks of its own making, DDP-SSNs included, and checks what comes back.
 
 mod common;
@@ -116,7 +116,7 @@ fn pending_initiates_are_decided_independently() {
     eprintln!("two Initiates, 2 s each, accepted after {took:?}");
 }
 
-/// "At least one Terminate" (seed 001): a second Session Terminate from the peer
+/// "At least one Terminate" (RFC 5043): a second Session Terminate from the peer
 /// is legal, also when it arrives before the first. The target ends the session
 /// gracefully and answers once.
 #[test]

@@ -1,4 +1,4 @@
-//! Issue 11 point 5: `rddp target --transport sctp` serves its associations and
+//! docs/event-loop.md: `rddp target --transport sctp` serves its associations and
 //! queue pairs on the event loop, never a thread per queue pair or association.
 //! 200 queue pairs (verbs API, one association each) connect, each gets the
 //! advertisement and the echo of one Send, then all stay connected: the

@@ -1,9 +1,9 @@
-//! Issue 11 point 6: peers that never finish MPA setup hold nothing that an honest
+//! docs/target.md: peers that never finish MPA setup hold nothing that an honest
 //! session needs. Against the real `rddp target`: 2,000 TCP connections that never
 //! send an MPA Request and 500 that stop halfway through one are held open; ten
 //! honest sessions (verbs API: MPA setup, one Send, its echo) then each succeed
 //! within 1 s, while every stalled connection is still open; and the target's
-//! setup deadline (its 5 s Request timeout, spec §4.9) closes every one of them.
+//! setup deadline (its 5 s Request timeout, RFC 5044 §7.1.2) closes every one of them.
 
 mod common;
 

@@ -1,6 +1,6 @@
 //! Received Terminates as `rddp target` reports them: siw's bitfield layout read as
 //! siw meant it, and an undecodable one with its raw control word, never as nulls
-//! (issue 12, point 4). The octets are the ones siw 6.1 sends (see
+//! (docs/interop.md). The octets are the ones siw 6.1 sends (see
 //! crates/rddp-wire/src/terminate_rx.rs); the siw interop test sees them from siw.
 
 mod common;

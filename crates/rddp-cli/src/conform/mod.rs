@@ -1,4 +1,4 @@
-//! `rddp conform` (issue 42): test an iWARP peer against the RFCs as a scripted
+//! `rddp conform` (docs/conform.md): test an iWARP peer against the RFCs as a scripted
 //! peer and report what it breaks. Each case of the catalogue (`catalogue`)
 //! cites its RFC section, is bounded in time and in the octets it sends, and
 //! closes its connection cleanly; `run` drives them, `judge` decides (no I/O),

@@ -1,4 +1,4 @@
-//! `rddp hostile`: a load generator of hostile MPA peers (issue 14, point 4),
+//! `rddp hostile`: a load generator of hostile MPA peers (docs/reliability.md),
 //! thousands of connections on one thread (mio): slowloris peers that open TCP
 //! and never send their Request, slow peers that set up and then send a bogus
 //! FPDU (a Write to an invalid STag) one octet per interval, and flooding peers

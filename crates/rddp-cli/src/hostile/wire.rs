@@ -9,7 +9,7 @@ use rddp_wire::{
 };
 
 /// An STag no region has: index 0xFFFFFF (the table hands out low indices
-/// first), key 0. A Write to it is "Invalid STag", 1/1/0x00 (spec §2.10 step 5.1).
+/// first), key 0. A Write to it is "Invalid STag", 1/1/0x00 (RFC 5041 §7.1).
 pub const INVALID_STAG: u32 = 0xFFFF_FF00;
 
 /// Payload of each flooding Send: well below the target's receive buffers, so

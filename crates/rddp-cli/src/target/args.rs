@@ -8,7 +8,7 @@ pub enum TargetTransport {
     Sctp,
 }
 
-/// Receive strategy for Sends (seed 003).
+/// Receive strategy for Sends (docs/receive-strategies.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Rq {
     /// Each buffer pre-assigned to one of the next --recv-count MSNs.

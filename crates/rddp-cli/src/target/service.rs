@@ -1,5 +1,5 @@
 //! Every connection of the target served from one thread: no thread per
-//! connection (issue 11 point 6). The queue pairs' octets move on the event
+//! connection (docs/data-path.md). The queue pairs' octets move on the event
 //! loop (rddp-io); this thread only echoes what arrived and reports events.
 //!
 //! Each connection's CQ is armed (`CompletionQueue::arm`): its next completion

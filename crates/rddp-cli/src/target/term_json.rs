@@ -1,6 +1,6 @@
 //! The `terminate` event's fields for a Terminate the peer sent: what it meant,
 //! how it was laid out, and its raw control word, so that no field is ever null
-//! (issue 12: siw's bitfield layout, undecodable Terminates).
+//! (docs/interop.md: siw's bitfield layout, undecodable Terminates).
 
 use rddp_wire::{ReceivedTerminate, TerminateLayout};
 use serde_json::{Map, Value, json};

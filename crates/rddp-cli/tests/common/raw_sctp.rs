@@ -241,7 +241,7 @@ impl RawSctp {
     }
 
     /// Wait until everything we sent is acknowledged (SCTP sender-dry): nothing of
-    /// ours is outstanding, so a stream number may be reused (seed 001).
+    /// ours is outstanding, so a stream number may be reused (RFC 5043).
     pub fn wait_dry(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         while !self.dry {

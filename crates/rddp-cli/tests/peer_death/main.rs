@@ -1,4 +1,4 @@
-//! Peer death (issue 14, point 3): the peer process killed with SIGKILL in the
+//! Peer death (docs/reliability.md): the peer process killed with SIGKILL in the
 //! middle of a transfer, and the link cut (a veth end set down between two
 //! network namespaces). Every posted work request completes, flushed or with an
 //! error, within a stated bound; no completion is invented or doubled; the
