@@ -114,7 +114,7 @@ impl TerminateCode {
             (1, 2, 0x04) => "DDP invalid MO",
             (1, 2, 0x05) => "DDP message too long for available buffer",
             (1, 2, 0x06) => "DDP invalid DDP version (untagged)",
-            // Spec §8: accept any EType when Layer = 2.
+            // Implementations disagree on the EType: accept any when Layer = 2.
             (2, _, 0x01) => "LLP connection closed, terminated or lost",
             (2, _, 0x02) => "MPA CRC error",
             (2, _, 0x03) => "MPA marker and ULPDU_Length mismatch",
