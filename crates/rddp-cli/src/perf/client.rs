@@ -59,6 +59,7 @@ impl Client {
             max_size: max,
             buf: local.remote(),
             mailbox: mailbox.remote(),
+            conn: 0,
         };
         let mut chan = Chan::new(ep, recv_len, CLIENT_RECVS)?;
         // A ping-pong has one message in flight each way and the server keeps

@@ -8,7 +8,6 @@
 
 /// Sequence spaces of one connection, so the Writes, Sends, Reads' poison and
 /// other octets of a connection never share a key.
-#[allow(dead_code)] // used from the next commit on
 pub mod space {
     /// Writes: `WRITE | n`, the connection's n-th Write.
     pub const WRITE: u64 = 1 << 60;
@@ -19,7 +18,6 @@ pub mod space {
 }
 
 /// Whose message (a connection's id) and which (its sequence): the pattern's key.
-#[allow(dead_code)] // used from the next commit on
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Key {
     pub conn: u64,
@@ -35,7 +33,6 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-#[allow(dead_code)] // used from the next commit on
 impl Key {
     pub fn new(conn: u64, seq: u64) -> Self {
         Self { conn, seq }
@@ -51,6 +48,7 @@ impl Key {
     }
 
     /// The octet at `offset`.
+    #[cfg(test)]
     pub fn byte(self, offset: u64) -> u8 {
         Self::word(self.base(), offset / 8)[(offset % 8) as usize]
     }
@@ -93,14 +91,12 @@ impl Key {
 
 /// Wrong octets found by a check: how many, the first and the last.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[allow(dead_code)]
 pub struct Wrong {
     pub count: u64,
     pub first: usize,
     pub last: usize,
 }
 
-#[allow(dead_code)] // used from the next commit on
 impl Wrong {
     fn note(&mut self, at: usize) {
         if self.count == 0 {

@@ -6,7 +6,7 @@ use super::copies::Copies;
 use super::endpoint::Endpoint;
 use super::lat;
 use super::opts::{Op, ServerOpts};
-use super::pattern;
+use super::pattern::{self, Key, space};
 use super::proto::{CTRL_LEN, Msg};
 use rddp::{Access, AsyncEvent, MemoryRegion, RemoteBuf};
 
@@ -57,6 +57,10 @@ struct Run {
     src: MemoryRegion,
     /// The client's buffer (target of ping-pong Writes).
     peer: RemoteBuf,
+    /// `--op mixed`: the connection's id in the pattern's keys, and its data
+    /// Sends so far (the next one's sequence).
+    conn: u64,
+    sends: u64,
 }
 
 impl Server {
@@ -123,6 +127,7 @@ impl Server {
             max_size,
             buf: peer,
             mailbox,
+            conn,
         } = self.chan.recv_ctrl("the client's Hello").await?
         else {
             return Err("the client's first message is not Hello".into());
@@ -153,6 +158,8 @@ impl Server {
             buf,
             src,
             peer,
+            conn,
+            sends: 0,
         })
     }
 
@@ -230,7 +237,7 @@ impl Server {
     }
 
     /// Take data Sends until End, answering each with ping-pong.
-    async fn sends(&mut self, run: &Run, size: u32) -> Result<(u64, u64), String> {
+    async fn sends(&mut self, run: &mut Run, size: u32) -> Result<(u64, u64), String> {
         if run.pingpong {
             self.chan.signal_every(lat::SIGNAL_EVERY);
         }
@@ -239,14 +246,30 @@ impl Server {
         got
     }
 
-    async fn sends_until_end(&mut self, run: &Run, size: u32) -> Result<(u64, u64), String> {
+    async fn sends_until_end(&mut self, run: &mut Run, size: u32) -> Result<(u64, u64), String> {
         let (mut msgs, mut corrupt) = (0, 0);
         loop {
             match self.chan.recv("the client's Sends").await? {
                 Incoming::Data(d) => {
                     let bad = if run.verify && run.op == Op::Mixed {
-                        // Random lengths, each a prefix of the size's pattern.
-                        pattern::corrupt(size, &d)
+                        // Random lengths, each its own message of the
+                        // connection's pattern: Sends arrive in order.
+                        let key = Key::new(run.conn, space::SEND | run.sends);
+                        run.sends += 1;
+                        let bad = key.check(&d);
+                        if bad.count > 0 {
+                            eprintln!(
+                                "rddp perf server: connection {:#x}: Send {} of {} octets: \
+                                 {} octets wrong, from +{} to +{}",
+                                run.conn,
+                                key.seq & !space::SEND,
+                                d.len(),
+                                bad.count,
+                                bad.first,
+                                bad.last
+                            );
+                        }
+                        bad.count
                     } else if run.verify {
                         lat::corrupt_msg(size, &d)
                     } else {
