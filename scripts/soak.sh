@@ -19,7 +19,9 @@
 # scripts/faults/netem_bridge.py, e.g. "--loss 0.01 --dup 0.01 --reorder 0.25
 # --reorder-corr 0.5 --delay 1": the server and the client then run in two
 # network namespaces joined through the impairing bridge, scripts/faults/netns.sh;
-# needs root, ip, ethtool and python3; empty: loopback, no bridge).
+# needs root, ip, ethtool and python3; empty: loopback, no bridge), STALL
+# (seconds without progress before either side gives up, 10; SCTP through
+# loss backs its retransmission timer off past 10 s at times).
 #
 # Flat memory: for each process, the largest VmRSS of the last fifth of the run
 # may exceed the largest of the second fifth (after warm-up: every queue pair
@@ -36,6 +38,7 @@ SIZE=${SIZE:-32K}
 SAMPLE=${SAMPLE:-5}
 TRANSPORT=${TRANSPORT:-mpa}
 FAULTS=${FAULTS:-}
+STALL=${STALL:-10}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$(mktemp -d /tmp/rddp-soak.XXXXXX)}
 mkdir -p "$OUT"
@@ -77,7 +80,7 @@ fi
 
 # `nice ip netns exec rddp ...`: each execs the next, so $! is rddp's PID.
 nice -n 10 ${IN_S[@]+"${IN_S[@]}"} "$RDDP" perf server --listen "$HOST:0" --forever \
-  --rx-depth 32 --transport "$TRANSPORT" >"$OUT/server.out" 2>"$OUT/server.err" &
+  --rx-depth 32 --transport "$TRANSPORT" --stall-secs "$STALL" >"$OUT/server.out" 2>"$OUT/server.err" &
 SERVER=$!
 ADDR=""
 for _ in $(seq 100); do
@@ -89,7 +92,7 @@ done
 
 nice -n 10 ${IN_C[@]+"${IN_C[@]}"} "$RDDP" perf client --connect "$ADDR" --op mixed \
   --transport "$TRANSPORT" --qps "$QPS" --duration "$DURATION" --reconnect "$RECONNECT" \
-  --seed "$SEED" --size "$SIZE" --verify >"$OUT/client.out" 2>"$OUT/client.err" &
+  --seed "$SEED" --size "$SIZE" --stall-secs "$STALL" --verify >"$OUT/client.out" 2>"$OUT/client.err" &
 CLIENT=$!
 
 # pid -> "rss_kib threads fds"
@@ -134,7 +137,7 @@ S_CORRUPT=$(awk '/corrupt bytes/ {s += $(NF-2)} END {print s + 0}' "$OUT/server.
 S_CONNS=$(grep -c "corrupt bytes" "$OUT/server.out" || true)
 [ -n "$LAST" ] || { C_ERRORS=1; C_CORRUPT=0; echo "soak: the client gave no final line (rc $CLIENT_RC)" >&2; }
 
-echo "rddp soak: $QPS queue pairs over $TRANSPORT, ${DURATION} s, reconnect every ${RECONNECT} s, seed $SEED, sizes 1..$SIZE, --verify${FAULTS:+, bridge: $FAULTS}"
+echo "rddp soak: $QPS queue pairs over $TRANSPORT, ${DURATION} s, reconnect every ${RECONNECT} s, seed $SEED, sizes 1..$SIZE, stall ${STALL} s, --verify${FAULTS:+, bridge: $FAULTS}"
 echo
 printf '%6s | %10s %8s %6s | %10s %8s %6s\n' "t[s]" "client RSS" threads fds "server RSS" threads fds
 awk 'NR > 1 {printf "%6d | %7.1f MiB %8d %6d | %7.1f MiB %8d %6d\n", $1, $2/1024, $3, $4, $5/1024, $6, $7}' "$OUT/samples.txt"
