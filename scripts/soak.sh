@@ -133,7 +133,9 @@ VERIFIED=$(field verified_bytes); VERIFIED=${VERIFIED:-0}
 W_VERIFIED=$(field write_verified_bytes); W_VERIFIED=${W_VERIFIED:-0}
 LATE=$(field late); LATE=${LATE:-0}
 S_ERRORS=$(grep -c "rddp perf server: connection" "$OUT/server.err" || true)
-S_CORRUPT=$(awk '/corrupt bytes/ {s += $(NF-2)} END {print s + 0}' "$OUT/server.out")
+# Wrong octets in Sends: of the connections that ended well (server.out) and of
+# those that failed (server.err, "... (before: ..., N corrupt bytes)").
+S_CORRUPT=$(awk '/corrupt bytes\)?$/ {s += $(NF-2)} END {print s + 0}' "$OUT/server.out" "$OUT/server.err")
 S_CONNS=$(grep -c "corrupt bytes" "$OUT/server.out" || true)
 [ -n "$LAST" ] || { C_ERRORS=1; C_CORRUPT=0; echo "soak: the client gave no final line (rc $CLIENT_RC)" >&2; }
 

@@ -30,11 +30,17 @@ pub struct ServerEnd {
 }
 
 impl ServerEnd {
-    /// The summary, or the error that ended the connection.
+    /// The summary, or the error that ended the connection with what it saw
+    /// before (so a failed connection's wrong octets are still counted where
+    /// its error is reported).
     pub fn into_result(self) -> Result<ServerSummary, String> {
-        match self.error {
+        let s = &self.summary;
+        match &self.error {
             None => Ok(self.summary),
-            Some(e) => Err(e),
+            Some(e) => Err(format!(
+                "{e} (before: {} sizes, {} messages, {} corrupt bytes)",
+                s.sizes, s.messages, s.corrupt
+            )),
         }
     }
 }
