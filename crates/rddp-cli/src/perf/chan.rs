@@ -505,12 +505,37 @@ impl Chan {
         self.signals.set_every(n);
     }
 
+    /// [`Self::send_data_list`] with one Send for each of `offsets` (the
+    /// `len` octets at that offset of `mr`), as many as credits allow; returns
+    /// how many (the first ones of `offsets`).
+    pub async fn send_data_list_at(
+        &mut self,
+        mr: &MemoryRegion,
+        offsets: &[u64],
+        len: u64,
+        last: bool,
+    ) -> Result<usize, String> {
+        self.send_list(mr, Some(offsets), len, offsets.len(), last)
+            .await
+    }
+
     /// Send `len` octets of `mr` as data, up to `k` (at least one) Sends posted
     /// as one list (`QueuePair::post_list`: one gathered sendmsg): waits for the
     /// first credit, takes the others only if granted already. Returns how many.
     pub async fn send_data_list(
         &mut self,
         mr: &MemoryRegion,
+        len: u64,
+        k: usize,
+        last: bool,
+    ) -> Result<usize, String> {
+        self.send_list(mr, None, len, k, last).await
+    }
+
+    async fn send_list(
+        &mut self,
+        mr: &MemoryRegion,
+        offsets: Option<&[u64]>,
         len: u64,
         k: usize,
         last: bool,
@@ -532,7 +557,7 @@ impl Chan {
             wrs.push(PostWr::Send {
                 wr_id: self.data_id(),
                 mr,
-                offset: 0,
+                offset: offsets.map_or(0, |o| o[i]),
                 len,
                 flags: SendFlags {
                     unsignaled: !signaled,

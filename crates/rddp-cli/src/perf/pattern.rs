@@ -15,6 +15,8 @@ pub mod space {
     pub const SEND: u64 = 2 << 60;
     /// What a Read sink holds before the Read's octets land: `POISON | n`.
     pub const POISON: u64 = 3 << 60;
+    /// The server's buffer for a size of Read bandwidth: `SERVED | size`.
+    pub const SERVED: u64 = 4 << 60;
 }
 
 /// Whose message (a connection's id) and which (its sequence): the pattern's key.

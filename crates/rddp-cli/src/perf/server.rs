@@ -67,6 +67,8 @@ struct Run {
     /// Sends so far (the next one's sequence).
     conn: u64,
     sends: u64,
+    /// Bandwidth Writes of the connection so far (the next one's sequence).
+    writes: u64,
 }
 
 impl Server {
@@ -166,6 +168,7 @@ impl Server {
             peer,
             conn,
             sends: 0,
+            writes: 0,
         })
     }
 
@@ -185,7 +188,10 @@ impl Server {
         // measured time).
         match run.op {
             Op::Write if run.verify || run.pingpong => run.buf.write(0, &vec![0; n]).map_err(e)?,
-            Op::Read if run.verify => run.buf.write(0, &pattern::fill(size, n)).map_err(e)?,
+            Op::Read if run.verify => {
+                let key = Key::new(run.conn, space::SERVED | u64::from(size));
+                run.buf.write(0, &key.fill(n)).map_err(e)?
+            }
             Op::Write | Op::Read => {}
             Op::Send | Op::Mixed => {
                 // Send bandwidth: large messages into one buffer, as perftest's.
@@ -212,11 +218,19 @@ impl Server {
             (Op::Send | Op::Mixed, _) => self.sends(run, size).await?,
             _ => (self.wait_end().await?, 0),
         };
-        if run.verify && run.op == Op::Write {
-            // With ping-pong the last octet is the marker, not pattern.
-            let check = if run.pingpong { size - 1 } else { size };
-            let got = run.buf.read(0, u64::from(check)).map_err(e)?;
+        if run.verify && run.op == Op::Write && run.pingpong {
+            // The last octet is the marker, not pattern.
+            let got = run.buf.read(0, u64::from(size - 1)).map_err(e)?;
             corrupt += pattern::corrupt(size, &got);
+        } else if run.verify && run.op == Op::Write && msgs > 0 {
+            // Every Write is a message of its own key into the same octets:
+            // they must hold the last one's (not an older Write's, landed late).
+            let key = Key::new(run.conn, space::WRITE | (run.writes + msgs - 1));
+            let got = run.buf.read(0, u64::from(size)).map_err(e)?;
+            corrupt += key.check(&got).count;
+        }
+        if run.op == Op::Write {
+            run.writes += msgs;
         }
         let granted = self.chan.posted_total();
         let copied = Copies::since(copies);
@@ -276,6 +290,11 @@ impl Server {
                             );
                         }
                         bad.count
+                    } else if run.verify && !run.pingpong {
+                        // Bandwidth: each Send its own key, in order.
+                        let key = Key::new(run.conn, space::SEND | run.sends);
+                        run.sends += 1;
+                        key.check(&d).count + u64::from(size).abs_diff(d.len() as u64)
                     } else if run.verify {
                         lat::corrupt_msg(size, &d)
                     } else {
