@@ -69,8 +69,11 @@ if [ -n "$FAULTS" ]; then
   source "$ROOT/scripts/faults/netns.sh"
   ft_up_bridged
   # shellcheck disable=SC2086 # FAULTS is a list of arguments
+  # The bridge stops by itself after --duration (600 s unless told): it must
+  # outlive the run.
   ft_bg "$NS_M" nice -n 5 python3 "$ROOT/scripts/faults/netem_bridge.py" mA mB --seed "$SEED" \
-    --stats "$OUT/bridge.json" --ready "$OUT/bridge.ready" $FAULTS 2>"$OUT/bridge.err"
+    --duration "$((${DURATION%.*} + 300))" --stats "$OUT/bridge.json" --ready "$OUT/bridge.ready" \
+    $FAULTS 2>"$OUT/bridge.err"
   BRIDGE=$FT_LAST
   for _ in $(seq 100); do [ -e "$OUT/bridge.ready" ] && break; sleep 0.1; done
   [ -e "$OUT/bridge.ready" ] || { echo "soak: the bridge did not start" >&2; cat "$OUT/bridge.err" >&2; exit 2; }
