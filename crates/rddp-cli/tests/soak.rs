@@ -42,6 +42,14 @@ fn soak_60_seconds_has_no_error_and_flat_memory() {
         .unwrap_or_else(|| panic!("scripts/soak.sh gave no result line ({})", out.status));
     let v: serde_json::Value = serde_json::from_str(result).expect("result JSON");
     assert_eq!(v["errors"], 0, "errors in the soak: {v}");
+    assert!(
+        v["verified_bytes"].as_u64().is_some_and(|b| b > 0),
+        "no octet verified: {v}"
+    );
+    assert_eq!(
+        v["late"], 0,
+        "octets landed in a Read sink after its completion: {v}"
+    );
     assert_eq!(v["flat_memory"], true, "memory not flat: {v}");
     assert!(
         out.status.success(),

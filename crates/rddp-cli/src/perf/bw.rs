@@ -8,6 +8,7 @@
 
 use super::chan::{Chan, stall};
 use super::opts::{Op, Stop};
+use super::pattern::{Key, space};
 use super::proto::Msg;
 use super::stats::peak_rate;
 use rddp::{MemoryRegion, RemoteBuf};
@@ -40,6 +41,57 @@ pub struct BwBufs<'a> {
     pub remote: RemoteBuf,
 }
 
+/// Every message's own octets (`--verify`): message `i` of the size uses slot
+/// `i % slots` of the source (Writes, Sends: filled with its keyed pattern just
+/// before it is posted) or of the sink (Reads: poisoned before, checked once
+/// its Read completed: before the slot is used again, and at the end). At most
+/// `slots` work requests are in flight, and completions come in posting order,
+/// so a slot is reused only after its message completed.
+pub struct Slots {
+    /// The connection's id in the keys.
+    pub conn: u64,
+    pub slots: usize,
+    /// The key sequence of the size's first message (Writes and Sends are
+    /// numbered over the connection, as the server counts them).
+    pub seq0: u64,
+    /// Octets checked, and wrong.
+    pub verified: u64,
+    pub wrong: u64,
+}
+
+impl Slots {
+    fn at(&self, i: u64, size: u32) -> u64 {
+        (i % self.slots as u64) * u64::from(size)
+    }
+
+    /// Fill message `i`'s source slot with its pattern (`kind`: a space).
+    fn fill(&self, src: &MemoryRegion, kind: u64, i: u64, size: u32) -> Result<u64, String> {
+        let at = self.at(i, size);
+        let key = Key::new(self.conn, kind | (self.seq0 + i));
+        src.write(at, &key.fill(size as usize))
+            .map_err(|e| e.to_string())?;
+        Ok(at)
+    }
+
+    /// Check the Read that used slot `i % slots` (completed), as the server's
+    /// buffer holds it for this size.
+    fn check_read(&mut self, sink: &MemoryRegion, i: u64, size: u32) -> Result<(), String> {
+        let got = sink
+            .read(self.at(i, size), u64::from(size))
+            .map_err(|e| e.to_string())?;
+        let bad = Key::new(self.conn, space::SERVED | u64::from(size)).check(&got);
+        if bad.count > 0 {
+            eprintln!(
+                "rddp perf: Read {i} of {size} octets: {} octets wrong, from +{} to +{}",
+                bad.count, bad.first, bad.last
+            );
+        }
+        self.wrong += bad.count;
+        self.verified += u64::from(size);
+        Ok(())
+    }
+}
+
 /// Run one size; returns when every posted work request has completed.
 pub async fn run(
     chan: &mut Chan,
@@ -48,8 +100,12 @@ pub async fn run(
     size: u32,
     stop: Stop,
     (depth, list): (usize, usize),
+    mut slots: Option<&mut Slots>,
 ) -> Result<BwOut, String> {
-    let depth = depth.max(1);
+    let depth = match &slots {
+        Some(v) => depth.min(v.slots).max(1),
+        None => depth.max(1),
+    };
     let list = list.max(1);
     // Sends ask for a completion every half depth (at most every 64, as
     // perftest's cq_mod of 100 at its tx depth of 128) and at the run's last:
@@ -89,6 +145,38 @@ pub async fn run(
             && (op != Op::Write || unconfirmed(chan) < window)
         {
             match op {
+                Op::Write if let Some(v) = slots.as_deref_mut() => {
+                    let at = v.fill(bufs.src, space::WRITE, posted, size)?;
+                    chan.write_from(bufs.src, at, u64::from(size), bufs.remote)?;
+                    if (posted + 1).is_multiple_of(sync_every) {
+                        chan.sync(bufs.sync, bufs.remote)?;
+                    }
+                }
+                Op::Read if let Some(v) = slots.as_deref_mut() => {
+                    if posted >= v.slots as u64 {
+                        v.check_read(bufs.sink, posted - v.slots as u64, size)?;
+                    }
+                    let at = v.at(posted, size);
+                    let poison = Key::new(v.conn, space::POISON | posted).fill(size as usize);
+                    bufs.sink.write(at, &poison).map_err(|e| e.to_string())?;
+                    chan.read_into(bufs.sink, at, size, bufs.remote)?;
+                }
+                Op::Send if let Some(v) = slots.as_deref_mut() => {
+                    // One at a time (each its own slot and key), lists too.
+                    let left = match stop {
+                        Stop::Iters(n) => (n - posted) as usize,
+                        Stop::Duration(_) => list,
+                    };
+                    let k = list.min(depth - chan.outstanding()).min(left).max(1);
+                    let mut offsets = Vec::with_capacity(k);
+                    for j in 0..k as u64 {
+                        offsets.push(v.fill(bufs.src, space::SEND, posted + j, size)?);
+                    }
+                    let n = chan
+                        .send_data_list_at(bufs.src, &offsets, u64::from(size), k == left)
+                        .await?;
+                    posted += n as u64 - 1;
+                }
                 Op::Write => {
                     chan.write(bufs.src, u64::from(size), bufs.remote)?;
                     if (posted + 1).is_multiple_of(sync_every) {
@@ -154,6 +242,14 @@ pub async fn run(
     }
     chan.signal_every(1);
     let seconds = (last - start).as_secs_f64();
+    if op == Op::Read
+        && let Some(v) = slots
+    {
+        // The Reads whose slots were not used again.
+        for i in posted.saturating_sub(v.slots as u64)..posted {
+            v.check_read(bufs.sink, i, size)?;
+        }
+    }
     // Stretches of a tenth of the run: completions come in bursts, and shorter
     // stretches would report the burst, not the link.
     let stretch = (4 * depth as u64).max(done / 10);
@@ -163,4 +259,48 @@ pub async fn run(
         seconds,
         peak_msgs_per_s: peak_rate(&marks, stretch),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::endpoint::Endpoint;
+    use rddp::transport::memory_pair;
+    use rddp::{Access, Device};
+
+    #[test]
+    fn a_read_slot_is_checked_against_the_served_key() {
+        let dev = Device::new();
+        let (a, _b) = memory_pair(4096);
+        let ep = Endpoint::attach(&dev, "t", a).unwrap();
+        let size = 100u32;
+        let sink = ep.pd.register(vec![0; 300], Access::NONE).unwrap();
+        let mut v = Slots {
+            conn: 9,
+            slots: 3,
+            seq0: 0,
+            verified: 0,
+            wrong: 0,
+        };
+        let served = Key::new(9, space::SERVED | u64::from(size)).fill(size as usize);
+        // Read 4 used slot 1: right octets, then one wrong, then the poison
+        // (never placed), then another connection's octets.
+        sink.write(100, &served).unwrap();
+        v.check_read(&sink, 4, size).unwrap();
+        assert_eq!((v.verified, v.wrong), (100, 0));
+        let mut one = served.clone();
+        one[57] ^= 1;
+        sink.write(100, &one).unwrap();
+        v.check_read(&sink, 4, size).unwrap();
+        assert_eq!(v.wrong, 1);
+        for other in [
+            Key::new(9, space::POISON | 4),
+            Key::new(8, space::SERVED | 100),
+        ] {
+            let before = v.wrong;
+            sink.write(100, &other.fill(size as usize)).unwrap();
+            v.check_read(&sink, 4, size).unwrap();
+            assert!(v.wrong - before > 90, "{other:?}");
+        }
+    }
 }

@@ -471,6 +471,17 @@ impl Chan {
         len: u64,
         last: bool,
     ) -> Result<(), String> {
+        self.send_data_from(mr, 0, len, last).await
+    }
+
+    /// [`Self::send_data_as`] of the `len` octets at `offset` of `mr`.
+    pub async fn send_data_from(
+        &mut self,
+        mr: &MemoryRegion,
+        offset: u64,
+        len: u64,
+        last: bool,
+    ) -> Result<(), String> {
         self.wait_credit().await?;
         let id = self.data_id();
         self.answer_due = true;
@@ -481,7 +492,7 @@ impl Chan {
         };
         self.ep
             .qp
-            .post_send(id, mr, 0, len, flags)
+            .post_send(id, mr, offset, len, flags)
             .map_err(verbs("posting a Send"))?;
         self.signals.posted(signaled);
         Ok(())
@@ -494,12 +505,37 @@ impl Chan {
         self.signals.set_every(n);
     }
 
+    /// [`Self::send_data_list`] with one Send for each of `offsets` (the
+    /// `len` octets at that offset of `mr`), as many as credits allow; returns
+    /// how many (the first ones of `offsets`).
+    pub async fn send_data_list_at(
+        &mut self,
+        mr: &MemoryRegion,
+        offsets: &[u64],
+        len: u64,
+        last: bool,
+    ) -> Result<usize, String> {
+        self.send_list(mr, Some(offsets), len, offsets.len(), last)
+            .await
+    }
+
     /// Send `len` octets of `mr` as data, up to `k` (at least one) Sends posted
     /// as one list (`QueuePair::post_list`: one gathered sendmsg): waits for the
     /// first credit, takes the others only if granted already. Returns how many.
     pub async fn send_data_list(
         &mut self,
         mr: &MemoryRegion,
+        len: u64,
+        k: usize,
+        last: bool,
+    ) -> Result<usize, String> {
+        self.send_list(mr, None, len, k, last).await
+    }
+
+    async fn send_list(
+        &mut self,
+        mr: &MemoryRegion,
+        offsets: Option<&[u64]>,
         len: u64,
         k: usize,
         last: bool,
@@ -521,7 +557,7 @@ impl Chan {
             wrs.push(PostWr::Send {
                 wr_id: self.data_id(),
                 mr,
-                offset: 0,
+                offset: offsets.map_or(0, |o| o[i]),
                 len,
                 flags: SendFlags {
                     unsignaled: !signaled,
@@ -541,19 +577,41 @@ impl Chan {
 
     /// RDMA Write `len` octets of `mr` to `remote`.
     pub fn write(&mut self, mr: &MemoryRegion, len: u64, remote: RemoteBuf) -> Result<(), String> {
+        self.write_from(mr, 0, len, remote)
+    }
+
+    /// RDMA Write the `len` octets at `offset` of `mr` to `remote`.
+    pub fn write_from(
+        &mut self,
+        mr: &MemoryRegion,
+        offset: u64,
+        len: u64,
+        remote: RemoteBuf,
+    ) -> Result<(), String> {
         let id = self.data_id();
         self.ep
             .qp
-            .post_write(id, mr, 0, len, remote, 0)
+            .post_write(id, mr, offset, len, remote, 0)
             .map_err(verbs("posting an RDMA Write"))
     }
 
     /// RDMA Read `len` octets of `remote` into `mr`.
     pub fn read(&mut self, mr: &MemoryRegion, len: u32, remote: RemoteBuf) -> Result<(), String> {
+        self.read_into(mr, 0, len, remote)
+    }
+
+    /// RDMA Read `len` octets of `remote` into `mr` at `offset`.
+    pub fn read_into(
+        &mut self,
+        mr: &MemoryRegion,
+        offset: u64,
+        len: u32,
+        remote: RemoteBuf,
+    ) -> Result<(), String> {
         let id = self.data_id();
         self.ep
             .qp
-            .post_read(id, mr, 0, len, remote, 0)
+            .post_read(id, mr, offset, len, remote, 0)
             .map_err(verbs("posting an RDMA Read"))
     }
 

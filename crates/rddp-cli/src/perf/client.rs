@@ -31,7 +31,19 @@ pub struct Client {
     prepared: Option<u32>,
     /// The size [`Self::begin`] began, and the counters before it.
     begun: Option<(u32, rddp::QpStats, Copies)>,
+    /// --verify of bandwidth: the connection's id in the pattern's keys, the
+    /// slots of `src` and `local` (one message each), and the Writes and Sends
+    /// of the connection so far (the next one's key sequence).
+    conn: u64,
+    slots: usize,
+    writes: u64,
+    sends: u64,
 }
+
+/// Source (Writes, Sends) or sink (Reads) slots of --verify's bandwidth modes:
+/// at least 2 messages, more while they fit in this many octets (thousands of
+/// queue pairs run with --verify), at most --tx-depth.
+const SLOT_OCTETS: u64 = 64 << 10;
 
 fn reg(ep: &Endpoint, len: u32, access: Access) -> Result<MemoryRegion, String> {
     ep.pd
@@ -49,8 +61,25 @@ impl Client {
             CTRL_LEN
         };
         let mailbox = reg(&ep, 8, Access::REMOTE_WRITE)?;
-        let local = reg(&ep, max, Access::REMOTE_WRITE | Access::REMOTE_READ)?;
-        let src = reg(&ep, max, Access::NONE)?;
+        let slots = if opts.verify && !opts.pingpong {
+            (SLOT_OCTETS / u64::from(max))
+                .max(2)
+                .min(opts.tx_depth as u64)
+                .max(1) as usize
+        } else {
+            1
+        };
+        let len = |of: bool| {
+            u32::try_from(if of { slots as u64 } else { 1 } * u64::from(max))
+                .map_err(|_| format!("{slots} slots of {max} octets"))
+        };
+        let local = reg(
+            &ep,
+            len(opts.op == Op::Read)?,
+            Access::REMOTE_WRITE | Access::REMOTE_READ,
+        )?;
+        let src = reg(&ep, len(opts.op != Op::Read)?, Access::NONE)?;
+        let conn = u64::from(std::process::id()) << 32 | u64::from(ep.qp.qp_num());
         let sync = reg(&ep, 8, Access::REMOTE_WRITE)?;
         let hello = Msg::Hello {
             op: opts.op,
@@ -59,6 +88,7 @@ impl Client {
             max_size: max,
             buf: local.remote(),
             mailbox: mailbox.remote(),
+            conn,
         };
         let mut chan = Chan::new(ep, recv_len, CLIENT_RECVS)?;
         // A ping-pong has one message in flight each way and the server keeps
@@ -95,6 +125,10 @@ impl Client {
             sync,
             prepared: None,
             begun: None,
+            conn,
+            slots,
+            writes: 0,
+            sends: 0,
         })
     }
 
@@ -110,7 +144,10 @@ impl Client {
         }
         let n = size as usize;
         let e = |e: rddp::Error| e.to_string();
-        self.src.write(0, &pattern::fill(size, n)).map_err(e)?;
+        // Bandwidth with --verify fills each message's slot as it is posted.
+        if !self.opts.verify || self.opts.pingpong {
+            self.src.write(0, &pattern::fill(size, n)).map_err(e)?;
+        }
         self.local.write(0, &vec![0; n]).map_err(e)?;
         self.prepared = Some(size);
         Ok(())
@@ -245,6 +282,17 @@ impl Client {
             sync: &self.sync,
             remote: self.remote,
         };
+        let mut slots = o.verify.then_some(bw::Slots {
+            conn: self.conn,
+            slots: self.slots,
+            seq0: match o.op {
+                Op::Write => self.writes,
+                Op::Send => self.sends,
+                _ => 0,
+            },
+            verified: 0,
+            wrong: 0,
+        });
         let out = bw::run(
             &mut self.chan,
             o.op,
@@ -252,17 +300,16 @@ impl Client {
             size,
             o.stop,
             (depth, o.post_list),
+            slots.as_mut(),
         )
         .await?;
-        let mine = if o.verify && o.op == Op::Read {
-            let got = self
-                .local
-                .read(0, u64::from(size))
-                .map_err(|e| e.to_string())?;
-            pattern::corrupt(size, &got)
-        } else {
-            0
-        };
+        match o.op {
+            Op::Write => self.writes += out.iters,
+            Op::Send => self.sends += out.iters,
+            _ => {}
+        }
+        // Reads were checked one by one (the server checks Writes and Sends).
+        let mine = slots.map_or(0, |v| v.wrong);
         let mut m = self.measurement(size);
         m.iters = out.iters;
         m.seconds = out.seconds;

@@ -1,11 +1,24 @@
 //! `rddp perf client --op mixed`: a soak. Every queue pair runs batches of RDMA
-//! Writes, RDMA Reads and Sends of random sizes (seeded), and checks each octet:
+//! Writes, RDMA Reads and Sends of random sizes (seeded), and with --verify
+//! checks every octet of every message ([`Key`]: each message's octets
+//! are keyed by the connection, the message's sequence and the offset):
 //!
+//! * Each Write and Send of a batch has a source slot of its own, filled with
+//!   its own keyed pattern before it is posted and not touched again until the
+//!   batch has completed.
 //! * Writes go to random offsets of the server's buffer; the client keeps a model
 //!   of that buffer, so each Read is compared with what the Writes before it left
-//!   there, and at the end of a connection the whole buffer is read back.
-//! * Sends are prefixes of the size's pattern; the server checks them (its
-//!   Result says how many it received and how many octets were wrong).
+//!   there. Every Write is read back before its octets are written again: a
+//!   Write drawn over octets not read back since their last Write becomes a Read
+//!   of that range instead, and at the end of a connection the whole buffer is
+//!   read back.
+//! * A Read's sink is filled with a keyed poison before the Read is posted and
+//!   compared with the model once the Read has completed; before the sink takes
+//!   its next Read (and at the end of the connection) it is compared again, so
+//!   an octet placed into a sink after its Read's completion shows (`late`).
+//! * Sends: the server checks each at its receive completion against the key of
+//!   the connection's n-th Send (Sends arrive in order; its Result says how
+//!   many it received and how many octets were wrong).
 //! * Within a batch no two operations touch the same octets of the server's
 //!   buffer (a Write and a Read of one range are in different batches), so the
 //!   check does not depend on how a responder orders a Read after a Write.
@@ -19,7 +32,7 @@ use super::args::{ClientArgs, OnOff};
 use super::chan::{Chan, Incoming, stall};
 use super::endpoint::Endpoint;
 use super::link::Transport;
-use super::pattern;
+use super::pattern::{Key, Wrong, space};
 use super::proto::{CTRL_LEN, Msg};
 use crate::llp;
 use rddp::{Access, AsyncEvent, Device, MemoryRegion, RemoteBuf};
@@ -32,6 +45,9 @@ use std::time::{Duration, Instant};
 pub const REPORT_EVERY: Duration = Duration::from_secs(5);
 /// Reads in one batch at most (each has a sink region of its own).
 const SINKS: usize = 8;
+/// The source slots of a batch's Writes and Sends hold this many of the largest
+/// messages (a batch ends early when the next one does not fit).
+const SOURCE_MAXES: u32 = 4;
 /// Operations in one batch at most.
 const BATCH: usize = 64;
 /// One step (Begin .. Result with the server) lasts about this long.
@@ -73,7 +89,16 @@ struct Totals {
     sends: AtomicU64,
     bytes: AtomicU64,
     verified: AtomicU64,
+    /// Octets of Writes checked by reading them back.
+    write_verified: AtomicU64,
+    /// Octets of sinks compared again before their next Read.
+    rechecked: AtomicU64,
     corrupt: AtomicU64,
+    wrong_reads: AtomicU64,
+    wrong_sends: AtomicU64,
+    /// Octets of a sink that changed after its Read had completed and been
+    /// checked.
+    late: AtomicU64,
     errors: AtomicU64,
     messages: Mutex<Vec<String>>,
 }
@@ -89,7 +114,12 @@ impl Totals {
             "sends": g(&self.sends),
             "bytes": g(&self.bytes),
             "verified_bytes": g(&self.verified),
+            "write_verified_bytes": g(&self.write_verified),
+            "rechecked_bytes": g(&self.rechecked),
             "corrupt": g(&self.corrupt),
+            "wrong_reads": g(&self.wrong_reads),
+            "wrong_sends": g(&self.wrong_sends),
+            "late": g(&self.late),
             "errors": g(&self.errors),
         })
     }
@@ -114,8 +144,22 @@ struct Plan {
     depth: usize,
     deadline: Instant,
     reconnect: Option<Duration>,
+    /// Tests: one wrong octet planted in every connection.
+    plant: Option<Plant>,
 }
 
+/// Where `--plant-wrong` puts its wrong octet (tests of the checks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plant {
+    /// The first Write's source, after its pattern went into the model.
+    Write,
+    /// The first Send's source.
+    Send,
+    /// The first Read's sink, after its completion and before its check.
+    Read,
+    /// The first Read's sink, after its check (a late octet).
+    Late,
+}
 pub fn client_main(a: &ClientArgs) -> Result<(), String> {
     if a.pingpong || a.sweep || a.plot.is_some() || a.iters.is_some() {
         return Err(
@@ -129,6 +173,14 @@ pub fn client_main(a: &ClientArgs) -> Result<(), String> {
     };
     let secs = a.duration.ok_or("--op mixed needs --duration SECS")?;
     let addr = a.connect.clone().ok_or("--connect ADDR is needed")?;
+    let plant = match a.plant_wrong.as_deref() {
+        None => None,
+        Some("write") => Some(Plant::Write),
+        Some("send") => Some(Plant::Send),
+        Some("read") => Some(Plant::Read),
+        Some("late") => Some(Plant::Late),
+        Some(p) => return Err(format!("--plant-wrong {p}: write, send, read or late")),
+    };
     let plan = Arc::new(Plan {
         transport,
         addr,
@@ -138,6 +190,7 @@ pub fn client_main(a: &ClientArgs) -> Result<(), String> {
         depth: (a.tx_depth as usize).clamp(1, BATCH),
         deadline: Instant::now() + Duration::from_secs_f64(secs),
         reconnect: a.reconnect.map(Duration::from_secs_f64),
+        plant,
     });
     let start = Instant::now();
     let totals = Arc::new(Totals::default());
@@ -210,7 +263,8 @@ async fn queue_pair(q: u32, plan: Arc<Plan>, totals: Arc<Totals>, dev: Device, s
         .min(plan.deadline);
         totals.connections.fetch_add(1, Ordering::Relaxed);
         let name = format!("qp{q}-{k}");
-        if let Err(e) = connection(plan, totals, dev, &mut rng, until, &name).await {
+        let conn = u64::from(q) << 32 | (k & 0xffff_ffff);
+        if let Err(e) = connection(plan, totals, dev, &mut rng, until, &name, conn).await {
             totals.error(format!("queue pair {q}, connection {k}: {e}"));
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -218,17 +272,28 @@ async fn queue_pair(q: u32, plan: Arc<Plan>, totals: Arc<Totals>, dev: Device, s
     }
 }
 
-/// The regions of one connection.
+/// The regions of one connection, and what the checks know.
 struct Bufs {
-    /// Pattern (seed: the largest size) that Writes and Sends take from.
+    /// The connection's id in the pattern's keys.
+    conn: u64,
+    /// The source slots of a batch's Writes and Sends.
     src: MemoryRegion,
+    src_len: u64,
     sinks: Vec<MemoryRegion>,
+    /// What each sink held when its Read was checked (from offset 0).
+    held: Vec<Option<Vec<u8>>>,
     sync: MemoryRegion,
     remote: RemoteBuf,
-    /// The octets of `src`.
-    pat: Vec<u8>,
     /// What the server's buffer holds, as far as this client's Writes go.
     model: Vec<u8>,
+    /// Octets of the server's buffer written and not read back since.
+    unread: Vec<bool>,
+    /// The connection's Writes, Sends and Reads so far (their keys' sequences).
+    writes: u64,
+    sends: u64,
+    reads: u64,
+    /// Whether `--plant-wrong` has planted its octet in this connection.
+    planted: bool,
 }
 
 fn reg(ep: &Endpoint, len: u32, access: Access) -> Result<MemoryRegion, String> {
@@ -244,18 +309,18 @@ async fn connection(
     rng: &mut Rng,
     until: Instant,
     name: &str,
+    conn: u64,
 ) -> Result<(), String> {
     // MPA or SCTP setup blocks: on the runtime's blocking pool, not a worker.
     let (t, addr, crc) = (plan.transport, plan.addr.clone(), plan.crc);
-    let conn = tokio::task::spawn_blocking(move || llp::connect(t, &addr, crc, None))
+    let llp_conn = tokio::task::spawn_blocking(move || llp::connect(t, &addr, crc, None))
         .await
         .map_err(|e| format!("connection setup: {e}"))??;
-    let ep = Endpoint::attach(dev, name, conn)?;
+    let ep = Endpoint::attach(dev, name, llp_conn)?;
     let max = plan.max;
     let mailbox = reg(&ep, 8, Access::REMOTE_WRITE)?;
-    let src = reg(&ep, max, Access::NONE)?;
-    let pat = pattern::fill(max, max as usize);
-    src.write(0, &pat).map_err(|e| e.to_string())?;
+    let src_len = max.saturating_mul(SOURCE_MAXES);
+    let src = reg(&ep, src_len, Access::NONE)?;
     let sinks = (0..SINKS)
         .map(|_| reg(&ep, max, Access::REMOTE_WRITE))
         .collect::<Result<Vec<_>, _>>()?;
@@ -267,6 +332,7 @@ async fn connection(
         max_size: max,
         buf: sinks[0].remote(),
         mailbox: mailbox.remote(),
+        conn,
     };
     let mut chan = Chan::new(ep, CTRL_LEN, 8)?;
     chan.enable_credits(mailbox);
@@ -281,13 +347,20 @@ async fn connection(
         return Err(format!("the server's buffer is only {} octets", remote.len));
     }
     let mut b = Bufs {
+        conn,
         src,
+        src_len: u64::from(src_len),
+        held: vec![None; sinks.len()],
         sinks,
         sync,
         remote,
-        pat,
         // The server registers a zeroed buffer for each connection.
         model: vec![0; max as usize],
+        unread: vec![false; max as usize],
+        writes: 0,
+        sends: 0,
+        reads: 0,
+        planted: false,
     };
     loop {
         let last = Instant::now() + STEP >= until;
@@ -295,6 +368,10 @@ async fn connection(
         if last {
             break;
         }
+    }
+    // The sinks once more: nothing may land in them after their Reads.
+    for k in 0..b.sinks.len() {
+        recheck(&mut b, k, totals)?;
     }
     finish(&mut chan).await
 }
@@ -377,6 +454,7 @@ async fn step(
         } => {
             chan.note_granted(granted);
             totals.corrupt.fetch_add(corrupt, Ordering::Relaxed);
+            totals.wrong_sends.fetch_add(corrupt, Ordering::Relaxed);
             if received != sends {
                 return Err(format!("the server received {received} of {sends} Sends"));
             }
@@ -420,29 +498,66 @@ async fn batch(
     // (sink, offset, expected octets) of each Read.
     let mut expect: Vec<(usize, u64, Vec<u8>)> = Vec::new();
     let (mut w, mut r, mut s, mut bytes, mut send_bytes) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    // Source slots used so far: each Write and Send its own.
+    let mut used = 0u64;
+    let e = |e: rddp::Error| e.to_string();
     for _ in 0..n {
         let len = rng.size(max);
         let off = rng.below(u64::from(max - len) + 1);
         let range = (off, off + u64::from(len));
-        match rng.below(3) {
-            0 if !written.iter().chain(&read).any(|x| overlaps(*x, range)) => {
-                chan.write(&b.src, u64::from(len), at(b.remote, off))?;
-                b.model[off as usize..range.1 as usize].copy_from_slice(&b.pat[..len as usize]);
-                written.push(range);
-                w += 1;
+        let (lo, hi) = (off as usize, range.1 as usize);
+        let fits = used + u64::from(len) <= b.src_len;
+        let clash = |v: &[(u64, u64)]| v.iter().any(|x| overlaps(*x, range));
+        let kind = rng.below(3);
+        if kind == 0
+            && fits
+            && !clash(&written)
+            && !clash(&read)
+            && !b.unread[lo..hi].contains(&true)
+        {
+            let mut data = Key::new(b.conn, space::WRITE | b.writes).fill(len as usize);
+            b.writes += 1;
+            b.model[lo..hi].copy_from_slice(&data);
+            b.unread[lo..hi].fill(true);
+            if plan.plant == Some(Plant::Write) && !b.planted {
+                data[len as usize / 2] ^= 0x40;
+                b.planted = true;
             }
-            1 if expect.len() < SINKS && !written.iter().any(|x| overlaps(*x, range)) => {
-                let k = expect.len();
-                chan.read(&b.sinks[k], len, at(b.remote, off))?;
-                expect.push((k, off, b.model[off as usize..range.1 as usize].to_vec()));
-                read.push(range);
-                r += 1;
+            b.src.write(used, &data).map_err(e)?;
+            chan.write_from(&b.src, used, u64::from(len), at(b.remote, off))?;
+            used += u64::from(len);
+            written.push(range);
+            w += 1;
+        } else if kind <= 1 && expect.len() < SINKS && !clash(&written) {
+            // A Write drawn over octets not read back yet comes here too: it
+            // becomes a Read of its range.
+            let k = expect.len();
+            recheck(b, k, totals)?;
+            if plan.verify {
+                let poison = Key::new(b.conn, space::POISON | b.reads).fill(len as usize);
+                b.sinks[k].write(0, &poison).map_err(e)?;
             }
-            _ => {
-                chan.send_data(&b.src, u64::from(len)).await?;
-                s += 1;
-                send_bytes += u64::from(len);
+            b.reads += 1;
+            chan.read_into(&b.sinks[k], 0, len, at(b.remote, off))?;
+            expect.push((k, off, b.model[lo..hi].to_vec()));
+            read.push(range);
+            r += 1;
+        } else if fits {
+            let mut data = Key::new(b.conn, space::SEND | b.sends).fill(len as usize);
+            b.sends += 1;
+            if plan.plant == Some(Plant::Send) && !b.planted {
+                data[len as usize / 2] ^= 0x40;
+                b.planted = true;
             }
+            b.src.write(used, &data).map_err(e)?;
+            chan.send_data_from(&b.src, used, u64::from(len), false)
+                .await?;
+            used += u64::from(len);
+            s += 1;
+            send_bytes += u64::from(len);
+        } else {
+            // The source slots are full: the batch ends here.
+            break;
         }
         bytes += u64::from(len);
     }
@@ -451,7 +566,7 @@ async fn batch(
     }
     chan.drain().await?;
     for (k, off, want) in expect {
-        check(b, k, off, &want, plan, totals)?;
+        check(b, k, off, want, plan, totals)?;
     }
     totals.writes.fetch_add(w, Ordering::Relaxed);
     totals.reads.fetch_add(r, Ordering::Relaxed);
@@ -461,42 +576,96 @@ async fn batch(
 }
 
 /// Compare sink `k` with `want`, read from `off` of the server's buffer (with
-/// --verify). Wrong octets are counted and the first one described.
+/// --verify), once its Read has completed. Wrong octets are counted and the
+/// first one described; the octets of Writes it covers count as read back.
 fn check(
-    b: &Bufs,
+    b: &mut Bufs,
     k: usize,
     off: u64,
-    want: &[u8],
+    want: Vec<u8>,
     plan: &Plan,
     totals: &Totals,
 ) -> Result<(), String> {
     if !plan.verify {
         return Ok(());
     }
+    let (lo, hi) = (off as usize, off as usize + want.len());
+    if plan.plant == Some(Plant::Read) && !b.planted && !want.is_empty() {
+        let got = b.sinks[k].read(0, 1).map_err(|e| e.to_string())?;
+        b.sinks[k]
+            .write(0, &[got[0] ^ 0x40])
+            .map_err(|e| e.to_string())?;
+        b.planted = true;
+    }
     let got = b.sinks[k]
         .read(0, want.len() as u64)
         .map_err(|e| e.to_string())?;
-    let bad = got.iter().zip(want).filter(|(g, w)| g != w).count() as u64;
-    if bad > 0 {
-        let i = got.iter().zip(want).position(|(g, w)| g != w).unwrap_or(0);
-        let last = got.iter().zip(want).rposition(|(g, w)| g != w).unwrap_or(0);
+    let bad = Wrong::between(&got, &want);
+    if bad.count > 0 {
+        let i = bad.first;
         eprintln!(
-            "rddp perf: a Read of {} octets at offset {off}: {bad} octets wrong, \
-             from +{i} to +{last} (first: got {:#04x}, want {:#04x})",
+            "rddp perf: connection {:#x}: a Read of {} octets at offset {off}: {} octets wrong, \
+             from +{i} to +{} (first: got {:#04x}, want {:#04x})",
+            b.conn,
             want.len(),
+            bad.count,
+            bad.last,
             got[i],
             want[i]
         );
     }
-    totals.corrupt.fetch_add(bad, Ordering::Relaxed);
+    let writes = b.unread[lo..hi].iter().filter(|&&u| u).count() as u64;
+    b.unread[lo..hi].fill(false);
+    totals.corrupt.fetch_add(bad.count, Ordering::Relaxed);
+    totals.wrong_reads.fetch_add(bad.count, Ordering::Relaxed);
     totals
         .verified
+        .fetch_add(want.len() as u64, Ordering::Relaxed);
+    totals.write_verified.fetch_add(writes, Ordering::Relaxed);
+    if plan.plant == Some(Plant::Late) && !b.planted && !want.is_empty() {
+        b.sinks[k]
+            .write(0, &[got[0] ^ 0x40])
+            .map_err(|e| e.to_string())?;
+        b.planted = true;
+    }
+    // What the sink holds now, wrong octets and all: the recheck looks for
+    // changes after this.
+    b.held[k] = Some(got);
+    Ok(())
+}
+
+/// Before sink `k` takes another Read (and at the end of a connection): it
+/// must still hold what it held when its last Read was checked, or octets
+/// landed in it after that Read's completion.
+fn recheck(b: &mut Bufs, k: usize, totals: &Totals) -> Result<(), String> {
+    let Some(want) = b.held[k].take() else {
+        return Ok(());
+    };
+    let got = b.sinks[k]
+        .read(0, want.len() as u64)
+        .map_err(|e| e.to_string())?;
+    let bad = Wrong::between(&got, &want);
+    if bad.count > 0 {
+        eprintln!(
+            "rddp perf: connection {:#x}: sink {k} changed after its Read of {} octets \
+             completed and was checked: {} octets, from +{} to +{}",
+            b.conn,
+            want.len(),
+            bad.count,
+            bad.first,
+            bad.last
+        );
+    }
+    totals.corrupt.fetch_add(bad.count, Ordering::Relaxed);
+    totals.late.fetch_add(bad.count, Ordering::Relaxed);
+    totals
+        .rechecked
         .fetch_add(want.len() as u64, Ordering::Relaxed);
     Ok(())
 }
 
 /// Read the whole server buffer back and compare it with the model: every Write
-/// of the connection that was not overwritten is checked here.
+/// of the connection not read back yet is checked here.
 async fn read_back(
     chan: &mut Chan,
     b: &mut Bufs,
@@ -504,10 +673,16 @@ async fn read_back(
     totals: &Totals,
 ) -> Result<(), String> {
     let max = plan.max;
+    recheck(b, 0, totals)?;
+    if plan.verify {
+        let poison = Key::new(b.conn, space::POISON | b.reads).fill(max as usize);
+        b.sinks[0].write(0, &poison).map_err(|e| e.to_string())?;
+    }
+    b.reads += 1;
     chan.read(&b.sinks[0], max, b.remote)?;
     chan.drain().await?;
     let want = b.model.clone();
-    check(b, 0, 0, &want, plan, totals)
+    check(b, 0, 0, want, plan, totals)
 }
 
 #[cfg(test)]

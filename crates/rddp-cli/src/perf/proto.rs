@@ -23,6 +23,9 @@ pub enum Msg {
         max_size: u32,
         buf: RemoteBuf,
         mailbox: RemoteBuf,
+        /// The connection's id in the keys of --verify's pattern (`--op
+        /// mixed`; 0 otherwise).
+        conn: u64,
     },
     /// Client -> server: the next size. `iters` 0 means "until End".
     Begin { size: u32, iters: u64 },
@@ -66,6 +69,7 @@ impl Msg {
                 max_size,
                 buf,
                 mailbox,
+                conn,
             } => {
                 b.push(1);
                 b.push(op_code(*op));
@@ -73,6 +77,7 @@ impl Msg {
                 b.extend_from_slice(&max_size.to_be_bytes());
                 b.extend_from_slice(&buf.to_bytes());
                 b.extend_from_slice(&mailbox.to_bytes());
+                b.extend_from_slice(&conn.to_be_bytes());
             }
             Self::Begin { size, iters } => {
                 b.push(2);
@@ -142,6 +147,7 @@ impl Msg {
                     max_size: u32_at(3)?,
                     buf: buf_at(7)?,
                     mailbox: buf_at(23)?,
+                    conn: u64_at(39)?,
                 }
             }
             2 => Self::Begin {
@@ -186,6 +192,7 @@ mod tests {
                 max_size: 1 << 22,
                 buf,
                 mailbox: RemoteBuf { len: 8, ..buf },
+                conn: 3 << 32 | 7,
             },
             Msg::Begin {
                 size: 65536,

@@ -6,7 +6,7 @@ use super::copies::Copies;
 use super::endpoint::Endpoint;
 use super::lat;
 use super::opts::{Op, ServerOpts};
-use super::pattern;
+use super::pattern::{self, Key, space};
 use super::proto::{CTRL_LEN, Msg};
 use rddp::{Access, AsyncEvent, MemoryRegion, RemoteBuf};
 
@@ -30,11 +30,17 @@ pub struct ServerEnd {
 }
 
 impl ServerEnd {
-    /// The summary, or the error that ended the connection.
+    /// The summary, or the error that ended the connection with what it saw
+    /// before (so a failed connection's wrong octets are still counted where
+    /// its error is reported).
     pub fn into_result(self) -> Result<ServerSummary, String> {
-        match self.error {
+        let s = &self.summary;
+        match &self.error {
             None => Ok(self.summary),
-            Some(e) => Err(e),
+            Some(e) => Err(format!(
+                "{e} (before: {} sizes, {} messages, {} corrupt bytes)",
+                s.sizes, s.messages, s.corrupt
+            )),
         }
     }
 }
@@ -57,6 +63,12 @@ struct Run {
     src: MemoryRegion,
     /// The client's buffer (target of ping-pong Writes).
     peer: RemoteBuf,
+    /// `--op mixed`: the connection's id in the pattern's keys, and its data
+    /// Sends so far (the next one's sequence).
+    conn: u64,
+    sends: u64,
+    /// Bandwidth Writes of the connection so far (the next one's sequence).
+    writes: u64,
 }
 
 impl Server {
@@ -123,6 +135,7 @@ impl Server {
             max_size,
             buf: peer,
             mailbox,
+            conn,
         } = self.chan.recv_ctrl("the client's Hello").await?
         else {
             return Err("the client's first message is not Hello".into());
@@ -153,6 +166,9 @@ impl Server {
             buf,
             src,
             peer,
+            conn,
+            sends: 0,
+            writes: 0,
         })
     }
 
@@ -172,7 +188,10 @@ impl Server {
         // measured time).
         match run.op {
             Op::Write if run.verify || run.pingpong => run.buf.write(0, &vec![0; n]).map_err(e)?,
-            Op::Read if run.verify => run.buf.write(0, &pattern::fill(size, n)).map_err(e)?,
+            Op::Read if run.verify => {
+                let key = Key::new(run.conn, space::SERVED | u64::from(size));
+                run.buf.write(0, &key.fill(n)).map_err(e)?
+            }
             Op::Write | Op::Read => {}
             Op::Send | Op::Mixed => {
                 // Send bandwidth: large messages into one buffer, as perftest's.
@@ -199,11 +218,19 @@ impl Server {
             (Op::Send | Op::Mixed, _) => self.sends(run, size).await?,
             _ => (self.wait_end().await?, 0),
         };
-        if run.verify && run.op == Op::Write {
-            // With ping-pong the last octet is the marker, not pattern.
-            let check = if run.pingpong { size - 1 } else { size };
-            let got = run.buf.read(0, u64::from(check)).map_err(e)?;
+        if run.verify && run.op == Op::Write && run.pingpong {
+            // The last octet is the marker, not pattern.
+            let got = run.buf.read(0, u64::from(size - 1)).map_err(e)?;
             corrupt += pattern::corrupt(size, &got);
+        } else if run.verify && run.op == Op::Write && msgs > 0 {
+            // Every Write is a message of its own key into the same octets:
+            // they must hold the last one's (not an older Write's, landed late).
+            let key = Key::new(run.conn, space::WRITE | (run.writes + msgs - 1));
+            let got = run.buf.read(0, u64::from(size)).map_err(e)?;
+            corrupt += key.check(&got).count;
+        }
+        if run.op == Op::Write {
+            run.writes += msgs;
         }
         let granted = self.chan.posted_total();
         let copied = Copies::since(copies);
@@ -230,7 +257,7 @@ impl Server {
     }
 
     /// Take data Sends until End, answering each with ping-pong.
-    async fn sends(&mut self, run: &Run, size: u32) -> Result<(u64, u64), String> {
+    async fn sends(&mut self, run: &mut Run, size: u32) -> Result<(u64, u64), String> {
         if run.pingpong {
             self.chan.signal_every(lat::SIGNAL_EVERY);
         }
@@ -239,14 +266,35 @@ impl Server {
         got
     }
 
-    async fn sends_until_end(&mut self, run: &Run, size: u32) -> Result<(u64, u64), String> {
+    async fn sends_until_end(&mut self, run: &mut Run, size: u32) -> Result<(u64, u64), String> {
         let (mut msgs, mut corrupt) = (0, 0);
         loop {
             match self.chan.recv("the client's Sends").await? {
                 Incoming::Data(d) => {
                     let bad = if run.verify && run.op == Op::Mixed {
-                        // Random lengths, each a prefix of the size's pattern.
-                        pattern::corrupt(size, &d)
+                        // Random lengths, each its own message of the
+                        // connection's pattern: Sends arrive in order.
+                        let key = Key::new(run.conn, space::SEND | run.sends);
+                        run.sends += 1;
+                        let bad = key.check(&d);
+                        if bad.count > 0 {
+                            eprintln!(
+                                "rddp perf server: connection {:#x}: Send {} of {} octets: \
+                                 {} octets wrong, from +{} to +{}",
+                                run.conn,
+                                key.seq & !space::SEND,
+                                d.len(),
+                                bad.count,
+                                bad.first,
+                                bad.last
+                            );
+                        }
+                        bad.count
+                    } else if run.verify && !run.pingpong {
+                        // Bandwidth: each Send its own key, in order.
+                        let key = Key::new(run.conn, space::SEND | run.sends);
+                        run.sends += 1;
+                        key.check(&d).count + u64::from(size).abs_diff(d.len() as u64)
                     } else if run.verify {
                         lat::corrupt_msg(size, &d)
                     } else {
