@@ -1,4 +1,4 @@
-//! `rddp perf` with thousands of queue pairs (issue 11 point 6): server and
+//! `rddp perf` with thousands of queue pairs (docs/perf.md): server and
 //! client as two processes over MPA, each driving every queue pair from a small
 //! fixed number of threads, not one thread per connection; and with one queue
 //! pair, one worker thread at each end (more only hand its task around).

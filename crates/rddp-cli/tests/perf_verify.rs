@@ -1,4 +1,4 @@
-//! `rddp perf --op mixed --verify` checks every octet (issue 38, point 4): a
+//! `rddp perf --op mixed --verify` checks every octet (docs/perf.md): a
 //! short run between two processes over MPA verifies octets of Reads, Writes
 //! (read back) and Sends and finds none wrong; one wrong octet planted in a
 //! Write's or a Send's source, in a Read's sink before its check or after it

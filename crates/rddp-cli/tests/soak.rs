@@ -1,4 +1,4 @@
-//! The short soak of CI (issue 14, point 5): `scripts/soak.sh 60` with this
+//! The short soak of CI (docs/reliability.md): `scripts/soak.sh 60` with this
 //! build's `rddp`: 100 queue pairs of mixed Writes, Reads and Sends of random
 //! sizes with --verify, each reconnecting every 10 s. Passes with no failed
 //! connection, no wrong octet, and flat memory (the script's rule). Where it

@@ -1,4 +1,4 @@
-//! User-space copies of payload over one size (issue 11 point 8): the
+//! User-space copies of payload over one size (docs/data-path.md): the
 //! process-wide counters of `rddp_proto::ddp`, read before and after. The
 //! server reports its own in the Result, so a run shows both ends.
 

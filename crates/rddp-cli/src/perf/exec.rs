@@ -1,5 +1,5 @@
-//! The perf tool's own threads: a few workers for every queue pair (issue 11
-//! point 6), never one per connection. Each queue pair's run (client or server,
+//! The perf tool's own threads: a few workers for every queue pair,
+//! never one per connection. Each queue pair's run (client or server,
 //! every op) is one task on a tokio runtime of `min(cores, 4, queue pairs)`
 //! worker threads;
 //! a task waits on its completion queue (`CompletionQueue::wait_async`, woken by
