@@ -9,9 +9,9 @@
 #   outside code blocks;
 # * the README's quick start is the doctest in crates/rddp/src/lib.rs
 #   (`cargo test -p rddp --doc` runs it), character for character;
-# * no citation a reader cannot resolve: the private digest's sections
-#   ("spec §"), its seeds ("seed 000"), or this project's own issue or trap
-#   numbers. Cite the RFC with its section, a public upstream issue
+# * no citation a reader cannot resolve, in the prose and in every other
+#   tracked text file: the private digest's sections ("spec §"), its seeds
+#   ("seed 000"), or this project's own issue or trap numbers. Cite the RFC with its section, a public upstream issue
 #   (sctplab/usrsctp#709) or a page of docs/.
 #
 # Usage: scripts/check-docs.sh        exits 1 with one line per problem
@@ -111,6 +111,22 @@ if not m:
     problems.append("README.md: no ```rust block under \"## Quick start\"")
 elif m.group(1) not in blocks:
     problems.append("README.md: the quick start differs from every doctest of crates/rddp/src/lib.rs")
+
+# The same rule over every other tracked text file: code comments cite too.
+import subprocess
+tracked = subprocess.run(["git", "ls-files"], capture_output=True, text=True, check=True).stdout.split()
+prose = set(files)
+for path in tracked:
+    if path in prose or path == "scripts/check-docs.sh" or not os.path.isfile(path):
+        continue
+    try:
+        text = open(path, encoding="utf-8").read()
+    except UnicodeDecodeError:
+        continue  # binary: corpora, captures
+    for n, line in enumerate(text.split("\n"), 1):
+        m = cite_re.search(line)
+        if m:
+            problems.append(f"{path}:{n}: unresolvable citation {m.group(0)!r}")
 
 for p in problems:
     print(p)
