@@ -1,4 +1,4 @@
-//! A lone small Send in one read (`rx_lone.rs` in the receiver): when Sends of
+//! A lone small Send in one read (`fpdu/rx_direct/lone.rs` in the receiver): when Sends of
 //! one length keep arriving alone (a ping-pong), the receiver reads the next
 //! one with one vectored read, its payload straight into the posted buffer it
 //! will fill, instead of a peek and a read. Everything else must stay as it

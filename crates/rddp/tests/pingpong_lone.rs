@@ -3,7 +3,7 @@
 //! every 64-octet Send with one of its own. Each Send then arrives alone, and
 //! after a few the receiver reads each in one system call, its payload
 //! straight into the posted receive buffer it fills (rddp-mpa's
-//! `rx_lone.rs`), where a batch costs a peek and a read. Every octet arrives
+//! `fpdu/rx_direct/lone.rs`), where a batch costs a peek and a read. Every octet arrives
 //! as sent, nothing is copied (`rx_copied_octets`), and the receive system
 //! calls that returned octets (`QpStats::llp_reads`) stay near one per message; with
 //! a peek and a read each they were two. Every tenth Send is shorter (as a

@@ -28,7 +28,7 @@
 //! is written outside the target the engine returned.
 //!
 //! [`FpduReceiver::drive_buffered`] adds a caller's buffer for runs of small
-//! FPDUs (payloads under [`SMALL_PAYLOAD`] octets): batches (`rx_batch.rs`),
+//! FPDUs (payloads under [`SMALL_PAYLOAD`] octets): batches (`fpdu/rx_direct/batch.rs`),
 //! one peek and one vectored read for as many FPDUs as the buffer shows, every
 //! payload still straight into place (a stream of 64-octet Sends costs two
 //! system calls per batch, not one or two per FPDU); a large payload ends the
@@ -49,9 +49,7 @@ use rddp_wire::read_request::READ_REQ_HDR_LEN;
 use rddp_wire::{Crc32c, DdpControl, Opcode, RdmapControl, TerminateCode, WireError};
 use std::io::{self, IoSliceMut, Read};
 
-#[path = "rx_batch.rs"]
 mod batch;
-#[path = "rx_lone.rs"]
 mod lone;
 
 /// Octets of ULPDU_Length + DDP header, at most.

@@ -1,6 +1,6 @@
 //! Wires of small Sends and Writes, and what a receiver makes of them: shared
 //! by the tests that compare ways of receiving (`rx_batch_diff.rs`,
-//! `rx_lone.rs`).
+//! `fpdu/rx_direct/lone.rs`).
 
 use super::source::Source;
 use bytes::Bytes;

@@ -690,9 +690,7 @@ fn in_order(
     }
 }
 
-#[path = "batch.rs"]
 mod batch;
-#[path = "direct.rs"]
 mod direct;
 pub use direct::{Target, split_segment};
 

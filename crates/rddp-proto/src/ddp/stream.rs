@@ -304,5 +304,4 @@ impl DdpStream {
     }
 }
 
-#[path = "direct_stream.rs"]
-mod direct_stream;
+mod direct;

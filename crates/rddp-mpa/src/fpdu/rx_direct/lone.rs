@@ -2,7 +2,7 @@
 //! of docs/benchmarks.md; docs/data-path.md, "Receive"), for
 //! [`FpduReceiver::drive_buffered`].
 //!
-//! A batch (`rx_batch.rs`) costs a peek and a read; for an FPDU that arrives
+//! A batch (`fpdu/rx_direct/batch.rs`) costs a peek and a read; for an FPDU that arrives
 //! alone, as in a ping-pong, that is two system calls where a plain TCP
 //! receiver makes one. Its payload's place is known only from its header, but
 //! a Send's place can be foreseen: on an ordered receive queue (docs/receive-strategies.md,
