@@ -4,7 +4,7 @@
 
 use crate::session::{CloseReason, LocalTerminate, Role, Session, SessionState, Upper};
 use crate::ssn::{InboundSsn, OutboundSsn};
-use rddp_proto::ddp::{DdpConfig, DdpStream, Payload, SegmentEndpoint, count_lease_copy};
+use rddp_proto::ddp::{DdpConfig, DdpStream, Payload, SegmentEndpoint};
 use rddp_proto::mem::{PdId, StreamId};
 use rddp_wire::sctp::{MAX_SESSION_PD, MIN_MAX_SEGMENT, SSN_LEN, SessionFunction};
 use std::collections::VecDeque;
@@ -70,14 +70,11 @@ impl OutChunk {
         self.len() == 0
     }
 
-    /// The message's octets, copied into one buffer; a lease's copy is counted
-    /// ([`rddp_proto::ddp::lease_copied_octets`]), as `Payload::to_bytes` does.
+    /// The message's octets, copied into one buffer (a data path that does so
+    /// counts the lease's octets: [`Adaptation::count_copied`]).
     pub fn to_vec(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(self.len());
         v.extend_from_slice(&self.head);
-        if let Payload::Region { len, .. } = self.body {
-            count_lease_copy(len);
-        }
         self.body.with(|b| v.extend_from_slice(b));
         v
     }

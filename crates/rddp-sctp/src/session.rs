@@ -154,6 +154,9 @@ impl SegmentEndpoint for Upper {
     fn segment_accepted(&mut self) {
         self.ep().segment_accepted()
     }
+    fn count_copied(&mut self, rx: usize, tx: usize) {
+        self.ep().count_copied(rx, tx)
+    }
     fn place_segment(
         &mut self,
         mem: &MemoryTable,

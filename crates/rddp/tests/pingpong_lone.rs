@@ -4,19 +4,17 @@
 //! after a few the receiver reads each in one system call, its payload
 //! straight into the posted receive buffer it fills (rddp-mpa's
 //! `fpdu/rx_direct/lone.rs`), where a batch costs a peek and a read. Every octet arrives
-//! as sent, nothing is copied (`rx_copied_octets`), and the receive system
+//! as sent, nothing is copied (`QpStats::rx_copied_octets`), and the receive system
 //! calls that returned octets (`QpStats::llp_reads`) stay near one per message; with
 //! a peek and a read each they were two. Every tenth Send is shorter (as a
 //! ping-pong's control messages are): read the same way, straight into its
-//! buffer, not a missed guess whose octets are copied into place. One test in
-//! this binary, so nothing else moves the process-wide counters.
+//! buffer, not a missed guess whose octets are copied into place.
 
 mod common;
 
 use rddp::transport::mpa::Listener;
 use rddp::{CompletionQueue, Device, QueuePair, QueuePairBuilder, SendFlags, WcOpcode, WcStatus};
 use rddp_mpa::MpaOptions;
-use rddp_proto::ddp::rx_copied_octets;
 use std::time::{Duration, Instant};
 
 const ROUNDS: usize = 400;
@@ -106,14 +104,17 @@ fn lone_sends_of_a_ping_pong_take_one_read_each_and_no_copy() {
     let (mut calls, mut copied) = (0, 0);
     for i in 0..WARM + ROUNDS {
         if i == WARM {
-            (calls, copied) = (qp.stats().llp_reads, rx_copied_octets());
+            (calls, copied) = (qp.stats().llp_reads, dev.stats().totals.rx_copied_octets);
         }
         qp.post_send_inline(i as u64, &message(1, i), SendFlags::default())
             .unwrap();
         let got = next_recv(&cq, &qp);
         assert!(got == message(2, i), "pong {i} arrived changed");
     }
-    let (calls, copied) = (qp.stats().llp_reads - calls, rx_copied_octets() - copied);
+    let (calls, copied) = (
+        qp.stats().llp_reads - calls,
+        dev.stats().totals.rx_copied_octets - copied,
+    );
     cq.end_busy();
     server.join().unwrap();
     assert_eq!(copied, 0, "{copied} payload octets copied on receive");

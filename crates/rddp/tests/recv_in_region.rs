@@ -1,7 +1,7 @@
 //! Receives posted into a registered region (`QueuePair::post_recv_mr`, as
 //! `ibv_post_recv` with an SGE in an MR) over real MPA/TCP queue pairs, CRC
 //! on: a Send's payload goes from the socket straight into the region's
-//! octets that the receive names (no user-space copy: `rx_copied_octets`),
+//! octets that the receive names (no user-space copy: `QpStats::rx_copied_octets`),
 //! several receives may name the same octets (as perftest posts them), a
 //! Send longer than its receive is refused (1/2/0x05) with nothing placed
 //! outside it; a shared receive queue takes them too, and a queue pair
@@ -17,7 +17,6 @@ use rddp::{
     WcOpcode, WcStatus,
 };
 use rddp_mpa::MpaOptions;
-use rddp_proto::ddp::rx_copied_octets;
 use std::time::{Duration, Instant};
 
 const REGION: usize = 256 * 1024;
@@ -25,15 +24,6 @@ const FILL: u8 = 0x11;
 /// The span two receives share, and a small one elsewhere.
 const SHARED: (u64, u64) = (4096, 64 * 1024);
 const SMALL: (u64, u64) = (200_000, 64);
-
-/// `rx_copied_octets` is the process's: the tests here run one at a time, so
-/// that one's count sees no other's connection (MPA setup leftovers, lone
-/// reads).
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
@@ -68,16 +58,15 @@ fn pair() -> (End, End) {
     (server.join().unwrap(), End { pd, qp, cq })
 }
 
-/// One test's start: the others wait (see [`SERIAL`]), a connected pair,
-/// and a region of FILL octets at the server.
-fn setup() -> (std::sync::MutexGuard<'static, ()>, End, End, MemoryRegion) {
-    let serial = serial();
+/// One test's start: a connected pair, and a region of FILL octets at the
+/// server.
+fn setup() -> (End, End, MemoryRegion) {
     let (server, client) = pair();
     let mr = server
         .pd
         .register(vec![FILL; REGION], Access::NONE)
         .unwrap();
-    (serial, server, client, mr)
+    (server, client, mr)
 }
 
 fn send(e: &End, id: u64, data: &[u8]) {
@@ -102,12 +91,12 @@ fn untouched_outside(mr: &MemoryRegion, spans: &[(u64, u64)]) {
 
 #[test]
 fn sends_land_in_the_region_where_their_receives_say() {
-    let (_serial, server, client, mr) = setup();
+    let (server, client, mr) = setup();
     // Two receives on the same octets, then one elsewhere.
     server.qp.post_recv_mr(1, &mr, SHARED.0, SHARED.1).unwrap();
     server.qp.post_recv_mr(2, &mr, SHARED.0, SHARED.1).unwrap();
     server.qp.post_recv_mr(3, &mr, SMALL.0, SMALL.1).unwrap();
-    let copied = rx_copied_octets();
+    let copied = server.qp.stats().rx_copied_octets;
 
     // 64 KiB: two FPDUs, each read straight into the region.
     let first = pattern(SHARED.1 as usize, 1);
@@ -139,7 +128,7 @@ fn sends_land_in_the_region_where_their_receives_say() {
 
     untouched_outside(&mr, &[SHARED, SMALL]);
     assert_eq!(
-        rx_copied_octets() - copied,
+        server.qp.stats().rx_copied_octets - copied,
         0,
         "payload octets copied in user space"
     );
@@ -147,7 +136,7 @@ fn sends_land_in_the_region_where_their_receives_say() {
 
 #[test]
 fn a_send_longer_than_its_receive_is_refused_and_placed_nowhere() {
-    let (_serial, server, client, mr) = setup();
+    let (server, client, mr) = setup();
     server.qp.post_recv_mr(1, &mr, SMALL.0, SMALL.1).unwrap();
     let long = client.pd.register(pattern(200, 4), Access::NONE).unwrap();
     client
@@ -169,7 +158,7 @@ fn a_send_longer_than_its_receive_is_refused_and_placed_nowhere() {
 
 #[test]
 fn a_receive_into_a_region_is_checked_when_posted() {
-    let (_serial, server, _client, mr) = setup();
+    let (server, _client, mr) = setup();
     assert!(matches!(
         server.qp.post_recv_mr(1, &mr, REGION as u64 - 10, 11),
         Err(Error::OutOfRange { .. })
@@ -194,7 +183,6 @@ fn a_receive_into_a_region_is_checked_when_posted() {
 /// small Sends, nothing copied.
 #[test]
 fn a_shared_receive_queue_places_sends_into_its_region_receives() {
-    let _serial = serial();
     const CLIENTS: usize = 2;
     const SPAN: u64 = 32 * 1024;
     let dev = Device::new();
@@ -244,7 +232,7 @@ fn a_shared_receive_queue_places_sends_into_its_region_receives() {
         })
         .collect();
     let clients: Vec<End> = clients.into_iter().map(|c| c.join().unwrap()).collect();
-    let copied = rx_copied_octets();
+    let copied = dev.stats().totals.rx_copied_octets;
     // One Send each, one after the other: the first to arrive takes the
     // first span posted (arrival ordering).
     let sent: Vec<Vec<u8>> = (0..CLIENTS)
@@ -280,7 +268,11 @@ fn a_shared_receive_queue_places_sends_into_its_region_receives() {
         srq.post_recv_mr(100 + i, &mr, o, l).unwrap();
     }
     spans.extend(send_a_run(&clients[0], &cq, &mr, RUN, 100, |i| small(i).0));
-    assert_eq!(rx_copied_octets() - copied, 0, "payload octets copied");
+    assert_eq!(
+        dev.stats().totals.rx_copied_octets - copied,
+        0,
+        "payload octets copied"
+    );
     untouched_outside(&mr, &spans);
     drop(server);
 }
@@ -289,7 +281,6 @@ fn a_shared_receive_queue_places_sends_into_its_region_receives() {
 /// (`PreparedQueuePair::post_recv_mr`) is there for the peer's first Send.
 #[test]
 fn a_receive_into_a_region_may_be_posted_before_attach() {
-    let _serial = serial();
     let dev = Device::new();
     let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
     let addr = listener.local_addr().unwrap();
@@ -371,26 +362,30 @@ fn send_a_run(
 
 #[test]
 fn a_run_of_small_sends_each_lands_in_its_own_span() {
-    let (_serial, server, client, mr) = setup();
+    let (server, client, mr) = setup();
     const N: u64 = 16;
     let span = |i: u64| (i * 1000, 100);
     for i in 0..N {
         let (o, l) = span(i);
         server.qp.post_recv_mr(i, &mr, o, l).unwrap();
     }
-    let copied = rx_copied_octets();
+    let copied = server.qp.stats().rx_copied_octets;
     // Posted back to back: the receiver meets them as a run of small FPDUs
     // (taken in batches when they go into receive buffers of their own).
     let spans = send_a_run(&client, &server.cq, &mr, N, 0, |i| span(i).0);
     untouched_outside(&mr, &spans);
-    assert_eq!(rx_copied_octets() - copied, 0, "payload octets copied");
+    assert_eq!(
+        server.qp.stats().rx_copied_octets - copied,
+        0,
+        "payload octets copied"
+    );
 }
 
 /// A list of receives into regions (`post_recv_list`, one lock): those
 /// before a refused one are posted, it and those after it are not.
 #[test]
 fn a_list_of_receives_stops_at_the_refused_one() {
-    let (_serial, server, client, mr) = setup();
+    let (server, client, mr) = setup();
     let wr = |wr_id: u64, offset: u64, len: u64| RecvWr {
         wr_id,
         mr: &mr,

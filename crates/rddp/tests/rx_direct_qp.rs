@@ -2,9 +2,8 @@
 //! real MPA/TCP queue pairs (CRC on; Markers off, then towards both sides) a
 //! 1 MiB RDMA Write, a 1 MiB Read Response, and a 64 KiB Send into a posted
 //! receive buffer or into a shared receive queue's buffer go from the socket
-//! into their final place: the process-wide receive copy counter
-//! (`rx_copied_octets`) does not move, and every octet arrives. One test in this
-//! binary, so nothing else moves the counter.
+//! into their final place: the receiving queue pair's copy counter
+//! (`QpStats::rx_copied_octets`) does not move, and every octet arrives.
 
 mod common;
 
@@ -15,7 +14,6 @@ use rddp::{
     SharedReceiveQueue, SrqMode, WcOpcode, WcStatus,
 };
 use rddp_mpa::MpaOptions;
-use rddp_proto::ddp::rx_copied_octets;
 use std::sync::mpsc::channel;
 
 const MIB: usize = 1 << 20;
@@ -105,7 +103,7 @@ fn round(markers: bool, srq: bool) -> u64 {
     let msg = pd.register(send.clone(), Access::NONE).unwrap();
     let sink = pd.register(vec![0; MIB], Access::REMOTE_WRITE).unwrap();
 
-    let before = rx_copied_octets();
+    let before = dev.stats().totals.rx_copied_octets;
     qp.post_write(10, &src, 0, MIB as u64, remote, MIB as u64)
         .unwrap();
     qp.post_send(11, &msg, 0, SEND as u64, SendFlags::default())
@@ -121,7 +119,7 @@ fn round(markers: bool, srq: bool) -> u64 {
         );
     }
     let (sent, written) = res.recv().unwrap();
-    let copied = rx_copied_octets() - before;
+    let copied = dev.stats().totals.rx_copied_octets - before;
     assert!(sent == send, "{what}: the Send arrived changed");
     assert!(written == write, "{what}: the Write arrived changed");
     assert!(

@@ -5,8 +5,8 @@
 //! one vectored read). Sends go into posted receive buffers, or into a shared
 //! receive queue's buffers; Writes go to offsets of their own, and some again
 //! over a range an earlier one wrote. Every octet arrives where and as it
-//! should, and the process-wide receive copy counter (`rx_copied_octets`)
-//! does not move. One test in this binary, so nothing else moves the counter.
+//! should, and the device's receive copy counter (`QpStats::rx_copied_octets`
+//! summed over its queue pairs) does not move.
 //! Before the batches, the payloads of such runs were copied out of a
 //! read-ahead buffer (counted: this test failed).
 
@@ -19,7 +19,6 @@ use rddp::{
     SendFlags, SharedReceiveQueue, SrqMode, WcOpcode, WcStatus, WriteFlags,
 };
 use rddp_mpa::MpaOptions;
-use rddp_proto::ddp::rx_copied_octets;
 use std::sync::mpsc::channel;
 
 const SENDS: usize = 600;
@@ -123,7 +122,7 @@ fn round(srq: bool) -> u64 {
     let smr = pd.register(send_src, Access::NONE).unwrap();
     let wmr = pd.register(write_src, Access::NONE).unwrap();
 
-    let before = rx_copied_octets();
+    let before = dev.stats().totals.rx_copied_octets;
     // Sends and Writes interleaved, LIST per post (one gathered sendmsg).
     let mut wrs = Vec::new();
     let (mut s_at, mut w) = (0u64, 0usize);
@@ -161,7 +160,7 @@ fn round(srq: bool) -> u64 {
     qp.post_send_inline(SENDS as u64, b"end", SendFlags::default())
         .unwrap();
     let (sends, written) = res.recv().unwrap();
-    let copied = rx_copied_octets() - before;
+    let copied = dev.stats().totals.rx_copied_octets - before;
     assert_eq!(sends.len(), SENDS + 1, "srq {srq}");
     for (i, s) in sends.iter().take(SENDS).enumerate() {
         assert!(*s == send_data(i), "srq {srq}: Send {i} arrived changed");

@@ -1,6 +1,6 @@
 //! User-space copies of payload over DDP/SCTP (docs/data-path.md), read
-//! from the process-wide counters the MPA path uses (the other test of this
-//! binary runs its SCTP in a child process: nothing else moves them meanwhile).
+//! from the device's copy counters (`QpStats::rx_copied_octets` and
+//! `tx_copied_octets`, summed over its queue pairs) as over MPA.
 //!
 //! Receive: usrsctp's upcall takes each message as it arrives, as the mbuf
 //! chain usrsctp holds (`Socket::recv_chain`, through `sctp_sorecvmsg`), so
@@ -15,7 +15,7 @@
 //! Transmit: each segment's DDP-SSN and header and its payload, read in place
 //! from the registered region, are handed to usrsctp as one message of
 //! several buffers (`Socket::send_gather`, through `sctp_lower_sosend`), which
-//! usrsctp copies into its own: no user-space copy, `lease_copied_octets`
+//! usrsctp copies into its own: no user-space copy, `tx_copied_octets`
 //! stays 0. A libusrsctp without that symbol sends with `usrsctp_sendv`,
 //! which takes one buffer: then one copy of every leased payload octet,
 //! checked as exactly that.
@@ -30,7 +30,6 @@ use rddp::transport::sctp::{Listener, SctpOptions, connect};
 use rddp::{
     Access, CompletionQueue, Device, QueuePairBuilder, RemoteBuf, SendFlags, WcOpcode, WcStatus,
 };
-use rddp_proto::ddp::{lease_copied_octets, rx_copied_octets};
 use std::time::Duration;
 
 const MIB: usize = 1 << 20;
@@ -127,7 +126,10 @@ fn copies() {
     let sends: Vec<_> = (0..SENDS)
         .map(|i| pd.register(vec![i as u8; SEND_LEN], Access::NONE).unwrap())
         .collect();
-    let (rx0, tx0) = (rx_copied_octets(), lease_copied_octets());
+    let (rx0, tx0) = (
+        dev.stats().totals.rx_copied_octets,
+        dev.stats().totals.tx_copied_octets,
+    );
     for (i, s) in sends.iter().enumerate().take(SENDS - 1) {
         qp.post_send(i as u64, s, 0, SEND_LEN as u64, SendFlags::default())
             .unwrap();
@@ -159,8 +161,8 @@ fn copies() {
             .any(|w| w.opcode == WcOpcode::Recv && w.byte_len == 3)
     );
     assert_eq!(server.join().unwrap(), data);
-    let rx = rx_copied_octets() - rx0;
-    let tx = lease_copied_octets() - tx0;
+    let rx = dev.stats().totals.rx_copied_octets - rx0;
+    let tx = dev.stats().totals.tx_copied_octets - tx0;
     let octets = WRITES * MIB + SENDS * SEND_LEN;
     eprintln!("payload {octets} octets each way; copied: receive {rx}, transmit {tx}");
     if usrsctp_ffi::gather_available() {

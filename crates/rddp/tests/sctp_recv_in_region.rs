@@ -3,7 +3,7 @@
 //! queue) over DDP/SCTP on usrsctp: the Send's payload goes from usrsctp's
 //! message straight into the region's octets the receive names, nothing
 //! around them changes, and no payload octet is copied in between
-//! (`rx_copied_octets`).
+//! (`QpStats::rx_copied_octets`).
 
 mod common;
 #[path = "common/sctp_llp.rs"]
@@ -15,7 +15,6 @@ use rddp::{
     Access, BufferOrdering, CompletionQueue, Device, QueuePairBuilder, SendFlags,
     SharedReceiveQueue, SrqMode, WcOpcode, WcStatus,
 };
-use rddp_proto::ddp::rx_copied_octets;
 use std::time::Duration;
 
 const SPAN: (u64, u64) = (1000, 20_000);
@@ -74,7 +73,7 @@ fn land_in_the_span<'s>(
         // taken it (the counter is the process's, both ends are here).
         qp.post_send_inline(0, b"go", SendFlags::default()).unwrap();
         has_go.recv().unwrap();
-        let copied = rx_copied_octets();
+        let copied = sdev.stats().totals.rx_copied_octets;
         count_from.send(()).unwrap();
         let got = wait(&cq, 2);
         let wc = got.iter().find(|w| w.opcode == WcOpcode::Recv).unwrap();
@@ -94,7 +93,11 @@ fn land_in_the_span<'s>(
             outside && mr.guards_intact(),
             "octets outside the span changed"
         );
-        assert_eq!(rx_copied_octets() - copied, 0, "payload octets copied");
+        assert_eq!(
+            sdev.stats().totals.rx_copied_octets - copied,
+            0,
+            "payload octets copied"
+        );
         qp.post_send_inline(1, b"ok", SendFlags::default()).unwrap();
         wait(&cq, 1);
     });

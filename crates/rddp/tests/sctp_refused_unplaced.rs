@@ -22,7 +22,6 @@ use rddp::{
     Access, AsyncEvent, CompletionQueue, Device, QueuePairBuilder, RemoteBuf, TerminateCode,
     WcOpcode, WcStatus,
 };
-use rddp_proto::ddp::rx_copied_octets;
 use rddp_proto::mem::MemoryTable;
 use rddp_wire::{Opcode, RdmapControl};
 use std::net::SocketAddrV4;
@@ -118,7 +117,7 @@ fn run(listener: &Listener, addr: SocketAddrV4, case: Case) {
     let p = std::thread::spawn(move || hostile(addr, case, r, went));
     let conn = listener.accept(Duration::from_secs(10), b"").unwrap();
     let qp = prep.attach(conn).unwrap();
-    let rx0 = rx_copied_octets();
+    let rx0 = dev.stats().totals.rx_copied_octets;
     if let Case::ReadResponsePastRead = case {
         qp.post_read(
             9,
@@ -171,7 +170,7 @@ fn run(listener: &Listener, addr: SocketAddrV4, case: Case) {
             assert!(data[100..3100].iter().all(|&b| b == 1), "{what}");
             // Straight from usrsctp's chains into the region and the buffer.
             if usrsctp_ffi::chain_available() {
-                assert_eq!(rx_copied_octets() - rx0, 0, "{what}");
+                assert_eq!(dev.stats().totals.rx_copied_octets - rx0, 0, "{what}");
             }
         }
         Case::WritePastRegion => {

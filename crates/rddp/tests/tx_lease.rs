@@ -1,7 +1,7 @@
 //! Transmit from the region (docs/data-path.md): over MPA a Write, a Send and an
 //! RDMA Read's response go from the registered region to the socket with no
-//! user-space copy of the payload, shown by the process-wide lease copy counter
-//! (one test in this binary, so nothing else moves it).
+//! user-space copy of the payload, shown by the device's lease copy counter
+//! (`QpStats::tx_copied_octets` summed over its queue pairs).
 
 mod common;
 
@@ -9,7 +9,6 @@ use common::wait;
 use rddp::transport::mpa::Listener;
 use rddp::{Access, CompletionQueue, Device, QueuePairBuilder, SendFlags, WcOpcode, WcStatus};
 use rddp_mpa::MpaOptions;
-use rddp_proto::ddp::lease_copied_octets;
 
 const LEN: usize = 64 * 1024;
 
@@ -57,7 +56,7 @@ fn write_send_and_read_response_leave_from_the_region_itself() {
     let src = pd.register(pattern(1, LEN), Access::NONE).unwrap();
     let sink = pd.register(vec![0; LEN], Access::REMOTE_WRITE).unwrap();
 
-    let before = lease_copied_octets();
+    let before = dev.stats().totals.tx_copied_octets;
     qp.post_send(10, &src, 0, LEN as u64, SendFlags::default())
         .unwrap();
     qp.post_read(11, &sink, 0, LEN as u32, remote, 0).unwrap();
@@ -66,7 +65,7 @@ fn write_send_and_read_response_leave_from_the_region_itself() {
         done.iter().all(|w| w.status == WcStatus::Success),
         "{done:?}"
     );
-    let copied = lease_copied_octets() - before;
+    let copied = dev.stats().totals.tx_copied_octets - before;
     qp.post_send_inline(12, b"end", SendFlags::default())
         .unwrap();
     wait(&cq, 1);

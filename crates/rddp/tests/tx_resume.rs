@@ -1,15 +1,13 @@
 //! Transmit from the region when the socket is full (docs/data-path.md): an FPDU
 //! the socket took only part of keeps its lease and resumes from where it
 //! stopped, with no octet copied, and its CRC matches the octets on the wire even
-//! though the application overwrote the region meanwhile. (One test in this
-//! binary: the lease copy counter is the process's.)
+//! though the application overwrote the region meanwhile.
 
 #[path = "common/held_peer.rs"]
 mod held_peer;
 
 use held_peer::{held_peer, sender};
 use rddp::{Access, RemoteBuf, WcStatus};
-use rddp_proto::ddp::lease_copied_octets;
 use std::time::Duration;
 
 /// More than the loopback socket buffers hold, so the socket fills mid-FPDU.
@@ -22,7 +20,7 @@ fn a_partial_fpdu_resumes_from_the_lease_with_a_crc_over_what_was_sent() {
 
     let (pd, cq, qp) = sender(addr, None);
     let src = pd.register(vec![0xA5; LEN], Access::NONE).unwrap();
-    let before = lease_copied_octets();
+    let before = qp.stats().tx_copied_octets;
     // Any STag: the peer does not check it.
     let remote = RemoteBuf {
         stag: 0x100,
@@ -45,7 +43,7 @@ fn a_partial_fpdu_resumes_from_the_lease_with_a_crc_over_what_was_sent() {
     let wc = cq.wait(1, Duration::from_secs(20));
     assert_eq!(wc.len(), 1);
     assert_eq!(wc[0].status, WcStatus::Success);
-    let copied = lease_copied_octets() - before;
+    let copied = qp.stats().tx_copied_octets - before;
     eprintln!("{payload} payload octets in {fpdus} FPDUs, {copied} copied");
     assert_eq!(payload, LEN);
     assert_eq!(

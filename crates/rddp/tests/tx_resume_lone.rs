@@ -3,15 +3,13 @@
 //! that fills: the FPDU the socket took only part of keeps its lease and
 //! resumes from where it stopped, no octet copied, every CRC matching the
 //! octets on the wire though the application overwrote the region
-//! meanwhile. (One test in this binary: the lease copy counter is the
-//! process's.)
+//! meanwhile.
 
 #[path = "common/held_peer.rs"]
 mod held_peer;
 
 use held_peer::{held_peer, sender};
 use rddp::{Access, RemoteBuf, WcStatus};
-use rddp_proto::ddp::lease_copied_octets;
 use std::time::Duration;
 
 /// Octets of each Write: one FPDU (under MULPDU on loopback).
@@ -25,7 +23,7 @@ fn lone_fpdus_into_a_filling_socket_resume_from_the_lease() {
     let (addr, peer) = held_peer(total);
     let (pd, cq, qp) = sender(addr, Some(WRITES as u32));
     let src = pd.register(vec![0xA5; total], Access::NONE).unwrap();
-    let before = lease_copied_octets();
+    let before = qp.stats().tx_copied_octets;
     let remote = RemoteBuf {
         stag: 0x100,
         to: 0,
@@ -57,7 +55,7 @@ fn lone_fpdus_into_a_filling_socket_resume_from_the_lease() {
         assert!(wc.iter().all(|w| w.status == WcStatus::Success), "{wc:?}");
         done += wc.len();
     }
-    let copied = lease_copied_octets() - before;
+    let copied = qp.stats().tx_copied_octets - before;
     eprintln!(
         "{sent_alone} sent alone; {payload} payload octets in {fpdus} FPDUs, {copied} copied"
     );

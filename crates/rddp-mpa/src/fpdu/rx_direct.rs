@@ -24,7 +24,7 @@
 //! are never read ahead into scratch past the next payload octet, so a payload
 //! is never copied in user space, except octets that arrived before FPDU mode
 //! (the setup's leftover), which are copied and counted
-//! ([`rddp_proto::ddp::count_rx_copy`]). Nothing is allocated per FPDU; nothing
+//! ([`FpduReceiver::copied_octets`]). Nothing is allocated per FPDU; nothing
 //! is written outside the target the engine returned.
 //!
 //! [`FpduReceiver::drive_buffered`] adds a caller's buffer for runs of small
@@ -40,7 +40,7 @@
 //! agreed RTR; else `framing_error(2/0/0x07)` (or 2/0/0x02 on a bad CRC).
 
 use crate::setup::Rtr;
-use rddp_proto::ddp::{Target, count_rx_copy};
+use rddp_proto::ddp::Target;
 use rddp_wire::crc::crc_from_wire;
 use rddp_wire::ddp::{TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
 use rddp_wire::mpa::marker::{MARKER_LEN, Marker, at_marker, fpduptr, until_marker};
@@ -239,6 +239,8 @@ struct Input {
     stream: bool,
     /// In this drive, a read came back short: the next would block.
     drained: bool,
+    /// Payload octets copied from what was read before FPDU mode.
+    copied: u64,
 }
 
 enum Halt {
@@ -341,7 +343,7 @@ impl Input {
     ) -> Result<(usize, bool), Halt> {
         if self.has_buffered() {
             let n = self.buffered(dst);
-            count_rx_copy(n);
+            self.copied += n as u64;
             return Ok((n, true));
         }
         if tail == 0 {
@@ -500,6 +502,13 @@ impl FpduReceiver {
     /// Payload octets read straight from the source into their place.
     pub fn placed_octets(&self) -> u64 {
         self.placed
+    }
+
+    /// Payload octets copied into their place in user space: those that
+    /// arrived before FPDU mode (the setup's leftover), the only ones this
+    /// receiver copies.
+    pub fn copied_octets(&self) -> u64 {
+        self.input.copied
     }
 
     /// Between FPDUs, nothing of the next one consumed.

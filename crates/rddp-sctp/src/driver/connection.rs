@@ -185,6 +185,7 @@ impl SctpConnection {
             if !shown && !c.body.is_empty() && !self.sock.can_gather() {
                 // usrsctp_sendv takes one buffer: the payload's one user-space
                 // copy (counted), made once and kept if the send is refused.
+                self.ad.count_copied(c.sid, 0, c.body.leased_len());
                 c = OutChunk::whole(c.sid, c.ppid, c.to_vec());
             }
             // Shown before it leaves: an answer shown by a peer in this process
@@ -387,7 +388,7 @@ impl SctpConnection {
         let r = self
             .ad
             .on_chunk_direct(mem, p.info.sid, hdr, payload_len, &mut fill);
-        rddp_proto::ddp::count_rx_copy(pre_len - pre.len());
+        self.ad.count_copied(p.info.sid, pre_len - pre.len(), 0);
         if next.is_some() {
             self.next = next;
         }

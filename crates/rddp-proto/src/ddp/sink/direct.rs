@@ -11,7 +11,6 @@
 //! over a segment held whole (one set of rules).
 
 use super::*;
-use crate::ddp::payload::count_rx_copy;
 
 /// Where the payload of a segment accepted by [`DdpSink::begin_segment`] goes.
 #[derive(Debug, Clone)]
@@ -149,7 +148,7 @@ impl DdpSink {
     /// Handle one DDP segment (header + payload) that the LLP received whole, `seq`
     /// being its position in the sender's order. Nothing is placed unless every
     /// check passes; on error the caller must treat the stream as erroneous. The
-    /// payload is copied into place (counted: [`crate::ddp::rx_copied_octets`]).
+    /// payload is copied into place (counted: [`crate::ddp::SinkStats::octets_copied`]).
     pub fn on_segment(
         &mut self,
         mem: &MemoryTable,
@@ -167,12 +166,12 @@ impl DdpSink {
                 len,
             } => {
                 region.data_mut()[offset..offset + len].copy_from_slice(payload);
-                count_rx_copy(len);
+                self.count_copied(len);
             }
             Target::Buffer { len } => {
                 if let Some(b) = self.begun_buffer() {
                     b.copy_from_slice(payload);
-                    count_rx_copy(len);
+                    self.count_copied(len);
                 }
             }
         }
