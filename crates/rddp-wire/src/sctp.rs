@@ -107,8 +107,8 @@ pub struct SessionControl {
 
 impl SessionControl {
     /// Parse a whole chunk payload: the private data is everything after the first
-    /// 4 octets. Fails on an unknown function code, private data on a Terminate,
-    /// or more than 512 octets of it. Never panics.
+    /// 4 octets. Fails on fewer than 4 octets, an unknown function code, private
+    /// data on a Terminate, or more than 512 octets of it. Never panics.
     pub fn parse(b: &[u8]) -> Result<Self, WireError> {
         need(b, 4, "DDP session control")?;
         let s = Self {

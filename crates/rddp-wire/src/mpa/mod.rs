@@ -17,7 +17,7 @@ pub use marker::Marker;
 
 /// Octets in the ULPDU_Length field.
 pub const MPA_HDR_LEN: usize = 2;
-/// Octets in the CRC field (always present, RFC 5044 §4).
+/// Octets in the CRC field (always present, RFC 5044 §4.1).
 pub const MPA_CRC_LEN: usize = 4;
 /// Octets in the fixed part of a Request/Reply frame (key, flags, Rev, PD_Length).
 pub const MPA_RR_HDR_LEN: usize = 20;
