@@ -103,7 +103,9 @@ impl Session {
 /// owns the DDP stream (a verbs queue pair's RDMAP, through `rddp`).
 #[derive(Debug)]
 pub enum Upper {
+    /// The session's own DDP stream, used through [`crate::Adaptation::stream`].
     Ddp(Box<DdpStream>),
+    /// A ULP engine that owns the DDP stream: segments are handed to it as they come.
     Relay(Box<dyn SegmentEndpoint>),
 }
 

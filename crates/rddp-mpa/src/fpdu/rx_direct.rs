@@ -11,12 +11,13 @@
 //!    locked for each single `read` call), or the engine's receive buffer
 //!    ([`Placer::with_buffer`], one `read` per call);
 //! 4. reads PAD and CRC and checks the CRC over the octets where they now lie
-//!    (RFC 5044 §4.3; computed as each read lands, under the same lock);
+//!    (RFC 5044 §4.4; computed as each read lands, under the same lock);
 //! 5. [`Placer::finish`]`(crc_ok)`: only now is anything delivered.
 //!
-//! Markers towards us (RFC 5044 §4.4, §5) sit every 512 octets of the stream
+//! Markers towards us (RFC 5044 §4.3) sit every 512 octets of the stream
 //! counted from the start of FPDU mode; they are read into scratch at their
-//! positions, wherever they fall (inside a header, a payload, PAD or CRC),
+//! positions, wherever they fall (before an FPDU, inside its DDP header or
+//! payload, or between PAD and CRC: never inside ULPDU_Length, PAD or CRC),
 //! checked (FPDUPTR) and covered by the CRC as the decoder in rddp-wire does.
 //!
 //! [`FpduReceiver::drive`] returns at `WouldBlock`, end of stream, a fatal

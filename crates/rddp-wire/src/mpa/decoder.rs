@@ -172,7 +172,7 @@ impl FpduDecoder {
     }
 
     /// A complete Marker just ended at `self.off`. Check FPDUPTR; feed the CRC if the
-    /// Marker lies inside the CRC's coverage (RFC 5044 §4).
+    /// Marker lies inside the CRC's coverage (RFC 5044 §4.4).
     fn on_marker(&mut self) -> Result<(), WireError> {
         let m = Marker::parse(&self.marker)?;
         let at = self.off.wrapping_sub(MARKER_LEN as u32);

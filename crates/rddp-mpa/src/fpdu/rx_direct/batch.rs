@@ -7,7 +7,7 @@
 //!
 //! 1. one peek (`MSG_PEEK`) shows as many octets as the caller's buffer holds;
 //! 2. for each whole FPDU there, in order: ULPDU_Length and the CRC are checked
-//!    over the peeked octets (RFC 5044 §4.3; a TCP receive queue does not
+//!    over the peeked octets (RFC 5044 §4.4; a TCP receive queue does not
 //!    change under a peek, so they are the octets the read below moves), then
 //!    the engine runs every check of the DDP segment and says where its payload
 //!    goes ([`Placer::begin_more`]; RFC 5041 §7.1: all before placement);

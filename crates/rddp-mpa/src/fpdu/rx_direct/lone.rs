@@ -20,7 +20,7 @@
 //!    expected length or shorter (a shorter one lies from the buffer's first
 //!    octet too, its PAD and CRC in the buffer behind it), beyond which at most
 //!    the next FPDU's head was read ([`SAFE_HEAD`] octets: never payload), and
-//!    whose CRC is good (RFC 5044 §4.3) over the octets where they lie;
+//!    whose CRC is good (RFC 5044 §4.4) over the octets where they lie;
 //! 3. then the engine begins the segment with every check (RFC 5041 §7.1, RDMAP's
 //!    too; nothing is delivered before) and must name that very
 //!    buffer; [`Placer::finish`] delivers it;
@@ -125,7 +125,7 @@ enum Found {
 }
 
 /// The payload length of the one-segment Send to QN 0 with `msn` from MO 0
-/// that `head` opens (RFC 5041 §4.4; RFC 5040 §5.1: Sends are QN 0), if it is
+/// that `head` opens (RFC 5041 §4.4; RFC 5040 §4.2: Sends are QN 0), if it is
 /// one.
 fn send_len(head: &[u8; HEAD_MAX], msn: u32) -> Option<usize> {
     let len = usize::from(u16::from_be_bytes([head[0], head[1]]));
