@@ -70,7 +70,7 @@ struct OutMessage {
 #[derive(Debug)]
 pub struct DdpSource {
     mulpdu: usize,
-    /// Next MSN per QN; starts at 1, wraps 0xFFFFFFFF -> 0 (RFC 5041 §5.3).
+    /// Next MSN per QN; starts at 1, wraps 0xFFFFFFFF -> 0 (RFC 5041 §4.3).
     next_msn: Vec<u32>,
     queue: VecDeque<OutMessage>,
     stats: SourceStats,

@@ -140,7 +140,7 @@ impl RdmapStream {
         let mut ddp = DdpStream::new(stream, pd, cfg.ddp)?;
         // RDMAP's own untagged buffers: IRD + 1 for Read Requests (one spare, so an
         // IRD overflow is seen by RDMAP, RFC 5040 §5.5, rather than as a DDP
-        // buffer error), one for the single Terminate (RFC 5041 §5.3).
+        // buffer error), one for the single Terminate (QN 2, RFC 5040 §4.2).
         for i in 0..=cfg.ird {
             let buf = RecvBuffer {
                 id: INTERNAL_WR_ID | u64::from(i),
