@@ -42,9 +42,9 @@
 
 use crate::setup::Rtr;
 use rddp_proto::ddp::Target;
-use rddp_wire::crc::crc_from_wire;
 use rddp_wire::ddp::{TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
-use rddp_wire::mpa::marker::{MARKER_LEN, Marker, at_marker, fpduptr, until_marker};
+use rddp_wire::mpa::check;
+use rddp_wire::mpa::marker::{MARKER_LEN, at_marker, until_marker};
 use rddp_wire::mpa::{MAX_ULPDU, MIN_ULPDU, MPA_CRC_LEN, MPA_HDR_LEN, pad_len};
 use rddp_wire::read_request::READ_REQ_HDR_LEN;
 use rddp_wire::{Crc32c, DdpControl, Opcode, RdmapControl, TerminateCode, WireError};
@@ -737,23 +737,14 @@ impl FpduReceiver {
     /// A complete Marker ended at `self.off`: check FPDUPTR and feed the CRC if
     /// the Marker lies in its coverage (as `rddp_wire::FpduDecoder`).
     fn on_marker(&mut self) -> Result<(), WireError> {
-        let m = Marker::parse(&self.marker)?;
         let at = self.off.wrapping_sub(MARKER_LEN as u32);
         let leading = self.st == St::Head && self.have == 0;
-        let expected = if leading {
+        if leading {
             // Right before a ULPDU_Length field: it opens the next FPDU.
             self.digest.reset();
             self.in_fpdu = true;
-            0
-        } else {
-            fpduptr(at, self.len_off)
-        };
-        if m.fpduptr != expected {
-            return Err(WireError::MarkerMismatch {
-                fpduptr: m.fpduptr,
-                expected,
-            });
         }
+        check::marker(&self.marker, at, (!leading).then_some(self.len_off))?;
         if !(self.st == St::Crc && self.crc_have > 0) {
             self.digest.update(&self.marker);
         }
@@ -793,17 +784,10 @@ impl FpduReceiver {
         self.have += n;
         self.advance(n);
         if self.have == MPA_HDR_LEN && self.head_want == 0 {
-            let len = u16::from_be_bytes([self.head[0], self.head[1]]);
-            let l = usize::from(len);
-            if !(MIN_ULPDU..=self.cfg.max_ulpdu).contains(&l) {
-                let e = WireError::UlpduLength {
-                    len,
-                    min: MIN_ULPDU,
-                    max: self.cfg.max_ulpdu,
-                };
-                return Err(self.wire_error(engine, e));
+            match check::ulpdu_len([self.head[0], self.head[1]], self.cfg.max_ulpdu) {
+                Ok(l) => self.ulpdu_len = l,
+                Err(e) => return Err(self.wire_error(engine, e)),
             }
-            self.ulpdu_len = l;
         }
         if self.head_want == 0 && self.have == SAFE_HEAD {
             let hl = DdpControl(self.head[MPA_HDR_LEN]).header_len();
@@ -960,7 +944,7 @@ impl FpduReceiver {
 
     /// PAD and CRC are in: check, then hand the FPDU to the engine.
     fn end_fpdu(&mut self, engine: &mut impl Placer) -> Result<(), Halt> {
-        let crc_ok = !self.cfg.crc || crc_from_wire(self.crc) == self.digest.finalize();
+        let crc_ok = check::crc(self.cfg.crc, self.crc, self.digest.finalize()).is_ok();
         if crc_ok {
             self.placed += self.placing;
         }

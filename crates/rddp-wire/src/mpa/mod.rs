@@ -3,8 +3,10 @@
 //! * [`frame`]: the MPA Request/Reply frames of connection setup (RFC 5044 §7.1.1; RFC 6581).
 //! * [`marker`]: the 4-octet Marker and its 512-octet grid (RFC 5044 §4.2, §4.3).
 //! * [`fpdu`]: PAD, MULPDU and the FPDU encoder (RFC 5044 §4).
+//! * [`check`]: the receive checks of an FPDU's framing, for every reader.
 //! * [`decoder`]: the streaming FPDU decoder (RFC 5044).
 
+pub mod check;
 pub mod decoder;
 pub mod fpdu;
 pub mod frame;

@@ -36,6 +36,7 @@
 
 use super::*;
 use rddp_proto::mem::RegionRef;
+use rddp_wire::crc::crc32c;
 use std::sync::Arc;
 
 /// FPDUs at most in one batch: two iovecs each and one more stay under
@@ -73,26 +74,29 @@ fn peeked(cfg: &RxConfig, b: &[u8]) -> Peeked {
     if b.len() < SAFE_HEAD {
         return Peeked::Short;
     }
-    let ulpdu = usize::from(u16::from_be_bytes([b[0], b[1]]));
-    if !(MIN_ULPDU..=cfg.max_ulpdu).contains(&ulpdu) {
+    // A bad ULPDU_Length is reported by the header-first read that follows.
+    let Ok(ulpdu) = check::ulpdu_len([b[0], b[1]], cfg.max_ulpdu) else {
         return Peeked::No;
-    }
+    };
     let hl = DdpControl(b[MPA_HDR_LEN]).header_len();
     let Some(payload) = ulpdu.checked_sub(hl).filter(|&p| p < SMALL_PAYLOAD) else {
         return Peeked::No;
     };
-    let covered = MPA_HDR_LEN + ulpdu + pad_len(ulpdu);
+    let covered = check::covered_len(ulpdu);
     let total = covered + MPA_CRC_LEN;
     let Some(crc) = b.get(covered..total) else {
         return Peeked::Short;
     };
-    if cfg.crc {
-        let mut d = Crc32c::new();
-        d.update(&b[..covered]);
-        let wire = crc_from_wire([crc[0], crc[1], crc[2], crc[3]]);
-        if d.finalize() != wire {
-            return Peeked::No;
-        }
+    // A bad CRC too: the FPDU is taken alone, header first, and fails there.
+    if cfg.crc
+        && check::crc(
+            true,
+            [crc[0], crc[1], crc[2], crc[3]],
+            crc32c(&b[..covered]),
+        )
+        .is_err()
+    {
+        return Peeked::No;
     }
     Peeked::Whole(hl, payload, total)
 }

@@ -219,8 +219,8 @@ impl FpduReceiver {
                     d.update(&buf[..len]);
                     d.update(&post[..pad]);
                     let c = &post[pad..pad + MPA_CRC_LEN];
-                    let good = d.finalize() == crc_from_wire([c[0], c[1], c[2], c[3]]);
-                    if !crc || good {
+                    let good = check::crc(crc, [c[0], c[1], c[2], c[3]], d.finalize());
+                    if good.is_ok() {
                         // Behind a shorter Send the buffer gets its own octets back.
                         buf[len..k].copy_from_slice(&saved[len..k]);
                         Found::Hit { n, at, len, post }
