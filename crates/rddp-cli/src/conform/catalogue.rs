@@ -312,7 +312,8 @@ pub static CASES: &[Case] = &[
     Case {
         id: "sctp.bad-function",
         rfc: "RFC 5043 (Session Control)",
-        expect: "a Session Control with function code 5: Session Terminate",
+        expect: "a Session Control with an unassigned function code (0xFFF0): Session \
+                 Terminate",
         run: sessions::bad_function,
         over: Over::Sctp,
     },

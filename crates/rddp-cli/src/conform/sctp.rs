@@ -65,6 +65,8 @@ pub struct Assoc {
     pub indication: Option<u32>,
     /// The largest message SCTP sends here without fragmenting it.
     pub fragmentation_point: usize,
+    /// Inbound and outbound streams of the association.
+    pub streams: (u16, u16),
 }
 
 /// Start this process's usrsctp stack (UDP encapsulation on a free port), or
@@ -131,6 +133,7 @@ impl Assoc {
             irregular: None,
             indication: None,
             fragmentation_point: 0,
+            streams: (0, 0),
         };
         let mut up = false;
         // The indication comes with the association's setup; once up, it is
@@ -164,7 +167,9 @@ impl Assoc {
                 Err(err) => return Err(format!("usrsctp receive: {err}")),
             }
         }
-        a.fragmentation_point = a.sock.status().map_err(e("status"))?.fragmentation_point as usize;
+        let st = a.sock.status().map_err(e("status"))?;
+        a.fragmentation_point = st.fragmentation_point as usize;
+        a.streams = (st.instrms, st.outstrms);
         Ok(a)
     }
 

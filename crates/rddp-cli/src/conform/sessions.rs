@@ -11,7 +11,7 @@ use super::run::{Ctx, SCTP_SID};
 use super::sctp::{Assoc, Chunk};
 use rddp_wire::Opcode;
 use rddp_wire::sctp::SessionFunction::{self, Accept, Initiate, Reject, Terminate};
-use rddp_wire::sctp::{ADAPTATION_DDP, MAX_SESSION_PD, PPID_DDP_SEGMENT};
+use rddp_wire::sctp::{ADAPTATION_DDP, MAX_SESSION_PD, PPID_DDP_SEGMENT, PPID_SESSION_CONTROL};
 use std::time::{Duration, Instant};
 
 /// How long a case listens for chunks that must not come.
@@ -27,7 +27,15 @@ fn what(c: &Chunk) -> String {
     match (c.ppid, c.control()) {
         (_, Some(f)) => format!("Session {f:?} (DDP-SSN {})", c.ssn),
         (PPID_DDP_SEGMENT, _) => format!("a DDP Segment (DDP-SSN {})", c.ssn),
-        (p, None) => format!("a chunk with PPID {p} that is no Session Control"),
+        (PPID_SESSION_CONTROL, None) => match c.body.get(..2) {
+            Some(f) => format!(
+                "a malformed Session Control (function code {:#06x}, {} octets)",
+                u16::from_be_bytes([f[0], f[1]]),
+                c.body.len()
+            ),
+            None => "a Session Control without a function code".into(),
+        },
+        (p, None) => format!("a chunk with PPID {p}"),
     }
 }
 
@@ -74,8 +82,15 @@ fn read_via(p: &mut Peer, buf: Buffer, off: u64, n: u32, d: Instant) -> Result<V
 
 pub fn adaptation(ctx: &Ctx) -> Result<Verdict, String> {
     let a = ctx.associate(ctx.deadline())?;
+    let (inbound, outbound) = a.streams;
     let v = match a.indication {
-        Some(ADAPTATION_DDP) => Verdict::pass("Adaptation Indication 0x00000001 (DDP)"),
+        Some(ADAPTATION_DDP) if inbound != outbound => Verdict::fail(
+            "as many inbound as outbound streams (RFC 5043), we offered 16 each way",
+            format!("{inbound} inbound, {outbound} outbound"),
+        ),
+        Some(ADAPTATION_DDP) => Verdict::pass(format!(
+            "Adaptation Indication 0x00000001 (DDP); {inbound} streams each way"
+        )),
         Some(i) => Verdict::fail(
             "the Adaptation Layer Indication 0x00000001 (DDP)",
             format!("indication {i:#010x}"),
@@ -310,12 +325,15 @@ pub fn second_initiate(ctx: &Ctx) -> Result<Verdict, String> {
     )
 }
 
+/// A function code no RFC assigns (RFC 5043 assigns 1 to 4).
+const UNASSIGNED_FUNCTION: u16 = 0xFFF0;
+
 pub fn bad_function(ctx: &Ctx) -> Result<Verdict, String> {
     violation(
         ctx,
-        5,
+        UNASSIGNED_FUNCTION,
         &[],
-        "Session Terminate of the session (function code 5)",
+        "Session Terminate of the session (an unassigned function code)",
     )
 }
 
