@@ -73,7 +73,7 @@ pub static CASES: &[Case] = &[
     },
     Case {
         id: "mpa.markers",
-        rfc: "RFC 5044 §7.1.1, §4.3",
+        rfc: "RFC 5044 §7.1.1, §4",
         expect: "M=1 asked: the peer's FPDUs carry Markers (or it refuses with R=1: N/A)",
         run: markers,
         over: Over::Mpa,
@@ -150,7 +150,7 @@ pub static CASES: &[Case] = &[
     },
     Case {
         id: "fpdu.bad-ulpdu-length",
-        rfc: "RFC 5044 §4.2, §8",
+        rfc: "RFC 5044 §4, §8",
         expect: "ULPDU_Length 6 (shorter than any DDP header): a close, a Layer 2 \
                  Terminate if any",
         run: bad_ulpdu_length,
@@ -257,8 +257,9 @@ pub static CASES: &[Case] = &[
     },
     Case {
         id: "sctp.adaptation",
-        rfc: "RFC 5043 (Adaptation Layer Indication)",
-        expect: "the peer's INIT-ACK carries the Adaptation Layer Indication 0x00000001 (DDP)",
+        rfc: "RFC 5043 (Adaptation Ind.)",
+        expect: "the peer's INIT-ACK carries the Adaptation Layer Indication 0x00000001 \
+                 (DDP); the association has as many inbound as outbound streams",
         run: sessions::adaptation,
         over: Over::Sctp,
     },
@@ -327,14 +328,14 @@ pub static CASES: &[Case] = &[
     },
     Case {
         id: "sctp.max-segment",
-        rfc: "RFC 5043 (DDP Segment chunk)",
+        rfc: "RFC 5043 (Segment Chunk)",
         expect: "a Write that fills one unfragmented chunk is placed whole",
         run: sessions::max_segment,
         over: Over::Sctp,
     },
     Case {
         id: "sctp.over-max-segment",
-        rfc: "RFC 5043 (DDP Segment chunk)",
+        rfc: "RFC 5043 (Segment Chunk)",
         expect: "a Write one octet above it (SCTP fragments the chunk): its session \
                  terminated, nothing placed",
         run: sessions::over_max_segment,
