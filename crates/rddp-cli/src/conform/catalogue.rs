@@ -337,7 +337,7 @@ pub static CASES: &[Case] = &[
         id: "sctp.over-max-segment",
         rfc: "RFC 5043 (Segment Chunk)",
         expect: "a Write one octet above it (SCTP fragments the chunk): its session \
-                 terminated, nothing placed",
+                 terminated and nothing placed, or (a larger maximum) placed whole",
         run: sessions::over_max_segment,
         over: Over::Sctp,
     },

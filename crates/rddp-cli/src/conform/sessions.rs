@@ -417,32 +417,59 @@ pub fn over_max_segment(ctx: &Ctx) -> Result<Verdict, String> {
             "the peer's buffer is below {n} octets: the segment would break its bounds too"
         )));
     }
-    p.write(b.stag, b.to, &vec![0xEE; n])?;
-    p.read_to_end()?;
-    let want = "its session terminated (SCTP fragmented the segment), nothing placed";
-    let v = if let Some(br) = &p.seen.broken {
-        Verdict::fail(want, br.clone())
-    } else if p.seen.closed {
-        Verdict::pass(match &p.seen.terminate {
-            Some((_, t)) => format!("Terminate {}, Session Terminate", t.summary()),
-            None => "Session Terminate".into(),
-        })
-    } else {
-        Verdict::fail(want, "no Session Terminate in time")
-    };
-    p.close();
-    if !matches!(v, Verdict::Pass(_)) {
+    let data = vec![0xEE; n];
+    p.write(b.stag, b.to, &data)?;
+    // Terminated, or carrying on: the zero-length Read tells which.
+    let alive = p.probe(d)?;
+    let want = "its session terminated and nothing placed (or, by a peer whose maximum \
+                segment is larger, placed whole): never placed in part";
+    if let Some(br) = &p.seen.broken {
+        let v = Verdict::fail(want, br.clone());
+        p.close();
         return Ok(v);
     }
+    if alive {
+        // RFC 5043 forbids the sender to fragment; a receiver whose own
+        // maximum holds the segment may take it, but then whole.
+        let v = match read_via(&mut p, b, 0, n as u32, d) {
+            Ok(after) if after == data => Verdict::pass(format!(
+                "accepted: {n} octets placed whole (read back); the peer's maximum \
+                 segment is larger than ours"
+            )),
+            Ok(after) => Verdict::fail(
+                want,
+                format!(
+                    "the session carried on with {} of {n} octets placed",
+                    after.iter().filter(|&&x| x == 0xEE).count()
+                ),
+            ),
+            Err(e) => Verdict::fail(want, format!("the session carried on, then {e}")),
+        };
+        p.close();
+        return Ok(v);
+    }
+    let note = match (&p.seen.terminate, p.seen.closed) {
+        (Some((_, t)), true) => format!("Terminate {}, Session Terminate", t.summary()),
+        (None, true) => "Session Terminate".into(),
+        (Some((_, t)), false) => {
+            let v = Verdict::fail(
+                want,
+                format!("Terminate {}, no Session Terminate", t.summary()),
+            );
+            p.close();
+            return Ok(v);
+        }
+        (None, false) => {
+            p.close();
+            return Ok(Verdict::fail(want, "no answer in time"));
+        }
+    };
+    p.close();
     Ok(match ctx.read_back(b, 0, fill.len() as u32)? {
-        Ok(after) => match (judge::unchanged(&fill, &after), v) {
-            (Ok(()), Verdict::Pass(n)) => Verdict::pass(format!("{n}; nothing placed (read back)")),
-            (Err(e), _) => Verdict::fail(want, e),
-            (_, v) => v,
+        Ok(after) => match judge::unchanged(&fill, &after) {
+            Ok(()) => Verdict::pass(format!("{note}; nothing placed (read back)")),
+            Err(e) => Verdict::fail(want, e),
         },
-        Err(why) => match v {
-            Verdict::Pass(n) => Verdict::pass(format!("{n}; {why}")),
-            v => v,
-        },
+        Err(why) => Verdict::pass(format!("{note}; {why}")),
     })
 }
