@@ -296,6 +296,14 @@ pub static CASES: &[Case] = &[
         over: Over::Sctp,
     },
     Case {
+        id: "sctp.before-accept",
+        rfc: "RFC 5043 (Session Control)",
+        expect: "a Write right behind our Initiate, before the Accept: the session \
+                 terminated and nothing placed (or, Accept sent first, the Write placed)",
+        run: sessions::before_accept,
+        over: Over::Sctp,
+    },
+    Case {
         id: "sctp.after-terminate",
         rfc: "RFC 5043 (Session Control)",
         expect: "a Write after our Session Terminate: nothing placed, no DDP Segment in \

@@ -230,6 +230,71 @@ pub fn stray_segment(ctx: &Ctx) -> Result<Verdict, String> {
     Ok(v)
 }
 
+pub fn before_accept(ctx: &Ctx) -> Result<Verdict, String> {
+    let d = ctx.deadline();
+    let fill = [0x5A; 16];
+    let (mut p, b) = match filled(ctx, d, &fill)? {
+        Ok(x) => x,
+        Err(v) => return Ok(v),
+    };
+    let Some((a, _)) = p.sctp_link() else {
+        return Err("not an SCTP session".into());
+    };
+    // The Write right behind the Initiate, not waiting for the Accept.
+    a.control(OTHER_SID, Initiate.code(), &[])?;
+    let seg = peer::tagged(Opcode::RDMA_WRITE, b.stag, b.to, true, &[0xEE; 16]);
+    a.segment(OTHER_SID, &seg)?;
+    let first = a.next_on(OTHER_SID, d);
+    let want = "the session terminated and nothing placed, or (its Accept sent before \
+                the Write arrived) the Write placed";
+    let answer = first.as_ref().and_then(Chunk::control);
+    let accepted = match answer {
+        Some(Accept) => true,
+        Some(Terminate | Reject) => false,
+        _ => {
+            p.close();
+            return Ok(Verdict::fail(
+                want,
+                first.as_ref().map_or("nothing in time".into(), what),
+            ));
+        }
+    };
+    // What the peer does with the Write comes before our read-back's answer
+    // only on its own stream; a moment for it, then the octets.
+    let later = a.collect_on(OTHER_SID, (Instant::now() + QUIET).min(d));
+    let answered = what(first.as_ref().unwrap_or(&Chunk {
+        sid: OTHER_SID,
+        ppid: 0,
+        ssn: 0,
+        body: Vec::new(),
+    }));
+    let terminated_later = later.iter().any(|c| c.control() == Some(Terminate));
+    let v = match read_via(&mut p, b, 0, fill.len() as u32, d) {
+        Ok(after) if after != fill && accepted => {
+            Verdict::pass("accepted; the Write placed (read back)")
+        }
+        Ok(after) if after != fill => Verdict::fail(
+            want,
+            format!(
+                "{answered}, but {}",
+                judge::unchanged(&fill, &after).err().unwrap_or_default()
+            ),
+        ),
+        Ok(_) if !accepted => Verdict::pass(format!("{answered}; nothing placed (read back)")),
+        Ok(_) if terminated_later => Verdict::pass(format!(
+            "accepted, then {}; nothing placed (read back)",
+            whats(&later)
+        )),
+        Ok(_) => Verdict::fail(
+            want,
+            "accepted, but the Write neither placed nor refused with a Session Terminate",
+        ),
+        Err(e) => Verdict::fail(want, format!("{answered}, then {e}")),
+    };
+    p.close();
+    Ok(v)
+}
+
 pub fn after_terminate(ctx: &Ctx) -> Result<Verdict, String> {
     let d = ctx.deadline();
     let fill = [0x5A; 16];
