@@ -266,8 +266,8 @@ pub static CASES: &[Case] = &[
     Case {
         id: "sctp.accept",
         rfc: "RFC 5043 (Session Control)",
-        expect: "an Initiate is answered with Accept, DDP-SSN 0, every chunk unordered; \
-                 the session then carries a zero-length Read",
+        expect: "an Initiate is answered with Accept, DDP-SSN 0, every chunk unordered \
+                 and the DDP-SSNs without gaps; the session then carries a zero-length Read",
         run: sessions::accept,
         over: Over::Sctp,
     },

@@ -77,6 +77,8 @@ pub struct Peer {
     /// Next MSN of our Sends (QN 0) and Read Requests (QN 1).
     pub send_msn: u32,
     pub read_msn: u32,
+    /// Over SCTP: the DDP-SSN of every chunk the session read, in arrival order.
+    pub ssns: Vec<u16>,
 }
 
 /// TCP connect within the deadline.
@@ -240,6 +242,7 @@ impl Peer {
             seen: Seen::default(),
             send_msn: 1,
             read_msn: 1,
+            ssns: Vec::new(),
         }
     }
 
@@ -282,6 +285,7 @@ impl Peer {
             seen: Seen::default(),
             send_msn: 1,
             read_msn: 1,
+            ssns: Vec::new(),
         }
     }
 
@@ -470,6 +474,7 @@ impl Peer {
                 }
                 return Ok(());
             };
+            self.ssns.push(c.ssn);
             match (c.ppid, c.control()) {
                 (PPID_DDP_SEGMENT, _) => self.segment(c.body),
                 (_, Some(SessionFunction::Terminate)) => self.seen.closed = true,

@@ -130,8 +130,33 @@ pub fn accept(ctx: &Ctx) -> Result<Verdict, String> {
         Some((a, _)) => regular(a, v),
         None => v,
     };
+    // Chunks are unordered: one with a lower DDP-SSN may still be on its way.
+    if gapless(&p.ssns).is_err() {
+        p.quiet_for(QUIET)?;
+    }
+    let v = match (v, gapless(&p.ssns)) {
+        (Verdict::Pass(n), Err(e)) if !p.seen.closed => Verdict::fail(
+            "DDP-SSNs from 0, one per chunk, without gaps (RFC 5043)",
+            format!("{e} (after {n})"),
+        ),
+        (v, _) => v,
+    };
     p.close();
     Ok(v)
+}
+
+/// The DDP-SSNs of a session's chunks after its Accept (DDP-SSN 0): 1, 2, ...
+/// in some order (RFC 5043: the SSNs an ordered stream would have had; the
+/// chunks themselves are unordered).
+fn gapless(ssns: &[u16]) -> Result<(), String> {
+    let mut s = ssns.to_vec();
+    s.sort_unstable();
+    for (i, &x) in s.iter().enumerate() {
+        if usize::from(x) != i + 1 {
+            return Err(format!("DDP-SSNs {ssns:?} after the Accept's 0"));
+        }
+    }
+    Ok(())
 }
 
 /// An Initiate with `pd`: what came back on its stream first.
