@@ -123,6 +123,9 @@ pub fn run(a: &ConformArgs) -> Result<bool, String> {
     if sctp && responder {
         return Err("--role responder is MPA/TCP only: over SCTP we take the active side".into());
     }
+    if sctp {
+        usrsctp_ffi::available().map_err(|e| format!("--transport sctp needs libusrsctp: {e}"))?;
+    }
     let addr = a
         .addr
         .to_socket_addrs()
