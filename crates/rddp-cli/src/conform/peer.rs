@@ -1,7 +1,9 @@
-//! The scripted MPA initiator each case drives: a blocking TCP socket, every
-//! wait bounded by the case's deadline, every octet sent counted against the
+//! The scripted peer each case drives: an MPA initiator on a blocking TCP
+//! socket, or one DDP session of an SCTP association (`sctp.rs`), every wait
+//! bounded by the case's deadline, every octet sent counted against the
 //! case's budget. Framing is rddp-wire's (MPA frames, FPDUs, DDP and RDMAP
-//! headers); only deliberately broken octets are built by hand.
+//! headers, RFC 5043 chunks); only deliberately broken octets are built by
+//! hand. The DDP and RDMAP cases use the same calls over either.
 
 use super::sctp::Assoc;
 use rddp_wire::rdmap::qn;
