@@ -73,7 +73,7 @@ pub static CASES: &[Case] = &[
     },
     Case {
         id: "mpa.markers",
-        rfc: "RFC 5044 §7.1.1, §4",
+        rfc: "RFC 5044 §7.1.1, §4.3",
         expect: "M=1 asked: the peer's FPDUs carry Markers (or it refuses with R=1: N/A)",
         run: markers,
         over: Over::Mpa,
@@ -142,7 +142,7 @@ pub static CASES: &[Case] = &[
     },
     Case {
         id: "fpdu.bad-crc",
-        rfc: "RFC 5044 §4.3, §8",
+        rfc: "RFC 5044 §4.4, §8",
         expect: "an FPDU with a bad CRC: Terminate 2/*/0x02 if any, close (octets placed \
                  before the check are reported)",
         run: bad_crc,
@@ -150,7 +150,7 @@ pub static CASES: &[Case] = &[
     },
     Case {
         id: "fpdu.bad-ulpdu-length",
-        rfc: "RFC 5044 §4, §8",
+        rfc: "RFC 5044 §4.1, §8",
         expect: "ULPDU_Length 6 (shorter than any DDP header): a close, a Layer 2 \
                  Terminate if any",
         run: bad_ulpdu_length,
