@@ -1,0 +1,123 @@
+//! Receive credits (see the module doc of [`super`]): the client's Sends
+//! wait for the server's grants, read from its mailbox; the server writes
+//! the count of receives it posted into that mailbox as it reposts.
+
+use super::*;
+
+pub(super) struct Credits {
+    pub(super) mailbox: MemoryRegion,
+    pub(super) sent: u64,
+    pub(super) granted: u64,
+}
+
+pub(super) struct Grant {
+    pub(super) to: RemoteBuf,
+    pub(super) mr: MemoryRegion,
+    pub(super) advertised: u64,
+}
+
+/// The longest sleep between two looks at the credit mailbox: 1 ms, and 1 ms
+/// more per 100 connections.
+fn credit_poll_max() -> Duration {
+    Duration::from_micros(1000 * (1 + PARALLEL.load(Ordering::Relaxed) / 100))
+}
+
+impl Chan {
+    /// Client: Sends are limited by the server's grants, read from `mailbox`.
+    pub fn enable_credits(&mut self, mailbox: MemoryRegion) {
+        self.credits = Some(Credits {
+            mailbox,
+            sent: 0,
+            granted: 1,
+        });
+    }
+
+    /// Client: a grant carried in a control message.
+    pub fn note_granted(&mut self, granted: u64) {
+        if let Some(c) = &mut self.credits {
+            c.granted = c.granted.max(granted);
+        }
+    }
+
+    /// Server: tell the client of reposted receives by writing into `to`.
+    /// Grants go out whenever a quarter of the receive target has been reposted.
+    pub fn enable_grants(&mut self, to: RemoteBuf) -> Result<(), String> {
+        if to.len < 8 {
+            return Err(format!(
+                "the client's credit mailbox is {} octets; 8 are needed",
+                to.len
+            ));
+        }
+        let mr = self
+            .ep
+            .pd
+            .register(vec![0; 8], Access::NONE)
+            .map_err(verbs("registering the grant buffer"))?;
+        self.grant = Some(Grant {
+            to,
+            mr,
+            advertised: 0,
+        });
+        self.grant_now()
+    }
+
+    /// Server: write the cumulative posted count into the client's mailbox.
+    pub fn grant_now(&mut self) -> Result<(), String> {
+        let Some(g) = &mut self.grant else {
+            return Ok(());
+        };
+        g.mr.write(0, &self.posted_total.to_be_bytes())
+            .map_err(verbs("grant"))?;
+        self.ep
+            .qp
+            .post_write(GRANT, &g.mr, 0, 8, g.to, 0)
+            .map_err(verbs("writing a credit grant"))?;
+        g.advertised = self.posted_total;
+        self.outstanding += 1;
+        Ok(())
+    }
+
+    pub(super) async fn wait_credit(&mut self) -> Result<(), String> {
+        // The clock is read only once no credit is left (not per message).
+        let mut start = None;
+        let mut spins = 0u32;
+        loop {
+            let Some(c) = &mut self.credits else {
+                return Ok(());
+            };
+            if c.sent < c.granted {
+                c.sent += 1;
+                return Ok(());
+            }
+            let m = c.mailbox.read(0, 8).map_err(verbs("reading the mailbox"))?;
+            let g = u64::from_be_bytes(m.try_into().unwrap_or([0; 8]));
+            c.granted = c.granted.max(g);
+            if c.sent < c.granted {
+                continue;
+            }
+            // The grant comes as an RDMA Write: with few connections this
+            // thread reads the socket for it (a busy poll of the send CQ may
+            // have taken the socket from the I/O thread).
+            self.reap_busy()?;
+            self.check_events("receive credits from the server")?;
+            if start.get_or_insert_with(Instant::now).elapsed() > stall() {
+                return Err(format!(
+                    "no receive credits from the server for {} s: it stopped reposting receives",
+                    stall().as_secs()
+                ));
+            }
+            // The grant is an RDMA Write into the mailbox (no completion here):
+            // look again soon, but with thousands of connections (--qps) this
+            // task must not keep a worker busy.
+            spins += 1;
+            if spins < 16 {
+                crate::perf::exec::yield_now().await;
+            } else {
+                // The I/O thread reads while this task sleeps.
+                self.end_busy();
+                let d = Duration::from_micros(25u64 << (spins - 16).min(12));
+                crate::perf::exec::pause(d.min(credit_poll_max())).await;
+            }
+        }
+    }
+}
