@@ -32,6 +32,7 @@ pub mod ddp;
 pub mod fixture;
 pub mod input;
 pub mod mpa_fpdu;
+pub mod mpa_rx;
 pub mod mpa_setup;
 pub mod rdmap;
 pub mod reach;
@@ -42,6 +43,7 @@ pub mod wire;
 
 pub use ddp::ddp_sink;
 pub use mpa_fpdu::mpa_fpdu;
+pub use mpa_rx::mpa_rx;
 pub use mpa_setup::mpa_setup;
 pub use rdmap::rdmap_stream;
 pub use sctp::sctp_adaptation;
@@ -56,6 +58,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("wire_decoders", wire_decoders),
     ("mpa_setup", mpa_setup),
     ("mpa_fpdu", mpa_fpdu),
+    ("mpa_rx", mpa_rx),
     ("ddp_sink", ddp_sink),
     ("rdmap_stream", rdmap_stream),
     ("sctp_adaptation", sctp_adaptation),

@@ -597,11 +597,51 @@ fn verbs_seeds(out: &mut Vec<SeedFile>) {
 }
 
 /// Every seed of every target.
+/// `mpa_rx`: six regions of 256 octets at TO 0x1000, then runs of Writes
+/// into region 0 and Sends of MSN 1 to 3 (small, so batches and the one-read
+/// guess are taken), with CRC, Markers or neither, arriving in small units.
+fn mpa_rx_seeds(out: &mut Vec<SeedFile>) {
+    for (name, flags, units) in [
+        ("crc", 0x01u8, &[0u8][..]),
+        ("crc-units", 0x01, &[7, 13, 64, 1][..]),
+        ("markers", 0x03, &[50, 3][..]),
+        ("plain-limit", 0x40, &[0][..]),
+    ] {
+        let mut s = Seed::default();
+        let mut setup = [0u8; 32];
+        for r in 0..6 {
+            setup[2 * r] = 0xFF; // 256 octets at TO 0x1000
+        }
+        s.bytes(&setup).u8(flags).u8(9);
+        for k in 0..3u8 {
+            // A Write of 64 octets into region 0 at TO 0x1000 + 16k.
+            s.u8(2).u8(0).u8(0).u8(0).u8(0).u8(0).u8(16 * k).u8(64);
+            s.bytes(&[0x40 + k; 64]);
+            // Sends of 40 and 2 octets (MSN k + 1), then one of 70.
+            for len in [40u8, 2, 70].into_iter().skip(usize::from(k)).take(1) {
+                s.u8(2)
+                    .u8(3)
+                    .u8(0)
+                    .u8(0)
+                    .u8(0)
+                    .u8(1)
+                    .u8(k + 1)
+                    .u8(0)
+                    .u8(len);
+                s.bytes(&vec![0x60 + k; usize::from(len)]);
+            }
+        }
+        s.bytes(units);
+        out.push(("mpa_rx", name.to_string(), s.0));
+    }
+}
+
 pub fn all() -> Vec<SeedFile> {
     let mut out = Vec::new();
     wire_seeds(&mut out);
     mpa_setup_seeds(&mut out);
     mpa_fpdu_seeds(&mut out);
+    mpa_rx_seeds(&mut out);
     ddp_sink_seeds(&mut out);
     rdmap_seeds(&mut out);
     sctp_seeds(&mut out);

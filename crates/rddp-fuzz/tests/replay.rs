@@ -72,6 +72,7 @@ replay_tests!(
     wire_decoders,
     mpa_setup,
     mpa_fpdu,
+    mpa_rx,
     ddp_sink,
     rdmap_stream,
     sctp_adaptation,

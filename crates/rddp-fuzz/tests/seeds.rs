@@ -34,6 +34,8 @@ fn seeds_reach_the_real_paths() {
                 }
             }
             "rdmap_stream" => assert!(r.placed >= 5 && r.completed_ok >= 3, "{seed}: {r:?}"),
+            // Three Sends complete; the Writes place into region 0.
+            "mpa_rx" => assert!(r.completed_ok >= 3, "{seed}: {r:?}"),
             "sctp_adaptation" => assert!(
                 r.established > 0 && r.placed + r.delivered > 0,
                 "{seed}: {r:?}"
