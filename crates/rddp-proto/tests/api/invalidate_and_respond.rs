@@ -2,8 +2,7 @@
 //! Response that cannot be sent ends the stream with a Terminate (RFC 5042
 //! §5; RFC 5040 §5.5, §4.8).
 
-mod common;
-use common::host::*;
+use crate::common::host::*;
 use rddp_proto::mem::{Access, AccessFault, PdId, Stag, StreamId};
 use rddp_proto::rdmap::{RdmapConfig, WcStatus};
 use rddp_wire::{Opcode, ReadRequestHeader, TerminateCode as T};

@@ -7,11 +7,17 @@ use rddp_proto::rdmap::{
 };
 use rddp_wire::TerminateCode as T;
 
-#[path = "common/hosts.rs"]
-mod hosts;
-use hosts::Hosts;
+use crate::common::hosts::Hosts;
 
-impl Hosts {
+/// This module's view of the two hosts.
+trait Ops {
+    /// Side `i`'s completions.
+    fn completions(&mut self, i: usize) -> Vec<Completion>;
+    /// A region holding `data` at TO 0x4000 on side `i`.
+    fn region(&mut self, i: usize, access: Access, data: Vec<u8>) -> Stag;
+}
+
+impl Ops for Hosts {
     fn completions(&mut self, i: usize) -> Vec<Completion> {
         std::iter::from_fn(|| self.s[i].poll_completion()).collect()
     }

@@ -1,9 +1,8 @@
 //! Helpers shared by the engine's integration tests.
-#![allow(dead_code)]
 
 pub mod host;
+pub mod hosts;
 
-use bytes::Bytes;
 use rddp_proto::ddp::{DdpConfig, DdpStream, StreamError};
 use rddp_proto::mem::{Access, MemoryTable, PdId, Stag, StagScope, StreamId};
 use rddp_wire::{TaggedHeader, TerminateCode, UntaggedHeader};
@@ -48,6 +47,36 @@ pub fn feed(s: &mut DdpStream, mem: &MemoryTable, seq: u64, seg: &[u8]) -> Optio
     }
 }
 
-pub fn bytes(v: &[u8]) -> Bytes {
-    Bytes::copy_from_slice(v)
+/// Environment variable naming the one test a child process runs (see
+/// [`own_process`]).
+const OWN_PROCESS_ENV: &str = "RDDP_TEST_OWN_PROCESS";
+
+/// Whether to run the test `test` of module `module` (`module_path!()`) here:
+/// for a test that must be alone in its process (it counts what the whole
+/// process allocates). In the parent this runs the test binary again for that
+/// one test, checks that it ran and passed, and returns `false`; in that child
+/// it returns `true`.
+pub fn own_process(module: &str, test: &str) -> bool {
+    // The harness names a test by its path below the crate root.
+    let path = match module.split_once("::") {
+        Some((_, m)) => format!("{m}::{test}"),
+        None => test.to_string(),
+    };
+    if std::env::var(OWN_PROCESS_ENV).is_ok_and(|v| v == path) {
+        return true;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", &path, "--nocapture", "--test-threads", "1"])
+        .env(OWN_PROCESS_ENV, &path)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{path} in its own process:\n{text}");
+    assert!(
+        text.contains("1 passed"),
+        "{path} did not run in its own process:\n{text}"
+    );
+    eprint!("{text}");
+    false
 }

@@ -4,9 +4,7 @@
 //! payloads go where the target says; nothing is delivered before
 //! `finish_segment`, and a failed CRC there delivers nothing of any kind.
 
-#[path = "common/host.rs"]
-mod host;
-use host::*;
+use crate::common::host::*;
 
 use rddp_proto::ddp::{BufferOrdering, BufferPool, PoolConfig, RecvBuffer, RegionSpan, Target};
 use rddp_proto::mem::Access;

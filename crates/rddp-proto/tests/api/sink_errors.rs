@@ -1,8 +1,7 @@
 //! Every DDP error code, provoked by a crafted segment, places nothing (RFC 5041 §7.1,
 //! §7.2), and the validation order of RFC 5041 §7.1 holds.
 
-mod common;
-use common::*;
+use crate::common::*;
 use rddp_proto::ddp::{RecvBuffer, StreamEvent, StreamState};
 use rddp_proto::mem::{Access, MemoryTable, PdId, StagScope, StreamId};
 use rddp_wire::TerminateCode as T;

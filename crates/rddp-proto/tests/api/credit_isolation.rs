@@ -2,8 +2,7 @@
 //! such a shortage". With a pool provisioned for every credit granted, nothing the
 //! peer of stream A sends can leave stream B without a buffer for a valid MSN.
 
-mod common;
-use common::*;
+use crate::common::*;
 use proptest::prelude::*;
 use rddp_proto::ddp::{
     BufferOrdering, BufferPool, DdpConfig, DdpStream, Delivery, PoolConfig, RecvBuffer, StreamEvent,

@@ -1,8 +1,7 @@
 //! Crafted segments never write outside a registered region, and a refused
 //! segment places nothing (RFC 5041 §7.1: validation before placement).
 
-mod common;
-use common::*;
+use crate::common::*;
 use proptest::prelude::*;
 use rddp_proto::ddp::{DdpConfig, DdpStream, RecvBuffer};
 use rddp_proto::mem::{Access, MemoryTable, PdId, StagScope, StreamId};

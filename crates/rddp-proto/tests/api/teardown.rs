@@ -1,8 +1,7 @@
 //! Teardown and error reporting (RFC 5041 §6).
 
-mod common;
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use rddp_proto::ddp::{RecvBuffer, StreamError, StreamEvent, StreamState};
 use rddp_proto::mem::MemoryTable;
 

@@ -6,11 +6,7 @@
 //! refused at posting. A pool (shared receive queue, credits) takes such
 //! receives too: the message that takes one is placed in its span.
 
-// Shared with the other engine tests; this one needs only part of it.
-#[allow(dead_code)]
-#[path = "common/host.rs"]
-mod host;
-use host::*;
+use crate::common::host::*;
 
 use rddp_proto::ddp::{
     BufferOrdering, BufferPool, PoolConfig, PoolError, RecvBuffer, RegionSpan, SourceError,

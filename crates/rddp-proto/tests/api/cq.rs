@@ -1,8 +1,7 @@
 //! Completion queues refuse attachments whose completions they could not hold,
 //! except where per-stream credits bound them (docs/receive-strategies.md); overflow is never silent.
 
-mod common;
-use common::*;
+use crate::common::*;
 use rddp_proto::cq::{Completion, CompletionQueue, CompletionStatus, CqError, CqSource};
 use rddp_proto::ddp::{
     BufferOrdering, BufferPool, DdpConfig, DdpStream, PoolConfig, RecvBuffer, RecvModel,

@@ -2,8 +2,7 @@
 //! buffer association, sequential and arrival ordering, the soft limit and the
 //! arrival-ordering hazard.
 
-mod common;
-use common::*;
+use crate::common::*;
 use rddp_proto::ddp::{
     BufferOrdering, BufferPool, DdpConfig, DdpStream, Delivery, PoolConfig, PoolEvent, RecvBuffer,
     StreamState,

@@ -1,7 +1,7 @@
-//! One abusive stream among 100, under each receive strategy and ordering of seed
-//! 003: what it ties up, what the 99 honest streams still get, how fast the soft
-//! limit fires. `cargo test -p rddp-proto --test abusive_stream -- --nocapture`
-//! prints the table of docs/receive-strategies.md.
+//! One abusive stream among 100, under each receive strategy and buffer
+//! ordering: what it ties up, what the 99 honest streams still get, how fast the
+//! soft limit fires. `cargo test -p rddp-proto --test api abusive_stream --
+//! --nocapture` prints the table of docs/receive-strategies.md.
 //!
 //! The model: 20 rounds. Each round every live honest stream sends one one-segment
 //! message; the abuser's segments of the round are spread evenly between them.
@@ -10,8 +10,7 @@
 //! aborts every erroneous stream and, when the pool raised a soft-limit or stranded
 //! event for a stream, aborts that stream. Aborted streams are not reopened.
 
-mod common;
-use common::*;
+use crate::common::*;
 use rddp_proto::ddp::{
     BufferOrdering, BufferPool, DdpConfig, DdpStream, PoolConfig, PoolEvent, RecvBuffer,
     StreamEvent, StreamState,

@@ -1,8 +1,7 @@
 //! A pool shared by streams that live on different threads (the verbs layer runs
 //! one thread per connection): handles are Send + Sync and no buffer is lost.
 
-mod common;
-use common::*;
+use crate::common::*;
 use rddp_proto::cq::CompletionQueue;
 use rddp_proto::ddp::{
     BufferOrdering, BufferPool, DdpConfig, DdpStream, Delivery, PoolConfig, RecvBuffer,

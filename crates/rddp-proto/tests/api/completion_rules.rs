@@ -9,11 +9,17 @@ use rddp_proto::mem::{Access, MemoryTable, PdId, Stag, StagScope, StreamId};
 use rddp_proto::rdmap::{Completion, INTERNAL_WR_ID, RdmapConfig, WcOpcode, WcStatus, WorkRequest};
 use rddp_proto::wq::{QueueFull, RecvPlan, Slots, WorkQueue, WorkQueues};
 
-#[path = "common/hosts.rs"]
-mod hosts;
-use hosts::Hosts;
+use crate::common::hosts::Hosts;
 
-impl Hosts {
+/// This module's view of the two hosts.
+trait Rules {
+    /// Side `i`'s completions as (work request, opcode, status).
+    fn completions(&mut self, i: usize) -> Vec<(u64, WcOpcode, WcStatus)>;
+    /// A region of `len` octets of 7 at TO 0 on side `i`.
+    fn region(&mut self, i: usize, access: Access, len: usize) -> Stag;
+}
+
+impl Rules for Hosts {
     fn completions(&mut self, i: usize) -> Vec<(u64, WcOpcode, WcStatus)> {
         std::iter::from_fn(|| self.s[i].poll_completion())
             .map(|c| (c.wr_id, c.opcode, c.status))

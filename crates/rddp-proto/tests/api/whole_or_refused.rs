@@ -5,8 +5,7 @@
 //! Every refusal is a Terminate with the code the RFCs assign, and nothing is
 //! placed outside the range the refused segment could validly reach.
 
-mod common;
-use common::host::*;
+use crate::common::host::*;
 use rddp_proto::mem::{Access, Stag};
 use rddp_proto::rdmap::{Completion, RdmapConfig, WcOpcode, WcStatus};
 use rddp_wire::{Opcode, TerminateCode as T};

@@ -1,7 +1,6 @@
 //! Two hosts, each with its memory and one RDMAP stream, over an in-order link
 //! (for rdmap_ops.rs and completion_rules.rs; each adds its own `region` and
-//! `completions` in an `impl Hosts` of its own).
-#![allow(dead_code)]
+//! `completions` by a trait of its own).
 
 use rddp_proto::mem::{MemoryTable, PdId, StreamId};
 use rddp_proto::rdmap::{AsyncEvent, RdmapConfig, RdmapStream, WorkRequest};
