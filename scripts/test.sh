@@ -59,9 +59,9 @@ if [ $# -eq 0 ]; then
       cargo +nightly test --locked --all-features --target "$triple" "$@" || status=$?
   }
   asan -p usrsctp-ffi \
-    -p rddp-mpa --test loopback --test rx_direct --test errors \
     -p rddp-sctp --test path --test refusal --test sessions --test session_rules
-  # rddp's one test binary: these modules of it.
+  # Each crate's one test binary: these modules of it.
+  asan -p rddp-mpa --test api -- loopback:: rx_direct:: errors::
   asan -p rddp --test api -- qp_mpa:: qp_sctp:: stats:: pingpong_lone:: tx_gather:: \
     sctp_direct:: disconnect:: fenced::
 fi

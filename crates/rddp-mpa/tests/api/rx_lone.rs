@@ -11,10 +11,8 @@
 //! header first from the octets already read (counted as copies) and leaves
 //! the buffer as it was.
 
-mod common;
-
-use common::source::Source;
-use common::wires::{
+use crate::common::source::Source;
+use crate::common::wires::{
     Op, Outcome, RECV, RECVS, Recvs, Way, any_recvs, damage, fpdus, memory, receive_units, stream,
 };
 use rddp_mpa::fpdu::{FpduReceiver, RdmapPlacer, RxConfig};
@@ -268,7 +266,7 @@ fn lone_sends_cut_anywhere_are_read_as_before() {
 /// buffers.
 mod random {
     use super::*;
-    use common::wires::REGION;
+    use crate::common::wires::REGION;
     use proptest::prelude::*;
 
     fn op() -> impl Strategy<Value = Op> {

@@ -3,10 +3,9 @@
 //! copied), large payloads straight into place; one buffer shared by two
 //! connections driven in turn.
 
-mod common;
-
+use crate::common;
+use crate::common::source::Source;
 use bytes::Bytes;
-use common::source::Source;
 use rddp_mpa::fpdu::{FpduReceiver, Progress, RdmapPlacer, RxConfig, SMALL_PAYLOAD};
 use rddp_proto::mem::{Access, MemoryTable, PdId, StagScope};
 use rddp_proto::rdmap::{Completion, RdmapStream, WcOpcode, WcStatus, WorkRequest};

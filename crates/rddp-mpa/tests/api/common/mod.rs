@@ -1,6 +1,5 @@
 //! Shared helpers for the loopback tests: endpoint pairs over real TCP on
 //! 127.0.0.1 with kernel-chosen ports, and raw-socket peers speaking crafted bytes.
-#![allow(dead_code)]
 
 pub mod source;
 pub mod wires;

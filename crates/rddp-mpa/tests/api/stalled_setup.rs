@@ -3,9 +3,7 @@
 //! Each still gets its own deadline (RFC 5044 §7.1.2), and comes out of `accept` as its
 //! error, in turn.
 
-mod common;
-
-use common::{frame, read_to_end, write_all};
+use crate::common::{frame, read_to_end, write_all};
 use rddp_mpa::{MpaError, MpaOptions, connect_raw, listen};
 use rddp_wire::mpa::frame::KEY_REQ;
 use std::io::{ErrorKind, Read};

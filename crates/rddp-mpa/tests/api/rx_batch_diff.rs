@@ -12,9 +12,7 @@
 //! an FPDU corrupted or repeated, posted or pooled buffers in either ordering,
 //! reads of any size). No payload octet is copied either way.
 
-mod common;
-
-use common::wires::{
+use crate::common::wires::{
     Op, Outcome, RECV, RECVS, REGION, Recvs, Way, any_recvs, damage, fpdus, receive,
 };
 

@@ -3,9 +3,7 @@
 //! DDP/RDMAP fields must equal what was sent, and tshark must raise no iWARP
 //! expert warning. Skipped (loudly) only when tshark is missing and CI is unset.
 
-mod common;
-
-use common::exchange;
+use crate::common::exchange;
 use rddp_mpa::pcap::{Tap, write_pcap};
 use rddp_mpa::{MpaOptions, Role};
 use rddp_wire::{DdpHeader, FpduDecoder, MpaFrame, RdmapControl};

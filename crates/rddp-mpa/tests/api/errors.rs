@@ -2,10 +2,8 @@
 //! endpoint reports, what arrives on the raw socket (Reply R=1, Terminate code, or
 //! nothing), and that the connection closes.
 
-mod common;
-
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use rddp_mpa::fpdu::ULPDU_LENGTH_CODE;
 use rddp_mpa::{MpaError, MpaListener, MpaOptions, connect, listen};
 use rddp_proto::ddp::Delivery;

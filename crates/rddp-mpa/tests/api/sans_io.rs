@@ -2,10 +2,8 @@
 //! driven by the caller's clock, FPDU streams split at every byte boundary and
 //! delivered many FPDUs per read, MULPDU re-set from a new EMSS.
 
-mod common;
-
+use crate::common::{BASE_TO, ctrl, pattern, send_rsvd, table};
 use bytes::Bytes;
-use common::{BASE_TO, ctrl, pattern, send_rsvd, table};
 use rddp_mpa::{FpduConn, Initiator, MpaError, MpaOptions, Negotiated, Responder, SetupStatus};
 use rddp_proto::ddp::{Delivery, RecvBuffer};
 use rddp_proto::mem::MemoryTable;

@@ -2,9 +2,7 @@
 //! both ways, CRC on and off, Markers on and off per direction, Rev 1 and Rev 2
 //! (RTR by Write and by Read), private data both ways.
 
-mod common;
-
-use common::exchange;
+use crate::common::exchange;
 use rddp_mpa::{MpaOptions, Role, Rtr, RtrTypes};
 
 fn rev1(crc: bool, markers: bool) -> MpaOptions {

@@ -6,10 +6,9 @@
 //! (another message's, interleaved) has 4 payload octets copied from what was
 //! read ahead (counted), and every octet lands where header first puts it.
 
-mod common;
-
+use crate::common;
+use crate::common::source::Source;
 use bytes::Bytes;
-use common::source::Source;
 use rddp_mpa::fpdu::{FpduReceiver, Progress, RdmapPlacer, RxConfig};
 use rddp_proto::mem::{MemoryTable, Stag};
 use rddp_proto::rdmap::{Completion, RdmapStream, WcStatus, WorkRequest};
