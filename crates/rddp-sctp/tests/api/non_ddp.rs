@@ -4,9 +4,7 @@
 //! socket that announces the DDP indication; real usrsctp over UDP encapsulation.
 //! Likewise an association whose inbound and outbound stream counts differ.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use rddp_proto::mem::MemoryTable;
 use rddp_sctp::driver::{DriverError, Listener, Options};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -47,7 +45,10 @@ fn wait_state(s: &Socket, want: u16) {
 
 #[test]
 fn non_ddp_traffic_aborts_and_unequal_stream_counts_are_refused() {
-    if !library() {
+    if !own_process(
+        module_path!(),
+        "non_ddp_traffic_aborts_and_unequal_stream_counts_are_refused",
+    ) {
         return;
     }
     let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, free_port());

@@ -2,10 +2,8 @@
 //! between two endpoints of this process on 127.0.0.1. Skipped loudly when not root
 //! (and then failing only if CI is set, where the suite runs as root).
 
-mod common;
-
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use rddp_proto::mem::{Access, MemoryTable, PdId, StagScope, StreamId};
 use rddp_sctp::SessionState;
 use rddp_sctp::driver::{Listener, Options, Transport, connect};
@@ -27,7 +25,7 @@ fn root() -> bool {
 
 #[test]
 fn session_over_raw_ip() {
-    if !library() || !root() {
+    if !root() || !own_process(module_path!(), "session_over_raw_ip") {
         return;
     }
     let opts = Options {

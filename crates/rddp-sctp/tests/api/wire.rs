@@ -2,10 +2,8 @@
 //! packet of a scripted session goes into a pcap (link type 248, SCTP), checked by
 //! tshark with the project's Lua dissector (common/wire.rs).
 
-mod common;
-
-use common::wire::{check_capture, session, tshark_present};
-use common::*;
+use crate::common::wire::{check_capture, session, tshark_present};
+use crate::common::*;
 use rddp_proto::mem::MemoryTable;
 use rddp_sctp::driver::{Listener, Options, connect_conn};
 use std::time::Duration;
@@ -13,7 +11,9 @@ use usrsctp_ffi::{Encapsulation, stack};
 
 #[test]
 fn tshark_sees_rfc5043_on_an_af_conn_capture() {
-    if !library() || !tshark_present() {
+    if !own_process(module_path!(), "tshark_sees_rfc5043_on_an_af_conn_capture")
+        || !tshark_present()
+    {
         return;
     }
     stack::init(Encapsulation::Udp(free_port())).unwrap();

@@ -1,10 +1,8 @@
 //! Every session rule of RFC 5043, sans-IO: two
 //! adaptation layers joined by a chunk queue the test controls.
 
-mod common;
-
+use crate::common::sides::*;
 use bytes::Bytes;
-use common::sides::*;
 use rddp_proto::ddp::{Delivery, RecvBuffer};
 use rddp_proto::mem::{PdId, StreamId};
 use rddp_sctp::{CloseReason, Config, Event, max_segment_for};

@@ -3,10 +3,8 @@
 //! reuse after a violation, the maximum segment size on receive, and what a session
 //! may hold while its Accept is missing.
 
-mod common;
-
+use crate::common::sides::*;
 use bytes::Bytes;
-use common::sides::*;
 use rddp_proto::mem::{PdId, StreamId};
 use rddp_sctp::{Adaptation, CloseReason, Config, Event, OutChunk, SessionState};
 use rddp_wire::sctp::SessionFunction;

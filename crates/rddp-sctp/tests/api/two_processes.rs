@@ -3,10 +3,8 @@
 //! RDMAP: session, a tagged write to an STag the peer advertised in its Accept's
 //! private data, untagged messages, Terminate both ways (RFC 5043).
 
-mod common;
-
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use rddp_proto::ddp::{Delivery, RecvBuffer};
 use rddp_proto::mem::{Access, MemoryTable, PdId, StagScope, StreamId};
 use rddp_sctp::Event;
@@ -31,13 +29,21 @@ impl Drop for Peer {
 
 #[test]
 fn two_process_session_with_tagged_and_untagged_messages() {
-    if !library() {
+    if !own_process(
+        module_path!(),
+        "two_process_session_with_tagged_and_untagged_messages",
+    ) {
         return;
     }
     let port = free_port();
     let mut peer = Peer(
         Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "passive_peer", "--ignored", "--nocapture"])
+            .args([
+                "--exact",
+                "two_processes::passive_peer",
+                "--ignored",
+                "--nocapture",
+            ])
             .env("RDDP_SCTP_PEER_AT", format!("127.0.0.1:{port}"))
             .stdout(Stdio::piped())
             .spawn()

@@ -5,10 +5,8 @@
 //! receive trusts the wrong message's length (it placed 10 octets of a
 //! 50-octet Send). Real usrsctp over UDP encapsulation.
 
-mod common;
-
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use rddp_proto::ddp::{Delivery, RecvBuffer};
 use rddp_proto::mem::{MemoryTable, PdId, StreamId};
 use rddp_sctp::Event;
@@ -18,7 +16,10 @@ use std::time::Duration;
 
 #[test]
 fn a_length_told_with_one_receive_is_not_trusted_after_a_chain_receive() {
-    if !library() {
+    if !own_process(
+        module_path!(),
+        "a_length_told_with_one_receive_is_not_trusted_after_a_chain_receive",
+    ) {
         return;
     }
     let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, free_port());

@@ -2,10 +2,8 @@
 //! 5043): max(fragmentation point - 2, 516) is DDP's MULPDU, and no chunk exceeds the
 //! fragmentation point. Real usrsctp over an AF_CONN link, SCTP_MAXSEG lowered.
 
-mod common;
-
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use rddp_proto::mem::{Access, MemoryTable, PdId, StagScope, StreamId};
 use rddp_sctp::driver::{Listener, Options, connect_conn};
 use rddp_sctp::{SessionState, max_segment_for};
@@ -14,7 +12,7 @@ use usrsctp_ffi::{Encapsulation, stack};
 
 #[test]
 fn segments_fit_a_lowered_fragmentation_point() {
-    if !library() {
+    if !own_process(module_path!(), "segments_fit_a_lowered_fragmentation_point") {
         return;
     }
     stack::init(Encapsulation::Udp(free_port())).unwrap();

@@ -3,10 +3,8 @@
 //! process run a scripted session (listener at 127.0.0.1:P, SCTP port = UDP port =
 //! P; the client joins the stack and sets the remote encapsulation port to P).
 
-mod common;
-
-use common::wire::{check_capture, session, tshark_present};
-use common::*;
+use crate::common::wire::{check_capture, session, tshark_present};
+use crate::common::*;
 use rddp_proto::mem::MemoryTable;
 use rddp_sctp::driver::{Listener, Options, connect};
 use std::io::{BufRead, BufReader};
@@ -103,7 +101,11 @@ fn capture(port: u16, file: &str) -> Option<Capture> {
 
 #[test]
 fn tshark_sees_rfc5043_on_the_udp_encapsulation_port() {
-    if !library() || !tshark_present() {
+    if !own_process(
+        module_path!(),
+        "tshark_sees_rfc5043_on_the_udp_encapsulation_port",
+    ) || !tshark_present()
+    {
         return;
     }
     let port = free_port();

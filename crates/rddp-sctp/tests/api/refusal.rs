@@ -2,9 +2,7 @@
 //! (RFC 5043): absent or any value but 1 means no DDP and a clear error,
 //! on either side of the association. Real usrsctp over UDP encapsulation.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use rddp_sctp::driver::{DriverError, Listener, Options, connect};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::thread;
@@ -12,7 +10,10 @@ use std::time::Duration;
 
 #[test]
 fn peers_without_the_ddp_indication_are_refused() {
-    if !library() {
+    if !own_process(
+        module_path!(),
+        "peers_without_the_ddp_indication_are_refused",
+    ) {
         return;
     }
     let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, free_port());

@@ -3,10 +3,8 @@
 //! consecutive pair of packets in each direction (a lone packet leaves after 5 ms).
 //! DDP segments are placed as they arrive and delivered in DDP-SSN order.
 
-mod common;
-
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use rddp_proto::ddp::{Delivery, RecvBuffer};
 use rddp_proto::mem::{Access, MemoryTable, PdId, StagScope, StreamId};
 use rddp_sctp::Event;
@@ -16,7 +14,10 @@ use usrsctp_ffi::{Encapsulation, stack};
 
 #[test]
 fn segments_are_placed_out_of_order_through_a_reordering_link() {
-    if !library() {
+    if !own_process(
+        module_path!(),
+        "segments_are_placed_out_of_order_through_a_reordering_link",
+    ) {
         return;
     }
     stack::init(Encapsulation::Udp(free_port())).unwrap();
