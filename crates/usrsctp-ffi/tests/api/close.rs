@@ -3,14 +3,14 @@
 //! `usrsctp_close` would end it (SHUTDOWN, or ABORT with data left unread),
 //! within a bound when the peer is gone, and `Drop` never waits for it. Also
 //! the stack-wide settings `stack::init` makes, read back from the library.
+//! The reaper is process-wide: each test that counts the sockets it holds
+//! (`condemned`) runs in a process of its own, where no other test drops one.
 //!
 //! That the reaper removes the close race itself (sctplab/usrsctp#709) is
 //! shown by `scripts/usrsctp-race.sh`, which widens the race's window in a
 //! build of the library.
 
-mod common;
-
-use common::{T, library, pair, port, prepare};
+use crate::common::{T, library, own_process, pair, port, prepare};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
@@ -19,22 +19,6 @@ use usrsctp_ffi::reaper::{ABORT_AFTER, CLOSE_AFTER, condemned};
 use usrsctp_ffi::stack::{self, Protections};
 use usrsctp_ffi::sys::{SCTP_COMM_LOST, SCTP_SHUTDOWN_COMP, SCTP_STATUS, sctp_status};
 use usrsctp_ffi::{ConnAddress, Error, Notification, Received, Socket, Target};
-
-/// The tests that count condemned sockets run one at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-/// Take the turn of a test that counts condemned sockets, once the reaper
-/// has closed what an earlier test dropped (a socket dropped at the end of a
-/// test may still have its association for a moment).
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    let g = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    assert!(
-        within(CLOSE_AFTER + T, || condemned() == 0),
-        "{} sockets of an earlier test never closed",
-        condemned()
-    );
-    g
-}
 
 /// `f()` holds within `t`, looked at every millisecond.
 fn within(t: Duration, mut f: impl FnMut() -> bool) -> bool {
@@ -89,10 +73,12 @@ fn the_stack_settings_hold_after_init() {
 
 #[test]
 fn a_socket_dropped_with_nothing_unread_shuts_its_association_down() {
-    if !library() {
+    if !own_process(
+        module_path!(),
+        "a_socket_dropped_with_nothing_unread_shuts_its_association_down",
+    ) {
         return;
     }
-    let _one = one_at_a_time();
     let (c, s) = pair(7101);
     c.send(1, 0, false, b"last words").unwrap();
     drop(c);
@@ -121,10 +107,12 @@ fn a_socket_dropped_with_nothing_unread_shuts_its_association_down() {
 
 #[test]
 fn a_socket_dropped_with_data_unread_aborts_its_association() {
-    if !library() {
+    if !own_process(
+        module_path!(),
+        "a_socket_dropped_with_data_unread_aborts_its_association",
+    ) {
         return;
     }
-    let _one = one_at_a_time();
     let (c, s) = pair(7102);
     s.send(1, 0, false, b"never read").unwrap();
     // Acknowledged: it is in c's receive buffer.
@@ -206,10 +194,12 @@ impl Drop for CutLink {
 
 #[test]
 fn a_socket_whose_peer_is_gone_is_closed_within_the_bound_and_drop_does_not_wait() {
-    if !library() {
+    if !own_process(
+        module_path!(),
+        "a_socket_whose_peer_is_gone_is_closed_within_the_bound_and_drop_does_not_wait",
+    ) {
         return;
     }
-    let _one = one_at_a_time();
     port();
     let link = CutLink::new();
     let l = Socket::new(true).unwrap();

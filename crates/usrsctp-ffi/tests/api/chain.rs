@@ -3,9 +3,7 @@
 //! copied, and copies out whole, at any offset; a notification comes the same
 //! way; nothing there is `would_block`.
 
-mod common;
-
-use common::{T, library, pair, would_block};
+use crate::common::{T, library, pair, would_block};
 use std::time::Instant;
 use usrsctp_ffi::{Chain, Notification, Socket};
 

@@ -1,6 +1,6 @@
 //! Shared by the library's integration tests: the library check, the
-//! process's one stack, and a connected pair of sockets over it.
-#![allow(dead_code)]
+//! process's one stack, a connected pair of sockets over it, and a process
+//! of its own for a test that must have the stack to itself.
 
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::sync::OnceLock;
@@ -20,6 +20,45 @@ pub fn library() -> bool {
         }
         Err(e) => panic!("CI: {e}"),
     }
+}
+
+/// Environment variable naming the one test a child process runs (see
+/// [`own_process`]).
+const OWN_PROCESS_ENV: &str = "RDDP_TEST_OWN_PROCESS";
+
+/// Whether to run the test `test` of module `module` (`module_path!()`) here:
+/// for a test that starts a stack of its own (a process has one, on one UDP
+/// port), counts what the process-wide reaper holds, or measures the stack's
+/// threads, so that no other test's socket shares its stack. In the parent
+/// this runs the test binary again for that one test, checks that it ran
+/// and passed, and returns `false`; in that child it returns `true`.
+/// `false` without libusrsctp too (see [`library`]).
+pub fn own_process(module: &str, test: &str) -> bool {
+    // The harness names a test by its path below the crate root.
+    let path = match module.split_once("::") {
+        Some((_, m)) => format!("{m}::{test}"),
+        None => test.to_string(),
+    };
+    if std::env::var(OWN_PROCESS_ENV).is_ok_and(|v| v == path) {
+        return true;
+    }
+    if !library() {
+        return false;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", &path, "--nocapture", "--test-threads", "1"])
+        .env(OWN_PROCESS_ENV, &path)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{path} in its own process:\n{text}");
+    assert!(
+        text.contains("1 passed"),
+        "{path} did not run in its own process:\n{text}"
+    );
+    eprint!("{text}");
+    false
 }
 
 /// The process's one stack, on a free UDP port.

@@ -1,22 +1,11 @@
 //! The socket type against the real library: association over UDP encapsulation
 //! on 127.0.0.1 (one process, its own free port), adaptation indication, PPID and U.
 
+use crate::common::own_process;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::Duration;
 use usrsctp_ffi::sys::{SCTP_ADAPTATION_INDICATION, SCTP_ASSOC_CHANGE, SCTP_COMM_UP};
 use usrsctp_ffi::{Encapsulation, Notification, Received, Socket, Target, stack};
-
-/// Skip loudly without the library, unless CI is set (then fail).
-fn library() -> bool {
-    match usrsctp_ffi::available() {
-        Ok(()) => true,
-        Err(e) if std::env::var_os("CI").is_none() => {
-            eprintln!("SKIPPED (no libusrsctp, CI unset): {e}");
-            false
-        }
-        Err(e) => panic!("CI: {e}"),
-    }
-}
 
 fn free_udp_port() -> u16 {
     let s = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
@@ -33,7 +22,7 @@ fn prepare(s: &Socket) {
 
 #[test]
 fn unordered_message_with_ppid() {
-    if !library() {
+    if !own_process(module_path!(), "unordered_message_with_ppid") {
         return;
     }
     let port = free_udp_port();

@@ -2,11 +2,10 @@
 //! what SCTP held at the refusal has left, not at the first SACK after it
 //! (each frees about two messages): otherwise an event-driven sender hands
 //! over a few messages a wake and meets usrsctp's receive thread on the
-//! association's lock at each.
+//! association's lock at each. Measured in a process of its own, the stack's
+//! threads serving this one association.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use usrsctp_ffi::Received;
@@ -16,7 +15,10 @@ const TOTAL: usize = MSG * 12_000;
 
 #[test]
 fn a_refused_sender_is_woken_when_half_has_left() {
-    if !library() {
+    if !own_process(
+        module_path!(),
+        "a_refused_sender_is_woken_when_half_has_left",
+    ) {
         return;
     }
     let (c, s) = pair(5003);

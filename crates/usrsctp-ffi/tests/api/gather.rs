@@ -2,9 +2,7 @@
 //! 127.0.0.1, as smoke.rs): one message from several buffers arrives as their
 //! concatenation, and a send refused for want of room queues none of it.
 
-mod common;
-
-use common::{T, library, pair, would_block};
+use crate::common::{T, library, pair, would_block};
 use std::time::Duration;
 use usrsctp_ffi::{Error, RecvInfo, Socket};
 
