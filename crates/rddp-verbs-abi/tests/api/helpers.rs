@@ -2,8 +2,7 @@
 //! libibverbs: one C program (tests/c/helpers.c), linked once, run over
 //! Debian's library and over this crate's, must print the same.
 
-mod common;
-
+use crate::common;
 use std::process::Command;
 
 #[test]

@@ -3,8 +3,7 @@
 //! (`size_of`, `align_of`, `offset_of!`) and once by a C program compiled
 //! with `cc` against the real header (`sizeof`, `_Alignof`, `offsetof`).
 
-mod common;
-
+use crate::common;
 use rddp_verbs_abi::abi::*;
 use std::fmt::Write as _;
 use std::mem::{align_of, offset_of, size_of};

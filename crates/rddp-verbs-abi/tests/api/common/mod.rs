@@ -1,7 +1,5 @@
 //! Shared by the tests that need Debian's rdma-core files.
 
-#![allow(dead_code)]
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -3,8 +3,7 @@
 //! the refusals, the ops table as verbs.h's inline functions reach it, and
 //! stale contexts refused.
 
-mod common;
-
+use crate::common;
 use std::process::Command;
 
 #[test]

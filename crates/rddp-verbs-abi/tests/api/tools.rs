@@ -1,8 +1,7 @@
 //! Debian 12's unmodified ibverbs-utils binaries over this crate's
 //! libibverbs.so.1, and its symbol versions against what they import.
 
-mod common;
-
+use crate::common;
 use std::collections::BTreeSet;
 use std::process::Command;
 
