@@ -58,10 +58,10 @@ if [ $# -eq 0 ]; then
     RUSTFLAGS="-Zsanitizer=address" ASAN_OPTIONS=detect_leaks=0 \
       cargo +nightly test --locked --all-features --target "$triple" "$@" || status=$?
   }
-  asan -p usrsctp-ffi \
-    -p rddp-mpa --test loopback --test rx_direct --test errors \
-    -p rddp-sctp --test path --test refusal --test sessions --test session_rules
-  # rddp's one test binary: these modules of it.
+  asan -p usrsctp-ffi
+  # Each crate's one test binary: these modules of it.
+  asan -p rddp-mpa --test api -- loopback:: rx_direct:: errors::
+  asan -p rddp-sctp --test api -- path:: refusal:: sessions:: session_rules::
   asan -p rddp --test api -- qp_mpa:: qp_sctp:: stats:: pingpong_lone:: tx_gather:: \
     sctp_direct:: disconnect:: fenced::
 fi

@@ -5,10 +5,11 @@
 # loads it through LD_LIBRARY_PATH (usrsctp-ffi dlopens libusrsctp.so.2) and
 # runs SCTP tests in a loop:
 #   1. with the reaper off (RDDP_USRSCTP_CLOSE_AT_ONCE=1: every socket closed
-#      at once, as before the reaper), `path` must crash within BEFORE runs
-#      (it stops at the first crash): the harness can see the race;
-#   2. with the reaper on, `path`, `refusal` and the verbs queue pair over
-#      SCTP (`qp_sctp`) must pass RUNS runs each.
+#      at once, as before the reaper), rddp-sctp's `path` must crash within
+#      BEFORE runs (it stops at the first crash): the harness can see the race;
+#   2. with the reaper on, rddp-sctp's `path` and `refusal` and rddp's verbs
+#      queue pair over SCTP (`qp_sctp`) must pass RUNS runs each.
+# Each is a module of its crate's one test binary (`api`), selected by filter.
 # Usage: scripts/usrsctp-race.sh [RUNS]   (RUNS defaults to 200)
 # Environment: BEFORE (default 200), RDDP_RACE_DELAY_US (default 1000).
 # Needs root to install what it builds with (dpkg-dev, cmake, gcc) the first
@@ -58,14 +59,15 @@ if [ ! -e "$lib" ] || [ scripts/usrsctp-race/widen-window.patch -nt "$lib" ]; th
 fi
 nm -D "$lib" | grep rddp_race_delay >/dev/null || { echo "$lib lacks the widened window" >&2; exit 1; }
 
-# The test binaries, built as the suite builds them.
+# The test binaries, built as the suite builds them: one line "CRATE PATH"
+# each (both are called `api`, so they are told apart by their crate).
 bins=$(cargo test --locked --all-features --no-run --message-format=json \
-    -p rddp-sctp --test path --test refusal -p rddp --test api 2>/dev/null |
-  sed -n 's/.*"executable":"\([^"]*\)".*/\1/p')
-bin() { echo "$bins" | grep "/$1-[0-9a-f]*$"; }
+    -p rddp-sctp -p rddp --test api 2>/dev/null |
+  sed -n 's/.*"src_path":"[^"]*\/crates\/\([^/"]*\)\/tests\/[^"]*".*"executable":"\([^"]*\)".*/\1 \2/p')
+bin() { echo "$bins" | awk -v c="$1" '$1 == c { print $2 }'; }
 
-# Run test binary $1 (BINARY or BINARY:FILTER) up to $2 times with the
-# widened library and extra environment $3, stopping at the first failure
+# Run the test binary of crate $1 (CRATE or CRATE:FILTER) up to $2 times with
+# the widened library and extra environment $3, stopping at the first failure
 # when $4 is "first"; prints "FAILED RUNS" and keeps the last failure's tail.
 loop() {
   local exe fails=0 i filter=()
@@ -82,14 +84,14 @@ loop() {
 }
 
 status=0
-read -r n ran < <(loop path "$before" RDDP_USRSCTP_CLOSE_AT_ONCE=1 first)
+read -r n ran < <(loop rddp-sctp:path:: "$before" RDDP_USRSCTP_CLOSE_AT_ONCE=1 first)
 if [ "$n" -eq 0 ]; then
   echo "FAIL: reaper off, path never crashed in $ran runs: the harness cannot see the race" >&2
   status=1
 else
   echo "reaper off: path crashed at run $ran (delay ${RDDP_RACE_DELAY_US} us): $(tail -n 1 "$work/last-failure")"
 fi
-for t in path refusal api:qp_sctp::; do
+for t in rddp-sctp:path:: rddp-sctp:refusal:: rddp:qp_sctp::; do
   read -r n ran < <(loop "$t" "$runs" "")
   echo "reaper on:  $t failed $n of $ran runs"
   if [ "$n" -ne 0 ]; then

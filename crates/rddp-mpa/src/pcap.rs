@@ -1,5 +1,5 @@
 //! Captures of MPA connections that Wireshark's MPA/DDP/RDMAP dissectors read
-//! (docs/features.md, `--pcap`; and the independent wire check of tests/wire_check.rs).
+//! (docs/features.md, `--pcap`; and the independent wire check of tests/api/wire_check.rs).
 //!
 //! The octets are exactly what each side wrote or read; the TCP/IP framing around
 //! them is synthesised (rddp-wire's `packet`): a SYN handshake first, then the

@@ -2,7 +2,7 @@
  * Debian's <infiniband/verbs.h> does, including verbs.h's static inline
  * functions that call through the context's ops table. Prints one line per
  * failed check and exits 1 if any failed; "ok" and 0 otherwise. Built and run
- * by tests/capi.rs. */
+ * by tests/api/capi.rs. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>

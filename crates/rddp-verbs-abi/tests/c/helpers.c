@@ -1,5 +1,5 @@
 /* Prints what libibverbs' pure helpers return (rate conversions, the *_str
- * functions) over and beyond their enums' ranges. tests/helpers.rs runs it
+ * functions) over and beyond their enums' ranges. tests/api/helpers.rs runs it
  * over Debian's libibverbs and over rddp's and compares the two outputs. */
 #include <stdio.h>
 #include <infiniband/verbs.h>

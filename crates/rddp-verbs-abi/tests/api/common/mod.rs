@@ -1,0 +1,52 @@
+//! Shared by the tests that need Debian's rdma-core files.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Skips (returns false) when `what` is missing and CI is unset; panics
+/// when CI is set, where scripts/test.sh installs `pkg`.
+pub fn have(path: &str, pkg: &str) -> bool {
+    if Path::new(path).exists() {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("{path} is missing and CI is set: install {pkg} (scripts/test.sh does)");
+    }
+    eprintln!("SKIPPED: {path} is missing; install {pkg} (apt-get install {pkg}) to run this test");
+    false
+}
+
+/// The cdylib cargo built for this crate with these tests:
+/// target/<profile>/deps/librddp_verbs_abi.so, next to this test binary.
+/// (`cargo build` also copies it up to target/<profile>/; `cargo test` does
+/// not, so that copy may be stale.)
+pub fn cdylib() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let so = exe.with_file_name("librddp_verbs_abi.so");
+    assert!(so.exists(), "{} not built", so.display());
+    so
+}
+
+/// A directory holding `libibverbs.so.1` -> the cdylib, to put first on
+/// LD_LIBRARY_PATH (the directory replaces Debian's library; no LD_PRELOAD).
+pub fn lib_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::create_dir_all(&dir).expect("create lib dir");
+    let link = dir.join("libibverbs.so.1");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(cdylib(), &link).expect("symlink libibverbs.so.1");
+    dir
+}
+
+/// Runs `cmd` and returns its stdout, panicking with stderr on failure.
+pub fn output(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}

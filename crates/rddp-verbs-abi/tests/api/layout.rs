@@ -1,0 +1,150 @@
+//! The `#[repr(C)]` structs of `rddp_verbs_abi::abi` against Debian's
+//! `<infiniband/verbs.h>`: one list of types and fields, printed once by Rust
+//! (`size_of`, `align_of`, `offset_of!`) and once by a C program compiled
+//! with `cc` against the real header (`sizeof`, `_Alignof`, `offsetof`).
+
+use crate::common;
+use rddp_verbs_abi::abi::*;
+use std::fmt::Write as _;
+use std::mem::{align_of, offset_of, size_of};
+use std::process::Command;
+
+struct Layout {
+    c_type: &'static str,
+    size: usize,
+    align: usize,
+    fields: Vec<(&'static str, usize)>,
+}
+
+macro_rules! layouts {
+    ($($kind:literal $ty:ident { $($f:ident),* $(,)? })*) => {
+        vec![$(Layout {
+            c_type: concat!($kind, " ", stringify!($ty)),
+            size: size_of::<$ty>(),
+            align: align_of::<$ty>(),
+            fields: vec![$((stringify!($f), offset_of!($ty, $f))),*],
+        }),*]
+    };
+}
+
+fn layouts() -> Vec<Layout> {
+    layouts! {
+        "struct" ibv_device { _ops, node_type, transport_type, name, dev_name, dev_path, ibdev_path }
+        "struct" ibv_context_ops {
+            _compat_query_device, _compat_query_port, _compat_alloc_pd, _compat_dealloc_pd,
+            _compat_reg_mr, _compat_rereg_mr, _compat_dereg_mr, alloc_mw, bind_mw, dealloc_mw,
+            _compat_create_cq, poll_cq, req_notify_cq, _compat_cq_event, _compat_resize_cq,
+            _compat_destroy_cq, _compat_create_srq, _compat_modify_srq, _compat_query_srq,
+            _compat_destroy_srq, post_srq_recv, _compat_create_qp, _compat_query_qp,
+            _compat_modify_qp, _compat_destroy_qp, post_send, post_recv, _compat_create_ah,
+            _compat_destroy_ah, _compat_attach_mcast, _compat_detach_mcast, _compat_async_event,
+        }
+        "struct" ibv_context { device, ops, cmd_fd, async_fd, num_comp_vectors, mutex, abi_compat }
+        "struct" ibv_device_attr {
+            fw_ver, node_guid, sys_image_guid, max_mr_size, page_size_cap, vendor_id,
+            vendor_part_id, hw_ver, max_qp, max_qp_wr, device_cap_flags, max_sge, max_sge_rd,
+            max_cq, max_cqe, max_mr, max_pd, max_qp_rd_atom, max_ee_rd_atom, max_res_rd_atom,
+            max_qp_init_rd_atom, max_ee_init_rd_atom, atomic_cap, max_ee, max_rdd, max_mw,
+            max_raw_ipv6_qp, max_raw_ethy_qp, max_mcast_grp, max_mcast_qp_attach,
+            max_total_mcast_qp_attach, max_ah, max_fmr, max_map_per_fmr, max_srq, max_srq_wr,
+            max_srq_sge, max_pkeys, local_ca_ack_delay, phys_port_cnt,
+        }
+        "struct" ibv_port_attr {
+            state, max_mtu, active_mtu, gid_tbl_len, port_cap_flags, max_msg_sz, bad_pkey_cntr,
+            qkey_viol_cntr, pkey_tbl_len, lid, sm_lid, lmc, max_vl_num, sm_sl, subnet_timeout,
+            init_type_reply, active_width, active_speed, phys_state, link_layer, flags,
+            port_cap_flags2,
+        }
+        "union" ibv_gid { raw, global }
+        "struct" ibv_pd { context, handle }
+        "struct" ibv_comp_channel { context, fd, refcnt }
+        "struct" ibv_cq {
+            context, channel, cq_context, handle, cqe, mutex, cond, comp_events_completed,
+            async_events_completed,
+        }
+        "struct" ibv_wc {
+            wr_id, status, opcode, vendor_err, byte_len, imm_data, qp_num, src_qp, wc_flags,
+            pkey_index, slid, sl, dlid_path_bits,
+        }
+    }
+}
+
+fn rust_report(layouts: &[Layout]) -> String {
+    let mut s = String::new();
+    for l in layouts {
+        writeln!(s, "{} size {} align {}", l.c_type, l.size, l.align).unwrap();
+        for (f, off) in &l.fields {
+            writeln!(s, "{} .{} {}", l.c_type, f, off).unwrap();
+        }
+    }
+    s
+}
+
+fn c_program(layouts: &[Layout]) -> String {
+    let mut c = String::from(
+        "#include <stddef.h>\n#include <stdio.h>\n#include <infiniband/verbs.h>\nint main(void) {\n",
+    );
+    for l in layouts {
+        let t = l.c_type;
+        writeln!(
+            c,
+            "  printf(\"{t} size %zu align %zu\\n\", sizeof({t}), _Alignof({t}));"
+        )
+        .unwrap();
+        for (f, _) in &l.fields {
+            writeln!(c, "  printf(\"{t} .{f} %zu\\n\", offsetof({t}, {f}));").unwrap();
+        }
+    }
+    c.push_str("  return 0;\n}\n");
+    c
+}
+
+#[test]
+fn layouts_match_debian_verbs_h() {
+    if !common::have("/usr/include/infiniband/verbs.h", "libibverbs-dev") {
+        return;
+    }
+    let layouts = layouts();
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let src = dir.join("verbs_layout.c");
+    let exe = dir.join("verbs_layout");
+    std::fs::write(&src, c_program(&layouts)).unwrap();
+    common::output(
+        Command::new("cc")
+            .arg("-std=gnu11")
+            .arg("-o")
+            .arg(&exe)
+            .arg(&src),
+    );
+    let c = common::output(&mut Command::new(&exe));
+    let rust = rust_report(&layouts);
+    for (r, c) in rust.lines().zip(c.lines()) {
+        assert_eq!(r, c, "Rust layout (left) differs from verbs.h (right)");
+    }
+    assert_eq!(rust.lines().count(), c.lines().count());
+}
+
+/// The sizes and offsets docs/verbs-abi.md quotes (and that applications
+/// compiled against any rdma-core since IBVERBS_1.1 rely on), checked without
+/// a C compiler.
+#[test]
+fn abi_constants() {
+    assert_eq!(size_of::<ibv_device>(), 664);
+    assert_eq!(size_of::<ibv_context>(), 328);
+    assert_eq!(size_of::<ibv_context_ops>(), 256);
+    assert_eq!(size_of::<ibv_device_attr>(), 232);
+    assert_eq!(size_of::<ibv_port_attr>(), 52);
+    assert_eq!(size_of::<ibv_gid>(), 16);
+    assert_eq!(size_of::<ibv_pd>(), 16);
+    assert_eq!(size_of::<ibv_comp_channel>(), 16);
+    assert_eq!(size_of::<ibv_cq>(), 128);
+    assert_eq!(size_of::<ibv_wc>(), 48);
+    let ops = offset_of!(ibv_context, ops);
+    assert_eq!(ops, 8);
+    assert_eq!(ops + offset_of!(ibv_context_ops, poll_cq), 8 + 88);
+    assert_eq!(offset_of!(ibv_context_ops, req_notify_cq), 96);
+    assert_eq!(offset_of!(ibv_context_ops, post_srq_recv), 160);
+    assert_eq!(offset_of!(ibv_context_ops, post_send), 200);
+    assert_eq!(offset_of!(ibv_context_ops, post_recv), 208);
+    assert_eq!(offset_of!(ibv_context, abi_compat), 320);
+}

@@ -1,0 +1,248 @@
+//! Debian 12's unmodified ibverbs-utils binaries over this crate's
+//! libibverbs.so.1, and its symbol versions against what they import.
+
+use crate::common;
+use std::collections::BTreeSet;
+use std::process::Command;
+
+const DEVINFO: &str = "/usr/bin/ibv_devinfo";
+const DEVICES: &str = "/usr/bin/ibv_devices";
+const RPING: &str = "/usr/bin/rping";
+const DEBIAN_LIB: &str = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1";
+/// ibverbs-utils' examples that need a memory region: loaded, they must refuse.
+const PINGPONGS: [&str; 5] = [
+    "/usr/bin/ibv_rc_pingpong",
+    "/usr/bin/ibv_srq_pingpong",
+    "/usr/bin/ibv_uc_pingpong",
+    "/usr/bin/ibv_ud_pingpong",
+    "/usr/bin/ibv_xsrq_pingpong",
+];
+
+fn run(bin: &str, args: &[&str], dir: &str) -> String {
+    let lib = common::lib_dir(dir);
+    common::output(
+        Command::new(bin)
+            .args(args)
+            // The directory replaces Debian's libibverbs for this process.
+            .env("LD_LIBRARY_PATH", &lib)
+            .env_remove("LD_PRELOAD"),
+    )
+}
+
+#[test]
+fn ibv_devinfo_lists_rddp0_as_iwarp() {
+    if !common::have(DEVINFO, "ibverbs-utils") {
+        return;
+    }
+    let out = run(DEVINFO, &[], "lib-devinfo");
+    let lines: Vec<&str> = out.lines().map(str::trim).collect();
+    for want in [
+        "hca_id:\trddp0",
+        "transport:\t\t\tiWARP (1)",
+        "node_guid:\t\t\t0272:6464:7000:0001",
+        "vendor_id:\t\t\t0x726464",
+        "phys_port_cnt:\t\t\t1",
+        "port:\t1",
+        "state:\t\t\tPORT_ACTIVE (4)",
+        "link_layer:\t\tEthernet",
+    ] {
+        assert!(
+            lines.contains(&want),
+            "{want:?} missing from ibv_devinfo:\n{out}"
+        );
+    }
+
+    let list = run(DEVINFO, &["-l"], "lib-devinfo");
+    assert_eq!(list, "1 HCA found:\n\trddp0\n\n");
+
+    let verbose = run(DEVINFO, &["-v", "-d", "rddp0"], "lib-devinfo");
+    for want in [
+        "max_qp_rd_atom:\t\t\t128",
+        "gid_tbl_len:\t\t1",
+        "num_comp_vectors:\t\t1",
+    ] {
+        assert!(
+            verbose.contains(want),
+            "{want:?} missing from ibv_devinfo -v:\n{verbose}"
+        );
+    }
+    assert!(
+        verbose.contains("GID[  0]:\t\tfe80:0000:0000:0000:0272:6464:7000:0001"),
+        "GID 0 missing from ibv_devinfo -v:\n{verbose}"
+    );
+}
+
+#[test]
+fn ibv_devices_lists_rddp0() {
+    if !common::have(DEVICES, "ibverbs-utils") {
+        return;
+    }
+    let out = run(DEVICES, &[], "lib-devices");
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert!(
+        rows.contains(&vec!["rddp0", "0272646470000001"]),
+        "ibv_devices:\n{out}"
+    );
+}
+
+/// `(name, version)` pairs from `nm -D --with-symbol-versions`, for the
+/// lines that `keep` accepts.
+fn nm(path: &str, defined: bool) -> BTreeSet<(String, String)> {
+    let mut cmd = Command::new("nm");
+    cmd.args(["-D", "--with-symbol-versions"]);
+    if defined {
+        cmd.arg("--defined-only");
+    }
+    let out = common::output(cmd.arg(path));
+    out.lines()
+        .filter_map(|l| {
+            let sym = l.split_whitespace().last()?;
+            let (name, ver) = sym.split_once('@')?;
+            Some((name.to_string(), ver.trim_start_matches('@').to_string()))
+        })
+        .collect()
+}
+
+fn ours() -> BTreeSet<(String, String)> {
+    nm(common::cdylib().to_str().unwrap(), true)
+}
+
+#[test]
+fn exports_cover_what_ibverbs_utils_import() {
+    if !common::have(DEVINFO, "ibverbs-utils") {
+        return;
+    }
+    let ours = ours();
+    // Every binary of ibverbs-utils, and rping's libibverbs half.
+    let mut bins = vec![DEVINFO, DEVICES, "/usr/bin/ibv_asyncwatch"];
+    bins.extend(PINGPONGS);
+    if std::path::Path::new(RPING).exists() {
+        bins.push(RPING);
+    } else {
+        eprintln!("note: {RPING} not installed (rdmacm-utils); its imports are not checked");
+    }
+    for bin in bins {
+        let imports: BTreeSet<_> = nm(bin, false)
+            .into_iter()
+            .filter(|(_, v)| v.starts_with("IBVERBS_"))
+            .collect();
+        assert!(
+            !imports.is_empty(),
+            "{bin} imports nothing from libibverbs?"
+        );
+        let missing: Vec<_> = imports.difference(&ours).collect();
+        assert!(
+            missing.is_empty(),
+            "{bin} imports {missing:?}, not exported"
+        );
+    }
+}
+
+#[test]
+fn exports_are_versioned_as_debians_libibverbs() {
+    if !common::have(DEBIAN_LIB, "libibverbs1") {
+        return;
+    }
+    let ours = ours();
+    // Nothing leaks unversioned or under another node (e.g. a dependency's C API).
+    for (name, ver) in &ours {
+        assert!(ver.starts_with("IBVERBS_"), "{name}@{ver} exported");
+    }
+    // Each export has the default version rdma-core 44 gives it.
+    let debian = nm(DEBIAN_LIB, true);
+    let extra: Vec<_> = ours.difference(&debian).collect();
+    assert!(
+        extra.is_empty(),
+        "not in Debian's libibverbs.so.1 at this version: {extra:?}"
+    );
+    // The same version nodes, in the same order.
+    let nodes = |path: &str| -> Vec<String> {
+        let out = common::output(Command::new("readelf").args(["-V", path]));
+        out.lines()
+            .skip_while(|l| !l.starts_with("Version definition"))
+            .take_while(|l| !l.starts_with("Version needs"))
+            .filter_map(|l| l.split("Name: ").nth(1))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(nodes(common::cdylib().to_str().unwrap()), nodes(DEBIAN_LIB));
+}
+
+/// No root: when the suite runs as root, `ibv_devinfo` runs again as
+/// nobody (uid 65534, no capabilities, no new privileges) through
+/// util-linux's setpriv. Nothing opens /dev/infiniband or needs a module.
+#[test]
+fn ibv_devinfo_runs_unprivileged() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if !common::have(DEVINFO, "ibverbs-utils") {
+        return;
+    }
+    let euid = std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(0);
+    if euid != 0 {
+        // Already unprivileged: ibv_devinfo_lists_rddp0_as_iwarp covers it.
+        return;
+    }
+    if !std::path::Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("SKIPPED: no /usr/bin/setpriv (util-linux) to drop root");
+        return;
+    }
+    let lib = common::lib_dir("lib-nobody");
+    let so = common::cdylib();
+    // nobody must reach the library: every directory searchable and the file
+    // readable by others.
+    let reachable = so
+        .ancestors()
+        .skip(1)
+        .all(|d| std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0))
+        && std::fs::metadata(&so).is_ok_and(|m| m.permissions().mode() & 0o004 != 0)
+        && std::fs::metadata(&lib).is_ok_and(|m| m.permissions().mode() & 0o005 == 0o005);
+    if !reachable {
+        eprintln!("SKIPPED: {} is not readable by other users", so.display());
+        return;
+    }
+    let out = common::output(
+        Command::new("/usr/bin/setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--no-new-privs",
+            ])
+            .args(["--inh-caps=-all", "--bounding-set=-all", DEVINFO])
+            .env("LD_LIBRARY_PATH", &lib),
+    );
+    assert!(out.contains("hca_id:\trddp0"), "{out}");
+    assert!(out.contains("transport:\t\t\tiWARP (1)"), "{out}");
+}
+
+/// The examples that go on to create resources load (BIND_NOW: every import
+/// resolves), get their PD (and with `-e` their completion channel), and
+/// stop at the first refusal, `ibv_reg_mr`, with their own message and exit
+/// status 1, not a crash.
+#[test]
+fn pingpongs_load_and_refuse_cleanly() {
+    if !common::have(DEVINFO, "ibverbs-utils") {
+        return;
+    }
+    let lib = common::lib_dir("lib-pingpong");
+    for bin in PINGPONGS {
+        for args in [&[][..], &["-e"]] {
+            let out = Command::new(bin)
+                .args(args)
+                .env("LD_LIBRARY_PATH", &lib)
+                .output()
+                .unwrap_or_else(|e| panic!("{bin}: {e}"));
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{bin} {args:?}: {stderr}");
+            assert!(
+                stderr.contains("Couldn't register MR"),
+                "{bin} {args:?}: {stderr}"
+            );
+        }
+    }
+}
