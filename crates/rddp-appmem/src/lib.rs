@@ -243,6 +243,49 @@ impl AppMem {
     }
 }
 
+/// Zeroed memory that stays allocated for ever and that no Rust reference
+/// reaches: what stands for an application's buffer in the tests of crates that
+/// forbid `unsafe`. Each value leaks its allocation; [`Self::mem`] gives any
+/// number of registrations over it, as an application may make.
+#[derive(Debug, Clone, Copy)]
+pub struct Leaked {
+    base: *mut u8,
+    len: usize,
+}
+
+// SAFETY: an address and a length; the memory is reached only through the
+// `AppMem`s it makes, which any thread may use (see `AppMem`).
+unsafe impl Send for Leaked {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Leaked {}
+
+impl Leaked {
+    /// `len` zeroed octets, never freed.
+    pub fn new(len: usize) -> Self {
+        Self {
+            base: Box::into_raw(vec![0u8; len].into_boxed_slice()).cast(),
+            len,
+        }
+    }
+
+    /// A registration over all of it. Sound without `unsafe` at the call: the
+    /// memory is never freed, and no reference to it was ever made
+    /// (`Box::into_raw` gave a pointer), so `AppMem::new`'s contract holds for
+    /// ever.
+    pub fn mem(&self, writable: bool) -> AppMem {
+        AppMem {
+            base: self.base,
+            len: self.len,
+            writable,
+        }
+    }
+
+    /// The address of its first octet.
+    pub fn addr(&self) -> usize {
+        self.base.addr()
+    }
+}
+
 /// How many octets from `p` to the next `usize`-aligned address, at most `n`.
 fn head_len(p: *const u8, n: usize) -> usize {
     ((WORD - p.addr() % WORD) % WORD).min(n)

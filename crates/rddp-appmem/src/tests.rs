@@ -233,3 +233,15 @@ fn system_calls_copy_straight_to_and_from_the_range() {
     assert_eq!(e.raw_os_error(), Some(libc::EPIPE));
     y.flush().expect("flush");
 }
+
+/// (Not under Miri, which reports the leak, as it should.)
+#[cfg_attr(miri, ignore)]
+#[test]
+fn leaked_memory_takes_several_registrations() {
+    let l = Leaked::new(2 * WORD + 1);
+    let (a, b) = (l.mem(true), l.mem(false));
+    assert_eq!(a.addr(), l.addr());
+    a.write(1, b"leaked").expect("in range");
+    assert_eq!(b.to_vec(0, 8).expect("in range"), b"\0leaked\0");
+    assert_eq!(b.write(0, b"x"), Err(AppMemError::ReadOnly));
+}

@@ -166,7 +166,8 @@ impl DdpSink {
                 offset,
                 len,
             } => {
-                region.data_mut()[offset..offset + len].copy_from_slice(payload);
+                // In range: `begin_segment` checked it against the region.
+                let _ = region.write_at(offset, payload);
                 count_rx_copy(len);
             }
             Target::Buffer { len } => {
