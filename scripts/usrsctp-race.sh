@@ -60,18 +60,19 @@ nm -D "$lib" | grep rddp_race_delay >/dev/null || { echo "$lib lacks the widened
 
 # The test binaries, built as the suite builds them.
 bins=$(cargo test --locked --all-features --no-run --message-format=json \
-    -p rddp-sctp --test path --test refusal -p rddp --test qp_sctp 2>/dev/null |
+    -p rddp-sctp --test path --test refusal -p rddp --test api 2>/dev/null |
   sed -n 's/.*"executable":"\([^"]*\)".*/\1/p')
 bin() { echo "$bins" | grep "/$1-[0-9a-f]*$"; }
 
-# Run test binary $1 up to $2 times with the widened library and extra
-# environment $3, stopping at the first failure when $4 is "first"; prints
-# "FAILED RUNS" and keeps the last failure's tail.
+# Run test binary $1 (BINARY or BINARY:FILTER) up to $2 times with the
+# widened library and extra environment $3, stopping at the first failure
+# when $4 is "first"; prints "FAILED RUNS" and keeps the last failure's tail.
 loop() {
-  local exe fails=0 i
-  exe=$(bin "$1")
+  local exe fails=0 i filter=()
+  exe=$(bin "${1%%:*}")
+  [ "${1#*:}" = "$1" ] || filter=("${1#*:}")
   for ((i = 1; i <= $2; i++)); do
-    if ! env $3 LD_LIBRARY_PATH="$(dirname "$lib")" timeout 120 "$exe" -q >"$work/out" 2>&1; then
+    if ! env $3 LD_LIBRARY_PATH="$(dirname "$lib")" timeout 120 "$exe" -q "${filter[@]}" >"$work/out" 2>&1; then
       fails=$((fails + 1))
       tail -n 3 "$work/out" > "$work/last-failure"
       [ "${4:-}" = first ] && break
@@ -88,7 +89,7 @@ if [ "$n" -eq 0 ]; then
 else
   echo "reaper off: path crashed at run $ran (delay ${RDDP_RACE_DELAY_US} us): $(tail -n 1 "$work/last-failure")"
 fi
-for t in path refusal qp_sctp; do
+for t in path refusal api:qp_sctp::; do
   read -r n ran < <(loop "$t" "$runs" "")
   echo "reaper on:  $t failed $n of $ran runs"
   if [ "$n" -ne 0 ]; then

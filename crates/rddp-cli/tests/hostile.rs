@@ -154,7 +154,7 @@ fn hostile_load_short_run() {
 /// with the flood still unread (the kernel resets instead of sending what is
 /// queued). The queue pair's task now shuts down for writing after the
 /// Terminate and reads (drops) the flood until the peer closes or 2 s pass
-/// (deterministic check: crates/rddp/tests/terminate_drain.rs).
+/// (deterministic check: crates/rddp/tests/api/terminate_drain.rs).
 #[test]
 fn flood_connections_always_get_their_terminate() {
     let t = common::Target::start(&["--buffer-size", "4096"]);

@@ -410,7 +410,7 @@ fn write_send_read_between_two_processes() {
             // few arrived alone in a row (a loaded machine), the server reads
             // the next Send in one read into the buffer of a 1-octet Send.
             // That longer Send was a miss whose read octets were copied (seen
-            // once: 24 octets); it is taken in place since (rx_lone.rs,
+            // once: 24 octets); it is taken in place since (fpdu/rx_direct/lone.rs,
             // `longer_lone_sends_are_taken_in_place`). A Send the loopback
             // cut into pieces is still a miss there: the bound stays (at most
             // 12 misses a connection, each under 1,100 octets).

@@ -25,6 +25,8 @@
 //! runs the reference test under Miri with those features enabled, so every
 //! load is checked against the slice it came from.
 
+#![warn(missing_docs)]
+
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

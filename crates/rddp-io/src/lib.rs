@@ -15,6 +15,8 @@
 //! every MPA queue pair's data path, and every DDP over SCTP association and
 //! its queue pairs (rddp); docs/event-loop.md says what runs where.
 
+#![warn(missing_docs)]
+
 mod driver;
 mod task;
 mod timers;

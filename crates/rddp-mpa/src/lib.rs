@@ -11,6 +11,8 @@
 //! No module except [`tcp`] touches a socket or a clock: callers pass
 //! `std::time::Instant` values in.
 
+#![warn(missing_docs)]
+
 pub mod error;
 pub mod fpdu;
 pub mod options;

@@ -33,7 +33,8 @@ pub struct MpaOptions {
     /// M bit: we want Markers in the FPDUs we receive (RFC 5044 §7.1.1).
     pub markers: bool,
     /// Private data for the ULP peer (Request or Reply): at most 512 octets with
-    /// Rev 1, 508 with Rev 2 (the enhanced block takes 4, RFC 5044 §7.1.1).
+    /// Rev 1, 508 with Rev 2 (the RFC 6581 enhanced block takes 4 of RFC 5044
+    /// §7.1.1's 512).
     pub private_data: Vec<u8>,
     /// Rev 2: Inbound RDMA Read queue depth we can serve (14 bits).
     pub ird: u16,

@@ -5,14 +5,12 @@
 //! head (a 64 KiB Send over MPA is two FPDUs). A tagged FPDU put there instead
 //! (another message's, interleaved) has 4 payload octets copied from what was
 //! read ahead (counted), and every octet lands where header first puts it.
-//! Its own process: the receive copy counter is process-wide.
 
 mod common;
 
 use bytes::Bytes;
 use common::source::Source;
 use rddp_mpa::fpdu::{FpduReceiver, Progress, RdmapPlacer, RxConfig};
-use rddp_proto::ddp::rx_copied_octets;
 use rddp_proto::mem::{MemoryTable, Stag};
 use rddp_proto::rdmap::{Completion, RdmapStream, WcStatus, WorkRequest};
 use rddp_wire::FpduEncoder;
@@ -96,10 +94,9 @@ fn receive(wire: Vec<u8>) -> Received {
         Vec::new(),
     );
     let mut src = Source::new(wire, usize::MAX);
-    let before = rx_copied_octets();
     let mut p = RdmapPlacer::new(&mut s, &mem);
     assert_eq!(rx.drive(&mut src, &mut p).unwrap(), Progress::WouldBlock);
-    let copied = rx_copied_octets() - before;
+    let copied = rx.copied_octets() + s.stats().rx_copied_octets;
     assert_eq!(src.at, src.data.len(), "all read");
     assert!(s.poll_segment().is_none(), "nothing refused");
     Received {
@@ -119,15 +116,8 @@ fn check_sends(r: &Received, sends: usize) {
     }
 }
 
-/// The receive copy counter is process-wide: one test at a time.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 #[test]
 fn a_sends_later_fpdus_take_one_read_each() {
-    let _one = serial();
     const SENDS: usize = 8;
     let f = fpdus(SENDS, false);
     assert_eq!(f.len(), 3 * SENDS, "three FPDUs a Send");
@@ -148,7 +138,6 @@ fn a_sends_later_fpdus_take_one_read_each() {
 
 #[test]
 fn a_tagged_fpdu_among_a_sends_fpdus_costs_four_octets_and_places_alike() {
-    let _one = serial();
     let mut f = fpdus(1, true);
     assert_eq!(f.len(), 6);
     // The Write's first FPDU right after the Send's first (siw's tolerance:

@@ -5,15 +5,13 @@
 //! off; and once over a real blocking TCP connection.
 //!
 //! Every test in this file places only straight from the source, so the
-//! process-wide receive copy counter stays 0 (`rx_copied_octets`); the copying
-//! paths are counted in `rx_leftover.rs` (another process).
+//! receive copy counters stay 0 (the receiver's and the stream's); the
+//! copying paths are counted in `rx_leftover.rs`.
 
 use bytes::Bytes;
 use rddp_mpa::fpdu::{FpduReceiver, Progress, RdmapPlacer, RxConfig};
 use rddp_mpa::setup::Rtr;
-use rddp_proto::ddp::{
-    BufferOrdering, BufferPool, DdpConfig, PoolConfig, RecvBuffer, rx_copied_octets,
-};
+use rddp_proto::ddp::{BufferOrdering, BufferPool, DdpConfig, PoolConfig, RecvBuffer};
 use rddp_proto::mem::{Access, MemoryTable, PdId, Stag, StagScope, StreamId};
 use rddp_proto::rdmap::{
     AsyncEvent, Completion, RdmapConfig, RdmapStream, WcOpcode, WcStatus, WorkRequest,
@@ -63,6 +61,11 @@ impl Side {
                 Vec::new(),
             ),
         }
+    }
+
+    /// Payload octets copied in user space: the receiver's and the stream's.
+    fn copied(&self) -> u64 {
+        self.rx.copied_octets() + self.s.stats().rx_copied_octets
     }
 
     fn region(&self, access: Access, len: usize) -> Stag {
@@ -320,7 +323,7 @@ fn every_payload_kind_is_placed_straight_from_the_source() {
                     }
                     assert!(t.b.mem.all_guards_intact(), "{what}");
                     assert!(t.b.rx.placed_octets() >= 20_000 + 9000 + 8000);
-                    assert_eq!(rx_copied_octets(), 0, "{what}: a payload was copied");
+                    assert_eq!(t.b.copied(), 0, "{what}: a payload was copied");
                 }
             }
         }
@@ -437,10 +440,10 @@ fn a_bad_crc_on_a_directly_placed_payload_delivers_nothing() {
                 assert!(t.b.s.is_terminated());
                 assert_eq!(&t.b.mem.region(t.dst).unwrap().data()[..4], &[0; 4]);
                 assert!(t.b.mem.all_guards_intact(), "{what}");
+                assert_eq!(t.b.copied(), 0, "{what}: a payload was copied");
             }
         }
     }
-    assert_eq!(rx_copied_octets(), 0);
 }
 
 /// A Write to a region that does not exist: refused from the header alone,
@@ -585,7 +588,7 @@ fn a_blocking_tcp_connection_drives_the_receiver() {
     let c = t.b.completions();
     assert_eq!(c.len(), 3, "{c:?}");
     assert!(c.iter().all(|c| c.status == WcStatus::Success));
-    assert_eq!(rx_copied_octets(), 0);
+    assert_eq!(t.b.copied(), 0);
 }
 
 /// A stream socket's reads: whatever is there, up to the buffer (a vectored

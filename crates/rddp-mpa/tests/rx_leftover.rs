@@ -1,19 +1,16 @@
-//! The receive copy counter counts what is copied (its own process: the tests
-//! in rx_direct.rs assert it stays 0 there). Octets that arrived before FPDU
-//! mode (the setup's leftover) are copied into place and counted, and the
-//! receiver reads the rest straight from the source; the whole-segment entry
-//! points (`RdmapStream::on_segment`, `FpduConn::on_bytes`) copy and count.
-//! One test at a time touches the counter (a lock), so the deltas are exact.
+//! The receive copy counters count what is copied (the tests in rx_direct.rs
+//! assert they stay 0 there). Octets that arrived before FPDU mode (the
+//! setup's leftover) are copied into place and counted by the receiver
+//! (`FpduReceiver::copied_octets`), and it reads the rest straight from the
+//! source; the whole-segment entry point (`RdmapStream::on_segment`) copies
+//! and counts in the stream's statistics.
 
 use bytes::Bytes;
 use rddp_mpa::fpdu::{FpduReceiver, Progress, RdmapPlacer, RxConfig};
-use rddp_proto::ddp::{DdpConfig, rx_copied_octets};
+use rddp_proto::ddp::DdpConfig;
 use rddp_proto::mem::{Access, MemoryTable, PdId, StagScope, StreamId};
 use rddp_proto::rdmap::{RdmapConfig, RdmapStream, WcStatus, WorkRequest};
 use rddp_wire::FpduEncoder;
-use std::sync::Mutex;
-
-static COUNTER: Mutex<()> = Mutex::new(());
 const BASE: u64 = 0x8000;
 
 fn stream(id: u32) -> RdmapStream {
@@ -75,12 +72,10 @@ fn wire(n: usize) -> (Vec<u8>, Vec<usize>, u32, MemoryTable, RdmapStream) {
 
 #[test]
 fn leftover_octets_are_copied_and_counted_the_rest_is_not() {
-    let _g = COUNTER.lock().unwrap();
     let (w, lens, stag, mem, mut rx) = wire(5000);
     // The setup read the first 1200 octets with its Reply: the first FPDU
     // whole (its payload copied from the leftover) and part of the second.
     let (left, rest) = w.split_at(1200);
-    let before = rx_copied_octets();
     let mut r = FpduReceiver::new(
         RxConfig {
             crc: true,
@@ -95,7 +90,8 @@ fn leftover_octets_are_copied_and_counted_the_rest_is_not() {
         .drive(&mut src, &mut RdmapPlacer::new(&mut rx, &mem))
         .unwrap();
     assert_eq!(got, Progress::Eof { at_boundary: true });
-    let copied = rx_copied_octets() - before;
+    assert_eq!(rx.stats().rx_copied_octets, 0, "the engine copied none");
+    let copied = r.copied_octets();
     // Payload octets inside the 1200 leftover octets: all of the first FPDU's,
     // and of the second's what follows its head (Markers excluded).
     assert!(copied > lens[0] as u64, "{copied}");
@@ -113,9 +109,7 @@ fn leftover_octets_are_copied_and_counted_the_rest_is_not() {
 
 #[test]
 fn whole_segment_entry_points_copy_and_count() {
-    let _g = COUNTER.lock().unwrap();
     let (w, lens, _, mem, mut rx) = wire(3000);
-    let before = rx_copied_octets();
     // The same FPDUs through a whole-buffer feed: every user payload octet is
     // copied from the caller's buffer.
     let mut r = FpduReceiver::new(
@@ -132,13 +126,10 @@ fn whole_segment_entry_points_copy_and_count() {
         .unwrap();
     assert_eq!(got, Progress::Eof { at_boundary: true });
     assert_eq!(r.placed_octets(), 0);
-    assert_eq!(
-        rx_copied_octets() - before,
-        lens.iter().sum::<usize>() as u64
-    );
+    assert_eq!(r.copied_octets(), lens.iter().sum::<usize>() as u64);
     // RdmapStream::on_segment (SCTP, in-memory LLP) copies and counts too.
     let (_, _, stag, mem2, mut rx2) = wire(100);
-    let before = rx_copied_octets();
+    let before = rx2.stats().rx_copied_octets;
     let mut seg = rddp_wire::TaggedHeader::new(
         true,
         rddp_wire::RdmapControl::new(rddp_wire::Opcode::RDMA_WRITE).0,
@@ -149,5 +140,5 @@ fn whole_segment_entry_points_copy_and_count() {
     .to_vec();
     seg.extend_from_slice(&[1; 100]);
     rx2.on_segment(&mem2, 0, &seg).unwrap();
-    assert_eq!(rx_copied_octets() - before, 100);
+    assert_eq!(rx2.stats().rx_copied_octets - before, 100);
 }

@@ -1,4 +1,4 @@
-//! A lone small Send in one read (`rx_lone.rs` in the receiver): when Sends of
+//! A lone small Send in one read (`fpdu/rx_direct/lone.rs` in the receiver): when Sends of
 //! one length keep arriving alone (a ping-pong), the receiver reads the next
 //! one with one vectored read, its payload straight into the posted buffer it
 //! will fill, instead of a peek and a read. Everything else must stay as it
@@ -10,7 +10,6 @@
 //! off, a shorter Send with the next FPDU's payload read behind it) is taken
 //! header first from the octets already read (counted as copies) and leaves
 //! the buffer as it was.
-//! Its own process: the receive copy counter is process-wide.
 
 mod common;
 
@@ -19,29 +18,18 @@ use common::wires::{
     Op, Outcome, RECV, RECVS, Recvs, Way, any_recvs, damage, fpdus, memory, receive_units, stream,
 };
 use rddp_mpa::fpdu::{FpduReceiver, RdmapPlacer, RxConfig};
-use rddp_proto::ddp::rx_copied_octets;
 use rddp_proto::rdmap::WcStatus;
 use rddp_wire::crc::{crc_wire_bytes, crc32c};
 use rddp_wire::ddp::UNTAGGED_HDR_LEN;
-
-/// The receive copy counter is process-wide and misses copy: the tests of
-/// this file receive one at a time.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// Both ways over `units` (each arriving alone); the buffered one with the
 /// receiver told that a short read means an empty socket (as busy polling).
 /// Returns the outcome, the buffered receiver's reads and peeks, and the
 /// octets it copied.
 fn both(what: &str, units: &[Vec<u8>]) -> (Outcome, usize, usize, u64) {
-    let _one = serial();
     let units: Vec<&[u8]> = units.iter().map(|u| u.as_slice()).collect();
-    let (alone, _) = receive_units(&units, Way::Alone, Recvs::Posted, usize::MAX, true);
-    let before = rx_copied_octets();
-    let (lone, src) = receive_units(&units, Way::Buffered, Recvs::Posted, usize::MAX, true);
-    let copied = rx_copied_octets() - before;
+    let (alone, _, _) = receive_units(&units, Way::Alone, Recvs::Posted, usize::MAX, true);
+    let (lone, src, copied) = receive_units(&units, Way::Buffered, Recvs::Posted, usize::MAX, true);
     assert_eq!(lone, alone, "{what}: the one-read path changed the outcome");
     (lone, src.reads, src.peeks, copied)
 }
@@ -196,7 +184,6 @@ fn each_miss_doubles_the_run_before_the_next_try() {
 /// its ULPDU_Length is refused as header first refuses it (found in review).
 #[test]
 fn a_lowered_receive_limit_holds_for_a_lone_send_too() {
-    let _one = serial();
     let f = fpdus(&[Op::Send(RECV); 12]);
     let run = |way: Way| {
         let (mem, _) = memory();
@@ -316,9 +303,8 @@ mod random {
                 }
             }
             let units: Vec<&[u8]> = f.iter().map(|u| u.as_slice()).collect();
-            let _one = serial();
-            let (alone, _) = receive_units(&units, Way::Alone, recvs, usize::MAX, true);
-            let (lone, _) = receive_units(&units, Way::Buffered, recvs, usize::MAX, true);
+            let (alone, _, _) = receive_units(&units, Way::Alone, recvs, usize::MAX, true);
+            let (lone, _, _) = receive_units(&units, Way::Buffered, recvs, usize::MAX, true);
             prop_assert_eq!(&lone, &alone, "ops {:?}", ops);
         }
     }

@@ -20,6 +20,9 @@ pub struct SourceStats {
     pub octets_sent: u64,
     /// Messages whose last segment was handed to the LLP.
     pub messages_sent: u64,
+    /// Payload octets copied out of region leases in user space on their way
+    /// to the LLP (0 where the LLP writes from the region itself).
+    pub octets_copied: u64,
 }
 
 /// Terminates counted by class: Layer and Error Type (RFC 5040 §4.8).
@@ -145,6 +148,7 @@ impl CompletionCounts {
         self.success += o.success;
         self.local_length += o.local_length;
         self.local_protection += o.local_protection;
+        self.local_qp_operation += o.local_qp_operation;
         self.remote_access += o.remote_access;
         self.remote_operation += o.remote_operation;
         self.flushed += o.flushed;
@@ -193,6 +197,14 @@ pub struct StreamStats {
     /// and a read, a lone Send one read); calls that found nothing are not
     /// counted. By the transport, as `llp_writes`.
     pub llp_reads: u64,
+    /// Received payload octets copied in user space on their way to their
+    /// final place (a region range or a receive buffer), by the engines or the
+    /// LLP: 0 where the LLP reads payloads straight into place. RDMAP's own
+    /// small messages are not payload and not counted.
+    pub rx_copied_octets: u64,
+    /// Payload octets copied out of region leases in user space on their way
+    /// to the LLP: 0 where the LLP writes from the region itself.
+    pub tx_copied_octets: u64,
     pub terminates_sent: TerminateClasses,
     pub terminates_received: TerminateClasses,
     /// Completions handed to the ULP, by status.
@@ -213,6 +225,8 @@ impl StreamStats {
         self.crc_errors += o.crc_errors;
         self.llp_writes += o.llp_writes;
         self.llp_reads += o.llp_reads;
+        self.rx_copied_octets += o.rx_copied_octets;
+        self.tx_copied_octets += o.tx_copied_octets;
         self.terminates_sent.add(&o.terminates_sent);
         self.terminates_received.add(&o.terminates_received);
         self.completions.add(&o.completions);
@@ -244,6 +258,8 @@ impl StreamStats {
             crc_errors: d(self.crc_errors, earlier.crc_errors),
             llp_writes: d(self.llp_writes, earlier.llp_writes),
             llp_reads: d(self.llp_reads, earlier.llp_reads),
+            rx_copied_octets: d(self.rx_copied_octets, earlier.rx_copied_octets),
+            tx_copied_octets: d(self.tx_copied_octets, earlier.tx_copied_octets),
             terminates_sent: t(&self.terminates_sent, &earlier.terminates_sent),
             terminates_received: t(&self.terminates_received, &earlier.terminates_received),
             completions: CompletionCounts {
@@ -261,7 +277,7 @@ impl StreamStats {
 
     /// The plain counters by name, in a fixed order (the class and status
     /// breakdowns are in `terminates_*` and `completions`).
-    pub fn fields(&self) -> [(&'static str, u64); 11] {
+    pub fn fields(&self) -> [(&'static str, u64); 13] {
         [
             ("segments_sent", self.segments_sent),
             ("octets_sent", self.octets_sent),
@@ -274,6 +290,8 @@ impl StreamStats {
             ("crc_errors", self.crc_errors),
             ("llp_writes", self.llp_writes),
             ("llp_reads", self.llp_reads),
+            ("rx_copied_octets", self.rx_copied_octets),
+            ("tx_copied_octets", self.tx_copied_octets),
         ]
     }
 }
@@ -307,11 +325,13 @@ mod tests {
             ..StreamStats::default()
         };
         a.completions.count(WcStatus::Flushed);
+        a.completions.count(WcStatus::LocalQpOperation);
         let mut sum = a;
         sum.add(&a);
         assert_eq!((sum.octets_sent, sum.completions.flushed), (20, 2));
+        assert_eq!(sum.completions.local_qp_operation, 2);
         let d = sum.since(&a);
         assert_eq!(d, a);
-        assert_eq!(sum.completions.total(), 2);
+        assert_eq!(sum.completions.total(), 4);
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::session::{CloseReason, LocalTerminate, Role, Session, SessionState, Upper};
 use crate::ssn::{InboundSsn, OutboundSsn};
-use rddp_proto::ddp::{DdpConfig, DdpStream, Payload, SegmentEndpoint, count_lease_copy};
+use rddp_proto::ddp::{DdpConfig, DdpStream, Payload, SegmentEndpoint};
 use rddp_proto::mem::{PdId, StreamId};
 use rddp_wire::sctp::{MAX_SESSION_PD, MIN_MAX_SEGMENT, SSN_LEN, SessionFunction};
 use std::collections::VecDeque;
@@ -41,7 +41,9 @@ impl Default for Config {
 /// one message, `head` then `body` (the driver gathers them, no copy first).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutChunk {
+    /// SCTP stream number: the DDP stream (session) the chunk belongs to.
     pub sid: u16,
+    /// 16 for a DDP segment, 17 for Session Control (RFC 5043).
     pub ppid: u32,
     /// A DDP segment's DDP-SSN and DDP header, or a whole Session Control message.
     pub head: Vec<u8>,
@@ -66,18 +68,16 @@ impl OutChunk {
         self.head.len() + self.body.len()
     }
 
+    /// Whether the message has no octets.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// The message's octets, copied into one buffer; a lease's copy is counted
-    /// ([`rddp_proto::ddp::lease_copied_octets`]), as `Payload::to_bytes` does.
+    /// The message's octets, copied into one buffer (a data path that does so
+    /// counts the lease's octets: [`Adaptation::count_copied`]).
     pub fn to_vec(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(self.len());
         v.extend_from_slice(&self.head);
-        if let Payload::Region { len, .. } = self.body {
-            count_lease_copy(len);
-        }
         self.body.with(|b| v.extend_from_slice(b));
         v
     }
@@ -87,28 +87,55 @@ impl OutChunk {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// The peer asks for a session on `sid`: call `accept` or `reject`.
-    InitiateRequest { sid: u16, private_data: Vec<u8> },
+    InitiateRequest {
+        /// The stream number of the requested session.
+        sid: u16,
+        /// The Initiate's private data (at most 512 octets).
+        private_data: Vec<u8>,
+    },
     /// Our Initiate was accepted: DDP may flow on `sid`.
-    Accepted { sid: u16, private_data: Vec<u8> },
+    Accepted {
+        /// The stream number of the session.
+        sid: u16,
+        /// The Accept's private data (at most 512 octets).
+        private_data: Vec<u8>,
+    },
     /// The session on `sid` is over.
-    Closed { sid: u16, reason: CloseReason },
+    Closed {
+        /// The stream number of the session.
+        sid: u16,
+        /// How it ended.
+        reason: CloseReason,
+    },
     /// A received chunk fit no session (there was no session to terminate).
-    Stray { sid: u16, detail: String },
+    Stray {
+        /// The stream the chunk came on.
+        sid: u16,
+        /// What the chunk was and what became of it, for the log.
+        detail: String,
+    },
 }
 
 /// A local request the adaptation refuses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SessionError {
+    /// The stream number is not below the association's stream count.
     #[error("stream {0} does not exist on this association")]
     NoSuchStream(u16),
+    /// A session is open on the stream, or a chunk of the last one may still be
+    /// outstanding (RFC 5043: no reuse before then).
     #[error("stream {0} is busy: a session is open or chunks may still be outstanding")]
     Busy(u16),
+    /// `accept` or `reject` without the peer's Initiate awaiting a decision.
     #[error("stream {0} has no Initiate awaiting a decision")]
     NoInitiate(u16),
+    /// `terminate` before the session was accepted.
     #[error("stream {0} has no established session (Terminate waits for Accept)")]
     NotEstablished(u16),
+    /// Session Control private data longer than 512 octets (RFC 5043).
     #[error("private data of {0} octets exceeds 512")]
     PrivateDataTooLong(usize),
+    /// The session's DDP stream could not be created.
     #[error("DDP stream: {0}")]
     Ddp(String),
 }
@@ -228,10 +255,12 @@ impl Adaptation {
             .ddp()
     }
 
+    /// The state of the session on `sid`, if there is one.
     pub fn session_state(&self, sid: u16) -> Option<SessionState> {
         Some(self.slots.get(usize::from(sid))?.session.as_ref()?.state)
     }
 
+    /// The oldest event not yet taken, if any.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }

@@ -13,6 +13,8 @@
 //! per stream number, then uses that session's `DdpStream` (send, post receives,
 //! poll deliveries and errors) while the driver carries the segments.
 
+#![warn(missing_docs)]
+
 pub mod adaptation;
 mod control;
 pub mod driver;

@@ -128,7 +128,7 @@ impl Adaptation {
                 let mut seg = ddp_head.to_vec();
                 seg.resize(ddp_head.len() + payload_len, 0);
                 if fill(&mut seg[ddp_head.len()..]) {
-                    rddp_proto::ddp::count_rx_copy(payload_len);
+                    self.count_copied(sid, payload_len, 0);
                     self.hold(sid, index, seg);
                 }
             }
@@ -136,6 +136,21 @@ impl Adaptation {
         }
         self.settle(sid);
         Ok(())
+    }
+
+    /// The driver (or this layer) copied payload of the session on `sid` in
+    /// user space: `rx` received octets on their way into place, `tx` octets
+    /// of a region lease on their way out; counted in the session's stream
+    /// statistics (not counted once the session is gone).
+    pub fn count_copied(&mut self, sid: u16, rx: usize, tx: usize) {
+        if let Some(u) = self
+            .slots
+            .get_mut(usize::from(sid))
+            .and_then(|s| s.session.as_mut())
+            .and_then(|s| s.ddp.as_mut())
+        {
+            u.count_copied(rx, tx);
+        }
     }
 
     /// The session's upper layer, if it is placing.

@@ -103,7 +103,9 @@ impl Session {
 /// owns the DDP stream (a verbs queue pair's RDMAP, through `rddp`).
 #[derive(Debug)]
 pub enum Upper {
+    /// The session's own DDP stream, used through [`crate::Adaptation::stream`].
     Ddp(Box<DdpStream>),
+    /// A ULP engine that owns the DDP stream: segments are handed to it as they come.
     Relay(Box<dyn SegmentEndpoint>),
 }
 
@@ -153,6 +155,9 @@ impl SegmentEndpoint for Upper {
     }
     fn segment_accepted(&mut self) {
         self.ep().segment_accepted()
+    }
+    fn count_copied(&mut self, rx: usize, tx: usize) {
+        self.ep().count_copied(rx, tx)
     }
     fn place_segment(
         &mut self,

@@ -20,6 +20,7 @@ impl OutboundSsn {
         s
     }
 
+    /// The DDP-SSN the next [`Self::take`] returns.
     pub fn peek(&self) -> u16 {
         self.next
     }
@@ -29,9 +30,19 @@ impl OutboundSsn {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SsnError {
     /// Already received (or so far behind that it wrapped).
-    Duplicate { ssn: u16 },
+    Duplicate {
+        /// The DDP-SSN received.
+        ssn: u16,
+    },
     /// Further ahead of the lowest missing DDP-SSN than the window allows.
-    OutOfWindow { ssn: u16, base: u64, window: usize },
+    OutOfWindow {
+        /// The DDP-SSN received.
+        ssn: u16,
+        /// Index of the lowest chunk not yet received.
+        base: u64,
+        /// How far ahead of `base` a chunk may be.
+        window: usize,
+    },
 }
 
 /// Received DDP-SSNs of one inbound stream.

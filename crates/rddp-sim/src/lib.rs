@@ -11,6 +11,8 @@
 //!
 //! All randomness comes from one seed, so every run can be replayed.
 
+#![warn(missing_docs)]
+
 mod deframe;
 mod endpoint;
 mod pair;

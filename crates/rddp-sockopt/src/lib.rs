@@ -18,6 +18,8 @@
 //! * nothing the kernel returns is trusted beyond an `int` it wrote in full
 //!   (a shorter answer is an error).
 
+#![warn(missing_docs)]
+
 use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsRawFd, BorrowedFd};

@@ -7,8 +7,11 @@ use core::fmt;
 
 /// Layer field of a Terminate message (RFC 5040 §4.8).
 pub mod layer {
+    /// Layer 0: RDMAP detected the error.
     pub const RDMAP: u8 = 0;
+    /// Layer 1: DDP detected the error (codes of RFC 5041 §7.2).
     pub const DDP: u8 = 1;
+    /// Layer 2: the LLP (MPA, or the SCTP adaptation) detected the error.
     pub const LLP: u8 = 2;
 }
 
@@ -32,42 +35,77 @@ const fn tc(layer: u8, etype: u8, code: u8) -> TerminateCode {
 
 impl TerminateCode {
     // ---- DDP, RFC 5041 §7.2 ----
+    /// 1/0/0x00: local catastrophic error.
     pub const DDP_LOCAL_CATASTROPHIC: Self = tc(1, 0, 0x00);
+    /// 1/1/0x00: the tagged segment's STag is not valid.
     pub const DDP_INVALID_STAG: Self = tc(1, 1, 0x00);
+    /// 1/1/0x01: the segment falls outside the STag's registered range.
     pub const DDP_BASE_BOUNDS: Self = tc(1, 1, 0x01);
+    /// 1/1/0x02: the STag is not associated with this DDP stream.
     pub const DDP_STAG_NOT_ASSOCIATED: Self = tc(1, 1, 0x02);
+    /// 1/1/0x03: TO plus the payload length wraps 64 bits.
     pub const DDP_TO_WRAP: Self = tc(1, 1, 0x03);
+    /// 1/1/0x04: DV other than 1 on a tagged segment.
     pub const DDP_TAGGED_INVALID_VERSION: Self = tc(1, 1, 0x04);
+    /// 1/2/0x01: the QN names no queue of this stream.
     pub const DDP_INVALID_QN: Self = tc(1, 2, 0x01);
+    /// 1/2/0x02: no buffer is posted for this QN and MSN.
     pub const DDP_INVALID_MSN_NO_BUFFER: Self = tc(1, 2, 0x02);
+    /// 1/2/0x03: the MSN lies outside the queue's valid range.
     pub const DDP_INVALID_MSN_RANGE: Self = tc(1, 2, 0x03);
+    /// 1/2/0x04: the MO lies outside the untagged buffer.
     pub const DDP_INVALID_MO: Self = tc(1, 2, 0x04);
+    /// 1/2/0x05: MO plus the payload length exceeds the untagged buffer.
     pub const DDP_MSG_TOO_LONG: Self = tc(1, 2, 0x05);
+    /// 1/2/0x06: DV other than 1 on an untagged segment.
     pub const DDP_UNTAGGED_INVALID_VERSION: Self = tc(1, 2, 0x06);
 
     // ---- RDMAP, RFC 5040 §4.8 ----
+    /// 0/0/0x00: local catastrophic error.
     pub const RDMAP_LOCAL_CATASTROPHIC: Self = tc(0, 0, 0x00);
+    /// 0/1/0x00: remote protection error, invalid STag.
     pub const RDMAP_INVALID_STAG: Self = tc(0, 1, 0x00);
+    /// 0/1/0x01: remote protection error, base or bounds violation.
     pub const RDMAP_BASE_BOUNDS: Self = tc(0, 1, 0x01);
+    /// 0/1/0x02: remote protection error, the STag lacks the access right.
     pub const RDMAP_ACCESS_VIOLATION: Self = tc(0, 1, 0x02);
+    /// 0/1/0x03: remote protection error, the STag is not associated with this stream.
     pub const RDMAP_STAG_NOT_ASSOCIATED: Self = tc(0, 1, 0x03);
+    /// 0/1/0x04: remote protection error, TO wrap.
     pub const RDMAP_TO_WRAP: Self = tc(0, 1, 0x04);
+    /// 0/1/0x09: remote protection error, the STag cannot be invalidated.
     pub const RDMAP_PROT_CANNOT_INVALIDATE: Self = tc(0, 1, 0x09);
+    /// 0/1/0xFF: remote protection error, unspecified.
     pub const RDMAP_PROT_UNSPECIFIED: Self = tc(0, 1, 0xFF);
+    /// 0/2/0x05: remote operation error, RDMAP version other than 1.
     pub const RDMAP_INVALID_VERSION: Self = tc(0, 2, 0x05);
+    /// 0/2/0x06: remote operation error, undefined or unexpected opcode.
     pub const RDMAP_UNEXPECTED_OPCODE: Self = tc(0, 2, 0x06);
+    /// 0/2/0x07: remote operation error, catastrophic and local to this stream.
     pub const RDMAP_CATASTROPHIC_STREAM: Self = tc(0, 2, 0x07);
+    /// 0/2/0x08: remote operation error, catastrophic and global.
     pub const RDMAP_CATASTROPHIC_GLOBAL: Self = tc(0, 2, 0x08);
+    /// 0/2/0x09: remote operation error, the STag cannot be invalidated.
     pub const RDMAP_OP_CANNOT_INVALIDATE: Self = tc(0, 2, 0x09);
+    /// 0/2/0xFF: remote operation error, unspecified.
     pub const RDMAP_OP_UNSPECIFIED: Self = tc(0, 2, 0xFF);
 
     // ---- LLP = MPA, RFC 5040 §4.8 (RFC 5044 §8, RFC 6581). EType 0 is sent. ----
+    /// 2/0/0x01: the TCP connection closed, was reset or was lost (RFC 5044 §8); a
+    /// local indication, as no Terminate can follow it.
     pub const MPA_CONNECTION_LOST: Self = tc(2, 0, 0x01);
+    /// 2/0/0x02: an FPDU's CRC did not match (RFC 5044 §8).
     pub const MPA_CRC_ERROR: Self = tc(2, 0, 0x02);
+    /// 2/0/0x03: a Marker and the ULPDU_Length disagree on where an FPDU starts
+    /// (RFC 5044 §8).
     pub const MPA_MARKER_MISMATCH: Self = tc(2, 0, 0x03);
+    /// 2/0/0x04: an invalid MPA Request or Reply frame (RFC 5044 §8).
     pub const MPA_INVALID_REQ_REP: Self = tc(2, 0, 0x04);
+    /// 2/0/0x05: local catastrophic error (RFC 6581).
     pub const MPA_LOCAL_CATASTROPHIC: Self = tc(2, 0, 0x05);
+    /// 2/0/0x06: insufficient IRD resources (RFC 6581).
     pub const MPA_INSUFFICIENT_IRD: Self = tc(2, 0, 0x06);
+    /// 2/0/0x07: no RTR message type that both sides support (RFC 6581).
     pub const MPA_NO_MATCHING_RTR: Self = tc(2, 0, 0x07);
 
     /// The twelve DDP error codes of RFC 5041 §7.2, in table order.

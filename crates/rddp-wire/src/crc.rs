@@ -1,4 +1,4 @@
-//! CRC32c as MPA uses it (RFC 5044 §4.3).
+//! CRC32c as MPA uses it (RFC 5044 §4.4).
 //!
 //! CRC-32/ISCSI (Castagnoli, reflected, init and xorout 0xFFFFFFFF). The value is put
 //! on the wire least-significant octet first: use [`crc_wire_bytes`].
@@ -35,7 +35,7 @@ pub fn crc32c(data: &[u8]) -> u32 {
     c.finalize()
 }
 
-/// The four CRC octets as transmitted (RFC 5044 §4: LE, like iSCSI digests).
+/// The four CRC octets as transmitted (RFC 5044 §4.4: LE, like iSCSI digests).
 pub fn crc_wire_bytes(crc: u32) -> [u8; CRC_LEN] {
     crc.to_le_bytes()
 }
@@ -53,17 +53,18 @@ const WIDE_FROM: usize = 512;
 
 /// Incremental CRC32c, for feeding an FPDU as its octets are sent or received.
 ///
-/// Four octets: the CRC of what was fed so far. (It held crc-fast's digest
-/// before, about 300 octets copied with every FPDU's state, and crc-fast's
-/// per-call dispatch cost a 64-octet Send's three pieces 29 ns against 11.)
+/// Four octets: the finished CRC of what was fed so far, so a copy of the
+/// state is cheap and `update` resumes from any value (`crc32c_append` style).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Crc32c(u32);
 
 impl Crc32c {
+    /// The CRC of nothing (0), ready for the first octets.
     pub fn new() -> Self {
         Self(0)
     }
 
+    /// Feed the next octets; pieces may be cut anywhere.
     pub fn update(&mut self, data: &[u8]) {
         // An FPDU without PAD feeds an empty piece: nothing to dispatch.
         if data.is_empty() {
@@ -85,6 +86,7 @@ impl Crc32c {
         self.0
     }
 
+    /// Forget everything fed: back to [`Crc32c::new`]'s state.
     pub fn reset(&mut self) {
         self.0 = 0;
     }

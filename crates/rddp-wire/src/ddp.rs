@@ -19,12 +19,15 @@ const DV: u8 = 0x03;
 pub struct DdpControl(pub u8);
 
 impl DdpControl {
+    /// DV = 1, reserved bits 0, T and L as given.
     pub fn new(tagged: bool, last: bool) -> Self {
         Self(if tagged { T } else { 0 } | if last { L } else { 0 } | DDP_VERSION)
     }
+    /// T: the tagged header follows (else the untagged one).
     pub fn tagged(self) -> bool {
         self.0 & T != 0
     }
+    /// L: the last segment of its DDP message (RFC 5041 §4.1).
     pub fn last(self) -> bool {
         self.0 & L != 0
     }
@@ -41,39 +44,53 @@ impl DdpControl {
     pub fn rsvd(self) -> u8 {
         (self.0 & RSVD) >> 2
     }
+    /// DV, the DDP version (2 bits; 1 is the only defined value).
     pub fn dv(self) -> u8 {
         self.0 & DV
     }
+    /// The same octet with L set to `last`.
     pub fn with_last(self, last: bool) -> Self {
         Self((self.0 & !L) | if last { L } else { 0 })
     }
 }
 
-/// Tagged buffer model header: control, RsvdULP (8 bits), STag, TO.
+/// Tagged buffer model header: control, RsvdULP (8 bits), STag, TO (RFC 5041 §4.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TaggedHeader {
+    /// DDP control octet; T is 1 on the wire whatever this holds.
     pub ctrl: DdpControl,
     /// Opaque to DDP; RDMAP puts its control octet here (RFC 5040 §4.1).
     pub rsvd_ulp: u8,
+    /// STag: names the Data Sink's tagged buffer (RFC 5041 §4.2).
     pub stag: u32,
+    /// TO: offset in the tagged buffer, in octets, where this segment's first payload
+    /// octet goes (RFC 5041 §4.2).
     pub to: u64,
 }
 
-/// Untagged buffer model header: control, RsvdULP (40 bits), QN, MSN, MO.
+/// Untagged buffer model header: control, RsvdULP (40 bits), QN, MSN, MO (RFC 5041 §4.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct UntaggedHeader {
+    /// DDP control octet; T is 0 on the wire whatever this holds.
     pub ctrl: DdpControl,
     /// Opaque to DDP; RDMAP uses octet 0 as its control and 1..5 as Invalidate STag.
     pub rsvd_ulp: [u8; 5],
+    /// QN: the Data Sink's untagged queue (RFC 5041 §4.3; RDMAP uses 0, 1 and 2).
     pub qn: u32,
+    /// MSN: the message's number on its queue, 1 for the first and then +1 modulo 2^32
+    /// (RFC 5041 §4.3).
     pub msn: u32,
+    /// MO: offset in octets of this segment's payload within its message, 0 for the
+    /// first segment (RFC 5041 §4.3).
     pub mo: u32,
 }
 
 /// A DDP header of either model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DdpHeader {
+    /// T = 1: 14 octets (RFC 5041 §4.2).
     Tagged(TaggedHeader),
+    /// T = 0: 18 octets (RFC 5041 §4.3).
     Untagged(UntaggedHeader),
 }
 
@@ -88,6 +105,7 @@ impl TaggedHeader {
         }
     }
 
+    /// Write the 14 octets, T forced to 1.
     pub fn emit(&self, out: &mut [u8; TAGGED_HDR_LEN]) {
         out[0] = self.ctrl.0 | T;
         out[1] = self.rsvd_ulp;
@@ -95,6 +113,7 @@ impl TaggedHeader {
         out[6..14].copy_from_slice(&self.to.to_be_bytes());
     }
 
+    /// The 14 octets [`TaggedHeader::emit`] writes.
     pub fn to_bytes(&self) -> [u8; TAGGED_HDR_LEN] {
         let mut b = [0; TAGGED_HDR_LEN];
         self.emit(&mut b);
@@ -114,6 +133,7 @@ impl UntaggedHeader {
         }
     }
 
+    /// Write the 18 octets, T forced to 0.
     pub fn emit(&self, out: &mut [u8; UNTAGGED_HDR_LEN]) {
         out[0] = self.ctrl.0 & !T;
         out[1..6].copy_from_slice(&self.rsvd_ulp);
@@ -122,6 +142,7 @@ impl UntaggedHeader {
         out[14..18].copy_from_slice(&self.mo.to_be_bytes());
     }
 
+    /// The 18 octets [`UntaggedHeader::emit`] writes.
     pub fn to_bytes(&self) -> [u8; UNTAGGED_HDR_LEN] {
         let mut b = [0; UNTAGGED_HDR_LEN];
         self.emit(&mut b);
@@ -166,6 +187,7 @@ impl DdpHeader {
         }
     }
 
+    /// The DDP control octet of either model.
     pub fn ctrl(&self) -> DdpControl {
         match self {
             Self::Tagged(h) => h.ctrl,
@@ -173,6 +195,7 @@ impl DdpHeader {
         }
     }
 
+    /// L: the last segment of its DDP message.
     pub fn last(&self) -> bool {
         self.ctrl().last()
     }

@@ -7,34 +7,73 @@ pub enum WireError {
     /// Fewer octets than the format needs.
     #[error("truncated: {what} needs {need} octets, got {got}")]
     Truncated {
+        /// The format, or the part of it, that was cut short.
         what: &'static str,
+        /// Octets it needs.
         need: usize,
+        /// Octets there were.
         got: usize,
     },
     /// A field holds a value the format does not allow.
     #[error("invalid {field}: {value:#x}")]
-    InvalidField { field: &'static str, value: u64 },
+    InvalidField {
+        /// The field's name.
+        field: &'static str,
+        /// The value it held.
+        value: u64,
+    },
     /// Octets left over after a complete message.
     #[error("{extra} unexpected trailing octets after {what}")]
-    Trailing { what: &'static str, extra: usize },
+    Trailing {
+        /// The message that ended before the octets did.
+        what: &'static str,
+        /// Octets after its end.
+        extra: usize,
+    },
     /// The first 16 octets are neither MPA key (RFC 5044 §7.1.1): not an MPA peer.
     #[error("not an MPA Request/Reply key")]
     MpaBadKey,
-    /// An MPA revision this crate cannot lay out (RFC 5044 §7.1.1: 0, 1, 2 are known).
+    /// An MPA revision this crate cannot lay out (RFC 5044 §7.1.1, RFC 6581: 0, 1, 2 are known).
     #[error("unsupported MPA revision {rev}")]
-    MpaBadRev { rev: u8 },
+    MpaBadRev {
+        /// The Rev field received.
+        rev: u8,
+    },
     /// Private data longer than the protocol allows (RFC 5044 §7.1.1, RFC 5043).
     #[error("private data of {len} octets exceeds the limit of {max}")]
-    PrivateDataTooLong { len: usize, max: usize },
-    /// The MPA CRC field does not match the octets it covers (RFC 5044 §4).
+    PrivateDataTooLong {
+        /// Octets of private data given or announced.
+        len: usize,
+        /// The limit that applies.
+        max: usize,
+    },
+    /// The MPA CRC field does not match the octets it covers (RFC 5044 §4.4).
     #[error("MPA CRC mismatch: wire {wire:#010x}, computed {computed:#010x}")]
-    CrcMismatch { wire: u32, computed: u32 },
-    /// A Marker's FPDUPTR disagrees with the framing from ULPDU_Length (RFC 5044 §4).
+    CrcMismatch {
+        /// The CRC the FPDU carried.
+        wire: u32,
+        /// The CRC of the octets it covers.
+        computed: u32,
+    },
+    /// A Marker's FPDUPTR disagrees with the framing from ULPDU_Length (RFC 5044 §4.3).
     #[error("MPA marker FPDUPTR {fpduptr:#x}, framing says {expected:#x}")]
-    MarkerMismatch { fpduptr: u16, expected: u16 },
-    /// ULPDU_Length below a tagged DDP header or above the local receive limit (§4.6, §6.6).
+    MarkerMismatch {
+        /// The FPDUPTR the Marker carried.
+        fpduptr: u16,
+        /// The FPDUPTR that ULPDU_Length framing gives at that position.
+        expected: u16,
+    },
+    /// ULPDU_Length below a tagged DDP header (14 octets) or above the local
+    /// receive limit: no valid DDP segment, and more than the receiver buffers.
     #[error("ULPDU_Length {len} outside {min}..={max}")]
-    UlpduLength { len: u16, min: usize, max: usize },
+    UlpduLength {
+        /// The ULPDU_Length received.
+        len: u16,
+        /// The smallest one accepted.
+        min: usize,
+        /// The largest one accepted.
+        max: usize,
+    },
 }
 
 impl WireError {

@@ -6,6 +6,8 @@
 //!
 //! Citations name the RFC and its section (RFC 5040-5044, RFC 6581).
 
+#![warn(missing_docs)]
+
 pub mod codes;
 pub mod crc;
 pub mod ddp;

@@ -13,9 +13,13 @@ use std::net::{IpAddr, SocketAddr};
 
 /// TCP flags.
 pub mod tcp_flags {
+    /// FIN: the sender's last octet.
     pub const FIN: u8 = 0x01;
+    /// SYN: opens the connection.
     pub const SYN: u8 = 0x02;
+    /// PSH: push the data to the application.
     pub const PSH: u8 = 0x08;
+    /// ACK: the acknowledgment number is valid.
     pub const ACK: u8 = 0x10;
 }
 
@@ -93,12 +97,17 @@ pub fn tcp(
 /// One SCTP DATA chunk (RFC 4960 §3.3.1) as the message of a DDP/SCTP session.
 #[derive(Debug, Clone, Copy)]
 pub struct DataChunk<'a> {
+    /// Transmission Sequence Number.
     pub tsn: u32,
+    /// Stream Identifier: for DDP, the DDP stream's number.
     pub sid: u16,
+    /// Stream Sequence Number (not meaningful on an unordered chunk).
     pub ssn: u16,
+    /// Payload Protocol Identifier: 16 for a DDP segment, 17 for session control (RFC 5043).
     pub ppid: u32,
     /// U bit (DDP over SCTP sends every chunk unordered, RFC 5043).
     pub unordered: bool,
+    /// The chunk's user data: for DDP, the DDP-SSN and then the segment or control message.
     pub payload: &'a [u8],
 }
 

@@ -12,11 +12,15 @@ pub const READ_REQ_HDR_LEN: usize = 28;
 /// Response lands); "source" is the responder's buffer being read (RFC 5040 §4.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct ReadRequestHeader {
+    /// Data Sink STag: the requester's buffer the Read Response writes.
     pub sink_stag: u32,
+    /// Data Sink Tagged Offset: where in it the response's first octet goes.
     pub sink_to: u64,
     /// RDMA Read Message Size in octets.
     pub size: u32,
+    /// Data Source STag: the responder's buffer to read.
     pub src_stag: u32,
+    /// Data Source Tagged Offset: where in it the read starts.
     pub src_to: u64,
 }
 
@@ -40,10 +44,12 @@ impl ReadRequestHeader {
         })
     }
 
+    /// Always [`READ_REQ_HDR_LEN`].
     pub fn buffer_len(&self) -> usize {
         READ_REQ_HDR_LEN
     }
 
+    /// Write the 28 octets, big-endian.
     pub fn emit(&self, out: &mut [u8; READ_REQ_HDR_LEN]) {
         out[0..4].copy_from_slice(&self.sink_stag.to_be_bytes());
         out[4..12].copy_from_slice(&self.sink_to.to_be_bytes());
@@ -52,6 +58,7 @@ impl ReadRequestHeader {
         out[20..28].copy_from_slice(&self.src_to.to_be_bytes());
     }
 
+    /// The 28 octets [`ReadRequestHeader::emit`] writes.
     pub fn to_bytes(&self) -> [u8; READ_REQ_HDR_LEN] {
         let mut b = [0; READ_REQ_HDR_LEN];
         self.emit(&mut b);

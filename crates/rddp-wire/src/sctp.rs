@@ -25,6 +25,8 @@ pub const MAX_SESSION_PD: usize = 512;
 /// A PPID 16 payload: DDP-SSN, then one DDP segment (borrowed, not copied).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DdpSegmentChunk<'a> {
+    /// DDP-SSN: the SCTP SSN the chunk would have had if sent ordered on its stream,
+    /// numbering every chunk of the stream in submission order, modulo 2^16 (RFC 5043).
     pub ssn: u16,
     /// The DDP segment: header (RFC 5041 §4.2, §4.3) and payload.
     pub segment: &'a [u8],
@@ -41,10 +43,12 @@ impl<'a> DdpSegmentChunk<'a> {
         })
     }
 
+    /// Octets [`DdpSegmentChunk::emit`] writes: 2 + the segment.
     pub fn buffer_len(&self) -> usize {
         SSN_LEN + self.segment.len()
     }
 
+    /// Append the DDP-SSN and the segment to `out`; returns the octets appended.
     pub fn emit(&self, out: &mut Vec<u8>) -> usize {
         out.extend_from_slice(&self.ssn.to_be_bytes());
         out.extend_from_slice(self.segment);
@@ -55,13 +59,18 @@ impl<'a> DdpSegmentChunk<'a> {
 /// Function Code of a Session Control message (RFC 5043).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SessionFunction {
+    /// 0x0001: opens a session; private data 0 to 512 octets.
     Initiate = 1,
+    /// 0x0002: accepts an Initiate; private data 0 to 512 octets.
     Accept = 2,
+    /// 0x0003: the ULP refuses an Initiate; private data 0 to 512 octets.
     Reject = 3,
+    /// 0x0004: ends the session; no private data.
     Terminate = 4,
 }
 
 impl SessionFunction {
+    /// The function for a wire code; `InvalidField` for any code but 1 to 4.
     pub fn from_code(code: u16) -> Result<Self, WireError> {
         Ok(match code {
             1 => Self::Initiate,
@@ -77,6 +86,7 @@ impl SessionFunction {
         })
     }
 
+    /// The wire code.
     pub fn code(self) -> u16 {
         self as u16
     }
@@ -86,12 +96,19 @@ impl SessionFunction {
 /// Initiate/Accept/Reject, none on Terminate). Its length is the chunk length - 4.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SessionControl {
+    /// DDP-SSN: the SCTP SSN the chunk would have had if sent ordered on its stream,
+    /// numbering every chunk of the stream in submission order, modulo 2^16 (RFC 5043).
     pub ssn: u16,
+    /// What the message does.
     pub function: SessionFunction,
+    /// The ULP's private data: at most 512 octets, none on Terminate.
     pub private_data: Vec<u8>,
 }
 
 impl SessionControl {
+    /// Parse a whole chunk payload: the private data is everything after the first
+    /// 4 octets. Fails on fewer than 4 octets, an unknown function code, private
+    /// data on a Terminate, or more than 512 octets of it. Never panics.
     pub fn parse(b: &[u8]) -> Result<Self, WireError> {
         need(b, 4, "DDP session control")?;
         let s = Self {
@@ -120,6 +137,7 @@ impl SessionControl {
         Ok(())
     }
 
+    /// Octets [`SessionControl::emit`] writes: 4 + the private data.
     pub fn buffer_len(&self) -> usize {
         4 + self.private_data.len()
     }
@@ -133,6 +151,7 @@ impl SessionControl {
         Ok(self.buffer_len())
     }
 
+    /// The message's octets, as [`SessionControl::emit`] would append them.
     pub fn to_vec(&self) -> Result<Vec<u8>, WireError> {
         let mut v = Vec::with_capacity(self.buffer_len());
         self.emit(&mut v)?;
@@ -143,7 +162,9 @@ impl SessionControl {
 /// A DDP/SCTP chunk payload of either PPID.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum SctpPayload<'a> {
+    /// PPID 16: a DDP segment.
     Segment(DdpSegmentChunk<'a>),
+    /// PPID 17: a DDP Stream Session Control message.
     Control(SessionControl),
 }
 
@@ -161,6 +182,7 @@ impl<'a> SctpPayload<'a> {
         }
     }
 
+    /// The PPID the chunk is sent with.
     pub fn ppid(&self) -> u32 {
         match self {
             Self::Segment(_) => PPID_DDP_SEGMENT,
@@ -168,6 +190,7 @@ impl<'a> SctpPayload<'a> {
         }
     }
 
+    /// The chunk's DDP-SSN.
     pub fn ssn(&self) -> u16 {
         match self {
             Self::Segment(s) => s.ssn,
@@ -176,13 +199,16 @@ impl<'a> SctpPayload<'a> {
     }
 }
 
-/// The Adaptation Layer Indication parameter: type 0xC006, length 8, value.
+/// The Adaptation Layer Indication parameter of INIT and INIT-ACK (RFC 5061): type
+/// 0xC006, length 8, value (RFC 5043).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AdaptationIndication {
+    /// The Adaptation Indication value; [`ADAPTATION_DDP`] (1) for DDP.
     pub indication: u32,
 }
 
 impl AdaptationIndication {
+    /// The indication a DDP endpoint sends in its INIT or INIT-ACK (RFC 5043).
     pub const DDP: Self = Self {
         indication: ADAPTATION_DDP,
     };
@@ -220,10 +246,12 @@ impl AdaptationIndication {
         self.indication == ADAPTATION_DDP
     }
 
+    /// Always [`ADAPTATION_IND_LEN`].
     pub fn buffer_len(&self) -> usize {
         ADAPTATION_IND_LEN
     }
 
+    /// The 8-octet parameter: type, length, indication.
     pub fn to_bytes(&self) -> [u8; ADAPTATION_IND_LEN] {
         let mut b = [0; ADAPTATION_IND_LEN];
         b[..2].copy_from_slice(&ADAPTATION_IND_PARAM.to_be_bytes());

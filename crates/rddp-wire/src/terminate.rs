@@ -31,6 +31,7 @@ const RESERVED: u32 = 0x0000_1FFF;
 /// no RDMAP header attached, RFC 5040 §4.8); `rdmap_hdr` requires `r`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Terminate {
+    /// Layer, EType and Error Code.
     pub code: TerminateCode,
     /// M: the DDP Segment Length field is valid.
     pub m: bool,
@@ -79,6 +80,7 @@ impl Terminate {
         }
     }
 
+    /// D: the offending DDP header is included.
     pub fn d(&self) -> bool {
         self.ddp_hdr.is_some()
     }
@@ -213,6 +215,7 @@ impl Terminate {
         Ok(n)
     }
 
+    /// The body's octets, as [`Terminate::emit`] would write them.
     pub fn to_vec(&self) -> Result<Vec<u8>, WireError> {
         let mut v = vec![0; self.buffer_len()];
         self.emit(&mut v)?;
@@ -220,7 +223,7 @@ impl Terminate {
     }
 
     /// The complete Terminate DDP segment: untagged header with QN=2, MSN=1, MO=0,
-    /// L=1 and RDMAP control 0x47 (RFC 5041 §5.3; RFC 5040 §4.8), then the body.
+    /// L=1 and RDMAP control 0x47 (RFC 5040 §4.2: Terminate is QN 2; §4.8), then the body.
     pub fn to_segment(&self) -> Result<Vec<u8>, WireError> {
         let mut rsvd_ulp = [0u8; 5];
         rsvd_ulp[0] = RdmapControl::new(Opcode::TERMINATE).0;

@@ -32,6 +32,7 @@ pub enum TerminateLayout {
 }
 
 impl TerminateLayout {
+    /// A short name for reports: `rfc5040`, `siw-bitfields` or `undecodable`.
     pub fn name(self) -> &'static str {
         match self {
             Self::Rfc5040 => "rfc5040",
@@ -53,6 +54,7 @@ pub struct ReceivedTerminate {
     pub len: usize,
     /// The control word as it came (big-endian octets 0..4); `None` if shorter.
     pub control_word: Option<u32>,
+    /// Which layout the body was read with.
     pub layout: TerminateLayout,
     /// The meaning, in RFC terms (for the siw layout: the Terminate siw meant).
     pub terminate: Option<Terminate>,
@@ -162,7 +164,6 @@ impl ReceivedTerminate {
         })
     }
 
-    /// A sentence on how the body was read, unless it was a plain RFC Terminate.
     /// What the peer meant, in words for an error message: the decoded code (or
     /// that it could not be decoded) and the layout note, if any.
     pub fn summary(&self) -> String {
@@ -173,6 +174,7 @@ impl ReceivedTerminate {
         format!("{what}{note}")
     }
 
+    /// A sentence on how the body was read, unless it was a plain RFC Terminate.
     pub fn note(&self) -> Option<String> {
         let word = self
             .control_word

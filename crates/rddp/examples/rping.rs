@@ -77,3 +77,59 @@ pub fn run(a: &[String]) -> Res<()> {
 fn main() -> Res<()> {
     run(&std::env::args().skip(1).collect::<Vec<_>>())
 }
+
+/// Run by `cargo test` (the example is built as a test too): both ends in
+/// process, both ends by argument, bad arguments refused with an error.
+#[cfg(test)]
+mod tests {
+    use super::run;
+    use std::time::Duration;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// A loopback address whose port was free a moment ago.
+    fn free_addr() -> String {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    }
+
+    /// `server ADDR extra..` in a thread, `client ADDR extra..` here, the
+    /// client tried again (at most 50 times, 100 ms apart) while the server
+    /// does not listen yet.
+    fn by_argument(extra: &[&str]) {
+        let addr = free_addr();
+        let s = [&["server", addr.as_str()][..], extra].concat();
+        let s = args(&s);
+        let server = std::thread::spawn(move || run(&s).map(|_| ()).map_err(|e| e.to_string()));
+        let c = args(&[&["client", addr.as_str()][..], extra].concat());
+        let mut res = run(&c).map(|_| ());
+        for _ in 0..50 {
+            if res.is_ok() || server.is_finished() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            res = run(&c).map(|_| ());
+        }
+        res.unwrap();
+        server.join().unwrap().unwrap();
+    }
+
+    #[test]
+    fn both_ends_in_process() {
+        run(&args(&["5"])).unwrap();
+    }
+
+    #[test]
+    fn server_and_client_by_argument() {
+        by_argument(&["3"]);
+    }
+
+    #[test]
+    fn bad_arguments_are_errors() {
+        assert!(run(&args(&["many"])).is_err());
+        // Nobody listens on a port that was just freed.
+        assert!(run(&args(&["client", &free_addr(), "1"])).is_err());
+    }
+}

@@ -624,6 +624,15 @@ impl State {
         if let Some(io) = &self.mpa {
             s.llp_writes = io.out.writes();
             s.llp_reads = io.reads;
+            s.tx_copied_octets += io.out.lease_copied();
+            if let Some(h) = &io.rx {
+                s.rx_copied_octets += h.input.rx.copied_octets();
+            }
+        }
+        if let Some(io) = &self.sctp {
+            let (rx, tx) = io.relay.copied();
+            s.rx_copied_octets += rx;
+            s.tx_copied_octets += tx;
         }
         s
     }

@@ -1,14 +1,27 @@
 //! The cases: each names its RFC section, says what the peer must do, sends
 //! what it must send (within the case's bounds) and judges what came back.
 
+use super::ConformTransport;
 use super::judge::{self, Verdict};
 use super::peer::{self, Buffer, Seen};
 use super::run::Ctx;
+use super::sessions;
 use rddp_wire::rdmap::qn;
 use rddp_wire::{MpaFrame, Opcode, TerminateCode as T, crc32c};
 use std::time::{Duration, Instant};
 
 type Script = fn(&Ctx) -> Result<Verdict, String>;
+
+/// The transports a case applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Over {
+    /// MPA/TCP only: its framing, its setup (RFC 5044, RFC 6581).
+    Mpa,
+    /// DDP over SCTP only: the adaptation's session rules (RFC 5043).
+    Sctp,
+    /// Either: DDP and RDMAP rules, which do not depend on the LLP.
+    Both,
+}
 
 /// One case of the catalogue.
 pub struct Case {
@@ -17,6 +30,22 @@ pub struct Case {
     /// What the peer must do.
     pub expect: &'static str,
     pub run: Script,
+    pub over: Over,
+}
+
+impl Case {
+    /// `Err` with why, when the case does not apply to `t`.
+    pub fn applies(&self, t: ConformTransport) -> Result<(), &'static str> {
+        match (self.over, t) {
+            (Over::Both, _)
+            | (Over::Mpa, ConformTransport::Mpa)
+            | (Over::Sctp, ConformTransport::Sctp) => Ok(()),
+            (Over::Mpa, ConformTransport::Sctp) => {
+                Err("MPA/TCP only: DDP over SCTP has no MPA (RFC 5043)")
+            }
+            (Over::Sctp, ConformTransport::Mpa) => Err("DDP over SCTP only (RFC 5043)"),
+        }
+    }
 }
 
 pub static CASES: &[Case] = &[
@@ -25,6 +54,7 @@ pub static CASES: &[Case] = &[
         rfc: "RFC 5044 §7.1.1",
         expect: "a Rev 1 Request is accepted with a Rev 1 Reply; FPDU mode works",
         run: rev1,
+        over: Over::Mpa,
     },
     Case {
         id: "mpa.rev2",
@@ -32,18 +62,21 @@ pub static CASES: &[Case] = &[
         expect: "a Rev 2 Request (E=1, no peer-to-peer) is answered with Rev 2, E=1, A=0 \
                  and no RTR type (or Rev 1: N/A)",
         run: rev2,
+        over: Over::Mpa,
     },
     Case {
         id: "mpa.crc-off",
         rfc: "RFC 5044 §7.1.1",
         expect: "with C=0 asked, the Reply's C bit decides CRC for both directions",
         run: crc_off,
+        over: Over::Mpa,
     },
     Case {
         id: "mpa.markers",
         rfc: "RFC 5044 §7.1.1, §4.3",
         expect: "M=1 asked: the peer's FPDUs carry Markers (or it refuses with R=1: N/A)",
         run: markers,
+        over: Over::Mpa,
     },
     Case {
         id: "mpa.rtr-write",
@@ -51,6 +84,7 @@ pub static CASES: &[Case] = &[
         expect: "only the Write RTR offered: the Reply picks it (A=1, C) or declines \
                  peer-to-peer (A=0); the zero-length Write RTR is absorbed",
         run: rtr_write,
+        over: Over::Mpa,
     },
     Case {
         id: "mpa.rtr-read",
@@ -58,6 +92,7 @@ pub static CASES: &[Case] = &[
         expect: "only the Read RTR offered: the Reply picks it (A=1, D, IRD >= 1) or \
                  declines; the zero-length Read is answered",
         run: rtr_read,
+        over: Over::Mpa,
     },
     Case {
         id: "mpa.rtr-send-only",
@@ -65,12 +100,14 @@ pub static CASES: &[Case] = &[
         expect: "only the Send RTR offered: the Reply never picks a type not offered \
                  (it picks B, declines, or refuses)",
         run: rtr_send_only,
+        over: Over::Mpa,
     },
     Case {
         id: "mpa.ird-ord",
         rfc: "RFC 6581 §4",
         expect: "IRD 2 / ORD 4 offered: the Reply's ORD is at most our IRD (2)",
         run: ird_ord,
+        over: Over::Mpa,
     },
     Case {
         id: "mpa.pd-512",
@@ -78,6 +115,7 @@ pub static CASES: &[Case] = &[
         expect: "512 octets of private data (the most allowed): a well-formed Reply \
                  (accepting or R=1)",
         run: pd_512,
+        over: Over::Mpa,
     },
     Case {
         id: "mpa.pd-513",
@@ -85,12 +123,14 @@ pub static CASES: &[Case] = &[
         expect: "PD_Length 513: not accepted; the peer closes (a Reply with R=1 first \
                  is allowed)",
         run: pd_513,
+        over: Over::Mpa,
     },
     Case {
         id: "mpa.bad-key",
         rfc: "RFC 5044 §7.1.1",
         expect: "a Request with a wrong key: not accepted; the peer closes",
         run: bad_key,
+        over: Over::Mpa,
     },
     Case {
         id: "mpa.no-request",
@@ -98,26 +138,30 @@ pub static CASES: &[Case] = &[
         expect: "an initiator that never sends its Request is closed in bounded time \
                  (--setup-wait)",
         run: no_request,
+        over: Over::Mpa,
     },
     Case {
         id: "fpdu.bad-crc",
-        rfc: "RFC 5044 §4.3, §8",
+        rfc: "RFC 5044 §4.4, §8",
         expect: "an FPDU with a bad CRC: Terminate 2/*/0x02 if any, close (octets placed \
                  before the check are reported)",
         run: bad_crc,
+        over: Over::Mpa,
     },
     Case {
         id: "fpdu.bad-ulpdu-length",
-        rfc: "RFC 5044 §4.2, §8",
+        rfc: "RFC 5044 §4.1, §8",
         expect: "ULPDU_Length 6 (shorter than any DDP header): a close, a Layer 2 \
                  Terminate if any",
         run: bad_ulpdu_length,
+        over: Over::Mpa,
     },
     Case {
         id: "ddp.invalid-stag",
         rfc: "RFC 5041 §7.1, §7.2",
         expect: "a Write to an STag that names nothing: Terminate 1/1/0x00, close",
         run: invalid_stag,
+        over: Over::Both,
     },
     Case {
         id: "ddp.base-bounds",
@@ -125,24 +169,28 @@ pub static CASES: &[Case] = &[
         expect: "a Write across the end of the buffer: Terminate 1/1/0x01 with the \
                  offending header, nothing placed, close",
         run: base_bounds,
+        over: Over::Both,
     },
     Case {
         id: "ddp.to-wrap",
         rfc: "RFC 5041 §7.1, §7.2",
         expect: "a Write whose TO + length wraps 2^64: Terminate 1/1/0x03, close",
         run: to_wrap,
+        over: Over::Both,
     },
     Case {
         id: "ddp.bad-qn",
         rfc: "RFC 5041 §7.1, §7.2",
         expect: "an untagged segment on QN 5: Terminate 1/2/0x01, close",
         run: bad_qn,
+        over: Over::Both,
     },
     Case {
         id: "ddp.bad-msn",
         rfc: "RFC 5041 §5.3, §7.2",
         expect: "a Send with MSN 2^31 + 1: Terminate 1/2/0x03 (or 0x02), close",
         run: bad_msn,
+        over: Over::Both,
     },
     Case {
         id: "ddp.too-long",
@@ -150,6 +198,7 @@ pub static CASES: &[Case] = &[
         expect: "a 64 KiB Send into smaller receive buffers: Terminate 1/2/0x05, close \
                  (N/A if the buffers hold it)",
         run: too_long,
+        over: Over::Both,
     },
     Case {
         id: "ddp.zero-length",
@@ -157,12 +206,14 @@ pub static CASES: &[Case] = &[
         expect: "a zero-length Send and a zero-length Write (to an STag never checked) \
                  are accepted",
         run: zero_length,
+        over: Over::Both,
     },
     Case {
         id: "rdmap.bad-opcode",
         rfc: "RFC 5040 §4.2, §7",
         expect: "an untagged message with reserved opcode 0x8: Terminate 0/2/0x06, close",
         run: bad_opcode,
+        over: Over::Both,
     },
     Case {
         id: "rdmap.terminate-format",
@@ -170,6 +221,7 @@ pub static CASES: &[Case] = &[
         expect: "the Terminate for a refused Write: RFC layout, QN 2 / MSN 1 / MO 0, \
                  M=D=1, the Write's header copied, its segment length",
         run: terminate_format,
+        over: Over::Both,
     },
     Case {
         id: "rdmap.read-bounds",
@@ -177,6 +229,7 @@ pub static CASES: &[Case] = &[
         expect: "a Read Request beyond the buffer: Terminate 0/1/0x01 with the DDP and \
                  Read Request headers, close",
         run: read_bounds,
+        over: Over::Both,
     },
     Case {
         id: "rdmap.read-beyond-ird",
@@ -184,6 +237,7 @@ pub static CASES: &[Case] = &[
         expect: "8 large Reads at once past IRD 1: a Terminate (0/2/0x07), close (N/A if \
                  the peer never had more than IRD outstanding)",
         run: read_beyond_ird,
+        over: Over::Mpa,
     },
     Case {
         id: "rdmap.send-invalidate",
@@ -191,6 +245,7 @@ pub static CASES: &[Case] = &[
         expect: "Send with Invalidate of the peer's buffer: refused (0/1/0x09 or 0/2/0x09) \
                  or the STag is invalid afterwards",
         run: send_invalidate,
+        over: Over::Both,
     },
     Case {
         id: "rdmap.send-invalidate-unknown",
@@ -198,6 +253,101 @@ pub static CASES: &[Case] = &[
         expect: "Send with Invalidate of an STag that names nothing: Terminate 0/1/0x09 \
                  or 0/2/0x09, close",
         run: send_invalidate_unknown,
+        over: Over::Both,
+    },
+    Case {
+        id: "sctp.adaptation",
+        rfc: "RFC 5043 (Adaptation Ind.)",
+        expect: "the peer's INIT-ACK carries the Adaptation Layer Indication 0x00000001 \
+                 (DDP); the association has as many inbound as outbound streams",
+        run: sessions::adaptation,
+        over: Over::Sctp,
+    },
+    Case {
+        id: "sctp.accept",
+        rfc: "RFC 5043 (Session Control)",
+        expect: "an Initiate is answered with Accept, DDP-SSN 0, every chunk unordered \
+                 and the DDP-SSNs without gaps; the session then carries a zero-length Read",
+        run: sessions::accept,
+        over: Over::Sctp,
+    },
+    Case {
+        id: "sctp.pd-512",
+        rfc: "RFC 5043 (Session Control)",
+        expect: "an Initiate with 512 octets of private data (the most allowed): Accept or \
+                 Reject",
+        run: sessions::pd_512,
+        over: Over::Sctp,
+    },
+    Case {
+        id: "sctp.pd-513",
+        rfc: "RFC 5043 (Session Control)",
+        expect: "an Initiate with 513 octets of private data: Session Terminate (not \
+                 Accept, not Reject); the association carries on",
+        run: sessions::pd_513,
+        over: Over::Sctp,
+    },
+    Case {
+        id: "sctp.stray-segment",
+        rfc: "RFC 5043 (Session Control)",
+        expect: "a Write on a stream without a session: one Session Terminate there, \
+                 nothing placed, the other session carries on",
+        run: sessions::stray_segment,
+        over: Over::Sctp,
+    },
+    Case {
+        id: "sctp.before-accept",
+        rfc: "RFC 5043 (Session Control)",
+        expect: "a Write right behind our Initiate, before the Accept: the session \
+                 terminated and nothing placed (or, Accept sent first, the Write placed)",
+        run: sessions::before_accept,
+        over: Over::Sctp,
+    },
+    Case {
+        id: "sctp.after-terminate",
+        rfc: "RFC 5043 (Session Control)",
+        expect: "a Write after our Session Terminate: nothing placed, no DDP Segment in \
+                 answer",
+        run: sessions::after_terminate,
+        over: Over::Sctp,
+    },
+    Case {
+        id: "sctp.second-initiate",
+        rfc: "RFC 5043 (Session Control)",
+        expect: "a second Initiate in an accepted session: Session Terminate",
+        run: sessions::second_initiate,
+        over: Over::Sctp,
+    },
+    Case {
+        id: "sctp.bad-function",
+        rfc: "RFC 5043 (Session Control)",
+        expect: "a Session Control with an unassigned function code (0xFFF0): Session \
+                 Terminate",
+        run: sessions::bad_function,
+        over: Over::Sctp,
+    },
+    Case {
+        id: "sctp.terminate-reuse",
+        rfc: "RFC 5043 (Session Control)",
+        expect: "our Session Terminate ends the session (no DDP Segment after it); once \
+                 nothing is outstanding the stream takes a new Initiate",
+        run: sessions::terminate_reuse,
+        over: Over::Sctp,
+    },
+    Case {
+        id: "sctp.max-segment",
+        rfc: "RFC 5043 (Segment Chunk)",
+        expect: "a Write that fills one unfragmented chunk is placed whole",
+        run: sessions::max_segment,
+        over: Over::Sctp,
+    },
+    Case {
+        id: "sctp.over-max-segment",
+        rfc: "RFC 5043 (Segment Chunk)",
+        expect: "a Write one octet above it (SCTP fragments the chunk): its session \
+                 terminated and nothing placed, or (a larger maximum) placed whole",
+        run: sessions::over_max_segment,
+        over: Over::Sctp,
     },
 ];
 

@@ -4,9 +4,11 @@
 //! closes its connection cleanly; `run` drives them, `judge` decides (no I/O),
 //! `report` prints the table or the JSON.
 //!
-//! This stage: MPA/TCP, as the initiator (the peer under test is the MPA
-//! responder) or as the responder (`--role responder`: the peer connects to
-//! us, once per case). The SCTP session cases (RFC 5043) come later.
+//! Over MPA/TCP as the initiator (the peer under test is the MPA responder)
+//! or as the responder (`--role responder`: the peer connects to us, once per
+//! case); over SCTP (`--transport sctp`, RFC 5043, through usrsctp) as the
+//! active side of each DDP session. Cases that do not apply to the transport
+//! are reported not applicable.
 
 mod catalogue;
 mod judge;
@@ -14,6 +16,8 @@ mod peer;
 mod report;
 mod responder;
 mod run;
+mod sctp;
+mod sessions;
 
 use clap::{Args, ValueEnum};
 use peer::Buffer;
@@ -115,8 +119,12 @@ pub fn run(a: &ConformArgs) -> Result<bool, String> {
         }
         return Ok(true);
     }
-    if a.transport == ConformTransport::Sctp {
-        return Err("--transport sctp: the RFC 5043 session cases are not implemented yet".into());
+    let sctp = a.transport == ConformTransport::Sctp;
+    if sctp && responder {
+        return Err("--role responder is MPA/TCP only: over SCTP we take the active side".into());
+    }
+    if sctp {
+        usrsctp_ffi::available().map_err(|e| format!("--transport sctp needs libusrsctp: {e}"))?;
     }
     let addr = a
         .addr
@@ -138,6 +146,7 @@ pub fn run(a: &ConformArgs) -> Result<bool, String> {
     };
     let ctx = run::Ctx {
         addr,
+        transport: a.transport,
         bound: secs(a.case_timeout, "--case-timeout")?,
         setup_wait: secs(a.setup_wait, "--setup-wait")?,
         budget: a.max_send,
@@ -161,8 +170,13 @@ pub fn run(a: &ConformArgs) -> Result<bool, String> {
         ctx.budget,
         ctx.bound
     );
+    let (llp, tname) = if sctp {
+        ("DDP over SCTP (usrsctp, UDP encapsulation)", "sctp")
+    } else {
+        ("MPA/TCP", "mpa")
+    };
     if !a.json {
-        say!("rddp conform: {addr} over MPA/TCP, as {role}");
+        say!("rddp conform: {addr} over {llp}, as {role}");
         say!("{}", report::header());
     }
     let all = run::run_all(&ctx, &cases, |o| {
@@ -174,7 +188,7 @@ pub fn run(a: &ConformArgs) -> Result<bool, String> {
         }
     });
     if a.json {
-        say!("{}", report::json(&addr.to_string(), "mpa", role, &all));
+        say!("{}", report::json(&addr.to_string(), tname, role, &all));
     } else {
         say!("{}", report::summary(&all));
     }

@@ -1,9 +1,13 @@
-//! The scripted MPA initiator each case drives: a blocking TCP socket, every
-//! wait bounded by the case's deadline, every octet sent counted against the
+//! The scripted peer each case drives: an MPA initiator on a blocking TCP
+//! socket, or one DDP session of an SCTP association (`sctp.rs`), every wait
+//! bounded by the case's deadline, every octet sent counted against the
 //! case's budget. Framing is rddp-wire's (MPA frames, FPDUs, DDP and RDMAP
-//! headers); only deliberately broken octets are built by hand.
+//! headers, RFC 5043 chunks); only deliberately broken octets are built by
+//! hand. The DDP and RDMAP cases use the same calls over either.
 
+use super::sctp::Assoc;
 use rddp_wire::rdmap::qn;
+use rddp_wire::sctp::{PPID_DDP_SEGMENT, SessionFunction};
 use rddp_wire::{
     DdpHeader, EnhancedBlock, FpduDecoder, FpduEncoder, FrameKind, MpaFlags, MpaFrame, Opcode,
     RdmapControl, ReadRequestHeader, ReceivedTerminate, TaggedHeader, UntaggedHeader, frame_len,
@@ -51,17 +55,32 @@ pub struct Seen {
     pub timed_out: bool,
 }
 
+/// What carries the segments: MPA FPDUs on TCP, or one DDP session (a
+/// stream) of an SCTP association (RFC 5043: one segment per chunk).
+enum Link {
+    Mpa {
+        sock: TcpStream,
+        enc: FpduEncoder,
+        dec: FpduDecoder,
+    },
+    Sctp {
+        assoc: Box<Assoc>,
+        sid: u16,
+    },
+}
+
 pub struct Peer {
-    sock: TcpStream,
+    link: Link,
     deadline: Instant,
     budget: usize,
-    enc: FpduEncoder,
-    dec: FpduDecoder,
+    /// The MPA Reply (over SCTP, where there is none, an empty placeholder).
     pub reply: MpaFrame,
     pub seen: Seen,
     /// Next MSN of our Sends (QN 0) and Read Requests (QN 1).
     pub send_msn: u32,
     pub read_msn: u32,
+    /// Over SCTP: the DDP-SSN of every chunk the session read, in arrival order.
+    pub ssns: Vec<u16>,
 }
 
 /// TCP connect within the deadline.
@@ -214,15 +233,18 @@ impl Peer {
     ) -> Self {
         let crc = req.flags.crc() || reply.flags.crc();
         Self {
-            sock,
+            link: Link::Mpa {
+                sock,
+                enc: FpduEncoder::new(crc, reply.flags.markers()),
+                dec: FpduDecoder::new(crc, req.flags.markers(), 65535),
+            },
             deadline,
             budget,
-            enc: FpduEncoder::new(crc, reply.flags.markers()),
-            dec: FpduDecoder::new(crc, req.flags.markers(), 65535),
             reply,
             seen: Seen::default(),
             send_msn: 1,
             read_msn: 1,
+            ssns: Vec::new(),
         }
     }
 
@@ -236,14 +258,56 @@ impl Peer {
         budget: usize,
     ) -> Self {
         let crc = req.flags.crc() || reply.flags.crc();
+        let markers = reply.flags.markers();
         let mut p = Self::new(sock, req, reply, deadline, budget);
-        p.enc = FpduEncoder::new(crc, req.flags.markers());
-        p.dec = FpduDecoder::new(crc, p.reply.flags.markers(), 65535);
+        if let Link::Mpa { enc, dec, .. } = &mut p.link {
+            *enc = FpduEncoder::new(crc, req.flags.markers());
+            *dec = FpduDecoder::new(crc, markers, 65535);
+        }
         p
     }
 
+    /// The DDP session on stream `sid` of `assoc`, accepted (RFC 5043): no
+    /// MPA, no CRC of ours (SCTP's own covers every packet).
+    pub fn sctp(assoc: Assoc, sid: u16, deadline: Instant) -> Self {
+        Self {
+            link: Link::Sctp {
+                assoc: Box::new(assoc),
+                sid,
+            },
+            deadline,
+            budget: 0,
+            reply: MpaFrame::new(
+                FrameKind::Reply,
+                MpaFlags::new(false, false, false, false),
+                2,
+                None,
+                Vec::new(),
+            ),
+            seen: Seen::default(),
+            send_msn: 1,
+            read_msn: 1,
+            ssns: Vec::new(),
+        }
+    }
+
+    pub fn over_sctp(&self) -> bool {
+        matches!(self.link, Link::Sctp { .. })
+    }
+
+    /// The association and stream of an SCTP session.
+    pub fn sctp_link(&mut self) -> Option<(&mut Assoc, u16)> {
+        match &mut self.link {
+            Link::Sctp { assoc, sid } => Some((assoc, *sid)),
+            Link::Mpa { .. } => None,
+        }
+    }
+
     pub fn crc(&self) -> bool {
-        self.enc.crc
+        match &self.link {
+            Link::Mpa { enc, .. } => enc.crc,
+            Link::Sctp { .. } => false,
+        }
     }
 
     /// The RTR the Reply chose (RFC 6581), if any.
@@ -268,23 +332,30 @@ impl Peer {
                 self.budget
             ));
         }
+        let Link::Mpa { sock, .. } = &mut self.link else {
+            return Err("no MPA framing over SCTP".into());
+        };
         self.budget -= b.len();
-        self.sock
-            .write_all(b)
+        sock.write_all(b)
             .map_err(|e| format!("write: {e} (the peer closed?)"))
     }
 
-    /// One DDP segment as one well-formed FPDU.
+    /// One DDP segment as one well-formed FPDU, or as one SCTP chunk.
     pub fn send_segment(&mut self, seg: &[u8]) -> Result<(), String> {
+        if let Link::Sctp { assoc, sid } = &mut self.link {
+            return assoc.segment(*sid, seg).map(|_| ());
+        }
         let out = self.encode(seg)?;
         self.send_raw(&out)
     }
 
     /// The FPDU for `seg` as it would go out (the encoder advances).
     pub fn encode(&mut self, seg: &[u8]) -> Result<Vec<u8>, String> {
+        let Link::Mpa { enc, .. } = &mut self.link else {
+            return Err("no MPA framing over SCTP".into());
+        };
         let mut out = Vec::new();
-        self.enc
-            .encode(seg, &mut out)
+        enc.encode(seg, &mut out)
             .map_err(|e| format!("cannot frame the segment: {e}"))?;
         Ok(out)
     }
@@ -353,13 +424,19 @@ impl Peer {
         mut stop: impl FnMut(&Seen) -> bool,
     ) -> Result<(), String> {
         let until = until.min(self.deadline);
+        if self.over_sctp() {
+            return self.read_sctp_until(until, stop);
+        }
         let mut buf = vec![0u8; 65536];
         while !stop(&self.seen) && !self.seen.closed && self.seen.broken.is_none() {
-            if !arm(&self.sock, until) {
+            let Link::Mpa { sock, .. } = &mut self.link else {
+                break;
+            };
+            if !arm(sock, until) {
                 self.seen.timed_out = true;
                 return Ok(());
             }
-            let n = match self.sock.read(&mut buf) {
+            let n = match sock.read(&mut buf) {
                 Ok(0) => {
                     self.seen.closed = true;
                     0
@@ -380,22 +457,67 @@ impl Peer {
         Ok(())
     }
 
-    fn feed(&mut self, b: &[u8]) {
-        let mut segs = Vec::new();
-        let r = self.dec.feed(b, &mut segs);
-        for s in segs {
-            match DdpHeader::parse(&s) {
-                Ok(DdpHeader::Untagged(h)) if h.qn == qn::TERMINATE => {
-                    if self.seen.terminate.is_none() {
-                        let body = ReceivedTerminate::decode(&s[18..]);
-                        self.seen.terminate = Some((h, body));
-                    }
+    /// [`Self::read_until`] over SCTP: the session's chunks; its Session
+    /// Terminate (RFC 5043) or the association's end is the close.
+    fn read_sctp_until(
+        &mut self,
+        until: Instant,
+        mut stop: impl FnMut(&Seen) -> bool,
+    ) -> Result<(), String> {
+        while !stop(&self.seen) && !self.seen.closed && self.seen.broken.is_none() {
+            let Link::Sctp { assoc, sid } = &mut self.link else {
+                break;
+            };
+            let Some(c) = assoc.next_on(*sid, until) else {
+                if assoc.lost {
+                    self.seen.closed = true;
+                } else {
+                    self.seen.timed_out = true;
                 }
-                _ => self.seen.segments.push(s),
+                return Ok(());
+            };
+            self.ssns.push(c.ssn);
+            match (c.ppid, c.control()) {
+                (PPID_DDP_SEGMENT, _) => self.segment(c.body),
+                (_, Some(SessionFunction::Terminate)) => self.seen.closed = true,
+                (_, f) => {
+                    self.seen.broken = Some(format!(
+                        "in an accepted session, a chunk with PPID {} ({})",
+                        c.ppid,
+                        f.map_or("not a DDP Segment or Session Control".into(), |f| format!(
+                            "Session {f:?}"
+                        ))
+                    ));
+                }
             }
+        }
+        Ok(())
+    }
+
+    fn feed(&mut self, b: &[u8]) {
+        let Link::Mpa { dec, .. } = &mut self.link else {
+            return;
+        };
+        let mut segs = Vec::new();
+        let r = dec.feed(b, &mut segs);
+        for s in segs {
+            self.segment(s);
         }
         if let Err(e) = r {
             self.seen.broken = Some(format!("the peer's octets are not FPDUs: {e}"));
+        }
+    }
+
+    /// A segment the peer sent: its Terminate kept apart.
+    fn segment(&mut self, s: Vec<u8>) {
+        match DdpHeader::parse(&s) {
+            Ok(DdpHeader::Untagged(h)) if h.qn == qn::TERMINATE => {
+                if self.seen.terminate.is_none() {
+                    let body = ReceivedTerminate::decode(&s[18..]);
+                    self.seen.terminate = Some((h, body));
+                }
+            }
+            _ => self.seen.segments.push(s),
         }
     }
 
@@ -415,9 +537,10 @@ impl Peer {
     /// §5.2: legal, answered by a zero-length Read Response), answered in time.
     /// A peer that took no Reads (its Reply's IRD 0, or Rev 1, where IRD is not
     /// negotiated and may be 0) is only watched for half a second instead: a
-    /// Read would break its IRD.
+    /// Read would break its IRD. Over SCTP, where nothing negotiates IRD
+    /// (RFC 5043), the Read is sent: a peer that serves Reads takes one.
     pub fn probe(&mut self, until: Instant) -> Result<bool, String> {
-        if self.reply.enhanced.is_none_or(|b| b.ird == 0) {
+        if !self.over_sctp() && self.reply.enhanced.is_none_or(|b| b.ird == 0) {
             self.quiet_for(Duration::from_millis(500))?;
             return Ok(self.seen.terminate.is_none() && !self.seen.closed);
         }
@@ -443,10 +566,21 @@ impl Peer {
 
     /// A clean close: FIN, then what the peer still sends is read (briefly)
     /// so that its close is not answered with a reset.
-    pub fn close(mut self) {
-        let _ = self.sock.shutdown(Shutdown::Write);
+    /// Over SCTP: our Session Terminate (every session ends with at least
+    /// one, RFC 5043), then the association's graceful SHUTDOWN.
+    pub fn close(self) {
         let until = Instant::now() + Duration::from_millis(500);
-        let _ = wait_close(&mut self.sock, until.min(self.deadline.max(Instant::now())));
+        match self.link {
+            Link::Mpa { mut sock, .. } => {
+                let _ = sock.shutdown(Shutdown::Write);
+                let _ = wait_close(&mut sock, until.min(self.deadline.max(Instant::now())));
+            }
+            Link::Sctp { mut assoc, sid } => {
+                // SHUTDOWN delivers what is queued first (RFC 4960 §9.2).
+                let _ = assoc.control(sid, SessionFunction::Terminate.code(), &[]);
+                assoc.close();
+            }
+        }
     }
 
     /// Read Response payloads for our sink, placed by TO; `None` until the

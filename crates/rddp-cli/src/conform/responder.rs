@@ -3,7 +3,7 @@
 //! (or must not) be answered: a Reply that never comes, a refusal, a broken
 //! Reply, an RTR type it did not offer.
 
-use super::catalogue::Case;
+use super::catalogue::{Case, Over};
 use super::judge::{self, Verdict};
 use super::peer::{self, Peer, SetupReply};
 use super::run::Ctx;
@@ -23,6 +23,7 @@ pub static CASES: &[Case] = &[
         expect: "a valid Request; after our accepting Reply, the first FPDU comes from the \
                  initiator (the RTR we chose, if any)",
         run: setup,
+        over: Over::Mpa,
     },
     Case {
         id: "initiator.no-reply",
@@ -30,12 +31,14 @@ pub static CASES: &[Case] = &[
         expect: "no Reply ever: the initiator sends nothing more and closes in bounded \
                  time (--setup-wait)",
         run: no_reply,
+        over: Over::Mpa,
     },
     Case {
         id: "initiator.reject",
         rfc: "RFC 5044 §7.1.1",
         expect: "a Reply with R=1: the initiator closes without sending an FPDU",
         run: reject,
+        over: Over::Mpa,
     },
     Case {
         id: "initiator.bad-key",
@@ -43,6 +46,7 @@ pub static CASES: &[Case] = &[
         expect: "a Reply with the Request's key: a close (a Layer 2 Terminate first is \
                  allowed)",
         run: bad_key,
+        over: Over::Mpa,
     },
     Case {
         id: "initiator.higher-rev",
@@ -50,12 +54,14 @@ pub static CASES: &[Case] = &[
         expect: "a Reply whose Rev is above the Request's: a close (a Layer 2 Terminate \
                  first is allowed)",
         run: higher_rev,
+        over: Over::Mpa,
     },
     Case {
         id: "initiator.pd-513",
         rfc: "RFC 5044 §7.1.1",
         expect: "a Reply with PD_Length 513: a close (a Layer 2 Terminate first is allowed)",
         run: pd_513,
+        over: Over::Mpa,
     },
     Case {
         id: "initiator.rtr-not-offered",
@@ -63,6 +69,7 @@ pub static CASES: &[Case] = &[
         expect: "a Reply picking an RTR type the Request did not offer: Terminate \
                  2/*/0x07, close (N/A without peer-to-peer mode)",
         run: rtr_not_offered,
+        over: Over::Mpa,
     },
 ];
 

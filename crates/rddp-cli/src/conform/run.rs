@@ -2,19 +2,27 @@
 //! the buffer), the standard connection, the read-back on a fresh connection,
 //! and the loop over the selected cases.
 
+use super::ConformTransport;
 use super::catalogue::{self, Case};
 use super::judge::Verdict;
 use super::peer::{self, Buffer, Peer, SetupReply};
+use super::sctp::Assoc;
 use rddp_wire::MpaFrame;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use rddp_wire::sctp::SessionFunction;
+use std::net::{SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 /// How long an advertisement is waited for on a new connection.
 const ADVERT_WAIT: Duration = Duration::from_secs(1);
 
+/// The stream of the standard SCTP session (any would do: RFC 5043 maps one
+/// DDP Stream to each pair of like-numbered SCTP streams).
+pub const SCTP_SID: u16 = 1;
+
 /// What every case knows.
 pub struct Ctx {
     pub addr: SocketAddr,
+    pub transport: ConformTransport,
     /// Time a case may take.
     pub bound: Duration,
     /// Time a peer may take to give up on an initiator that never speaks.
@@ -124,10 +132,68 @@ impl Ctx {
         )
     }
 
-    /// A connection set up as a well-behaved initiator would, its first FPDU
-    /// (the RTR) sent, and the buffer it may use (`--buffer`, else the
+    /// The peer's SCTP address (IPv4: as usrsctp's UDP encapsulation reaches it).
+    pub fn sctp_addr(&self) -> Result<SocketAddrV4, String> {
+        match self.addr {
+            SocketAddr::V4(a) => Ok(a),
+            SocketAddr::V6(a) => Err(format!("{a}: SCTP here needs an IPv4 address")),
+        }
+    }
+
+    /// A new association to the peer, up before `deadline`.
+    pub fn associate(&self, deadline: Instant) -> Result<Assoc, String> {
+        Assoc::connect(self.sctp_addr()?, deadline, self.budget)
+    }
+
+    /// An accepted DDP session on stream `sid` of `assoc` (Initiate, then the
+    /// peer's Accept: RFC 5043), its private data `pd`; `Err` with what came
+    /// otherwise.
+    pub fn initiate(
+        &self,
+        mut assoc: Assoc,
+        sid: u16,
+        pd: &[u8],
+        deadline: Instant,
+    ) -> Result<Peer, String> {
+        assoc.control(sid, SessionFunction::Initiate.code(), pd)?;
+        match assoc.next_on(sid, deadline) {
+            Some(c) if c.control() == Some(SessionFunction::Accept) => {
+                Ok(Peer::sctp(assoc, sid, deadline))
+            }
+            Some(c) => {
+                let what = c
+                    .control()
+                    .map_or(format!("a chunk with PPID {}", c.ppid), |f| {
+                        format!("Session {f:?}")
+                    });
+                assoc.close();
+                Err(format!("{what} instead of an Accept"))
+            }
+            None if assoc.lost => Err("the association ended without an Accept".into()),
+            None => {
+                assoc.close();
+                Err("no Accept in time".into())
+            }
+        }
+    }
+
+    /// A connection set up as a well-behaved initiator would (over MPA its
+    /// first FPDU, the RTR, sent; over SCTP a session on [`SCTP_SID`] of a new
+    /// association), and the buffer it may use (`--buffer`, else the
     /// advertisement, waited for briefly).
     pub fn connect(&self, deadline: Instant) -> Result<Conn, String> {
+        if self.transport == ConformTransport::Sctp {
+            let assoc = self.associate(deadline)?;
+            let mut p = self
+                .initiate(assoc, SCTP_SID, &[], deadline)
+                .map_err(|e| format!("the standard session failed: {e}"))?;
+            let buf = match self.buffer {
+                Some(b) => Some(b),
+                None => p.advertisement((Instant::now() + ADVERT_WAIT).min(deadline))?,
+            };
+            p.seen.timed_out = false;
+            return Ok(Conn { peer: p, buf });
+        }
         let req = Self::standard_request();
         let bytes = req.to_vec().map_err(|e| e.to_string())?;
         let (sock, reply) = self.open(&bytes, deadline)?;
@@ -181,9 +247,12 @@ pub fn run_all(ctx: &Ctx, cases: &[&'static Case], mut each: impl FnMut(&Outcome
     let mut out = Vec::new();
     for case in cases {
         let t0 = Instant::now();
-        let verdict = match (case.run)(ctx) {
-            Ok(v) => v,
-            Err(e) => Verdict::fail(case.expect, format!("the case could not run: {e}")),
+        let verdict = match case.applies(ctx.transport) {
+            Err(why) => Verdict::na(why),
+            Ok(()) => match (case.run)(ctx) {
+                Ok(v) => v,
+                Err(e) => Verdict::fail(case.expect, format!("the case could not run: {e}")),
+            },
         };
         let o = Outcome {
             case,
@@ -203,7 +272,7 @@ pub fn select(
     only: Option<&str>,
     skip: Option<&str>,
 ) -> Result<Vec<&'static Case>, String> {
-    let all = if responder {
+    let all: &[Case] = if responder {
         super::responder::CASES
     } else {
         catalogue::CASES

@@ -162,7 +162,8 @@ impl Client {
             self.prepare(size)?;
             self.prepared = None;
         }
-        let (before, copies) = (self.chan.ep.qp.stats(), Copies::now());
+        let before = self.chan.ep.qp.stats();
+        let copies = Copies::of(&before);
         self.chan.take_ctrl_log();
         let iters = match self.opts.stop {
             Stop::Iters(i) => i,
@@ -215,7 +216,7 @@ impl Client {
             } => {
                 self.chan.note_granted(granted);
                 m.copies = Some(RunCopies {
-                    client: Copies::since(copies),
+                    client: Copies::since(Copies::of(&self.chan.ep.qp.stats()), copies),
                     server: Copies {
                         rx: rx_copied,
                         tx: tx_copied,

@@ -1,8 +1,9 @@
 //! User-space copies of payload over one size (docs/data-path.md): the
-//! process-wide counters of `rddp_proto::ddp`, read before and after. The
-//! server reports its own in the Result, so a run shows both ends.
+//! queue pair's own counters (`QpStats::rx_copied_octets` and
+//! `tx_copied_octets`), read before and after. The server reports its own in
+//! the Result, so a run shows both ends.
 
-use rddp_proto::ddp::{lease_copied_octets, rx_copied_octets};
+use rddp::QpStats;
 
 /// Payload octets copied in user space (both 0 on the direct paths).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -14,29 +15,27 @@ pub struct Copies {
 }
 
 impl Copies {
-    /// This process's counters now.
-    pub fn now() -> Self {
+    /// A queue pair's counters.
+    pub fn of(s: &QpStats) -> Self {
         Self {
-            rx: rx_copied_octets(),
-            tx: lease_copied_octets(),
+            rx: s.rx_copied_octets,
+            tx: s.tx_copied_octets,
         }
     }
 
-    /// What was counted since `before` (counters only grow).
-    pub fn since(before: Self) -> Self {
-        let now = Self::now();
+    /// What was counted between `before` and `now` (counters only grow).
+    pub fn since(now: Self, before: Self) -> Self {
         Self {
             rx: now.rx.saturating_sub(before.rx),
             tx: now.tx.saturating_sub(before.tx),
         }
     }
 
-    /// Per field, the larger: the counters are per process, so queue pairs of
-    /// one process that ran at the same time saw the same copies.
-    pub fn max(self, o: Self) -> Self {
+    /// The copies of two queue pairs together.
+    pub fn add(self, o: Self) -> Self {
         Self {
-            rx: self.rx.max(o.rx),
-            tx: self.tx.max(o.tx),
+            rx: self.rx + o.rx,
+            tx: self.tx + o.tx,
         }
     }
 }
@@ -54,10 +53,11 @@ impl RunCopies {
         self.client.rx + self.client.tx + self.server.rx + self.server.tx
     }
 
-    pub fn max(self, o: Self) -> Self {
+    /// The copies of two connections' runs together.
+    pub fn add(self, o: Self) -> Self {
         Self {
-            client: self.client.max(o.client),
-            server: self.server.max(o.server),
+            client: self.client.add(o.client),
+            server: self.server.add(o.server),
         }
     }
 }
@@ -65,20 +65,21 @@ impl RunCopies {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rddp_proto::ddp::{count_lease_copy, count_rx_copy};
 
     #[test]
-    fn a_copy_counted_in_the_process_shows_in_the_window() {
-        let before = Copies::now();
-        count_rx_copy(7);
-        count_lease_copy(3);
-        let c = Copies::since(before);
-        // Other tests of this binary may count too: at least ours.
-        assert!(c.rx >= 7 && c.tx >= 3, "{c:?}");
+    fn a_window_counts_what_moved_and_runs_add_up() {
+        let at = |rx, tx| QpStats {
+            rx_copied_octets: rx,
+            tx_copied_octets: tx,
+            ..QpStats::default()
+        };
+        let c = Copies::since(Copies::of(&at(17, 5)), Copies::of(&at(10, 2)));
+        assert_eq!(c, Copies { rx: 7, tx: 3 });
         let run = RunCopies {
             client: c,
             server: Copies { rx: 1, tx: 2 },
         };
-        assert_eq!(run.total(), c.rx + c.tx + 3);
+        assert_eq!(run.total(), 13);
+        assert_eq!(run.add(run).total(), 26);
     }
 }

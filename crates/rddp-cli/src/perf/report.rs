@@ -93,7 +93,7 @@ impl Measurement {
             };
             m.samples_us.extend(p.samples_us);
             m.copies = match (m.copies, p.copies) {
-                (Some(a), Some(b)) => Some(a.max(b)),
+                (Some(a), Some(b)) => Some(a.add(b)),
                 (a, b) => a.or(b),
             };
             m.counters = match (m.counters, p.counters) {

@@ -180,7 +180,7 @@ impl Server {
                 run.max
             ));
         }
-        let copies = Copies::now();
+        let copies = Copies::of(&self.chan.ep.qp.stats());
         let n = size as usize;
         let e = |e: rddp::Error| e.to_string();
         // The buffer's contents matter only to --verify and to ping-pong's
@@ -233,7 +233,7 @@ impl Server {
             run.writes += msgs;
         }
         let granted = self.chan.posted_total();
-        let copied = Copies::since(copies);
+        let copied = Copies::since(Copies::of(&self.chan.ep.qp.stats()), copies);
         self.chan
             .send_ctrl(&Msg::Result {
                 corrupt,

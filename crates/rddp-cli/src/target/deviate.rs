@@ -19,6 +19,14 @@
 //!   past its end is preceded by a Write of the part inside it, so the target
 //!   really places octets of a segment it then refuses (RFC 5041 §7.1: validate,
 //!   then place). Needs FPDUs towards the target without Markers.
+//!
+//! Over SCTP (`--transport sctp`) the first three are made by a UDP relay
+//! instead (`deviate_sctp.rs`), and one more that only SCTP has:
+//!
+//! * `reject-not-terminate`: a Session Terminate that answers an Initiate
+//!   (the target's first chunk on its stream, DDP-SSN 0) goes out as a Session
+//!   Reject; RFC 5043 lets only the ULP reject, and an Initiate the adaptation
+//!   refuses (private data above 512 octets) is answered with Terminate.
 
 use clap::ValueEnum;
 use rddp_wire::rdmap::qn;
@@ -37,6 +45,8 @@ pub enum Deviation {
     SiwTerminateLayout,
     NoTerminate,
     PlaceBeforeValidate,
+    /// SCTP only (`deviate_sctp.rs`).
+    RejectNotTerminate,
 }
 
 /// What one relayed connection learnt: the Request, the Reply, the buffer.
@@ -260,7 +270,7 @@ fn advert(s: &[u8]) -> Option<(u32, u64, u32)> {
 }
 
 /// The segment as the deviation sends it; `None` to drop it.
-fn rewrite(s: Vec<u8>, d: Deviation) -> Option<Vec<u8>> {
+pub(super) fn rewrite(s: Vec<u8>, d: Deviation) -> Option<Vec<u8>> {
     let Ok(DdpHeader::Untagged(h)) = DdpHeader::parse(&s) else {
         return Some(s);
     };
@@ -305,7 +315,7 @@ fn rewrite(s: Vec<u8>, d: Deviation) -> Option<Vec<u8>> {
             body[..4].copy_from_slice(&[(c.etype << 4) | (c.layer & 0xF), c.code, flags, 0]);
             return Some(with_header(h, &body));
         }
-        Deviation::PlaceBeforeValidate => return Some(s),
+        Deviation::PlaceBeforeValidate | Deviation::RejectNotTerminate => return Some(s),
     }
     Some(with_header(h, &t.to_vec().ok()?))
 }

@@ -3,6 +3,7 @@
 mod args;
 mod conn;
 mod deviate;
+mod deviate_sctp;
 mod events;
 mod service;
 mod term_json;
@@ -44,13 +45,21 @@ pub fn run(args: TargetArgs) -> Result<(), String> {
             l
         }
         Some(d) => {
-            if args.transport != args::TargetTransport::Mpa {
-                return Err("--deviate: MPA only".into());
+            let sctp = args.transport == args::TargetTransport::Sctp;
+            if sctp && !deviate_sctp::applies(d) {
+                return Err(format!("--deviate {d:?}: MPA only"));
+            }
+            if !sctp && d == deviate::Deviation::RejectNotTerminate {
+                return Err(format!("--deviate {d:?}: SCTP only"));
             }
             // The real listener on loopback, the deviating relay in front of it.
-            let l = llp::listen(llp::Transport::Mpa, "127.0.0.1:0", &opts)?;
+            let l = llp::listen(args.transport.into(), "127.0.0.1:0", &opts)?;
             let back = l.local_addr().parse().map_err(|e| format!("{e}"))?;
-            let front = deviate::start(&args.listen, back, d)?;
+            let front = if sctp {
+                deviate_sctp::start(&args.listen, back, d)?
+            } else {
+                deviate::start(&args.listen, back, d)?
+            };
             eprintln!("rddp target: deviating from the RFCs on purpose ({d:?}), for testing only");
             ev.emit(
                 "listening",

@@ -17,9 +17,7 @@ use super::{rtr, terminate_fpdu};
 use crate::error::MpaError;
 use crate::options::MpaOptions;
 use crate::setup::{Negotiated, Role, Rtr};
-use rddp_proto::ddp::{
-    DdpConfig, DdpStream, Delivery, RecvBuffer, StreamEvent, Target, count_rx_copy,
-};
+use rddp_proto::ddp::{DdpConfig, DdpStream, Delivery, RecvBuffer, StreamEvent, Target};
 use rddp_proto::mem::MemoryTable;
 use rddp_wire::ddp::UNTAGGED_HDR_LEN;
 use rddp_wire::rdmap::qn;
@@ -193,6 +191,8 @@ impl FpduConn {
         let seg = self.stream.poll_segment()?;
         let mut hdr = [0u8; UNTAGGED_HDR_LEN];
         let n = seg.header.emit(&mut hdr).ok()?;
+        // This DDP-only connection builds each FPDU whole: a lease is copied.
+        self.stream.count_copied(0, seg.payload.leased_len());
         Some(build_fpdu(&mut self.enc, &hdr[..n], seg.payload.to_bytes()))
     }
 
@@ -211,7 +211,7 @@ impl FpduConn {
     /// (so a driver can absorb the RTR before the ULP's memory table is at hand),
     /// and the caller feeds the rest again. After the connection died every
     /// octet is reported used (discarded). Payloads are copied from `input` into
-    /// place (counted, [`rddp_proto::ddp::rx_copied_octets`]).
+    /// place (counted in the stream's statistics).
     pub fn on_bytes(&mut self, mem: &MemoryTable, input: &[u8]) -> usize {
         if self.dead {
             return input.len();
@@ -219,7 +219,8 @@ impl FpduConn {
         let mut src = Slice(input);
         let before = self.rx.placed_octets();
         let _ = self.run_rx(mem, &mut src, false);
-        count_rx_copy((self.rx.placed_octets() - before) as usize);
+        let copied = (self.rx.placed_octets() - before) as usize;
+        self.stream.count_copied(copied, 0);
         if self.dead {
             return input.len();
         }
@@ -276,7 +277,11 @@ impl FpduConn {
             seen: false,
             hand_up,
         };
+        let copied = rx.copied_octets();
         let got = rx.drive(src, &mut p);
+        // The setup's leftover octets, copied into place by the receiver.
+        self.stream
+            .count_copied((rx.copied_octets() - copied) as usize, 0);
         self.rx = rx;
         got
     }

@@ -8,8 +8,7 @@
 //! through [`FpduDecoder`], which buffers the ULPDU (one more copy). Either way the
 //! CRC is verified before the ULPDU is handed up: nothing of a bad FPDU is placed.
 
-use rddp_wire::crc::{crc_from_wire, crc32c};
-use rddp_wire::mpa::{MIN_ULPDU, MPA_CRC_LEN, MPA_HDR_LEN, pad_len};
+use rddp_wire::mpa::check;
 use rddp_wire::{FpduDecoder, WireError};
 use std::ops::ControlFlow;
 
@@ -68,7 +67,7 @@ impl Receiver {
         while !input.is_empty() {
             if !self.markers
                 && self.dec.at_boundary()
-                && let Some((n, ulpdu)) = self.whole_fpdu(input)?
+                && let Some((n, ulpdu)) = check::whole(input, self.crc, self.max_ulpdu)?
             {
                 let flow = up(ulpdu);
                 input = &input[n..];
@@ -87,37 +86,6 @@ impl Receiver {
             }
         }
         Ok(total - input.len())
-    }
-
-    /// The FPDU at the start of `b`, if it is all there: (its wire length, ULPDU).
-    fn whole_fpdu<'a>(&self, b: &'a [u8]) -> Result<Option<(usize, &'a [u8])>, WireError> {
-        if b.len() < MPA_HDR_LEN {
-            return Ok(None);
-        }
-        let len = u16::from_be_bytes([b[0], b[1]]);
-        let l = usize::from(len);
-        if l < MIN_ULPDU || l > self.max_ulpdu {
-            return Err(WireError::UlpduLength {
-                len,
-                min: MIN_ULPDU,
-                max: self.max_ulpdu,
-            });
-        }
-        let covered = MPA_HDR_LEN + l + pad_len(l);
-        let Some(trailer) = b.get(covered..covered + MPA_CRC_LEN) else {
-            return Ok(None);
-        };
-        if self.crc {
-            let wire = crc_from_wire([trailer[0], trailer[1], trailer[2], trailer[3]]);
-            let computed = crc32c(&b[..covered]);
-            if wire != computed {
-                return Err(WireError::CrcMismatch { wire, computed });
-            }
-        }
-        Ok(Some((
-            covered + MPA_CRC_LEN,
-            &b[MPA_HDR_LEN..MPA_HDR_LEN + l],
-        )))
     }
 }
 

@@ -11,12 +11,13 @@
 //!    locked for each single `read` call), or the engine's receive buffer
 //!    ([`Placer::with_buffer`], one `read` per call);
 //! 4. reads PAD and CRC and checks the CRC over the octets where they now lie
-//!    (RFC 5044 §4.3; computed as each read lands, under the same lock);
+//!    (RFC 5044 §4.4; computed as each read lands, under the same lock);
 //! 5. [`Placer::finish`]`(crc_ok)`: only now is anything delivered.
 //!
-//! Markers towards us (RFC 5044 §4.4, §5) sit every 512 octets of the stream
+//! Markers towards us (RFC 5044 §4.3) sit every 512 octets of the stream
 //! counted from the start of FPDU mode; they are read into scratch at their
-//! positions, wherever they fall (inside a header, a payload, PAD or CRC),
+//! positions, wherever they fall (before an FPDU, inside its DDP header or
+//! payload, or between PAD and CRC: never inside ULPDU_Length, PAD or CRC),
 //! checked (FPDUPTR) and covered by the CRC as the decoder in rddp-wire does.
 //!
 //! [`FpduReceiver::drive`] returns at `WouldBlock`, end of stream, a fatal
@@ -24,11 +25,11 @@
 //! are never read ahead into scratch past the next payload octet, so a payload
 //! is never copied in user space, except octets that arrived before FPDU mode
 //! (the setup's leftover), which are copied and counted
-//! ([`rddp_proto::ddp::count_rx_copy`]). Nothing is allocated per FPDU; nothing
+//! ([`FpduReceiver::copied_octets`]). Nothing is allocated per FPDU; nothing
 //! is written outside the target the engine returned.
 //!
 //! [`FpduReceiver::drive_buffered`] adds a caller's buffer for runs of small
-//! FPDUs (payloads under [`SMALL_PAYLOAD`] octets): batches (`rx_batch.rs`),
+//! FPDUs (payloads under [`SMALL_PAYLOAD`] octets): batches (`fpdu/rx_direct/batch.rs`),
 //! one peek and one vectored read for as many FPDUs as the buffer shows, every
 //! payload still straight into place (a stream of 64-octet Sends costs two
 //! system calls per batch, not one or two per FPDU); a large payload ends the
@@ -40,18 +41,16 @@
 //! agreed RTR; else `framing_error(2/0/0x07)` (or 2/0/0x02 on a bad CRC).
 
 use crate::setup::Rtr;
-use rddp_proto::ddp::{Target, count_rx_copy};
-use rddp_wire::crc::crc_from_wire;
+use rddp_proto::ddp::Target;
 use rddp_wire::ddp::{TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
-use rddp_wire::mpa::marker::{MARKER_LEN, Marker, at_marker, fpduptr, until_marker};
+use rddp_wire::mpa::check;
+use rddp_wire::mpa::marker::{MARKER_LEN, at_marker, until_marker};
 use rddp_wire::mpa::{MAX_ULPDU, MIN_ULPDU, MPA_CRC_LEN, MPA_HDR_LEN, pad_len};
 use rddp_wire::read_request::READ_REQ_HDR_LEN;
 use rddp_wire::{Crc32c, DdpControl, Opcode, RdmapControl, TerminateCode, WireError};
 use std::io::{self, IoSliceMut, Read};
 
-#[path = "rx_batch.rs"]
 mod batch;
-#[path = "rx_lone.rs"]
 mod lone;
 
 /// Octets of ULPDU_Length + DDP header, at most.
@@ -241,6 +240,8 @@ struct Input {
     stream: bool,
     /// In this drive, a read came back short: the next would block.
     drained: bool,
+    /// Payload octets copied from what was read before FPDU mode.
+    copied: u64,
 }
 
 enum Halt {
@@ -343,7 +344,7 @@ impl Input {
     ) -> Result<(usize, bool), Halt> {
         if self.has_buffered() {
             let n = self.buffered(dst);
-            count_rx_copy(n);
+            self.copied += n as u64;
             return Ok((n, true));
         }
         if tail == 0 {
@@ -502,6 +503,13 @@ impl FpduReceiver {
     /// Payload octets read straight from the source into their place.
     pub fn placed_octets(&self) -> u64 {
         self.placed
+    }
+
+    /// Payload octets copied into their place in user space: those that
+    /// arrived before FPDU mode (the setup's leftover), the only ones this
+    /// receiver copies.
+    pub fn copied_octets(&self) -> u64 {
+        self.input.copied
     }
 
     /// Between FPDUs, nothing of the next one consumed.
@@ -729,23 +737,14 @@ impl FpduReceiver {
     /// A complete Marker ended at `self.off`: check FPDUPTR and feed the CRC if
     /// the Marker lies in its coverage (as `rddp_wire::FpduDecoder`).
     fn on_marker(&mut self) -> Result<(), WireError> {
-        let m = Marker::parse(&self.marker)?;
         let at = self.off.wrapping_sub(MARKER_LEN as u32);
         let leading = self.st == St::Head && self.have == 0;
-        let expected = if leading {
+        if leading {
             // Right before a ULPDU_Length field: it opens the next FPDU.
             self.digest.reset();
             self.in_fpdu = true;
-            0
-        } else {
-            fpduptr(at, self.len_off)
-        };
-        if m.fpduptr != expected {
-            return Err(WireError::MarkerMismatch {
-                fpduptr: m.fpduptr,
-                expected,
-            });
         }
+        check::marker(&self.marker, at, (!leading).then_some(self.len_off))?;
         if !(self.st == St::Crc && self.crc_have > 0) {
             self.digest.update(&self.marker);
         }
@@ -785,17 +784,10 @@ impl FpduReceiver {
         self.have += n;
         self.advance(n);
         if self.have == MPA_HDR_LEN && self.head_want == 0 {
-            let len = u16::from_be_bytes([self.head[0], self.head[1]]);
-            let l = usize::from(len);
-            if !(MIN_ULPDU..=self.cfg.max_ulpdu).contains(&l) {
-                let e = WireError::UlpduLength {
-                    len,
-                    min: MIN_ULPDU,
-                    max: self.cfg.max_ulpdu,
-                };
-                return Err(self.wire_error(engine, e));
+            match check::ulpdu_len([self.head[0], self.head[1]], self.cfg.max_ulpdu) {
+                Ok(l) => self.ulpdu_len = l,
+                Err(e) => return Err(self.wire_error(engine, e)),
             }
-            self.ulpdu_len = l;
         }
         if self.head_want == 0 && self.have == SAFE_HEAD {
             let hl = DdpControl(self.head[MPA_HDR_LEN]).header_len();
@@ -952,7 +944,7 @@ impl FpduReceiver {
 
     /// PAD and CRC are in: check, then hand the FPDU to the engine.
     fn end_fpdu(&mut self, engine: &mut impl Placer) -> Result<(), Halt> {
-        let crc_ok = !self.cfg.crc || crc_from_wire(self.crc) == self.digest.finalize();
+        let crc_ok = check::crc(self.cfg.crc, self.crc, self.digest.finalize()).is_ok();
         if crc_ok {
             self.placed += self.placing;
         }

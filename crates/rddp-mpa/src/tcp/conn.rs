@@ -103,7 +103,7 @@ impl MpaConnection {
         Ok(self.sock.local_addr()?)
     }
 
-    /// Re-read TCP_MAXSEG and recompute MULPDU (RFC 5044 §4); returns the EMSS.
+    /// Re-read TCP_MAXSEG and recompute MULPDU (RFC 5044 §4.5); returns the EMSS.
     pub fn refresh_emss(&mut self) -> Result<usize, MpaError> {
         let emss = effective_mss(&self.sock);
         self.conn.set_emss(emss)?;

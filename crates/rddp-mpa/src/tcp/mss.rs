@@ -1,4 +1,4 @@
-//! TCP's effective MSS, the input of MULPDU (RFC 5044 §4).
+//! TCP's effective MSS, the input of MULPDU (RFC 5044 §4.5).
 //!
 //! Read with `getsockopt(TCP_MAXSEG)` through `socket2` (no `unsafe` here). Where
 //! that fails (a platform without the option), [`FALLBACK_EMSS`] is used: the EMSS

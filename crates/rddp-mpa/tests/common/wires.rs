@@ -1,6 +1,6 @@
 //! Wires of small Sends and Writes, and what a receiver makes of them: shared
 //! by the tests that compare ways of receiving (`rx_batch_diff.rs`,
-//! `rx_lone.rs`).
+//! `fpdu/rx_direct/lone.rs`).
 
 use super::source::Source;
 use bytes::Bytes;
@@ -134,10 +134,10 @@ pub enum Way {
 }
 
 /// What the receiver made of `wire` taken in one go (see [`receive_units`]);
-/// and the peeks it made.
-pub fn receive(wire: &[u8], way: Way, recvs: Recvs, cut: usize) -> (Outcome, usize) {
-    let (o, src) = receive_units(&[wire], way, recvs, cut, false);
-    (o, src.peeks)
+/// the peeks it made and the payload octets it copied.
+pub fn receive(wire: &[u8], way: Way, recvs: Recvs, cut: usize) -> (Outcome, usize, u64) {
+    let (o, src, copied) = receive_units(&[wire], way, recvs, cut, false);
+    (o, src.peeks, copied)
 }
 
 /// What the receiver made of the wire that arrives in `units`: each unit is
@@ -146,14 +146,15 @@ pub fn receive(wire: &[u8], way: Way, recvs: Recvs, cut: usize) -> (Outcome, usi
 /// ping-pong). Reads take at most `cut` octets; `stream`: the receiver may
 /// take a short read as an empty source (`set_stream_source`, as a
 /// busy-polling thread does; only where `cut` never shortens a read).
-/// Returns the outcome and the source (its reads and peeks counted).
+/// Returns the outcome, the source (its reads and peeks counted) and the
+/// payload octets copied in user space.
 pub fn receive_units(
     units: &[&[u8]],
     way: Way,
     recvs: Recvs,
     cut: usize,
     stream_source: bool,
-) -> (Outcome, Source) {
+) -> (Outcome, Source, u64) {
     let (mem, stags) = memory();
     let mut s = stream(1);
     let pool = match recvs {
@@ -223,6 +224,8 @@ pub fn receive_units(
         .map(|e| format!("{e:?}"))
         .collect();
     let pool_stats = pool.as_ref().map(|p| p.stats());
+    // Payload octets copied in user space: the receiver's and the engine's.
+    let copied = rx.copied_octets() + s.stats().rx_copied_octets;
     let o = Outcome {
         pool_stats,
         completions,
@@ -231,7 +234,7 @@ pub fn receive_units(
         progress,
         pool_events,
     };
-    (o, src)
+    (o, src, copied)
 }
 
 /// Where Sends land, for the proptests: posted buffers, or (one time in

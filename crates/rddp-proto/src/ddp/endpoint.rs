@@ -26,13 +26,20 @@ pub trait SegmentEndpoint: Send + std::fmt::Debug {
     /// took, e.g. a full send buffer, reports each once it is in).
     fn segment_accepted(&mut self) {}
 
+    /// The LLP copied payload in user space: `rx` received octets on their
+    /// way into place, `tx` octets of region leases on their way out (counted
+    /// in the stream's statistics). Default: not counted.
+    fn count_copied(&mut self, rx: usize, tx: usize) {
+        let _ = (rx, tx);
+    }
+
     /// Header-first receive (docs/data-path.md) for an LLP that knows a
     /// segment's length before reading it (DDP over SCTP): `head` is the
     /// segment's DDP header, `payload_len` octets follow, and `fill` reads
     /// them into the slice it is given (all of it; `false`: the LLP failed).
     /// An endpoint that decides from the header where the payload goes reads
     /// it straight there; this default reads it into a segment of its own and
-    /// calls [`Self::on_segment`] (a copy, counted: [`super::rx_copied_octets`]).
+    /// calls [`Self::on_segment`] (a copy, counted: [`Self::count_copied`]).
     /// A refused segment's payload may be left unread: the LLP drains it.
     fn place_segment(
         &mut self,
@@ -48,7 +55,7 @@ pub trait SegmentEndpoint: Send + std::fmt::Debug {
         if !fill(&mut seg[head.len()..]) {
             return Err(StreamError::Closed);
         }
-        super::count_rx_copy(payload_len);
+        self.count_copied(payload_len, 0);
         self.on_segment(mem, seq, &seg)
     }
 }
@@ -76,6 +83,9 @@ impl SegmentEndpoint for DdpStream {
     }
     fn on_llp_closed(&mut self, graceful: bool) {
         DdpStream::on_llp_closed(self, graceful)
+    }
+    fn count_copied(&mut self, rx: usize, tx: usize) {
+        DdpStream::count_copied(self, rx, tx)
     }
     /// Straight into place: the header decides, the payload is read there.
     fn place_segment(

@@ -23,9 +23,7 @@ mod stream;
 
 pub use endpoint::{SegmentEndpoint, fill_target};
 pub use error::{DdpError, SourceError, StreamError};
-pub use payload::{
-    Payload, count_lease_copy, count_rx_copy, lease_copied_octets, rx_copied_octets,
-};
+pub use payload::Payload;
 pub use pool::{
     BufferOrdering, BufferPool, PoolConfig, PoolError, PoolEvent, PoolId, PoolStats, PoolStrategy,
 };

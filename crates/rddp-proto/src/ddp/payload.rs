@@ -6,39 +6,6 @@
 use crate::mem::RegionRef;
 use bytes::Bytes;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-/// Payload octets copied out of a region lease in user space (see
-/// [`Payload::to_bytes`]), over the whole process: a test reads it to show that
-/// a path sends from the region itself.
-static LEASE_COPIES: AtomicU64 = AtomicU64::new(0);
-
-/// Octets copied out of region leases so far in this process.
-pub fn lease_copied_octets() -> u64 {
-    LEASE_COPIES.load(Ordering::Relaxed)
-}
-
-/// Count `n` octets of a lease copied by an LLP on its slow path.
-pub fn count_lease_copy(n: usize) {
-    LEASE_COPIES.fetch_add(n as u64, Ordering::Relaxed);
-}
-
-/// Received payload octets copied in user space on their way to their final
-/// place (a read buffer or segment copied into a region or receive buffer), over
-/// the whole process: a test reads it to show that a receive path places
-/// payloads straight from the socket (docs/data-path.md). RDMAP's own small
-/// messages read into scratch are not user payload and not counted.
-static RX_COPIES: AtomicU64 = AtomicU64::new(0);
-
-/// Received payload octets copied in user space so far in this process.
-pub fn rx_copied_octets() -> u64 {
-    RX_COPIES.load(Ordering::Relaxed)
-}
-
-/// Count `n` received payload octets copied into place (not read there directly).
-pub fn count_rx_copy(n: usize) {
-    RX_COPIES.fetch_add(n as u64, Ordering::Relaxed);
-}
 
 /// The payload of a DDP message or segment.
 #[derive(Debug, Clone)]
@@ -120,21 +87,28 @@ impl Payload {
         }
     }
 
-    /// The octets as `Bytes`: free for owned octets, a counted copy for a lease
-    /// (LLPs that cannot write from the region: SCTP, the in-memory LLP).
+    /// The octets as `Bytes`: free for owned octets, a copy for a lease (LLPs
+    /// that cannot write from the region: SCTP, the in-memory LLP). A data path
+    /// that copies a lease counts it in its stream's statistics
+    /// ([`crate::stats::StreamStats::tx_copied_octets`]).
     pub fn to_bytes(&self) -> Bytes {
         match self {
             Self::Bytes(b) => b.clone(),
-            Self::Region { len, .. } => {
-                count_lease_copy(*len);
-                self.with(Bytes::copy_from_slice)
-            }
+            Self::Region { .. } => self.with(Bytes::copy_from_slice),
+        }
+    }
+
+    /// Octets of a lease this payload holds (what [`Self::to_bytes`] copies).
+    pub fn leased_len(&self) -> usize {
+        match self {
+            Self::Bytes(_) => 0,
+            Self::Region { len, .. } => *len,
         }
     }
 }
 
 impl Payload {
-    /// The octets, copied (tests and diagnostics; a lease's copy is counted).
+    /// The octets, copied (tests and diagnostics).
     pub fn to_vec(&self) -> Vec<u8> {
         self.to_bytes().to_vec()
     }

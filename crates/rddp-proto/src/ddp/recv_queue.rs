@@ -342,7 +342,7 @@ impl UntaggedQueue {
 
     /// Strategy 1, nothing of the next message seen yet: its MSN and the
     /// buffer posted for it, whole. An LLP that reads a lone small message
-    /// in one system call (MPA, `rx_lone.rs`) lets the read put its payload
+    /// in one system call (MPA, `fpdu/rx_direct/lone.rs`) lets the read put its payload
     /// here before the header is checked; every check still runs before
     /// anything is delivered. `None` under the pooled strategies (a buffer is
     /// taken only when the message arrives).

@@ -46,6 +46,9 @@ pub struct SinkStats {
     /// Segments placed while an earlier segment (in sender order) was still missing.
     pub placed_out_of_order: u64,
     pub messages_delivered: u64,
+    /// Received payload octets copied in user space on their way to their
+    /// final place (0 where the LLP reads payloads straight into place).
+    pub octets_copied: u64,
 }
 
 /// The receiving half of a DDP stream.
@@ -264,6 +267,11 @@ impl DdpSink {
 
     pub fn stats(&self) -> SinkStats {
         self.stats
+    }
+
+    /// `n` received payload octets were copied into place in user space.
+    pub fn count_copied(&mut self, n: usize) {
+        self.stats.octets_copied += n as u64;
     }
 
     /// Whether a message is partly received in order: a tagged one or an
@@ -690,9 +698,7 @@ fn in_order(
     }
 }
 
-#[path = "batch.rs"]
 mod batch;
-#[path = "direct.rs"]
 mod direct;
 pub use direct::{Target, split_segment};
 

@@ -25,16 +25,13 @@ impl OutSegment {
         false
     }
 
-    /// Append the segment's octets to `out` (a lease's octets are copied, and
-    /// counted: [`super::lease_copied_octets`]).
+    /// Append the segment's octets to `out` (a lease's octets are copied: the
+    /// caller counts them, [`super::DdpStream::count_copied`]).
     pub fn write_to(&self, out: &mut Vec<u8>) {
         let start = out.len();
         out.resize(start + self.header.len(), 0);
         // The slice was sized for the header just above.
         let _ = self.header.emit(&mut out[start..]);
-        if let Payload::Region { len, .. } = self.payload {
-            super::count_lease_copy(len);
-        }
         self.payload.with(|p| out.extend_from_slice(p));
     }
 
@@ -73,7 +70,7 @@ struct OutMessage {
 #[derive(Debug)]
 pub struct DdpSource {
     mulpdu: usize,
-    /// Next MSN per QN; starts at 1, wraps 0xFFFFFFFF -> 0 (RFC 5041 §5.3).
+    /// Next MSN per QN; starts at 1, wraps 0xFFFFFFFF -> 0 (RFC 5041 §4.3).
     next_msn: Vec<u32>,
     queue: VecDeque<OutMessage>,
     stats: SourceStats,
@@ -192,6 +189,11 @@ impl DdpSource {
     /// What was handed to the LLP so far.
     pub fn stats(&self) -> SourceStats {
         self.stats
+    }
+
+    /// The LLP copied `n` octets of a region lease in user space.
+    pub fn count_copied(&mut self, n: usize) {
+        self.stats.octets_copied += n as u64;
     }
 
     /// Messages (whole or partly sent) still queued.

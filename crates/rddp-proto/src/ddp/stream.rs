@@ -259,6 +259,14 @@ impl DdpStream {
         self.source.stats()
     }
 
+    /// The LLP (or the ULP's engine above) copied payload in user space: `rx`
+    /// received octets on their way into place, `tx` octets of region leases
+    /// on their way out ([`crate::stats::StreamStats`]' `*_copied_octets`).
+    pub fn count_copied(&mut self, rx: usize, tx: usize) {
+        self.sink.count_copied(rx);
+        self.source.count_copied(tx);
+    }
+
     /// Received segments DDP refused by validation (none of them placed).
     pub fn segments_refused(&self) -> u64 {
         self.refused
@@ -304,5 +312,4 @@ impl DdpStream {
     }
 }
 
-#[path = "direct_stream.rs"]
-mod direct_stream;
+mod direct;

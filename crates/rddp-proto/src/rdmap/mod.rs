@@ -140,7 +140,7 @@ impl RdmapStream {
         let mut ddp = DdpStream::new(stream, pd, cfg.ddp)?;
         // RDMAP's own untagged buffers: IRD + 1 for Read Requests (one spare, so an
         // IRD overflow is seen by RDMAP, RFC 5040 §5.5, rather than as a DDP
-        // buffer error), one for the single Terminate (RFC 5041 §5.3).
+        // buffer error), one for the single Terminate (QN 2, RFC 5040 §4.2).
         for i in 0..=cfg.ird {
             let buf = RecvBuffer {
                 id: INTERNAL_WR_ID | u64::from(i),
@@ -364,10 +364,19 @@ impl RdmapStream {
             // The transport's (rddp's queue pair fills them in).
             llp_writes: 0,
             llp_reads: 0,
+            rx_copied_octets: rx.octets_copied,
+            tx_copied_octets: tx.octets_copied,
             terminates_sent: c.terminates_sent,
             terminates_received: c.terminates_received,
             completions: c.completions,
         }
+    }
+
+    /// The LLP copied payload in user space: `rx` received octets on their
+    /// way into place, `tx` octets of region leases on their way out (counted
+    /// in [`Self::stats`]).
+    pub fn count_copied(&mut self, rx: usize, tx: usize) {
+        self.ddp.count_copied(rx, tx);
     }
 
     pub fn poll_event(&mut self) -> Option<AsyncEvent> {

@@ -4,8 +4,7 @@
 use super::terminate::{from_ddp_error, with_header};
 use super::{AsyncEvent, Completion, INTERNAL_WR_ID, RdmapStream, WcOpcode, WcStatus};
 use crate::ddp::{
-    Delivery, Payload, RecvBuffer, SenderSeq, StreamError, StreamEvent, Target, count_rx_copy,
-    split_segment,
+    Delivery, Payload, RecvBuffer, SenderSeq, StreamError, StreamEvent, Target, split_segment,
 };
 use crate::mem::{Access, AccessFault, MemoryTable, Stag};
 use bytes::Bytes;
@@ -54,7 +53,7 @@ impl RdmapStream {
             } => {
                 // In range: `begin_segment` checked it against the region.
                 let _ = region.write_at(offset, payload);
-                count_rx_copy(len);
+                self.ddp.count_copied(len, 0);
             }
             Target::Buffer { len } => {
                 // A Send's payload is the ULP's; a Read Request's or Terminate's
@@ -63,7 +62,7 @@ impl RdmapStream {
                 if let Some(b) = self.segment_buffer() {
                     b.copy_from_slice(payload);
                     if ulp {
-                        count_rx_copy(len);
+                        self.ddp.count_copied(len, 0);
                     }
                 }
             }

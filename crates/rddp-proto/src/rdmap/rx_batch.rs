@@ -1,4 +1,4 @@
-//! Batched header-first receive for RDMAP (see `ddp/batch.rs`): several whole
+//! Batched header-first receive for RDMAP (see `ddp/sink/batch.rs`): several whole
 //! segments begun before any is placed, so that one vectored read puts every
 //! payload into its place; then [`RdmapStream::finish_segment`] for each, in
 //! order. Only messages whose delivery changes nothing that a later segment's

@@ -161,7 +161,7 @@ impl RdmapStream {
     /// The posted receive buffer a Send arriving next would fill from its
     /// first octet, and that Send's MSN: for an LLP that reads a lone small
     /// FPDU in one system call, its payload straight into this buffer before
-    /// the header is known (MPA, `rx_lone.rs`), and then begins the segment as
+    /// the header is known (MPA, `fpdu/rx_direct/lone.rs`), and then begins the segment as
     /// usual. `None` while a segment is begun, once the stream died, or when
     /// Sends take buffers from a pool.
     pub fn next_send_buffer(&mut self) -> Option<(u32, &mut [u8])> {

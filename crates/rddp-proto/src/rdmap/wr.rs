@@ -106,7 +106,7 @@ pub struct Completion {
     pub invalidated_stag: Option<u32>,
     /// Recv: the receive buffer, handed back.
     pub buffer: Option<Vec<u8>>,
-    /// Recv: the message's queue number and MSN (RFC 5041 §5.3).
+    /// Recv: the message's queue number and MSN (RFC 5041 §4.3).
     pub qn_msn: Option<(u32, u32)>,
     /// False only for the success of a Send, Write or Read posted unsignaled
     /// ([`super::RdmapStream::post_as`]): the verbs layer returns its

@@ -45,10 +45,14 @@ pub trait ChunkTap: Send + std::fmt::Debug {
 /// Counters of the association.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ChunkStats {
+    /// DATA chunks (DDP segments and Session Control) handed to SCTP.
     pub chunks_sent: u64,
+    /// DATA chunks received from SCTP.
     pub chunks_received: u64,
 }
 
+/// One verified DDP/SCTP association: its socket and its [`Adaptation`]; made by
+/// [`super::Listener::accept`] or [`super::connect`].
 #[derive(Debug)]
 pub struct SctpConnection {
     sock: Socket,
@@ -114,6 +118,7 @@ impl SctpConnection {
         self.ad.stream(sid)
     }
 
+    /// The oldest session event not yet taken, if any.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.ad.poll_event()
     }
@@ -123,10 +128,13 @@ impl SctpConnection {
         self.ad.has_event()
     }
 
+    /// SCTP's fragmentation point in octets as last read: the largest user message
+    /// that leaves unfragmented.
     pub fn fragmentation_point(&self) -> usize {
         self.fragmentation_point
     }
 
+    /// Chunks sent and received so far.
     pub fn stats(&self) -> ChunkStats {
         self.stats
     }
@@ -146,6 +154,7 @@ impl SctpConnection {
         self.sock.status().ok()?.primary
     }
 
+    /// The chunks kept since [`Self::record_sent`], and stop keeping them.
     pub fn take_recorded(&mut self) -> Vec<OutChunk> {
         self.record.take().unwrap_or_default()
     }
@@ -185,6 +194,7 @@ impl SctpConnection {
             if !shown && !c.body.is_empty() && !self.sock.can_gather() {
                 // usrsctp_sendv takes one buffer: the payload's one user-space
                 // copy (counted), made once and kept if the send is refused.
+                self.ad.count_copied(c.sid, 0, c.body.leased_len());
                 c = OutChunk::whole(c.sid, c.ppid, c.to_vec());
             }
             // Shown before it leaves: an answer shown by a peer in this process
@@ -387,7 +397,7 @@ impl SctpConnection {
         let r = self
             .ad
             .on_chunk_direct(mem, p.info.sid, hdr, payload_len, &mut fill);
-        rddp_proto::ddp::count_rx_copy(pre_len - pre.len());
+        self.ad.count_copied(p.info.sid, pre_len - pre.len(), 0);
         if next.is_some() {
             self.next = next;
         }

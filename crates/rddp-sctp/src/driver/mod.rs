@@ -29,6 +29,7 @@ pub enum Transport {
 /// Association options.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// How SCTP packets travel: over UDP or raw IP.
     pub transport: Transport,
     /// Adaptation layer settings; `streams` is both the inbound and outbound count.
     pub config: Config,
@@ -98,6 +99,7 @@ impl Default for Options {
 /// Why the driver failed.
 #[derive(Debug, thiserror::Error)]
 pub enum DriverError {
+    /// The SCTP library refused a call.
     #[error(transparent)]
     Sctp(#[from] usrsctp_ffi::Error),
     /// RFC 5043: no DDP/RDMA procedure on this association.
@@ -106,11 +108,21 @@ pub enum DriverError {
     )]
     NotDdp(String),
     #[error("unequal stream counts: {inbound} inbound, {outbound} outbound (RFC 5043)")]
-    UnequalStreams { inbound: u16, outbound: u16 },
+    /// The association's inbound and outbound stream counts differ (RFC 5043: they
+    /// must be equal).
+    UnequalStreams {
+        /// Inbound streams.
+        inbound: u16,
+        /// Outbound streams.
+        outbound: u16,
+    },
+    /// The association did not come up, or a wait for it timed out.
     #[error("association failed to come up: {0}")]
     Setup(String),
+    /// The peer broke the adaptation's rules badly enough to end the association.
     #[error(transparent)]
     Association(#[from] crate::adaptation::AssociationError),
+    /// The association is gone (shut down, or communication lost).
     #[error("association closed")]
     Closed,
 }

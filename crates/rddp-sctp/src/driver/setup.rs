@@ -55,6 +55,8 @@ pub struct Listener {
 }
 
 impl Listener {
+    /// Listen at `addr` (SCTP port and UDP encapsulation port both `addr`'s port),
+    /// announcing the Adaptation Indication of `opts`.
     pub fn bind(addr: SocketAddrV4, opts: Options) -> Result<Self, DriverError> {
         start(&opts, addr.port())?;
         let sock = socket(&opts, false)?;

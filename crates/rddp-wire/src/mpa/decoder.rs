@@ -5,9 +5,10 @@
 //! Memory is bounded: the only buffer is the current ULPDU, at most `max_ulpdu`
 //! octets, allocated after its ULPDU_Length has been checked. Errors are sticky.
 
-use super::marker::{MARKER_LEN, Marker, at_marker, fpduptr, until_marker};
+use super::check;
+use super::marker::{MARKER_LEN, at_marker, until_marker};
 use super::{MAX_ULPDU, MIN_ULPDU, MPA_CRC_LEN, MPA_HDR_LEN, pad_len};
-use crate::crc::{Crc32c, crc_from_wire};
+use crate::crc::Crc32c;
 use crate::error::WireError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,25 +173,16 @@ impl FpduDecoder {
     }
 
     /// A complete Marker just ended at `self.off`. Check FPDUPTR; feed the CRC if the
-    /// Marker lies inside the CRC's coverage (RFC 5044 §4).
+    /// Marker lies inside the CRC's coverage (RFC 5044 §4.4).
     fn on_marker(&mut self) -> Result<(), WireError> {
-        let m = Marker::parse(&self.marker)?;
         let at = self.off.wrapping_sub(MARKER_LEN as u32);
         let leading = self.state == State::Header && self.small_have == 0;
-        let expected = if leading {
+        if leading {
             // Right before a ULPDU_Length field: it opens the next FPDU.
             self.digest.reset();
             self.in_fpdu = true;
-            0
-        } else {
-            fpduptr(at, self.len_off)
-        };
-        if m.fpduptr != expected {
-            return Err(WireError::MarkerMismatch {
-                fpduptr: m.fpduptr,
-                expected,
-            });
         }
+        check::marker(&self.marker, at, (!leading).then_some(self.len_off))?;
         // Only a misaligned stream can put a Marker inside the CRC field; such a
         // Marker comes after the covered range.
         if !(self.state == State::Crc && self.small_have > 0) {
@@ -268,15 +260,7 @@ impl FpduDecoder {
     }
 
     fn start_body(&mut self) -> Result<(), WireError> {
-        let len = u16::from_be_bytes([self.small[0], self.small[1]]);
-        let l = usize::from(len);
-        if l < MIN_ULPDU || l > self.max_ulpdu {
-            return Err(WireError::UlpduLength {
-                len,
-                min: MIN_ULPDU,
-                max: self.max_ulpdu,
-            });
-        }
+        let l = check::ulpdu_len([self.small[0], self.small[1]], self.max_ulpdu)?;
         self.ulpdu_len = l;
         self.ulpdu = Vec::with_capacity(l);
         self.pad_left = pad_len(l);
@@ -288,13 +272,7 @@ impl FpduDecoder {
         self.small_have = 0;
         self.state = State::Header;
         self.in_fpdu = false;
-        if self.crc {
-            let wire = crc_from_wire(self.small);
-            let computed = self.digest.finalize();
-            if wire != computed {
-                return Err(WireError::CrcMismatch { wire, computed });
-            }
-        }
+        check::crc(self.crc, self.small, self.digest.finalize())?;
         Ok(std::mem::take(&mut self.ulpdu))
     }
 }

@@ -9,12 +9,12 @@ use super::{MAX_ULPDU, MIN_ULPDU, MPA_CRC_LEN, MPA_HDR_LEN};
 use crate::crc::{crc_wire_bytes, crc32c};
 use crate::error::WireError;
 
-/// PAD octets after a ULPDU of this length: `(4 - (2 + len) mod 4) mod 4` (RFC 5044 §4).
+/// PAD octets after a ULPDU of this length: `(4 - (2 + len) mod 4) mod 4` (RFC 5044 §4.1).
 pub fn pad_len(ulpdu_len: usize) -> usize {
     ulpdu_len.wrapping_add(MPA_HDR_LEN).wrapping_neg() & 3
 }
 
-/// MULPDU for an EMSS (RFC 5044 §4): `EMSS - (6 + EMSS mod 4)` without Markers,
+/// MULPDU for an EMSS (RFC 5044 §4.5): `EMSS - (6 + EMSS mod 4)` without Markers,
 /// `EMSS - (6 + 4*ceil(EMSS/512) + EMSS mod 4)` with. Saturates at 0 for tiny EMSS.
 pub fn mulpdu(emss: usize, markers: bool) -> usize {
     let marker_room = if markers {
@@ -149,7 +149,10 @@ pub fn fpdu_wire_len(ulpdu_len: usize, marker_off: Option<u32>) -> Result<usize,
 /// the stream offset relative to SeqStart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FpduEncoder {
+    /// Compute the CRC; without it the field is sent as zero (RFC 5044 §7.1.1: the
+    /// C bit).
     pub crc: bool,
+    /// Insert Markers (the peer asked for them with M, RFC 5044 §7.1.1).
     pub markers: bool,
     /// Offset of the next octet relative to SeqStart (mod 2^32).
     pub offset: u32,

@@ -16,11 +16,14 @@ pub const MAX_REV: u8 = 2;
 /// Which of the two frames (they differ only in the key).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FrameKind {
+    /// Initiator to responder, key "MPA ID Req Frame".
     Request,
+    /// Responder to initiator, key "MPA ID Rep Frame".
     Reply,
 }
 
 impl FrameKind {
+    /// The 16-octet key that opens this kind of frame.
     pub fn key(self) -> &'static [u8; 16] {
         match self {
             Self::Request => &KEY_REQ,
@@ -34,12 +37,18 @@ impl FrameKind {
 pub struct MpaFlags(pub u8);
 
 impl MpaFlags {
+    /// M (0x80): Markers wanted.
     pub const M: u8 = 0x80;
+    /// C (0x40): CRC wanted.
     pub const C: u8 = 0x40;
+    /// R (0x20): rejected (Reply only).
     pub const R: u8 = 0x20;
+    /// E (0x10): enhanced RFC 6581 block present.
     pub const E: u8 = 0x10;
+    /// The 4 reserved bits (0x0F): sent as 0, ignored on receive.
     pub const RES: u8 = 0x0F;
 
+    /// The flags octet with these four bits set as given, reserved bits 0.
     pub fn new(markers: bool, crc: bool, reject: bool, enhanced: bool) -> Self {
         let b = |on: bool, m: u8| if on { m } else { 0 };
         Self(b(markers, Self::M) | b(crc, Self::C) | b(reject, Self::R) | b(enhanced, Self::E))
@@ -60,6 +69,7 @@ impl MpaFlags {
     pub fn enhanced(self) -> bool {
         self.0 & Self::E != 0
     }
+    /// The reserved bits as received.
     pub fn res(self) -> u8 {
         self.0 & Self::RES
     }
@@ -83,8 +93,10 @@ pub struct EnhancedBlock {
 }
 
 impl EnhancedBlock {
+    /// Largest IRD or ORD the 14-bit fields hold.
     pub const IRD_ORD_MAX: u16 = 0x3FFF;
 
+    /// Parse the first 4 octets of `b` (the ULP's private data may follow).
     pub fn parse(b: &[u8]) -> Result<Self, WireError> {
         need(b, ENHANCED_LEN, "MPA enhanced IRD/ORD block")?;
         let (w1, w2) = (be16(b, 0), be16(b, 2));
@@ -118,10 +130,15 @@ impl EnhancedBlock {
 /// `private_data` is all PD_Length octets. PD_Length = `private_data.len()` (+4).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct MpaFrame {
+    /// Request or Reply (the key).
     pub kind: FrameKind,
+    /// Octet 16: M, C, R, E.
     pub flags: MpaFlags,
+    /// Octet 17: the MPA revision (1 for RFC 5044, 2 for RFC 6581).
     pub rev: u8,
+    /// The RFC 6581 block, present exactly when Rev is 2 and E is set.
     pub enhanced: Option<EnhancedBlock>,
+    /// The ULP's private data (after the enhanced block, if any).
     pub private_data: Vec<u8>,
 }
 
@@ -207,6 +224,7 @@ impl MpaFrame {
         self.private_data.len() + self.enhanced.map_or(0, |_| ENHANCED_LEN)
     }
 
+    /// Octets [`MpaFrame::emit`] writes: 20 + PD_Length.
     pub fn buffer_len(&self) -> usize {
         MPA_RR_HDR_LEN + self.pd_length()
     }
@@ -242,6 +260,7 @@ impl MpaFrame {
         Ok(self.buffer_len())
     }
 
+    /// The frame's octets, as [`MpaFrame::emit`] would append them.
     pub fn to_vec(&self) -> Result<Vec<u8>, WireError> {
         let mut v = Vec::with_capacity(self.buffer_len());
         self.emit(&mut v)?;

@@ -1,4 +1,4 @@
-//! MPA Markers (RFC 5044 §5).
+//! MPA Markers (RFC 5044 §4.2 for the format, §4.3 for where they go).
 //!
 //! A Marker starts at every stream offset `S` with `(S - SeqStart) mod 512 == 0`.
 //! Offsets in this crate are relative to SeqStart, modulo 2^32 (2^32 is a multiple of
@@ -13,15 +13,18 @@ pub const MARKER_LEN: usize = 4;
 /// Stream distance between Markers.
 pub const MARKER_INTERVAL: u32 = 512;
 
-/// A Marker: 16 reserved bits, then FPDUPTR.
+/// A Marker: 16 reserved bits, then FPDUPTR (RFC 5044 §4.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Marker {
     /// Send 0; kept so parse/emit round-trips.
     pub reserved: u16,
+    /// Octets back from this Marker to its FPDU's ULPDU_Length field (a multiple
+    /// of 4), or 0 for a Marker right before that field.
     pub fpduptr: u16,
 }
 
 impl Marker {
+    /// A Marker with zero reserved bits.
     pub fn new(fpduptr: u16) -> Self {
         Self {
             reserved: 0,
@@ -44,6 +47,7 @@ impl Marker {
         })
     }
 
+    /// The 4 octets on the wire, big-endian.
     pub fn to_bytes(&self) -> [u8; MARKER_LEN] {
         let mut b = [0; MARKER_LEN];
         b[..2].copy_from_slice(&self.reserved.to_be_bytes());

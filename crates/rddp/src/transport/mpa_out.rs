@@ -20,7 +20,7 @@
 //!   matches the octets on the wire, and an application that changes a region
 //!   under a Send or Write still posted (which verbs leaves undefined) gets that
 //!   message's octets undefined, never a CRC error. No octet of a lease is copied
-//!   (`rddp_proto::ddp::lease_copied_octets` stays 0). Exceptions, copied
+//!   (`QpStats::tx_copied_octets` stays 0). Exceptions, copied
 //!   (counted where they are payload): the rest of an FPDU stopped inside its
 //!   4-octet CRC, and with a capture (`--pcap`: the FPDU was recorded whole).
 //! * The responder sends nothing before the initiator's first FPDU (RFC 5044 §7.1.2):
@@ -29,7 +29,7 @@
 use rddp_mpa::fpdu::{FpduLayout, Piece, PlainFpdu, layout_fpdu_into};
 use rddp_mpa::pcap::TcpEndpoint;
 use rddp_mpa::tcp::layout_rest;
-use rddp_proto::ddp::{OutSegment, Payload, count_lease_copy};
+use rddp_proto::ddp::{OutSegment, Payload};
 use rddp_wire::crc::crc_wire_bytes;
 use rddp_wire::ddp::UNTAGGED_HDR_LEN;
 use rddp_wire::mpa::MPA_CRC_LEN as CRC_LEN;
@@ -133,12 +133,20 @@ pub(crate) struct MpaOut {
     /// connection's, under its queue pair's lock, where a process-wide
     /// atomic cost every message a locked instruction.
     writes: Cell<u64>,
+    /// Octets of leases copied (`QpStats::tx_copied_octets`; see the module
+    /// doc for when).
+    lease_copied: Cell<u64>,
 }
 
 impl MpaOut {
     /// `sendmsg` calls made so far.
     pub fn writes(&self) -> u64 {
         self.writes.get()
+    }
+
+    /// Octets of region leases copied so far.
+    pub fn lease_copied(&self) -> u64 {
+        self.lease_copied.get()
     }
 
     /// One non-blocking vectored send (no SIGPIPE), counted.
@@ -177,6 +185,7 @@ impl MpaOut {
             budget: None,
             yielded: false,
             writes: Cell::new(0),
+            lease_copied: Cell::new(0),
         }
     }
 
@@ -499,7 +508,14 @@ impl MpaOut {
             }
             if written > 0 {
                 let lease = matches!(self.queue[i].payload, Payload::Region { .. });
-                part = Some(left_of(l, payloads[i], written, lease, self.wire.is_some()));
+                part = Some(left_of(
+                    l,
+                    payloads[i],
+                    written,
+                    lease,
+                    self.wire.is_some(),
+                    &self.lease_copied,
+                ));
                 // The FPDUs after it were never started: lay them out again later.
                 if i + 1 < count {
                     self.enc.offset = starts[i + 1];
@@ -573,7 +589,7 @@ impl MpaOut {
                 let lease = matches!(seg.payload, Payload::Region { .. });
                 let mut layout = FpduLayout::default();
                 layout_fpdu_into(&mut self.enc, &hdr[..n], payload, &mut layout);
-                let left = left_of(&layout, payload, written, lease, false);
+                let left = left_of(&layout, payload, written, lease, false, &self.lease_copied);
                 drop(data);
                 if let Some(seg) = self.queue.pop_front() {
                     self.rest = Some(left.rest(seg));
@@ -615,14 +631,15 @@ impl Left {
 /// What is left of the FPDU `layout` over `payload` after `written` octets
 /// went out: a lease stopped before its CRC goes on from the region, the
 /// CRC so far over what went out; else (or with a capture, which recorded
-/// the FPDU whole) the rest is copied, counted where it is a lease's
-/// payload.
+/// the FPDU whole) the rest is copied, counted in `copied` where it is a
+/// lease's payload.
 fn left_of(
     layout: &FpduLayout,
     payload: &[u8],
     written: usize,
     lease: bool,
     capture: bool,
+    copied: &Cell<u64>,
 ) -> Left {
     if lease && !capture && written <= layout.len() - CRC_LEN {
         let mut digest = Crc32c::new();
@@ -633,7 +650,7 @@ fn left_of(
     } else {
         let (rest, of_payload) = layout_rest(layout, payload, written);
         if lease {
-            count_lease_copy(of_payload);
+            copied.set(copied.get() + of_payload as u64);
         }
         Left::Owned(rest)
     }

@@ -9,7 +9,7 @@ use super::super::mpa_out::{Sent, summary};
 use super::super::{HoldInner, Inbound};
 use rddp_io::TaskHandle;
 use rddp_proto::ddp::{
-    OutSegment, SegmentEndpoint, SenderSeq, SourceError, StreamError, count_rx_copy, split_segment,
+    OutSegment, SegmentEndpoint, SenderSeq, SourceError, StreamError, split_segment,
 };
 use rddp_proto::mem::MemoryTable;
 use rddp_sctp::driver::SctpConnection;
@@ -67,6 +67,10 @@ struct RelayState {
     direct: bool,
     /// Places received segments straight into the queue pair (set by its task).
     placer: Option<Arc<dyn Placer>>,
+    /// Payload octets copied in user space: received ones on their way into
+    /// place, and of region leases on their way out (the queue pair's
+    /// `rx_copied_octets` and `tx_copied_octets`, with its engine's own).
+    copied: (u64, u64),
 }
 
 /// Header-first placement of a session's received segments into its queue
@@ -247,6 +251,18 @@ impl Relay {
         self.lock().placer = Some(p);
     }
 
+    /// Payload octets copied so far in this session's relay and in the
+    /// association's driver for it: (received, transmitted).
+    pub(crate) fn copied(&self) -> (u64, u64) {
+        self.lock().copied
+    }
+
+    fn count_copied(&self, rx: usize, tx: usize) {
+        let mut st = self.lock();
+        st.copied.0 += rx as u64;
+        st.copied.1 += tx as u64;
+    }
+
     pub(crate) fn is_lost(&self) -> bool {
         self.lock().lost
     }
@@ -298,10 +314,10 @@ impl SegmentEndpoint for RelayEndpoint {
         if let Some(p) = self.placer()
             && let Some(r) = p.place(seq, head, payload.len(), &mut copy)
         {
-            count_rx_copy(payload.len());
+            self.0.count_copied(payload.len(), 0);
             return r;
         }
-        count_rx_copy(payload.len());
+        self.0.count_copied(payload.len(), 0);
         self.0.push(Inbound::Segment {
             seq,
             bytes: seg.to_vec(),
@@ -330,7 +346,7 @@ impl SegmentEndpoint for RelayEndpoint {
         if !fill(&mut seg[head.len()..]) {
             return Err(StreamError::Closed);
         }
-        count_rx_copy(payload_len);
+        self.0.count_copied(payload_len, 0);
         self.0.push(Inbound::Segment { seq, bytes: seg });
         Ok(())
     }
@@ -362,6 +378,9 @@ impl SegmentEndpoint for RelayEndpoint {
         Ok(())
     }
     fn close(&mut self) {}
+    fn count_copied(&mut self, rx: usize, tx: usize) {
+        self.0.count_copied(rx, tx);
+    }
     fn on_llp_closed(&mut self, graceful: bool) {
         if graceful {
             self.0.push(Inbound::Closed);

@@ -1,0 +1,190 @@
+//! Header-first receive (docs/data-path.md): the LLP hands up a segment's DDP
+//! header and its payload length before the payload itself, the sink runs every
+//! check of RFC 5041 §7.1 (order, version, tagged: STag, association, rights, TO wrap,
+//! bounds, message continuity; untagged: QN, MSN, buffer, MO, length, tiling) and
+//! says where the payload goes ([`Target`]). The LLP reads the payload straight
+//! into that place, verifies its own integrity check (MPA CRC) over the octets
+//! where they lie, and only then calls [`DdpSink::finish_segment`], which does the
+//! rest (statistics, sender-order bookkeeping, delivery). If the check fails the
+//! LLP calls [`DdpSink::abandon_segment`]: the placed octets are undefined and
+//! nothing is delivered (RFC 5044 §4). [`DdpSink::on_segment`] is these three steps
+//! over a segment held whole (one set of rules).
+
+use super::*;
+
+/// Where the payload of a segment accepted by [`DdpSink::begin_segment`] goes.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// No payload octets.
+    Nothing,
+    /// Data octets `offset..offset + len` of `region` (lock it with
+    /// [`crate::mem::Region::data_mut`] for each read).
+    Region {
+        region: RegionRef,
+        offset: usize,
+        len: usize,
+    },
+    /// `len` octets of the engine's receive buffer for this segment:
+    /// [`DdpSink::begun_buffer`] gives exactly them.
+    Buffer { len: usize },
+}
+
+impl Target {
+    /// Payload octets the target takes.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Nothing => 0,
+            Self::Region { len, .. } | Self::Buffer { len } => *len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The segment between `begin_segment` and `finish_segment`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Begun {
+    pub(super) seq: SenderSeq,
+    pub(super) meta: SegMeta,
+    pub(super) len: u32,
+    /// Untagged: (QN, MSN, MO) of the receive buffer octets.
+    pub(super) buffer: Option<(u32, u32, usize)>,
+}
+
+impl DdpSink {
+    /// Validate the segment whose DDP header is `head` (the first
+    /// `min(segment length, header length)` octets) and whose payload is
+    /// `payload_len` octets, at sender position `seq`; nothing is placed or
+    /// changed on refusal. On success the segment is begun: the caller fills the
+    /// target, then calls [`Self::finish_segment`] or [`Self::abandon_segment`]. A
+    /// segment begun before and not finished is abandoned.
+    pub fn begin_segment(
+        &mut self,
+        mem: &MemoryTable,
+        seq: SenderSeq,
+        head: &[u8],
+        payload_len: usize,
+    ) -> Result<Target, DdpError> {
+        self.begun.clear();
+        let seg_len = head.len().saturating_add(payload_len);
+        // LLP-level order information first (RFC 5041 §7.1).
+        self.order.check(seq).map_err(|e| order_error(e, seg_len))?;
+        let hdr = parse_header(head, seg_len)?;
+        // A header parsed from `head` may leave octets of it unused: they are payload.
+        let payload_len = seg_len - hdr.len();
+        let len = u32::try_from(payload_len).map_err(|_| {
+            DdpError::new(
+                TerminateCode::DDP_LOCAL_CATASTROPHIC,
+                Some(hdr),
+                seg_len,
+                format!("segment of {seg_len} octets is longer than DDP can describe"),
+            )
+        })?;
+        // In sender order (always on MPA) the rules that span segments are
+        // checked before placement too; otherwise when the gap before it fills.
+        let in_order = seq == self.order.next();
+        let (meta, target, buffer) = match hdr {
+            DdpHeader::Tagged(h) => {
+                let (meta, target) = self.check_tagged(mem, &h, payload_len, seg_len, in_order)?;
+                (meta, target, None)
+            }
+            DdpHeader::Untagged(h) => {
+                let (meta, target) = self.check_untagged(&h, payload_len, seg_len, in_order)?;
+                (meta, target, Some((h.qn, h.msn, h.mo as usize)))
+            }
+        };
+        self.begun.push_back(Begun {
+            seq,
+            meta,
+            len,
+            buffer,
+        });
+        Ok(target)
+    }
+
+    /// The receive-buffer octets of the begun untagged segment (its MO onwards,
+    /// its payload length), or `None` (tagged, none begun, or flushed since).
+    /// Of a batch's segments, the oldest.
+    pub fn begun_buffer(&mut self) -> Option<&mut [u8]> {
+        let b = *self.begun.front()?;
+        let (qn, msn, mo) = b.buffer?;
+        let slot = self.queues.get_mut(qn as usize)?.slot(msn)?;
+        slot.buf.data.get_mut(mo..mo + b.len as usize)
+    }
+
+    /// The receive buffer that an untagged message of queue `qn` arriving
+    /// next would fill from MO 0, and its MSN (see
+    /// [`crate::ddp::recv_queue::UntaggedQueue::next_posted`]); `None` while a
+    /// segment is begun or waits for an earlier one.
+    pub fn next_posted(&mut self, qn: u32) -> Option<(u32, &mut [u8])> {
+        if !self.begun.is_empty() || !self.order.is_idle() {
+            return None;
+        }
+        self.queues.get_mut(qn as usize)?.next_posted()
+    }
+
+    /// The begun segment's payload is in place and checked: account for it and
+    /// deliver what it completes (of a batch: the oldest begun).
+    pub fn finish_segment(&mut self) -> Result<(), DdpError> {
+        let Some(b) = self.begun.pop_front() else {
+            return Err(DdpError::new(
+                TerminateCode::DDP_LOCAL_CATASTROPHIC,
+                None,
+                0,
+                "finish without a begun segment".into(),
+            ));
+        };
+        self.account(b.seq, b.meta, b.len)
+    }
+
+    /// Forget the begun segment (its LLP check failed): nothing is delivered.
+    /// A batch's other begun segments are forgotten with it (the stream fails).
+    pub fn abandon_segment(&mut self) {
+        self.begun.clear();
+    }
+
+    /// Handle one DDP segment (header + payload) that the LLP received whole, `seq`
+    /// being its position in the sender's order. Nothing is placed unless every
+    /// check passes; on error the caller must treat the stream as erroneous. The
+    /// payload is copied into place (counted: [`crate::ddp::SinkStats::octets_copied`]).
+    pub fn on_segment(
+        &mut self,
+        mem: &MemoryTable,
+        seq: SenderSeq,
+        seg: &[u8],
+    ) -> Result<(), DdpError> {
+        let (head, payload) = split_segment(seg);
+        let target = self.begin_segment(mem, seq, head, payload.len())?;
+        let payload = &seg[seg.len() - target.len()..];
+        match target {
+            Target::Nothing => {}
+            Target::Region {
+                region,
+                offset,
+                len,
+            } => {
+                // In range: `begin_segment` checked it against the region.
+                let _ = region.write_at(offset, payload);
+                self.count_copied(len);
+            }
+            Target::Buffer { len } => {
+                if let Some(b) = self.begun_buffer() {
+                    b.copy_from_slice(payload);
+                    self.count_copied(len);
+                }
+            }
+        }
+        self.finish_segment()
+    }
+}
+
+/// A whole segment as (header octets, rest): the header as long as its T bit says,
+/// or all of a segment shorter than that.
+pub fn split_segment(seg: &[u8]) -> (&[u8], &[u8]) {
+    let hl = seg
+        .first()
+        .map_or(UNTAGGED_HDR_LEN, |&c| DdpControl(c).header_len());
+    seg.split_at(hl.min(seg.len()))
+}

@@ -1,0 +1,84 @@
+//! Helpers shared by the queue pair tests.
+#![allow(dead_code)]
+
+pub mod held_peer;
+pub mod many;
+pub mod raw_peer;
+pub mod sctp_llp;
+pub mod unsignaled_run;
+
+use rddp::transport::Connection;
+use rddp::{
+    AsyncEvent, CompletionQueue, Device, ProtectionDomain, QueuePair, QueuePairBuilder, Quota,
+    TerminateCode, WorkCompletion,
+};
+use std::time::Duration;
+
+/// A protection domain of a new consumer `name` with the default quota.
+pub fn pd(dev: &Device, name: &str) -> ProtectionDomain {
+    dev.consumer(name, Quota::default())
+        .unwrap()
+        .alloc_pd()
+        .unwrap()
+}
+
+/// A queue pair of `pd` with the default builder, `cq` for both queues, attached
+/// to `conn`.
+pub fn attach(pd: &ProtectionDomain, cq: &CompletionQueue, conn: Connection) -> QueuePair {
+    QueuePairBuilder::new(pd, cq, cq)
+        .build()
+        .unwrap()
+        .attach(conn)
+        .unwrap()
+}
+
+/// A queue pair (CQ of `depth`) on a new consumer `name`, over `conn`.
+pub fn endpoint(
+    dev: &Device,
+    name: &str,
+    depth: usize,
+    conn: Connection,
+) -> (ProtectionDomain, CompletionQueue, QueuePair) {
+    let pd = pd(dev, name);
+    let cq = CompletionQueue::new(depth);
+    let qp = attach(&pd, &cq, conn);
+    (pd, cq, qp)
+}
+
+/// Wait for `n` completions (10 s at most for each batch).
+pub fn wait(cq: &CompletionQueue, n: usize) -> Vec<WorkCompletion> {
+    let mut got = Vec::new();
+    while got.len() < n {
+        let more = cq.wait(n - got.len(), Duration::from_secs(10));
+        assert!(!more.is_empty(), "timed out with {got:?}");
+        got.extend(more);
+    }
+    got
+}
+
+/// The code of the first Terminate `qp` received, waiting up to 5 s.
+pub fn terminate_received(qp: &QueuePair) -> Option<TerminateCode> {
+    poll_event(qp, |e| match e {
+        AsyncEvent::TerminateReceived { code, .. } => *code,
+        _ => None,
+    })
+}
+
+/// The code of the first Terminate `qp` sent, waiting up to 5 s.
+pub fn terminate_sent(qp: &QueuePair) -> Option<TerminateCode> {
+    poll_event(qp, |e| match e {
+        AsyncEvent::TerminateSent { code, .. } => Some(*code),
+        _ => None,
+    })
+}
+
+/// The first asynchronous event of `qp` that `f` picks, waiting up to 5 s.
+pub fn poll_event<T>(qp: &QueuePair, f: impl Fn(&AsyncEvent) -> Option<T>) -> Option<T> {
+    for _ in 0..250 {
+        if let Some(c) = qp.async_events().iter().find_map(&f) {
+            return Some(c);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
