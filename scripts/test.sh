@@ -36,10 +36,10 @@ ulimit -c unlimited 2>/dev/null || true
 status=0
 cargo test --workspace --all-features --locked "$@" || status=$?
 
-# Miri over the one crate whose `unsafe` is plain Rust (rddp-crc32c's SIMD
-# kernels and unaligned loads; the other two, usrsctp-ffi and rddp-sockopt, are
-# calls into C, which Miri cannot run): every load checked against the slice it
-# came from. The kernels' CPU features are enabled for the interpreted target,
+# Miri over the crates whose `unsafe` is plain Rust (rddp-crc32c's SIMD
+# kernels and unaligned loads, rddp-appmem's copies into application memory;
+# usrsctp-ffi, rddp-sockopt and rddp-verbs-abi are calls into or from C, which
+# Miri cannot run): every load checked against the memory it came from. The kernels' CPU features are enabled for the interpreted target,
 # so the fused kernel runs whatever the host CPU is. Whole-suite runs only.
 if [ $# -eq 0 ]; then
   if ! cargo +nightly miri --version >/dev/null 2>&1; then
@@ -48,6 +48,10 @@ if [ $# -eq 0 ]; then
   triple=$(rustc -vV | sed -n 's/^host: //p')
   RUSTFLAGS="-C target-feature=+avx2,+vpclmulqdq,+pclmulqdq,+sse4.2" \
     cargo +nightly miri test --locked --target "$triple" -p rddp-crc32c || status=$?
+  # rddp-appmem's copies into application memory: bounds, provenance (Tree
+  # Borrows) and the data-race detector over its racing tests.
+  MIRIFLAGS=-Zmiri-tree-borrows \
+    cargo +nightly miri test --locked --target "$triple" -p rddp-appmem || status=$?
 
   # AddressSanitizer over process tests of the MPA and SCTP data paths: its
   # allocator takes every malloc and free of the process, usrsctp's threads

@@ -218,6 +218,33 @@ pub struct ibv_pd {
     pub handle: u32,
 }
 
+/// `struct ibv_mr` (48 bytes). `lkey` and `rkey` are both the rddp STag;
+/// `handle` is its table index.
+#[repr(C)]
+pub struct ibv_mr {
+    pub context: *mut ibv_context,
+    pub pd: *mut ibv_pd,
+    pub addr: *mut c_void,
+    pub length: usize,
+    pub handle: u32,
+    pub lkey: u32,
+    pub rkey: u32,
+}
+
+/// `enum ibv_access_flags` values `ibv_reg_mr` knows.
+pub const IBV_ACCESS_LOCAL_WRITE: c_uint = 1;
+pub const IBV_ACCESS_REMOTE_WRITE: c_uint = 1 << 1;
+pub const IBV_ACCESS_REMOTE_READ: c_uint = 1 << 2;
+pub const IBV_ACCESS_REMOTE_ATOMIC: c_uint = 1 << 3;
+pub const IBV_ACCESS_MW_BIND: c_uint = 1 << 4;
+pub const IBV_ACCESS_ZERO_BASED: c_uint = 1 << 5;
+pub const IBV_ACCESS_ON_DEMAND: c_uint = 1 << 6;
+pub const IBV_ACCESS_HUGETLB: c_uint = 1 << 7;
+pub const IBV_ACCESS_RELAXED_ORDERING: c_uint = 1 << 20;
+/// `IBV_ACCESS_OPTIONAL_RANGE`: flags a device may ignore (relaxed ordering
+/// and the like), bits 20 to 29.
+pub const IBV_ACCESS_OPTIONAL_RANGE: c_uint = ((1 << 30) - 1) & !((1 << 20) - 1);
+
 /// `struct ibv_comp_channel` (16 bytes). `fd` is an eventfd, readable while
 /// a CQ event waits; `refcnt` counts the CQs using the channel (under the
 /// context's `mutex`, as rdma-core keeps it).

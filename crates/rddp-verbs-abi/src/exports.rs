@@ -5,7 +5,8 @@
 //! versions). Stage 1 implements the device list, open/close, the device,
 //! port, GID and P_Key queries, `ibv_read_sysfs_file` and the pure helpers
 //! (rate and string conversions, fork no-ops); stage 2a PDs, CQs and
-//! completion channels (src/resources.rs); every other export refuses:
+//! completion channels (src/resources.rs) and memory regions
+//! (src/resources/mr.rs); every other export refuses:
 //! NULL with errno `EOPNOTSUPP` for constructors, `EOPNOTSUPP` (or -1 with
 //! errno where rdma-core returns -1) for the rest.
 
@@ -555,7 +556,7 @@ unsafe extern "C" fn is_fork_initialized() -> c_int {
 }
 
 // ---------------------------------------------------------------------------
-// Refused until later stages (no MR, QP, SRQ or AH yet).
+// Refused until later stages (no QP, SRQ or AH yet).
 
 type P = *mut c_void;
 
@@ -566,12 +567,6 @@ unsafe extern "C" fn r_ptr2(_: P, _: P) -> P {
     refuse_ptr()
 }
 unsafe extern "C" fn r_ptr4(_: P, _: P, _: P, _: u8) -> P {
-    refuse_ptr()
-}
-unsafe extern "C" fn r_reg_mr(_: P, _: P, _: usize, _: c_int) -> P {
-    refuse_ptr()
-}
-unsafe extern "C" fn r_reg_mr_iova(_: P, _: P, _: usize, _: u64, _: c_uint) -> P {
     refuse_ptr()
 }
 unsafe extern "C" fn r_reg_dmabuf_mr(_: P, _: u64, _: usize, _: u64, _: c_int, _: c_int) -> P {
@@ -637,7 +632,8 @@ unsafe extern "C" fn r_data_in_order(_: P, _: c_int, _: u32) -> c_int {
 unsafe extern "C" fn ack_async_event(_: P) {}
 
 export! {
-    // IBVERBS_1.0 (and src/resources.rs's exports: PDs, CQs, channels)
+    // IBVERBS_1.0 (and src/resources.rs's exports: PDs, CQs, channels;
+    // src/resources/mr.rs's: memory regions)
     ibv_get_sysfs_path => get_sysfs_path;
     ibv_rate_to_mult => rate_to_mult;
     ibv_read_sysfs_file => read_sysfs_file;
@@ -650,7 +646,6 @@ export! {
     ibv_create_ah_from_wc => r_ptr4;
     ibv_create_qp => r_ptr2;
     ibv_create_srq => r_ptr2;
-    ibv_dereg_mr => r_int1;
     ibv_destroy_ah => r_int1;
     ibv_destroy_qp => r_int1;
     ibv_destroy_srq => r_int1;
@@ -677,7 +672,6 @@ export! {
     ibv_query_qp => r_query_qp;
     ibv_query_srq => r_int2;
     ibv_rate_to_mbps => rate_to_mbps;
-    ibv_reg_mr => r_reg_mr;
     ibv_rereg_mr => r_rereg_mr;
     ibv_resize_cq => r_int_cq;
     ibv_wc_status_str => wc_status_str;
@@ -685,8 +679,6 @@ export! {
     // IBVERBS_1.5 to 1.14
     ibv_get_pkey_index => get_pkey_index;
     ibv_qp_to_qp_ex => r_ptr1;
-    ibv_reg_mr_iova => r_reg_mr_iova;
-    ibv_reg_mr_iova2 => r_reg_mr_iova;
     ibv_get_device_index => get_device_index;
     ibv_query_ece => r_int2;
     ibv_set_ece => r_int2;

@@ -13,8 +13,10 @@
 //! queries and `ibv_read_sysfs_file`. Stage 2a ([`resources`]) adds
 //! protection domains, completion queues and completion channels backed by
 //! rddp's objects (`ibv_req_notify_cq` arms an `rddp::CompletionQueue`,
-//! whose notify hook raises the channel's event). Every other public verb
-//! is exported (so binaries that import it load) and refuses with
+//! whose notify hook raises the channel's event). `ibv_reg_mr` and its
+//! `_iova` forms register the application's own memory
+//! ([`resources::mr`], over rddp-appmem). Every other public verb is
+//! exported (so binaries that import it load) and refuses with
 //! `EOPNOTSUPP`.
 //!
 //! The rlib exists for this crate's tests (the layouts of [`abi`], the
@@ -24,15 +26,15 @@
 //! # Invariants
 //!
 //! One of the workspace's small crates made for `unsafe` (with usrsctp-ffi,
-//! rddp-sockopt and rddp-crc32c); each `unsafe` block says which of these it
-//! relies on.
+//! rddp-sockopt, rddp-crc32c and rddp-appmem); each `unsafe` block says
+//! which of these it relies on.
 //!
 //! 1. **Caller contract.** Pointers passed in are what verbs.h promises:
 //!    NULL or valid for the pointed-to C type (output structs writable,
 //!    strings NUL-terminated, `buf` holding `size` bytes).
 //! 2. **Our objects are checked before use.** A device pointer must be the
-//!    one device (compared by address); a context, PD, channel or CQ pointer
-//!    must be registered as live, with its kind (`resources::live`).
+//!    one device (compared by address); a context, PD, MR, channel or CQ
+//!    pointer must be registered as live, with its kind (`resources::live`).
 //!    Anything else is refused (`ENODEV`/`EINVAL`) without being
 //!    dereferenced, so a stale or foreign pointer is an error, not a use
 //!    after free. One exception, the data path: `ibv_poll_cq` is reached
@@ -50,6 +52,9 @@
 //!    verb or by `ibv_close_device` (which destroys what is left, as the
 //!    kernel does when a context's fd closes). The `pthread` mutex and
 //!    condition variable of an `ibv_cq` stay in place inside its `Box`.
+//!    An MR's memory is the application's: no Rust reference to it is ever
+//!    made (copies go through rddp-appmem), and `ibv_dereg_mr` returns only
+//!    once nothing can copy into or out of it any more.
 //! 5. **No unwinding into C.** Entry points do not panic on any input
 //!    (errors are errno values); a panic would abort the process, as Rust
 //!    does at an `extern "C"` boundary.

@@ -3,7 +3,8 @@
 //! `ibv_destroy_comp_channel`, `ibv_create_cq`/`ibv_destroy_cq`,
 //! `ibv_req_notify_cq` and `ibv_poll_cq` (through the context's ops),
 //! `ibv_get_cq_event` and `ibv_ack_cq_events`, with rdma-core 44's
-//! semantics (docs/verbs-abi.md, "Protection domains, CQs and channels").
+//! semantics (docs/verbs-abi.md, "Protection domains, CQs and channels");
+//! memory regions in [`mr`].
 //!
 //! Each object is a `Box` whose first field is the public struct, so the
 //! pointer handed to C is the pointer to the whole object, and the registry
@@ -27,6 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
     Pd,
+    Mr,
     Channel,
     Cq,
     /// A CQ in `ibv_destroy_cq`, waiting for its events to be acknowledged:
@@ -87,8 +89,8 @@ pub fn cq_size(cqe: c_int) -> Option<c_int> {
 struct Pd {
     ibv: ibv_pd,
     _pd: rddp::ProtectionDomain,
-    /// Memory regions, queue pairs and SRQs using it (from stage 2b):
-    /// `ibv_dealloc_pd` is `EBUSY` while any does, as the kernel's.
+    /// Memory regions (and, from the next stage, queue pairs and SRQs) using
+    /// it: `ibv_dealloc_pd` is `EBUSY` while any does, as the kernel's.
     users: AtomicU32,
 }
 
@@ -595,7 +597,7 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut c_void, n: c_int, wc: *mut c_vo
 
 /// `ibv_close_device`: what the kernel does when a context's fd closes,
 /// destroying the objects the application left: CQs (unread events and
-/// unacknowledged ones alike), then channels, then PDs. A CQ in
+/// unacknowledged ones alike) and MRs, then channels, then PDs. A CQ in
 /// `ibv_destroy_cq` on another thread is left to that call.
 pub(crate) fn free_context_objects(live: &mut Live, ctx: usize) {
     let mut mine: Vec<(usize, Kind)> = live
@@ -605,7 +607,7 @@ pub(crate) fn free_context_objects(live: &mut Live, ctx: usize) {
         .map(|(&p, &(k, _))| (p, k))
         .collect();
     mine.sort_by_key(|&(_, k)| match k {
-        Kind::Cq | Kind::CqDestroying => 0,
+        Kind::Cq | Kind::CqDestroying | Kind::Mr => 0,
         Kind::Channel => 1,
         Kind::Pd => 2,
     });
@@ -623,6 +625,7 @@ pub(crate) fn free_context_objects(live: &mut Live, ctx: usize) {
                     }
                     free_cq(cq);
                 }
+                Kind::Mr => mr::free_mr(p),
                 Kind::Channel => drop(Box::from_raw(p as *mut Channel)),
                 Kind::Pd => drop(Box::from_raw(p as *mut Pd)),
                 Kind::CqDestroying => {}
@@ -644,5 +647,6 @@ export! {
     ibv_get_cq_event => get_cq_event;
 }
 
+pub mod mr;
 #[cfg(test)]
 mod tests;

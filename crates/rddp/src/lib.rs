@@ -87,7 +87,7 @@ pub use qp::{
 };
 pub use quota::{Quota, Usage};
 pub use rddp_proto::ddp::{BufferOrdering, PoolEvent};
-pub use rddp_proto::mem::Access;
+pub use rddp_proto::mem::{Access, AppMem, MemError};
 pub use rddp_proto::rdmap::{AsyncEvent, WcOpcode, WcStatus};
 pub use rddp_wire::TerminateCode;
 pub use srq::{SharedReceiveQueue, SrqMode};

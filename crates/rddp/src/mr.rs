@@ -5,7 +5,9 @@ use crate::error::Error;
 use crate::pd::ProtectionDomain;
 use crate::quota::Resource;
 use rddp_proto::ddp::{Payload, RegionSpan};
-use rddp_proto::mem::{Access, RegionRef, Stag, StagScope, StreamId};
+use rddp_proto::mem::{
+    Access, AppMem, MemError, MemoryTable, PdId, RegionRef, Stag, StagScope, StreamId,
+};
 
 /// What the peer needs to reach a region: advertise it (e.g. in a Send).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,13 +43,16 @@ impl RemoteBuf {
     }
 }
 
-/// A registered memory region. It owns its memory (inside the device's table);
-/// dropping it deregisters the memory and returns the quota. Its own reads and
-/// writes lock only this region (no device-wide lock).
+/// A registered memory region. It owns its memory (inside the device's table),
+/// or it is over memory the application owns ([`ProtectionDomain::register_app`]);
+/// dropping it deregisters the memory and returns the quota (for application
+/// memory, once no copy into or out of it can happen any more). Its own reads
+/// and writes lock only this region (no device-wide lock).
 pub struct MemoryRegion {
     stag: Stag,
     region: RegionRef,
     len: u64,
+    base_to: u64,
     access: Access,
     pd: ProtectionDomain,
 }
@@ -59,8 +64,34 @@ impl MemoryRegion {
         access: Access,
         stream: Option<StreamId>,
     ) -> Result<Self, Error> {
-        let consumer = &pd.inner.consumer;
         let len = buf.len() as u64;
+        Self::register_with(pd, len, 0, stream, |mem, pd, scope| {
+            mem.register(pd, scope, access, 0, buf)
+        })
+    }
+
+    /// A region over application memory whose first octet has tagged offset
+    /// `base_to`.
+    pub(crate) fn register_app(
+        pd: &ProtectionDomain,
+        app: AppMem,
+        access: Access,
+        base_to: u64,
+    ) -> Result<Self, Error> {
+        let len = app.len() as u64;
+        Self::register_with(pd, len, base_to, None, |mem, pd, scope| {
+            mem.register_app(pd, scope, access, base_to, app)
+        })
+    }
+
+    fn register_with(
+        pd: &ProtectionDomain,
+        len: u64,
+        base_to: u64,
+        stream: Option<StreamId>,
+        register: impl FnOnce(&MemoryTable, PdId, StagScope) -> Result<Stag, MemError>,
+    ) -> Result<Self, Error> {
+        let consumer = &pd.inner.consumer;
         consumer.charge(Resource::MemoryRegions, 1)?;
         if let Err(e) = consumer.charge(Resource::RegisteredBytes, len) {
             consumer.refund(Resource::MemoryRegions, 1);
@@ -68,13 +99,14 @@ impl MemoryRegion {
         }
         let scope = stream.map_or(StagScope::Pd, StagScope::Stream);
         let mem = consumer.device().mem();
-        let res = mem.register(pd.id(), scope, access, 0, buf);
+        let res = register(mem, pd.id(), scope);
         match res.map(|stag| (stag, mem.region(stag))) {
             Ok((stag, Some(region))) => Ok(Self {
                 stag,
+                access: region.access(),
                 region,
                 len,
-                access,
+                base_to,
                 pd: pd.clone(),
             }),
             res => {
@@ -117,13 +149,20 @@ impl MemoryRegion {
         &self.pd
     }
 
-    /// (STag, TO, length) for the peer.
+    /// (STag, TO, length) for the peer. The TO of the first octet is 0 for
+    /// memory the region owns, the address given at registration for
+    /// application memory.
     pub fn remote(&self) -> RemoteBuf {
         RemoteBuf {
             stag: self.stag.0,
-            to: 0,
+            to: self.base_to,
             len: self.len,
         }
+    }
+
+    /// The tagged offset of its first octet.
+    pub fn base_to(&self) -> u64 {
+        self.base_to
     }
 
     fn check(&self, offset: u64, len: u64) -> Result<(), Error> {
@@ -173,14 +212,22 @@ impl MemoryRegion {
     /// Copy `len` octets out of the region at `offset` (local access).
     pub fn read(&self, offset: u64, len: u64) -> Result<Vec<u8>, Error> {
         self.check(offset, len)?;
-        Ok(self.region.data()[offset as usize..(offset + len) as usize].to_vec())
+        let mut out = vec![0; len as usize];
+        if self.region.read_at(offset as usize, &mut out) {
+            Ok(out)
+        } else {
+            Err(Error::RegionGone)
+        }
     }
 
     /// Copy `data` into the region at `offset` (local access).
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), Error> {
         self.check(offset, data.len() as u64)?;
-        self.region.data_mut()[offset as usize..offset as usize + data.len()].copy_from_slice(data);
-        Ok(())
+        if self.region.write_at(offset as usize, data) {
+            Ok(())
+        } else {
+            Err(Error::RegionGone)
+        }
     }
 
     /// True if no octet outside the region's data was ever written: its memory

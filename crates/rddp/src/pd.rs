@@ -3,7 +3,7 @@
 use crate::device::Consumer;
 use crate::error::Error;
 use crate::mr::MemoryRegion;
-use rddp_proto::mem::{Access, PdId};
+use rddp_proto::mem::{Access, AppMem, PdId};
 use std::sync::Arc;
 
 pub(crate) struct PdInner {
@@ -42,5 +42,20 @@ impl ProtectionDomain {
     /// PD. Tagged offsets start at 0.
     pub fn register(&self, buf: Vec<u8>, access: Access) -> Result<MemoryRegion, Error> {
         MemoryRegion::register(self, buf, access, None)
+    }
+
+    /// Register memory the application owns (verbs' `ibv_reg_mr`): its first
+    /// octet has tagged offset `base_to` (the address, as verbs applications
+    /// advertise it). The region reaches the memory only through `app`'s
+    /// copies; dropping it ends the registration, once no copy into or out of
+    /// the memory can happen any more. A write right (local or remote) needs
+    /// writable `app`.
+    pub fn register_app(
+        &self,
+        app: AppMem,
+        access: Access,
+        base_to: u64,
+    ) -> Result<MemoryRegion, Error> {
+        MemoryRegion::register_app(self, app, access, base_to)
     }
 }

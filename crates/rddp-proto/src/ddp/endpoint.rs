@@ -127,7 +127,7 @@ pub fn fill_target<'a>(
             region,
             offset,
             len,
-        } => fill(&mut region.data_mut()[*offset..*offset + *len]),
+        } => region.fill_at(*offset, *len, fill),
         Target::Buffer { .. } => buffer().is_some_and(fill),
     }
 }

@@ -83,7 +83,7 @@ impl Payload {
                 region,
                 offset,
                 len,
-            } => f(&region.data()[*offset..*offset + *len]),
+            } => region.with_octets(*offset, *len, f),
         }
     }
 

@@ -3,7 +3,9 @@
 //! A [`MemoryTable`] owns every registered [`Region`] of one device. Each region is
 //! named by an [`Stag`] = 24-bit table index + 8-bit key, bound to a protection domain
 //! and optionally to a single stream, and carries remote read / remote write rights
-//! over `[base_to, base_to + len)` of tagged-offset space.
+//! over `[base_to, base_to + len)` of tagged-offset space. A region's memory is
+//! either the stack's own (a guarded copy) or the application's ([`AppMem`]),
+//! reached only through copies.
 
 mod access;
 mod region;
@@ -11,6 +13,7 @@ mod stag;
 mod table;
 
 pub use access::Access;
+pub use rddp_appmem::{AppMem, AppMemError};
 pub use region::{GUARD_LEN, Region, RegionData, RegionDataMut, RegionRef};
 pub use stag::Stag;
 pub use table::{AccessFault, MemError, MemoryTable, TableLimits};

@@ -4,6 +4,7 @@
 use super::{Access, PdId, Region, RegionRef, Stag, StagScope, StreamId};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use rddp_appmem::AppMem;
 use std::collections::VecDeque;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -40,6 +41,8 @@ pub enum MemError {
     TooManyBytes { asked: u64, limit: u64 },
     #[error("region [{base_to:#x}, +{len}) wraps the 64-bit tagged offset space")]
     RangeWraps { base_to: u64, len: u64 },
+    #[error("a region with a write right needs writable memory")]
+    ReadOnlyMemory,
 }
 
 /// Limits the table enforces (the resource manager sets them per consumer).
@@ -179,7 +182,37 @@ impl MemoryTable {
             return Err(MemError::RangeWraps { base_to, len });
         }
         // Build the region (its copy into guarded memory) outside the table lock.
-        let region = Arc::new(Region::new(pd, scope, access, base_to, data));
+        self.insert(Arc::new(Region::new(pd, scope, access, base_to, data)))
+    }
+
+    /// Register memory the application owns as a region whose first octet has
+    /// tagged offset `base_to` (verbs applications advertise the virtual
+    /// address, `mem.addr()`). The region reaches the memory only through
+    /// `mem`'s copies; [`Self::remove`] and [`Self::deregister`] end the
+    /// registration (they return once no copy into or out of it can happen any
+    /// more). A write right (local or remote) needs writable memory. On a
+    /// refusal `mem` is dropped: nothing ever copied through it.
+    pub fn register_app(
+        &self,
+        pd: PdId,
+        scope: StagScope,
+        access: Access,
+        base_to: u64,
+        mem: AppMem,
+    ) -> Result<Stag, MemError> {
+        let len = mem.len() as u64;
+        if base_to.checked_add(len).is_none() {
+            return Err(MemError::RangeWraps { base_to, len });
+        }
+        let writes = access.contains(Access::LOCAL_WRITE) || access.contains(Access::REMOTE_WRITE);
+        if writes && !mem.is_writable() {
+            return Err(MemError::ReadOnlyMemory);
+        }
+        self.insert(Arc::new(Region::new_app(pd, scope, access, base_to, mem)))
+    }
+
+    fn insert(&self, region: RegionRef) -> Result<Stag, MemError> {
+        let len = region.len;
         let mut t = self.write();
         if t.regions >= t.limits.max_regions {
             return Err(MemError::TooManyRegions(t.limits.max_regions));
@@ -247,23 +280,31 @@ impl MemoryTable {
     }
 
     /// Remove a region and hand its memory back (a copy if a handle to it is
-    /// still held elsewhere).
+    /// still held elsewhere; nothing for application memory, which the
+    /// application has).
     pub fn deregister(&self, stag: Stag) -> Result<Vec<u8>, MemError> {
         self.remove(stag).map(Region::into_data)
     }
 
-    /// Remove a region; its handle keeps the memory alive for whoever holds it.
+    /// Remove a region. Memory the stack owns stays alive for whoever holds a
+    /// handle; application memory does not: the registration ends here, once
+    /// the copies in progress are done (the table's lock is not held while
+    /// waiting), and later copies through a handle copy nothing.
     pub fn remove(&self, stag: Stag) -> Result<RegionRef, MemError> {
-        let mut t = self.write();
-        t.slot(stag).ok_or(MemError::UnknownStag(stag))?;
-        let index = stag.index();
-        let slot = &mut t.slots[(index - 1) as usize];
-        let (_, region) = slot.current.take().ok_or(MemError::UnknownStag(stag))?;
-        if !slot.exhausted() {
-            t.free.push_back(index);
-        }
-        t.regions -= 1;
-        t.bytes -= region.len;
+        let region = {
+            let mut t = self.write();
+            t.slot(stag).ok_or(MemError::UnknownStag(stag))?;
+            let index = stag.index();
+            let slot = &mut t.slots[(index - 1) as usize];
+            let (_, region) = slot.current.take().ok_or(MemError::UnknownStag(stag))?;
+            if !slot.exhausted() {
+                t.free.push_back(index);
+            }
+            t.regions -= 1;
+            t.bytes -= region.len;
+            region
+        };
+        region.unmap();
         Ok(region)
     }
 

@@ -51,7 +51,8 @@ impl RdmapStream {
                 offset,
                 len,
             } => {
-                region.data_mut()[offset..offset + len].copy_from_slice(payload);
+                // In range: `begin_segment` checked it against the region.
+                let _ = region.write_at(offset, payload);
                 self.ddp.count_copied(len, 0);
             }
             Target::Buffer { len } => {

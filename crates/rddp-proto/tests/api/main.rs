@@ -18,6 +18,7 @@ mod hostile;
 mod idle_memory;
 mod invalidate_and_respond;
 mod mem;
+mod mem_app;
 mod mem_shared;
 mod pool_threads;
 mod rdmap_ops;

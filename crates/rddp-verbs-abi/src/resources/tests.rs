@@ -279,3 +279,101 @@ fn a_blocked_get_cq_event_wakes_on_a_completion() {
         assert_eq!(close_device(f.ctx), 0);
     }
 }
+
+/// `ibv_reg_mr` over memory the "application" allocated: a peer's RDMA Write
+/// to (rkey, address) lands in it, its Read gets it back, and after
+/// `ibv_dereg_mr` the application frees it.
+#[test]
+fn a_registered_buffer_takes_a_peers_write_and_serves_its_read() {
+    let f = fixture();
+    let app = Box::into_raw(vec![0u8; 64].into_boxed_slice());
+    let rw =
+        abi::IBV_ACCESS_LOCAL_WRITE | abi::IBV_ACCESS_REMOTE_WRITE | abi::IBV_ACCESS_REMOTE_READ;
+    // SAFETY: a live PD and 64 bytes that stay allocated until after
+    // dereg_mr, reached by nothing else meanwhile.
+    let mr = unsafe { mr::reg_mr(f.pd, app.cast(), 64, rw as c_int) };
+    assert!(!mr.is_null());
+    // SAFETY: a live MR.
+    let (rkey, lkey, addr) = unsafe { ((*mr).rkey, (*mr).lkey, (*mr).addr as u64) };
+    assert_eq!((rkey, addr), (lkey, app.cast::<u8>().addr() as u64));
+
+    // SAFETY: the PD and CQ are live Box<Pd>/Box<Cq>; fields C never writes.
+    let (pd, cq) = unsafe { (&(*f.pd.cast::<Pd>())._pd, &(*f.cq.cast::<Cq>()).cq) };
+    let (la, lb) = memory_pair(1024);
+    let _a = QueuePairBuilder::new(pd, cq, cq)
+        .build()
+        .unwrap()
+        .attach(la)
+        .unwrap();
+    let peer_cq = rddp::CompletionQueue::new(64);
+    let pd_b = Device::new()
+        .consumer("peer", Quota::default())
+        .unwrap()
+        .alloc_pd()
+        .unwrap();
+    let b = QueuePairBuilder::new(&pd_b, &peer_cq, &peer_cq)
+        .build()
+        .unwrap()
+        .attach(lb)
+        .unwrap();
+    let msg = b"written by the peer";
+    let src = pd_b.register(msg.to_vec(), Access::NONE).unwrap();
+    let sink = pd_b.register(vec![0; 19], Access::REMOTE_WRITE).unwrap();
+    let target = rddp::RemoteBuf {
+        stag: rkey,
+        to: addr + 3,
+        len: 19,
+    };
+    b.post_write(1, &src, 0, 19, target, 0).unwrap();
+    b.post_read(2, &sink, 0, 19, target, 0).unwrap();
+    let mut done = Vec::new();
+    while done.len() < 2 {
+        let more = peer_cq.wait(2 - done.len(), Duration::from_secs(5));
+        assert!(!more.is_empty(), "timed out with {done:?}");
+        done.extend(more);
+    }
+    assert!(
+        done.iter().all(|c| c.status == rddp::WcStatus::Success),
+        "{done:?}"
+    );
+    assert_eq!(sink.read(0, 19).unwrap(), msg);
+    // What the application sees, read through its pointer.
+    let seen: Vec<u8> = (0..64)
+        // SAFETY: inside the allocation; the placements completed before the
+        // completions above were taken.
+        .map(|i| unsafe { app.cast::<u8>().add(i).read() })
+        .collect();
+    assert_eq!(&seen[3..22], msg);
+    assert!(seen[..3].iter().chain(&seen[22..]).all(|&o| o == 0));
+
+    // SAFETY: live objects; the memory is freed after dereg_mr returned.
+    unsafe {
+        assert_eq!(dealloc_pd(f.pd), libc::EBUSY);
+        assert_eq!(mr::dereg_mr(mr), 0);
+        assert_eq!(mr::dereg_mr(mr), libc::EINVAL);
+        drop(Box::from_raw(app));
+        assert_eq!(close_device(f.ctx), 0);
+    }
+}
+
+#[test]
+fn access_flags_as_the_kernel_checks_them() {
+    use abi::*;
+    assert_eq!(mr::rights(0), Ok(Access::NONE));
+    assert_eq!(
+        mr::rights(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ),
+        Ok(Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ)
+    );
+    let accepted = IBV_ACCESS_LOCAL_WRITE
+        | IBV_ACCESS_REMOTE_ATOMIC
+        | IBV_ACCESS_MW_BIND
+        | IBV_ACCESS_HUGETLB
+        | IBV_ACCESS_RELAXED_ORDERING;
+    assert_eq!(mr::rights(accepted), Ok(Access::LOCAL_WRITE));
+    assert_eq!(mr::rights(IBV_ACCESS_REMOTE_WRITE), Err(libc::EINVAL));
+    assert_eq!(mr::rights(IBV_ACCESS_REMOTE_ATOMIC), Err(libc::EINVAL));
+    assert_eq!(mr::rights(IBV_ACCESS_ZERO_BASED), Err(libc::EINVAL));
+    assert_eq!(mr::rights(1 << 12), Err(libc::EINVAL));
+    assert_eq!(mr::rights(1 << 30), Err(libc::EINVAL));
+    assert_eq!(mr::rights(IBV_ACCESS_ON_DEMAND), Err(libc::EOPNOTSUPP));
+}

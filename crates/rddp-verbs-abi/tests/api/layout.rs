@@ -1,7 +1,8 @@
 //! The `#[repr(C)]` structs of `rddp_verbs_abi::abi` against Debian's
 //! `<infiniband/verbs.h>`: one list of types and fields, printed once by Rust
 //! (`size_of`, `align_of`, `offset_of!`) and once by a C program compiled
-//! with `cc` against the real header (`sizeof`, `_Alignof`, `offsetof`).
+//! with `cc` against the real header (`sizeof`, `_Alignof`, `offsetof`); and
+//! the access flags, both ways.
 
 use crate::common;
 use rddp_verbs_abi::abi::*;
@@ -57,6 +58,7 @@ fn layouts() -> Vec<Layout> {
         }
         "union" ibv_gid { raw, global }
         "struct" ibv_pd { context, handle }
+        "struct" ibv_mr { context, pd, addr, length, handle, lkey, rkey }
         "struct" ibv_comp_channel { context, fd, refcnt }
         "struct" ibv_cq {
             context, channel, cq_context, handle, cqe, mutex, cond, comp_events_completed,
@@ -69,8 +71,33 @@ fn layouts() -> Vec<Layout> {
     }
 }
 
+/// Constants of verbs.h that cross the ABI, with their Rust values.
+fn constants() -> Vec<(&'static str, u64)> {
+    vec![
+        ("IBV_ACCESS_LOCAL_WRITE", IBV_ACCESS_LOCAL_WRITE.into()),
+        ("IBV_ACCESS_REMOTE_WRITE", IBV_ACCESS_REMOTE_WRITE.into()),
+        ("IBV_ACCESS_REMOTE_READ", IBV_ACCESS_REMOTE_READ.into()),
+        ("IBV_ACCESS_REMOTE_ATOMIC", IBV_ACCESS_REMOTE_ATOMIC.into()),
+        ("IBV_ACCESS_MW_BIND", IBV_ACCESS_MW_BIND.into()),
+        ("IBV_ACCESS_ZERO_BASED", IBV_ACCESS_ZERO_BASED.into()),
+        ("IBV_ACCESS_ON_DEMAND", IBV_ACCESS_ON_DEMAND.into()),
+        ("IBV_ACCESS_HUGETLB", IBV_ACCESS_HUGETLB.into()),
+        (
+            "IBV_ACCESS_RELAXED_ORDERING",
+            IBV_ACCESS_RELAXED_ORDERING.into(),
+        ),
+        (
+            "IBV_ACCESS_OPTIONAL_RANGE",
+            IBV_ACCESS_OPTIONAL_RANGE.into(),
+        ),
+    ]
+}
+
 fn rust_report(layouts: &[Layout]) -> String {
     let mut s = String::new();
+    for (name, v) in constants() {
+        writeln!(s, "const {name} {v}").unwrap();
+    }
     for l in layouts {
         writeln!(s, "{} size {} align {}", l.c_type, l.size, l.align).unwrap();
         for (f, off) in &l.fields {
@@ -84,6 +111,13 @@ fn c_program(layouts: &[Layout]) -> String {
     let mut c = String::from(
         "#include <stddef.h>\n#include <stdio.h>\n#include <infiniband/verbs.h>\nint main(void) {\n",
     );
+    for (name, _) in constants() {
+        writeln!(
+            c,
+            "  printf(\"const {name} %llu\\n\", (unsigned long long)({name}));"
+        )
+        .unwrap();
+    }
     for l in layouts {
         let t = l.c_type;
         writeln!(
@@ -137,6 +171,7 @@ fn abi_constants() {
     assert_eq!(size_of::<ibv_gid>(), 16);
     assert_eq!(size_of::<ibv_pd>(), 16);
     assert_eq!(size_of::<ibv_comp_channel>(), 16);
+    assert_eq!(size_of::<ibv_mr>(), 48);
     assert_eq!(size_of::<ibv_cq>(), 128);
     assert_eq!(size_of::<ibv_wc>(), 48);
     let ops = offset_of!(ibv_context, ops);

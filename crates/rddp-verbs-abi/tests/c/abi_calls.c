@@ -6,8 +6,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <infiniband/verbs.h>
 
 /* Declared in rdma-core's <infiniband/driver.h>, which Debian does not ship
@@ -105,9 +108,68 @@ int main(void)
 	CHECK(pd2 != NULL && pd2 != pd && pd2->handle != pd->handle);
 	CHECK(ibv_dealloc_pd(pd2) == 0);
 	CHECK(ibv_dealloc_pd(pd2) == EINVAL); /* no longer live: refused */
+
+	/* Memory regions over the application's memory: TO = address, lkey =
+	 * rkey, the PD busy while one exists. */
+	static char heap_like[3 * 4096];
+	int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	struct ibv_mr *mr = ibv_reg_mr(pd, heap_like + 5, 8000,
+				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+					       IBV_ACCESS_REMOTE_READ);
+	CHECK(mr != NULL);
+	if (!mr)
+		return 1;
+	CHECK(mr->context == ctx && mr->pd == pd);
+	CHECK(mr->addr == heap_like + 5 && mr->length == 8000);
+	CHECK(mr->lkey == mr->rkey && mr->lkey != 0 && mr->handle == mr->lkey >> 8);
+	static const char rodata[] = "read-only memory, registered for remote reads";
+	struct ibv_mr *ro = ibv_reg_mr(pd, (void *)rodata, sizeof rodata, IBV_ACCESS_REMOTE_READ);
+	CHECK(ro != NULL && ro->lkey != mr->lkey && ro->addr == rodata);
+	/* A variable access with an optional flag goes through
+	 * ibv_reg_mr_iova2 (verbs.h's macro); the flag is accepted. */
+	int optional = rw | IBV_ACCESS_RELAXED_ORDERING;
+	struct ibv_mr *relaxed = ibv_reg_mr(pd, buf, sizeof buf, optional);
+	CHECK(relaxed != NULL && relaxed->addr == buf);
+	long page = sysconf(_SC_PAGESIZE);
+	uint64_t iova = 0x100000 + (uintptr_t)buf % page;
+	struct ibv_mr *at_iova = ibv_reg_mr_iova2(pd, buf, sizeof buf, iova, rw);
+	CHECK(at_iova != NULL && at_iova->addr == buf);
 	errno = 0;
-	CHECK(ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE) == NULL &&
+	CHECK(ibv_dealloc_pd(pd) == EBUSY);
+
+	/* Refusals, with the errno of the kernel's ibv_reg_mr. */
+	errno = 0;
+	CHECK(ibv_reg_mr(pd, buf, 0, IBV_ACCESS_LOCAL_WRITE) == NULL && errno == EINVAL);
+	errno = 0;
+	CHECK(ibv_reg_mr(pd, buf, SIZE_MAX, IBV_ACCESS_LOCAL_WRITE) == NULL && errno == EINVAL);
+	errno = 0;
+	CHECK(ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_REMOTE_WRITE) == NULL && errno == EINVAL);
+	errno = 0;
+	CHECK(ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_ZERO_BASED) == NULL && errno == EINVAL);
+	errno = 0;
+	CHECK(ibv_reg_mr(pd, buf, sizeof buf, 1 << 15) == NULL && errno == EINVAL);
+	errno = 0;
+	CHECK(ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_ON_DEMAND) == NULL &&
 	      errno == EOPNOTSUPP);
+	errno = 0;
+	CHECK(ibv_reg_mr_iova2(pd, buf, sizeof buf, iova + 1, rw) == NULL && errno == EINVAL);
+	errno = 0;
+	CHECK(ibv_reg_mr(NULL, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE) == NULL &&
+	      errno == EINVAL);
+	errno = 0;
+	CHECK(ibv_reg_mr(pd2, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE) == NULL &&
+	      errno == EINVAL); /* a PD no longer live */
+	void *gone = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(gone != MAP_FAILED && munmap(gone, page) == 0);
+	errno = 0;
+	CHECK(ibv_reg_mr(pd, gone, page, IBV_ACCESS_LOCAL_WRITE) == NULL && errno == EFAULT);
+	errno = 0;
+	CHECK(ibv_reg_mr(pd, NULL, 64, IBV_ACCESS_LOCAL_WRITE) == NULL && errno == EFAULT);
+
+	CHECK(ibv_dereg_mr(mr) == 0);
+	CHECK(ibv_dereg_mr(mr) == EINVAL);
+	CHECK(ibv_dereg_mr(ro) == 0 && ibv_dereg_mr(relaxed) == 0 && ibv_dereg_mr(at_iova) == 0);
+	CHECK(ibv_dereg_mr(NULL) == EINVAL);
 
 	/* A completion channel: a real fd, blocking, never readable idle. */
 	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
@@ -184,7 +246,8 @@ int main(void)
 	CHECK(ibv_dealloc_pd(pd) == 0);
 
 	/* What the application leaves is destroyed with the context. */
-	CHECK(ibv_alloc_pd(ctx) != NULL);
+	struct ibv_pd *left = ibv_alloc_pd(ctx);
+	CHECK(left != NULL && ibv_reg_mr(left, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE) != NULL);
 	ch = ibv_create_comp_channel(ctx);
 	CHECK(ch != NULL && ibv_create_cq(ctx, 1, NULL, ch, 0) != NULL);
 

@@ -5,6 +5,7 @@
 
 mod common;
 
+mod app_memory;
 mod busy_poll;
 mod compile_fail;
 mod completions;

@@ -165,7 +165,8 @@ impl DdpSink {
                 offset,
                 len,
             } => {
-                region.data_mut()[offset..offset + len].copy_from_slice(payload);
+                // In range: `begin_segment` checked it against the region.
+                let _ = region.write_at(offset, payload);
                 self.count_copied(len);
             }
             Target::Buffer { len } => {
