@@ -63,6 +63,8 @@
 //! * [`Consumer`]: one user of the device (like one process's ibverbs context).
 //! * [`ProtectionDomain`], [`MemoryRegion`]: memory the peer may reach, by STag.
 
+#![warn(missing_docs)]
+
 pub mod capture;
 mod cq;
 mod device;

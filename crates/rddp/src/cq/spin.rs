@@ -46,6 +46,7 @@ pub struct Spin<'a> {
 
 impl CompletionQueue {
     /// Start a wait's busy poll of at most `limit`.
+    #[must_use]
     pub fn spin(&self, limit: Duration) -> Spin<'_> {
         Spin {
             cq: self,
@@ -76,9 +77,9 @@ impl Spin<'_> {
         self.looks
     }
 
-    /// Whether to look again: before [`SPIN`] has passed (counted from the
-    /// first call), or [`MOVING`] after the last look that saw a message
-    /// arriving, within the limit.
+    /// Whether to look again: before 20 µs have passed (counted from the
+    /// first call), or 100 µs after the last look that saw a message
+    /// arriving, within the limit (the module's `SPIN` and `MOVING`).
     pub fn going(&mut self) -> bool {
         let Some((until, end)) = &mut self.clock else {
             let now = Instant::now();
