@@ -211,9 +211,8 @@ impl CompletionQueue {
     /// thread about to busy-poll that found its completion already queued by
     /// an I/O thread. Without it a ping-pong could settle into the I/O thread
     /// reading every message, each waiter finding its completion queued at
-    /// its first look: a wake-up and two switches a message (5.2 against 3.7
-    /// us one way, both ends on one CPU; docs/perf.md, "Who reads a
-    /// ping-pong's message").
+    /// its first look: a wake-up and two thread switches a message
+    /// (docs/journal.md, "Who reads a ping-pong's message").
     pub fn claim_busy(&self) {
         self.drive(|d| d.claim());
     }

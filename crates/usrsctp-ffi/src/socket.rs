@@ -150,10 +150,10 @@ struct Signal {
 /// free octets) and calls the upcall at every SACK, which frees about two
 /// segments. Woken at the first of them, an event-driven sender handed over a
 /// few segments a wake and met usrsctp's receive thread on the association's
-/// lock at each: DDP over SCTP ran at 0.65 Gbit/s where plain usrsctp ran at
-/// 0.8 to 0.95 (docs/perf.md). Half, as Linux TCP wakes a writer once half
-/// of what it queued is free (`sk_stream_min_wspace`); the other half keeps
-/// the path busy meanwhile.
+/// lock at each, and DDP over SCTP fell well short of plain usrsctp
+/// (docs/journal.md, the entry on a wake per SACK). Half, as Linux TCP wakes
+/// a writer once half of what it queued is free (`sk_stream_min_wspace`);
+/// the other half keeps the path busy meanwhile.
 const SEND_WAKE_SHARE: u32 = 2;
 
 /// Read an IPPROTO_SCTP option of `so` into `v`: `usrsctp_getsockopt`'s

@@ -6,10 +6,9 @@
 //! So a wait looks for [`SPIN`] first. Once a look has read part of a message
 //! (within an FPDU, or between a message's FPDUs), the message is arriving:
 //! the wait goes on looking until [`MOVING`] has passed without such a look,
-//! so the waiting thread reads it to its end. Before, a 1 MiB Read Response
-//! was read for 20 us by the waiting thread and the rest by the I/O thread,
-//! the socket handed over twice a completion (docs/perf.md, "Who reads a
-//! Read Response").
+//! so the waiting thread reads it to its end, rather than reading its start
+//! and leaving the rest to the I/O thread, the socket handed over twice a
+//! completion (docs/journal.md, "Who reads a Read Response").
 
 use super::{CompletionQueue, WorkCompletion};
 use std::sync::atomic::Ordering;
