@@ -705,7 +705,7 @@ pub struct QueuePair {
 
 /// How a queue pair's LLP is driven.
 enum QpLlp {
-    /// A reader and a writer thread (SCTP, in memory).
+    /// A reader and a writer thread (in memory, `Llp::Threads`).
     Threads {
         threads: Option<(JoinHandle<()>, JoinHandle<()>)>,
         /// Signalled when the writer thread ends.
