@@ -45,10 +45,11 @@ pub struct Status {
     pub primary: Option<std::net::SocketAddrV4>,
 }
 
-/// Failure detection settings ([`Socket::set_failure_detection`]).
+/// Failure detection settings ([`Socket::set_failure_detection`]). Each
+/// duration is set in whole milliseconds, at least 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FailureDetection {
-    /// RTO.Initial (RFC 4960 §6.3.1); set in whole milliseconds, at least 1.
+    /// RTO.Initial, the first retransmission timeout (RFC 4960 §6.3.1).
     pub rto_initial: Duration,
     /// RTO.Min: the retransmission timeout never falls below this.
     pub rto_min: Duration,
@@ -72,7 +73,7 @@ pub struct RecvInfo {
     pub unordered: bool,
     /// Its Payload Protocol Identifier, in host order.
     pub ppid: u32,
-    /// The TSN of its (first) DATA chunk.
+    /// A TSN of its DATA chunks (`rcv_tsn`, RFC 6458 §5.3.5).
     pub tsn: u32,
 }
 
