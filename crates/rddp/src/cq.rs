@@ -141,8 +141,9 @@ impl CompletionQueue {
         self.len() == 0
     }
 
-    /// Take up to `max` completions, oldest first, without waiting. Each frees the
-    /// queue slot it held.
+    /// Take up to `max` completions, oldest first, without waiting
+    /// (`ibv_poll_cq`). Each frees the queue slot it held.
+    #[must_use = "the completions taken are gone from the queue"]
     pub fn poll(&self, max: usize) -> Vec<WorkCompletion> {
         let mut got = Vec::new();
         self.poll_into(max, &mut got);
@@ -162,8 +163,8 @@ impl CompletionQueue {
     /// lock and an unlock are two locked instructions, about 40 cycles, and a
     /// ping-pong's waits made two such empty polls a message on each side).
     /// A completion pushed at that very moment is found by the next look;
-    /// a wait that sleeps after its busy looks ([`Self::wait`],
-    /// [`Self::wait_async`]) looks under the lock.
+    /// a wait that sleeps after its busy looks ([`Self::wait`], and
+    /// `wait_async` with the `tokio` feature) looks under the lock.
     pub fn try_poll_into(&self, max: usize, out: &mut impl Extend<WorkCompletion>) -> usize {
         if self.inner.queued.load(Ordering::Acquire) == 0 {
             return 0;
@@ -172,13 +173,14 @@ impl CompletionQueue {
     }
 
     /// [`Self::poll`], and when nothing is there, read the sockets of the queue
-    /// pairs whose completions come here on this thread (at most
-    /// [`MAX_DRIVEN`] of them, MPA only), then poll again: busy polling. The
+    /// pairs whose completions come here on this thread (at most 4 of them,
+    /// MPA only), then poll again: busy polling. The
     /// I/O thread stops reading those sockets while a thread polls like this
     /// (no hand-over between threads per message, the larger part of a
     /// ping-pong's round trip) and takes them back 1 ms after the last look,
     /// or at once with [`Self::end_busy`]: call that before doing anything
     /// else for long, so that the queue pairs go on receiving meanwhile.
+    #[must_use = "the completions taken are gone from the queue"]
     pub fn poll_busy(&self, max: usize) -> Vec<WorkCompletion> {
         let mut got = Vec::new();
         self.poll_busy_into(max, &mut got);
@@ -209,9 +211,8 @@ impl CompletionQueue {
     /// thread about to busy-poll that found its completion already queued by
     /// an I/O thread. Without it a ping-pong could settle into the I/O thread
     /// reading every message, each waiter finding its completion queued at
-    /// its first look: a wake-up and two switches a message (5.2 against 3.7
-    /// us one way, both ends on one CPU; docs/perf.md, "Who reads a
-    /// ping-pong's message").
+    /// its first look: a wake-up and two thread switches a message
+    /// (docs/journal.md, "Who reads a ping-pong's message").
     pub fn claim_busy(&self) {
         self.drive(|d| d.claim());
     }
@@ -252,6 +253,7 @@ impl CompletionQueue {
     /// Wait up to `timeout` for at least one completion, then take up to `max`.
     /// It busy-polls for a few microseconds first (see [`Self::poll_busy`]),
     /// then sleeps until a completion comes.
+    #[must_use = "the completions taken are gone from the queue"]
     pub fn wait(&self, max: usize, timeout: Duration) -> Vec<WorkCompletion> {
         let deadline = Instant::now() + timeout;
         // A completion is often a few microseconds away (an answer on its way):
@@ -295,6 +297,7 @@ impl CompletionQueue {
     /// Wait (asynchronously) for at least one completion, then take up to `max`.
     /// Wrap it in `tokio::time::timeout` for a deadline.
     #[cfg(feature = "tokio")]
+    #[must_use = "the completions taken are gone from the queue"]
     pub async fn wait_async(&self, max: usize) -> Vec<WorkCompletion> {
         // Counted before the first look (under the queue's lock): a push after
         // that look finds the count raised, one before it is found by the look.
@@ -319,8 +322,9 @@ impl CompletionQueue {
         *lock(&self.inner.on_arm) = Some(Arc::new(f));
     }
 
-    /// Call the notify function once, on the next completion pushed. A
-    /// completion already queued does not call it: arm, then poll once more.
+    /// Call the notify function once, on the next completion pushed
+    /// (`ibv_req_notify_cq(cq, 0)`). A completion already queued does not
+    /// call it: arm, then poll once more.
     pub fn arm(&self) {
         self.inner.armed.store(ARMED_ANY, Ordering::SeqCst);
     }

@@ -79,7 +79,8 @@ impl Device {
     }
 
     /// Admit a consumer with a guaranteed share: its quota is reserved out of the
-    /// device's capacity, so no other consumer can use it up.
+    /// device's capacity, so no other consumer can use it up. Refused with
+    /// [`Error::DeviceFull`] when the quota does not fit in what is left.
     pub fn consumer(&self, name: &str, quota: Quota) -> Result<Consumer, Error> {
         let mut reserved = lock(&self.inner.reserved);
         for r in Quota::ALL {
@@ -178,7 +179,7 @@ impl Consumer {
         u
     }
 
-    /// A new protection domain, private to this consumer.
+    /// A new protection domain, private to this consumer (`ibv_alloc_pd`).
     pub fn alloc_pd(&self) -> Result<ProtectionDomain, Error> {
         let id = self.inner.device.next_pd();
         Ok(ProtectionDomain::new(id, self.clone()))

@@ -62,6 +62,20 @@
 //!   quotas are enforced, one consumer cannot use another's share.
 //! * [`Consumer`]: one user of the device (like one process's ibverbs context).
 //! * [`ProtectionDomain`], [`MemoryRegion`]: memory the peer may reach, by STag.
+//! * [`QueuePairBuilder`] → [`PreparedQueuePair`] → [`QueuePair`]: built (its
+//!   quota charged), receives posted if the peer may send at once, then
+//!   attached to a connected LLP from [`transport`] (MPA over TCP, DDP over
+//!   SCTP, or in memory).
+//! * [`CompletionQueue`]: completions of any number of queue pairs, polled,
+//!   waited for or notified; [`SharedReceiveQueue`]: receive buffers shared by
+//!   the queue pairs of one PD (docs/receive-strategies.md).
+//! * [`Error`] refuses a call before anything is posted; work that fails
+//!   after it was posted completes with a [`WcStatus`] other than `Success`.
+//!
+//! docs/guide.md walks through the API with the ibverbs equivalent of each
+//! call.
+
+#![warn(missing_docs)]
 
 pub mod capture;
 mod cq;

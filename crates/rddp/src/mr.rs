@@ -242,8 +242,10 @@ impl MemoryRegion {
         self.region.is_valid()
     }
 
-    /// Invalidate the STag: every later remote use fails as Invalid STag. Local
-    /// access keeps working until the region is dropped.
+    /// Invalidate the STag (as a local invalidate work request,
+    /// `IBV_WR_LOCAL_INV`, but at once): every later remote use fails as
+    /// Invalid STag (a Terminate to the peer). Local access keeps working
+    /// until the region is dropped.
     pub fn invalidate(&self) -> Result<(), Error> {
         Ok(self.device().mem().invalidate(self.stag)?)
     }

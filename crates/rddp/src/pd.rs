@@ -39,7 +39,9 @@ impl ProtectionDomain {
 
     /// Register `buf` (the region takes ownership of it, which is the proof that the
     /// caller may expose it) with `access` rights, usable by every queue pair of this
-    /// PD. Tagged offsets start at 0.
+    /// PD. Tagged offsets start at 0 (`ibv_reg_mr`; the STag is the rkey).
+    /// Refused with [`Error::Quota`] (the consumer's regions or registered
+    /// octets) or [`Error::Mem`] (the memory table's limits, no STag left).
     pub fn register(&self, buf: Vec<u8>, access: Access) -> Result<MemoryRegion, Error> {
         MemoryRegion::register(self, buf, access, None)
     }

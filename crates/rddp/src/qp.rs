@@ -183,7 +183,9 @@ pub struct PostListError {
     pub error: Box<Error>,
 }
 
-/// Builds a queue pair in a protection domain.
+/// Builds a queue pair in a protection domain: `ibv_create_qp`, its
+/// `ibv_qp_init_attr` given call by call.
+#[must_use = "a builder does nothing until `build` is called"]
 pub struct QueuePairBuilder {
     pd: ProtectionDomain,
     send_cq: CompletionQueue,
@@ -224,22 +226,26 @@ impl QueuePairBuilder {
         }
     }
 
-    /// Most work requests outstanding on the send queue (reserved on the send CQ).
-    /// A request counts from its posting until its completion is polled.
+    /// Most work requests outstanding on the send queue (`cap.max_send_wr`,
+    /// reserved on the send CQ). A request counts from its posting until its
+    /// completion is polled.
     pub fn max_send_wr(mut self, n: u32) -> Self {
         self.max_send_wr = n;
         self
     }
 
-    /// Most receives posted at once (reserved on the receive CQ); a receive counts
-    /// until its completion is polled. With a credits shared receive queue: the
-    /// most credits outstanding, each until the completion it enabled is polled.
+    /// Most receives posted at once (`cap.max_recv_wr`, reserved on the
+    /// receive CQ); a receive counts until its completion is polled. With a
+    /// credits shared receive queue: the most credits outstanding, each until
+    /// the completion it enabled is polled.
     pub fn max_recv_wr(mut self, n: u32) -> Self {
         self.max_recv_wr = n;
         self
     }
 
-    /// Receive Sends from a shared receive queue instead of the QP's own.
+    /// Receive Sends from a shared receive queue instead of the QP's own
+    /// (`ibv_qp_init_attr::srq`); it must be of the same protection domain
+    /// ([`Self::build`] refuses another's with [`Error::SrqWrongPd`]).
     pub fn srq(mut self, srq: &SharedReceiveQueue) -> Self {
         self.srq = Some(SrqLink {
             pool: srq.pool.clone(),
@@ -264,7 +270,10 @@ impl QueuePairBuilder {
         self
     }
 
-    /// Reserve the queue pair (charged to the consumer's quota).
+    /// Reserve the queue pair (charged to the consumer's quota). Refused with
+    /// [`Error::SrqWrongPd`], [`Error::IrdOrdTooLarge`] (above 16383, the
+    /// 14-bit fields of RFC 6581) or [`Error::Quota`] (the consumer's queue
+    /// pairs).
     pub fn build(self) -> Result<PreparedQueuePair, Error> {
         if let Some(link) = &self.srq
             && !link.pd.same(&self.pd)
@@ -327,7 +336,8 @@ impl PreparedQueuePair {
     }
 
     /// Post a receive before the queue pair is attached, so that a Send the peer
-    /// issues as soon as the connection is up finds a buffer.
+    /// issues as soon as the connection is up finds a buffer. Charged to the
+    /// consumer's receive buffers ([`Error::Quota`]).
     pub fn post_recv(&mut self, wr_id: u64, len: usize) -> Result<(), Error> {
         self.post_early(wr_id, EarlyRecv::Len(len))
     }
@@ -695,7 +705,7 @@ pub struct QueuePair {
 
 /// How a queue pair's LLP is driven.
 enum QpLlp {
-    /// A reader and a writer thread (SCTP, in memory).
+    /// A reader and a writer thread (in memory, `Llp::Threads`).
     Threads {
         threads: Option<(JoinHandle<()>, JoinHandle<()>)>,
         /// Signalled when the writer thread ends.
@@ -768,8 +778,14 @@ impl QueuePair {
         (st.rdmap.config().ird, st.rdmap.config().ord)
     }
 
-    /// Send `len` octets of `mr` from `offset`. The octets are read from the region
+    /// Send `len` octets of `mr` from `offset` (`ibv_post_send` with
+    /// `IBV_WR_SEND`, RFC 5040 §5.3). The octets are read from the region
     /// when they are written to the LLP (over MPA: straight from the region).
+    ///
+    /// Refused, with nothing posted: [`Error::WrongPd`] (`mr` of another
+    /// protection domain), [`Error::OutOfRange`], [`Error::SendQueueFull`]
+    /// (`max_send_wr` outstanding), [`Error::Disconnecting`]. What fails after
+    /// posting completes with a [`crate::WcStatus`] instead.
     pub fn post_send(
         &self,
         wr_id: u64,
@@ -784,7 +800,11 @@ impl QueuePair {
     }
 
     /// RDMA Write `len` octets of `mr` from `offset` to the peer's `remote` at
-    /// `remote_offset` (signaled, no fence: [`Self::post_write_with`]).
+    /// `remote_offset` (`ibv_post_send` with `IBV_WR_RDMA_WRITE`, RFC 5040
+    /// §5.1; signaled, no fence: [`Self::post_write_with`]). Refused as
+    /// [`Self::post_send`] is. A check of `remote` that fails at the peer
+    /// (its STag, rights or bounds) ends the stream with a Terminate (RFC 5040
+    /// §5.4) rather than refusing the posting.
     pub fn post_write(
         &self,
         wr_id: u64,
@@ -824,8 +844,14 @@ impl QueuePair {
     }
 
     /// RDMA Read `len` octets of the peer's `remote` at `remote_offset` into `mr`
-    /// at `offset`. `mr` needs remote write access: the Read Response is a tagged
-    /// placement (RFC 5040; unlike InfiniBand).
+    /// at `offset` (`ibv_post_send` with `IBV_WR_RDMA_READ`). `mr` needs
+    /// remote write access: the Read Response is a tagged placement (RFC 5040
+    /// §5.2; unlike InfiniBand).
+    ///
+    /// Refused, with nothing posted: [`Error::WrongPd`], [`Error::OrdZero`]
+    /// (the connection agreed ORD 0), [`Error::Quota`] (the consumer's
+    /// outstanding Reads), [`Error::SendQueueFull`], [`Error::Disconnecting`].
+    /// A Read beyond ORD waits on the send queue until a response frees a slot.
     pub fn post_read(
         &self,
         wr_id: u64,
@@ -894,14 +920,18 @@ impl QueuePair {
         }
     }
 
-    /// Asynchronous events so far (Terminate sent or received, close).
+    /// Take the asynchronous events queued since the last call (Terminate
+    /// sent or received, close), oldest first; as `ibv_get_async_event`
+    /// returns them, without waiting.
+    #[must_use]
     pub fn async_events(&self) -> Vec<AsyncEvent> {
         lock(&self.shared.state).events.drain(..).collect()
     }
 
-    /// Graceful disconnect (RFC 5041: in-progress messages complete before the LLP
-    /// closes). Everything posted before finishes first, work that ORD or a fence
-    /// holds back and Reads awaiting their responses included; then the LLP closes.
+    /// Graceful disconnect (`rdma_disconnect`; RFC 5041: in-progress messages
+    /// complete before the LLP closes). Everything posted before finishes
+    /// first, work that ORD or a fence holds back and Reads awaiting their
+    /// responses included; then the LLP closes.
     /// Later work requests are refused ([`Error::Disconnecting`]); receives may
     /// still be posted until the peer closes. Once the stream is closed, work
     /// posted is taken and completes at once as flushed, as on a dead stream

@@ -23,7 +23,7 @@ pub enum SrqMode {
     Credits,
 }
 
-/// A shared receive queue in one protection domain.
+/// A shared receive queue in one protection domain (`ibv_srq`).
 pub struct SharedReceiveQueue {
     pub(crate) pool: BufferPool,
     pub(crate) pd: ProtectionDomain,
@@ -34,9 +34,9 @@ pub struct SharedReceiveQueue {
 }
 
 impl SharedReceiveQueue {
-    /// A pool of at most `max_wr` buffers, `ordering` as docs/receive-strategies.md describes. A
-    /// buffer counts against `max_wr` from its posting until its completion has
-    /// been taken from the CQ.
+    /// A pool of at most `max_wr` buffers (`ibv_create_srq`), `ordering` as
+    /// docs/receive-strategies.md describes. A buffer counts against `max_wr`
+    /// from its posting until its completion has been taken from the CQ.
     pub fn new(
         pd: &ProtectionDomain,
         mode: SrqMode,
@@ -60,8 +60,10 @@ impl SharedReceiveQueue {
         self.mode
     }
 
-    /// Post a receive buffer of `len` octets (charged to the PD's consumer until its
-    /// completion).
+    /// Post a receive buffer of `len` octets (`ibv_post_srq_recv`; charged to
+    /// the PD's consumer until its completion). Refused: [`Error::Quota`] (the
+    /// consumer's receive buffers), [`Error::QueueFull`] (`max_wr` posted and
+    /// not polled), [`Error::Srq`] (the pool refused it).
     pub fn post_recv(&self, wr_id: u64, len: usize) -> Result<(), Error> {
         self.post_with(|pool| {
             pool.post(RecvBuffer {
@@ -113,8 +115,10 @@ impl SharedReceiveQueue {
         self.pool.free()
     }
 
-    /// The next asynchronous event: a stream over its soft limit, or a stream whose
-    /// oldest message can no longer get a buffer (arrival ordering's hazard).
+    /// Take the next asynchronous event, without waiting: a stream over its
+    /// soft limit (as `IBV_EVENT_SRQ_LIMIT_REACHED`), or a stream whose oldest
+    /// message can no longer get a buffer (arrival ordering's hazard).
+    #[must_use]
     pub fn poll_event(&self) -> Option<PoolEvent> {
         self.pool.poll_event()
     }

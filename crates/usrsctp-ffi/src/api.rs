@@ -10,7 +10,10 @@ pub const LIBRARY_NAMES: [&str; 2] = ["libusrsctp.so.2", "libusrsctp.so"];
 
 /// The library is missing or lacks a symbol.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LoadError(pub String);
+pub struct LoadError(
+    /// What was tried and why it failed, with the package to install.
+    pub String,
+);
 
 impl std::fmt::Display for LoadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -68,6 +71,7 @@ pub fn available() -> Result<(), LoadError> {
 
 /// Whether the loaded library sends a message gathered from several buffers
 /// (it exports `sctp_lower_sosend`); see [`crate::Socket::send_gather`].
+#[must_use]
 pub fn gather_available() -> bool {
     api().is_ok_and(|a| a.lower_sosend.is_some())
 }
@@ -75,6 +79,7 @@ pub fn gather_available() -> bool {
 /// Whether the loaded library hands a received message over as its mbuf
 /// chain (it exports `sctp_sorecvmsg` and `m_freem`); see
 /// [`crate::Socket::recv_chain`].
+#[must_use]
 pub fn chain_available() -> bool {
     api().is_ok_and(|a| a.sorecvmsg.is_some())
 }
@@ -82,7 +87,9 @@ pub fn chain_available() -> bool {
 fn open(names: &[&str]) -> Result<libloading::Library, LoadError> {
     let mut why = Vec::new();
     for &name in names {
-        // SAFETY: loading libusrsctp runs no initialisers with preconditions of ours.
+        // SAFETY: loading runs the library's ELF initialisers; libusrsctp's
+        // need nothing of this process (its stack starts at `usrsctp_init`,
+        // not at load), and no other code of ours runs meanwhile.
         match unsafe { libloading::Library::new(name) } {
             Ok(lib) => return Ok(lib),
             Err(e) => why.push(e.to_string()),
@@ -105,7 +112,10 @@ fn load() -> Result<Api, LoadError> {
     let api_only = std::env::var_os(API_ONLY_ENV).is_some();
     macro_rules! sym {
         ($name:literal) => {
-            // SAFETY: the type given at each use is the C prototype from usrsctp.h.
+            // SAFETY: the type given at each use (a field of `Api`) is the C
+            // prototype from usrsctp.h. The pointer copied out stays valid for
+            // the process: `Api` keeps the `Library`, and `Api` lives in a
+            // static that is never dropped.
             *unsafe { lib.get(concat!($name, "\0").as_bytes()) }
                 .map_err(|e| LoadError(format!("libusrsctp lacks {}: {e}", $name)))?
         };
@@ -134,13 +144,15 @@ fn load() -> Result<Api, LoadError> {
         sysctl_get_blackhole: sym!("usrsctp_sysctl_get_sctp_blackhole"),
         sysctl_get_no_csum_on_loopback: sym!("usrsctp_sysctl_get_sctp_no_csum_on_loopback"),
         // SAFETY: the type is the `__Userspace__` prototype of sctp_output.c
-        // (0.9.5.0), see `LowerSosendFn`.
+        // (0.9.5.0), see `LowerSosendFn`; the pointer lives as long as the
+        // library, loaded for the process (as in `sym!`).
         lower_sosend: unsafe { lib.get::<LowerSosendFn>(b"sctp_lower_sosend\0") }
             .ok()
             .map(|f| *f)
             .filter(|_| !api_only),
         // SAFETY: the types are the prototypes of sctputil.c and user_mbuf.c
-        // (0.9.5.0), see `SoRecvmsgFn` and `MFreemFn`.
+        // (0.9.5.0), see `SoRecvmsgFn` and `MFreemFn`; the pointers live as
+        // long as the library, loaded for the process (as in `sym!`).
         sorecvmsg: unsafe {
             lib.get::<SoRecvmsgFn>(b"sctp_sorecvmsg\0")
                 .ok()

@@ -47,6 +47,7 @@ impl Chain {
         self.len
     }
 
+    /// No octet held (a notification or message of length 0).
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -62,6 +63,7 @@ impl Chain {
         self.notification
     }
 
+    /// The message's stream, PPID and sequence numbers.
     pub fn info(&self) -> RecvInfo {
         self.info
     }
@@ -87,6 +89,7 @@ impl Chain {
 
     /// Copy octets `offset..offset + dst.len()` of the message into `dst`;
     /// false (nothing promised of `dst`) if the message is shorter.
+    #[must_use]
     pub fn copy_to(&self, offset: usize, dst: &mut [u8]) -> bool {
         let mut skip = offset;
         let mut at = 0;
@@ -120,6 +123,7 @@ impl Drop for Chain {
 impl Socket {
     /// Whether [`Self::recv_chain`] can be used (the library exports
     /// `sctp_sorecvmsg` and `m_freem`).
+    #[must_use]
     pub fn can_recv_chain(&self) -> bool {
         self.api.sorecvmsg.is_some()
     }

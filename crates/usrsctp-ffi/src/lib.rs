@@ -4,8 +4,9 @@
 //!   [`Error::Load`] naming the package (`libusrsctp2`), and nothing else breaks.
 //! * One stack per process ([`stack::init`]); sockets over IPv4 (UDP encapsulation or
 //!   raw IP) or AF_CONN ([`stack::ConnAddress`]) for in-process links.
-//! * One of the three crates of the workspace allowed `unsafe` (with
-//!   rddp-sockopt and rddp-crc32c); each `unsafe` block says why it holds.
+//! * One of the few crates of the workspace allowed `unsafe` (CONTRIBUTING.md
+//!   lists them); each `unsafe` block says why it holds (clippy's
+//!   `undocumented_unsafe_blocks` is denied here).
 //! * A dropped [`Socket`] whose association is still up is closed by the
 //!   [`reaper`] once the association is gone, never at once: closing it at
 //!   once races usrsctp's own threads (sctplab/usrsctp#709).
@@ -25,6 +26,8 @@
 //!     there once, straight into place ([`chain_available`]).
 //!
 //!   With `RDDP_USRSCTP_API_ONLY` set ([`API_ONLY_ENV`]) none of them is used.
+
+#![warn(missing_docs)]
 
 mod api;
 mod chain;

@@ -6,22 +6,38 @@ use crate::sys::*;
 /// The notifications the adaptation layer acts on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Notification {
-    /// `SCTP_ASSOC_CHANGE`: `state` is `SCTP_COMM_UP`, `SCTP_COMM_LOST`, ...
+    /// `SCTP_ASSOC_CHANGE` (`struct sctp_assoc_change`, RFC 6458 §6.1.1):
+    /// the association came up, went down or restarted.
     AssocChange {
+        /// `sac_state`: [`SCTP_COMM_UP`], [`SCTP_COMM_LOST`], [`SCTP_RESTART`],
+        /// [`SCTP_SHUTDOWN_COMP`] or [`SCTP_CANT_STR_ASSOC`].
         state: u16,
+        /// `sac_error`: the error cause code of an ABORT or an operation
+        /// error that ended the association (RFC 4960 §3.3.10), else 0.
         error: u16,
+        /// Streams this end may send on.
         outbound_streams: u16,
+        /// Streams the peer may send on.
         inbound_streams: u16,
     },
-    /// `SCTP_ADAPTATION_INDICATION`: the peer's Adaptation Layer Indication (0xC006).
+    /// `SCTP_ADAPTATION_INDICATION` (RFC 6458 §6.1.6): the peer's
+    /// Adaptation Layer Indication parameter (RFC 5061 §4.2.6), sent in its
+    /// INIT or INIT ACK.
     Adaptation {
+        /// The indication's value in host order (DDP over SCTP sends one, RFC 5043).
         indication: u32,
     },
+    /// `SCTP_SHUTDOWN_EVENT` (RFC 6458 §6.1.5): the peer sent SHUTDOWN, no
+    /// more data comes from it.
     Shutdown,
     /// `SCTP_SENDER_DRY_EVENT`: everything sent has been acknowledged.
     SenderDry,
+    /// `SCTP_SEND_FAILED_EVENT` (RFC 6458 §6.1.11): a message could not be
+    /// delivered (the association ended with it unsent or unacknowledged).
     SendFailed,
+    /// Any other notification, by its `sn_type`.
     Other {
+        /// `sn_type` of `struct sctp_tlv`.
         kind: u16,
     },
 }
@@ -35,7 +51,9 @@ fn u32_at(b: &[u8], off: usize) -> Option<u32> {
 }
 
 impl Notification {
-    /// Decode; `None` if shorter than its type requires.
+    /// Decode the bytes of one notification (`union sctp_notification`, host
+    /// byte order); `None` if shorter than its type requires.
+    #[must_use]
     pub fn parse(b: &[u8]) -> Option<Self> {
         Some(match u16_at(b, 0)? {
             SCTP_ASSOC_CHANGE => Self::AssocChange {

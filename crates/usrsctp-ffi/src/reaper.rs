@@ -77,6 +77,7 @@ fn reaper() -> &'static Reaper {
 }
 
 /// Sockets handed to the reaper and not yet closed.
+#[must_use]
 pub fn condemned() -> usize {
     reaper().count.load(Ordering::Acquire)
 }
@@ -149,10 +150,14 @@ pub(crate) unsafe fn close(api: &'static Api, so: *mut socket) {
         unsafe { (api.close)(so) };
         return;
     };
+    // SAFETY: `so` is live, and no other thread reads it: nothing else uses
+    // it after this call (the caller's promise).
     let unread = unsafe { discard_input(api, so) };
     let setting_up = state == SCTP_COOKIE_WAIT || state == SCTP_COOKIE_ECHOED;
     let aborted = unread || setting_up;
-    // SAFETY: `so` is live; both calls are non-blocking on these sockets.
+    // SAFETY: `so` is live (the caller's promise); both calls are
+    // non-blocking on these sockets, and the ABORT's empty message passes a
+    // valid pointer (`sendv_on`).
     unsafe {
         if aborted {
             let _ = sendv_on(api, so, 0, 0, SCTP_ABORT, &[]);

@@ -17,28 +17,45 @@ use std::time::{Duration, Instant};
 pub enum Target {
     /// IPv4 (over UDP encapsulation or raw IP, per the stack).
     Inet(SocketAddrV4),
-    /// An AF_CONN address (`ConnAddress::id`) and SCTP port.
-    Conn { id: usize, port: u16 },
+    /// An AF_CONN address and SCTP port.
+    Conn {
+        /// The address's tag ([`crate::ConnAddress::id`]).
+        id: usize,
+        /// The SCTP port.
+        port: u16,
+    },
 }
 
 /// `SCTP_STATUS` fields the adaptation needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Status {
+    /// `sstat_state`: the association's state (`SCTP_ESTABLISHED`, ...,
+    /// usrsctp.h; [`SCTP_COOKIE_WAIT`] and [`SCTP_COOKIE_ECHOED`] while it
+    /// is set up).
     pub state: i32,
+    /// Streams the peer may send on.
     pub instrms: u16,
+    /// Streams this end may send on.
     pub outstrms: u16,
+    /// The largest user message SCTP sends unfragmented, octets.
     pub fragmentation_point: u32,
+    /// The primary path's MTU, octets.
     pub mtu: u32,
     /// The peer's primary address (IPv4 only; `None` for AF_CONN or IPv6).
     pub primary: Option<std::net::SocketAddrV4>,
 }
 
-/// Failure detection settings ([`Socket::set_failure_detection`]).
+/// Failure detection settings ([`Socket::set_failure_detection`]). Each
+/// duration is set in whole milliseconds, at least 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FailureDetection {
+    /// RTO.Initial, the first retransmission timeout (RFC 4960 §6.3.1).
     pub rto_initial: Duration,
+    /// RTO.Min: the retransmission timeout never falls below this.
     pub rto_min: Duration,
+    /// RTO.Max: nor rises above this (it doubles at each retransmission).
     pub rto_max: Duration,
+    /// The heartbeat interval of an idle path (RFC 4960 §8.3).
     pub heartbeat: Duration,
     /// Unanswered retransmissions (of data or heartbeats) that end the
     /// association, per path and for the association.
@@ -48,10 +65,15 @@ pub struct FailureDetection {
 /// `struct sctp_rcvinfo` of a received message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecvInfo {
+    /// The stream it arrived on.
     pub sid: u16,
+    /// Its stream sequence number (meaningless when `unordered`).
     pub ssn: u16,
+    /// Sent unordered (the U bit of its DATA chunks).
     pub unordered: bool,
+    /// Its Payload Protocol Identifier, in host order.
     pub ppid: u32,
+    /// A TSN of its DATA chunks (`rcv_tsn`, RFC 6458 §5.3.5).
     pub tsn: u32,
 }
 
@@ -59,13 +81,17 @@ pub struct RecvInfo {
 /// (`SCTP_RECVNXTINFO`, see [`Socket::set_recv_nxtinfo`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NextInfo {
+    /// The stream it arrives on.
     pub sid: u16,
+    /// Its Payload Protocol Identifier, in host order.
     pub ppid: u32,
     /// Its length so far: the whole message once `complete`.
     pub len: usize,
     /// All of it is there.
     pub complete: bool,
+    /// It is a notification.
     pub notification: bool,
+    /// It was sent unordered.
     pub unordered: bool,
 }
 
@@ -78,6 +104,7 @@ pub struct Part {
     pub eor: bool,
     /// The message is a notification.
     pub notification: bool,
+    /// The message's stream, PPID and sequence numbers.
     pub info: RecvInfo,
     /// The message after this one, if SCTP has one.
     pub next: Option<NextInfo>,
@@ -89,10 +116,14 @@ pub enum Received {
     /// `len` octets in the caller's buffer; `complete` is false if the message did
     /// not fit (no MSG_EOR).
     Data {
+        /// Octets written to the buffer.
         len: usize,
+        /// The message's stream, PPID and sequence numbers.
         info: RecvInfo,
+        /// The message ended in the buffer (MSG_EOR).
         complete: bool,
     },
+    /// A notification (it was received with MSG_NOTIFICATION).
     Notification(Notification),
 }
 
@@ -120,10 +151,10 @@ struct Signal {
 /// free octets) and calls the upcall at every SACK, which frees about two
 /// segments. Woken at the first of them, an event-driven sender handed over a
 /// few segments a wake and met usrsctp's receive thread on the association's
-/// lock at each: DDP over SCTP ran at 0.65 Gbit/s where plain usrsctp ran at
-/// 0.8 to 0.95 (docs/perf.md). Half, as Linux TCP wakes a writer once half
-/// of what it queued is free (`sk_stream_min_wspace`); the other half keeps
-/// the path busy meanwhile.
+/// lock at each, and DDP over SCTP fell well short of plain usrsctp
+/// (docs/journal.md, the entry on a wake per SACK). Half, as Linux TCP wakes
+/// a writer once half of what it queued is free (`sk_stream_min_wspace`);
+/// the other half keeps the path busy meanwhile.
 const SEND_WAKE_SHARE: u32 = 2;
 
 /// Read an IPPROTO_SCTP option of `so` into `v`: `usrsctp_getsockopt`'s
@@ -140,7 +171,10 @@ pub(crate) unsafe fn getopt_of<T: Copy>(
 ) -> c_int {
     let mut len = core::mem::size_of::<T>() as socklen_t;
     // SAFETY: `so` is live (the caller's promise); `v` is valid and writable
-    // for `len` octets.
+    // for `len` octets, and usrsctp writes at most `len` (it refuses a
+    // shorter buffer than the option's C type with EINVAL). The callers pass
+    // an all-integer `#[repr(C)]` type of sys.rs, so any octets written make
+    // a valid `T`. usrsctp keeps no pointer after returning.
     unsafe { (api.getsockopt)(so, IPPROTO_SCTP, opt, (v as *mut T).cast(), &mut len) }
 }
 
@@ -329,7 +363,8 @@ fn sockaddr_of(t: Target) -> (libc::sockaddr_storage, socklen_t) {
                 },
                 sin_zero: [0; 8],
             };
-            // SAFETY: sockaddr_in fits in sockaddr_storage (same alignment family).
+            // SAFETY: `ss` is a sockaddr_storage, larger than a sockaddr_in
+            // (128 octets, 16) and aligned for it (8, 4); the rest stays zero.
             unsafe { core::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin) };
             core::mem::size_of::<libc::sockaddr_in>()
         }
@@ -339,7 +374,8 @@ fn sockaddr_of(t: Target) -> (libc::sockaddr_storage, socklen_t) {
                 sconn_port: port.to_be(),
                 sconn_addr: id as *mut c_void,
             };
-            // SAFETY: sockaddr_conn (16 octets) fits in sockaddr_storage.
+            // SAFETY: sockaddr_conn (16 octets, aligned to 8, checked in
+            // sys.rs) fits in a sockaddr_storage (128 octets, aligned to 8).
             unsafe { core::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sc) };
             core::mem::size_of::<sockaddr_conn>()
         }
@@ -348,12 +384,15 @@ fn sockaddr_of(t: Target) -> (libc::sockaddr_storage, socklen_t) {
 }
 
 impl Socket {
-    /// A new one-to-one socket for `family` (IPv4 or AF_CONN targets).
+    /// A new one-to-one socket for IPv4 targets, or for AF_CONN targets
+    /// when `conn` is true; non-blocking, its upcall set.
     pub fn new(conn: bool) -> Result<Self, Error> {
         let api = api()?;
         crate::stack::running().ok_or(Error::NotInitialized)?;
         let domain = if conn { AF_CONN } else { libc::AF_INET };
-        // SAFETY: no callbacks: the socket is used with recvv/sendv.
+        // SAFETY: the stack runs (checked above). No receive or send callback
+        // and no ulp_info (null pointers, allowed: the socket is then read
+        // with recvv and written with sendv); usrsctp keeps no pointer of ours.
         let so = unsafe {
             (api.socket)(
                 domain,
@@ -385,10 +424,14 @@ impl Socket {
             signal,
             rx: Mutex::new(()),
         };
-        // SAFETY: `so` is a live socket; the tag is opaque to usrsctp.
+        // SAFETY: `so` was just returned by `usrsctp_socket` or
+        // `usrsctp_accept`; `s` owns it from here (an error below drops `s`,
+        // which closes it). No pointer is passed.
         ret(unsafe { (api.set_non_blocking)(so, 1) }, "set_non_blocking")?;
-        // SAFETY: as above; `upcall` matches the prototype.
         ret(
+            // SAFETY: `so` as above; `upcall` has the `Upcall` prototype. The
+            // argument is the tag, an integer usrsctp hands back to `upcall`
+            // unread: `upcall` looks it up in `signals`, never dereferences it.
             unsafe { (api.set_upcall)(so, Some(upcall), tag as *mut c_void) },
             "set_upcall",
         )?;
@@ -397,7 +440,10 @@ impl Socket {
 
     /// Set an IPPROTO_SCTP option from a `#[repr(C)]` value.
     pub fn setopt<T: Copy>(&self, opt: c_int, v: &T) -> Result<(), Error> {
-        // SAFETY: `v` is valid for size_of::<T>() octets; callers pass the C type.
+        // SAFETY: `self.so` is live until the socket is dropped; `v` is a live
+        // `T`, read for `size_of::<T>()` octets at most (usrsctp refuses a
+        // value shorter than the option's C type with EINVAL) and not kept
+        // after the call.
         let r = unsafe {
             (self.api.setsockopt)(
                 self.so,
@@ -411,14 +457,25 @@ impl Socket {
     }
 
     /// Read an IPPROTO_SCTP option into `v` (which may carry an assoc id in).
+    ///
+    /// `T` must be the option's C type from [`crate::sys`] (integers and
+    /// arrays of them): usrsctp writes raw octets into `v`, which for a type
+    /// with invalid bit patterns (`bool`, a reference, an enum) is undefined
+    /// behaviour that this safe signature does not rule out.
     pub fn getopt<T: Copy>(&self, opt: c_int, v: &mut T) -> Result<(), Error> {
-        // SAFETY: `self.so` is live until the socket is dropped.
+        // SAFETY: `self.so` is live until the socket is dropped; `v` is
+        // writable for `size_of::<T>()` octets, all usrsctp writes. That they
+        // make a valid `T` rests on the caller passing the option's C type
+        // (see the docs above).
         ret(
             unsafe { getopt_of(self.api, self.so, opt, v) },
             "getsockopt",
         )
     }
 
+    /// `SCTP_ADAPTATION_LAYER`: the Adaptation Layer Indication this end
+    /// sends in INIT or INIT ACK (RFC 5061 §4.2.6), set before connect or
+    /// listen.
     pub fn set_adaptation_layer(&self, indication: u32) -> Result<(), Error> {
         self.setopt(
             SCTP_ADAPTATION_LAYER,
@@ -445,6 +502,9 @@ impl Socket {
         )
     }
 
+    /// `SCTP_EVENT`: deliver notifications of type `kind`
+    /// ([`SCTP_ASSOC_CHANGE`], ...) as messages with MSG_NOTIFICATION, for
+    /// the associations this socket makes or accepts.
     pub fn subscribe(&self, kind: u16) -> Result<(), Error> {
         self.setopt(
             SCTP_EVENT,
@@ -456,6 +516,8 @@ impl Socket {
         )
     }
 
+    /// `SCTP_RECVRCVINFO`: fill [`RecvInfo`] with each receive (without it
+    /// usrsctp reports none, and the info reads as zeros).
     pub fn set_recv_rcvinfo(&self, on: bool) -> Result<(), Error> {
         self.setopt(SCTP_RECVRCVINFO, &c_int::from(on))
     }
@@ -467,6 +529,8 @@ impl Socket {
         self.setopt(SCTP_RECVNXTINFO, &c_int::from(on))
     }
 
+    /// `SCTP_NODELAY`: send small messages at once instead of holding them
+    /// while data is unacknowledged (Nagle's algorithm off).
     pub fn set_nodelay(&self, on: bool) -> Result<(), Error> {
         self.setopt(SCTP_NODELAY, &c_int::from(on))
     }
@@ -541,9 +605,11 @@ impl Socket {
         })
     }
 
+    /// Bind to a local address and port (`usrsctp_bind`).
     pub fn bind(&self, t: Target) -> Result<(), Error> {
         let (mut ss, len) = sockaddr_of(t);
-        // SAFETY: `ss` holds a valid address of `len` octets.
+        // SAFETY: `self.so` is live until the socket is dropped; `ss` holds a
+        // valid address of `len` octets, which usrsctp copies before returning.
         let r = unsafe {
             (self.api.bind)(
                 self.so,
@@ -554,15 +620,17 @@ impl Socket {
         ret(r, "bind")
     }
 
+    /// Accept associations, at most `backlog` waiting (`usrsctp_listen`).
     pub fn listen(&self, backlog: i32) -> Result<(), Error> {
-        // SAFETY: live socket.
+        // SAFETY: `self.so` is live until the socket is dropped; no pointer.
         ret(unsafe { (self.api.listen)(self.so, backlog) }, "listen")
     }
 
     /// Start association setup; completion arrives as `AssocChange { COMM_UP }`.
     pub fn connect(&self, t: Target) -> Result<(), Error> {
         let (mut ss, len) = sockaddr_of(t);
-        // SAFETY: `ss` holds a valid address of `len` octets.
+        // SAFETY: `self.so` is live until the socket is dropped; `ss` holds a
+        // valid address of `len` octets, which usrsctp copies before returning.
         let r = unsafe {
             (self.api.connect)(
                 self.so,
@@ -579,7 +647,9 @@ impl Socket {
     /// Wait up to `timeout` for an incoming association.
     pub fn accept(&self, timeout: Duration) -> Result<Socket, Error> {
         self.wait(timeout, "accept", || {
-            // SAFETY: null address out-pointers are allowed by accept.
+            // SAFETY: `self.so` is live until the socket is dropped; null
+            // address out-pointers are allowed (no peer address is asked
+            // for). A socket returned is ours, owned by `wrap`'s result.
             let so =
                 unsafe { (self.api.accept)(self.so, core::ptr::null_mut(), core::ptr::null_mut()) };
             if so.is_null() {
@@ -624,6 +694,7 @@ impl Socket {
 
     /// Whether [`Self::send_gather`] gathers (the library has `sctp_lower_sosend`)
     /// rather than concatenating.
+    #[must_use]
     pub fn can_gather(&self) -> bool {
         self.api.lower_sosend.is_some()
     }
@@ -771,7 +842,10 @@ impl Socket {
             unsafe { core::mem::zeroed() };
         let mut fromlen = core::mem::size_of::<libc::sockaddr_storage>() as socklen_t;
         let _rx = self.rx.lock().unwrap_or_else(|p| p.into_inner());
-        // SAFETY: every pointer is valid for the length passed with it.
+        // SAFETY: `self.so` is live until the socket is dropped, and `_rx`
+        // keeps any other receive of it out; every pointer is valid for the
+        // length passed with it (`buf`, `from`, `info`) or for one value
+        // (`infotype`, `flags`), and usrsctp keeps none after returning.
         let n = unsafe {
             (self.api.recvv)(
                 self.so,
@@ -837,7 +911,10 @@ impl Socket {
             (buf.as_mut_ptr(), buf.len())
         };
         let _rx = self.rx.lock().unwrap_or_else(|p| p.into_inner());
-        // SAFETY: every pointer is valid for the length passed with it; `rn`
+        // SAFETY: `self.so` is live until the socket is dropped, and `_rx`
+        // keeps any other receive of it out; every pointer is valid for the
+        // length passed with it (`ptr`, `from`, `rn`) or for one value
+        // (`infotype`, `flags`), and usrsctp keeps none after returning. `rn`
         // is the sctp_recvv_rn usrsctp writes for SCTP_RECVV_RN (or only its
         // leading sctp_rcvinfo).
         let n = unsafe {
@@ -916,7 +993,7 @@ impl Socket {
 
     /// Graceful SHUTDOWN of the association (SHUT_WR).
     pub fn shutdown(&self) -> Result<(), Error> {
-        // SAFETY: live socket.
+        // SAFETY: `self.so` is live until the socket is dropped; no pointer.
         ret(
             unsafe { (self.api.shutdown)(self.so, libc::SHUT_WR) },
             "shutdown",
@@ -928,8 +1005,10 @@ impl Drop for Socket {
     /// Never blocks: a socket whose association is still up is closed by
     /// the reaper once the association is gone (see `reaper.rs` for why).
     fn drop(&mut self) {
-        // SAFETY: the socket is live until closed; its upcall is cleared
-        // first, and nothing uses `self.so` after the hand-over.
+        // SAFETY: the socket is live until closed, and `&mut self` means no
+        // call of this socket runs; its upcall is cleared first (as
+        // `reaper::close` requires), and nothing uses `self.so` after the
+        // hand-over.
         unsafe {
             (self.api.set_upcall)(self.so, None, core::ptr::null_mut());
             crate::reaper::close(self.api, self.so);

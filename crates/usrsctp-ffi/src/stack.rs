@@ -55,6 +55,7 @@ pub fn init(encaps: Encapsulation) -> Result<Encapsulation, Error> {
 }
 
 /// The stack's encapsulation, if started.
+#[must_use]
 pub fn running() -> Option<Encapsulation> {
     STACK.get().copied()
 }
@@ -72,7 +73,8 @@ pub struct Protections {
 pub fn protections() -> Result<Protections, Error> {
     let api = api()?;
     running().ok_or(Error::NotInitialized)?;
-    // SAFETY: plain reads of two global settings of a started stack.
+    // SAFETY: the stack runs (checked above); both calls take no argument and
+    // read one global setting each.
     unsafe {
         Ok(Protections {
             blackhole: (api.sysctl_get_blackhole)(),
@@ -101,7 +103,9 @@ unsafe extern "C" fn conn_output(
         .ok()
         .and_then(|m| m.get(&(addr as usize)).cloned());
     if let Some(out) = out {
-        // SAFETY: usrsctp hands a valid buffer of `len` octets for this call.
+        // SAFETY: usrsctp hands a valid, non-null buffer of `len` octets (the
+        // packet it just built), unchanged until this call returns; the slice
+        // is only lent to `out` and does not outlive the call.
         let pkt = unsafe { core::slice::from_raw_parts(buf as *const u8, len) };
         out(pkt);
     }
@@ -118,6 +122,9 @@ pub struct ConnAddress {
 }
 
 impl ConnAddress {
+    /// Register a new address whose outgoing packets go to `output`; the
+    /// address is deregistered when dropped. Fails with
+    /// [`Error::NotInitialized`] before [`init`].
     pub fn register(output: impl Fn(&[u8]) + Send + Sync + 'static) -> Result<Self, Error> {
         static NEXT: AtomicUsize = AtomicUsize::new(1);
         let api = api()?;
@@ -145,7 +152,9 @@ impl ConnAddress {
 /// Hand `packet` to the stack as received on the AF_CONN address `id`.
 pub fn conn_input(id: usize, packet: &[u8]) -> Result<(), Error> {
     let api = api()?;
-    // SAFETY: the buffer is valid for `len`; usrsctp copies it before returning.
+    // SAFETY: `packet` is valid for `packet.len()` octets, and usrsctp copies
+    // it before returning. `id` is an opaque tag, compared with the
+    // registered ones and never dereferenced by usrsctp.
     unsafe { (api.conninput)(id as *mut c_void, packet.as_ptr().cast(), packet.len(), 0) };
     Ok(())
 }

@@ -1,8 +1,17 @@
 //! Hand-written declarations from `usrsctp.h` (Debian libusrsctp-dev 0.9.5.0), only
 //! what the RFC 5043 adaptation needs. Every struct is checked at compile time
 //! against the sizes and offsets measured on x86_64.
+//!
+//! The constants, `#[repr(C)]` structs and their fields mirror usrsctp.h
+//! (and, where said, usrsctp's internal headers) name for name and field for
+//! field, so they carry no docs of their own here. Their meaning is that of
+//! the SCTP sockets API, RFC 6458 (the structures in §5.3, the notifications
+//! in §6.1, the socket options in §8), and of usrsctp's own
+//! `Manual.md`; UDP encapsulation (`SCTP_REMOTE_UDP_ENCAPS_PORT`) is RFC 6951
+//! §5. What differs from those, or is not in usrsctp.h, is said at the item.
 
 #![allow(non_camel_case_types)]
+#![allow(missing_docs)]
 
 use core::mem::{offset_of, size_of};
 use libc::{c_int, c_uint, c_void, size_t, sockaddr, sockaddr_storage, socklen_t, ssize_t};
@@ -374,6 +383,8 @@ pub struct m_hdr {
 /// Size of `union sctp_notification` (its largest member), the receive buffer floor.
 pub const SCTP_NOTIFICATION_SIZE: usize = 152;
 
+/// The AF_CONN output function given to `usrsctp_init`: called with each
+/// packet to send on an AF_CONN address.
 pub type ConnOutput = unsafe extern "C" fn(
     addr: *mut c_void,
     buf: *mut c_void,
@@ -381,10 +392,14 @@ pub type ConnOutput = unsafe extern "C" fn(
     tos: u8,
     df: u8,
 ) -> c_int;
+/// The upcall given to `usrsctp_set_upcall`: called on readable, writable
+/// and error events of a socket.
 pub type Upcall = unsafe extern "C" fn(so: *mut socket, arg: *mut c_void, flags: c_int);
 
 // Function types, resolved from the shared library at run time (see `api.rs`).
+/// `usrsctp_init`: start the stack (UDP port, AF_CONN output, debug printf).
 pub type InitFn = unsafe extern "C" fn(u16, Option<ConnOutput>, *const c_void);
+/// `usrsctp_socket`: a new socket (domain, type, protocol, receive and send callbacks, send threshold, ulp_info).
 pub type SocketFn = unsafe extern "C" fn(
     c_int,
     c_int,
@@ -394,10 +409,13 @@ pub type SocketFn = unsafe extern "C" fn(
     u32,
     *mut c_void,
 ) -> *mut socket;
+/// `usrsctp_setsockopt`.
 pub type SetsockoptFn =
     unsafe extern "C" fn(*mut socket, c_int, c_int, *const c_void, socklen_t) -> c_int;
+/// `usrsctp_getsockopt`.
 pub type GetsockoptFn =
     unsafe extern "C" fn(*mut socket, c_int, c_int, *mut c_void, *mut socklen_t) -> c_int;
+/// `usrsctp_sendv`: one message, with its info (RFC 6458 §9.12).
 pub type SendvFn = unsafe extern "C" fn(
     *mut socket,
     *const c_void,
@@ -409,6 +427,7 @@ pub type SendvFn = unsafe extern "C" fn(
     c_uint,
     c_int,
 ) -> ssize_t;
+/// `usrsctp_recvv`: one message or part of one, with its info (RFC 6458 §9.13).
 pub type RecvvFn = unsafe extern "C" fn(
     *mut socket,
     *mut c_void,
@@ -420,17 +439,29 @@ pub type RecvvFn = unsafe extern "C" fn(
     *mut c_uint,
     *mut c_int,
 ) -> ssize_t;
+/// `usrsctp_bind`, and `usrsctp_connect` (the same prototype).
 pub type BindFn = unsafe extern "C" fn(*mut socket, *mut sockaddr, socklen_t) -> c_int;
+/// `usrsctp_listen`.
 pub type ListenFn = unsafe extern "C" fn(*mut socket, c_int) -> c_int;
+/// `usrsctp_accept`.
 pub type AcceptFn = unsafe extern "C" fn(*mut socket, *mut sockaddr, *mut socklen_t) -> *mut socket;
+/// `usrsctp_close`.
 pub type CloseFn = unsafe extern "C" fn(*mut socket);
+/// `usrsctp_shutdown`.
 pub type ShutdownFn = unsafe extern "C" fn(*mut socket, c_int) -> c_int;
+/// `usrsctp_conninput`: a packet received on an AF_CONN address.
 pub type ConninputFn = unsafe extern "C" fn(*mut c_void, *const c_void, size_t, u8);
+/// `usrsctp_set_non_blocking`.
 pub type SetNonBlockingFn = unsafe extern "C" fn(*mut socket, c_int) -> c_int;
+/// `usrsctp_register_address` and `usrsctp_deregister_address`.
 pub type AddressFn = unsafe extern "C" fn(*mut c_void);
+/// `usrsctp_set_upcall`: the function usrsctp calls on socket events.
 pub type SetUpcallFn = unsafe extern "C" fn(*mut socket, Option<Upcall>, *mut c_void) -> c_int;
+/// `usrsctp_sysctl_set_sctp_*`: set one stack-wide setting.
 pub type SysctlFn = unsafe extern "C" fn(u32) -> c_int;
+/// `usrsctp_sysctl_get_sctp_*`: read one stack-wide setting.
 pub type SysctlGetFn = unsafe extern "C" fn() -> u32;
+/// `usrsctp_get_events`: the pending `SCTP_EVENT_*` bits of a socket.
 pub type GetEventsFn = unsafe extern "C" fn(*mut socket) -> c_int;
 /// `sctp_lower_sosend` (usrsctplib/netinet/sctp_output.c, 0.9.5.0, the
 /// `__Userspace__` prototype): what `usrsctp_sendv` calls with a one-entry

@@ -281,14 +281,16 @@ impl SctpConnection {
         let len = ch.len();
         if ch.notification() {
             let n = len.min(self.buf.len());
-            ch.copy_to(0, &mut self.buf[..n]);
+            // n <= len: the copy cannot fall short.
+            let _ = ch.copy_to(0, &mut self.buf[..n]);
             return self.on_notification(n);
         }
         let info = ch.info();
         // The DDP-SSN and as much of the longest DDP header as there is.
         let mut head = [0u8; SSN_LEN + UNTAGGED_HDR_LEN];
         let have = len.min(head.len());
-        ch.copy_to(0, &mut head[..have]);
+        // have <= len: the copy cannot fall short.
+        let _ = ch.copy_to(0, &mut head[..have]);
         let hlen = (have > SSN_LEN).then(|| DdpControl(head[SSN_LEN]).header_len());
         let direct = hlen.filter(|&h| {
             ch.eor()
@@ -300,7 +302,8 @@ impl SctpConnection {
         let Some(hlen) = direct else {
             // Whole into the buffer: `on_message` refuses what does not fit.
             let n = len.min(self.buf.len());
-            ch.copy_to(0, &mut self.buf[..n]);
+            // n <= len: the copy cannot fall short.
+            let _ = ch.copy_to(0, &mut self.buf[..n]);
             let complete = ch.eor() && n == len;
             return self.on_message(mem, n, info, complete);
         };

@@ -6,10 +6,9 @@
 //! So a wait looks for [`SPIN`] first. Once a look has read part of a message
 //! (within an FPDU, or between a message's FPDUs), the message is arriving:
 //! the wait goes on looking until [`MOVING`] has passed without such a look,
-//! so the waiting thread reads it to its end. Before, a 1 MiB Read Response
-//! was read for 20 us by the waiting thread and the rest by the I/O thread,
-//! the socket handed over twice a completion (docs/perf.md, "Who reads a
-//! Read Response").
+//! so the waiting thread reads it to its end, rather than reading its start
+//! and leaving the rest to the I/O thread, the socket handed over twice a
+//! completion (docs/journal.md, "Who reads a Read Response").
 
 use super::{CompletionQueue, WorkCompletion};
 use std::sync::atomic::Ordering;
@@ -46,6 +45,7 @@ pub struct Spin<'a> {
 
 impl CompletionQueue {
     /// Start a wait's busy poll of at most `limit`.
+    #[must_use]
     pub fn spin(&self, limit: Duration) -> Spin<'_> {
         Spin {
             cq: self,
@@ -76,9 +76,9 @@ impl Spin<'_> {
         self.looks
     }
 
-    /// Whether to look again: before [`SPIN`] has passed (counted from the
-    /// first call), or [`MOVING`] after the last look that saw a message
-    /// arriving, within the limit.
+    /// Whether to look again: before 20 µs have passed (counted from the
+    /// first call), or 100 µs after the last look that saw a message
+    /// arriving, within the limit (the module's `SPIN` and `MOVING`).
     pub fn going(&mut self) -> bool {
         let Some((until, end)) = &mut self.clock else {
             let now = Instant::now();

@@ -27,9 +27,13 @@ pub struct RecvWr<'a> {
 }
 
 impl QueuePair {
-    /// Post a receive buffer of `len` octets for one incoming Send; the completion
-    /// hands it back filled.
-    /// It counts against the receive queue's depth until its completion is polled.
+    /// Post a receive buffer of `len` octets for one incoming Send
+    /// (`ibv_post_recv`); the completion hands it back filled. It counts
+    /// against the receive queue's depth until its completion is polled.
+    ///
+    /// Refused: [`Error::QueueFull`] (`max_recv_wr` posted and not polled),
+    /// [`Error::Quota`] (the consumer's receive buffers), [`Error::Stream`]
+    /// (the stream is closed or dead).
     pub fn post_recv(&self, wr_id: u64, len: usize) -> Result<(), Error> {
         self.post_recv_buffer(wr_id, vec![0; len])
     }

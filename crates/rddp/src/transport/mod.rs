@@ -22,7 +22,8 @@ pub enum Inbound {
         /// The segment, DDP header first.
         bytes: Vec<u8>,
     },
-    /// The LLP's largest segment changed (RFC 5041: MULPDU changes are exposed).
+    /// The LLP's largest segment changed, to this many octets (RFC 5041:
+    /// MULPDU changes are exposed).
     Mulpdu(usize),
     /// The LLP found a fatal error in the peer's octets (e.g. an MPA CRC error): a
     /// Terminate with this code goes out, then the connection closes.
@@ -72,7 +73,8 @@ pub struct LlpInfo {
 
 /// How a connection's octets move.
 pub enum Llp {
-    /// Two blocking halves, a thread each (SCTP, in memory, tests).
+    /// Two blocking halves, a thread each: the in-memory LLP, or any pair of
+    /// [`SegmentReader`] and [`SegmentWriter`] (tests).
     Threads {
         /// The receiving half, run by the queue pair's reader thread.
         reader: Box<dyn SegmentReader>,
@@ -136,6 +138,7 @@ impl Connection {
 }
 
 /// See [`Connection::hold_reads`]; dropping it releases it too.
+#[must_use = "the hold is released as soon as it is dropped"]
 pub struct ReadHold {
     inner: Arc<HoldInner>,
 }

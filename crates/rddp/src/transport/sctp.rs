@@ -295,7 +295,9 @@ pub struct Association {
 
 impl Association {
     /// The next session Initiate, waiting up to `timeout`; `None` on timeout or
-    /// when the association is gone.
+    /// when the association is gone. A request taken is answered only by
+    /// [`Self::accept`] or [`Self::reject`].
+    #[must_use = "a request taken waits for accept or reject"]
     pub fn next_request(&self, timeout: Duration) -> Option<SessionRequest> {
         let deadline = Instant::now() + timeout;
         let mut st = self.shared.lock();
@@ -335,7 +337,9 @@ impl Association {
         self.shared.lock().lost
     }
 
-    /// Accept the session with `private_data`: a connection for a queue pair.
+    /// Accept the session with `private_data`: a connection for a queue pair
+    /// ([`crate::PreparedQueuePair::attach`]).
+    #[must_use = "the accepted session runs only once its connection is attached"]
     pub fn accept(&self, req: &SessionRequest, private_data: &[u8]) -> Connection {
         let relay = Arc::new(Relay::default());
         let (mulpdu, task, conn) = {
