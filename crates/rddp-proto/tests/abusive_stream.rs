@@ -1,6 +1,6 @@
-//! One abusive stream among 100, under each receive strategy and ordering of seed
-//! 003: what it ties up, what the 99 honest streams still get, how fast the soft
-//! limit fires. `cargo test -p rddp-proto --test abusive_stream -- --nocapture`
+//! One abusive stream among 100, under each receive strategy and ordering of
+//! docs/receive-strategies.md: what it ties up, what the 99 honest streams
+//! still get, how fast the soft limit fires. `cargo test -p rddp-proto --test abusive_stream -- --nocapture`
 //! prints the table of docs/receive-strategies.md.
 //!
 //! The model: 20 rounds. Each round every live honest stream sends one one-segment
@@ -49,7 +49,7 @@ enum Abuse {
     SkipFlood,
     /// First segments (L=0) of consecutive MSNs, never finished, BURST per round,
     /// in sender order: messages of one queue interleaved, refused at once with
-    /// 1/2/0x03 (RFC 5041 §5.3).
+    /// 1/2/0x03 (RFC 5041 §5.3, §7.2).
     NeverFinish,
     /// The same, each segment handed up out of order after a gap in sender order
     /// that never fills (an SCTP peer): every one is placed on arrival, none is
