@@ -7,15 +7,18 @@
 //!
 //! * an ordered receive queue: its depth (the queue refuses posts beyond it);
 //! * a shared receive queue (strategy 2): the whole pool, because one peer may
-//!   complete every buffer of it. Seed 003: the CQ "may be sized to allow for every
-//!   buffer in the pool to be completed to it"; streams of the same pool share one
+//!   complete every buffer of it. The RDDP working group's note on sharing
+//!   buffers and credits says the CQ "may be sized to allow for every buffer in
+//!   the pool to be completed to it"; streams of the same pool share one
 //!   reservation, so a CQ with the pool's scope pays for the pool once;
 //! * per-stream credits (strategy 3): the stream's credit limit (grants beyond it are
-//!   refused). Seed 003: this "allows safe pooling of completion queues across
+//!   refused). The same note: this "allows safe pooling of completion queues across
 //!   multiple DDP Streams without having to match the scope of the Buffer Pool".
 //!
 //! Completions pushed without a reservation can still overflow; an overflow is
 //! refused, counted and returned as an error, never dropped silently.
+
+#![warn(missing_docs)]
 
 use crate::ddp::{Delivery, PoolId};
 use crate::mem::StreamId;
@@ -26,6 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// What a completion reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CompletionStatus {
+    /// The work completed; for a receive, the message filled the buffer.
     Success,
     /// The buffer was handed back by teardown.
     Flushed,
@@ -38,13 +42,18 @@ pub enum CompletionStatus {
 pub struct Completion {
     /// The ULP's identifier of the work request (the buffer's id for receives).
     pub wr_id: u64,
+    /// How the work ended.
     pub status: CompletionStatus,
     /// ULP opcode (RDMAP puts its opcode here; DDP receives use the RsvdULP's first
     /// octet).
     pub opcode: u8,
+    /// Octets the work moved; for a receive, the message's length.
     pub byte_len: u32,
+    /// The untagged queue the message arrived on (RFC 5041 §4.3).
     pub qn: u32,
+    /// The message's sequence number on that queue (RFC 5041 §4.3).
     pub msn: u32,
+    /// The stream the completion comes from.
     pub stream: StreamId,
 }
 
@@ -76,7 +85,12 @@ impl Completion {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CqSource {
     /// One untagged queue of one stream (ordered RQ or per-stream credits).
-    Queue { stream: StreamId, qn: u32 },
+    Queue {
+        /// The stream.
+        stream: StreamId,
+        /// The queue's number on that stream.
+        qn: u32,
+    },
     /// Every queue drawing on one shared receive queue.
     Pool(PoolId),
     /// Anything else the ULP accounts for (e.g. a send queue), by its own number.
@@ -87,31 +101,51 @@ pub enum CqSource {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CqError {
+    /// The source's worst case does not fit in the capacity not yet reserved.
     #[error(
         "the CQ cannot hold the {need} completions {from:?} can generate: {free} of {capacity} unreserved"
     )]
     WouldOverflow {
+        /// The source that asked.
         from: CqSource,
+        /// Completions it asked room for.
         need: usize,
+        /// Capacity not reserved by other sources.
         free: usize,
+        /// The CQ's capacity.
         capacity: usize,
     },
+    /// The source already holds a reservation of another size: every holder of a
+    /// shared source (the streams of one pool) must ask for the same worst case.
     #[error("{from:?} already reserved {reserved} completions on this CQ; asked {asked}")]
     Mismatch {
+        /// The source that asked.
         from: CqSource,
+        /// What it holds already.
         reserved: usize,
+        /// What it asked for now.
         asked: usize,
     },
+    /// The source already has more buffers or credits outstanding than the limit
+    /// it would reserve for, so the reservation could not bound its completions.
     #[error("{from:?} already has {now} buffers or credits, more than the limit {limit}")]
     AboveLimit {
+        /// The source that asked.
         from: CqSource,
+        /// Buffers or credits it has now.
         now: u64,
+        /// The limit it asked to reserve for.
         limit: u64,
     },
+    /// The queue number names no untagged queue of the stream.
     #[error("queue {0} does not exist")]
     InvalidQn(u32),
+    /// The queue already holds `capacity` completions: this one was refused and counted.
     #[error("CQ overflow: {capacity} completions are waiting")]
-    Overflow { capacity: usize },
+    Overflow {
+        /// The CQ's capacity, all of it taken.
+        capacity: usize,
+    },
 }
 
 /// The reservation book of a completion queue: its capacity and what attached
@@ -131,6 +165,7 @@ struct LedgerInner {
 }
 
 impl CqLedger {
+    /// A ledger for a CQ of `capacity` completions, nothing reserved.
     pub fn new(capacity: usize) -> Self {
         Self {
             inner: Arc::new(Mutex::new(LedgerInner {
@@ -145,6 +180,7 @@ impl CqLedger {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Most completions the CQ holds at once.
     pub fn capacity(&self) -> usize {
         self.lock().capacity
     }
@@ -214,6 +250,7 @@ impl AsRef<CqLedger> for CompletionQueue {
 }
 
 impl CompletionQueue {
+    /// An empty queue of `capacity` completions, nothing reserved.
     pub fn new(capacity: usize) -> Self {
         Self {
             ledger: CqLedger::new(capacity),
@@ -228,6 +265,7 @@ impl CompletionQueue {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Most completions the queue holds at once.
     pub fn capacity(&self) -> usize {
         self.ledger.capacity()
     }
@@ -242,6 +280,7 @@ impl CompletionQueue {
         self.entries().q.len()
     }
 
+    /// Whether no completion is waiting.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -268,6 +307,7 @@ impl CompletionQueue {
         Ok(())
     }
 
+    /// Take the oldest completion, if any.
     pub fn poll(&self) -> Option<Completion> {
         self.entries().q.pop_front()
     }
@@ -281,10 +321,12 @@ pub struct CqReservation {
 }
 
 impl CqReservation {
+    /// The source the reservation is for.
     pub fn source(&self) -> CqSource {
         self.source
     }
 
+    /// The ledger the reservation is held on.
     pub fn ledger(&self) -> &CqLedger {
         &self.ledger
     }

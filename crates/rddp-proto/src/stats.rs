@@ -7,6 +7,8 @@
 //! Terminate leaves or arrives and when a completion comes out. Nothing here locks
 //! or allocates; a driver reads a copy with [`crate::rdmap::RdmapStream::stats`].
 
+#![warn(missing_docs)]
+
 use crate::rdmap::WcStatus;
 use rddp_wire::TerminateCode;
 
@@ -62,6 +64,7 @@ impl TerminateClasses {
         *slot += 1;
     }
 
+    /// All Terminates counted.
     pub fn total(&self) -> u64 {
         self.rdmap_catastrophic
             + self.rdmap_protection
@@ -102,17 +105,26 @@ impl TerminateClasses {
 /// Completions handed out, by status.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CompletionCounts {
+    /// [`WcStatus::Success`]: completed without error.
     pub success: u64,
+    /// [`WcStatus::LocalLength`]: a message longer than its receive buffer.
     pub local_length: u64,
+    /// [`WcStatus::LocalProtection`]: a local STag not usable for the request.
     pub local_protection: u64,
+    /// [`WcStatus::LocalQpOperation`]: an RDMA Read on a stream with ORD 0.
     pub local_qp_operation: u64,
+    /// [`WcStatus::RemoteAccess`]: the peer refused an access to its memory.
     pub remote_access: u64,
+    /// [`WcStatus::RemoteOperation`]: the peer reported another error.
     pub remote_operation: u64,
+    /// [`WcStatus::Flushed`]: handed back by teardown without running.
     pub flushed: u64,
+    /// [`WcStatus::Fatal`]: a local catastrophic error.
     pub fatal: u64,
 }
 
 impl CompletionCounts {
+    /// Count one completion of status `s`.
     pub fn count(&mut self, s: WcStatus) {
         *match s {
             WcStatus::Success => &mut self.success,
@@ -126,6 +138,7 @@ impl CompletionCounts {
         } += 1;
     }
 
+    /// All completions counted.
     pub fn total(&self) -> u64 {
         self.fields().iter().map(|(_, n)| n).sum()
     }
@@ -205,7 +218,9 @@ pub struct StreamStats {
     /// Payload octets copied out of region leases in user space on their way
     /// to the LLP: 0 where the LLP writes from the region itself.
     pub tx_copied_octets: u64,
+    /// Terminates this side sent, by class.
     pub terminates_sent: TerminateClasses,
+    /// Terminates received from the peer, by class.
     pub terminates_received: TerminateClasses,
     /// Completions handed to the ULP, by status.
     pub completions: CompletionCounts,

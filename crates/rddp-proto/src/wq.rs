@@ -21,6 +21,8 @@
 //!   or doubled); once the stream is closed, those still in it complete as flushed
 //!   (none lost).
 
+#![warn(missing_docs)]
+
 use crate::cq::{CqError, CqLedger, CqReservation, CqSource};
 use crate::ddp::PoolId;
 use crate::mem::StreamId;
@@ -34,9 +36,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// Which queue a slot belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WorkQueue {
+    /// The send queue: a slot per work request until its completion is polled.
     Send,
+    /// A queue pair's own receive queue: a slot per posted receive.
     Recv,
+    /// A shared receive queue: a slot per buffer, free, held or completed.
     SharedRecv,
+    /// A per-stream credit window: a slot per credit granted.
     Credits,
 }
 
@@ -66,7 +72,9 @@ impl fmt::Display for WorkQueue {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the {queue} holds its maximum of {limit} {}; poll the completion queue first", .queue.counts())]
 pub struct QueueFull {
+    /// The queue that refused.
     pub queue: WorkQueue,
+    /// Its limit: the completions it reserved on its CQ.
     pub limit: usize,
 }
 
@@ -86,6 +94,7 @@ struct SlotsInner {
 }
 
 impl Slots {
+    /// `limit` slots of `queue`, none taken, counted against no reservation.
     pub fn new(queue: WorkQueue, limit: usize) -> Self {
         Self::build(queue, limit, None)
     }
@@ -106,10 +115,12 @@ impl Slots {
         }
     }
 
+    /// The queue the slots belong to.
     pub fn queue(&self) -> WorkQueue {
         self.inner.queue
     }
 
+    /// Most slots that may be taken at once.
     pub fn limit(&self) -> usize {
         self.inner.limit
     }
@@ -175,15 +186,17 @@ impl Drop for Held {
 }
 
 /// The receives posted on one queue and not yet completed, oldest first. An
-/// ordered receive queue completes them in the order posted (RFC 5041 §5.3:
-/// each Send takes the next buffer), so a completion is the oldest one and
-/// taking it is O(1); another (a repeated wr_id, say) is looked for.
+/// ordered receive queue completes them in the order posted (each Send takes
+/// the next buffer, RFC 5040 §5.3, and DDP delivers in order, RFC 5041 §5.3),
+/// so a completion is the oldest one and taking it is O(1); another (a
+/// repeated wr_id, say) is looked for.
 #[derive(Debug, Default)]
 pub struct RecvLedger {
     outstanding: VecDeque<u64>,
 }
 
 impl RecvLedger {
+    /// A receive `wr_id` was posted: it is now outstanding.
     pub fn posted(&mut self, wr_id: u64) {
         self.outstanding.push_back(wr_id);
     }
@@ -209,10 +222,12 @@ impl RecvLedger {
         self.outstanding.iter().copied().collect()
     }
 
+    /// Receives outstanding.
     pub fn len(&self) -> usize {
         self.outstanding.len()
     }
 
+    /// Whether no receive is outstanding.
     pub fn is_empty(&self) -> bool {
         self.outstanding.is_empty()
     }
@@ -222,12 +237,25 @@ impl RecvLedger {
 #[derive(Debug, Clone)]
 pub enum RecvPlan {
     /// Its own ordered receive queue of this depth.
-    Own { depth: usize },
+    Own {
+        /// The queue's depth: most receives posted at once.
+        depth: usize,
+    },
     /// A shared receive queue of strategy 2: `slots` are the pool's (limit: its
     /// size); the CQ reserves the whole pool, once for all its queue pairs.
-    Pool { pool: PoolId, slots: Slots },
+    Pool {
+        /// The shared receive queue.
+        pool: PoolId,
+        /// The pool's slots.
+        slots: Slots,
+    },
     /// A pool with per-stream credits (strategy 3), at most `limit` outstanding.
-    Credits { slots: Slots, limit: usize },
+    Credits {
+        /// The slots of the queue pair's credits.
+        slots: Slots,
+        /// Most credits outstanding at once.
+        limit: usize,
+    },
 }
 
 #[derive(Debug)]

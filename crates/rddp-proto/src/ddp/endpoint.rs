@@ -7,18 +7,26 @@ use crate::mem::MemoryTable;
 /// The layer above an LLP adaptation, segment by segment (RFC 5041 §3's LLP contract:
 /// whole segments with their sender order in, segments out, MULPDU changes, close).
 pub trait SegmentEndpoint: Send + std::fmt::Debug {
+    /// A received segment, whole, at sender position `seq`: validated, then placed
+    /// (RFC 5041 §7.1). A refusal makes the stream erroneous and places nothing.
     fn on_segment(
         &mut self,
         mem: &MemoryTable,
         seq: SenderSeq,
         seg: &[u8],
     ) -> Result<(), StreamError>;
+    /// The next segment for the LLP to send, if any.
     fn poll_segment(&mut self) -> Option<OutSegment>;
     /// Whether every queued message has been handed to the LLP.
     fn drained(&self) -> bool;
+    /// The LLP's MULPDU changed (RFC 5041 §3); refused if it cannot hold an untagged
+    /// header and one octet.
     fn set_mulpdu(&mut self, mulpdu: usize) -> Result<(), SourceError>;
     /// Graceful teardown requested by the peer or the ULP.
     fn close(&mut self);
+    /// The LLP stream is gone (`graceful`: closed in order, else reset or lost).
+    /// The stream closes: unsent messages are dropped, posted receives flushed
+    /// back (RFC 5041 §6).
     fn on_llp_closed(&mut self, graceful: bool);
 
     /// The LLP accepted every octet of the oldest segment [`Self::poll_segment`]

@@ -15,8 +15,11 @@ pub enum Payload {
     /// `len` octets of `region`'s data from `offset`, read when written. The
     /// range lies inside the region (checked when the lease was made).
     Region {
+        /// The region leased (its handle keeps it alive).
         region: RegionRef,
+        /// Offset of the first octet in the region's data.
         offset: usize,
+        /// Octets leased.
         len: usize,
     },
 }
@@ -51,6 +54,7 @@ impl Payload {
         })
     }
 
+    /// Octets in the payload.
     pub fn len(&self) -> usize {
         match self {
             Self::Bytes(b) => b.len(),
@@ -58,6 +62,7 @@ impl Payload {
         }
     }
 
+    /// Whether the payload has no octets.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

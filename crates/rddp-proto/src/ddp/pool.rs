@@ -43,7 +43,9 @@ pub enum BufferOrdering {
 /// How a pool is set up; fixed at creation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PoolConfig {
+    /// Strategy 2 or 3: how an MSN is judged valid.
     pub strategy: PoolStrategy,
+    /// When a new MSN takes buffers.
     pub ordering: BufferOrdering,
     /// Most buffers the pool ever holds, free or held by a message not yet
     /// delivered (posting beyond is refused). Bounds the completions the pool's
@@ -88,9 +90,13 @@ pub enum PoolEvent {
     /// of "out-of-control" streams; no action is taken). Raised once per crossing:
     /// the stream must drop back to the limit before it can raise it again.
     SoftLimit {
+        /// The stream concerned.
         stream: StreamId,
+        /// Its queue drawing on the pool.
         qn: u32,
+        /// Buffers the queue holds now.
         held: usize,
+        /// The soft limit it passed.
         limit: usize,
     },
     /// The pool is empty while the stream holds buffers only for MSNs after
@@ -100,10 +106,15 @@ pub enum PoolEvent {
     /// this way, so none will come back without the ULP. Raised once per stream per
     /// empty spell.
     Stranded {
+        /// The stream concerned.
         stream: StreamId,
+        /// Its queue drawing on the pool.
         qn: u32,
+        /// The oldest undelivered MSN, which has no buffer.
         missing_msn: u32,
+        /// Buffers the queue holds for later MSNs.
         held: usize,
+        /// Whether every queue holding buffers of the pool is stranded the same way.
         deadlock: bool,
     },
     /// This many events were dropped because the queue was full.
@@ -114,8 +125,10 @@ pub enum PoolEvent {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum PoolError {
+    /// The pool holds [`PoolConfig::max_buffers`] already (the value), free or held.
     #[error("the pool already holds its maximum of {0} buffers, free or held by a message")]
     Full(usize),
+    /// A receive posted into a region names octets past the region's end.
     #[error("a receive names octets past the end of its region")]
     OutsideRegion,
 }
@@ -140,7 +153,9 @@ pub struct PoolStats {
     pub taken: u64,
     /// Requests refused because the pool had too few buffers.
     pub empty: u64,
+    /// [`PoolEvent::SoftLimit`] events raised.
     pub soft_limit_events: u64,
+    /// [`PoolEvent::Stranded`] events raised.
     pub stranded_events: u64,
 }
 
@@ -204,6 +219,7 @@ impl QueueKey {
 }
 
 impl BufferPool {
+    /// An empty pool with a fresh [`PoolId`].
     pub fn new(cfg: PoolConfig) -> Self {
         Self {
             inner: Arc::new(Mutex::new(PoolInner {
@@ -223,10 +239,12 @@ impl BufferPool {
         }
     }
 
+    /// The pool's identity, unique in the process (completion-queue reservations).
     pub fn id(&self) -> PoolId {
         self.id
     }
 
+    /// The configuration the pool was made with.
     pub fn config(&self) -> PoolConfig {
         self.cfg
     }
@@ -275,6 +293,7 @@ impl BufferPool {
         self.lock().held
     }
 
+    /// A copy of the pool's counters.
     pub fn stats(&self) -> PoolStats {
         self.lock().stats
     }
@@ -297,8 +316,9 @@ impl BufferPool {
 
 impl PoolInner {
     fn post(&mut self, buf: Posted) -> Result<(), PoolError> {
-        // Seed 003: the CQ "may be sized to allow for every buffer in the pool to
-        // be completed to it": every buffer, free or held, counts.
+        // The RDDP working group's note on sharing buffers and credits: the CQ
+        // "may be sized to allow for every buffer in the pool to be completed to
+        // it", so every buffer, free or held, counts.
         if self.free.len() + self.held >= self.cfg.max_buffers {
             return Err(PoolError::Full(self.cfg.max_buffers));
         }
@@ -385,7 +405,7 @@ impl PoolInner {
         self.check_stranded(key);
     }
 
-    /// Seed 003: with arrival ordering, later MSNs can hold every buffer so that
+    /// With arrival ordering, later MSNs can hold every buffer so that
     /// intermediate MSNs cannot be received. Tell the ULP instead of hanging: once
     /// per queue per empty spell. `changed` is the queue just updated.
     fn check_stranded(&mut self, changed: QueueKey) {

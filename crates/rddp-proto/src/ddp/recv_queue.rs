@@ -37,8 +37,11 @@ pub struct RecvBuffer {
 /// (shared receive queue, credits) hands it to the message that takes it.
 #[derive(Debug, Clone)]
 pub struct RegionSpan {
+    /// The registered region the message goes into.
     pub region: RegionRef,
+    /// Offset of the span's first octet in the region's data.
     pub offset: usize,
+    /// Octets in the span: the longest message it takes.
     pub len: usize,
 }
 
@@ -54,8 +57,12 @@ impl RegionSpan {
 /// How a queue decides that an MSN is valid and when a buffer is associated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RecvModel {
+    /// Strategy 1: each posted buffer is pre-assigned to the next MSN; an MSN is
+    /// valid iff it has a buffer (else 1/2/0x02, RFC 5041 §7.2).
     #[default]
     OrderedQueue,
+    /// Strategy 3: an MSN is valid iff it lies in the granted range (else 1/2/0x03);
+    /// its buffer is taken from the queue's pool when its first segment arrives.
     Credits,
 }
 
@@ -330,12 +337,12 @@ impl UntaggedQueue {
     /// The first slot key a new message at `key` takes a pool buffer for.
     fn first_to_take(&self, ordering: BufferOrdering, key: u64) -> u64 {
         match ordering {
-            // Seed 003: a buffer for MSN x takes one for every earlier MSN not
-            // yet seen. Sequential slots form a run from `expected_abs`.
+            // Sequential ordering: a buffer for MSN x takes one for every
+            // earlier MSN not yet seen. Sequential slots form a run from `expected_abs`.
             BufferOrdering::Sequential => {
                 self.slots.last_key().map_or(self.expected_abs, |k| k + 1)
             }
-            // Seed 003: a new MSN consumes at most one buffer.
+            // Arrival ordering: a new MSN consumes at most one buffer.
             BufferOrdering::Arrival => key,
         }
     }

@@ -22,18 +22,27 @@ pub enum Delivery {
     /// A tagged message is complete: an internal event for RDMAP (Read Response
     /// completion, ordering of later Sends); its data is already in place.
     Tagged {
+        /// The RsvdULP octet of the tagged header (RDMAP: its control octet).
         rsvd_ulp: u8,
+        /// The STag the message was placed under.
         stag: u32,
         /// TO of the message's first octet.
         to: u64,
+        /// Payload octets of the message.
         len: u64,
     },
     /// An untagged message filled `buffer.data[..len]`.
     Untagged {
+        /// RsvdULP of the message's last (L=1) segment (RDMAP: control octet, then the
+        /// Invalidate STag).
         rsvd_ulp: [u8; 5],
+        /// The untagged queue (RFC 5041 §4.3).
         qn: u32,
+        /// The message's sequence number on that queue (RFC 5041 §4.3).
         msn: u32,
+        /// Octets of `buffer.data` the message filled.
         len: u32,
+        /// The receive buffer, handed back to the ULP.
         buffer: RecvBuffer,
     },
 }
@@ -41,10 +50,13 @@ pub enum Delivery {
 /// Counters for tests, the tool and benchmarks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SinkStats {
+    /// Received segments placed (those refused are counted by the stream).
     pub segments_placed: u64,
+    /// Payload octets placed.
     pub bytes_placed: u64,
     /// Segments placed while an earlier segment (in sender order) was still missing.
     pub placed_out_of_order: u64,
+    /// Messages delivered to the ULP in order.
     pub messages_delivered: u64,
     /// Received payload octets copied in user space on their way to their
     /// final place (0 where the LLP reads payloads straight into place).
@@ -82,6 +94,7 @@ struct TaggedAcc {
 pub struct TaggedProgress {
     /// RsvdULP of its first segment (RDMAP: the control octet).
     pub rsvd_ulp: u8,
+    /// The STag its first segment named; every later one must name it too.
     pub stag: u32,
     /// TO where the next segment must start.
     pub next_to: u64,
@@ -134,6 +147,8 @@ fn tagged_continues(
 }
 
 impl DdpSink {
+    /// A sink for `stream` whose tagged segments may use STags of `pd`, with
+    /// `cfg.num_qns` ordered receive queues and no buffers.
     pub fn new(stream: StreamId, pd: PdId, cfg: &DdpConfig) -> Self {
         Self {
             stream,
@@ -149,10 +164,12 @@ impl DdpSink {
         }
     }
 
+    /// The stream this sink receives for.
     pub fn stream(&self) -> StreamId {
         self.stream
     }
 
+    /// The protection domain whose STags the stream may use (RFC 5042).
     pub fn pd(&self) -> PdId {
         self.pd
     }
@@ -265,6 +282,7 @@ impl DdpSink {
         })
     }
 
+    /// A copy of the sink's counters.
     pub fn stats(&self) -> SinkStats {
         self.stats
     }

@@ -11,7 +11,9 @@ use std::collections::VecDeque;
 /// a region lease is read when the LLP writes the segment).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutSegment {
+    /// The segment's DDP header (tagged or untagged, RFC 5041 §4).
     pub header: DdpHeader,
+    /// The segment's payload: at most the MULPDU less the header.
     pub payload: Payload,
 }
 
@@ -21,6 +23,7 @@ impl OutSegment {
         self.header.len() + self.payload.len()
     }
 
+    /// Always false: a segment has at least its header.
     pub fn is_empty(&self) -> bool {
         false
     }
@@ -35,6 +38,7 @@ impl OutSegment {
         self.payload.with(|p| out.extend_from_slice(p));
     }
 
+    /// The segment's octets, copied (tests and diagnostics).
     pub fn to_vec(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(self.len());
         self.write_to(&mut v);
@@ -77,6 +81,9 @@ pub struct DdpSource {
 }
 
 impl DdpSource {
+    /// A source for `num_qns` untagged queues, each starting at MSN 1 (RFC 5041
+    /// §4.3), cutting segments of at most `mulpdu` octets; refused if `mulpdu`
+    /// cannot hold an untagged header and one octet.
     pub fn new(num_qns: u32, mulpdu: usize) -> Result<Self, SourceError> {
         check_mulpdu(mulpdu)?;
         Ok(Self {
@@ -95,6 +102,7 @@ impl DdpSource {
         Ok(())
     }
 
+    /// The current MULPDU: the largest segment cut, header included.
     pub fn mulpdu(&self) -> usize {
         self.mulpdu
     }

@@ -24,11 +24,13 @@ use std::collections::VecDeque;
 /// Where a stream is in its life.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StreamState {
+    /// Sending and receiving.
     Open,
     /// Graceful teardown requested: queued messages still leave, new ones are refused.
     Closing,
     /// A fatal error was reported; waiting for the ULP's abortive teardown.
     Erroneous(TerminateCode),
+    /// Torn down (gracefully or not): nothing is sent or received any more.
     Closed,
 }
 
@@ -40,7 +42,10 @@ pub enum StreamEvent {
     /// A posted receive buffer handed back unused by teardown.
     Flushed(RecvBuffer),
     /// The stream is closed; `graceful` tells which teardown ended it.
-    Closed { graceful: bool },
+    Closed {
+        /// Whether the teardown was graceful (RFC 5041 §6).
+        graceful: bool,
+    },
 }
 
 /// One DDP stream (one MPA connection or one SCTP stream pair).
@@ -57,6 +62,8 @@ pub struct DdpStream {
 }
 
 impl DdpStream {
+    /// An open stream `stream` of protection domain `pd` (RFC 5042: its tagged
+    /// segments may use STags of `pd` only); refused if `cfg.mulpdu` is too small.
     pub fn new(stream: StreamId, pd: PdId, cfg: DdpConfig) -> Result<Self, SourceError> {
         Ok(Self {
             source: DdpSource::new(cfg.num_qns, cfg.mulpdu)?,
@@ -68,14 +75,17 @@ impl DdpStream {
         })
     }
 
+    /// The stream's identity, as the ULP chose it.
     pub fn id(&self) -> StreamId {
         self.sink.stream()
     }
 
+    /// The stream's protection domain.
     pub fn pd(&self) -> PdId {
         self.sink.pd()
     }
 
+    /// Where the stream is in its life.
     pub fn state(&self) -> &StreamState {
         &self.state
     }
@@ -96,10 +106,14 @@ impl DdpStream {
         self.source.set_mulpdu(mulpdu)
     }
 
+    /// The current MULPDU: the largest segment cut, header included.
     pub fn mulpdu(&self) -> usize {
         self.source.mulpdu()
     }
 
+    /// Queue a tagged message: `payload` goes to the peer's (`stag`, `to`), with
+    /// `rsvd_ulp` in every segment's header (RFC 5041 §4.2). Refused on a stream
+    /// not open, or if the message is 2^32 octets or longer or its TOs would wrap.
     pub fn send_tagged(
         &mut self,
         rsvd_ulp: u8,
@@ -183,8 +197,8 @@ impl DdpStream {
         self.sink.grant_credits(qn, n)
     }
 
-    /// Draw `qn`'s receive buffers from a pool that other streams may share (seed
-    /// 003, strategies 2 and 3); before any traffic on it.
+    /// Draw `qn`'s receive buffers from a pool that other streams may share
+    /// (docs/receive-strategies.md, strategies 2 and 3); before any traffic on it.
     pub fn set_recv_pool(&mut self, qn: u32, pool: &BufferPool) -> Result<(), StreamError> {
         Ok(self.sink.set_recv_pool(qn, pool)?)
     }
@@ -199,6 +213,9 @@ impl DdpStream {
         self.sink.bind_cq(qn, cq, limit)
     }
 
+    /// Post a receive buffer on `qn`: on an ordered queue it is assigned to the
+    /// next MSN without one, else it goes to the queue's pool. Refused once the
+    /// stream is erroneous or closed.
     pub fn post_recv(&mut self, qn: u32, buf: RecvBuffer) -> Result<(), StreamError> {
         match self.state {
             StreamState::Open | StreamState::Closing => Ok(self.sink.post_recv(qn, buf)?),
@@ -239,22 +256,27 @@ impl DdpStream {
             .map_err(|e| self.refuse(e))
     }
 
+    /// The next message delivered in order, if any.
     pub fn poll_delivery(&mut self) -> Option<Delivery> {
         self.sink.poll_delivery()
     }
 
+    /// The next event (error, flushed buffer, close), if any.
     pub fn poll_event(&mut self) -> Option<StreamEvent> {
         self.events.pop_front()
     }
 
+    /// The receiving half, for inspection.
     pub fn sink(&self) -> &DdpSink {
         &self.sink
     }
 
+    /// The sink's counters.
     pub fn sink_stats(&self) -> SinkStats {
         self.sink.stats()
     }
 
+    /// The source's counters.
     pub fn source_stats(&self) -> SourceStats {
         self.source.stats()
     }

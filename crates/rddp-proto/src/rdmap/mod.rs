@@ -11,6 +11,8 @@
 //!   order; Read Responses are matched first-in first-out to outstanding requests.
 //!   ORD bounds our outstanding Reads, IRD the peer's; fencing waits for Reads.
 
+#![warn(missing_docs)]
+
 mod rx;
 mod rx_batch;
 mod rx_direct;
@@ -38,6 +40,7 @@ pub const INTERNAL_WR_ID: u64 = 1 << 63;
 /// Per-stream RDMAP settings; IRD/ORD come from connection setup (RFC 6581).
 #[derive(Debug, Clone, Copy)]
 pub struct RdmapConfig {
+    /// The DDP stream's settings; RDMAP needs its 3 untagged queues (RFC 5040 §4.2).
     pub ddp: DdpConfig,
     /// Inbound RDMA Read queue depth: Read Requests we serve at once.
     pub ird: u32,
@@ -136,6 +139,10 @@ pub struct RdmapStream {
 }
 
 impl RdmapStream {
+    /// An RDMAP stream over a new DDP stream `stream` of protection domain `pd`.
+    /// RDMAP's own receive buffers are posted at once: IRD + 1 for Read Requests
+    /// (QN 1) and one for the Terminate (QN 2, RFC 5040 §4.2). Refused if the DDP
+    /// stream cannot be made (MULPDU too small) or has fewer than 3 untagged queues.
     pub fn new(stream: StreamId, pd: PdId, cfg: RdmapConfig) -> Result<Self, SourceError> {
         let mut ddp = DdpStream::new(stream, pd, cfg.ddp)?;
         // RDMAP's own untagged buffers: IRD + 1 for Read Requests (one spare, so an
@@ -176,14 +183,17 @@ impl RdmapStream {
         })
     }
 
+    /// The DDP stream underneath.
     pub fn ddp(&self) -> &DdpStream {
         &self.ddp
     }
 
+    /// The DDP stream underneath, to drive it directly (LLP adaptations, tests).
     pub fn ddp_mut(&mut self) -> &mut DdpStream {
         &mut self.ddp
     }
 
+    /// The settings the stream was made with.
     pub fn config(&self) -> &RdmapConfig {
         &self.cfg
     }
@@ -334,6 +344,8 @@ impl RdmapStream {
         Ok(Some(buf))
     }
 
+    /// The next completion, in order: the send queue's in posting order (RFC 5040
+    /// §5.5), receives in the order their messages were delivered.
     pub fn poll_completion(&mut self) -> Option<Completion> {
         let c = self.completions.pop_front();
         // The RFC 6581 Read RTR is the LLP's, not the ULP's: not counted. (By
@@ -379,15 +391,17 @@ impl RdmapStream {
         self.ddp.count_copied(rx, tx);
     }
 
+    /// The next asynchronous event (a Terminate sent or received, the close), if any.
     pub fn poll_event(&mut self) -> Option<AsyncEvent> {
         self.events.pop_front()
     }
 
-    /// Graceful teardown by the ULP. Seed 000: "all in-progress DDP Messages
-    /// complete before the LLP Stream is closed; further ULP requests MUST return
-    /// error". Every request posted before still runs, including those that ORD or a
-    /// fence holds back, and every Read waits for its response; new requests
-    /// complete as flushed. [`Self::poll_close`] says when the LLP may close.
+    /// Graceful teardown by the ULP (RFC 5040 §6, RFC 5041 §6): every DDP message
+    /// in progress completes before the LLP stream is closed, and later ULP
+    /// requests return an error. Every request posted before still runs,
+    /// including those that ORD or a fence holds back, and every Read waits for
+    /// its response; new requests complete as flushed. [`Self::poll_close`] says
+    /// when the LLP may close.
     pub fn close(&mut self) {
         if !self.terminated {
             self.closing = true;

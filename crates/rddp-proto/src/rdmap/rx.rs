@@ -386,7 +386,7 @@ impl RdmapStream {
             let stag = u32::from_be_bytes([s[1], s[2], s[3], s[4]]);
             // Invalidate after placement, before delivery (RFC 5040 §5.5). Only
             // regions registered with `Access::REMOTE_INVALIDATE` may be (RFC 5042
-            // §5, RFC 5042 §5). The code is "STag cannot be invalidated" (RFC 5040
+            // §5). The code is "STag cannot be invalidated" (RFC 5040
             // §4.8): EType 1, Remote Protection, when the STag is valid but not the
             // peer's to invalidate (another PD or stream, or no such right), EType
             // 2, Remote Operation, when it names no valid region (as siw).

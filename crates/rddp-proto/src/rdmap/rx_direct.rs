@@ -185,7 +185,7 @@ impl RdmapStream {
     /// (`crc_ok`; true where the LLP has no check of its own). Only now is it
     /// delivered, completed or acted on. A failed check: Terminate 2/0/0x02,
     /// nothing of the segment delivered (its placed octets are undefined, RFC
-    /// 5044 §4), the stream dead.
+    /// 5044 §4.4), the stream dead.
     pub fn finish_segment(&mut self, mem: &MemoryTable, crc_ok: bool) -> Result<(), StreamError> {
         let Some(seq) = self.rx_begun.pop_front() else {
             return Err(StreamError::Closed);

@@ -65,7 +65,7 @@ impl RdmapStream {
             .push_back(AsyncEvent::TerminateSent { code, detail });
     }
 
-    /// A fatal error found below DDP by the LLP (e.g. an MPA CRC error, RFC 5044 §4):
+    /// A fatal error found below DDP by the LLP (e.g. an MPA CRC error, RFC 5044 §4.4):
     /// a Terminate with the code alone goes out as the last message, then the LLP
     /// closes.
     pub fn llp_error(&mut self, code: TerminateCode, detail: String) {

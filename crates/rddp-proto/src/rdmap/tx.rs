@@ -282,6 +282,7 @@ impl RdmapStream {
     "the RFC 6581 Read RTR cannot be sent: it needs a free ORD slot (ORD is {ord}) on a live stream with nothing queued ahead of it"
 )]
 pub struct RtrRefused {
+    /// The stream's ORD, as agreed at connection setup.
     pub ord: u32,
 }
 

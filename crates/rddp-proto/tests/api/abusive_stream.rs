@@ -48,7 +48,7 @@ enum Abuse {
     SkipFlood,
     /// First segments (L=0) of consecutive MSNs, never finished, BURST per round,
     /// in sender order: messages of one queue interleaved, refused at once with
-    /// 1/2/0x03 (RFC 5041 §5.3).
+    /// 1/2/0x03 (RFC 5041 §5.3, §7.2).
     NeverFinish,
     /// The same, each segment handed up out of order after a gap in sender order
     /// that never fills (an SCTP peer): every one is placed on arrival, none is

@@ -133,9 +133,9 @@ fn close_lets_work_held_back_by_ord_and_a_fence_finish() {
     h.s[0].close();
     assert!(h.s[0].is_closing());
     assert!(!h.s[0].poll_close(), "Reads are outstanding");
-    // Seed 000: further ULP requests return an error, in posting order
-    // behind the work before them (a completion says that all before it
-    // are done, ibv_poll_cq(3)).
+    // Graceful teardown (RFC 5040 §6): later ULP requests return an error,
+    // in posting order behind the work before them (a completion says that
+    // all before it are done, ibv_poll_cq(3)).
     h.post(0, send(9, false));
     assert_eq!(h.completions(0), vec![]);
     h.run();
@@ -327,7 +327,7 @@ fn untagged(last: bool, msn: u32, mo: u32, payload: &[u8]) -> Vec<u8> {
     v
 }
 
-/// Seed 003: the CQ is sized for every buffer of the pool. A buffer held by a
+/// The CQ is sized for every buffer of the pool (docs/receive-strategies.md). A buffer held by a
 /// message not yet delivered still counts, so free plus held never pass the size.
 #[test]
 fn a_pool_counts_held_buffers_against_its_size() {

@@ -1,5 +1,6 @@
-//! Seed 003, strategy 3: "unauthorized actions by the remote peer cannot provoke
-//! such a shortage". With a pool provisioned for every credit granted, nothing the
+//! Strategy 3 of docs/receive-strategies.md (the RDDP working group's note on
+//! sharing buffers and credits): "unauthorized actions by the remote peer
+//! cannot provoke such a shortage". With a pool provisioned for every credit granted, nothing the
 //! peer of stream A sends can leave stream B without a buffer for a valid MSN.
 
 use crate::common::*;

@@ -189,8 +189,8 @@ fn soft_limit_rearms_after_dropping_back() {
     assert_eq!(pool.stats().soft_limit_events, 2);
 }
 
-/// Seed 003: "with arrival-ordering ... all available buffers are being held by
-/// later MSNs". SCTP may hand MSNs 2..=5 up before MSN 1; they take the whole pool
+/// The RDDP working group's note on sharing buffers and credits: "with
+/// arrival-ordering ... all available buffers are being held by later MSNs". SCTP may hand MSNs 2..=5 up before MSN 1; they take the whole pool
 /// and MSN 1 can never be received. The ULP is told, naming the stream.
 #[test]
 fn arrival_ordering_hazard_is_detected_and_reported() {

@@ -7,7 +7,7 @@
 //! where they lie, and only then calls [`DdpSink::finish_segment`], which does the
 //! rest (statistics, sender-order bookkeeping, delivery). If the check fails the
 //! LLP calls [`DdpSink::abandon_segment`]: the placed octets are undefined and
-//! nothing is delivered (RFC 5044 §4). [`DdpSink::on_segment`] is these three steps
+//! nothing is delivered (RFC 5044 §4.4). [`DdpSink::on_segment`] is these three steps
 //! over a segment held whole (one set of rules).
 
 use super::*;
@@ -20,13 +20,19 @@ pub enum Target {
     /// Data octets `offset..offset + len` of `region` (lock it with
     /// [`crate::mem::Region::data_mut`] for each read).
     Region {
+        /// The region the payload goes into.
         region: RegionRef,
+        /// Offset of the payload's first octet in the region's data.
         offset: usize,
+        /// Payload octets.
         len: usize,
     },
     /// `len` octets of the engine's receive buffer for this segment:
     /// [`DdpSink::begun_buffer`] gives exactly them.
-    Buffer { len: usize },
+    Buffer {
+        /// Payload octets.
+        len: usize,
+    },
 }
 
 impl Target {
@@ -38,6 +44,7 @@ impl Target {
         }
     }
 
+    /// Whether no payload octet goes anywhere.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -115,9 +122,10 @@ impl DdpSink {
     }
 
     /// The receive buffer that an untagged message of queue `qn` arriving
-    /// next would fill from MO 0, and its MSN (see
-    /// [`crate::ddp::recv_queue::UntaggedQueue::next_posted`]); `None` while a
-    /// segment is begun or waits for an earlier one.
+    /// next would fill from MO 0, and its MSN: only on an ordered queue
+    /// (strategy 1), whose buffers are posted for their MSNs; `None` under the
+    /// pooled strategies (a buffer is taken only when its message arrives) and
+    /// while a segment is begun or waits for an earlier one.
     pub fn next_posted(&mut self, qn: u32) -> Option<(u32, &mut [u8])> {
         if !self.begun.is_empty() || !self.order.is_idle() {
             return None;
