@@ -88,7 +88,7 @@ fn usrsctp_available() -> Result<(), String> {
     rddp::transport::sctp::available().map_err(|m| format!("the SCTP demo needs libusrsctp: {m}"))
 }
 
-pub fn run(transport: &str) -> Result<(), String> {
+pub(crate) fn run(transport: &str) -> Result<(), String> {
     let dev = Device::new();
     let (cconn, sconn, where_) = connect_pair(transport)?;
     say!("rddp demo: a server and a client in this process over {where_}");

@@ -14,7 +14,7 @@ const CDYLIB: &str = "librddp_verbs_abi.so";
 const LIB_SUBDIR: &str = "rddp-verbs";
 
 #[derive(clap::Args, Clone)]
-pub struct ExecArgs {
+pub(crate) struct ExecArgs {
     /// Directory holding rddp's libibverbs.so.1 (default: rddp-verbs/ next to
     /// the rddp binary, made from librddp_verbs_abi.so there if missing).
     #[arg(long)]
@@ -25,7 +25,7 @@ pub struct ExecArgs {
 }
 
 /// Replaces this process with the command; returns only on failure.
-pub fn run(a: &ExecArgs) -> Result<std::convert::Infallible, String> {
+pub(crate) fn run(a: &ExecArgs) -> Result<std::convert::Infallible, String> {
     let dir = match &a.lib_dir {
         Some(d) => d.clone(),
         None => default_dir()?,

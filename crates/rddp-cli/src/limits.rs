@@ -3,7 +3,7 @@
 //! `rddp target` serves.
 
 /// Raise the soft RLIMIT_NOFILE to the hard limit. Returns a warning if that failed.
-pub fn raise_nofile() -> Option<String> {
+pub(crate) fn raise_nofile() -> Option<String> {
     use rustix::process::{Resource, getrlimit, setrlimit};
     let mut l = getrlimit(Resource::Nofile);
     if l.current == l.maximum {

@@ -9,14 +9,14 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
+pub(crate) enum Transport {
     Mpa,
     Sctp,
 }
 
 /// Responder-side policies.
 #[derive(Debug, Clone)]
-pub struct ListenOpts {
+pub(crate) struct ListenOpts {
     pub crc_required: bool,
     pub refuse_markers: bool,
     pub sctp_max_pending: usize,
@@ -43,7 +43,7 @@ impl Default for ListenOpts {
     }
 }
 
-pub trait Listener: Send + Sync {
+pub(crate) trait Listener: Send + Sync {
     fn local_addr(&self) -> String;
     /// The next connection, set up and ready to attach; a refused or failed setup
     /// is an error for that connection only.
@@ -51,7 +51,11 @@ pub trait Listener: Send + Sync {
 }
 
 /// Listen on `addr`; errors are one line saying what happened and what to try.
-pub fn listen(t: Transport, addr: &str, opts: &ListenOpts) -> Result<Box<dyn Listener>, String> {
+pub(crate) fn listen(
+    t: Transport,
+    addr: &str,
+    opts: &ListenOpts,
+) -> Result<Box<dyn Listener>, String> {
     match t {
         Transport::Mpa => {
             let mpa = MpaOptions {
@@ -108,7 +112,7 @@ fn free_udp_port(at: SocketAddrV4) -> Result<u16, String> {
 }
 
 /// Connect to `addr` (`recv_buffer`: MPA's SO_RCVBUF, `MpaOptions::recv_buffer`).
-pub fn connect(
+pub(crate) fn connect(
     t: Transport,
     addr: &str,
     crc: bool,

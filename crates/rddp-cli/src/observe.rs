@@ -14,7 +14,7 @@ use tracing_subscriber::EnvFilter;
 /// each `-v` one more (info, debug, trace), each `-q` one less (error, off).
 /// Without `-v`/`-q`, `RUST_LOG` (tracing-subscriber's filter syntax, e.g.
 /// `RUST_LOG=rddp=debug,rddp_mpa=info`) is used when set.
-pub fn init_logging(verbose: u8, quiet: u8) {
+pub(crate) fn init_logging(verbose: u8, quiet: u8) {
     let level = match i16::from(verbose) - i16::from(quiet) {
         ..=-2 => "off",
         -1 => "error",
@@ -41,7 +41,7 @@ pub fn init_logging(verbose: u8, quiet: u8) {
 
 /// `--pcap FILE` for a command that makes connections.
 #[derive(Args, Debug, Clone, Default)]
-pub struct CaptureArgs {
+pub(crate) struct CaptureArgs {
     /// Write what this process sends and receives on every connection to FILE, a
     /// pcap that Wireshark decodes (MPA: its iWARP dissectors; SCTP: UDP
     /// encapsulation, see the README).
@@ -50,11 +50,11 @@ pub struct CaptureArgs {
 }
 
 /// While alive, connections are recorded; dropping it closes the file.
-pub struct CaptureGuard(bool);
+pub(crate) struct CaptureGuard(bool);
 
 impl CaptureArgs {
     /// Start the capture if `--pcap` was given (before any connection is made).
-    pub fn start(&self) -> Result<CaptureGuard, String> {
+    pub(crate) fn start(&self) -> Result<CaptureGuard, String> {
         let Some(path) = &self.pcap else {
             return Ok(CaptureGuard(false));
         };
@@ -78,7 +78,7 @@ impl Drop for CaptureGuard {
 }
 
 /// A queue pair's counters as one JSON object (field names as in `QpStats`).
-pub fn stats_json(s: &QpStats) -> Value {
+pub(crate) fn stats_json(s: &QpStats) -> Value {
     let mut o = Map::new();
     for (k, v) in s.fields() {
         o.insert(k.into(), v.into());

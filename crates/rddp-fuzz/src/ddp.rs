@@ -90,7 +90,7 @@ pub(crate) struct Order {
 impl Order {
     /// The next position: in order, ahead (leaving a gap), the oldest gap, a
     /// duplicate, or anything.
-    pub fn pick(&mut self, input: &mut Input<'_>) -> u64 {
+    pub(crate) fn pick(&mut self, input: &mut Input<'_>) -> u64 {
         match input.u8() % 10 {
             0..=4 => self.hi,
             5 => self.hi.saturating_add(1 + u64::from(input.u8() % 8)),
@@ -110,7 +110,7 @@ impl Order {
         }
     }
 
-    pub fn accepted(&mut self, seq: u64) {
+    pub(crate) fn accepted(&mut self, seq: u64) {
         if self.used.len() < 4096 {
             self.used.insert(seq);
         }

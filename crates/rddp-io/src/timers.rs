@@ -12,19 +12,19 @@ pub(crate) struct Timers {
 }
 
 impl Timers {
-    pub fn insert(&mut self, at: Instant, task: u64) {
+    pub(crate) fn insert(&mut self, at: Instant, task: u64) {
         self.heap.push(Reverse((at, task)));
     }
 
     /// How long the loop may sleep: until the earliest entry (stale ones too).
-    pub fn timeout(&self, now: Instant) -> Option<Duration> {
+    pub(crate) fn timeout(&self, now: Instant) -> Option<Duration> {
         self.heap
             .peek()
             .map(|Reverse((at, _))| at.saturating_duration_since(now))
     }
 
     /// The next entry due by `now`, if any.
-    pub fn pop_due(&mut self, now: Instant) -> Option<(Instant, u64)> {
+    pub(crate) fn pop_due(&mut self, now: Instant) -> Option<(Instant, u64)> {
         match self.heap.peek() {
             Some(Reverse((at, _))) if *at <= now => self.heap.pop().map(|Reverse(e)| e),
             _ => None,

@@ -37,7 +37,7 @@ thread_local! {
 }
 
 impl Inbox {
-    pub fn post(&self, m: Msg) -> io::Result<()> {
+    pub(crate) fn post(&self, m: Msg) -> io::Result<()> {
         let mut q = self.msgs.lock().unwrap_or_else(|p| p.into_inner());
         let first = q.is_empty();
         q.push(m);
@@ -86,7 +86,7 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-    pub fn new(ids: Arc<AtomicU64>) -> io::Result<Self> {
+    pub(crate) fn new(ids: Arc<AtomicU64>) -> io::Result<Self> {
         let poll = Poll::new()?;
         let waker = Waker::new(poll.registry(), WAKER)?;
         Ok(Self {
@@ -102,13 +102,13 @@ impl Worker {
         })
     }
 
-    pub fn inbox(&self) -> Arc<Inbox> {
+    pub(crate) fn inbox(&self) -> Arc<Inbox> {
         self.inbox.clone()
     }
 
     /// The loop: wait for readiness, the inbox or the earliest deadline; run
     /// what is due. Returns on [`Msg::Stop`] (the tasks are dropped with it).
-    pub fn run(mut self) {
+    pub(crate) fn run(mut self) {
         let mut events = Events::with_capacity(EVENTS);
         let mut ready: Vec<u64> = Vec::new();
         OWN_INBOX.with(|c| c.set(Arc::as_ptr(&self.inbox)));

@@ -77,7 +77,12 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    pub fn new(role: Role, state: SessionState, peer_start: u64, ddp: Option<Upper>) -> Self {
+    pub(crate) fn new(
+        role: Role,
+        state: SessionState,
+        peer_start: u64,
+        ddp: Option<Upper>,
+    ) -> Self {
         Self {
             role,
             state,
@@ -94,7 +99,7 @@ impl Session {
 
     /// Over, with nothing of the peer's outstanding: the stream is free for the
     /// peer's next Initiate, and any other chunk on it fits no session.
-    pub fn idle(&self) -> bool {
+    pub(crate) fn idle(&self) -> bool {
         self.state == SessionState::Closed && self.peer_done
     }
 }

@@ -8,7 +8,7 @@
 //!
 //! Each object is a `Box` whose first field is the public struct, so the
 //! pointer handed to C is the pointer to the whole object, and the registry
-//! of [`live`] objects says which pointers are ours: an exported verb looks
+//! of `live` objects says which pointers are ours: an exported verb looks
 //! its argument up there before dereferencing it (invariant 2 of the crate).
 //! `ibv_poll_cq` is the exception: it is the data path, reached through
 //! `cq->context->ops`, which verbs.h's inline has already read through the

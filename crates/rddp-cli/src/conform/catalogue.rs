@@ -14,7 +14,7 @@ type Script = fn(&Ctx) -> Result<Verdict, String>;
 
 /// The transports a case applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Over {
+pub(super) enum Over {
     /// MPA/TCP only: its framing, its setup (RFC 5044, RFC 6581).
     Mpa,
     /// DDP over SCTP only: the adaptation's session rules (RFC 5043).
@@ -24,7 +24,7 @@ pub enum Over {
 }
 
 /// One case of the catalogue.
-pub struct Case {
+pub(super) struct Case {
     pub id: &'static str,
     pub rfc: &'static str,
     /// What the peer must do.
@@ -35,7 +35,7 @@ pub struct Case {
 
 impl Case {
     /// `Err` with why, when the case does not apply to `t`.
-    pub fn applies(&self, t: ConformTransport) -> Result<(), &'static str> {
+    pub(super) fn applies(&self, t: ConformTransport) -> Result<(), &'static str> {
         match (self.over, t) {
             (Over::Both, _)
             | (Over::Mpa, ConformTransport::Mpa)
@@ -48,7 +48,7 @@ impl Case {
     }
 }
 
-pub static CASES: &[Case] = &[
+pub(super) static CASES: &[Case] = &[
     Case {
         id: "mpa.rev1",
         rfc: "RFC 5044 §7.1.1",

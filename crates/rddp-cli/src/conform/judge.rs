@@ -6,7 +6,7 @@ use rddp_wire::{DdpHeader, Opcode, RdmapControl, TerminateCode, TerminateLayout,
 
 /// A case's result.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(super) enum Verdict {
     /// The peer did what the RFC asks (a note on how, possibly empty).
     Pass(String),
     /// It did not: what was expected, what came.
@@ -16,28 +16,28 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    pub fn fail(expected: impl Into<String>, got: impl Into<String>) -> Self {
+    pub(super) fn fail(expected: impl Into<String>, got: impl Into<String>) -> Self {
         Self::Fail {
             expected: expected.into(),
             got: got.into(),
         }
     }
 
-    pub fn pass(note: impl Into<String>) -> Self {
+    pub(super) fn pass(note: impl Into<String>) -> Self {
         Self::Pass(note.into())
     }
 
-    pub fn na(why: impl Into<String>) -> Self {
+    pub(super) fn na(why: impl Into<String>) -> Self {
         Self::NotApplicable(why.into())
     }
 
-    pub fn is_fail(&self) -> bool {
+    pub(super) fn is_fail(&self) -> bool {
         matches!(self, Self::Fail { .. })
     }
 }
 
 /// "1/1/0x03 (DDP TO wrap)".
-pub fn code_name(c: TerminateCode) -> String {
+pub(super) fn code_name(c: TerminateCode) -> String {
     format!("{}/{}/{:#04x} ({})", c.layer, c.etype, c.code, c.describe())
 }
 
@@ -66,7 +66,7 @@ fn sent_bare(c: TerminateCode) -> bool {
 /// The Terminate's format (RFC 5040 §4.8): control word in the RFC's layout, its
 /// own DDP header QN 2 / MSN 1 / MO 0 / L=1 / opcode 7, M and D for the codes
 /// that carry the offending header, and that header copied as we sent it.
-pub fn terminate_format(
+pub(super) fn terminate_format(
     h: &UntaggedHeader,
     t: &rddp_wire::ReceivedTerminate,
     offending: Option<&[u8]>,
@@ -121,7 +121,7 @@ pub fn terminate_format(
 /// `required` false a close without a Terminate passes too (LLP errors, where
 /// the Terminate is optional: RFC 5044 §8). `offending` is the segment that
 /// must be copied into the Terminate.
-pub fn terminate(
+pub(super) fn terminate(
     seen: &Seen,
     want: &[TerminateCode],
     required: bool,
@@ -165,7 +165,7 @@ pub fn terminate(
 
 /// A connection that must have stayed up: no Terminate, no close, and the
 /// probe (a zero-length Read) answered.
-pub fn alive(seen: &Seen, probed: bool, what: &str) -> Verdict {
+pub(super) fn alive(seen: &Seen, probed: bool, what: &str) -> Verdict {
     let expected = format!("{what} accepted: no Terminate, the connection carries on");
     if let Some(b) = &seen.broken {
         return Verdict::fail(expected, b.clone());
@@ -186,7 +186,7 @@ pub fn alive(seen: &Seen, probed: bool, what: &str) -> Verdict {
 }
 
 /// Octets read back after a failed operation: `before` must still be there.
-pub fn unchanged(before: &[u8], after: &[u8]) -> Result<(), String> {
+pub(super) fn unchanged(before: &[u8], after: &[u8]) -> Result<(), String> {
     if before == after {
         return Ok(());
     }

@@ -25,13 +25,13 @@ use std::net::ToSocketAddrs;
 use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ConformTransport {
+pub(crate) enum ConformTransport {
     Mpa,
     Sctp,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Role {
+pub(crate) enum Role {
     /// We connect to the peer (it is the MPA responder).
     Initiator,
     /// The peer connects to us.
@@ -39,7 +39,7 @@ pub enum Role {
 }
 
 #[derive(Debug, Clone, Args)]
-pub struct ConformArgs {
+pub(crate) struct ConformArgs {
     /// The peer under test (HOST:PORT); with `--role responder`, where we
     /// listen for it (port 0: any free one, printed on stderr).
     pub addr: String,
@@ -110,7 +110,7 @@ fn secs(v: f64, what: &str) -> Result<Duration, String> {
 }
 
 /// `Ok(true)` when every selected case passed or did not apply.
-pub fn run(a: &ConformArgs) -> Result<bool, String> {
+pub(crate) fn run(a: &ConformArgs) -> Result<bool, String> {
     let responder = a.role == Role::Responder;
     let cases = run::select(responder, a.only.as_deref(), a.skip.as_deref())?;
     if a.list {

@@ -17,11 +17,11 @@ use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 /// The sink STag our Read Requests name (we place Read Responses ourselves).
-pub const SINK_STAG: u32 = 0x00C0_FF00;
+pub(super) const SINK_STAG: u32 = 0x00C0_FF00;
 
 /// A buffer the peer lets us read and write: STag, TO, length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Buffer {
+pub(crate) struct Buffer {
     pub stag: u32,
     pub to: u64,
     pub len: u32,
@@ -29,7 +29,7 @@ pub struct Buffer {
 
 /// What a peer's first 20 (+ PD_Length) octets were.
 #[derive(Debug)]
-pub enum SetupReply {
+pub(super) enum SetupReply {
     /// A well-formed Reply (accepting or refusing, see R).
     Reply(MpaFrame),
     /// The peer closed (or reset) before a whole Reply came.
@@ -42,7 +42,7 @@ pub enum SetupReply {
 
 /// Everything a connection saw come back, for the judge.
 #[derive(Debug, Default)]
-pub struct Seen {
+pub(super) struct Seen {
     /// The first Terminate and its DDP header.
     pub terminate: Option<(UntaggedHeader, ReceivedTerminate)>,
     /// Segments other than the Terminate, in order.
@@ -69,7 +69,7 @@ enum Link {
     },
 }
 
-pub struct Peer {
+pub(super) struct Peer {
     link: Link,
     deadline: Instant,
     budget: usize,
@@ -84,7 +84,7 @@ pub struct Peer {
 }
 
 /// TCP connect within the deadline.
-pub fn dial(addr: SocketAddr, deadline: Instant) -> Result<TcpStream, String> {
+pub(super) fn dial(addr: SocketAddr, deadline: Instant) -> Result<TcpStream, String> {
     let left = deadline
         .saturating_duration_since(Instant::now())
         .max(Duration::from_millis(1));
@@ -107,12 +107,12 @@ fn would_block(e: &std::io::Error) -> bool {
 }
 
 /// Read the peer's Reply (20 octets, then PD_Length more).
-pub fn read_reply(sock: &mut TcpStream, deadline: Instant) -> SetupReply {
+pub(super) fn read_reply(sock: &mut TcpStream, deadline: Instant) -> SetupReply {
     read_frame(sock, deadline, FrameKind::Reply)
 }
 
 /// Read the peer's Request (as the responder); it comes back as `Reply(frame)`.
-pub fn read_request(sock: &mut TcpStream, deadline: Instant) -> SetupReply {
+pub(super) fn read_request(sock: &mut TcpStream, deadline: Instant) -> SetupReply {
     read_frame(sock, deadline, FrameKind::Request)
 }
 
@@ -152,7 +152,7 @@ fn read_frame(sock: &mut TcpStream, deadline: Instant, kind: FrameKind) -> Setup
 
 /// Wait for the peer to close: true if it did before the deadline. What it
 /// sent meanwhile is dropped.
-pub fn wait_close(sock: &mut TcpStream, deadline: Instant) -> bool {
+pub(super) fn wait_close(sock: &mut TcpStream, deadline: Instant) -> bool {
     let mut b = [0u8; 4096];
     loop {
         if !arm(sock, deadline) {
@@ -170,7 +170,7 @@ pub fn wait_close(sock: &mut TcpStream, deadline: Instant) -> bool {
 
 /// What the peer sends until it closes (true) or the deadline passes (false);
 /// at most 64 KiB kept.
-pub fn drain(sock: &mut TcpStream, deadline: Instant) -> (Vec<u8>, bool) {
+pub(super) fn drain(sock: &mut TcpStream, deadline: Instant) -> (Vec<u8>, bool) {
     let mut got = Vec::new();
     let mut b = [0u8; 4096];
     loop {
@@ -191,7 +191,7 @@ pub fn drain(sock: &mut TcpStream, deadline: Instant) -> (Vec<u8>, bool) {
 }
 
 /// A Request: `rev`, flags, the enhanced block (Rev 2 with E), private data.
-pub fn request(
+pub(super) fn request(
     rev: u8,
     markers: bool,
     crc: bool,
@@ -209,7 +209,7 @@ pub fn request(
 }
 
 /// The enhanced block we offer: IRD/ORD and the RTR types (A=1 if any).
-pub fn block(ird: u16, ord: u16, send: bool, write: bool, read: bool) -> EnhancedBlock {
+pub(super) fn block(ird: u16, ord: u16, send: bool, write: bool, read: bool) -> EnhancedBlock {
     EnhancedBlock {
         p2p: send || write || read,
         rtr_send: send,
@@ -224,7 +224,7 @@ impl Peer {
     /// Enter FPDU mode after `reply` answered `req` on `sock` (CRC if either
     /// side asked; Markers towards the peer if its Reply asked, towards us if we
     /// did: RFC 5044 §7.1.1).
-    pub fn new(
+    pub(super) fn new(
         sock: TcpStream,
         req: &MpaFrame,
         reply: MpaFrame,
@@ -250,7 +250,7 @@ impl Peer {
 
     /// FPDU mode as the responder, after our `reply` to the peer's `req`: the
     /// Markers directions swap (the peer's M bit asks for them in what we send).
-    pub fn responder(
+    pub(super) fn responder(
         sock: TcpStream,
         req: &MpaFrame,
         reply: MpaFrame,
@@ -269,7 +269,7 @@ impl Peer {
 
     /// The DDP session on stream `sid` of `assoc`, accepted (RFC 5043): no
     /// MPA, no CRC of ours (SCTP's own covers every packet).
-    pub fn sctp(assoc: Assoc, sid: u16, deadline: Instant) -> Self {
+    pub(super) fn sctp(assoc: Assoc, sid: u16, deadline: Instant) -> Self {
         Self {
             link: Link::Sctp {
                 assoc: Box::new(assoc),
@@ -291,19 +291,19 @@ impl Peer {
         }
     }
 
-    pub fn over_sctp(&self) -> bool {
+    pub(super) fn over_sctp(&self) -> bool {
         matches!(self.link, Link::Sctp { .. })
     }
 
     /// The association and stream of an SCTP session.
-    pub fn sctp_link(&mut self) -> Option<(&mut Assoc, u16)> {
+    pub(super) fn sctp_link(&mut self) -> Option<(&mut Assoc, u16)> {
         match &mut self.link {
             Link::Sctp { assoc, sid } => Some((assoc, *sid)),
             Link::Mpa { .. } => None,
         }
     }
 
-    pub fn crc(&self) -> bool {
+    pub(super) fn crc(&self) -> bool {
         match &self.link {
             Link::Mpa { enc, .. } => enc.crc,
             Link::Sctp { .. } => false,
@@ -311,7 +311,7 @@ impl Peer {
     }
 
     /// The RTR the Reply chose (RFC 6581), if any.
-    pub fn rtr(&self) -> Option<Opcode> {
+    pub(super) fn rtr(&self) -> Option<Opcode> {
         let b = self.reply.enhanced.filter(|b| b.p2p)?;
         if b.rtr_write {
             Some(Opcode::RDMA_WRITE)
@@ -325,7 +325,7 @@ impl Peer {
     }
 
     /// Octets onto the wire, within the case's budget.
-    pub fn send_raw(&mut self, b: &[u8]) -> Result<(), String> {
+    pub(super) fn send_raw(&mut self, b: &[u8]) -> Result<(), String> {
         if b.len() > self.budget {
             return Err(format!(
                 "the case would send more than its bound ({} octets left)",
@@ -341,7 +341,7 @@ impl Peer {
     }
 
     /// One DDP segment as one well-formed FPDU, or as one SCTP chunk.
-    pub fn send_segment(&mut self, seg: &[u8]) -> Result<(), String> {
+    pub(super) fn send_segment(&mut self, seg: &[u8]) -> Result<(), String> {
         if let Link::Sctp { assoc, sid } = &mut self.link {
             return assoc.segment(*sid, seg).map(|_| ());
         }
@@ -350,7 +350,7 @@ impl Peer {
     }
 
     /// The FPDU for `seg` as it would go out (the encoder advances).
-    pub fn encode(&mut self, seg: &[u8]) -> Result<Vec<u8>, String> {
+    pub(super) fn encode(&mut self, seg: &[u8]) -> Result<Vec<u8>, String> {
         let Link::Mpa { enc, .. } = &mut self.link else {
             return Err("no MPA framing over SCTP".into());
         };
@@ -363,7 +363,7 @@ impl Peer {
     /// The first FPDU after the Reply: the RTR the Reply chose, else a
     /// zero-length RDMA Write (which the peer must not validate, RFC 5041
     /// §7.1; it is the RFC 6581 Write RTR), so the responder may send.
-    pub fn start(&mut self) -> Result<(), String> {
+    pub(super) fn start(&mut self) -> Result<(), String> {
         match self.rtr() {
             Some(Opcode::READ_REQUEST) => self.read_request(0, 0, 0, 0),
             Some(Opcode::SEND) => self.send(&[]),
@@ -371,13 +371,13 @@ impl Peer {
         }
     }
 
-    pub fn write(&mut self, stag: u32, to: u64, payload: &[u8]) -> Result<(), String> {
+    pub(super) fn write(&mut self, stag: u32, to: u64, payload: &[u8]) -> Result<(), String> {
         let seg = tagged(Opcode::RDMA_WRITE, stag, to, true, payload);
         self.send_segment(&seg)
     }
 
     /// A whole Send (one segment) with the next MSN.
-    pub fn send(&mut self, payload: &[u8]) -> Result<(), String> {
+    pub(super) fn send(&mut self, payload: &[u8]) -> Result<(), String> {
         let msn = self.send_msn;
         self.send_msn = msn.wrapping_add(1);
         let seg = untagged(Opcode::SEND, qn::SEND, msn, 0, true, payload);
@@ -385,7 +385,7 @@ impl Peer {
     }
 
     /// A Read Request for `size` octets of (`stag`, `to`) into our sink.
-    pub fn read_request(
+    pub(super) fn read_request(
         &mut self,
         stag: u32,
         to: u64,
@@ -396,7 +396,13 @@ impl Peer {
         self.send_segment(&seg)
     }
 
-    pub fn read_request_segment(&mut self, stag: u32, to: u64, size: u32, sink_to: u64) -> Vec<u8> {
+    pub(super) fn read_request_segment(
+        &mut self,
+        stag: u32,
+        to: u64,
+        size: u32,
+        sink_to: u64,
+    ) -> Vec<u8> {
         let msn = self.read_msn;
         self.read_msn = msn.wrapping_add(1);
         let rr = ReadRequestHeader {
@@ -418,7 +424,7 @@ impl Peer {
 
     /// Read what the peer sends until `stop` says so, the peer closes, or the
     /// deadline (`until`, at most the case's) passes. Terminates are kept apart.
-    pub fn read_until(
+    pub(super) fn read_until(
         &mut self,
         until: Instant,
         mut stop: impl FnMut(&Seen) -> bool,
@@ -522,13 +528,13 @@ impl Peer {
     }
 
     /// Wait for the end of the connection (a Terminate, a close) until the deadline.
-    pub fn read_to_end(&mut self) -> Result<(), String> {
+    pub(super) fn read_to_end(&mut self) -> Result<(), String> {
         self.read_until(self.deadline, |_| false)
     }
 
     /// The advertisement as `rddp target` sends it: its first Send (QN 0, MSN 1),
     /// STag || TO || length, 16 octets; waits at most until `until`.
-    pub fn advertisement(&mut self, until: Instant) -> Result<Option<Buffer>, String> {
+    pub(super) fn advertisement(&mut self, until: Instant) -> Result<Option<Buffer>, String> {
         self.read_until(until, |s| s.segments.iter().any(|x| advert(x).is_some()))?;
         Ok(self.seen.segments.iter().find_map(|x| advert(x)))
     }
@@ -539,7 +545,7 @@ impl Peer {
     /// negotiated and may be 0) is only watched for half a second instead: a
     /// Read would break its IRD. Over SCTP, where nothing negotiates IRD
     /// (RFC 5043), the Read is sent: a peer that serves Reads takes one.
-    pub fn probe(&mut self, until: Instant) -> Result<bool, String> {
+    pub(super) fn probe(&mut self, until: Instant) -> Result<bool, String> {
         if !self.over_sctp() && self.reply.enhanced.is_none_or(|b| b.ird == 0) {
             self.quiet_for(Duration::from_millis(500))?;
             return Ok(self.seen.terminate.is_none() && !self.seen.closed);
@@ -552,12 +558,12 @@ impl Peer {
         Ok(self.seen.terminate.is_none() && self.read_responses() > before)
     }
 
-    pub fn read_responses(&self) -> usize {
+    pub(super) fn read_responses(&self) -> usize {
         count_responses(&self.seen.segments)
     }
 
     /// Stop reading after `d` (or the deadline), whatever came.
-    pub fn quiet_for(&mut self, d: Duration) -> Result<(), String> {
+    pub(super) fn quiet_for(&mut self, d: Duration) -> Result<(), String> {
         let until = Instant::now() + d;
         self.read_until(until, |s| s.terminate.is_some())?;
         self.seen.timed_out = false;
@@ -568,7 +574,7 @@ impl Peer {
     /// so that its close is not answered with a reset.
     /// Over SCTP: our Session Terminate (every session ends with at least
     /// one, RFC 5043), then the association's graceful SHUTDOWN.
-    pub fn close(self) {
+    pub(super) fn close(self) {
         let until = Instant::now() + Duration::from_millis(500);
         match self.link {
             Link::Mpa { mut sock, .. } => {
@@ -585,14 +591,14 @@ impl Peer {
 
     /// Read Response payloads for our sink, placed by TO; `None` until the
     /// last one (L=1) of `len` octets has come.
-    pub fn read_data(&self, len: usize) -> Option<Vec<u8>> {
+    pub(super) fn read_data(&self, len: usize) -> Option<Vec<u8>> {
         read_data(&self.seen.segments, len)
     }
 }
 
 /// Read Response payloads for our sink among `segs`, placed by TO; `None`
 /// until the last one (L=1) of `len` octets has come.
-pub fn read_data(segs: &[Vec<u8>], len: usize) -> Option<Vec<u8>> {
+pub(super) fn read_data(segs: &[Vec<u8>], len: usize) -> Option<Vec<u8>> {
     let mut out = vec![0u8; len];
     let mut done = false;
     for s in segs {
@@ -636,7 +642,7 @@ fn advert(s: &[u8]) -> Option<Buffer> {
 }
 
 /// A tagged segment (RDMAP opcode `op`).
-pub fn tagged(op: Opcode, stag: u32, to: u64, last: bool, payload: &[u8]) -> Vec<u8> {
+pub(super) fn tagged(op: Opcode, stag: u32, to: u64, last: bool, payload: &[u8]) -> Vec<u8> {
     let mut seg = TaggedHeader::new(last, RdmapControl::new(op).0, stag, to)
         .to_bytes()
         .to_vec();
@@ -645,7 +651,14 @@ pub fn tagged(op: Opcode, stag: u32, to: u64, last: bool, payload: &[u8]) -> Vec
 }
 
 /// An untagged segment (RDMAP opcode `op`).
-pub fn untagged(op: Opcode, qn: u32, msn: u32, mo: u32, last: bool, payload: &[u8]) -> Vec<u8> {
+pub(super) fn untagged(
+    op: Opcode,
+    qn: u32,
+    msn: u32,
+    mo: u32,
+    last: bool,
+    payload: &[u8],
+) -> Vec<u8> {
     let rsvd = [RdmapControl::new(op).0, 0, 0, 0, 0];
     let mut seg = UntaggedHeader::new(last, rsvd, qn, msn, mo)
         .to_bytes()

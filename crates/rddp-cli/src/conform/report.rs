@@ -4,7 +4,7 @@ use super::judge::Verdict;
 use super::run::Outcome;
 use serde_json::{Value, json};
 
-pub fn result_name(v: &Verdict) -> &'static str {
+pub(super) fn result_name(v: &Verdict) -> &'static str {
     match v {
         Verdict::Pass(_) => "pass",
         Verdict::Fail { .. } => "FAIL",
@@ -13,7 +13,7 @@ pub fn result_name(v: &Verdict) -> &'static str {
 }
 
 /// One table row: case, RFC section, result, and what came.
-pub fn row(o: &Outcome) -> String {
+pub(super) fn row(o: &Outcome) -> String {
     let detail = match &o.verdict {
         Verdict::Pass(n) => n.clone(),
         Verdict::Fail { expected, got } => format!("expected {expected}; got {got}"),
@@ -28,7 +28,7 @@ pub fn row(o: &Outcome) -> String {
     )
 }
 
-pub fn header() -> String {
+pub(super) fn header() -> String {
     format!(
         "{:<30} {:<28} {:<5} {:>9}  {}",
         "CASE", "RFC", "RESULT", "TIME", "DETAIL"
@@ -36,7 +36,7 @@ pub fn header() -> String {
 }
 
 /// (passed, failed, not applicable).
-pub fn counts(all: &[Outcome]) -> (usize, usize, usize) {
+pub(super) fn counts(all: &[Outcome]) -> (usize, usize, usize) {
     let n = |f: fn(&Verdict) -> bool| all.iter().filter(|o| f(&o.verdict)).count();
     (
         n(|v| matches!(v, Verdict::Pass(_))),
@@ -45,12 +45,12 @@ pub fn counts(all: &[Outcome]) -> (usize, usize, usize) {
     )
 }
 
-pub fn summary(all: &[Outcome]) -> String {
+pub(super) fn summary(all: &[Outcome]) -> String {
     let (p, f, na) = counts(all);
     format!("{p} passed, {f} failed, {na} not applicable")
 }
 
-pub fn json(peer: &str, transport: &str, role: &str, all: &[Outcome]) -> Value {
+pub(super) fn json(peer: &str, transport: &str, role: &str, all: &[Outcome]) -> Value {
     let cases: Vec<Value> = all
         .iter()
         .map(|o| {

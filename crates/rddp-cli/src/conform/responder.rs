@@ -16,7 +16,7 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::time::Instant;
 
-pub static CASES: &[Case] = &[
+pub(super) static CASES: &[Case] = &[
     Case {
         id: "initiator.setup",
         rfc: "RFC 5044 §7.1.1, §7.1.2",

@@ -17,10 +17,10 @@ const ADVERT_WAIT: Duration = Duration::from_secs(1);
 
 /// The stream of the standard SCTP session (any would do: RFC 5043 maps one
 /// DDP Stream to each pair of like-numbered SCTP streams).
-pub const SCTP_SID: u16 = 1;
+pub(super) const SCTP_SID: u16 = 1;
 
 /// What every case knows.
-pub struct Ctx {
+pub(super) struct Ctx {
     pub addr: SocketAddr,
     pub transport: ConformTransport,
     /// Time a case may take.
@@ -38,25 +38,25 @@ pub struct Ctx {
 }
 
 /// A set-up connection and the buffer it may use.
-pub struct Conn {
+pub(super) struct Conn {
     pub peer: Peer,
     pub buf: Option<Buffer>,
 }
 
 /// One case's result and how long it took.
-pub struct Outcome {
+pub(super) struct Outcome {
     pub case: &'static Case,
     pub verdict: Verdict,
     pub millis: u128,
 }
 
 impl Ctx {
-    pub fn deadline(&self) -> Instant {
+    pub(super) fn deadline(&self) -> Instant {
         Instant::now() + self.bound
     }
 
     /// `--role responder`: the peer's next connection, within `accept_wait`.
-    pub fn accept(&self) -> Result<TcpStream, String> {
+    pub(super) fn accept(&self) -> Result<TcpStream, String> {
         use rustix::event::{PollFd, PollFlags, Timespec, poll};
         let l = self.listener.as_ref().ok_or("not listening")?;
         let deadline = Instant::now() + self.accept_wait;
@@ -86,7 +86,11 @@ impl Ctx {
 
     /// TCP connect, send the Request `req` (as octets: it may be a broken
     /// one), read the Reply.
-    pub fn open(&self, req: &[u8], deadline: Instant) -> Result<(TcpStream, SetupReply), String> {
+    pub(super) fn open(
+        &self,
+        req: &[u8],
+        deadline: Instant,
+    ) -> Result<(TcpStream, SetupReply), String> {
         use std::io::Write;
         let mut sock = peer::dial(self.addr, deadline)?;
         if req.len() > self.budget {
@@ -98,7 +102,7 @@ impl Ctx {
     }
 
     /// FPDU mode after an accepting Reply; `Err` with what came otherwise.
-    pub fn accepted(
+    pub(super) fn accepted(
         &self,
         sock: TcpStream,
         req: &MpaFrame,
@@ -122,7 +126,7 @@ impl Ctx {
 
     /// The standard Request: Rev 2 with the enhanced block (IRD 16, ORD 16, the
     /// Write and Read RTRs offered), CRC asked, no Markers.
-    pub fn standard_request() -> MpaFrame {
+    pub(super) fn standard_request() -> MpaFrame {
         peer::request(
             2,
             false,
@@ -133,7 +137,7 @@ impl Ctx {
     }
 
     /// The peer's SCTP address (IPv4: as usrsctp's UDP encapsulation reaches it).
-    pub fn sctp_addr(&self) -> Result<SocketAddrV4, String> {
+    pub(super) fn sctp_addr(&self) -> Result<SocketAddrV4, String> {
         match self.addr {
             SocketAddr::V4(a) => Ok(a),
             SocketAddr::V6(a) => Err(format!("{a}: SCTP here needs an IPv4 address")),
@@ -141,14 +145,14 @@ impl Ctx {
     }
 
     /// A new association to the peer, up before `deadline`.
-    pub fn associate(&self, deadline: Instant) -> Result<Assoc, String> {
+    pub(super) fn associate(&self, deadline: Instant) -> Result<Assoc, String> {
         Assoc::connect(self.sctp_addr()?, deadline, self.budget)
     }
 
     /// An accepted DDP session on stream `sid` of `assoc` (Initiate, then the
     /// peer's Accept: RFC 5043), its private data `pd`; `Err` with what came
     /// otherwise.
-    pub fn initiate(
+    pub(super) fn initiate(
         &self,
         mut assoc: Assoc,
         sid: u16,
@@ -181,7 +185,7 @@ impl Ctx {
     /// first FPDU, the RTR, sent; over SCTP a session on [`SCTP_SID`] of a new
     /// association), and the buffer it may use (`--buffer`, else the
     /// advertisement, waited for briefly).
-    pub fn connect(&self, deadline: Instant) -> Result<Conn, String> {
+    pub(super) fn connect(&self, deadline: Instant) -> Result<Conn, String> {
         if self.transport == ConformTransport::Sctp {
             let assoc = self.associate(deadline)?;
             let mut p = self
@@ -212,7 +216,7 @@ impl Ctx {
     /// `n` octets at `off` in `buf`, read with an RDMA Read on a fresh
     /// connection; `Ok(None)` (and why) when that connection's buffer is
     /// another one (a peer that advertises a buffer per connection).
-    pub fn read_back(
+    pub(super) fn read_back(
         &self,
         buf: Buffer,
         off: u64,
@@ -243,7 +247,11 @@ impl Ctx {
 }
 
 /// Run `cases` one after the other against `ctx`.
-pub fn run_all(ctx: &Ctx, cases: &[&'static Case], mut each: impl FnMut(&Outcome)) -> Vec<Outcome> {
+pub(super) fn run_all(
+    ctx: &Ctx,
+    cases: &[&'static Case],
+    mut each: impl FnMut(&Outcome),
+) -> Vec<Outcome> {
     let mut out = Vec::new();
     for case in cases {
         let t0 = Instant::now();
@@ -267,7 +275,7 @@ pub fn run_all(ctx: &Ctx, cases: &[&'static Case], mut each: impl FnMut(&Outcome
 
 /// The cases of a role's catalogue that `--only` names (ids or prefixes such
 /// as `ddp.`; all without it) and `--skip` does not, in catalogue order.
-pub fn select(
+pub(super) fn select(
     responder: bool,
     only: Option<&str>,
     skip: Option<&str>,

@@ -19,11 +19,11 @@ use usrsctp_ffi::sys::{
 use usrsctp_ffi::{Encapsulation, Error, Notification, Received, Socket, Target, stack};
 
 /// Streams we ask for, inbound and outbound alike (RFC 5043: equal numbers).
-pub const STREAMS: u16 = 16;
+pub(super) const STREAMS: u16 = 16;
 
 /// A chunk the peer sent: its stream, PPID, DDP-SSN and what follows the DDP-SSN.
 #[derive(Debug, Clone)]
-pub struct Chunk {
+pub(super) struct Chunk {
     pub sid: u16,
     pub ppid: u32,
     pub ssn: u16,
@@ -32,11 +32,11 @@ pub struct Chunk {
 
 impl Chunk {
     /// The Session Control function, if this is a well-formed one.
-    pub fn control(&self) -> Option<SessionFunction> {
+    pub(super) fn control(&self) -> Option<SessionFunction> {
         self.session_control().map(|c| c.function)
     }
 
-    pub fn session_control(&self) -> Option<SessionControl> {
+    pub(super) fn session_control(&self) -> Option<SessionControl> {
         if self.ppid != PPID_SESSION_CONTROL {
             return None;
         }
@@ -47,7 +47,7 @@ impl Chunk {
 }
 
 /// One association to the peer under test.
-pub struct Assoc {
+pub(super) struct Assoc {
     sock: Socket,
     buf: Vec<u8>,
     next_ssn: Vec<u16>,
@@ -95,7 +95,11 @@ impl Assoc {
     /// An association to `addr` (SCTP port = UDP encapsulation port =
     /// `addr`'s port), up before `deadline`. The peer's Adaptation Layer
     /// Indication is recorded, not required: a case judges it.
-    pub fn connect(addr: SocketAddrV4, deadline: Instant, budget: usize) -> Result<Self, String> {
+    pub(super) fn connect(
+        addr: SocketAddrV4,
+        deadline: Instant,
+        budget: usize,
+    ) -> Result<Self, String> {
         start_stack()?;
         let s = Socket::new(false).map_err(e("socket"))?;
         s.set_adaptation_layer(ADAPTATION_DDP)
@@ -175,7 +179,7 @@ impl Assoc {
 
     /// The next DDP-SSN of `sid` (RFC 5043: the SSN an ordered message would
     /// have had: from 0, one per message, modulo 2^16).
-    pub fn take_ssn(&mut self, sid: u16) -> u16 {
+    pub(super) fn take_ssn(&mut self, sid: u16) -> u16 {
         let s = &mut self.next_ssn[usize::from(sid % STREAMS)];
         let ssn = *s;
         *s = s.wrapping_add(1);
@@ -183,14 +187,20 @@ impl Assoc {
     }
 
     /// Send `body` after the next DDP-SSN of `sid`, unordered (RFC 5043).
-    pub fn send(&mut self, sid: u16, ppid: u32, body: &[u8]) -> Result<u16, String> {
+    pub(super) fn send(&mut self, sid: u16, ppid: u32, body: &[u8]) -> Result<u16, String> {
         let ssn = self.take_ssn(sid);
         self.send_ssn(sid, ppid, ssn, body)?;
         Ok(ssn)
     }
 
     /// Send `body` with DDP-SSN `ssn`, within the case's budget.
-    pub fn send_ssn(&mut self, sid: u16, ppid: u32, ssn: u16, body: &[u8]) -> Result<(), String> {
+    pub(super) fn send_ssn(
+        &mut self,
+        sid: u16,
+        ppid: u32,
+        ssn: u16,
+        body: &[u8],
+    ) -> Result<(), String> {
         let n = 2 + body.len();
         if n > self.budget {
             return Err(format!(
@@ -212,14 +222,14 @@ impl Assoc {
     }
 
     /// A Session Control message: any function code, any private data.
-    pub fn control(&mut self, sid: u16, function: u16, pd: &[u8]) -> Result<u16, String> {
+    pub(super) fn control(&mut self, sid: u16, function: u16, pd: &[u8]) -> Result<u16, String> {
         let mut b = function.to_be_bytes().to_vec();
         b.extend_from_slice(pd);
         self.send(sid, PPID_SESSION_CONTROL, &b)
     }
 
     /// One DDP segment (PPID 16) on `sid`.
-    pub fn segment(&mut self, sid: u16, seg: &[u8]) -> Result<u16, String> {
+    pub(super) fn segment(&mut self, sid: u16, seg: &[u8]) -> Result<u16, String> {
         self.send(sid, PPID_DDP_SEGMENT, seg)
     }
 
@@ -288,7 +298,7 @@ impl Assoc {
 
     /// The next chunk the peer sent on `sid` before `until` (chunks of other
     /// streams stay in the inbox).
-    pub fn next_on(&mut self, sid: u16, until: Instant) -> Option<Chunk> {
+    pub(super) fn next_on(&mut self, sid: u16, until: Instant) -> Option<Chunk> {
         loop {
             if let Some(i) = self.inbox.iter().position(|c| c.sid == sid) {
                 return self.inbox.remove(i);
@@ -302,7 +312,7 @@ impl Assoc {
     }
 
     /// Every chunk the peer sends on `sid` until `until`.
-    pub fn collect_on(&mut self, sid: u16, until: Instant) -> Vec<Chunk> {
+    pub(super) fn collect_on(&mut self, sid: u16, until: Instant) -> Vec<Chunk> {
         let mut got = Vec::new();
         while let Some(c) = self.next_on(sid, until) {
             got.push(c);
@@ -312,7 +322,7 @@ impl Assoc {
 
     /// Wait until everything we sent is acknowledged (sender-dry): nothing of
     /// ours is outstanding, so a stream number may be used again (RFC 5043).
-    pub fn wait_dry(&mut self, until: Instant) -> bool {
+    pub(super) fn wait_dry(&mut self, until: Instant) -> bool {
         while !self.dry && !self.lost && Instant::now() < until {
             self.read_one(Duration::from_millis(50));
         }
@@ -321,7 +331,7 @@ impl Assoc {
 
     /// A graceful SHUTDOWN of the association; the socket is closed once it is
     /// gone (usrsctp-ffi's reaper), never blocking here.
-    pub fn close(self) {
+    pub(super) fn close(self) {
         if !self.lost {
             let _ = self.sock.shutdown();
         }

@@ -80,7 +80,7 @@ fn read_via(p: &mut Peer, buf: Buffer, off: u64, n: u32, d: Instant) -> Result<V
         .ok_or_else(|| "the read-back got no Read Response in time".into())
 }
 
-pub fn adaptation(ctx: &Ctx) -> Result<Verdict, String> {
+pub(super) fn adaptation(ctx: &Ctx) -> Result<Verdict, String> {
     let a = ctx.associate(ctx.deadline())?;
     let (inbound, outbound) = a.streams;
     let v = match a.indication {
@@ -104,7 +104,7 @@ pub fn adaptation(ctx: &Ctx) -> Result<Verdict, String> {
     Ok(v)
 }
 
-pub fn accept(ctx: &Ctx) -> Result<Verdict, String> {
+pub(super) fn accept(ctx: &Ctx) -> Result<Verdict, String> {
     let d = ctx.deadline();
     let mut a = ctx.associate(d)?;
     a.control(SCTP_SID, Initiate.code(), &[0x49; 16])?;
@@ -168,7 +168,7 @@ fn answer(ctx: &Ctx, pd: &[u8]) -> Result<(Assoc, Option<Chunk>, Instant), Strin
     Ok((a, c, d))
 }
 
-pub fn pd_512(ctx: &Ctx) -> Result<Verdict, String> {
+pub(super) fn pd_512(ctx: &Ctx) -> Result<Verdict, String> {
     let (mut a, c, _) = answer(ctx, &[0x50; MAX_SESSION_PD])?;
     let want = "Session Accept or Reject";
     let v = match c.as_ref().and_then(Chunk::control) {
@@ -183,7 +183,7 @@ pub fn pd_512(ctx: &Ctx) -> Result<Verdict, String> {
     Ok(v)
 }
 
-pub fn pd_513(ctx: &Ctx) -> Result<Verdict, String> {
+pub(super) fn pd_513(ctx: &Ctx) -> Result<Verdict, String> {
     let (a, c, d) = answer(ctx, &[0x50; MAX_SESSION_PD + 1])?;
     let want = "Session Terminate (neither Accept nor Reject: the Initiate never \
                 reaches the ULP), the association carrying on";
@@ -223,7 +223,7 @@ fn filled(ctx: &Ctx, d: Instant, fill: &[u8]) -> Result<Result<(Peer, Buffer), V
     Ok(Ok((c.peer, b)))
 }
 
-pub fn stray_segment(ctx: &Ctx) -> Result<Verdict, String> {
+pub(super) fn stray_segment(ctx: &Ctx) -> Result<Verdict, String> {
     let d = ctx.deadline();
     let fill = [0x5A; 16];
     let (mut p, b) = match filled(ctx, d, &fill)? {
@@ -255,7 +255,7 @@ pub fn stray_segment(ctx: &Ctx) -> Result<Verdict, String> {
     Ok(v)
 }
 
-pub fn before_accept(ctx: &Ctx) -> Result<Verdict, String> {
+pub(super) fn before_accept(ctx: &Ctx) -> Result<Verdict, String> {
     let d = ctx.deadline();
     let fill = [0x5A; 16];
     let (mut p, b) = match filled(ctx, d, &fill)? {
@@ -320,7 +320,7 @@ pub fn before_accept(ctx: &Ctx) -> Result<Verdict, String> {
     Ok(v)
 }
 
-pub fn after_terminate(ctx: &Ctx) -> Result<Verdict, String> {
+pub(super) fn after_terminate(ctx: &Ctx) -> Result<Verdict, String> {
     let d = ctx.deadline();
     let fill = [0x5A; 16];
     let (mut p, b) = match filled(ctx, d, &fill)? {
@@ -406,7 +406,7 @@ fn violation(ctx: &Ctx, code: u16, pd: &[u8], want: &str) -> Result<Verdict, Str
     Ok(v)
 }
 
-pub fn second_initiate(ctx: &Ctx) -> Result<Verdict, String> {
+pub(super) fn second_initiate(ctx: &Ctx) -> Result<Verdict, String> {
     violation(
         ctx,
         Initiate.code(),
@@ -418,7 +418,7 @@ pub fn second_initiate(ctx: &Ctx) -> Result<Verdict, String> {
 /// A function code no RFC assigns (RFC 5043 assigns 1 to 4).
 const UNASSIGNED_FUNCTION: u16 = 0xFFF0;
 
-pub fn bad_function(ctx: &Ctx) -> Result<Verdict, String> {
+pub(super) fn bad_function(ctx: &Ctx) -> Result<Verdict, String> {
     violation(
         ctx,
         UNASSIGNED_FUNCTION,
@@ -427,7 +427,7 @@ pub fn bad_function(ctx: &Ctx) -> Result<Verdict, String> {
     )
 }
 
-pub fn terminate_reuse(ctx: &Ctx) -> Result<Verdict, String> {
+pub(super) fn terminate_reuse(ctx: &Ctx) -> Result<Verdict, String> {
     let d = ctx.deadline();
     let mut c = ctx.connect(d)?;
     let Some((a, sid)) = c.peer.sctp_link() else {
@@ -460,7 +460,7 @@ fn max_payload(a: &Assoc, extra: usize) -> usize {
     (a.fragmentation_point.max(2 + 14 + 1) - 2 - 14) + extra
 }
 
-pub fn max_segment(ctx: &Ctx) -> Result<Verdict, String> {
+pub(super) fn max_segment(ctx: &Ctx) -> Result<Verdict, String> {
     let d = ctx.deadline();
     let mut c = ctx.connect(d)?;
     let Some((a, _)) = c.peer.sctp_link() else {
@@ -490,7 +490,7 @@ pub fn max_segment(ctx: &Ctx) -> Result<Verdict, String> {
     Ok(v)
 }
 
-pub fn over_max_segment(ctx: &Ctx) -> Result<Verdict, String> {
+pub(super) fn over_max_segment(ctx: &Ctx) -> Result<Verdict, String> {
     let d = ctx.deadline();
     let fill = [0x5A; 16];
     let (mut p, b) = match filled(ctx, d, &fill)? {

@@ -24,7 +24,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const TICK: Duration = Duration::from_millis(50);
 
 #[derive(Debug, Clone, Args)]
-pub struct HostileArgs {
+pub(crate) struct HostileArgs {
     /// The `rddp target` (MPA) to attack.
     #[arg(long, value_name = "ADDR")]
     pub target: String,
@@ -142,7 +142,7 @@ fn resolve(a: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("bad address {a}"))
 }
 
-pub fn run(a: &HostileArgs) -> Result<(), String> {
+pub(crate) fn run(a: &HostileArgs) -> Result<(), String> {
     if let Some(w) = crate::limits::raise_nofile() {
         eprintln!("rddp hostile: {w}");
     }

@@ -7,7 +7,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
+pub(super) enum Kind {
     /// Opens TCP and never sends its MPA Request.
     Slowloris,
     /// Sets up, then sends one bogus FPDU (a Write to an invalid STag) one
@@ -19,7 +19,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Self::Slowloris => "slowloris",
             Self::SlowBytes => "slow_bytes",
@@ -36,7 +36,7 @@ enum Phase {
     Fpdu,
 }
 
-pub struct Peer {
+pub(super) struct Peer {
     pub kind: Kind,
     pub sock: TcpStream,
     phase: Phase,
@@ -65,7 +65,7 @@ pub struct Peer {
 
 /// How a peer ended (the outcome names the README and the tests count).
 #[derive(Debug, Clone)]
-pub struct Ended {
+pub(super) struct Ended {
     pub kind: Kind,
     pub outcome: String,
     /// From TCP established (as this side saw it) to the end.
@@ -79,13 +79,13 @@ pub struct Ended {
 }
 
 /// The peer wants another look (read or write) or has ended.
-pub enum Step {
+pub(super) enum Step {
     Continue,
     Ended(Ended),
 }
 
 impl Peer {
-    pub fn new(kind: Kind, sock: TcpStream, now: Instant, interval: Duration) -> Self {
+    pub(super) fn new(kind: Kind, sock: TcpStream, now: Instant, interval: Duration) -> Self {
         Self {
             kind,
             sock,
@@ -109,7 +109,7 @@ impl Peer {
     }
 
     /// A flood peer with Sends still to write: looked at every turn of the loop.
-    pub fn busy(&self) -> bool {
+    pub(super) fn busy(&self) -> bool {
         self.kind == Kind::Flood
             && matches!(self.phase, Phase::Fpdu)
             && !self.terminated()
@@ -117,7 +117,7 @@ impl Peer {
             && !self.blocked
     }
 
-    pub fn is_connecting(&self) -> bool {
+    pub(super) fn is_connecting(&self) -> bool {
         matches!(self.phase, Phase::Connecting)
     }
 
@@ -128,7 +128,7 @@ impl Peer {
             .is_some_and(|i| i.terminate.is_some())
     }
 
-    pub fn end(&self, outcome: impl Into<String>, now: Instant) -> Step {
+    pub(super) fn end(&self, outcome: impl Into<String>, now: Instant) -> Step {
         Step::Ended(Ended {
             kind: self.kind,
             outcome: outcome.into(),
@@ -141,7 +141,7 @@ impl Peer {
     }
 
     /// The socket is ready (or a timer fired): do what can be done now.
-    pub fn poke(&mut self, now: Instant) -> Step {
+    pub(super) fn poke(&mut self, now: Instant) -> Step {
         self.blocked = false;
         if self.is_connecting() {
             match self.sock.take_error() {

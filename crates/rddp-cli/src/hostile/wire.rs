@@ -10,15 +10,15 @@ use rddp_wire::{
 
 /// An STag no region has: index 0xFFFFFF (the table hands out low indices
 /// first), key 0. A Write to it is "Invalid STag", 1/1/0x00 (RFC 5041 §7.1).
-pub const INVALID_STAG: u32 = 0xFFFF_FF00;
+pub(super) const INVALID_STAG: u32 = 0xFFFF_FF00;
 
 /// Payload of each flooding Send: well below the target's receive buffers, so
 /// the only thing wrong with a Send is that no buffer waits for its MSN.
-pub const FLOOD_PAYLOAD: usize = 64;
+pub(super) const FLOOD_PAYLOAD: usize = 64;
 
 /// The Request: Rev 1 (RFC 5044), so no RTR is due and FPDU mode starts at once
 /// after the Reply; C=0 and M=0 (the target's CRC policy decides the CRC).
-pub fn request() -> Vec<u8> {
+pub(super) fn request() -> Vec<u8> {
     MpaFrame::new(
         FrameKind::Request,
         MpaFlags::new(false, false, false, false),
@@ -32,7 +32,7 @@ pub fn request() -> Vec<u8> {
 
 /// The Reply, once its octets are all in `buf`: Ok(Some(crc in use, octets
 /// taken)), Ok(None) if more are needed, Err on a refusal or a bad frame.
-pub fn reply(buf: &[u8]) -> Result<Option<(bool, usize)>, String> {
+pub(super) fn reply(buf: &[u8]) -> Result<Option<(bool, usize)>, String> {
     if buf.len() < 20 {
         return Ok(None);
     }
@@ -52,7 +52,7 @@ pub fn reply(buf: &[u8]) -> Result<Option<(bool, usize)>, String> {
 }
 
 /// The slow peer's one FPDU: an RDMA Write of 4 octets to [`INVALID_STAG`].
-pub fn bogus_write(crc: bool) -> Vec<u8> {
+pub(super) fn bogus_write(crc: bool) -> Vec<u8> {
     let mut ulpdu = TaggedHeader::new(
         true,
         RdmapControl::new(Opcode::RDMA_WRITE).0,
@@ -68,7 +68,7 @@ pub fn bogus_write(crc: bool) -> Vec<u8> {
 }
 
 /// One Send of the flood, MSN `msn`, appended to `out`.
-pub fn flood_send(enc: &mut FpduEncoder, msn: u32, out: &mut Vec<u8>) {
+pub(super) fn flood_send(enc: &mut FpduEncoder, msn: u32, out: &mut Vec<u8>) {
     let mut rsvd = [0u8; 5];
     rsvd[0] = RdmapControl::new(Opcode::SEND).0;
     let mut ulpdu = UntaggedHeader::new(true, rsvd, qn::SEND, msn, 0)
@@ -79,7 +79,7 @@ pub fn flood_send(enc: &mut FpduEncoder, msn: u32, out: &mut Vec<u8>) {
 }
 
 /// What the target sent, FPDU by FPDU.
-pub struct Incoming {
+pub(super) struct Incoming {
     dec: FpduDecoder,
     /// The first Terminate's code, "L/E/0xCC" (RFC 5040 §6 layout).
     pub terminate: Option<String>,
@@ -90,7 +90,7 @@ pub struct Incoming {
 }
 
 impl Incoming {
-    pub fn new(crc: bool) -> Self {
+    pub(super) fn new(crc: bool) -> Self {
         Self {
             dec: FpduDecoder::new(crc, false, 65535),
             terminate: None,
@@ -99,7 +99,7 @@ impl Incoming {
         }
     }
 
-    pub fn feed(&mut self, b: &[u8]) {
+    pub(super) fn feed(&mut self, b: &[u8]) {
         if self.broken.is_some() {
             return;
         }

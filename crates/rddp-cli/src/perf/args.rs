@@ -6,7 +6,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 #[derive(Subcommand, Debug)]
-pub enum PerfCmd {
+pub(crate) enum PerfCmd {
     /// Answer perf clients: accept --qps connections, serve them, exit.
     Server(ServerArgs),
     /// Measure bandwidth or latency against a perf server (perftest's ib_*_bw/lat).
@@ -14,14 +14,14 @@ pub enum PerfCmd {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OnOff {
+pub(crate) enum OnOff {
     On,
     Off,
 }
 
 /// How the connections are made.
 #[derive(Args, Debug)]
-pub struct LinkArgs {
+pub(crate) struct LinkArgs {
     /// Lower layer: MPA over TCP, SCTP, or `mem` (test only: both ends in one
     /// process, run by the client).
     #[arg(long, value_enum, default_value = "mpa")]
@@ -54,7 +54,7 @@ pub struct LinkArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct ServerArgs {
+pub(crate) struct ServerArgs {
     /// Address to listen on, e.g. 0.0.0.0:18515.
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
@@ -76,7 +76,7 @@ pub struct ServerArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct ClientArgs {
+pub(crate) struct ClientArgs {
     /// The server's address, e.g. 192.0.2.1:18515.
     #[arg(long, value_name = "ADDR")]
     pub connect: Option<String>,

@@ -15,13 +15,13 @@ use rddp::{MemoryRegion, RemoteBuf};
 use std::time::{Duration, Instant};
 
 /// Octets of Writes that may be on their way, not yet confirmed, at most.
-pub const UNCONFIRMED_BYTES: u64 = 128 << 20;
+pub(crate) const UNCONFIRMED_BYTES: u64 = 128 << 20;
 
 /// A stream of Sends is signaled at least every this many.
-pub const SIGNAL_EVERY_MAX: u64 = 64;
+pub(crate) const SIGNAL_EVERY_MAX: u64 = 64;
 
 /// What the client measured of one size.
-pub struct BwOut {
+pub(crate) struct BwOut {
     /// When the first work request was posted.
     pub start: Instant,
     pub iters: u64,
@@ -30,7 +30,7 @@ pub struct BwOut {
 }
 
 /// The buffers a bandwidth run uses.
-pub struct BwBufs<'a> {
+pub(crate) struct BwBufs<'a> {
     /// Source of Writes and Sends.
     pub src: &'a MemoryRegion,
     /// Sink of Reads.
@@ -47,7 +47,7 @@ pub struct BwBufs<'a> {
 /// its Read completed: before the slot is used again, and at the end). At most
 /// `slots` work requests are in flight, and completions come in posting order,
 /// so a slot is reused only after its message completed.
-pub struct Slots {
+pub(crate) struct Slots {
     /// The connection's id in the keys.
     pub conn: u64,
     pub slots: usize,
@@ -93,7 +93,7 @@ impl Slots {
 }
 
 /// Run one size; returns when every posted work request has completed.
-pub async fn run(
+pub(crate) async fn run(
     chan: &mut Chan,
     op: Op,
     bufs: &BwBufs<'_>,

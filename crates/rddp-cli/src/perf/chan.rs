@@ -41,12 +41,12 @@ const SYNC: u64 = 1 << 61;
 const FLAGS: u64 = CTRL | GRANT | SYNC;
 
 /// Octets of receive buffers a side keeps posted at most (see `set_recv_len`).
-pub const RECV_BUDGET: usize = 64 << 20;
+pub(crate) const RECV_BUDGET: usize = 64 << 20;
 /// Messages longer than this go into one buffer ([`Chan::one_buffer`]):
 /// half of perftest's default cycle buffer (a page), as perftest decides.
-pub const ONE_BUFFER_ABOVE: usize = 2048;
+pub(crate) const ONE_BUFFER_ABOVE: usize = 2048;
 /// Receive buffers kept posted at least.
-pub const MIN_RECVS: usize = 16;
+pub(crate) const MIN_RECVS: usize = 16;
 /// Receive completions taken from the CQ at once, and given-back buffers kept.
 const RECV_BATCH: usize = 64;
 
@@ -55,11 +55,11 @@ const RECV_BATCH: usize = 64;
 static STALL_SECS: AtomicU64 = AtomicU64::new(10);
 
 /// How long a side waits without any progress before it gives up.
-pub fn stall() -> Duration {
+pub(crate) fn stall() -> Duration {
     Duration::from_secs(STALL_SECS.load(Ordering::Relaxed))
 }
 
-pub fn set_stall(secs: u64) {
+pub(crate) fn set_stall(secs: u64) {
     STALL_SECS.store(secs.max(1), Ordering::Relaxed);
 }
 
@@ -68,23 +68,23 @@ pub fn set_stall(secs: u64) {
 /// tasks leave the workers to the ones with work.
 static PARALLEL: AtomicU64 = AtomicU64::new(1);
 
-pub fn set_parallel(n: u64) {
+pub(crate) fn set_parallel(n: u64) {
     PARALLEL.store(n.max(1), Ordering::Relaxed);
 }
 
 /// Connections this process drives at once (see [`set_parallel`]).
-pub fn parallel() -> u64 {
+pub(crate) fn parallel() -> u64 {
     PARALLEL.load(Ordering::Relaxed)
 }
 
 /// What a receive brought.
-pub enum Incoming {
+pub(crate) enum Incoming {
     Ctrl(Msg),
     /// A data Send, exactly as long as it was.
     Data(Vec<u8>),
 }
 
-pub struct Chan {
+pub(crate) struct Chan {
     pub ep: Endpoint,
     ctrl_mr: MemoryRegion,
     recv_len: usize,
@@ -140,7 +140,7 @@ fn verbs(what: &str) -> impl Fn(rddp::Error) -> String + '_ {
 impl Chan {
     /// Take over `ep`, post `recvs` receive buffers of `recv_len` octets, then let
     /// the LLP's segments in (see [`Endpoint::open`]).
-    pub fn new(ep: Endpoint, recv_len: usize, recvs: usize) -> Result<Self, String> {
+    pub(crate) fn new(ep: Endpoint, recv_len: usize, recvs: usize) -> Result<Self, String> {
         let ctrl_mr = ep
             .pd
             .register(vec![0; CTRL_LEN], Access::NONE)
@@ -175,12 +175,12 @@ impl Chan {
     }
 
     /// Note from now on when each control message is sent or received.
-    pub fn log_ctrl(&mut self) {
+    pub(crate) fn log_ctrl(&mut self) {
         self.ctrl_log.get_or_insert_with(Vec::new);
     }
 
     /// The instants noted since the last call (see [`Self::log_ctrl`]).
-    pub fn take_ctrl_log(&mut self) -> Vec<Instant> {
+    pub(crate) fn take_ctrl_log(&mut self) -> Vec<Instant> {
         self.ctrl_log
             .as_mut()
             .map(std::mem::take)

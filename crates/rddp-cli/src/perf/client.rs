@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 const CLIENT_RECVS: usize = 8;
 
 /// A connected client, past the exchange of Hello and the advertisement.
-pub struct Client {
+pub(crate) struct Client {
     chan: Chan,
     opts: ClientOpts,
     remote: RemoteBuf,
@@ -53,7 +53,7 @@ fn reg(ep: &Endpoint, len: u32, access: Access) -> Result<MemoryRegion, String> 
 
 impl Client {
     /// Start a run on `ep`: send Hello, take the server's advertisement.
-    pub async fn connect(ep: Endpoint, opts: &ClientOpts) -> Result<Self, String> {
+    pub(crate) async fn connect(ep: Endpoint, opts: &ClientOpts) -> Result<Self, String> {
         let max = opts.max_size();
         let recv_len = if opts.op == Op::Send && opts.pingpong {
             max as usize
@@ -135,7 +135,7 @@ impl Client {
     /// Fill the buffers for one size: the pattern to send, the sink zeroed.
     /// Before the queue pairs start the size together, so that one queue pair's
     /// filling is not in another's time.
-    pub fn prepare(&mut self, size: u32) -> Result<(), String> {
+    pub(crate) fn prepare(&mut self, size: u32) -> Result<(), String> {
         if size == 0 || size > self.opts.max_size() {
             return Err(format!(
                 "size {size} is outside 1..={}",
@@ -157,7 +157,7 @@ impl Client {
     /// Begin, the server's Ack, the Pads it asks for. Not timed:
     /// with several queue pairs, every one has begun before any data phase
     /// starts (see `run::measure`).
-    pub async fn begin(&mut self, size: u32) -> Result<(), String> {
+    pub(crate) async fn begin(&mut self, size: u32) -> Result<(), String> {
         if self.prepared.take() != Some(size) {
             self.prepare(size)?;
             self.prepared = None;
@@ -191,7 +191,7 @@ impl Client {
     /// complete when the LLP took them; the Result comes after End, which the
     /// server gets only once all earlier data is placed: RFC 5040 §5.5), or the
     /// ping-pong's last round trip.
-    pub async fn data(&mut self, size: u32) -> Result<Measurement, String> {
+    pub(crate) async fn data(&mut self, size: u32) -> Result<Measurement, String> {
         let Some((begun, before, copies)) = self.begun.take() else {
             return Err(format!("size {size} was not begun"));
         };
@@ -378,14 +378,14 @@ impl Client {
     }
 
     /// What ended the connection, after a failure (see [`Chan::end_event`]).
-    pub fn end_event(&mut self) -> Option<rddp::AsyncEvent> {
+    pub(crate) fn end_event(&mut self) -> Option<rddp::AsyncEvent> {
         self.chan.end_event()
     }
 
     /// End the run: Bye, then wait for the server to close (it does once it has
     /// taken Bye), then close too. Closing first would let the queue pair's drop
     /// cut off a Bye still in flight (over SCTP under loss, it did).
-    pub async fn finish(&mut self) -> Result<(), String> {
+    pub(crate) async fn finish(&mut self) -> Result<(), String> {
         self.chan.send_ctrl(&Msg::Bye).await?;
         self.chan.drain().await?;
         let closed = self.chan.wait_peer_close(super::chan::stall()).await;

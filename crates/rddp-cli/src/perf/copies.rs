@@ -7,7 +7,7 @@ use rddp::QpStats;
 
 /// Payload octets copied in user space (both 0 on the direct paths).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Copies {
+pub(crate) struct Copies {
     /// Received payload copied on its way into place.
     pub rx: u64,
     /// Payload copied out of a region's lease on its way to the socket.
@@ -16,7 +16,7 @@ pub struct Copies {
 
 impl Copies {
     /// A queue pair's counters.
-    pub fn of(s: &QpStats) -> Self {
+    pub(crate) fn of(s: &QpStats) -> Self {
         Self {
             rx: s.rx_copied_octets,
             tx: s.tx_copied_octets,
@@ -24,7 +24,7 @@ impl Copies {
     }
 
     /// What was counted between `before` and `now` (counters only grow).
-    pub fn since(now: Self, before: Self) -> Self {
+    pub(crate) fn since(now: Self, before: Self) -> Self {
         Self {
             rx: now.rx.saturating_sub(before.rx),
             tx: now.tx.saturating_sub(before.tx),
@@ -32,7 +32,7 @@ impl Copies {
     }
 
     /// The copies of two queue pairs together.
-    pub fn add(self, o: Self) -> Self {
+    pub(crate) fn add(self, o: Self) -> Self {
         Self {
             rx: self.rx + o.rx,
             tx: self.tx + o.tx,
@@ -42,19 +42,19 @@ impl Copies {
 
 /// Both ends' copies over one size.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RunCopies {
+pub(crate) struct RunCopies {
     pub client: Copies,
     pub server: Copies,
 }
 
 impl RunCopies {
     /// Every payload octet copied at either end.
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.client.rx + self.client.tx + self.server.rx + self.server.tx
     }
 
     /// The copies of two connections' runs together.
-    pub fn add(self, o: Self) -> Self {
+    pub(crate) fn add(self, o: Self) -> Self {
         Self {
             client: self.client.add(o.client),
             server: self.server.add(o.server),

@@ -5,10 +5,10 @@ use rddp::transport::{Connection, ReadHold};
 use rddp::{CompletionQueue, Device, ProtectionDomain, QueuePair, QueuePairBuilder, Quota};
 
 /// Completion queue capacity `attach` gives each endpoint.
-pub const CQ_CAPACITY: usize = 8192;
+pub(crate) const CQ_CAPACITY: usize = 8192;
 
 /// A connected queue pair and the resources it was built from.
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     /// Holds back the first read from the LLP until receives are posted. First,
     /// so that it is dropped (releasing it) before the queue pair, whose drop
     /// may join the reading thread.
@@ -22,7 +22,7 @@ pub struct Endpoint {
 /// A device for `endpoints` endpoints: each gets its own consumer quota (see
 /// [`Endpoint::attach`]), so the device's capacity grows with them (it only
 /// bounds reservations; memory is used as buffers are registered).
-pub fn device(endpoints: usize) -> Device {
+pub(crate) fn device(endpoints: usize) -> Device {
     let n = endpoints.max(1) as u64;
     let per = endpoint_quota();
     let d = rddp::DeviceLimits::default().capacity;
@@ -51,7 +51,7 @@ fn endpoint_quota() -> Quota {
 impl Endpoint {
     /// An endpoint of a queue pair attached elsewhere (its receives are the
     /// caller's business).
-    pub fn new(
+    pub(crate) fn new(
         qp: QueuePair,
         pd: ProtectionDomain,
         send_cq: CompletionQueue,
@@ -69,7 +69,7 @@ impl Endpoint {
     /// Build a queue pair for `conn` on `dev` (a consumer and PD of its own).
     /// Nothing is read from the LLP until [`Endpoint::open`] (the perf client
     /// and server call it once their first receives are posted).
-    pub fn attach(dev: &Device, name: &str, mut conn: Connection) -> Result<Self, String> {
+    pub(crate) fn attach(dev: &Device, name: &str, mut conn: Connection) -> Result<Self, String> {
         // The device (see [`device`]) has room for every endpoint's quota.
         let quota = endpoint_quota();
         let err = |e: rddp::Error| format!("setting up {name}: {e}");
@@ -96,7 +96,7 @@ impl Endpoint {
     }
 
     /// Let the LLP's segments in.
-    pub fn open(&mut self) {
+    pub(crate) fn open(&mut self) {
         if let Some(g) = self.gate.take() {
             g.release();
         }

@@ -29,7 +29,7 @@ static WORKERS: OnceLock<usize> = OnceLock::new();
 /// one worker, 5 rounds alternately; docs/perf.md, "One worker a queue pair").
 /// Asked once: `available_parallelism` reads cgroup files, too slow for every
 /// wait.
-pub fn workers() -> usize {
+pub(crate) fn workers() -> usize {
     *WORKERS.get_or_init(|| {
         let cores = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
@@ -43,7 +43,7 @@ pub fn workers() -> usize {
 }
 
 /// The process's runtime, started on first use.
-pub fn runtime() -> &'static Runtime {
+pub(crate) fn runtime() -> &'static Runtime {
     RUNTIME.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers())
@@ -57,7 +57,7 @@ pub fn runtime() -> &'static Runtime {
 /// Run `f` to its end on this thread (the runtime drives its timers): for the
 /// paths that still run a thread of their own per connection (`--op mixed`,
 /// `perf server --forever`).
-pub fn block_on<F: Future>(f: F) -> F::Output {
+pub(crate) fn block_on<F: Future>(f: F) -> F::Output {
     runtime().block_on(f)
 }
 
@@ -66,7 +66,7 @@ static OPEN_ENDED: AtomicBool = AtomicBool::new(false);
 
 /// This process serves connections as they come (`perf server --forever`,
 /// `rddp target --perf-listen`): never assume there are few.
-pub fn serve_open_ended() {
+pub(crate) fn serve_open_ended() {
     OPEN_ENDED.store(true, Ordering::Relaxed);
 }
 
@@ -74,10 +74,10 @@ pub fn serve_open_ended() {
 static LIVE: AtomicU64 = AtomicU64::new(0);
 
 /// One running connection of an open-ended server, counted while it lives.
-pub struct Live(());
+pub(crate) struct Live(());
 
 impl Live {
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         LIVE.fetch_add(1, Ordering::Relaxed);
         Self(())
     }
@@ -104,7 +104,7 @@ fn few() -> bool {
 /// How a wait for a completion uses its thread (with few connections; with
 /// many every wait sleeps and the I/O threads read).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Look {
+pub(crate) enum Look {
     /// Sleep at once; the I/O thread reads (a stream of small messages:
     /// docs/perf.md, "Small Sends in a stream").
     Sleep,
@@ -119,7 +119,7 @@ pub enum Look {
 /// Up to `max` completions of `cq` into `out` (appended; kept by the caller,
 /// so no allocation a wait), waiting up to `limit` for the first. Returns how
 /// many came.
-pub async fn wait_cq(
+pub(crate) async fn wait_cq(
     cq: &CompletionQueue,
     max: usize,
     limit: Duration,
@@ -177,7 +177,11 @@ pub async fn wait_cq(
 /// Take up to `max` completions of `cq` now; with few connections this
 /// thread also reads the queue pairs' sockets for them
 /// (`CompletionQueue::poll_busy`; `cq.end_busy()` when done looking).
-pub fn poll_cq(cq: &CompletionQueue, max: usize, out: &mut impl Extend<WorkCompletion>) -> usize {
+pub(crate) fn poll_cq(
+    cq: &CompletionQueue,
+    max: usize,
+    out: &mut impl Extend<WorkCompletion>,
+) -> usize {
     if few() {
         cq.poll_busy_into(max, out)
     } else {
@@ -189,7 +193,7 @@ pub fn poll_cq(cq: &CompletionQueue, max: usize, out: &mut impl Extend<WorkCompl
 /// few connections also the other threads (`sched_yield`, as a thread of its
 /// own did): the peer or the I/O thread that brings the awaited octets may be
 /// on this very core, and a task that only yields to tokio would keep it.
-pub async fn yield_now() {
+pub(crate) async fn yield_now() {
     if few() {
         std::thread::yield_now();
     }
@@ -199,7 +203,7 @@ pub async fn yield_now() {
 /// Wait `d` between two looks at something that comes without a completion
 /// (the credit mailbox). Timers are millisecond-grained: with few connections
 /// a short pause sleeps the worker instead, as the thread of its own did.
-pub async fn pause(d: Duration) {
+pub(crate) async fn pause(d: Duration) {
     if few() && d < Duration::from_millis(1) {
         std::thread::sleep(d);
     } else {

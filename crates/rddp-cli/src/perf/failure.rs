@@ -6,14 +6,14 @@ use rddp::{AsyncEvent, TerminateCode};
 use serde_json::{Value, json};
 
 /// `layer/etype/0xcode`, as the RFCs and the README write a Terminate code.
-pub fn code_str(c: &TerminateCode) -> String {
+pub(crate) fn code_str(c: &TerminateCode) -> String {
     format!("{}/{}/{:#04x}", c.layer, c.etype, c.code)
 }
 
 /// FPDUs this side refused for their CRC: 2/0/0x02 sent. RFC 5044 §7 ends the
 /// connection at the first, so this is 0 or 1 per connection. (An impossible
 /// ULPDU_Length, whose CRC cannot even be found, is refused with the same code.)
-pub fn crc_refused(ev: Option<&AsyncEvent>) -> u64 {
+pub(crate) fn crc_refused(ev: Option<&AsyncEvent>) -> u64 {
     u64::from(matches!(
         ev,
         Some(AsyncEvent::TerminateSent { code, .. }) if *code == TerminateCode::MPA_CRC_ERROR
@@ -22,7 +22,7 @@ pub fn crc_refused(ev: Option<&AsyncEvent>) -> u64 {
 
 /// The JSON object of one failed connection: `error`, `crc_refused`, and
 /// `terminate_sent` + `terminate_detail`, `terminate_received`, or `closed`.
-pub fn json(error: &str, ev: Option<&AsyncEvent>) -> Value {
+pub(crate) fn json(error: &str, ev: Option<&AsyncEvent>) -> Value {
     let mut o = json!({ "error": error, "crc_refused": crc_refused(ev) });
     match ev {
         Some(AsyncEvent::TerminateSent { code, detail }) => {

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// MPA setup must not hold up the others.
 const ACCEPTORS: usize = 4;
 
-pub fn server_main(a: &ServerArgs) -> Result<(), String> {
+pub(crate) fn server_main(a: &ServerArgs) -> Result<(), String> {
     let t = match a.link.transport {
         Transport::Mpa => llp::Transport::Mpa,
         Transport::Sctp => llp::Transport::Sctp,
@@ -42,11 +42,11 @@ pub fn server_main(a: &ServerArgs) -> Result<(), String> {
 }
 
 /// How a connection ended: its number and its summary or error.
-pub type Report = Arc<dyn Fn(u64, Result<ServerSummary, String>) + Send + Sync>;
+pub(crate) type Report = Arc<dyn Fn(u64, Result<ServerSummary, String>) + Send + Sync>;
 
 /// Serve perf connections from `l` until the listener stops, each a task on the
 /// worker threads, `report` called as each ends (also `rddp target --perf-listen`).
-pub fn serve(l: &Arc<dyn llp::Listener>, dev: &Device, sopts: ServerOpts, report: Report) {
+pub(crate) fn serve(l: &Arc<dyn llp::Listener>, dev: &Device, sopts: ServerOpts, report: Report) {
     super::exec::serve_open_ended();
     let next = Arc::new(AtomicU64::new(0));
     let acceptors: Vec<_> = (0..ACCEPTORS)

@@ -15,10 +15,10 @@ use std::time::Instant;
 
 /// A ping-pong's Sends are signaled every this many (and the control
 /// message after them, always signaled, covers the rest).
-pub const SIGNAL_EVERY: u64 = 64;
+pub(crate) const SIGNAL_EVERY: u64 = 64;
 
 /// The marker of iteration `i` (never 0, the value the buffer starts with).
-pub fn marker(i: u64) -> u8 {
+pub(crate) fn marker(i: u64) -> u8 {
     (i % 255) as u8 + 1
 }
 
@@ -64,7 +64,7 @@ async fn wait_marker(
 
 /// The client's write ping-pong of one iteration: write marker `i`, wait for it
 /// back; returns the one-way latency in microseconds.
-pub async fn client_write(
+pub(crate) async fn client_write(
     chan: &mut Chan,
     src: &MemoryRegion,
     mine: &MemoryRegion,
@@ -87,7 +87,7 @@ pub async fn client_write(
 
 /// The server's side of write ping-pong until the client's End; returns the
 /// number of round trips.
-pub async fn server_write(
+pub(crate) async fn server_write(
     chan: &mut Chan,
     src: &MemoryRegion,
     mine: &MemoryRegion,
@@ -111,7 +111,7 @@ pub async fn server_write(
 /// The client's Send ping-pong of one iteration; returns the one-way latency in
 /// microseconds and the corrupt octets of the answer (when `verify`). `last`:
 /// the run's last, signaled.
-pub async fn client_send(
+pub(crate) async fn client_send(
     chan: &mut Chan,
     src: &MemoryRegion,
     size: u32,
@@ -133,6 +133,6 @@ pub async fn client_send(
 }
 
 /// Corrupt octets of a received message that should be `size` octets of pattern.
-pub fn corrupt_msg(size: u32, got: &[u8]) -> u64 {
+pub(crate) fn corrupt_msg(size: u32, got: &[u8]) -> u64 {
     pattern::corrupt(size, got) + (size as u64).abs_diff(got.len() as u64)
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The lower-layer protocol of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Transport {
+pub(crate) enum Transport {
     /// MPA over TCP (RFC 5044, 6581).
     Mpa,
     /// DDP over SCTP (RFC 5043).
@@ -19,14 +19,14 @@ pub enum Transport {
 
 /// Which end of a run this process is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
+pub(crate) enum Role {
     Server,
     Client,
 }
 
 /// What `establish` needs to know.
 #[derive(Debug, Clone)]
-pub struct LinkOpts {
+pub(crate) struct LinkOpts {
     pub transport: Transport,
     /// `--listen` for the server, `--connect` for the client.
     pub addr: Option<String>,
@@ -41,7 +41,7 @@ pub struct LinkOpts {
 }
 
 /// The connections of one side, ready to attach.
-pub enum Links {
+pub(crate) enum Links {
     /// Both ends here: (client end, server end) per connection.
     Loopback(Vec<(Connection, Connection)>),
     /// This process's ends; the other ends are in the peer process.
@@ -53,7 +53,7 @@ pub enum Links {
 /// This is the only function to extend when MPA over TCP lands: for `Mpa` the
 /// client connects `qps` times to `addr` and the server listens on `addr` and
 /// accepts `qps` connections (CRC per `crc`), each returning `Links::Remote`.
-pub fn establish(opts: &LinkOpts, role: Role) -> Result<Links, String> {
+pub(crate) fn establish(opts: &LinkOpts, role: Role) -> Result<Links, String> {
     match (opts.transport, role) {
         (Transport::Mem, Role::Client) => Ok(Links::Loopback(
             (0..opts.qps).map(|_| memory_pair(opts.mem_mulpdu)).collect(),

@@ -42,7 +42,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How often a progress line is printed.
-pub const REPORT_EVERY: Duration = Duration::from_secs(5);
+pub(crate) const REPORT_EVERY: Duration = Duration::from_secs(5);
 /// Reads in one batch at most (each has a sink region of its own).
 const SINKS: usize = 8;
 /// The source slots of a batch's Writes and Sends hold this many of the largest
@@ -160,7 +160,7 @@ enum Plant {
     /// The first Read's sink, after its check (a late octet).
     Late,
 }
-pub fn client_main(a: &ClientArgs) -> Result<(), String> {
+pub(crate) fn client_main(a: &ClientArgs) -> Result<(), String> {
     if a.pingpong || a.sweep || a.plot.is_some() || a.iters.is_some() {
         return Err(
             "--op mixed takes --duration SECS, --size (the largest), --qps, --seed, --reconnect, --verify".into(),

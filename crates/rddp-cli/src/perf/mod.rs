@@ -7,34 +7,34 @@
 //! * [`exec`]: every queue pair's side is a task on a few worker threads.
 //! * [`report`], [`plot`], [`progress`]: output.
 
-pub mod args;
-pub mod bw;
-pub mod chan;
-pub mod client;
-pub mod copies;
-pub mod endpoint;
-pub mod exec;
-pub mod failure;
-pub mod forever;
-pub mod lat;
-pub mod link;
-pub mod mixed;
-pub mod opts;
-pub mod pattern;
-pub mod perftest;
-pub mod plot;
-pub mod progress;
-pub mod proto;
-pub mod report;
-pub mod run;
-pub mod server;
-pub mod signal;
-pub mod stats;
+pub(crate) mod args;
+pub(crate) mod bw;
+pub(crate) mod chan;
+pub(crate) mod client;
+pub(crate) mod copies;
+pub(crate) mod endpoint;
+pub(crate) mod exec;
+pub(crate) mod failure;
+pub(crate) mod forever;
+pub(crate) mod lat;
+pub(crate) mod link;
+pub(crate) mod mixed;
+pub(crate) mod opts;
+pub(crate) mod pattern;
+pub(crate) mod perftest;
+pub(crate) mod plot;
+pub(crate) mod progress;
+pub(crate) mod proto;
+pub(crate) mod report;
+pub(crate) mod run;
+pub(crate) mod server;
+pub(crate) mod signal;
+pub(crate) mod stats;
 
-pub use args::PerfCmd;
+pub(crate) use args::PerfCmd;
 
 /// Run `rddp perf ...`.
-pub fn main(cmd: &PerfCmd) -> Result<(), String> {
+pub(crate) fn main(cmd: &PerfCmd) -> Result<(), String> {
     match cmd {
         PerfCmd::Server(a) => {
             let _cap = a.link.capture.start()?;

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 /// The operation measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Op {
+pub(crate) enum Op {
     /// RDMA Write into the server's buffer (ib_write_bw, ib_write_lat).
     Write,
     /// RDMA Read of the server's buffer (ib_read_bw).
@@ -17,7 +17,7 @@ pub enum Op {
 }
 
 impl Op {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Write => "write",
             Self::Read => "read",
@@ -28,13 +28,13 @@ impl Op {
 }
 
 /// Smallest and largest size of --sweep.
-pub const SWEEP_MIN: u32 = 64;
-pub const SWEEP_MAX: u32 = 4 << 20;
+pub(crate) const SWEEP_MIN: u32 = 64;
+pub(crate) const SWEEP_MAX: u32 = 4 << 20;
 /// Largest message the tool accepts for --size.
-pub const MAX_SIZE: u32 = 64 << 20;
+pub(crate) const MAX_SIZE: u32 = 64 << 20;
 
 /// 64 B, 128 B, ... 4 MiB.
-pub fn sweep_sizes() -> Vec<u32> {
+pub(crate) fn sweep_sizes() -> Vec<u32> {
     std::iter::successors(Some(SWEEP_MIN), |s| s.checked_mul(2))
         .take_while(|&s| s <= SWEEP_MAX)
         .collect()
@@ -42,14 +42,14 @@ pub fn sweep_sizes() -> Vec<u32> {
 
 /// How long each size runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Stop {
+pub(crate) enum Stop {
     Iters(u64),
     Duration(Duration),
 }
 
 /// Options of the client side of a run (the server learns them from the client).
 #[derive(Debug, Clone)]
-pub struct ClientOpts {
+pub(crate) struct ClientOpts {
     pub op: Op,
     pub sizes: Vec<u32>,
     pub stop: Stop,
@@ -62,20 +62,20 @@ pub struct ClientOpts {
 }
 
 impl ClientOpts {
-    pub fn max_size(&self) -> u32 {
+    pub(crate) fn max_size(&self) -> u32 {
         self.sizes.iter().copied().max().unwrap_or(SWEEP_MIN)
     }
 }
 
 /// Options of the server side.
 #[derive(Debug, Clone, Copy)]
-pub struct ServerOpts {
+pub(crate) struct ServerOpts {
     /// Receive buffers kept posted (perftest's -r).
     pub rx_depth: usize,
 }
 
 /// "65536", "64K", "64KiB", "4M", "1MiB": a message size in octets.
-pub fn parse_size(s: &str) -> Result<u32, String> {
+pub(crate) fn parse_size(s: &str) -> Result<u32, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);

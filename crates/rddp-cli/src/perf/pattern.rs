@@ -8,20 +8,20 @@
 
 /// Sequence spaces of one connection, so the Writes, Sends, Reads' poison and
 /// other octets of a connection never share a key.
-pub mod space {
+pub(crate) mod space {
     /// Writes: `WRITE | n`, the connection's n-th Write.
-    pub const WRITE: u64 = 1 << 60;
+    pub(crate) const WRITE: u64 = 1 << 60;
     /// Sends: `SEND | n`, the connection's n-th data Send (counted by both ends).
-    pub const SEND: u64 = 2 << 60;
+    pub(crate) const SEND: u64 = 2 << 60;
     /// What a Read sink holds before the Read's octets land: `POISON | n`.
-    pub const POISON: u64 = 3 << 60;
+    pub(crate) const POISON: u64 = 3 << 60;
     /// The server's buffer for a size of Read bandwidth: `SERVED | size`.
-    pub const SERVED: u64 = 4 << 60;
+    pub(crate) const SERVED: u64 = 4 << 60;
 }
 
 /// Whose message (a connection's id) and which (its sequence): the pattern's key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Key {
+pub(crate) struct Key {
     pub conn: u64,
     pub seq: u64,
 }
@@ -36,7 +36,7 @@ fn mix(mut z: u64) -> u64 {
 }
 
 impl Key {
-    pub fn new(conn: u64, seq: u64) -> Self {
+    pub(crate) fn new(conn: u64, seq: u64) -> Self {
         Self { conn, seq }
     }
 
@@ -51,12 +51,12 @@ impl Key {
 
     /// The octet at `offset`.
     #[cfg(test)]
-    pub fn byte(self, offset: u64) -> u8 {
+    pub(crate) fn byte(self, offset: u64) -> u8 {
         Self::word(self.base(), offset / 8)[(offset % 8) as usize]
     }
 
     /// Fill `out` with the octets from offset 0.
-    pub fn fill_into(self, out: &mut [u8]) {
+    pub(crate) fn fill_into(self, out: &mut [u8]) {
         let base = self.base();
         for (i, c) in out.chunks_mut(8).enumerate() {
             let w = Self::word(base, i as u64);
@@ -65,7 +65,7 @@ impl Key {
     }
 
     /// `len` octets from offset 0.
-    pub fn fill(self, len: usize) -> Vec<u8> {
+    pub(crate) fn fill(self, len: usize) -> Vec<u8> {
         let mut v = vec![0; len];
         self.fill_into(&mut v);
         v
@@ -73,7 +73,7 @@ impl Key {
 
     /// How many octets of `data` (from offset 0) differ from the pattern, and
     /// the first and last that do.
-    pub fn check(self, data: &[u8]) -> Wrong {
+    pub(crate) fn check(self, data: &[u8]) -> Wrong {
         let base = self.base();
         let mut w = Wrong::default();
         for (i, c) in data.chunks(8).enumerate() {
@@ -93,7 +93,7 @@ impl Key {
 
 /// Wrong octets found by a check: how many, the first and the last.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Wrong {
+pub(crate) struct Wrong {
     pub count: u64,
     pub first: usize,
     pub last: usize,
@@ -110,7 +110,7 @@ impl Wrong {
 
     /// Compare `got` with `want` octet by octet (a shorter one: the missing
     /// octets are wrong).
-    pub fn between(got: &[u8], want: &[u8]) -> Self {
+    pub(crate) fn between(got: &[u8], want: &[u8]) -> Self {
         let mut w = Self::default();
         for (i, c) in got.chunks(8).zip(want.chunks(8)).enumerate() {
             if c.0 == c.1 {
@@ -130,7 +130,7 @@ impl Wrong {
 }
 
 /// The octet at `offset` of the pattern for `seed`.
-pub fn byte(seed: u32, offset: usize) -> u8 {
+pub(crate) fn byte(seed: u32, offset: usize) -> u8 {
     let x = (offset as u32)
         .wrapping_mul(2_654_435_761)
         .wrapping_add(seed.wrapping_mul(40_503))
@@ -139,12 +139,12 @@ pub fn byte(seed: u32, offset: usize) -> u8 {
 }
 
 /// `len` octets of the pattern for `seed`.
-pub fn fill(seed: u32, len: usize) -> Vec<u8> {
+pub(crate) fn fill(seed: u32, len: usize) -> Vec<u8> {
     (0..len).map(|i| byte(seed, i)).collect()
 }
 
 /// How many octets of `data` differ from the pattern for `seed`.
-pub fn corrupt(seed: u32, data: &[u8]) -> u64 {
+pub(crate) fn corrupt(seed: u32, data: &[u8]) -> u64 {
     data.iter()
         .enumerate()
         .filter(|&(i, &b)| b != byte(seed, i))

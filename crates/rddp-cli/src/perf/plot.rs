@@ -5,7 +5,7 @@ use plotters::prelude::*;
 use std::path::Path;
 
 /// "64 B", "4 KiB", "1 MiB".
-pub fn human_size(n: u64) -> String {
+pub(crate) fn human_size(n: u64) -> String {
     match n {
         n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
         n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
@@ -14,7 +14,7 @@ pub fn human_size(n: u64) -> String {
 }
 
 /// Write the chart of `ms` (one point per size) to `path` as SVG.
-pub fn write_svg(path: &Path, ms: &[Measurement]) -> Result<(), String> {
+pub(crate) fn write_svg(path: &Path, ms: &[Measurement]) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| format!("drawing {}: {e}", path.display());
     if ms.is_empty() {
         return Err(err(&"no results to plot"));

@@ -4,7 +4,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 
 /// A bar over `sizes` sizes, hidden unless stdout is a terminal and not --json.
-pub fn bar(sizes: u64, json: bool) -> ProgressBar {
+pub(crate) fn bar(sizes: u64, json: bool) -> ProgressBar {
     if json || !std::io::stdout().is_terminal() {
         return ProgressBar::hidden();
     }
@@ -20,7 +20,7 @@ pub fn bar(sizes: u64, json: bool) -> ProgressBar {
 }
 
 /// Print a line above the bar (or plainly when it is hidden).
-pub fn println(bar: &ProgressBar, line: String) {
+pub(crate) fn println(bar: &ProgressBar, line: String) {
     if bar.is_hidden() {
         say!("{line}");
     } else {

@@ -10,10 +10,10 @@ use super::opts::Op;
 use rddp::RemoteBuf;
 
 /// The largest control message; receive buffers are at least this long.
-pub const CTRL_LEN: usize = 64;
+pub(crate) const CTRL_LEN: usize = 64;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Msg {
+pub(crate) enum Msg {
     /// Client -> server, first message: what the whole run does, and where the
     /// server may write (the client's buffer and its credit mailbox).
     Hello {
@@ -59,7 +59,7 @@ fn op_code(op: Op) -> u8 {
 }
 
 impl Msg {
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(CTRL_LEN);
         match self {
             Self::Hello {
@@ -111,7 +111,7 @@ impl Msg {
         b
     }
 
-    pub fn decode(b: &[u8]) -> Result<Self, String> {
+    pub(crate) fn decode(b: &[u8]) -> Result<Self, String> {
         let bad = || format!("malformed control message ({} octets)", b.len());
         let u32_at = |i: usize| -> Result<u32, String> {
             let s: [u8; 4] = b

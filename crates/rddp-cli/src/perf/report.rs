@@ -7,7 +7,7 @@ use std::time::Instant;
 
 /// What one size measured (over all queue pairs of the run).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Measurement {
+pub(crate) struct Measurement {
     pub op: Op,
     pub size: u32,
     /// Messages (round trips with --pingpong), summed over queue pairs.
@@ -43,23 +43,23 @@ pub struct Measurement {
 
 impl Measurement {
     /// Payload octets moved one way.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         u64::from(self.size) * self.iters
     }
 
-    pub fn gbit_per_s(&self) -> f64 {
+    pub(crate) fn gbit_per_s(&self) -> f64 {
         rate(self.bytes() as f64 * 8.0 / 1e9, self.seconds)
     }
 
-    pub fn msgs_per_s(&self) -> f64 {
+    pub(crate) fn msgs_per_s(&self) -> f64 {
         rate(self.iters as f64, self.seconds)
     }
 
-    pub fn peak_gbit_per_s(&self) -> f64 {
+    pub(crate) fn peak_gbit_per_s(&self) -> f64 {
         self.peak_msgs_per_s * f64::from(self.size) * 8.0 / 1e9
     }
 
-    pub fn latency(&self) -> Option<LatStats> {
+    pub(crate) fn latency(&self) -> Option<LatStats> {
         lat_stats(&self.samples_us)
     }
 
@@ -68,7 +68,7 @@ impl Measurement {
     /// pairs' data phases running at the same time, as perftest times its
     /// queue pairs), or the longest queue pair's time where a part has no
     /// data phase.
-    pub fn aggregate(parts: Vec<Measurement>) -> Option<Measurement> {
+    pub(crate) fn aggregate(parts: Vec<Measurement>) -> Option<Measurement> {
         let mut it = parts.into_iter();
         let mut m = it.next()?;
         m.qp_seconds_max = m.seconds;
@@ -120,18 +120,18 @@ fn rate(x: f64, secs: f64) -> f64 {
     if secs > 0.0 { x / secs } else { 0.0 }
 }
 
-pub const RULE: &str =
+pub(crate) const RULE: &str =
     "---------------------------------------------------------------------------------------";
 
 /// Column header of a bandwidth table (perftest's ib_*_bw).
-pub fn bw_header() -> String {
+pub(crate) fn bw_header() -> String {
     format!(
         " {:<10} {:<14} {:<18} {:<20} {}",
         "#bytes", "#iterations", "BW peak[Gb/sec]", "BW average[Gb/sec]", "MsgRate[Mpps]"
     )
 }
 
-pub fn bw_row(m: &Measurement) -> String {
+pub(crate) fn bw_row(m: &Measurement) -> String {
     format!(
         " {:<10} {:<14} {:<18.2} {:<20.2} {:.6}",
         m.size,
@@ -143,7 +143,7 @@ pub fn bw_row(m: &Measurement) -> String {
 }
 
 /// Column header of a latency table (perftest's ib_write_lat).
-pub fn lat_header() -> String {
+pub(crate) fn lat_header() -> String {
     format!(
         " {:<10} {:<14} {:<13} {:<13} {:<17} {:<13} {:<15} {}",
         "#bytes",
@@ -157,7 +157,7 @@ pub fn lat_header() -> String {
     )
 }
 
-pub fn lat_row(m: &Measurement) -> String {
+pub(crate) fn lat_row(m: &Measurement) -> String {
     let Some(s) = m.latency() else {
         return format!(" {:<10} {:<14} (no samples)", m.size, m.iters);
     };
@@ -167,16 +167,16 @@ pub fn lat_row(m: &Measurement) -> String {
     )
 }
 
-pub fn header(pingpong: bool) -> String {
+pub(crate) fn header(pingpong: bool) -> String {
     if pingpong { lat_header() } else { bw_header() }
 }
 
-pub fn row(m: &Measurement) -> String {
+pub(crate) fn row(m: &Measurement) -> String {
     if m.pingpong { lat_row(m) } else { bw_row(m) }
 }
 
 /// One JSON object (one line) for one size.
-pub fn json_line(m: &Measurement) -> String {
+pub(crate) fn json_line(m: &Measurement) -> String {
     let mut o = serde_json::json!({
         "op": m.op.name(),
         "size": m.size,

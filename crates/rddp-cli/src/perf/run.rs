@@ -30,7 +30,7 @@ fn link_opts(l: &super::args::LinkArgs, addr: Option<String>) -> LinkOpts {
 }
 
 /// The client options the command line asks for, or why they make no sense.
-pub fn client_opts(a: &ClientArgs) -> Result<ClientOpts, String> {
+pub(crate) fn client_opts(a: &ClientArgs) -> Result<ClientOpts, String> {
     if a.pingpong && a.op == Op::Read {
         return Err(
             "--pingpong measures write or send latency (ib_write_lat, ib_send_lat); use --op write or --op send".into(),
@@ -63,7 +63,7 @@ fn spawn_server(server: Server) -> JoinHandle<ServerEnd> {
 }
 
 /// `rddp perf client`.
-pub fn client_main(a: &ClientArgs) -> Result<(), String> {
+pub(crate) fn client_main(a: &ClientArgs) -> Result<(), String> {
     super::chan::set_stall(a.link.stall_secs);
     super::chan::set_parallel(u64::from(a.link.qps));
     if a.op == Op::Mixed {
@@ -299,7 +299,7 @@ fn measure(
 }
 
 /// `rddp perf server`.
-pub fn server_main(a: &ServerArgs) -> Result<(), String> {
+pub(crate) fn server_main(a: &ServerArgs) -> Result<(), String> {
     super::chan::set_stall(a.link.stall_secs);
     super::chan::set_parallel(u64::from(a.link.qps));
     if a.forever {

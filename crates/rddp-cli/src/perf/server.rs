@@ -12,7 +12,7 @@ use rddp::{Access, AsyncEvent, MemoryRegion, RemoteBuf};
 
 /// What the server saw of a whole run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ServerSummary {
+pub(crate) struct ServerSummary {
     pub sizes: usize,
     pub messages: u64,
     pub corrupt: u64,
@@ -20,7 +20,7 @@ pub struct ServerSummary {
 
 /// How a server's run ended: what it saw (also when it failed), and why it failed.
 #[derive(Debug)]
-pub struct ServerEnd {
+pub(crate) struct ServerEnd {
     /// Sizes and messages taken and corrupt octets found, up to the end or the
     /// failure (Sends are counted one by one, so a failed size counts too).
     pub summary: ServerSummary,
@@ -33,7 +33,7 @@ impl ServerEnd {
     /// The summary, or the error that ended the connection with what it saw
     /// before (so a failed connection's wrong octets are still counted where
     /// its error is reported).
-    pub fn into_result(self) -> Result<ServerSummary, String> {
+    pub(crate) fn into_result(self) -> Result<ServerSummary, String> {
         let s = &self.summary;
         match &self.error {
             None => Ok(self.summary),
@@ -46,7 +46,7 @@ impl ServerEnd {
 }
 
 /// A server on one connection, receives posted, waiting for the client's Hello.
-pub struct Server {
+pub(crate) struct Server {
     chan: Chan,
     opts: ServerOpts,
     sum: ServerSummary,
@@ -73,7 +73,7 @@ struct Run {
 
 impl Server {
     /// Take over `ep` and post the receive buffers, so the client may send Hello.
-    pub fn new(ep: Endpoint, opts: ServerOpts) -> Result<Self, String> {
+    pub(crate) fn new(ep: Endpoint, opts: ServerOpts) -> Result<Self, String> {
         let depth = opts.rx_depth.max(2);
         Ok(Self {
             chan: Chan::new(ep, CTRL_LEN, depth)?,
@@ -83,7 +83,7 @@ impl Server {
     }
 
     /// Serve the client until its Bye; on failure, what was seen until then.
-    pub async fn run(mut self) -> ServerEnd {
+    pub(crate) async fn run(mut self) -> ServerEnd {
         let r = self.serve().await;
         let event = if r.is_err() {
             self.chan.end_event()

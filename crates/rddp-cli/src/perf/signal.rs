@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 
 /// The bookkeeping of one queue pair's Sends.
 #[derive(Debug)]
-pub struct Signaling {
+pub(crate) struct Signaling {
     /// A data Send is signaled at least every this many (1: every one).
     every: u64,
     /// Unsignaled Sends posted since the last signaled one.
@@ -37,18 +37,18 @@ impl Default for Signaling {
 
 impl Signaling {
     /// From now on a data Send is signaled at least every `n` (at least 1).
-    pub fn set_every(&mut self, n: u64) {
+    pub(crate) fn set_every(&mut self, n: u64) {
         self.every = n.max(1);
     }
 
     /// Whether the next data Send is to be signaled; `force` (the last of a
     /// run, whose completion the run waits for) makes it so.
-    pub fn decide(&self, force: bool) -> bool {
+    pub(crate) fn decide(&self, force: bool) -> bool {
         force || self.since + 1 >= self.every
     }
 
     /// A Send was posted, `signaled` or not.
-    pub fn posted(&mut self, signaled: bool) {
+    pub(crate) fn posted(&mut self, signaled: bool) {
         if signaled {
             self.covers.push_back(self.since);
             self.since = 0;
@@ -60,14 +60,14 @@ impl Signaling {
 
     /// A Send's completion came: the unsignaled Sends it covers (completed
     /// too), besides itself.
-    pub fn send_completed(&mut self) -> u64 {
+    pub(crate) fn send_completed(&mut self) -> u64 {
         let n = self.covers.pop_front().unwrap_or(0);
         self.quiet -= n;
         n
     }
 
     /// Unsignaled Sends whose completion is not yet known.
-    pub fn quiet(&self) -> u64 {
+    pub(crate) fn quiet(&self) -> u64 {
         self.quiet
     }
 }

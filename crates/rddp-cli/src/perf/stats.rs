@@ -5,7 +5,7 @@ use std::time::Duration;
 
 /// Nearest-rank percentile of ascending `sorted` values: the smallest value with
 /// at least `p` percent of the values at or below it. `None` when empty.
-pub fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
     if sorted.is_empty() || !(0.0..=100.0).contains(&p) {
         return None;
     }
@@ -15,7 +15,7 @@ pub fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
 
 /// Latency figures in microseconds (perftest's t_min .. 99% percentile).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LatStats {
+pub(crate) struct LatStats {
     pub min: f64,
     pub max: f64,
     /// The median (perftest's t_typical).
@@ -27,7 +27,7 @@ pub struct LatStats {
 }
 
 /// Summarize samples; `None` when there are none.
-pub fn lat_stats(samples: &[f64]) -> Option<LatStats> {
+pub(crate) fn lat_stats(samples: &[f64]) -> Option<LatStats> {
     let mut s: Vec<f64> = samples.iter().copied().filter(|v| v.is_finite()).collect();
     s.sort_by(f64::total_cmp);
     let n = s.len() as f64;
@@ -45,7 +45,7 @@ pub fn lat_stats(samples: &[f64]) -> Option<LatStats> {
 
 /// Best message rate over consecutive stretches of at least `min_msgs`
 /// completions. `marks` are (completed so far, time since start), ascending.
-pub fn peak_rate(marks: &[(u64, Duration)], min_msgs: u64) -> f64 {
+pub(crate) fn peak_rate(marks: &[(u64, Duration)], min_msgs: u64) -> f64 {
     let mut best: f64 = 0.0;
     let (mut c0, mut t0) = (0u64, Duration::ZERO);
     for &(c, t) in marks {

@@ -5,12 +5,12 @@ use clap::{Args, ValueEnum};
 
 /// rping's size limits: the message format plus the longest count must fit, and
 /// the data must stay under RPING_BUFSIZE (64 KiB).
-pub const MIN_SIZE: u32 = 23;
-pub const MAX_SIZE: u32 = 65535;
+pub(super) const MIN_SIZE: u32 = 23;
+pub(super) const MAX_SIZE: u32 = 65535;
 
 /// Which RTRs a peer-to-peer (RFC 6581) initiator offers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum P2p {
+pub(crate) enum P2p {
     None,
     Write,
     Read,
@@ -21,7 +21,7 @@ pub enum P2p {
 /// As client, rddp is the side that finds the error and sends the Terminate; as
 /// server, the peer is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Fault {
+pub(crate) enum Fault {
     /// Client: advertise the start buffer under an STag never registered, so the
     /// server's RDMA Read draws our RDMAP remote protection Terminate (0/1/0x00).
     /// Server: RDMA Read the client's buffer under a wrong STag (its Terminate).
@@ -42,7 +42,7 @@ pub enum Fault {
 /// Talk rdma-core's rping protocol over MPA/TCP, as server (-s) or client (-c).
 #[derive(Args, Debug, Clone)]
 #[command(disable_version_flag = true)]
-pub struct RpingArgs {
+pub(crate) struct RpingArgs {
     /// Server side.
     #[arg(
         short = 's',
@@ -110,7 +110,7 @@ pub struct RpingArgs {
 }
 
 impl RpingArgs {
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         if !(MIN_SIZE..=MAX_SIZE).contains(&self.size) {
             return Err(format!(
                 "invalid size {} (valid range is {MIN_SIZE} to {MAX_SIZE})",
@@ -127,7 +127,7 @@ impl RpingArgs {
     }
 
     /// host:port to connect to or listen on.
-    pub fn endpoint(&self) -> String {
+    pub(crate) fn endpoint(&self) -> String {
         let host = self.addr.as_deref().unwrap_or("0.0.0.0");
         if host.contains(':') && !host.starts_with('[') {
             format!("[{host}]:{}", self.port)

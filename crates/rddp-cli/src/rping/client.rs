@@ -12,11 +12,11 @@ use rddp_mpa::MpaError;
 const SQ_DEPTH: u32 = 16;
 
 /// One line on stderr saying what MPA setup agreed.
-pub fn report_connected(c: &Connection) {
+pub(super) fn report_connected(c: &Connection) {
     super::report_mpa("rddp rping", c);
 }
 
-pub fn run(a: &RpingArgs) -> Result<(), String> {
+pub(super) fn run(a: &RpingArgs) -> Result<(), String> {
     let pd = Device::new()
         .consumer("rping", Quota::default())
         .and_then(|c| c.alloc_pd())

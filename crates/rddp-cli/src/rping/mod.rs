@@ -16,10 +16,10 @@ mod client;
 mod server;
 mod wire;
 
-pub use args::RpingArgs;
+pub(crate) use args::RpingArgs;
 
 /// One line on stderr saying what MPA setup agreed with the peer.
-pub fn report_mpa(who: &str, c: &rddp::transport::Connection) {
+pub(crate) fn report_mpa(who: &str, c: &rddp::transport::Connection) {
     let i = &c.info;
     let onoff = |b: bool| if b { "on" } else { "off" };
     eprintln!(
@@ -37,7 +37,7 @@ pub fn report_mpa(who: &str, c: &rddp::transport::Connection) {
 }
 
 /// Run `rddp rping ...`.
-pub fn run(a: &RpingArgs) -> Result<(), String> {
+pub(crate) fn run(a: &RpingArgs) -> Result<(), String> {
     a.check()?;
     let _cap = a.capture.start()?;
     if a.server {

@@ -11,7 +11,7 @@ use rddp::{ProtectionDomain, WcOpcode};
 /// rping's send queue depth (RPING_SQ_DEPTH) and CQ size.
 const SQ_DEPTH: u32 = 16;
 
-pub fn run(a: &RpingArgs) -> Result<(), String> {
+pub(super) fn run(a: &RpingArgs) -> Result<(), String> {
     let at = a.endpoint();
     let listener = Listener::bind(&at, wire::mpa_options(a))
         .map_err(|e| format!("cannot listen on {at}: {e}"))?;
@@ -115,7 +115,7 @@ fn wrong_if(a: &RpingArgs, f: Fault, stag: u32) -> u32 {
 }
 
 /// Copies of the first message `--fault extra-send` sends.
-pub const BURST: usize = 8;
+pub(super) const BURST: usize = 8;
 
 fn go_ahead(end: &mut End, burst: bool) -> Result<(), Stop> {
     for _ in 0..if burst { BURST } else { 1 } {

@@ -10,17 +10,17 @@ use std::time::{Duration, Instant};
 
 /// rping's `struct rping_rdma_info`: `be64 buf || be32 rkey || be32 size`. The
 /// address is the tagged offset the peer uses (rddp regions start at TO 0).
-pub const INFO_LEN: usize = 16;
+pub(super) const INFO_LEN: usize = 16;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Info {
+pub(super) struct Info {
     pub addr: u64,
     pub rkey: u32,
     pub size: u32,
 }
 
 impl Info {
-    pub fn to_bytes(self) -> [u8; INFO_LEN] {
+    pub(super) fn to_bytes(self) -> [u8; INFO_LEN] {
         let mut b = [0; INFO_LEN];
         b[..8].copy_from_slice(&self.addr.to_be_bytes());
         b[8..12].copy_from_slice(&self.rkey.to_be_bytes());
@@ -28,7 +28,7 @@ impl Info {
         b
     }
 
-    pub fn parse(b: &[u8]) -> Option<Self> {
+    pub(super) fn parse(b: &[u8]) -> Option<Self> {
         let b: &[u8; INFO_LEN] = b.try_into().ok()?;
         let (addr, rest) = b.split_at(8);
         Some(Self {
@@ -41,7 +41,7 @@ impl Info {
 
 /// rping's ping data: "rdma-ping-N: ", then ASCII 'A'..='z' cycling from `start`,
 /// NUL in the last octet (rping_test_client).
-pub fn fill(buf: &mut [u8], ping: u64, start: u8) {
+pub(super) fn fill(buf: &mut [u8], ping: u64, start: u8) {
     let head = format!("rdma-ping-{ping}: ");
     let n = head.len().min(buf.len());
     buf[..n].copy_from_slice(&head.as_bytes()[..n]);
@@ -56,18 +56,18 @@ pub fn fill(buf: &mut [u8], ping: u64, start: u8) {
 }
 
 /// The next ping's first pattern character after `start`.
-pub fn next_start(start: u8) -> u8 {
+pub(super) fn next_start(start: u8) -> u8 {
     if start >= b'z' { b'A' } else { start + 1 }
 }
 
 /// The octets up to (not including) the first NUL, as rping prints them with %s.
-pub fn c_str(b: &[u8]) -> &[u8] {
+pub(super) fn c_str(b: &[u8]) -> &[u8] {
     b.iter().position(|&x| x == 0).map_or(b, |i| &b[..i])
 }
 
 /// MPA options as rdma_cm sets them up on siw (Rev 2 with the enhanced block, CRC
 /// and Markers off unless asked), changed by our long options.
-pub fn mpa_options(a: &RpingArgs) -> MpaOptions {
+pub(super) fn mpa_options(a: &RpingArgs) -> MpaOptions {
     let (p2p, rtr) = match (a.server, a.p2p) {
         // The responder accepts an RTR whenever the initiator offers one, as siw.
         (true, _) => (true, (true, true)),
@@ -102,14 +102,14 @@ pub fn mpa_options(a: &RpingArgs) -> MpaOptions {
 
 /// Why a wait ended without the completion asked for.
 #[derive(Debug)]
-pub enum Stop {
+pub(super) enum Stop {
     /// The peer closed the connection (rping's DISCONNECTED state).
     Disconnected,
     Failed(String),
 }
 
 /// One connected end: its queue pair and completions, seen one at a time.
-pub struct End {
+pub(super) struct End {
     pub qp: QueuePair,
     pub cq: CompletionQueue,
     pub debug: bool,
@@ -118,7 +118,7 @@ pub struct End {
 }
 
 impl End {
-    pub fn new(qp: QueuePair, cq: CompletionQueue, a: &RpingArgs) -> Self {
+    pub(super) fn new(qp: QueuePair, cq: CompletionQueue, a: &RpingArgs) -> Self {
         Self {
             qp,
             cq,
@@ -128,7 +128,7 @@ impl End {
         }
     }
 
-    pub fn debug(&self, line: &str) {
+    pub(super) fn debug(&self, line: &str) {
         if self.debug {
             say!("{line}");
         }
@@ -137,7 +137,7 @@ impl End {
     /// Wait for the next successful completion of `want` (Send completions are
     /// taken in passing, as rping's CQ handler does). A flushed request or a close
     /// is `Disconnected`; any other error status, a Terminate, or the timeout fails.
-    pub fn wait(&mut self, want: WcOpcode, what: &str) -> Result<WorkCompletion, Stop> {
+    pub(super) fn wait(&mut self, want: WcOpcode, what: &str) -> Result<WorkCompletion, Stop> {
         let deadline = Instant::now() + self.timeout;
         loop {
             while let Some(wc) = self.pending.pop_front() {

@@ -3,14 +3,14 @@
 use clap::{Args, ValueEnum};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TargetTransport {
+pub(crate) enum TargetTransport {
     Mpa,
     Sctp,
 }
 
 /// Receive strategy for Sends (docs/receive-strategies.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Rq {
+pub(crate) enum Rq {
     /// Each buffer pre-assigned to one of the next --recv-count MSNs.
     Ordered,
     /// One pool shared by all connections, --soft-limit per stream.
@@ -20,26 +20,26 @@ pub enum Rq {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CrcPolicy {
+pub(crate) enum CrcPolicy {
     Required,
     Optional,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum MarkerPolicy {
+pub(crate) enum MarkerPolicy {
     Allow,
     Refuse,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EventFormat {
+pub(crate) enum EventFormat {
     Json,
 }
 
 /// A conformance responder: answers every connection with a registered buffer,
 /// echoes Sends, serves RDMA Reads, and reports every event.
 #[derive(Debug, Clone, Args)]
-pub struct TargetArgs {
+pub(crate) struct TargetArgs {
     /// Address to listen on (port 0 picks a free port).
     #[arg(long)]
     pub listen: String,

@@ -26,7 +26,7 @@ enum Receives {
 }
 
 /// One connection being served: its queue pair and what the echo loop keeps.
-pub struct Served {
+pub(super) struct Served {
     pub id: u64,
     qp: QueuePair,
     pub cq: CompletionQueue,
@@ -42,14 +42,14 @@ pub struct Served {
 /// What connections share: the receive pool (`--rq shared`), the buffer
 /// (`--shared-buffer`).
 #[derive(Clone, Default)]
-pub struct Shared {
+pub(super) struct Shared {
     pub srq: Option<Arc<SharedReceiveQueue>>,
     pub buf: Option<Arc<MemoryRegion>>,
 }
 
 /// Set up one accepted connection (queue pair, receives, buffer, the
 /// advertisement); `Err` if that failed (reported here).
-pub fn setup(
+pub(super) fn setup(
     id: u64,
     conn: Connection,
     pd: &ProtectionDomain,
@@ -169,7 +169,7 @@ fn build(
 impl Served {
     /// Do what is there to do without waiting: echo what arrived, report
     /// events. `Some(reason)` once the connection has closed.
-    pub fn step(&mut self, ev: &Events) -> Option<String> {
+    pub(super) fn step(&mut self, ev: &Events) -> Option<String> {
         let (id, qp, cq, rx, args) = (self.id, &self.qp, &self.cq, &self.receives, &self.args);
         loop {
             let wcs = cq.poll(32);
@@ -251,7 +251,7 @@ impl Served {
     }
 
     /// The connection has closed for `reason`: release it and report.
-    pub fn finish(self, reason: String, streams: &Streams, ev: &Events) {
+    pub(super) fn finish(self, reason: String, streams: &Streams, ev: &Events) {
         // The stream has closed: its receives are flushed and counted by now.
         let stats = crate::observe::stats_json(&self.qp.stats());
         // Nothing was placed outside the buffer (its guard octets, RFC 5042 §5).

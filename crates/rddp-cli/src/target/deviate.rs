@@ -39,7 +39,7 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Deviation {
+pub(crate) enum Deviation {
     NoToWrapCheck,
     WrongTerminateCode,
     SiwTerminateLayout,
@@ -65,7 +65,7 @@ fn lock(l: &Shared) -> std::sync::MutexGuard<'_, Link> {
 }
 
 /// Listen on `listen` and relay each connection to `back`; the bound address.
-pub fn start(listen: &str, back: SocketAddr, d: Deviation) -> Result<String, String> {
+pub(super) fn start(listen: &str, back: SocketAddr, d: Deviation) -> Result<String, String> {
     let l = TcpListener::bind(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     let at = l.local_addr().map_err(|e| e.to_string())?;
     std::thread::spawn(move || {

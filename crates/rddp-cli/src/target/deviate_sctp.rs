@@ -32,7 +32,7 @@ const DATA: u8 = 0;
 const WHOLE: u8 = 0x03;
 
 /// Whether `d` can be made over SCTP by rewriting chunks in place.
-pub fn applies(d: Deviation) -> bool {
+pub(super) fn applies(d: Deviation) -> bool {
     matches!(
         d,
         Deviation::NoToWrapCheck
@@ -44,7 +44,7 @@ pub fn applies(d: Deviation) -> bool {
 
 /// Relay UDP datagrams at `listen` to the SCTP listener at `back` (whose UDP
 /// encapsulation port is its SCTP port); the bound address.
-pub fn start(listen: &str, back: SocketAddr, d: Deviation) -> Result<String, String> {
+pub(super) fn start(listen: &str, back: SocketAddr, d: Deviation) -> Result<String, String> {
     let front = UdpSocket::bind(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     let at = front.local_addr().map_err(|e| e.to_string())?;
     let front = Arc::new(front);

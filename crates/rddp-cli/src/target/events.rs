@@ -6,13 +6,13 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Mutex;
 
-pub struct Events {
+pub(super) struct Events {
     json: bool,
     out: Mutex<()>,
 }
 
 impl Events {
-    pub fn new(json: bool) -> Self {
+    pub(super) fn new(json: bool) -> Self {
         Self {
             json,
             out: Mutex::new(()),
@@ -20,7 +20,7 @@ impl Events {
     }
 
     /// Emit `{"event": name, ...fields}` ("event" first, the fields after it).
-    pub fn emit(&self, name: &str, fields: Value) {
+    pub(super) fn emit(&self, name: &str, fields: Value) {
         let line = if self.json {
             json_line(name, &fields)
         } else {
@@ -58,18 +58,18 @@ fn human(name: &str, fields: &Value) -> String {
 /// Which connection a queue pair's stream belongs to, so that a shared receive
 /// queue's events (which name a stream) can name the connection.
 #[derive(Default)]
-pub struct Streams(Mutex<HashMap<u32, u64>>);
+pub(super) struct Streams(Mutex<HashMap<u32, u64>>);
 
 impl Streams {
-    pub fn insert(&self, qp_num: u32, conn: u64) {
+    pub(super) fn insert(&self, qp_num: u32, conn: u64) {
         self.lock().insert(qp_num, conn);
     }
 
-    pub fn remove_conn(&self, conn: u64) {
+    pub(super) fn remove_conn(&self, conn: u64) {
         self.lock().retain(|_, c| *c != conn);
     }
 
-    pub fn conn(&self, qp_num: u32) -> Option<u64> {
+    pub(super) fn conn(&self, qp_num: u32) -> Option<u64> {
         self.lock().get(&qp_num).copied()
     }
 

@@ -8,7 +8,7 @@ mod events;
 mod service;
 mod term_json;
 
-pub use args::TargetArgs;
+pub(crate) use args::TargetArgs;
 
 use crate::llp;
 use args::{CrcPolicy, MarkerPolicy, Rq};
@@ -23,7 +23,7 @@ use std::time::Duration;
 /// the event loop (rddp-io), so a silent peer holds none of them.
 const ACCEPTORS: usize = 2;
 
-pub fn run(args: TargetArgs) -> Result<(), String> {
+pub(crate) fn run(args: TargetArgs) -> Result<(), String> {
     if let Some(w) = crate::limits::raise_nofile() {
         eprintln!("rddp target: {w}");
     }

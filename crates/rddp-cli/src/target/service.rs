@@ -24,12 +24,12 @@ enum Msg {
 
 /// Where acceptors hand set-up connections.
 #[derive(Clone)]
-pub struct Service {
+pub(super) struct Service {
     tx: Sender<Msg>,
 }
 
 impl Service {
-    pub fn start(streams: Arc<Streams>, ev: Arc<Events>) -> Self {
+    pub(super) fn start(streams: Arc<Streams>, ev: Arc<Events>) -> Self {
         let (tx, rx) = channel();
         let me = tx.clone();
         std::thread::Builder::new()
@@ -40,7 +40,7 @@ impl Service {
     }
 
     /// Serve `s` until it closes.
-    pub fn add(&self, s: Served) {
+    pub(super) fn add(&self, s: Served) {
         let _ = self.tx.send(Msg::New(Box::new(s)));
     }
 }

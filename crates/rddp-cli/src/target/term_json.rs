@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 /// the RFC 5040 positions of the raw word; absent if not even a word came),
 /// `description`, `layout`, `control_word`, `raw` (hex, at most the first 64 octets),
 /// and `note` when the body was not a plain RFC Terminate.
-pub fn received(conn: u64, r: &ReceivedTerminate) -> Value {
+pub(super) fn received(conn: u64, r: &ReceivedTerminate) -> Value {
     let mut m = Map::new();
     m.insert("conn".into(), json!(conn));
     m.insert("direction".into(), json!("received"));

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 /// A verbs-API initiator with eight 4 KiB receives posted before connecting.
-pub struct Client {
+pub(crate) struct Client {
     pub qp: QueuePair,
     cq: CompletionQueue,
     pd: ProtectionDomain,
@@ -17,7 +17,7 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn connect(addr: SocketAddr, opts: MpaOptions) -> Self {
+    pub(crate) fn connect(addr: SocketAddr, opts: MpaOptions) -> Self {
         let dev = Device::new();
         let pd = dev
             .consumer("client", Quota::default())
@@ -39,7 +39,7 @@ impl Client {
     }
 
     /// The next completion of `op` (others are checked for success and skipped).
-    pub fn next(&self, op: WcOpcode) -> WorkCompletion {
+    pub(crate) fn next(&self, op: WcOpcode) -> WorkCompletion {
         loop {
             let wc = self.cq.wait(1, Duration::from_secs(10));
             let wc = wc.into_iter().next().expect("no completion within 10 s");
@@ -51,7 +51,7 @@ impl Client {
     }
 
     /// The next message received: (MSN, payload); the buffer is reposted.
-    pub fn recv(&self) -> (u32, Vec<u8>) {
+    pub(crate) fn recv(&self) -> (u32, Vec<u8>) {
         let wc = self.next(WcOpcode::Recv);
         let (q, msn) = wc.qn_msn.unwrap();
         assert_eq!(q, 0);
@@ -60,20 +60,20 @@ impl Client {
         (msn, data)
     }
 
-    pub fn advert(&self) -> RemoteBuf {
+    pub(crate) fn advert(&self) -> RemoteBuf {
         let (msn, data) = self.recv();
         assert_eq!((msn, data.len()), (1, 16), "the advertisement is MSN 1");
         RemoteBuf::from_bytes(&data).unwrap()
     }
 
-    pub fn send(&self, data: &[u8]) {
+    pub(crate) fn send(&self, data: &[u8]) {
         self.qp
             .post_send_inline(0, data, SendFlags::default())
             .unwrap();
     }
 
     /// Write `data` at `off` of `remote`, read it back, compare.
-    pub fn write_read(&self, remote: RemoteBuf, off: u64, data: &[u8]) {
+    pub(crate) fn write_read(&self, remote: RemoteBuf, off: u64, data: &[u8]) {
         let n = data.len() as u64;
         let src = self.pd.register(data.to_vec(), Access::NONE).unwrap();
         let sink = self
@@ -90,7 +90,7 @@ impl Client {
     }
 }
 
-pub fn opts(rev: u8, crc: bool, markers: bool) -> MpaOptions {
+pub(crate) fn opts(rev: u8, crc: bool, markers: bool) -> MpaOptions {
     MpaOptions {
         rev,
         crc,
@@ -99,6 +99,6 @@ pub fn opts(rev: u8, crc: bool, markers: bool) -> MpaOptions {
     }
 }
 
-pub fn pattern(n: usize) -> Vec<u8> {
+pub(crate) fn pattern(n: usize) -> Vec<u8> {
     (0..n).map(|i| (i * 7 + i / 251) as u8).collect()
 }

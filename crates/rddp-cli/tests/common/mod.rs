@@ -2,9 +2,9 @@
 //! lines, and a hostile MPA peer on a raw TCP socket.
 #![allow(dead_code)]
 
-pub mod client;
-pub mod pcap;
-pub mod raw_peer;
+pub(crate) mod client;
+pub(crate) mod pcap;
+pub(crate) mod raw_peer;
 
 use raw_peer::RawPeer;
 use rddp_wire::TerminateCode;
@@ -16,7 +16,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
 /// A running `rddp target --listen 127.0.0.1:0 --events json ARGS`; killed on drop.
-pub struct Target {
+pub(crate) struct Target {
     child: Child,
     lines: Receiver<String>,
     /// Every event read so far, in order.
@@ -25,7 +25,7 @@ pub struct Target {
 }
 
 impl Target {
-    pub fn start(args: &[&str]) -> Self {
+    pub(crate) fn start(args: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_rddp"))
             .args(["target", "--listen", "127.0.0.1:0", "--events", "json"])
             .args(args)
@@ -62,7 +62,7 @@ impl Target {
     }
 
     /// The target's process id.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
@@ -83,7 +83,7 @@ impl Target {
 
     /// The first event (already seen or still to come) named `name` whose fields
     /// include all of `fields`.
-    pub fn expect(&mut self, name: &str, fields: Value) -> Value {
+    pub(crate) fn expect(&mut self, name: &str, fields: Value) -> Value {
         let matches = |v: &Value| {
             v["event"] == name
                 && fields
@@ -107,7 +107,7 @@ impl Target {
     }
 
     /// Read events for `d` (to check that something did not happen).
-    pub fn drain_for(&mut self, d: Duration) {
+    pub(crate) fn drain_for(&mut self, d: Duration) {
         let deadline = Instant::now() + d;
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
             if self.next_line(left).is_none() {
@@ -125,13 +125,13 @@ impl Drop for Target {
 }
 
 /// Run `rddp ARGS` to completion: (exit code, stdout, stderr).
-pub fn run(args: &[&str]) -> (Option<i32>, String, String) {
+pub(crate) fn run(args: &[&str]) -> (Option<i32>, String, String) {
     run_within(args, Duration::from_secs(10))
 }
 
 /// Run `rddp ARGS` to completion, killed (and the test failed) if it
 /// outlives `bound`: (exit code, stdout, stderr).
-pub fn run_within(args: &[&str], bound: Duration) -> (Option<i32>, String, String) {
+pub(crate) fn run_within(args: &[&str], bound: Duration) -> (Option<i32>, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rddp"))
         .args(args)
         .stdin(Stdio::null())
@@ -153,13 +153,13 @@ pub fn run_within(args: &[&str], bound: Duration) -> (Option<i32>, String, Strin
     (out.status.code(), s(&out.stdout), s(&out.stderr))
 }
 
-pub fn int(v: &Value, k: &str) -> u64 {
+pub(crate) fn int(v: &Value, k: &str) -> u64 {
     v[k].as_u64()
         .unwrap_or_else(|| panic!("{k} is not a JSON integer in {v}"))
 }
 
 /// The connected event of `conn`, with every field of the contract and its type.
-pub fn connected(t: &mut Target, conn: u64) -> Value {
+pub(crate) fn connected(t: &mut Target, conn: u64) -> Value {
     let v = t.expect("connected", json!({ "conn": conn }));
     let peer: SocketAddr = v["peer"].as_str().unwrap().parse().unwrap();
     assert_eq!(peer.ip().to_string(), "127.0.0.1");
@@ -173,7 +173,7 @@ pub fn connected(t: &mut Target, conn: u64) -> Value {
     v
 }
 
-pub fn check_terminate(t: &mut Target, conn: u64, dir: &str, code: TerminateCode) {
+pub(crate) fn check_terminate(t: &mut Target, conn: u64, dir: &str, code: TerminateCode) {
     let (l, e, c) = (code.layer, code.etype, code.code);
     let want = json!({ "conn": conn, "direction": dir, "layer": l, "etype": e, "code": c });
     t.expect("terminate", want);
@@ -181,7 +181,7 @@ pub fn check_terminate(t: &mut Target, conn: u64, dir: &str, code: TerminateCode
 }
 
 /// A raw connection that has spoken first and read its advertisement.
-pub fn raw(t: &Target) -> (RawPeer, (u32, u64, u32)) {
+pub(crate) fn raw(t: &Target) -> (RawPeer, (u32, u64, u32)) {
     let mut p = RawPeer::connect(t.addr, true);
     p.send(1, b"hi", true);
     let ad = p.advert();

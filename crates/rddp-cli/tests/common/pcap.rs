@@ -7,7 +7,7 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-pub fn tshark_present() -> bool {
+pub(crate) fn tshark_present() -> bool {
     let ok = Command::new("tshark")
         .arg("-v")
         .output()
@@ -23,14 +23,14 @@ pub fn tshark_present() -> bool {
 }
 
 /// Keep heuristic dissectors that also claim iWARP payloads out of the way.
-pub const NO_HEURISTICS: &[&str] = &[
+pub(crate) const NO_HEURISTICS: &[&str] = &[
     "--disable-heuristic",
     "rpcrdma_iwarp",
     "--disable-heuristic",
     "smb_direct_iwarp",
 ];
 
-pub fn tshark(file: &Path, args: &[&str]) -> String {
+pub(crate) fn tshark(file: &Path, args: &[&str]) -> String {
     let out = Command::new("tshark")
         .args(["-n", "-r"])
         .arg(file)
@@ -44,7 +44,7 @@ pub fn tshark(file: &Path, args: &[&str]) -> String {
 /// Every FPDU of the MPA capture `file` decodes with a good CRC, the TCP stream
 /// has no gap, and the RDMAP opcodes seen are returned, by direction
 /// (source port, opcode).
-pub fn check_mpa_capture(file: &Path) -> Vec<(String, String)> {
+pub(crate) fn check_mpa_capture(file: &Path) -> Vec<(String, String)> {
     let mut a = NO_HEURISTICS.to_vec();
     a.extend(["-T", "fields", "-E", "occurrence=a", "-E", "aggregator=|"]);
     a.extend([

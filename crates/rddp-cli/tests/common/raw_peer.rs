@@ -12,7 +12,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-pub struct RawPeer {
+pub(crate) struct RawPeer {
     pub sock: TcpStream,
     enc: FpduEncoder,
     dec: FpduDecoder,
@@ -24,7 +24,7 @@ pub struct RawPeer {
 }
 
 /// TCP connect, send an MPA Rev 1 Request (M and C as given), read the Reply.
-pub fn handshake(addr: SocketAddr, markers: bool, crc: bool) -> (TcpStream, MpaFrame) {
+pub(crate) fn handshake(addr: SocketAddr, markers: bool, crc: bool) -> (TcpStream, MpaFrame) {
     let mut sock = TcpStream::connect(addr).unwrap();
     sock.set_nodelay(true).unwrap();
     sock.set_read_timeout(Some(Duration::from_secs(10)))
@@ -43,7 +43,7 @@ pub fn handshake(addr: SocketAddr, markers: bool, crc: bool) -> (TcpStream, MpaF
 
 impl RawPeer {
     /// Rev 1 without Markers, C as given; the target must accept.
-    pub fn connect(addr: SocketAddr, crc: bool) -> Self {
+    pub(crate) fn connect(addr: SocketAddr, crc: bool) -> Self {
         let (sock, reply) = handshake(addr, false, crc);
         assert!(!reply.flags.reject(), "the target refused: {reply:?}");
         let crc = crc || reply.flags.crc();
@@ -58,30 +58,30 @@ impl RawPeer {
     }
 
     /// Send one DDP segment as a well-formed FPDU.
-    pub fn send_segment(&mut self, seg: &[u8]) {
+    pub(crate) fn send_segment(&mut self, seg: &[u8]) {
         let mut out = Vec::new();
         self.enc.encode(seg, &mut out).unwrap();
         self.sock.write_all(&out).unwrap();
     }
 
     /// One FPDU for `seg` as it would go out (to break before sending).
-    pub fn encode(&mut self, seg: &[u8]) -> Vec<u8> {
+    pub(crate) fn encode(&mut self, seg: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
         self.enc.encode(seg, &mut out).unwrap();
         out
     }
 
-    pub fn send_raw(&mut self, bytes: &[u8]) {
+    pub(crate) fn send_raw(&mut self, bytes: &[u8]) {
         self.sock.write_all(bytes).unwrap();
     }
 
     /// A Send of `payload` as one segment on QN 0 with `msn` (L as given).
-    pub fn send(&mut self, msn: u32, payload: &[u8], last: bool) {
+    pub(crate) fn send(&mut self, msn: u32, payload: &[u8], last: bool) {
         self.send_at(msn, 0, payload, last);
     }
 
     /// A segment of a Send at message offset `mo`.
-    pub fn send_at(&mut self, msn: u32, mo: u32, payload: &[u8], last: bool) {
+    pub(crate) fn send_at(&mut self, msn: u32, mo: u32, payload: &[u8], last: bool) {
         let rsvd = [RdmapControl::new(Opcode::SEND).0, 0, 0, 0, 0];
         let mut seg = UntaggedHeader::new(last, rsvd, qn::SEND, msn, mo)
             .to_bytes()
@@ -91,7 +91,7 @@ impl RawPeer {
     }
 
     /// An RDMA Write of `payload` at `stag`/`to`.
-    pub fn write(&mut self, stag: u32, to: u64, payload: &[u8]) {
+    pub(crate) fn write(&mut self, stag: u32, to: u64, payload: &[u8]) {
         let rdmap = RdmapControl::new(Opcode::RDMA_WRITE).0;
         let mut seg = TaggedHeader::new(true, rdmap, stag, to).to_bytes().to_vec();
         seg.extend_from_slice(payload);
@@ -99,7 +99,7 @@ impl RawPeer {
     }
 
     /// Read until `n` segments are buffered, the target closes, or 10 s pass.
-    pub fn read_segments(&mut self, n: usize) {
+    pub(crate) fn read_segments(&mut self, n: usize) {
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut buf = [0u8; 4096];
         while self.segs.len() < n && !self.closed {
@@ -125,7 +125,7 @@ impl RawPeer {
     }
 
     /// The next untagged message the target sends: (QN, MSN, payload).
-    pub fn next_untagged(&mut self) -> (u32, u32, Vec<u8>) {
+    pub(crate) fn next_untagged(&mut self) -> (u32, u32, Vec<u8>) {
         self.read_segments(1);
         assert!(!self.segs.is_empty(), "nothing from the target");
         let seg = self.segs.remove(0);
@@ -136,7 +136,7 @@ impl RawPeer {
     }
 
     /// The advertisement (first Send, MSN 1): (STag, TO, length).
-    pub fn advert(&mut self) -> (u32, u64, u32) {
+    pub(crate) fn advert(&mut self) -> (u32, u64, u32) {
         let (q, msn, p) = self.next_untagged();
         assert_eq!((q, msn, p.len()), (0, 1, 16), "advertisement");
         let stag = u32::from_be_bytes(p[0..4].try_into().unwrap());
@@ -146,7 +146,7 @@ impl RawPeer {
     }
 
     /// Read until closed; the Terminate the target sent, if any.
-    pub fn terminate(&mut self) -> Option<Terminate> {
+    pub(crate) fn terminate(&mut self) -> Option<Terminate> {
         self.read_segments(usize::MAX);
         assert!(self.closed, "the target did not close");
         self.segs
@@ -157,7 +157,7 @@ impl RawPeer {
 }
 
 /// An untagged segment (RDMAP opcode `op`) with MO 0.
-pub fn untagged(op: Opcode, qn: u32, msn: u32, last: bool, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn untagged(op: Opcode, qn: u32, msn: u32, last: bool, payload: &[u8]) -> Vec<u8> {
     let rsvd = [RdmapControl::new(op).0, 0, 0, 0, 0];
     let mut seg = UntaggedHeader::new(last, rsvd, qn, msn, 0)
         .to_bytes()

@@ -14,13 +14,13 @@ use usrsctp_ffi::sys::{
 };
 use usrsctp_ffi::{Encapsulation, Error, Notification, Received, Socket, Target, stack};
 
-pub const STREAMS: u16 = 16;
-pub const PPID_SEGMENT: u32 = 16;
-pub const PPID_CONTROL: u32 = 17;
+pub(crate) const STREAMS: u16 = 16;
+pub(crate) const PPID_SEGMENT: u32 = 16;
+pub(crate) const PPID_CONTROL: u32 = 17;
 
 /// A chunk the target sent: stream, PPID, payload without the DDP-SSN.
 #[derive(Debug, Clone)]
-pub struct Chunk {
+pub(crate) struct Chunk {
     pub sid: u16,
     pub ppid: u32,
     pub ssn: u16,
@@ -28,7 +28,7 @@ pub struct Chunk {
 }
 
 impl Chunk {
-    pub fn control(&self) -> Option<SessionFunction> {
+    pub(crate) fn control(&self) -> Option<SessionFunction> {
         if self.ppid != PPID_CONTROL {
             return None;
         }
@@ -38,7 +38,7 @@ impl Chunk {
     }
 
     /// (MSN, payload) of an untagged Send segment.
-    pub fn send(&self) -> Option<(u32, Vec<u8>)> {
+    pub(crate) fn send(&self) -> Option<(u32, Vec<u8>)> {
         match (self.ppid, DdpHeader::parse(&self.body)) {
             (PPID_SEGMENT, Ok(h @ DdpHeader::Untagged(u))) => {
                 Some((u.msn, self.body[h.len()..].to_vec()))
@@ -48,7 +48,7 @@ impl Chunk {
     }
 }
 
-pub struct RawSctp {
+pub(crate) struct RawSctp {
     sock: Socket,
     buf: Vec<u8>,
     next_ssn: [u16; STREAMS as usize],
@@ -76,7 +76,7 @@ fn stack() {
 
 impl RawSctp {
     /// A verified DDP association to the target at `addr`.
-    pub fn connect(addr: SocketAddrV4) -> Self {
+    pub(crate) fn connect(addr: SocketAddrV4) -> Self {
         stack();
         let s = Socket::new(false).unwrap();
         s.set_adaptation_layer(rddp_wire::sctp::ADAPTATION_DDP)
@@ -123,19 +123,19 @@ impl RawSctp {
     }
 
     /// The largest message SCTP sends unfragmented here.
-    pub fn fragmentation_point(&self) -> usize {
+    pub(crate) fn fragmentation_point(&self) -> usize {
         self.sock.status().unwrap().fragmentation_point as usize
     }
 
     /// Send `body` after the next DDP-SSN of `sid`; returns that DDP-SSN.
-    pub fn send(&mut self, sid: u16, ppid: u32, body: &[u8]) -> u16 {
+    pub(crate) fn send(&mut self, sid: u16, ppid: u32, body: &[u8]) -> u16 {
         let ssn = self.take_ssn(sid);
         self.send_ssn(sid, ppid, ssn, body);
         ssn
     }
 
     /// The next DDP-SSN of `sid`, to send later with [`Self::send_ssn`].
-    pub fn take_ssn(&mut self, sid: u16) -> u16 {
+    pub(crate) fn take_ssn(&mut self, sid: u16) -> u16 {
         let s = &mut self.next_ssn[usize::from(sid)];
         let ssn = *s;
         *s = s.wrapping_add(1);
@@ -143,7 +143,7 @@ impl RawSctp {
     }
 
     /// Send `body` with DDP-SSN `ssn` (unordered, as every DDP chunk).
-    pub fn send_ssn(&mut self, sid: u16, ppid: u32, ssn: u16, body: &[u8]) {
+    pub(crate) fn send_ssn(&mut self, sid: u16, ppid: u32, ssn: u16, body: &[u8]) {
         let mut p = ssn.to_be_bytes().to_vec();
         p.extend_from_slice(body);
         self.sock
@@ -153,14 +153,14 @@ impl RawSctp {
     }
 
     /// A Session Control message (any function code, any private data).
-    pub fn control(&mut self, sid: u16, function: u16, pd: &[u8]) -> u16 {
+    pub(crate) fn control(&mut self, sid: u16, function: u16, pd: &[u8]) -> u16 {
         let mut b = function.to_be_bytes().to_vec();
         b.extend_from_slice(pd);
         self.send(sid, PPID_CONTROL, &b)
     }
 
     /// An RDMAP Send of `data` as one untagged segment (QN 0).
-    pub fn send_message(&mut self, sid: u16, msn: u32, data: &[u8]) {
+    pub(crate) fn send_message(&mut self, sid: u16, msn: u32, data: &[u8]) {
         let rdmap = RdmapControl::new(Opcode::SEND).0;
         let mut b = UntaggedHeader::new(true, [rdmap, 0, 0, 0, 0], 0, msn, 0)
             .to_bytes()
@@ -199,7 +199,7 @@ impl RawSctp {
     }
 
     /// The next chunk the target sent on `sid` (others stay in the inbox).
-    pub fn next_on(&mut self, sid: u16, timeout: Duration) -> Option<Chunk> {
+    pub(crate) fn next_on(&mut self, sid: u16, timeout: Duration) -> Option<Chunk> {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(i) = self.inbox.iter().position(|c| c.sid == sid) {
@@ -211,7 +211,7 @@ impl RawSctp {
     }
 
     /// The next chunk on `sid`, which must be Session Control `f`.
-    pub fn expect_control(&mut self, sid: u16, f: SessionFunction) -> Chunk {
+    pub(crate) fn expect_control(&mut self, sid: u16, f: SessionFunction) -> Chunk {
         let c = self
             .next_on(sid, Duration::from_secs(10))
             .unwrap_or_else(|| panic!("no {f:?} on stream {sid}"));
@@ -220,7 +220,7 @@ impl RawSctp {
     }
 
     /// The next chunk on `sid`, which must be an RDMAP Send: (MSN, payload).
-    pub fn expect_send(&mut self, sid: u16) -> (u32, Vec<u8>) {
+    pub(crate) fn expect_send(&mut self, sid: u16) -> (u32, Vec<u8>) {
         let c = self
             .next_on(sid, Duration::from_secs(10))
             .unwrap_or_else(|| panic!("no Send on stream {sid}"));
@@ -229,7 +229,7 @@ impl RawSctp {
     }
 
     /// Every chunk the target sends on `sid` within `d`.
-    pub fn collect_on(&mut self, sid: u16, d: Duration) -> Vec<Chunk> {
+    pub(crate) fn collect_on(&mut self, sid: u16, d: Duration) -> Vec<Chunk> {
         let deadline = Instant::now() + d;
         let mut got = Vec::new();
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
@@ -242,7 +242,7 @@ impl RawSctp {
 
     /// Wait until everything we sent is acknowledged (SCTP sender-dry): nothing of
     /// ours is outstanding, so a stream number may be reused (RFC 5043).
-    pub fn wait_dry(&mut self) {
+    pub(crate) fn wait_dry(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         while !self.dry {
             assert!(Instant::now() < deadline, "never sender-dry");
@@ -252,7 +252,7 @@ impl RawSctp {
 
     /// Open a session on `sid`: Initiate, the target's Accept, then its first Send
     /// (the 16-octet advertisement, MSN 1).
-    pub fn open(&mut self, sid: u16) -> Vec<u8> {
+    pub(crate) fn open(&mut self, sid: u16) -> Vec<u8> {
         self.control(sid, SessionFunction::Initiate.code(), b"");
         self.expect_control(sid, SessionFunction::Accept);
         let (msn, ad) = self.expect_send(sid);

@@ -22,7 +22,7 @@ fn in_ci() -> bool {
 /// binary; `needs` says what root is for. Returns the run's `summary.json` and
 /// its stdout, or `None` when skipped (not root, not CI). Panics when the script
 /// fails or writes no summary. DIR is removed afterwards.
-pub fn run(script: &str, args: &[&str], needs: &str) -> Option<(Value, String)> {
+pub(crate) fn run(script: &str, args: &[&str], needs: &str) -> Option<(Value, String)> {
     if !is_root() {
         assert!(
             !in_ci(),

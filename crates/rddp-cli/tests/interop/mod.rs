@@ -13,7 +13,7 @@
 //! print why and pass without checking (RDDP_INTEROP=0 asks for that too).
 #![allow(dead_code)]
 
-pub mod proxy;
+pub(crate) mod proxy;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
@@ -24,17 +24,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Repository root (this file is crates/rddp-cli/tests/interop/mod.rs).
-pub fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-pub fn rddp() -> String {
+pub(crate) fn rddp() -> String {
     env!("CARGO_BIN_EXE_rddp").to_string()
 }
 
 /// `n` distinct free ports on 127.0.0.1 (bound to port 0 all at once, then
 /// released for the children and QEMU's forwards).
-pub fn free_ports(n: usize) -> Vec<u16> {
+pub(crate) fn free_ports(n: usize) -> Vec<u16> {
     let held: Vec<TcpListener> = (0..n)
         .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
         .collect();
@@ -45,7 +45,7 @@ pub fn free_ports(n: usize) -> Vec<u16> {
 
 /// Whether the harness can run here; `Err` says why not. Under CI=true a harness
 /// that cannot run is a failure, not a skip.
-pub fn available() -> Result<(), String> {
+pub(crate) fn available() -> Result<(), String> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     let why = match std::env::var("RDDP_INTEROP").as_deref() {
         Ok("0" | "off") if !ci => Some("RDDP_INTEROP=0".to_string()),
@@ -77,7 +77,7 @@ fn build_guest() -> Result<(), String> {
 }
 
 /// Where a step's host side starts.
-pub enum Host {
+pub(crate) enum Host {
     /// Before the boot; the guest command finds it at 10.0.2.2:{port}.
     Before(Vec<String>),
     /// Once the guest server listens on its port (`{gport}`, chosen per step); the
@@ -90,7 +90,7 @@ pub enum Host {
 /// One check: a guest command and its host side. In both commands `{port}` is
 /// the host port of this step (the host server's, or the forwarded one) and
 /// `{gport}` the guest server's port.
-pub struct Step {
+pub(crate) struct Step {
     pub name: String,
     pub siw: String,
     pub seconds: u32,
@@ -101,7 +101,7 @@ pub struct Step {
 }
 
 impl Step {
-    pub fn new(name: &str, siw: &str, seconds: u32, guest: &str, host: Host) -> Self {
+    pub(crate) fn new(name: &str, siw: &str, seconds: u32, guest: &str, host: Host) -> Self {
         Self {
             name: name.into(),
             siw: siw.into(),
@@ -113,12 +113,12 @@ impl Step {
     }
 
     /// The guest command's time limit (it is killed then).
-    pub fn secs(mut self, n: u32) -> Self {
+    pub(crate) fn secs(mut self, n: u32) -> Self {
         self.seconds = n;
         self
     }
 
-    pub fn via_proxy(mut self, c: proxy::Corrupt) -> Self {
+    pub(crate) fn via_proxy(mut self, c: proxy::Corrupt) -> Self {
         self.proxy = Some(c);
         self
     }
@@ -126,7 +126,7 @@ impl Step {
 
 /// What one step produced.
 #[derive(Debug, Default, Clone)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// The guest command's exit status (137: killed at its time limit).
     pub guest_rc: Option<i32>,
     /// The guest command's output (stdout and stderr), without markers.
@@ -141,7 +141,7 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    pub fn all(&self) -> String {
+    pub(crate) fn all(&self) -> String {
         format!(
             "--- guest (rc {:?})\n{}--- dmesg\n{}--- host (rc {:?})\n{}{}--- proxy\n{}",
             self.guest_rc,
@@ -156,7 +156,7 @@ impl Outcome {
 }
 
 /// The results of one boot, by step name.
-pub struct Run {
+pub(crate) struct Run {
     pub steps: HashMap<String, Outcome>,
     pub seconds: f64,
     /// run-guest.sh's stdout (the guest console from the boot on).
@@ -166,7 +166,7 @@ pub struct Run {
 }
 
 impl Run {
-    pub fn get(&self, name: &str) -> &Outcome {
+    pub(crate) fn get(&self, name: &str) -> &Outcome {
         self.steps.get(name).unwrap_or_else(|| {
             panic!(
                 "step {name} did not run; console:\n{}\n{}",
@@ -176,7 +176,7 @@ impl Run {
     }
 
     /// A step's outputs and the harness's own lines, for assertion messages.
-    pub fn explain(&self, name: &str) -> String {
+    pub(crate) fn explain(&self, name: &str) -> String {
         format!(
             "step {name}\n{}--- run-guest\n{}",
             self.get(name).all(),
@@ -257,7 +257,7 @@ fn quote(s: &str) -> String {
 }
 
 /// Boot once and run `steps` in order; every step's output, by name.
-pub fn run(mut steps: Vec<Step>) -> Run {
+pub(crate) fn run(mut steps: Vec<Step>) -> Run {
     let t0 = Instant::now();
     // RDDP_INTEROP_ONLY=NAME,NAME runs only the steps whose names start so
     // (to rerun a few by hand; the tests for the others then fail).

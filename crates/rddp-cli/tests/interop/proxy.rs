@@ -9,14 +9,14 @@ use std::thread::JoinHandle;
 
 /// Which FPDU to break and in which direction.
 #[derive(Debug, Clone, Copy)]
-pub struct Corrupt {
+pub(crate) struct Corrupt {
     /// Break what the connecting side sends (else what the upstream answers).
     pub from_connector: bool,
     /// The n-th FPDU after the MPA Request or Reply (0 = the first).
     pub fpdu: usize,
 }
 
-pub struct Proxy {
+pub(crate) struct Proxy {
     pub port: u16,
     log: Arc<Mutex<String>>,
     thread: Option<JoinHandle<()>>,
@@ -24,7 +24,7 @@ pub struct Proxy {
 
 impl Proxy {
     /// Listen on a free port; the first connection is joined to 127.0.0.1:`upstream`.
-    pub fn start(upstream: u16, c: Corrupt) -> Self {
+    pub(crate) fn start(upstream: u16, c: Corrupt) -> Self {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         let log = Arc::new(Mutex::new(String::new()));
@@ -55,7 +55,7 @@ impl Proxy {
 
     /// What was corrupted (or why nothing was), once both directions ended or
     /// after 5 s (a proxy nobody connected to is left waiting, not joined).
-    pub fn report(mut self) -> String {
+    pub(crate) fn report(mut self) -> String {
         if let Some(t) = self.thread.take() {
             for _ in 0..100 {
                 if t.is_finished() {

@@ -5,12 +5,12 @@
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-pub const IP_A: &str = "10.99.0.1";
-pub const IP_B: &str = "10.99.0.2";
+pub(crate) const IP_A: &str = "10.99.0.1";
+pub(crate) const IP_B: &str = "10.99.0.2";
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
-pub struct NetnsPair {
+pub(crate) struct NetnsPair {
     pub a: String,
     pub b: String,
     /// B's end of the veth pair (set down to cut the link).
@@ -36,7 +36,7 @@ fn ip(args: &[&str]) -> Result<(), String> {
 impl NetnsPair {
     /// Namespaces named after this process and a counter, so parallel runs and
     /// other tests never share one.
-    pub fn create() -> Result<Self, String> {
+    pub(crate) fn create() -> Result<Self, String> {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let tag = format!("{:x}x{n}", std::process::id());
         let p = Self {
@@ -61,13 +61,13 @@ impl NetnsPair {
     }
 
     /// `ip netns exec NS` as a command prefix.
-    pub fn exec(ns: &str) -> [&str; 4] {
+    pub(crate) fn exec(ns: &str) -> [&str; 4] {
         ["ip", "netns", "exec", ns]
     }
 
     /// Cut the link: B's end down (A keeps its address and route; its packets
     /// are dropped, as past a pulled cable).
-    pub fn cut(a_ns_b: &str, dev_b: &str) {
+    pub(crate) fn cut(a_ns_b: &str, dev_b: &str) {
         ip(&["-n", a_ns_b, "link", "set", dev_b, "down"]).expect("link down");
     }
 }
@@ -88,7 +88,7 @@ impl Drop for NetnsPair {
 
 /// Namespaces for a test, or `None` (with the reason printed) where this machine
 /// cannot make them; under CI=true that is a failure.
-pub fn require() -> Option<NetnsPair> {
+pub(crate) fn require() -> Option<NetnsPair> {
     match NetnsPair::create() {
         Ok(p) => Some(p),
         Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {

@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 /// A running `rddp target --events json`; killed (SIGKILL) and reaped on drop.
-pub struct Peer {
+pub(crate) struct Peer {
     child: Option<Child>,
     pub addr: SocketAddr,
 }
@@ -16,7 +16,7 @@ pub struct Peer {
 impl Peer {
     /// `rddp target --listen LISTEN --events json EXTRA`, run through `prefix`
     /// (e.g. `ip netns exec NS`, which execs, so the child is the target itself).
-    pub fn start(prefix: &[&str], listen: &str, extra: &[&str]) -> Self {
+    pub(crate) fn start(prefix: &[&str], listen: &str, extra: &[&str]) -> Self {
         let rddp = env!("CARGO_BIN_EXE_rddp");
         let mut cmd = match prefix.split_first() {
             None => Command::new(rddp),
@@ -56,7 +56,7 @@ impl Peer {
 
     /// SIGKILL now; returns when it was sent. The process is reaped before this
     /// returns (its sockets are closed by the kernel as it exits).
-    pub fn kill(&mut self) -> Instant {
+    pub(crate) fn kill(&mut self) -> Instant {
         let at = Instant::now();
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();

@@ -5,7 +5,7 @@
 use std::fmt;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProcStat {
+pub(crate) struct ProcStat {
     pub threads: u64,
     pub fds: u64,
     pub rss_kib: u64,
@@ -30,7 +30,7 @@ fn status_field(status: &str, name: &str) -> u64 {
 }
 
 /// Read /proc/self/status (Threads, VmRSS) and count /proc/self/fd.
-pub fn now() -> ProcStat {
+pub(crate) fn now() -> ProcStat {
     let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
     // read_dir holds one descriptor of its own while it lists.
     let fds = std::fs::read_dir("/proc/self/fd")

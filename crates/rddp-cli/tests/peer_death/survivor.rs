@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 /// The lower layer a survivor connects over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Llp {
+pub(crate) enum Llp {
     Mpa,
     Sctp,
 }
@@ -25,7 +25,7 @@ const RQ: u32 = 32;
 
 /// What to keep in flight when the peer dies.
 #[derive(Debug, Clone, Copy)]
-pub struct Load {
+pub(crate) struct Load {
     pub writes: usize,
     pub reads: usize,
     /// Sends (the target echoes each one into one of our receives).
@@ -35,7 +35,7 @@ pub struct Load {
 }
 
 /// The quota each survivor's consumer gets.
-pub const QUOTA: Quota = Quota {
+pub(crate) const QUOTA: Quota = Quota {
     queue_pairs: 1,
     memory_regions: 4,
     registered_bytes: 8 << 20,
@@ -45,7 +45,7 @@ pub const QUOTA: Quota = Quota {
 
 /// Every posted work request's end, after the peer died.
 #[derive(Debug, Default)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// Work requests posted (send queue and receive queue).
     pub posted: usize,
     /// Completions taken for them, by status.
@@ -62,7 +62,7 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    pub fn not_success(&self) -> usize {
+    pub(crate) fn not_success(&self) -> usize {
         self.by_status
             .iter()
             .filter(|(k, _)| k.as_str() != "Success")
@@ -72,7 +72,7 @@ impl Outcome {
 }
 
 /// A connected survivor.
-pub struct Survivor {
+pub(crate) struct Survivor {
     pub consumer: Consumer,
     pd: ProtectionDomain,
     cq: CompletionQueue,
@@ -91,13 +91,13 @@ pub struct Survivor {
 impl Survivor {
     /// Connect to the target at `addr` over MPA with `RQ` receives posted;
     /// take its advertisement. `dead_peer`: [`MpaOptions::dead_peer_timeout`].
-    pub fn connect(dev: &Device, addr: SocketAddr, dead_peer: Option<Duration>) -> Self {
+    pub(crate) fn connect(dev: &Device, addr: SocketAddr, dead_peer: Option<Duration>) -> Self {
         Self::connect_over(dev, addr, Llp::Mpa, dead_peer)
     }
 
     /// As [`Self::connect`], over `llp` (`dead_peer`: MPA's or SCTP's
     /// `dead_peer_timeout`; `None` keeps the default).
-    pub fn connect_over(
+    pub(crate) fn connect_over(
         dev: &Device,
         addr: SocketAddr,
         llp: Llp,
@@ -200,7 +200,7 @@ impl Survivor {
 
     /// Post `load` and return once its first Read has completed: the transfer is
     /// under way, and the rest is in flight.
-    pub fn start(&mut self, load: Load) {
+    pub(crate) fn start(&mut self, load: Load) {
         let n = load.size;
         let src = self
             .pd
@@ -251,7 +251,7 @@ impl Survivor {
     }
 
     /// Reads outstanding now.
-    pub fn reads_in_flight(&self) -> usize {
+    pub(crate) fn reads_in_flight(&self) -> usize {
         self.pending
             .values()
             .filter(|op| **op == WcOpcode::RdmaRead)
@@ -260,7 +260,7 @@ impl Survivor {
 
     /// Take completions until every posted work request has one or `bound` has
     /// passed since `died`; then check for strays a little longer.
-    pub fn collect(&mut self, died: Instant, bound: Duration, in_flight: usize) -> Outcome {
+    pub(crate) fn collect(&mut self, died: Instant, bound: Duration, in_flight: usize) -> Outcome {
         let deadline = died + bound;
         let mut last = died;
         while !self.pending.is_empty() {
@@ -287,7 +287,7 @@ impl Survivor {
 
     /// What the consumer holds with the queue pair and regions still alive, and
     /// after they are gone.
-    pub fn close(mut self) -> (Usage, Usage) {
+    pub(crate) fn close(mut self) -> (Usage, Usage) {
         let live = self.consumer.usage();
         self.qp = None;
         self.src = None;

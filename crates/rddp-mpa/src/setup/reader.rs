@@ -27,7 +27,7 @@ pub(crate) struct FrameReader {
 }
 
 impl FrameReader {
-    pub fn new(want: FrameKind) -> Self {
+    pub(super) fn new(want: FrameKind) -> Self {
         Self {
             want,
             buf: Vec::with_capacity(MPA_RR_HDR_LEN),
@@ -36,12 +36,12 @@ impl FrameReader {
     }
 
     /// The flags and Rev octets of the frame once its header has arrived.
-    pub fn flags_rev(&self) -> Option<(MpaFlags, u8)> {
+    pub(super) fn flags_rev(&self) -> Option<(MpaFlags, u8)> {
         (self.buf.len() >= MPA_RR_HDR_LEN).then(|| (MpaFlags(self.buf[16]), self.buf[17]))
     }
 
     /// Take octets; returns those consumed and the frame once complete.
-    pub fn push(&mut self, input: &[u8]) -> Result<(usize, Option<MpaFrame>), Problem> {
+    pub(super) fn push(&mut self, input: &[u8]) -> Result<(usize, Option<MpaFrame>), Problem> {
         let mut used = 0;
         if self.total.is_none() {
             let n = (MPA_RR_HDR_LEN - self.buf.len()).min(input.len());

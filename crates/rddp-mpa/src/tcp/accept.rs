@@ -65,7 +65,7 @@ struct State {
 }
 
 impl Backlog {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self {
             state: Mutex::new(State::default()),
             cv: Condvar::new(),
@@ -93,7 +93,7 @@ impl Backlog {
     }
 
     /// The next ended setup, waiting for one.
-    pub fn pop(&self) -> Result<Requested, MpaError> {
+    pub(super) fn pop(&self) -> Result<Requested, MpaError> {
         let mut s = self.lock();
         loop {
             if let Some(r) = s.ready.pop_front() {
@@ -108,7 +108,7 @@ impl Backlog {
 
     /// The listener is dropped: drop what waits (closing those sockets), wake the
     /// accepting task, and wait (briefly) for it to close its socket.
-    pub fn close(&self, listener: &TaskHandle) {
+    pub(super) fn close(&self, listener: &TaskHandle) {
         let (ready, pending) = {
             let mut s = self.lock();
             s.closed = true;

@@ -12,12 +12,12 @@ pub(crate) struct Outbox {
 }
 
 impl Outbox {
-    pub fn new(bytes: Vec<u8>) -> Self {
+    pub(super) fn new(bytes: Vec<u8>) -> Self {
         Self { bytes, sent: 0 }
     }
 
     /// Write what is left without blocking: `Ok(true)` once all of it is written.
-    pub fn flush(&mut self, mut sock: &TcpStream) -> io::Result<bool> {
+    pub(super) fn flush(&mut self, mut sock: &TcpStream) -> io::Result<bool> {
         while self.sent < self.bytes.len() {
             match sock.write(&self.bytes[self.sent..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),

@@ -44,7 +44,7 @@ pub(crate) struct SenderOrder {
 }
 
 impl SenderOrder {
-    pub fn new(max_reorder: usize) -> Self {
+    pub(super) fn new(max_reorder: usize) -> Self {
         Self {
             next: 0,
             pending: VecDeque::new(),
@@ -53,17 +53,17 @@ impl SenderOrder {
     }
 
     /// Sequence number of the oldest segment not yet seen.
-    pub fn next(&self) -> SenderSeq {
+    pub(super) fn next(&self) -> SenderSeq {
         self.next
     }
 
     /// Nothing arrived ahead of `next` (always so on an in-order LLP).
-    pub fn is_idle(&self) -> bool {
+    pub(super) fn is_idle(&self) -> bool {
         self.pending.is_empty()
     }
 
     /// Check that `seq` may be accepted, before anything is placed.
-    pub fn check(&self, seq: SenderSeq) -> Result<(), OrderError> {
+    pub(super) fn check(&self, seq: SenderSeq) -> Result<(), OrderError> {
         if seq < self.next {
             return Err(OrderError::Duplicate(seq));
         }
@@ -82,7 +82,7 @@ impl SenderOrder {
 
     /// Record a placed segment (after a successful [`Self::check`]) and call `f` for
     /// every segment that is now in sender order, oldest first.
-    pub fn arrive<E>(
+    pub(super) fn arrive<E>(
         &mut self,
         seq: SenderSeq,
         meta: SegMeta,
@@ -108,7 +108,7 @@ impl SenderOrder {
     }
 
     /// Segments placed but still waiting for an earlier one.
-    pub fn waiting(&self) -> usize {
+    pub(super) fn waiting(&self) -> usize {
         self.pending.iter().filter(|m| m.is_some()).count()
     }
 }

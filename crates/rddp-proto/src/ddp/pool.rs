@@ -209,7 +209,7 @@ pub(crate) struct QueueKey {
 }
 
 impl QueueKey {
-    pub fn new(stream: StreamId, qn: u32) -> Self {
+    pub(crate) fn new(stream: StreamId, qn: u32) -> Self {
         Self {
             id: NEXT_QUEUE.fetch_add(1, AtomicOrdering::Relaxed),
             stream,
@@ -331,12 +331,12 @@ impl PoolInner {
         Ok(())
     }
 
-    pub fn free_len(&self) -> usize {
+    pub(crate) fn free_len(&self) -> usize {
         self.free.len()
     }
 
     /// Take `n` buffers, all or none.
-    pub fn take(&mut self, n: usize, mut put: impl FnMut(Posted)) -> bool {
+    pub(crate) fn take(&mut self, n: usize, mut put: impl FnMut(Posted)) -> bool {
         if n > self.free.len() {
             self.stats.empty += 1;
             return false;
@@ -350,12 +350,12 @@ impl PoolInner {
     }
 
     /// `n` held buffers were delivered or flushed: no longer the pool's.
-    pub fn release(&mut self, n: usize) {
+    pub(crate) fn release(&mut self, n: usize) {
         self.held = self.held.saturating_sub(n);
     }
 
     /// Every free buffer, for the teardown of a queue that owns its pool alone.
-    pub fn drain_free(&mut self) -> impl Iterator<Item = RecvBuffer> + '_ {
+    pub(crate) fn drain_free(&mut self) -> impl Iterator<Item = RecvBuffer> + '_ {
         self.free.drain(..).map(|p| p.buf)
     }
 
@@ -367,7 +367,7 @@ impl PoolInner {
         }
     }
 
-    pub fn soft_limit(&mut self, key: QueueKey, held: usize, limit: usize) {
+    pub(crate) fn soft_limit(&mut self, key: QueueKey, held: usize, limit: usize) {
         self.stats.soft_limit_events += 1;
         self.push_event(PoolEvent::SoftLimit {
             stream: key.stream,
@@ -379,7 +379,7 @@ impl PoolInner {
 
     /// A queue's holding changed: `was`/`now` held counts, `gap` its missing oldest
     /// MSN when it holds only later ones.
-    pub fn update(&mut self, key: QueueKey, was: usize, now: usize, gap: Option<u32>) {
+    pub(crate) fn update(&mut self, key: QueueKey, was: usize, now: usize, gap: Option<u32>) {
         match (was > 0, now > 0) {
             (false, true) => self.holders += 1,
             (true, false) => self.holders = self.holders.saturating_sub(1),

@@ -105,7 +105,7 @@ impl MsgSlot {
     }
 
     /// Octets the message may fill.
-    pub fn capacity(&self) -> usize {
+    pub(super) fn capacity(&self) -> usize {
         self.place.as_ref().map_or(self.buf.data.len(), |p| p.len)
     }
 }
@@ -163,7 +163,7 @@ pub(crate) struct UntaggedQueue {
 }
 
 impl UntaggedQueue {
-    pub fn new(stream: StreamId, qn: u32, model: RecvModel) -> Self {
+    pub(super) fn new(stream: StreamId, qn: u32, model: RecvModel) -> Self {
         let model = match model {
             RecvModel::OrderedQueue => Model::Ordered,
             RecvModel::Credits => Model::Pooled {
@@ -181,7 +181,7 @@ impl UntaggedQueue {
     }
 
     /// A queue drawing its buffers from a shared pool.
-    pub fn pooled(stream: StreamId, qn: u32, pool: &BufferPool) -> Self {
+    pub(super) fn pooled(stream: StreamId, qn: u32, pool: &BufferPool) -> Self {
         let cfg = pool.config();
         Self::with_model(
             stream,
@@ -216,7 +216,7 @@ impl UntaggedQueue {
         }
     }
 
-    pub fn post(&mut self, buf: RecvBuffer) -> Result<(), PostRefused> {
+    pub(super) fn post(&mut self, buf: RecvBuffer) -> Result<(), PostRefused> {
         match &self.model {
             Model::Ordered => {
                 let n = self.slots.len() as u64;
@@ -232,7 +232,7 @@ impl UntaggedQueue {
 
     /// Post a receive whose message goes into `place`: the next MSN's slot
     /// (ordered queue) or the queue's pool. `id` as [`RecvBuffer::id`].
-    pub fn post_in_region(&mut self, id: u64, place: RegionSpan) -> Result<(), PostRefused> {
+    pub(super) fn post_in_region(&mut self, id: u64, place: RegionSpan) -> Result<(), PostRefused> {
         if let Model::Pooled { pool, .. } = &self.model {
             return pool.post_in_region(id, place).map_err(pool_refused);
         }
@@ -254,7 +254,7 @@ impl UntaggedQueue {
 
     /// Strategy 3: enable the next `n` MSNs. False under other strategies, or if
     /// the window would pass the credit limit reserved on the CQ (nothing granted).
-    pub fn grant(&mut self, n: u32) -> bool {
+    pub(super) fn grant(&mut self, n: u32) -> bool {
         if !matches!(
             self.model,
             Model::Pooled {
@@ -274,7 +274,7 @@ impl UntaggedQueue {
 
     /// Validate `msn` for a newly arrived segment and return its buffer, associating
     /// buffers from the pool on the MSN's first segment.
-    pub fn slot_for_arrival(&mut self, msn: u32) -> Result<&mut MsgSlot, TerminateCode> {
+    pub(super) fn slot_for_arrival(&mut self, msn: u32) -> Result<&mut MsgSlot, TerminateCode> {
         // MSNs behind `expected_msn` (delivered) wrap to a huge distance.
         let d = u64::from(msn.wrapping_sub(self.expected_msn));
         let key = self.expected_abs + d;
@@ -353,7 +353,7 @@ impl UntaggedQueue {
     /// here before the header is checked; every check still runs before
     /// anything is delivered. `None` under the pooled strategies (a buffer is
     /// taken only when the message arrives).
-    pub fn next_posted(&mut self) -> Option<(u32, &mut [u8])> {
+    pub(super) fn next_posted(&mut self) -> Option<(u32, &mut [u8])> {
         if !matches!(self.model, Model::Ordered) || self.in_progress.is_some() {
             return None;
         }
@@ -367,7 +367,7 @@ impl UntaggedQueue {
     }
 
     /// The buffer already associated with `msn`, if any.
-    pub fn slot(&mut self, msn: u32) -> Option<&mut MsgSlot> {
+    pub(super) fn slot(&mut self, msn: u32) -> Option<&mut MsgSlot> {
         let d = u64::from(msn.wrapping_sub(self.expected_msn));
         self.slots.get_mut(self.expected_abs + d)
     }
@@ -376,7 +376,7 @@ impl UntaggedQueue {
     /// free in the pool): [`Self::slot_for_arrival`] would not count a refused
     /// request against the pool. For a batch (`batch.rs`), which leaves such a
     /// segment to be taken alone, where the pool counts the refusal once.
-    pub fn has_buffers_for(&self, msn: u32) -> bool {
+    pub(super) fn has_buffers_for(&self, msn: u32) -> bool {
         let Model::Pooled { pool, ordering, .. } = &self.model else {
             return true;
         };
@@ -393,7 +393,7 @@ impl UntaggedQueue {
     /// theirs (a batch, `batch.rs`) without changing what the pool reports: a
     /// soft limit (strategy 2) is crossed only by what a stream holds at once,
     /// and in order each of those earlier messages is delivered first.
-    pub fn may_hold_one_more(&self) -> bool {
+    pub(super) fn may_hold_one_more(&self) -> bool {
         match &self.model {
             Model::Pooled {
                 soft_limit: Some(l),
@@ -406,7 +406,7 @@ impl UntaggedQueue {
     /// The buffers of the messages `msns` (distinct, in any order), in that
     /// order; `None` if one has no slot. For a batch of segments begun at once
     /// (`batch.rs`), each read into its own message's buffer.
-    pub fn buffers_of(&mut self, msns: impl Iterator<Item = u32>) -> Option<Vec<&mut [u8]>> {
+    pub(super) fn buffers_of(&mut self, msns: impl Iterator<Item = u32>) -> Option<Vec<&mut [u8]>> {
         let keys: Vec<u64> = msns
             .map(|m| self.expected_abs + u64::from(m.wrapping_sub(self.expected_msn)))
             .collect();
@@ -431,7 +431,7 @@ impl UntaggedQueue {
     }
 
     /// Pop the oldest message if it is complete; returns its MSN and slot.
-    pub fn pop_complete(&mut self) -> Option<(u32, MsgSlot)> {
+    pub(super) fn pop_complete(&mut self) -> Option<(u32, MsgSlot)> {
         let was = self.slots.len();
         let (k, first) = self.slots.first()?;
         if k != self.expected_abs || first.end.is_none() {
@@ -469,7 +469,7 @@ impl UntaggedQueue {
     }
 
     /// Hand every buffer back (teardown).
-    pub fn flush(&mut self) -> Vec<RecvBuffer> {
+    pub(super) fn flush(&mut self) -> Vec<RecvBuffer> {
         let was = self.slots.len();
         let mut out: Vec<RecvBuffer> = self.slots.take_all().into_iter().map(|s| s.buf).collect();
         self.after_release(was);
@@ -485,7 +485,7 @@ impl UntaggedQueue {
     }
 
     /// Buffers posted and not yet delivered (for a shared pool: held by this queue).
-    pub fn posted(&self) -> usize {
+    pub(super) fn posted(&self) -> usize {
         match &self.model {
             Model::Pooled {
                 pool,
@@ -496,12 +496,12 @@ impl UntaggedQueue {
         }
     }
 
-    pub fn expected_msn(&self) -> u32 {
+    pub(super) fn expected_msn(&self) -> u32 {
         self.expected_msn
     }
 
     /// Strategy 3: MSNs still enabled (granted and not yet delivered).
-    pub fn credits(&self) -> u64 {
+    pub(super) fn credits(&self) -> u64 {
         self.window
     }
 
@@ -510,7 +510,7 @@ impl UntaggedQueue {
     /// queue reserves its whole pool (shared with the pool's other queues) and
     /// ignores it. Refused if the CQ cannot hold them or the queue already passes
     /// `limit`.
-    pub fn bind_cq(&mut self, cq: &impl AsRef<CqLedger>, limit: u64) -> Result<(), CqError> {
+    pub(super) fn bind_cq(&mut self, cq: &impl AsRef<CqLedger>, limit: u64) -> Result<(), CqError> {
         let queue = CqSource::Queue {
             stream: self.key.stream,
             qn: self.key.qn,

@@ -21,7 +21,7 @@ pub(crate) enum SlotMap<V> {
 
 impl<V> SlotMap<V> {
     /// For an ordered queue (keys one run).
-    pub fn run() -> Self {
+    pub(super) fn run() -> Self {
         Self::Run {
             first: 0,
             q: VecDeque::new(),
@@ -29,22 +29,22 @@ impl<V> SlotMap<V> {
     }
 
     /// For a pooled queue (keys sparse).
-    pub fn sparse() -> Self {
+    pub(super) fn sparse() -> Self {
         Self::Sparse(BTreeMap::new())
     }
 
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         match self {
             Self::Run { q, .. } => q.len(),
             Self::Sparse(m) => m.len(),
         }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    pub fn get_mut(&mut self, key: u64) -> Option<&mut V> {
+    pub(super) fn get_mut(&mut self, key: u64) -> Option<&mut V> {
         match self {
             Self::Run { first, q } => {
                 let i = usize::try_from(key.checked_sub(*first)?).ok()?;
@@ -54,7 +54,7 @@ impl<V> SlotMap<V> {
         }
     }
 
-    pub fn contains_key(&self, key: u64) -> bool {
+    pub(super) fn contains_key(&self, key: u64) -> bool {
         match self {
             Self::Run { first, q } => {
                 key >= *first && usize::try_from(key - first).is_ok_and(|i| i < q.len())
@@ -64,7 +64,7 @@ impl<V> SlotMap<V> {
     }
 
     /// Hold `v` at `key` (replacing what was there).
-    pub fn insert(&mut self, key: u64, v: V) {
+    pub(super) fn insert(&mut self, key: u64, v: V) {
         if let Self::Run { first, q } = self {
             if q.is_empty() {
                 *first = key;
@@ -98,7 +98,7 @@ impl<V> SlotMap<V> {
     }
 
     /// The smallest key and its value.
-    pub fn first(&self) -> Option<(u64, &V)> {
+    pub(super) fn first(&self) -> Option<(u64, &V)> {
         match self {
             Self::Run { first, q } => q.front().map(|v| (*first, v)),
             Self::Sparse(m) => m.first_key_value().map(|(k, v)| (*k, v)),
@@ -106,7 +106,7 @@ impl<V> SlotMap<V> {
     }
 
     /// The largest key.
-    pub fn last_key(&self) -> Option<u64> {
+    pub(super) fn last_key(&self) -> Option<u64> {
         match self {
             Self::Run { first, q } => q.len().checked_sub(1).map(|i| first + i as u64),
             Self::Sparse(m) => m.last_key_value().map(|(k, _)| *k),
@@ -114,7 +114,7 @@ impl<V> SlotMap<V> {
     }
 
     /// Remove the smallest key's value.
-    pub fn pop_first(&mut self) -> Option<(u64, V)> {
+    pub(super) fn pop_first(&mut self) -> Option<(u64, V)> {
         match self {
             Self::Run { first, q } => {
                 let v = q.pop_front()?;
@@ -127,7 +127,11 @@ impl<V> SlotMap<V> {
     }
 
     /// The keys `lo..=hi` held, in order, with their values.
-    pub fn range_mut(&mut self, lo: u64, hi: u64) -> Box<dyn Iterator<Item = (u64, &mut V)> + '_> {
+    pub(super) fn range_mut(
+        &mut self,
+        lo: u64,
+        hi: u64,
+    ) -> Box<dyn Iterator<Item = (u64, &mut V)> + '_> {
         match self {
             Self::Run { first, q } => {
                 let first = *first;
@@ -146,7 +150,7 @@ impl<V> SlotMap<V> {
     }
 
     /// Every value, in key order; the map is left empty (of the same kind).
-    pub fn take_all(&mut self) -> Vec<V> {
+    pub(super) fn take_all(&mut self) -> Vec<V> {
         match self {
             Self::Run { q, .. } => std::mem::take(q).into_iter().collect(),
             Self::Sparse(m) => std::mem::take(m).into_values().collect(),

@@ -226,11 +226,10 @@ fn a_non_blocking_channel_says_eagain() {
         assert_eq!(libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK), 0);
     }
     let (r, ..) = f.event();
-    // SAFETY: errno of this thread.
-    assert_eq!(
-        (r, unsafe { *libc::__errno_location() }),
-        (-1, libc::EAGAIN)
-    );
+    // SAFETY: __errno_location returns this thread's errno slot, valid for
+    // the thread's life.
+    let errno = unsafe { *libc::__errno_location() };
+    assert_eq!((r, errno), (-1, libc::EAGAIN));
     // SAFETY: a live context.
     assert_eq!(unsafe { close_device(f.ctx) }, 0);
 }

@@ -15,12 +15,12 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// How long a wait looks before it sleeps when nothing arrives.
-pub const SPIN: Duration = Duration::from_micros(20);
+pub(super) const SPIN: Duration = Duration::from_micros(20);
 
 /// How long a wait goes on looking after its last look that saw a message
 /// arriving: a Read Response of 1 MiB comes in 64 KiB FPDUs, tens of
 /// microseconds apart on a loaded machine.
-pub const MOVING: Duration = Duration::from_micros(100);
+pub(super) const MOVING: Duration = Duration::from_micros(100);
 
 /// The clock is read every this many looks (a read costs about as much as a
 /// look that finds nothing).

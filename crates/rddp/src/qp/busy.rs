@@ -46,7 +46,7 @@ pub(super) enum Reader {
 impl Reader {
     /// At the task's run: take a request over, or take the socket back once a
     /// lease went by without a look. True while a busy-polling thread reads.
-    pub fn settle(&mut self, now: Instant) -> bool {
+    pub(super) fn settle(&mut self, now: Instant) -> bool {
         match *self {
             Reader::Wanted => {
                 *self = Reader::Busy {
@@ -74,7 +74,7 @@ impl Reader {
     }
 
     /// When the task should look again at a busy-polling thread's lease.
-    pub fn lease_end(&self) -> Option<Instant> {
+    pub(super) fn lease_end(&self) -> Option<Instant> {
         match *self {
             Reader::Busy { until, .. } => Some(until),
             _ => None,
@@ -110,7 +110,7 @@ pub(super) struct RxHalf {
 }
 
 impl RxHalf {
-    pub fn new(input: MpaIn) -> Self {
+    pub(super) fn new(input: MpaIn) -> Self {
         Self {
             input,
             open: false,

@@ -63,7 +63,7 @@ pub(crate) struct MpaIn {
 impl MpaIn {
     /// At the start of FPDU mode; `leftover`: octets setup read past the
     /// Reply (the first FPDU octets), `expect_rtr`: a responder's agreed RTR.
-    pub fn new(
+    pub(crate) fn new(
         crc: bool,
         markers: bool,
         max_ulpdu: usize,

@@ -140,12 +140,12 @@ pub(crate) struct MpaOut {
 
 impl MpaOut {
     /// `sendmsg` calls made so far.
-    pub fn writes(&self) -> u64 {
+    pub(crate) fn writes(&self) -> u64 {
         self.writes.get()
     }
 
     /// Octets of region leases copied so far.
-    pub fn lease_copied(&self) -> u64 {
+    pub(crate) fn lease_copied(&self) -> u64 {
         self.lease_copied.get()
     }
 
@@ -164,7 +164,7 @@ impl MpaOut {
         }
     }
 
-    pub fn new(
+    pub(crate) fn new(
         sock: Arc<TcpStream>,
         enc: FpduEncoder,
         gate_open: bool,
@@ -189,18 +189,18 @@ impl MpaOut {
         }
     }
 
-    pub fn push(&mut self, seg: OutSegment) {
+    pub(crate) fn push(&mut self, seg: OutSegment) {
         self.queue.push_back(seg);
     }
 
     /// Nothing waits to be written.
-    pub fn is_idle(&self) -> bool {
+    pub(crate) fn is_idle(&self) -> bool {
         self.queue.is_empty() && self.rest.is_none()
     }
 
     /// Output waits for the socket to take more (the loop should watch for
     /// WRITABLE).
-    pub fn wants_writable(&self) -> bool {
+    pub(crate) fn wants_writable(&self) -> bool {
         self.gate_open
             && self.blocked
             && !self.is_idle()
@@ -210,7 +210,7 @@ impl MpaOut {
 
     /// Write what the socket takes now, without waiting; `sent` hears of every
     /// segment accepted whole, in order. Then close if asked and nothing is left.
-    pub fn flush(&mut self, sent: &mut impl FnMut(Sent)) {
+    pub(crate) fn flush(&mut self, sent: &mut impl FnMut(Sent)) {
         // After the socket was found full, look before writing: a write lays
         // out every FPDU it gathers (its CRC computed over its payload) and
         // what the socket does not take is laid out again next time. Posting
@@ -238,7 +238,7 @@ impl MpaOut {
     /// a Terminate; nothing more is sent). The read side stays open: the task
     /// reads and drops what the peer still sends before it closes the socket, so
     /// the kernel sends what is queued (the Terminate) and a FIN, not a reset.
-    pub fn shutdown(&mut self, abortive: bool) {
+    pub(crate) fn shutdown(&mut self, abortive: bool) {
         if self.shut.is_some_and(|a| a || !abortive) {
             return;
         }

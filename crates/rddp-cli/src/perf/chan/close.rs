@@ -8,7 +8,7 @@ impl Chan {
     /// so that this side's last messages are known to have arrived before it
     /// drops its queue pair. Dropping aborts the LLP; over SCTP (usrsctp lives
     /// in this process) a message still being retransmitted then never arrives.
-    pub async fn wait_peer_close(&mut self, limit: Duration) -> Result<(), String> {
+    pub(crate) async fn wait_peer_close(&mut self, limit: Duration) -> Result<(), String> {
         let start = Instant::now();
         let mut nap = Duration::from_millis(5);
         loop {
@@ -40,14 +40,14 @@ impl Chan {
     /// What ended the connection: the event `check_events` turned into an error,
     /// or else the first one queued (a flushed completion may have been the
     /// error seen first).
-    pub fn end_event(&mut self) -> Option<AsyncEvent> {
+    pub(crate) fn end_event(&mut self) -> Option<AsyncEvent> {
         self.ended_by
             .take()
             .or_else(|| self.ep.qp.async_events().into_iter().next())
     }
 
     /// Turn a Terminate or a close of the connection into an error.
-    pub fn check_events(&mut self, what: &str) -> Result<(), String> {
+    pub(crate) fn check_events(&mut self, what: &str) -> Result<(), String> {
         // The first event says what happened; the rest follow from it.
         if let Some(e) = self.ep.qp.async_events().into_iter().next() {
             self.ended_by.get_or_insert(e.clone());

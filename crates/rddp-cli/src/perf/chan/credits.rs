@@ -24,7 +24,7 @@ fn credit_poll_max() -> Duration {
 
 impl Chan {
     /// Client: Sends are limited by the server's grants, read from `mailbox`.
-    pub fn enable_credits(&mut self, mailbox: MemoryRegion) {
+    pub(crate) fn enable_credits(&mut self, mailbox: MemoryRegion) {
         self.credits = Some(Credits {
             mailbox,
             sent: 0,
@@ -33,7 +33,7 @@ impl Chan {
     }
 
     /// Client: a grant carried in a control message.
-    pub fn note_granted(&mut self, granted: u64) {
+    pub(crate) fn note_granted(&mut self, granted: u64) {
         if let Some(c) = &mut self.credits {
             c.granted = c.granted.max(granted);
         }
@@ -41,7 +41,7 @@ impl Chan {
 
     /// Server: tell the client of reposted receives by writing into `to`.
     /// Grants go out whenever a quarter of the receive target has been reposted.
-    pub fn enable_grants(&mut self, to: RemoteBuf) -> Result<(), String> {
+    pub(crate) fn enable_grants(&mut self, to: RemoteBuf) -> Result<(), String> {
         if to.len < 8 {
             return Err(format!(
                 "the client's credit mailbox is {} octets; 8 are needed",
@@ -62,7 +62,7 @@ impl Chan {
     }
 
     /// Server: write the cumulative posted count into the client's mailbox.
-    pub fn grant_now(&mut self) -> Result<(), String> {
+    pub(crate) fn grant_now(&mut self) -> Result<(), String> {
         let Some(g) = &mut self.grant else {
             return Ok(());
         };

@@ -6,7 +6,7 @@ use super::*;
 
 impl Chan {
     /// Send a control message (with Solicited Event).
-    pub async fn send_ctrl(&mut self, m: &Msg) -> Result<(), String> {
+    pub(crate) async fn send_ctrl(&mut self, m: &Msg) -> Result<(), String> {
         self.wait_credit().await?;
         let b = m.encode();
         self.ctrl_mr
@@ -32,7 +32,7 @@ impl Chan {
     }
 
     /// Send `bytes` as a data message (no Solicited Event), e.g. the advertisement.
-    pub async fn send_raw(&mut self, bytes: &[u8]) -> Result<(), String> {
+    pub(crate) async fn send_raw(&mut self, bytes: &[u8]) -> Result<(), String> {
         self.wait_credit().await?;
         self.ctrl_mr.write(0, bytes).map_err(verbs("raw message"))?;
         self.ep
@@ -58,13 +58,13 @@ impl Chan {
     }
 
     /// Send `len` octets of `mr` as data (no Solicited Event).
-    pub async fn send_data(&mut self, mr: &MemoryRegion, len: u64) -> Result<(), String> {
+    pub(crate) async fn send_data(&mut self, mr: &MemoryRegion, len: u64) -> Result<(), String> {
         self.send_data_as(mr, len, false).await
     }
 
     /// [`Self::send_data`], signaled as [`Self::signal_every`] says; `last`
     /// (the last of a run, whose completion the run waits for): signaled.
-    pub async fn send_data_as(
+    pub(crate) async fn send_data_as(
         &mut self,
         mr: &MemoryRegion,
         len: u64,
@@ -74,7 +74,7 @@ impl Chan {
     }
 
     /// [`Self::send_data_as`] of the `len` octets at `offset` of `mr`.
-    pub async fn send_data_from(
+    pub(crate) async fn send_data_from(
         &mut self,
         mr: &MemoryRegion,
         offset: u64,
@@ -100,14 +100,14 @@ impl Chan {
     /// From now on a data Send is signaled at least every `n` (1, the
     /// default: every one); a Send's completion covers the unsignaled ones
     /// posted before it ([`crate::perf::signal`]).
-    pub fn signal_every(&mut self, n: u64) {
+    pub(crate) fn signal_every(&mut self, n: u64) {
         self.signals.set_every(n);
     }
 
     /// [`Self::send_data_list`] with one Send for each of `offsets` (the
     /// `len` octets at that offset of `mr`), as many as credits allow; returns
     /// how many (the first ones of `offsets`).
-    pub async fn send_data_list_at(
+    pub(crate) async fn send_data_list_at(
         &mut self,
         mr: &MemoryRegion,
         offsets: &[u64],
@@ -121,7 +121,7 @@ impl Chan {
     /// Send `len` octets of `mr` as data, up to `k` (at least one) Sends posted
     /// as one list (`QueuePair::post_list`: one gathered sendmsg): waits for the
     /// first credit, takes the others only if granted already. Returns how many.
-    pub async fn send_data_list(
+    pub(crate) async fn send_data_list(
         &mut self,
         mr: &MemoryRegion,
         len: u64,
@@ -175,12 +175,17 @@ impl Chan {
     }
 
     /// RDMA Write `len` octets of `mr` to `remote`.
-    pub fn write(&mut self, mr: &MemoryRegion, len: u64, remote: RemoteBuf) -> Result<(), String> {
+    pub(crate) fn write(
+        &mut self,
+        mr: &MemoryRegion,
+        len: u64,
+        remote: RemoteBuf,
+    ) -> Result<(), String> {
         self.write_from(mr, 0, len, remote)
     }
 
     /// RDMA Write the `len` octets at `offset` of `mr` to `remote`.
-    pub fn write_from(
+    pub(crate) fn write_from(
         &mut self,
         mr: &MemoryRegion,
         offset: u64,
@@ -195,12 +200,17 @@ impl Chan {
     }
 
     /// RDMA Read `len` octets of `remote` into `mr`.
-    pub fn read(&mut self, mr: &MemoryRegion, len: u32, remote: RemoteBuf) -> Result<(), String> {
+    pub(crate) fn read(
+        &mut self,
+        mr: &MemoryRegion,
+        len: u32,
+        remote: RemoteBuf,
+    ) -> Result<(), String> {
         self.read_into(mr, 0, len, remote)
     }
 
     /// RDMA Read `len` octets of `remote` into `mr` at `offset`.
-    pub fn read_into(
+    pub(crate) fn read_into(
         &mut self,
         mr: &MemoryRegion,
         offset: u64,
@@ -215,13 +225,13 @@ impl Chan {
     }
 
     /// Data work requests posted so far.
-    pub fn data_posted(&self) -> u64 {
+    pub(crate) fn data_posted(&self) -> u64 {
         self.next_id
     }
 
     /// How many of the data work requests posted so far have certainly reached
     /// the peer: those posted before the last completed `sync`.
-    pub fn confirmed(&self) -> u64 {
+    pub(crate) fn confirmed(&self) -> u64 {
         self.confirmed
     }
 
@@ -229,7 +239,7 @@ impl Chan {
     /// every earlier message has been taken by the peer, so its completion
     /// confirms them. (A Write completes when the LLP has taken it, and the LLP
     /// queues without bound, so Writes alone have no backpressure.)
-    pub fn sync(&mut self, mr: &MemoryRegion, remote: RemoteBuf) -> Result<(), String> {
+    pub(crate) fn sync(&mut self, mr: &MemoryRegion, remote: RemoteBuf) -> Result<(), String> {
         self.ep
             .qp
             .post_read(SYNC | self.next_id, mr, 0, 1, remote, 0)

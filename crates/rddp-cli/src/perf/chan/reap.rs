@@ -5,18 +5,18 @@ use super::*;
 
 impl Chan {
     /// Work requests posted and not yet completed.
-    pub fn outstanding(&self) -> usize {
+    pub(crate) fn outstanding(&self) -> usize {
         self.outstanding
     }
 
     /// Data work requests (Writes, Reads, data Sends) completed so far.
-    pub fn data_done(&self) -> u64 {
+    pub(crate) fn data_done(&self) -> u64 {
         self.data_done
     }
 
     /// Take the send-side completions already there, without waiting; returns
     /// how many were data work requests (also counted in `data_done`).
-    pub fn reap_ready(&mut self) -> Result<u64, String> {
+    pub(crate) fn reap_ready(&mut self) -> Result<u64, String> {
         if self.outstanding as u64 == self.signals.quiet() {
             // Nothing signaled outstanding: no completion to look for (an
             // unsignaled Send that fails completes; the next reap finds it).
@@ -30,20 +30,20 @@ impl Chan {
     /// [`Self::reap_ready`], and with few connections read the socket on this
     /// thread for them (busy polling: what a ping-pong of Writes waits on
     /// comes without a completion); [`Self::end_busy`] when done.
-    pub fn reap_busy(&mut self) -> Result<u64, String> {
+    pub(crate) fn reap_busy(&mut self) -> Result<u64, String> {
         let mut got = std::mem::take(&mut self.sent_wcs);
         crate::perf::exec::poll_cq(&self.ep.send_cq, 256, &mut got);
         self.take(got)
     }
 
     /// The I/O threads read the socket again (after [`Self::reap_busy`]).
-    pub fn end_busy(&self) {
+    pub(crate) fn end_busy(&self) {
         self.ep.send_cq.end_busy();
     }
 
     /// Take send-side completions, waiting up to `stall()` for one; returns how
     /// many were data work requests (also counted in `data_done`).
-    pub async fn reap(&mut self) -> Result<u64, String> {
+    pub(crate) async fn reap(&mut self) -> Result<u64, String> {
         self.reap_within(stall()).await?.ok_or_else(|| {
             format!(
                 "no completion for {} s: the peer stopped taking data",
@@ -54,7 +54,7 @@ impl Chan {
 
     /// Take send-side completions, waiting up to `limit` for one; `None` if none
     /// came (not an error: the caller keeps its own stall limit).
-    pub async fn reap_within(&mut self, limit: Duration) -> Result<Option<u64>, String> {
+    pub(crate) async fn reap_within(&mut self, limit: Duration) -> Result<Option<u64>, String> {
         let start = Instant::now();
         loop {
             let mut got = std::mem::take(&mut self.sent_wcs);
@@ -104,7 +104,7 @@ impl Chan {
     }
 
     /// Wait until nothing is in flight.
-    pub async fn drain(&mut self) -> Result<(), String> {
+    pub(crate) async fn drain(&mut self) -> Result<(), String> {
         while self.outstanding > 0 {
             self.reap().await?;
         }

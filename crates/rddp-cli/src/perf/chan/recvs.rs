@@ -14,7 +14,12 @@ impl Chan {
     /// posted: `most`, or fewer for large buffers (`RECV_BUDGET` octets in all, but
     /// never fewer than `MIN_RECVS`). Posts up to that count at once.
     /// With `one`, see [`Self::one_buffer`].
-    pub fn set_recv_len(&mut self, len: usize, most: usize, one: bool) -> Result<(), String> {
+    pub(crate) fn set_recv_len(
+        &mut self,
+        len: usize,
+        most: usize,
+        one: bool,
+    ) -> Result<(), String> {
         self.recv_len = len.max(CTRL_LEN);
         self.target = (RECV_BUDGET / self.recv_len).clamp(MIN_RECVS, most.max(MIN_RECVS));
         self.one_buffer = None;
@@ -51,7 +56,7 @@ impl Chan {
     /// shorter one whole again would write zeros over the rest, and pages of a
     /// posted buffer that no message touched would become resident (RSS would
     /// creep up to every posted octet; the soak's flat-memory rule saw it).
-    pub fn recycle(&mut self, buf: Vec<u8>) {
+    pub(crate) fn recycle(&mut self, buf: Vec<u8>) {
         if buf.len() == self.recv_len && self.spare.len() < RECV_BATCH {
             self.spare.push(buf);
         }
@@ -59,14 +64,14 @@ impl Chan {
 
     /// How many of the posted receives, from the oldest, must be used up before
     /// every remaining one is at least `len` long.
-    pub fn stale_below(&self, len: usize) -> u32 {
+    pub(crate) fn stale_below(&self, len: usize) -> u32 {
         self.posted
             .iter()
             .rposition(|(l, _)| *l < len)
             .map_or(0, |i| i as u32 + 1)
     }
 
-    pub fn posted_total(&self) -> u64 {
+    pub(crate) fn posted_total(&self) -> u64 {
         self.posted_total
     }
 
@@ -115,7 +120,7 @@ impl Chan {
     }
 
     /// A receive if one has completed (its buffer is reposted, in a batch).
-    pub fn try_recv(&mut self) -> Result<Option<Incoming>, String> {
+    pub(crate) fn try_recv(&mut self) -> Result<Option<Incoming>, String> {
         if self.arrived.is_empty() {
             self.ep.recv_cq.poll_into(RECV_BATCH, &mut self.arrived);
         }
@@ -126,7 +131,7 @@ impl Chan {
     }
 
     /// Wait for the next receive (`what` names it in the error if none comes).
-    pub async fn recv(&mut self, what: &str) -> Result<Incoming, String> {
+    pub(crate) async fn recv(&mut self, what: &str) -> Result<Incoming, String> {
         if let Some(wc) = self.arrived.pop_front() {
             // Already taken from the CQ: no clock read, no wait.
             return self.on_recv(wc);
@@ -164,7 +169,7 @@ impl Chan {
     /// a peek and a `sched_yield` a message and makes the sender's `sendmsg`
     /// dearer too (64 B Sends: 369k against 453k messages/s, docs/perf.md,
     /// "Small Sends in a stream").
-    pub fn look_for_recv(&self) -> Look {
+    pub(crate) fn look_for_recv(&self) -> Look {
         if self.answer_due {
             Look::Answer
         } else if self.last_len >= SPIN_FOR_LEN {
@@ -175,7 +180,7 @@ impl Chan {
     }
 
     /// Wait for the next control message.
-    pub async fn recv_ctrl(&mut self, what: &str) -> Result<Msg, String> {
+    pub(crate) async fn recv_ctrl(&mut self, what: &str) -> Result<Msg, String> {
         match self.recv(what).await? {
             Incoming::Ctrl(m) => Ok(m),
             Incoming::Data(d) => Err(format!(

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 /// client is slow enough not to hit that; we wait as long before speaking first.
 const FIRST_SEND_DELAY: Duration = Duration::from_millis(100);
 
-pub fn run(a: &ClientArgs) -> Result<(), String> {
+pub(crate) fn run(a: &ClientArgs) -> Result<(), String> {
     if a.sweep || a.pingpong || a.duration.is_some() || a.link.qps != 1 {
         return Err(
             "--perftest runs one size, by iterations, on one queue pair (perftest's -s, -n, -q 1)"

@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
 /// Completions of a queue pair, with Terminates and closes turned into errors.
-pub struct Waiter {
+pub(super) struct Waiter {
     pub qp: QueuePair,
     pub cq: CompletionQueue,
     pub what: &'static str,
@@ -19,7 +19,7 @@ pub struct Waiter {
 impl Waiter {
     /// The next completion (any opcode) within `t`; a failed one, a Terminate or
     /// a close is an error.
-    pub fn next(&self, t: Duration) -> Result<WorkCompletion, String> {
+    pub(super) fn next(&self, t: Duration) -> Result<WorkCompletion, String> {
         let deadline = Instant::now() + t;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -46,7 +46,7 @@ impl Waiter {
 
     /// A Terminate either way, or a close, as an error (the first one: each
     /// ends the stream).
-    pub fn events(&self) -> Result<(), String> {
+    pub(super) fn events(&self) -> Result<(), String> {
         let Some(e) = self.qp.async_events().into_iter().next() else {
             return Ok(());
         };
@@ -66,7 +66,7 @@ impl Waiter {
     }
 }
 
-pub struct Ctrl {
+pub(super) struct Ctrl {
     w: Waiter,
     client: bool,
     timeout: Duration,
@@ -77,7 +77,11 @@ pub struct Ctrl {
 
 impl Ctrl {
     /// The control queue pair on `conn`, its receive posted before attaching.
-    pub fn attach(pd: &ProtectionDomain, conn: Connection, client: bool) -> Result<Self, String> {
+    pub(super) fn attach(
+        pd: &ProtectionDomain,
+        conn: Connection,
+        client: bool,
+    ) -> Result<Self, String> {
         let cq = CompletionQueue::new(8);
         let mut qp = QueuePairBuilder::new(pd, &cq, &cq)
             .max_send_wr(2)
@@ -99,7 +103,7 @@ impl Ctrl {
     }
 
     /// How long to wait for the peer's next item (the test phase needs longer).
-    pub fn set_timeout(&mut self, t: Duration) {
+    pub(super) fn set_timeout(&mut self, t: Duration) {
         self.timeout = t;
     }
 
@@ -150,7 +154,7 @@ impl Ctrl {
     }
 
     /// One exchange: ours for theirs, in perftest's order.
-    pub fn xchg(&self, mine: &[u8]) -> Result<Vec<u8>, String> {
+    pub(super) fn xchg(&self, mine: &[u8]) -> Result<Vec<u8>, String> {
         if self.client {
             self.send(mine)?;
             self.recv()
@@ -162,7 +166,7 @@ impl Ctrl {
     }
 
     /// An exchange whose answer must have `len` octets.
-    pub fn xchg_len(&self, mine: &[u8], len: usize, what: &str) -> Result<Vec<u8>, String> {
+    pub(super) fn xchg_len(&self, mine: &[u8], len: usize, what: &str) -> Result<Vec<u8>, String> {
         let theirs = self.xchg(mine)?;
         if theirs.len() != len {
             return Err(format!(
@@ -173,14 +177,14 @@ impl Ctrl {
         Ok(theirs)
     }
 
-    pub fn disconnect(&self) {
+    pub(super) fn disconnect(&self) {
         self.w.qp.disconnect();
     }
 }
 
 /// Steps 1 to 4: version, page size, cache line, MTU. Returns the cycle buffer
 /// (the larger page size) and the peer's version.
-pub fn preamble(c: &Ctrl) -> Result<(u32, String), String> {
+pub(super) fn preamble(c: &Ctrl) -> Result<(u32, String), String> {
     let mut v = [0u8; 16];
     v[..super::VERSION.len()].copy_from_slice(super::VERSION.as_bytes());
     let theirs = c.xchg_len(&v, 16, "version")?;

@@ -8,10 +8,10 @@
 //!
 //! Only rkey and vaddr matter between iWARP peers.
 
-pub const DEST_LEN: usize = 56;
+pub(super) const DEST_LEN: usize = 56;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Dest {
+pub(super) struct Dest {
     pub out_reads: u32,
     pub qpn: u32,
     pub psn: u32,
@@ -20,7 +20,7 @@ pub struct Dest {
 }
 
 impl Dest {
-    pub fn to_bytes(self) -> [u8; DEST_LEN] {
+    pub(super) fn to_bytes(self) -> [u8; DEST_LEN] {
         let mut b = [0; DEST_LEN];
         b[4..8].copy_from_slice(&self.out_reads.to_be_bytes());
         b[8..12].copy_from_slice(&self.qpn.to_be_bytes());
@@ -30,7 +30,7 @@ impl Dest {
         b
     }
 
-    pub fn parse(b: &[u8]) -> Result<Self, String> {
+    pub(super) fn parse(b: &[u8]) -> Result<Self, String> {
         if b.len() != DEST_LEN {
             return Err(format!(
                 "a pingpong_dest has {DEST_LEN} octets, got {} (is the peer using -q 1?)",

@@ -30,20 +30,20 @@ mod server;
 use super::opts::Op;
 use clap::Args;
 
-pub use client::run as client;
-pub use server::run as server;
+pub(crate) use client::run as client;
+pub(crate) use server::run as server;
 
 /// The version we announce (Debian 12's perftest 4.5-0.17 says "6.06").
-pub const VERSION: &str = "6.06";
+pub(crate) const VERSION: &str = "6.06";
 /// perftest refuses peers older than this (check_version_compatibility).
-pub const MIN_VERSION: f64 = 5.70;
+pub(crate) const MIN_VERSION: f64 = 5.70;
 /// Our page size and cache line, as perftest exchanges them.
-pub const PAGE: u32 = 4096;
-pub const CACHE_LINE: u32 = 64;
+pub(crate) const PAGE: u32 = 4096;
+pub(crate) const CACHE_LINE: u32 = 64;
 
 /// `rddp perf server` options for perftest mode.
 #[derive(Args, Debug, Clone)]
-pub struct PerftestServerArgs {
+pub(crate) struct PerftestServerArgs {
     /// Serve stock perftest clients (`ib_write_bw -R`, `ib_read_bw -R`,
     /// `ib_send_bw -R`) instead of `rddp perf client`.
     #[arg(long)]
@@ -62,7 +62,7 @@ pub struct PerftestServerArgs {
 
 /// `rddp perf client` option for perftest mode.
 #[derive(Args, Debug, Clone)]
-pub struct PerftestClientArgs {
+pub(crate) struct PerftestClientArgs {
     /// Drive a stock perftest server (`ib_write_bw -R`, `ib_read_bw -R`,
     /// `ib_send_bw -R` on the other host) with --op write|read|send.
     #[arg(long)]
@@ -70,12 +70,12 @@ pub struct PerftestClientArgs {
 }
 
 /// perftest's default iterations: 5000 for write, 1000 for read and send.
-pub fn default_iters(op: Op) -> u64 {
+pub(crate) fn default_iters(op: Op) -> u64 {
     if op == Op::Write { 5000 } else { 1000 }
 }
 
 /// The name perftest prints for the test.
-pub fn test_name(op: Op) -> &'static str {
+pub(crate) fn test_name(op: Op) -> &'static str {
     match op {
         Op::Write => "RDMA_Write BW Test",
         Op::Read => "RDMA_Read BW Test",

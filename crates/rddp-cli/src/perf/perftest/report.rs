@@ -6,13 +6,13 @@
 use super::ctrl::Ctrl;
 use std::time::{Duration, Instant};
 
-pub const RULE: &str =
+pub(super) const RULE: &str =
     "---------------------------------------------------------------------------------------";
-pub const HEADER: &str =
+pub(super) const HEADER: &str =
     " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]";
 
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct BwReport {
+pub(super) struct BwReport {
     pub size: u64,
     pub iters: u64,
     /// MB/sec (2^20).
@@ -24,7 +24,7 @@ pub struct BwReport {
 
 impl BwReport {
     /// From the start of the test and each message's completion time.
-    pub fn measure(size: u64, start: Instant, done: &[Instant]) -> Self {
+    pub(super) fn measure(size: u64, start: Instant, done: &[Instant]) -> Self {
         let iters = done.len() as u64;
         let mb =
             |octets: f64, d: Duration| octets / (1u64 << 20) as f64 / d.as_secs_f64().max(1e-9);
@@ -59,7 +59,7 @@ impl BwReport {
     }
 
     /// perftest's report line.
-    pub fn line(&self) -> String {
+    pub(super) fn line(&self) -> String {
         format!(
             " {:<7}    {:<10}       {:<7.2}            {:<7.2}\t\t   {:<7.6}",
             self.size, self.iters, self.peak, self.avg, self.msg_rate
@@ -67,7 +67,7 @@ impl BwReport {
     }
 
     /// Step 11: ours for theirs, field by field.
-    pub fn exchange(&self, c: &Ctrl) -> Result<Self, String> {
+    pub(super) fn exchange(&self, c: &Ctrl) -> Result<Self, String> {
         let u = |b: Vec<u8>| -> Result<[u8; 8], String> {
             b.try_into()
                 .map_err(|b: Vec<u8>| format!("a report field of {} octets, 8 expected", b.len()))
@@ -89,7 +89,7 @@ impl BwReport {
 }
 
 /// The lines perftest prints before a test (ctx_print_test_info), ours.
-pub fn banner(test: &str, role: &str) -> Vec<String> {
+pub(super) fn banner(test: &str, role: &str) -> Vec<String> {
     vec![
         RULE.to_string(),
         format!("                    {test}"),

@@ -17,7 +17,7 @@ const PORT: u16 = 18515;
 /// Credit writes in flight at most (perftest: tx_depth).
 const CREDIT_DEPTH: u32 = 128;
 
-pub fn run(a: &ServerArgs) -> Result<(), String> {
+pub(crate) fn run(a: &ServerArgs) -> Result<(), String> {
     let p = &a.perftest;
     let op = p.op.unwrap_or(Op::Write);
     let size = p.size.unwrap_or(65536);

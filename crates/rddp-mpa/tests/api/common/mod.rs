@@ -1,8 +1,8 @@
 //! Shared helpers for the loopback tests: endpoint pairs over real TCP on
 //! 127.0.0.1 with kernel-chosen ports, and raw-socket peers speaking crafted bytes.
 
-pub mod source;
-pub mod wires;
+pub(crate) mod source;
+pub(crate) mod wires;
 
 use bytes::Bytes;
 use rddp_mpa::{MpaError, MpaOptions, Negotiated, connect, listen};
@@ -14,24 +14,24 @@ use std::net::TcpStream;
 use std::thread;
 use std::time::Duration;
 
-pub const BASE_TO: u64 = 0x1000;
+pub(crate) const BASE_TO: u64 = 0x1000;
 
-pub fn pattern(n: usize, salt: u8) -> Vec<u8> {
+pub(crate) fn pattern(n: usize, salt: u8) -> Vec<u8> {
     (0..n)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(salt) ^ (i >> 8) as u8)
         .collect()
 }
 
-pub fn ctrl(op: Opcode) -> u8 {
+pub(crate) fn ctrl(op: Opcode) -> u8 {
     RdmapControl::new(op).0
 }
 
-pub fn send_rsvd() -> [u8; 5] {
+pub(crate) fn send_rsvd() -> [u8; 5] {
     [ctrl(Opcode::SEND), 0, 0, 0, 0]
 }
 
 /// A table with one remotely writable region of `size` octets at BASE_TO.
-pub fn table(size: usize) -> (MemoryTable, Stag) {
+pub(crate) fn table(size: usize) -> (MemoryTable, Stag) {
     let m = MemoryTable::new();
     let s = m
         .register(
@@ -48,7 +48,7 @@ pub fn table(size: usize) -> (MemoryTable, Stag) {
 /// A table of seed `seed` with one remotely writable region of `len` octets
 /// at `base`: the same seed gives the same STag, so a sender's table and a
 /// receiver's agree on it.
-pub fn seeded_region(seed: u64, base: u64, len: usize) -> (MemoryTable, Stag) {
+pub(crate) fn seeded_region(seed: u64, base: u64, len: usize) -> (MemoryTable, Stag) {
     let m = MemoryTable::with_seed(seed);
     let s = m
         .register(
@@ -63,7 +63,7 @@ pub fn seeded_region(seed: u64, base: u64, len: usize) -> (MemoryTable, Stag) {
 }
 
 /// What one side saw.
-pub struct Seen {
+pub(crate) struct Seen {
     pub neg: Negotiated,
     pub region: Vec<u8>,
     pub message: Vec<u8>,
@@ -74,7 +74,7 @@ pub struct Seen {
 /// Both endpoints over loopback: the initiator writes `size` octets into the
 /// responder's region and sends a `size`-octet message; then the responder does the
 /// same back. Each side checks what it got; returns (initiator, responder) views.
-pub fn exchange(iopts: MpaOptions, ropts: MpaOptions, size: usize) -> (Seen, Seen) {
+pub(crate) fn exchange(iopts: MpaOptions, ropts: MpaOptions, size: usize) -> (Seen, Seen) {
     let (mem_i, stag_i) = table(size);
     let (mem_r, stag_r) = table(size);
     let l = listen("127.0.0.1:0", ropts).unwrap();
@@ -177,7 +177,7 @@ pub fn exchange(iopts: MpaOptions, ropts: MpaOptions, size: usize) -> (Seen, See
 }
 
 /// An MPA Request/Reply frame by hand.
-pub fn frame(key: &[u8; 16], flags: u8, rev: u8, pd_len: u16, pd: &[u8]) -> Vec<u8> {
+pub(crate) fn frame(key: &[u8; 16], flags: u8, rev: u8, pd_len: u16, pd: &[u8]) -> Vec<u8> {
     let mut b = key.to_vec();
     b.extend_from_slice(&[flags, rev]);
     b.extend_from_slice(&pd_len.to_be_bytes());
@@ -186,7 +186,7 @@ pub fn frame(key: &[u8; 16], flags: u8, rev: u8, pd_len: u16, pd: &[u8]) -> Vec<
 }
 
 /// Everything the peer sends until it closes (or 5 s pass).
-pub fn read_to_end(s: &mut TcpStream) -> Vec<u8> {
+pub(crate) fn read_to_end(s: &mut TcpStream) -> Vec<u8> {
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut v = Vec::new();
     let mut buf = [0u8; 4096];
@@ -201,7 +201,7 @@ pub fn read_to_end(s: &mut TcpStream) -> Vec<u8> {
 }
 
 /// The Terminate carried by the last FPDU of `wire` (FPDU mode, no Markers).
-pub fn last_terminate(wire: &[u8], crc: bool) -> Terminate {
+pub(crate) fn last_terminate(wire: &[u8], crc: bool) -> Terminate {
     let mut d = FpduDecoder::new(crc, false, 65535);
     let mut out = Vec::new();
     d.feed(wire, &mut out).unwrap();
@@ -216,6 +216,6 @@ pub fn last_terminate(wire: &[u8], crc: bool) -> Terminate {
     Terminate::parse(&last[18..]).unwrap()
 }
 
-pub fn write_all(s: &mut TcpStream, b: &[u8]) {
+pub(crate) fn write_all(s: &mut TcpStream, b: &[u8]) {
     s.write_all(b).unwrap();
 }

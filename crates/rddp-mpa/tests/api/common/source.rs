@@ -8,7 +8,7 @@ use std::io::{self, Read};
 /// would-block once all is read, or (`budget` n > 0) after n - 1 reads (a
 /// peek is free, and a read after a peek finds what it showed); counts the
 /// reads and the peeks.
-pub struct Source {
+pub(crate) struct Source {
     pub data: Vec<u8>,
     pub at: usize,
     pub cut: usize,
@@ -18,7 +18,7 @@ pub struct Source {
 }
 
 impl Source {
-    pub fn new(data: Vec<u8>, cut: usize) -> Self {
+    pub(crate) fn new(data: Vec<u8>, cut: usize) -> Self {
         Self {
             data,
             at: 0,

@@ -11,13 +11,13 @@ use rddp_proto::rdmap::{RdmapConfig, RdmapStream, WorkRequest};
 use rddp_wire::FpduEncoder;
 use rddp_wire::rdmap::qn;
 
-pub const BASE: [u64; 2] = [0x10_0000, 0x20_0000];
-pub const REGION: usize = 4096;
-pub const RECV: usize = 64;
-pub const RECVS: usize = 200;
+pub(crate) const BASE: [u64; 2] = [0x10_0000, 0x20_0000];
+pub(crate) const REGION: usize = 4096;
+pub(crate) const RECV: usize = 64;
+pub(crate) const RECVS: usize = 200;
 
 #[derive(Clone, Copy, Debug)]
-pub enum Op {
+pub(crate) enum Op {
     Send(usize),
     /// Region 0 or 1, offset, length.
     Write(usize, usize, usize),
@@ -25,12 +25,12 @@ pub enum Op {
     WriteBadStag,
 }
 
-pub fn stream(id: u32) -> RdmapStream {
+pub(crate) fn stream(id: u32) -> RdmapStream {
     stream_mulpdu(id, 16_000)
 }
 
 /// An RDMAP stream (PD 1) whose DDP segments carry at most `mulpdu` octets.
-pub fn stream_mulpdu(id: u32, mulpdu: usize) -> RdmapStream {
+pub(crate) fn stream_mulpdu(id: u32, mulpdu: usize) -> RdmapStream {
     let cfg = RdmapConfig {
         ddp: DdpConfig {
             mulpdu,
@@ -42,7 +42,7 @@ pub fn stream_mulpdu(id: u32, mulpdu: usize) -> RdmapStream {
 }
 
 /// The receiver's memory: two regions (the same STags every time).
-pub fn memory() -> (MemoryTable, [Stag; 2]) {
+pub(crate) fn memory() -> (MemoryTable, [Stag; 2]) {
     let mem = MemoryTable::with_seed(7);
     let reg = |b| {
         mem.register(
@@ -59,7 +59,7 @@ pub fn memory() -> (MemoryTable, [Stag; 2]) {
 }
 
 /// The sender's FPDUs for `ops`, each apart (CRC on, no Markers).
-pub fn fpdus(ops: &[Op]) -> Vec<Vec<u8>> {
+pub(crate) fn fpdus(ops: &[Op]) -> Vec<Vec<u8>> {
     let (_, stags) = memory();
     let tx_mem = MemoryTable::with_seed(99);
     let mut tx = stream(2);
@@ -102,7 +102,7 @@ pub fn fpdus(ops: &[Op]) -> Vec<Vec<u8>> {
 
 /// Everything a receiver made of `wire`.
 #[derive(Debug, PartialEq)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub completions: Vec<String>,
     pub regions: [Vec<u8>; 2],
     pub sent: Vec<Vec<u8>>,
@@ -115,7 +115,7 @@ pub struct Outcome {
 /// Where Sends land: posted receive buffers, or a shared pool (SRQ) with this
 /// soft limit.
 #[derive(Clone, Copy, Debug)]
-pub enum Recvs {
+pub(crate) enum Recvs {
     Posted,
     Pool {
         soft_limit: usize,
@@ -126,7 +126,7 @@ pub enum Recvs {
 
 /// How a receiver takes a wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Way {
+pub(crate) enum Way {
     /// Every FPDU alone, header first (`drive`).
     Alone,
     /// `drive_buffered`: batches of small FPDUs, lone Sends in one read.
@@ -135,7 +135,7 @@ pub enum Way {
 
 /// What the receiver made of `wire` taken in one go (see [`receive_units`]);
 /// the peeks it made and the payload octets it copied.
-pub fn receive(wire: &[u8], way: Way, recvs: Recvs, cut: usize) -> (Outcome, usize, u64) {
+pub(crate) fn receive(wire: &[u8], way: Way, recvs: Recvs, cut: usize) -> (Outcome, usize, u64) {
     let (o, src, copied) = receive_units(&[wire], way, recvs, cut, false);
     (o, src.peeks, copied)
 }
@@ -148,7 +148,7 @@ pub fn receive(wire: &[u8], way: Way, recvs: Recvs, cut: usize) -> (Outcome, usi
 /// busy-polling thread does; only where `cut` never shortens a read).
 /// Returns the outcome, the source (its reads and peeks counted) and the
 /// payload octets copied in user space.
-pub fn receive_units(
+pub(crate) fn receive_units(
     units: &[&[u8]],
     way: Way,
     recvs: Recvs,
@@ -239,7 +239,7 @@ pub fn receive_units(
 
 /// Where Sends land, for the proptests: posted buffers, or (one time in
 /// `1 + posted`) a shared pool with any soft limit, size and ordering.
-pub fn any_recvs(posted: u32) -> impl proptest::strategy::Strategy<Value = Recvs> {
+pub(crate) fn any_recvs(posted: u32) -> impl proptest::strategy::Strategy<Value = Recvs> {
     use proptest::prelude::*;
     prop_oneof![
         posted => Just(Recvs::Posted),
@@ -255,7 +255,7 @@ pub fn any_recvs(posted: u32) -> impl proptest::strategy::Strategy<Value = Recvs
 
 /// A proptest's damage to a wire of FPDUs: an octet of one flipped, one
 /// FPDU sent twice.
-pub fn damage(
+pub(crate) fn damage(
     f: &mut Vec<Vec<u8>>,
     flip: Option<(proptest::sample::Index, proptest::sample::Index)>,
     twice: Option<proptest::sample::Index>,

@@ -5,7 +5,7 @@
 use rddp_proto::mem::{MemoryTable, PdId, StreamId};
 use rddp_proto::rdmap::{AsyncEvent, RdmapConfig, RdmapStream, WorkRequest};
 
-pub struct Hosts {
+pub(crate) struct Hosts {
     pub mem: [MemoryTable; 2],
     pub s: [RdmapStream; 2],
     pub seq: [u64; 2],
@@ -14,7 +14,7 @@ pub struct Hosts {
 }
 
 impl Hosts {
-    pub fn new(cfg: RdmapConfig) -> Self {
+    pub(crate) fn new(cfg: RdmapConfig) -> Self {
         Self {
             mem: [MemoryTable::with_seed(1), MemoryTable::with_seed(2)],
             s: [
@@ -27,7 +27,7 @@ impl Hosts {
     }
 
     /// Move segments both ways until nothing moves.
-    pub fn run(&mut self) {
+    pub(crate) fn run(&mut self) {
         loop {
             let mut moved = false;
             for from in 0..2 {
@@ -50,11 +50,11 @@ impl Hosts {
         }
     }
 
-    pub fn events(&mut self, i: usize) -> Vec<AsyncEvent> {
+    pub(crate) fn events(&mut self, i: usize) -> Vec<AsyncEvent> {
         std::iter::from_fn(|| self.s[i].poll_event()).collect()
     }
 
-    pub fn post(&mut self, i: usize, wr: WorkRequest) {
+    pub(crate) fn post(&mut self, i: usize, wr: WorkRequest) {
         let mem = &self.mem[i];
         self.s[i].post(mem, wr);
     }

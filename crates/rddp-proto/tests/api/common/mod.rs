@@ -1,36 +1,36 @@
 //! Helpers shared by the engine's integration tests.
 
-pub mod host;
-pub mod hosts;
+pub(crate) mod host;
+pub(crate) mod hosts;
 
 use rddp_proto::ddp::{DdpConfig, DdpStream, StreamError};
 use rddp_proto::mem::{Access, MemoryTable, PdId, Stag, StagScope, StreamId};
 use rddp_wire::{TaggedHeader, TerminateCode, UntaggedHeader};
 
-pub const PD: PdId = PdId(1);
-pub const STREAM: StreamId = StreamId(7);
+pub(crate) const PD: PdId = PdId(1);
+pub(crate) const STREAM: StreamId = StreamId(7);
 
-pub fn stream() -> DdpStream {
+pub(crate) fn stream() -> DdpStream {
     DdpStream::new(STREAM, PD, DdpConfig::default()).unwrap()
 }
 
-pub fn rw() -> Access {
+pub(crate) fn rw() -> Access {
     Access::REMOTE_READ | Access::REMOTE_WRITE
 }
 
 /// A 64-octet zeroed region at TO 0x1000 in PD, scoped to the PD.
-pub fn region(mem: &MemoryTable) -> Stag {
+pub(crate) fn region(mem: &MemoryTable) -> Stag {
     mem.register(PD, StagScope::Pd, rw(), 0x1000, vec![0; 64])
         .unwrap()
 }
 
-pub fn tagged(last: bool, stag: u32, to: u64, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn tagged(last: bool, stag: u32, to: u64, payload: &[u8]) -> Vec<u8> {
     let mut v = TaggedHeader::new(last, 0x40, stag, to).to_bytes().to_vec();
     v.extend_from_slice(payload);
     v
 }
 
-pub fn untagged(last: bool, qn: u32, msn: u32, mo: u32, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn untagged(last: bool, qn: u32, msn: u32, mo: u32, payload: &[u8]) -> Vec<u8> {
     let mut v = UntaggedHeader::new(last, [0x43, 0, 0, 0, 0], qn, msn, mo)
         .to_bytes()
         .to_vec();
@@ -39,7 +39,12 @@ pub fn untagged(last: bool, qn: u32, msn: u32, mo: u32, payload: &[u8]) -> Vec<u
 }
 
 /// Feed one segment at `seq`; return the Terminate code if it was refused.
-pub fn feed(s: &mut DdpStream, mem: &MemoryTable, seq: u64, seg: &[u8]) -> Option<TerminateCode> {
+pub(crate) fn feed(
+    s: &mut DdpStream,
+    mem: &MemoryTable,
+    seq: u64,
+    seg: &[u8],
+) -> Option<TerminateCode> {
     match s.on_segment(mem, seq, seg) {
         Ok(()) => None,
         Err(StreamError::Erroneous(c)) => Some(c),
@@ -56,7 +61,7 @@ const OWN_PROCESS_ENV: &str = "RDDP_TEST_OWN_PROCESS";
 /// process allocates). In the parent this runs the test binary again for that
 /// one test, checks that it ran and passed, and returns `false`; in that child
 /// it returns `true`.
-pub fn own_process(module: &str, test: &str) -> bool {
+pub(crate) fn own_process(module: &str, test: &str) -> bool {
     // The harness names a test by its path below the crate root.
     let path = match module.split_once("::") {
         Some((_, m)) => format!("{m}::{test}"),

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant, SystemTime};
 use usrsctp_ffi::ConnAddress;
 use usrsctp_ffi::stack::conn_input;
 
-pub type Capture = Arc<Mutex<Vec<(SystemTime, Vec<u8>)>>>;
+pub(crate) type Capture = Arc<Mutex<Vec<(SystemTime, Vec<u8>)>>>;
 
-pub struct Link {
+pub(crate) struct Link {
     pub a: ConnAddress,
     pub b: ConnAddress,
     pub capture: Capture,
@@ -23,7 +23,7 @@ pub struct Link {
 }
 
 impl Link {
-    pub fn new(reorder: bool) -> Self {
+    pub(crate) fn new(reorder: bool) -> Self {
         let (tx, rx) = channel::<(usize, Vec<u8>)>();
         let capture: Capture = Default::default();
         let ends = [Arc::new(Mutex::new(0usize)), Arc::new(Mutex::new(0usize))];
@@ -56,7 +56,7 @@ impl Link {
     }
 
     /// The capture as a pcap file (link type 248: SCTP packets, no lower layers).
-    pub fn pcap(&self) -> Vec<u8> {
+    pub(crate) fn pcap(&self) -> Vec<u8> {
         let mut out = Vec::new();
         for v in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65535, 248] {
             out.extend_from_slice(&v.to_le_bytes());

@@ -1,8 +1,8 @@
 //! Helpers of the real-usrsctp tests and of the sans-IO ones (`sides`).
 
-pub mod link;
-pub mod sides;
-pub mod wire;
+pub(crate) mod link;
+pub(crate) mod sides;
+pub(crate) mod wire;
 
 use rddp_proto::mem::MemoryTable;
 use rddp_sctp::driver::SctpConnection;
@@ -11,7 +11,7 @@ use std::net::{Ipv4Addr, UdpSocket};
 use std::time::Duration;
 
 /// Whether libusrsctp is here. Missing: a loud skip, unless CI is set (then fail).
-pub fn library() -> bool {
+pub(crate) fn library() -> bool {
     match usrsctp_ffi::available() {
         Ok(()) => true,
         Err(e) if std::env::var_os("CI").is_none() => {
@@ -33,7 +33,7 @@ const OWN_PROCESS_ENV: &str = "RDDP_TEST_OWN_PROCESS";
 /// parent this runs the test binary again for that one test, checks that it
 /// ran and passed, and returns `false`; in that child it returns `true`.
 /// `false` without libusrsctp too (see [`library`]).
-pub fn own_process(module: &str, test: &str) -> bool {
+pub(crate) fn own_process(module: &str, test: &str) -> bool {
     // The harness names a test by its path below the crate root.
     let path = match module.split_once("::") {
         Some((_, m)) => format!("{m}::{test}"),
@@ -62,20 +62,20 @@ pub fn own_process(module: &str, test: &str) -> bool {
 }
 
 /// A free UDP port for this process's encapsulation (127.0.0.1).
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let s = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     s.local_addr().unwrap().port()
 }
 
 /// The test pattern of `len` octets for a seed.
-pub fn pattern(seed: u8, len: usize) -> Vec<u8> {
+pub(crate) fn pattern(seed: u8, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
         .collect()
 }
 
 /// Run `c` until an event matching `f` arrives; returns it.
-pub fn wait_event(
+pub(crate) fn wait_event(
     c: &mut SctpConnection,
     mem: &MemoryTable,
     mut f: impl FnMut(&Event) -> bool,
@@ -96,7 +96,7 @@ pub fn wait_event(
 }
 
 /// Flush and poll both ends of an in-process association until `done`.
-pub fn drive(
+pub(crate) fn drive(
     a: &mut SctpConnection,
     ma: &MemoryTable,
     b: &mut SctpConnection,
@@ -113,6 +113,6 @@ pub fn drive(
     }
 }
 
-pub fn is_closed(e: &Event, sid: u16) -> bool {
+pub(crate) fn is_closed(e: &Event, sid: u16) -> bool {
     matches!(e, Event::Closed { sid: s, reason: CloseReason::Terminated } if *s == sid)
 }

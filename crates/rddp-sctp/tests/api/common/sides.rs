@@ -6,45 +6,45 @@ use rddp_sctp::{Adaptation, CloseReason, Config, Event, OutChunk, SessionState};
 use rddp_wire::sctp::SessionControl;
 
 /// Fragmentation point of the sans-IO tests: maximum DDP segment 598.
-pub const FP: usize = 600;
+pub(crate) const FP: usize = 600;
 
-pub struct Side {
+pub(crate) struct Side {
     pub ad: Adaptation,
     pub mem: MemoryTable,
 }
 
-pub fn side(cfg: Config) -> Side {
+pub(crate) fn side(cfg: Config) -> Side {
     Side {
         ad: Adaptation::new(cfg, FP),
         mem: MemoryTable::with_seed(7),
     }
 }
 
-pub fn pair() -> (Side, Side) {
+pub(crate) fn pair() -> (Side, Side) {
     (side(Config::default()), side(Config::default()))
 }
 
-pub fn drain(s: &mut Side) -> Vec<OutChunk> {
+pub(crate) fn drain(s: &mut Side) -> Vec<OutChunk> {
     std::iter::from_fn(|| s.ad.poll_transmit()).collect()
 }
 
-pub fn feed(to: &mut Side, chunks: &[OutChunk]) {
+pub(crate) fn feed(to: &mut Side, chunks: &[OutChunk]) {
     for c in chunks {
         to.ad.on_chunk(&to.mem, c.sid, c.ppid, &c.to_vec()).unwrap();
     }
 }
 
-pub fn events(s: &mut Side) -> Vec<Event> {
+pub(crate) fn events(s: &mut Side) -> Vec<Event> {
     std::iter::from_fn(|| s.ad.poll_event()).collect()
 }
 
-pub fn ctl(c: &OutChunk) -> SessionControl {
+pub(crate) fn ctl(c: &OutChunk) -> SessionControl {
     assert_eq!(c.ppid, 17);
     SessionControl::parse(&c.head).unwrap()
 }
 
 /// A PPID 17 payload with any function code and private data.
-pub fn raw_ctl(ssn: u16, f: u16, pd: &[u8]) -> Vec<u8> {
+pub(crate) fn raw_ctl(ssn: u16, f: u16, pd: &[u8]) -> Vec<u8> {
     let mut v = ssn.to_be_bytes().to_vec();
     v.extend_from_slice(&f.to_be_bytes());
     v.extend_from_slice(pd);
@@ -52,7 +52,7 @@ pub fn raw_ctl(ssn: u16, f: u16, pd: &[u8]) -> Vec<u8> {
 }
 
 /// A opens a session on `sid`, B accepts; both established.
-pub fn open(a: &mut Side, b: &mut Side, sid: u16) {
+pub(crate) fn open(a: &mut Side, b: &mut Side, sid: u16) {
     a.ad.initiate(sid, StreamId(u32::from(sid)), PdId(1), b"hello")
         .unwrap();
     let c = drain(a);
@@ -74,7 +74,7 @@ pub fn open(a: &mut Side, b: &mut Side, sid: u16) {
 }
 
 /// Post one 16-octet receive buffer (wr 0, buffer 1) on the stream of `sid`.
-pub fn post_recv16(s: &mut Side, sid: u16) {
+pub(crate) fn post_recv16(s: &mut Side, sid: u16) {
     s.ad.stream(sid)
         .unwrap()
         .post_recv(
@@ -87,7 +87,7 @@ pub fn post_recv16(s: &mut Side, sid: u16) {
         .unwrap();
 }
 
-pub fn register(s: &mut Side, len: usize) -> Stag {
+pub(crate) fn register(s: &mut Side, len: usize) -> Stag {
     s.mem
         .register(
             PdId(1),
@@ -99,7 +99,7 @@ pub fn register(s: &mut Side, len: usize) -> Stag {
         .unwrap()
 }
 
-pub fn closed(evs: &[Event], sid: u16) -> Option<CloseReason> {
+pub(crate) fn closed(evs: &[Event], sid: u16) -> Option<CloseReason> {
     evs.iter().find_map(|e| match e {
         Event::Closed { sid: s, reason } if *s == sid => Some(reason.clone()),
         _ => None,

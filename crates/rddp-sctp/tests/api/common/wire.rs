@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::Duration;
 
-pub fn tshark_present() -> bool {
+pub(crate) fn tshark_present() -> bool {
     match Command::new("tshark").arg("-v").output() {
         Ok(o) if o.status.success() => true,
         _ if std::env::var_os("CI").is_none() => {
@@ -26,7 +26,7 @@ pub fn tshark_present() -> bool {
 }
 
 /// The line the Lua dissector renders for a chunk, from what rddp sent.
-pub fn summary(c: &OutChunk) -> String {
+pub(crate) fn summary(c: &OutChunk) -> String {
     let octets = c.to_vec();
     let ssn = u16::from_be_bytes([octets[0], octets[1]]);
     if c.ppid == 17 {
@@ -60,7 +60,12 @@ pub fn summary(c: &OutChunk) -> String {
 }
 
 /// tshark field values, one Vec per frame (aggregated occurrences split on '|').
-pub fn fields(pcap: &str, decode_as: &[String], filter: &str, names: &[&str]) -> Vec<Vec<String>> {
+pub(crate) fn fields(
+    pcap: &str,
+    decode_as: &[String],
+    filter: &str,
+    names: &[&str],
+) -> Vec<Vec<String>> {
     let lua = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/wire/rddp_sctp.lua");
     let mut cmd = Command::new("tshark");
     cmd.args(["-n", "-r", pcap, "-o", "sctp.checksum:CRC-32C"])
@@ -93,14 +98,14 @@ pub fn fields(pcap: &str, decode_as: &[String], filter: &str, names: &[&str]) ->
         .collect()
 }
 
-pub fn split(v: &str) -> Vec<&str> {
+pub(crate) fn split(v: &str) -> Vec<&str> {
     v.split('|').filter(|s| !s.is_empty()).collect()
 }
 
 /// Initiate with private data, Accept carrying the STag, a tagged write, two
 /// untagged sends, an RDMA Read (Request and Response), Terminate both ways;
 /// returns every chunk both sides sent.
-pub fn session(
+pub(crate) fn session(
     a: &mut SctpConnection,
     ma: &MemoryTable,
     b: &mut SctpConnection,
@@ -232,7 +237,7 @@ pub fn session(
 }
 
 /// Check a capture; `decode_as` are extra tshark arguments (e.g. `-d udp.port==P,sctp`).
-pub fn check_capture(pcap_s: &str, decode_as: &[String], sent: &[OutChunk]) {
+pub(crate) fn check_capture(pcap_s: &str, decode_as: &[String], sent: &[OutChunk]) {
     // 0xC006 = 1 in INIT (chunk type 1) and INIT-ACK (2).
     let inits = fields(
         pcap_s,

@@ -5,7 +5,7 @@ use std::process::Command;
 
 /// Skips (returns false) when `what` is missing and CI is unset; panics
 /// when CI is set, where scripts/test.sh installs `pkg`.
-pub fn have(path: &str, pkg: &str) -> bool {
+pub(crate) fn have(path: &str, pkg: &str) -> bool {
     if Path::new(path).exists() {
         return true;
     }
@@ -20,7 +20,7 @@ pub fn have(path: &str, pkg: &str) -> bool {
 /// target/<profile>/deps/librddp_verbs_abi.so, next to this test binary.
 /// (`cargo build` also copies it up to target/<profile>/; `cargo test` does
 /// not, so that copy may be stale.)
-pub fn cdylib() -> PathBuf {
+pub(crate) fn cdylib() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     let so = exe.with_file_name("librddp_verbs_abi.so");
     assert!(so.exists(), "{} not built", so.display());
@@ -29,7 +29,7 @@ pub fn cdylib() -> PathBuf {
 
 /// A directory holding `libibverbs.so.1` -> the cdylib, to put first on
 /// LD_LIBRARY_PATH (the directory replaces Debian's library; no LD_PRELOAD).
-pub fn lib_dir(name: &str) -> PathBuf {
+pub(crate) fn lib_dir(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     std::fs::create_dir_all(&dir).expect("create lib dir");
     let link = dir.join("libibverbs.so.1");
@@ -39,7 +39,7 @@ pub fn lib_dir(name: &str) -> PathBuf {
 }
 
 /// Runs `cmd` and returns its stdout, panicking with stderr on failure.
-pub fn output(cmd: &mut Command) -> String {
+pub(crate) fn output(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
     assert!(
         out.status.success(),

@@ -11,14 +11,14 @@ use std::ops::ControlFlow;
 use std::sync::mpsc::{Sender, channel};
 use std::thread::JoinHandle;
 
-pub struct Held {
+pub(crate) struct Held {
     go: Sender<()>,
     peer: JoinHandle<(usize, usize)>,
 }
 
 /// A peer listening on a free port: after MPA setup it reads nothing until
 /// [`Held::go`], then reads until `total` octets of tagged payload came.
-pub fn held_peer(total: usize) -> (SocketAddr, Held) {
+pub(crate) fn held_peer(total: usize) -> (SocketAddr, Held) {
     let listener = rddp_mpa::listen("127.0.0.1:0", MpaOptions::default()).unwrap();
     let addr = listener.local_addr().unwrap();
     let (go, go_rx) = channel::<()>();
@@ -52,12 +52,12 @@ pub fn held_peer(total: usize) -> (SocketAddr, Held) {
 
 impl Held {
     /// Start reading.
-    pub fn go(&self) {
+    pub(crate) fn go(&self) {
         self.go.send(()).unwrap();
     }
 
     /// Tagged payload octets and FPDUs read.
-    pub fn join(self) -> (usize, usize) {
+    pub(crate) fn join(self) -> (usize, usize) {
         self.peer.join().unwrap()
     }
 }
@@ -65,7 +65,7 @@ impl Held {
 /// The sending side: a PD that may register 1 GiB, a CQ, and a queue pair
 /// connected to `addr` (at most `depth` send work requests; None: the
 /// builder's default).
-pub fn sender(
+pub(crate) fn sender(
     addr: SocketAddr,
     depth: Option<u32>,
 ) -> (ProtectionDomain, CompletionQueue, QueuePair) {

@@ -4,7 +4,7 @@
 use rddp::Quota;
 
 /// A field of /proc/self/status (kB for the memory ones).
-pub fn status(key: &str) -> u64 {
+pub(crate) fn status(key: &str) -> u64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap();
     s.lines()
         .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
@@ -13,7 +13,7 @@ pub fn status(key: &str) -> u64 {
 }
 
 /// A consumer quota for `n` queue pairs with one receive buffer each.
-pub fn quota(n: usize) -> Quota {
+pub(crate) fn quota(n: usize) -> Quota {
     Quota {
         queue_pairs: n as u64,
         receive_buffers: n as u64,

@@ -1,11 +1,11 @@
 //! Helpers shared by the queue pair tests.
 #![allow(dead_code)]
 
-pub mod held_peer;
-pub mod many;
-pub mod raw_peer;
-pub mod sctp_llp;
-pub mod unsignaled_run;
+pub(crate) mod held_peer;
+pub(crate) mod many;
+pub(crate) mod raw_peer;
+pub(crate) mod sctp_llp;
+pub(crate) mod unsignaled_run;
 
 use rddp::transport::Connection;
 use rddp::{
@@ -15,7 +15,7 @@ use rddp::{
 use std::time::Duration;
 
 /// A protection domain of a new consumer `name` with the default quota.
-pub fn pd(dev: &Device, name: &str) -> ProtectionDomain {
+pub(crate) fn pd(dev: &Device, name: &str) -> ProtectionDomain {
     dev.consumer(name, Quota::default())
         .unwrap()
         .alloc_pd()
@@ -24,7 +24,7 @@ pub fn pd(dev: &Device, name: &str) -> ProtectionDomain {
 
 /// A queue pair of `pd` with the default builder, `cq` for both queues, attached
 /// to `conn`.
-pub fn attach(pd: &ProtectionDomain, cq: &CompletionQueue, conn: Connection) -> QueuePair {
+pub(crate) fn attach(pd: &ProtectionDomain, cq: &CompletionQueue, conn: Connection) -> QueuePair {
     QueuePairBuilder::new(pd, cq, cq)
         .build()
         .unwrap()
@@ -33,7 +33,7 @@ pub fn attach(pd: &ProtectionDomain, cq: &CompletionQueue, conn: Connection) -> 
 }
 
 /// A queue pair (CQ of `depth`) on a new consumer `name`, over `conn`.
-pub fn endpoint(
+pub(crate) fn endpoint(
     dev: &Device,
     name: &str,
     depth: usize,
@@ -46,7 +46,7 @@ pub fn endpoint(
 }
 
 /// Wait for `n` completions (10 s at most for each batch).
-pub fn wait(cq: &CompletionQueue, n: usize) -> Vec<WorkCompletion> {
+pub(crate) fn wait(cq: &CompletionQueue, n: usize) -> Vec<WorkCompletion> {
     let mut got = Vec::new();
     while got.len() < n {
         let more = cq.wait(n - got.len(), Duration::from_secs(10));
@@ -57,7 +57,7 @@ pub fn wait(cq: &CompletionQueue, n: usize) -> Vec<WorkCompletion> {
 }
 
 /// The code of the first Terminate `qp` received, waiting up to 5 s.
-pub fn terminate_received(qp: &QueuePair) -> Option<TerminateCode> {
+pub(crate) fn terminate_received(qp: &QueuePair) -> Option<TerminateCode> {
     poll_event(qp, |e| match e {
         AsyncEvent::TerminateReceived { code, .. } => *code,
         _ => None,
@@ -65,7 +65,7 @@ pub fn terminate_received(qp: &QueuePair) -> Option<TerminateCode> {
 }
 
 /// The code of the first Terminate `qp` sent, waiting up to 5 s.
-pub fn terminate_sent(qp: &QueuePair) -> Option<TerminateCode> {
+pub(crate) fn terminate_sent(qp: &QueuePair) -> Option<TerminateCode> {
     poll_event(qp, |e| match e {
         AsyncEvent::TerminateSent { code, .. } => Some(*code),
         _ => None,
@@ -73,7 +73,7 @@ pub fn terminate_sent(qp: &QueuePair) -> Option<TerminateCode> {
 }
 
 /// The first asynchronous event of `qp` that `f` picks, waiting up to 5 s.
-pub fn poll_event<T>(qp: &QueuePair, f: impl Fn(&AsyncEvent) -> Option<T>) -> Option<T> {
+pub(crate) fn poll_event<T>(qp: &QueuePair, f: impl Fn(&AsyncEvent) -> Option<T>) -> Option<T> {
     for _ in 0..250 {
         if let Some(c) = qp.async_events().iter().find_map(&f) {
             return Some(c);

@@ -12,7 +12,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 /// Read one MPA Request or Reply frame off `sock`.
-pub fn read_frame(sock: &mut TcpStream) -> MpaFrame {
+pub(crate) fn read_frame(sock: &mut TcpStream) -> MpaFrame {
     let mut all = vec![0u8; 20];
     sock.read_exact(&mut all).unwrap();
     let pd_len = usize::from(u16::from_be_bytes([all[18], all[19]]));
@@ -23,13 +23,13 @@ pub fn read_frame(sock: &mut TcpStream) -> MpaFrame {
 }
 
 /// The first Terminate among DDP segments (untagged, RDMAP opcode 7), parsed.
-pub fn terminate_in(segs: &[Vec<u8>]) -> Option<Terminate> {
+pub(crate) fn terminate_in(segs: &[Vec<u8>]) -> Option<Terminate> {
     segs.iter()
         .find(|s| s.len() >= 18 && s[0] & 0x80 == 0 && s[1] & 0x0F == 7)
         .and_then(|s| Terminate::parse(&s[18..]).ok())
 }
 
-pub struct RawPeer {
+pub(crate) struct RawPeer {
     pub sock: TcpStream,
     enc: FpduEncoder,
     dec: FpduDecoder,
@@ -40,12 +40,12 @@ pub struct RawPeer {
 impl RawPeer {
     /// A Rev 1 rddp listener on a port of its own and a raw peer connected to it
     /// (C=1): the raw peer and the rddp side's connection.
-    pub fn accepted_rev1() -> (Self, Connection) {
+    pub(crate) fn accepted_rev1() -> (Self, Connection) {
         Self::accepted_with(MpaOptions::rev1())
     }
 
     /// As [`Self::accepted_rev1`], the listener with `opts` (its IRD, say).
-    pub fn accepted_with(opts: MpaOptions) -> (Self, Connection) {
+    pub(crate) fn accepted_with(opts: MpaOptions) -> (Self, Connection) {
         let listener = Listener::bind("127.0.0.1:0", opts).unwrap();
         let addr = listener.local_addr().unwrap();
         let accept = std::thread::spawn(move || listener.accept());
@@ -57,7 +57,7 @@ impl RawPeer {
     /// A responder queue pair of `pd` (send queue of `max_send_wr`, `cq` for
     /// both queues) attached to a raw Rev 1 initiator, which has sent its
     /// first FPDU (a zero-length Write): the responder may send (RFC 5044 §7.1.2).
-    pub fn responder_qp(
+    pub(crate) fn responder_qp(
         pd: &rddp::ProtectionDomain,
         cq: &rddp::CompletionQueue,
         max_send_wr: u32,
@@ -74,7 +74,7 @@ impl RawPeer {
     }
 
     /// TCP connect, send an MPA Request (Rev 1, C as given), read the Reply.
-    pub fn connect(addr: SocketAddr, crc: bool) -> Self {
+    pub(crate) fn connect(addr: SocketAddr, crc: bool) -> Self {
         let req = MpaFrame::new(
             FrameKind::Request,
             MpaFlags::new(false, crc, false, false),
@@ -86,7 +86,7 @@ impl RawPeer {
     }
 
     /// TCP connect, send `req` (any Rev, enhanced block or not), read the Reply.
-    pub fn connect_with(addr: SocketAddr, req: &MpaFrame) -> Self {
+    pub(crate) fn connect_with(addr: SocketAddr, req: &MpaFrame) -> Self {
         let crc = req.flags.crc();
         let mut sock = TcpStream::connect(addr).unwrap();
         sock.set_nodelay(true).unwrap();
@@ -104,7 +104,7 @@ impl RawPeer {
 
     /// A peer already past MPA setup on `sock` (say, a raw responder that sent its
     /// Reply), framing with CRC as given and no Markers.
-    pub fn from_stream(sock: TcpStream, crc: bool) -> Self {
+    pub(crate) fn from_stream(sock: TcpStream, crc: bool) -> Self {
         Self {
             sock,
             enc: FpduEncoder::new(crc, false),
@@ -114,7 +114,7 @@ impl RawPeer {
     }
 
     /// Send one DDP segment as a well-formed FPDU.
-    pub fn send_segment(&mut self, seg: &[u8]) {
+    pub(crate) fn send_segment(&mut self, seg: &[u8]) {
         let mut out = Vec::new();
         self.enc.encode(seg, &mut out).unwrap();
         self.sock.write_all(&out).unwrap();
@@ -122,7 +122,7 @@ impl RawPeer {
 
     /// Send `seg` as an FPDU (CRC, no Markers) whose CRC is broken: its last
     /// octet XOR `flip`.
-    pub fn send_bad_crc(&mut self, seg: &[u8], flip: u8) {
+    pub(crate) fn send_bad_crc(&mut self, seg: &[u8], flip: u8) {
         let mut bad = Vec::new();
         FpduEncoder::new(true, false).encode(seg, &mut bad).unwrap();
         *bad.last_mut().unwrap() ^= flip;
@@ -130,7 +130,7 @@ impl RawPeer {
     }
 
     /// Send `segs` as FPDUs in one write: they reach the rddp side together.
-    pub fn send_segments(&mut self, segs: &[Vec<u8>]) {
+    pub(crate) fn send_segments(&mut self, segs: &[Vec<u8>]) {
         let mut out = Vec::new();
         for seg in segs {
             self.enc.encode(seg, &mut out).unwrap();
@@ -139,13 +139,13 @@ impl RawPeer {
     }
 
     /// Send raw octets (a broken FPDU, say).
-    pub fn send_raw(&mut self, bytes: &[u8]) {
+    pub(crate) fn send_raw(&mut self, bytes: &[u8]) {
         self.sock.write_all(bytes).unwrap();
     }
 
     /// Read FPDUs until the connection closes or `timeout` passes; returns the DDP
     /// segments received and whether the peer closed.
-    pub fn read_all(&mut self, timeout: Duration) -> (Vec<Vec<u8>>, bool) {
+    pub(crate) fn read_all(&mut self, timeout: Duration) -> (Vec<Vec<u8>>, bool) {
         let deadline = Instant::now() + timeout;
         let mut segs = Vec::new();
         let mut buf = [0u8; 4096];
@@ -176,13 +176,13 @@ impl RawPeer {
     /// The DDP segments in `bytes`, read off this peer's socket by someone else
     /// (the octets that follow what this peer decoded so far); `None` once the
     /// framing is broken.
-    pub fn decode(&mut self, bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
+    pub(crate) fn decode(&mut self, bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
         let mut segs = Vec::new();
         self.dec.feed(bytes, &mut segs).ok().map(|_| segs)
     }
 
     /// Read until closed; return the Terminate the rddp side sent, if any.
-    pub fn terminate(&mut self) -> (Option<Terminate>, bool) {
+    pub(crate) fn terminate(&mut self) -> (Option<Terminate>, bool) {
         let (segs, closed) = self.read_all(Duration::from_secs(5));
         (terminate_in(&segs), closed)
     }

@@ -13,7 +13,7 @@ use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
 
-pub fn library() -> bool {
+pub(crate) fn library() -> bool {
     match usrsctp_ffi::available() {
         Ok(()) => true,
         Err(e) if std::env::var_os("CI").is_none() => {
@@ -35,7 +35,7 @@ const OWN_PROCESS_ENV: &str = "RDDP_TEST_OWN_PROCESS";
 /// runs the test binary again for that one test, checks that it ran and
 /// passed, and returns `false`; in that child it returns `true`. `false`
 /// without libusrsctp too (see [`library`]).
-pub fn own_process(module: &str, test: &str) -> bool {
+pub(crate) fn own_process(module: &str, test: &str) -> bool {
     // The harness names a test by its path below the crate root.
     let path = match module.split_once("::") {
         Some((_, m)) => format!("{m}::{test}"),
@@ -66,7 +66,7 @@ pub fn own_process(module: &str, test: &str) -> bool {
 /// The opening of a queue-pair test over SCTP: `None` without libusrsctp
 /// (the test then returns, as [`library`] says), else a free address and a
 /// listener bound to it with the default options.
-pub fn listening() -> Option<(SocketAddrV4, Listener)> {
+pub(crate) fn listening() -> Option<(SocketAddrV4, Listener)> {
     if !library() {
         return None;
     }
@@ -74,14 +74,14 @@ pub fn listening() -> Option<(SocketAddrV4, Listener)> {
     Some((addr, Listener::bind(addr, SctpOptions::default()).unwrap()))
 }
 
-pub fn free_addr() -> SocketAddrV4 {
+pub(crate) fn free_addr() -> SocketAddrV4 {
     let s = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     SocketAddrV4::new(Ipv4Addr::LOCALHOST, s.local_addr().unwrap().port())
 }
 
 /// A raw DDP/SCTP peer (rddp-sctp's own DDP stream, no queue pair) connected
 /// to `addr` with an established session on stream 0.
-pub fn ddp_peer(addr: SocketAddrV4) -> SctpConnection {
+pub(crate) fn ddp_peer(addr: SocketAddrV4) -> SctpConnection {
     let mut c = rddp_sctp::driver::connect(addr, Default::default()).unwrap();
     c.adaptation()
         .initiate(
@@ -109,7 +109,7 @@ const STALL_BELOW: usize = 8 << 20;
 /// tagged segments. It reports on `stalled` how much it had sent when first held
 /// back for half a second (None: it sent everything), and keeps the association
 /// up until `done`.
-pub fn flood(mut c: SctpConnection, stalled: Sender<Option<usize>>, done: Receiver<()>) {
+pub(crate) fn flood(mut c: SctpConnection, stalled: Sender<Option<usize>>, done: Receiver<()>) {
     let mem = MemoryTable::new();
     let msg = 1 << 20;
     for i in 0..FLOOD / msg {
@@ -145,7 +145,7 @@ pub fn flood(mut c: SctpConnection, stalled: Sender<Option<usize>>, done: Receiv
 
 /// Wait until the peer is held back (or has sent everything), then read every
 /// segment of the flood from the queue pair's side of the relay; let the peer go.
-pub fn read_after_stall(
+pub(crate) fn read_after_stall(
     mut conn: Connection,
     stalled: Receiver<Option<usize>>,
     done: Sender<()>,
@@ -171,7 +171,7 @@ fn read_all(conn: &mut Connection) {
     }
 }
 
-pub fn check_backpressure(stalled: Option<usize>) {
+pub(crate) fn check_backpressure(stalled: Option<usize>) {
     let at = stalled.unwrap_or_else(|| {
         panic!("the peer sent all {FLOOD} octets to a reader that did not read")
     });

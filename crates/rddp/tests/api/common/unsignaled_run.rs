@@ -18,7 +18,7 @@ const N: u64 = 40;
 const DEPTH: u32 = 4;
 
 /// `accept` runs on the server's thread, `connect` on the caller's.
-pub fn run(
+pub(crate) fn run(
     accept: impl FnOnce() -> Connection + Send + 'static,
     connect: impl FnOnce() -> Connection,
 ) {
@@ -84,7 +84,7 @@ pub fn run(
 /// through a send queue of `DEPTH`, never polled, each into its own 8 octets of
 /// the server's region; then a signaled Send, whose completion comes alone and
 /// whose arrival says every Write before it was placed (RFC 5040 §5.5).
-pub fn run_writes(
+pub(crate) fn run_writes(
     accept: impl FnOnce() -> Connection + Send + 'static,
     connect: impl FnOnce() -> Connection,
 ) {

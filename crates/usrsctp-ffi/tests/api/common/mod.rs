@@ -8,10 +8,10 @@ use std::time::Duration;
 use usrsctp_ffi::sys::SCTP_ASSOC_CHANGE;
 use usrsctp_ffi::{Encapsulation, Error, Notification, Socket, Target, stack};
 
-pub const T: Duration = Duration::from_secs(5);
+pub(crate) const T: Duration = Duration::from_secs(5);
 
 /// Skip loudly without the library, unless CI is set (then fail).
-pub fn library() -> bool {
+pub(crate) fn library() -> bool {
     match usrsctp_ffi::available() {
         Ok(()) => true,
         Err(e) if std::env::var_os("CI").is_none() => {
@@ -33,7 +33,7 @@ const OWN_PROCESS_ENV: &str = "RDDP_TEST_OWN_PROCESS";
 /// this runs the test binary again for that one test, checks that it ran
 /// and passed, and returns `false`; in that child it returns `true`.
 /// `false` without libusrsctp too (see [`library`]).
-pub fn own_process(module: &str, test: &str) -> bool {
+pub(crate) fn own_process(module: &str, test: &str) -> bool {
     // The harness names a test by its path below the crate root.
     let path = match module.split_once("::") {
         Some((_, m)) => format!("{m}::{test}"),
@@ -62,7 +62,7 @@ pub fn own_process(module: &str, test: &str) -> bool {
 }
 
 /// The process's one stack, on a free UDP port.
-pub fn port() -> u16 {
+pub(crate) fn port() -> u16 {
     static PORT: OnceLock<u16> = OnceLock::new();
     *PORT.get_or_init(|| {
         let p = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
@@ -75,14 +75,14 @@ pub fn port() -> u16 {
     })
 }
 
-pub fn prepare(s: &Socket) {
+pub(crate) fn prepare(s: &Socket) {
     s.set_init_streams(4).unwrap();
     s.subscribe(SCTP_ASSOC_CHANGE).unwrap();
     s.set_recv_rcvinfo(true).unwrap();
 }
 
 /// A connected pair (client, accepted server socket), the association up.
-pub fn pair(sctp_port: u16) -> (Socket, Socket) {
+pub(crate) fn pair(sctp_port: u16) -> (Socket, Socket) {
     let port = port();
     let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, sctp_port);
     let l = Socket::new(false).unwrap();
@@ -108,6 +108,6 @@ pub fn pair(sctp_port: u16) -> (Socket, Socket) {
     (c, s)
 }
 
-pub fn would_block(e: &Error) -> bool {
+pub(crate) fn would_block(e: &Error) -> bool {
     matches!(e, Error::Io { err, .. } if err.kind() == std::io::ErrorKind::WouldBlock)
 }
