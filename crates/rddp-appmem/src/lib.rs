@@ -46,7 +46,7 @@
 //! 6. **System calls get the raw pointer.** [`AppMem::read_fd`] and
 //!    [`AppMem::send_fd`] hand the kernel the address and length of a checked
 //!    range; the kernel copies as a device would, outside Rust's memory model.
-
+#![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 use std::fmt;
@@ -62,8 +62,11 @@ pub enum AppMemError {
     /// The range is not inside the registration (or `offset + len` overflows).
     #[error("{len} octets at offset {offset} are outside the {size} octets of the registration")]
     OutOfRange {
+        /// Offset of the range asked for, from the registration's start.
         offset: usize,
+        /// Octets asked for.
         len: usize,
+        /// Octets of the registration.
         size: usize,
     },
     /// A write into a registration made read-only.

@@ -5,6 +5,7 @@
 //! `fuzz/corpus/<target>/` and `fuzz/regressions/<target>/` through the same
 //! function, so a corpus input that once passed and now panics fails CI on
 //! stable Rust. Each function panics (assert) when its oracle is violated.
+#![warn(missing_docs)]
 
 /// Print a trace line when RDDP_FUZZ_TRACE is set (for `run_input`).
 #[macro_export]

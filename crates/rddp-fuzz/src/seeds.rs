@@ -636,6 +636,7 @@ fn mpa_rx_seeds(out: &mut Vec<SeedFile>) {
     }
 }
 
+/// Every seed file of every target, as `make_seeds` writes them.
 pub fn all() -> Vec<SeedFile> {
     let mut out = Vec::new();
     wire_seeds(&mut out);

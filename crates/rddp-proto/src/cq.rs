@@ -18,8 +18,6 @@
 //! Completions pushed without a reservation can still overflow; an overflow is
 //! refused, counted and returned as an error, never dropped silently.
 
-#![warn(missing_docs)]
-
 use crate::ddp::{Delivery, PoolId};
 use crate::mem::StreamId;
 use rddp_wire::TerminateCode;

@@ -16,6 +16,8 @@
 //!   completion is taken from the CQ; every posted receive comes back once.
 //! * [`stats`]: the counters each engine keeps where it does the work (docs/features.md).
 
+#![warn(missing_docs)]
+
 pub mod cq;
 pub mod ddp;
 pub mod mem;

@@ -7,8 +7,6 @@
 //! Terminate leaves or arrives and when a completion comes out. Nothing here locks
 //! or allocates; a driver reads a copy with [`crate::rdmap::RdmapStream::stats`].
 
-#![warn(missing_docs)]
-
 use crate::rdmap::WcStatus;
 use rddp_wire::TerminateCode;
 

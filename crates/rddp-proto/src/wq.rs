@@ -21,8 +21,6 @@
 //!   or doubled); once the stream is closed, those still in it complete as flushed
 //!   (none lost).
 
-#![warn(missing_docs)]
-
 use crate::cq::{CqError, CqLedger, CqReservation, CqSource};
 use crate::ddp::PoolId;
 use crate::mem::StreamId;

@@ -2,12 +2,16 @@
 //! (libibverbs-dev 44.0) that cross this library's entry points.
 //!
 //! Written by hand from that header, field for field, under the C names so
-//! that tests/layout.rs can compile one list of `(type, fields)` both ways: as
+//! that tests/api/layout.rs can compile one list of `(type, fields)` both ways: as
 //! `size_of`/`offset_of!` here and as `sizeof`/`offsetof` in a C program built
 //! against the real header. Pointers to objects rddp does not create yet
 //! (CQ, QP, SRQ, MW, work requests) are `*mut c_void`.
 
 #![allow(non_camel_case_types)]
+// The struct fields mirror verbs.h field for field under their C names; their
+// meaning is verbs.h's and rdma-core's man pages' (ibv_query_device(3),
+// ibv_reg_mr(3), ...), not restated here. Types and constants are documented.
+#![allow(missing_docs)]
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 

@@ -401,7 +401,7 @@ unsafe extern "C" fn get_sysfs_path() -> *const c_char {
 // Pure helpers.
 
 /// `enum ibv_rate` value, multiple of 2.5 Gb/s (0: rdma-core gives none, and
-/// `ibv_rate_to_mult` returns -1), Mb/s. tests/helpers.rs compares the four
+/// `ibv_rate_to_mult` returns -1), Mb/s. tests/api/helpers.rs compares the four
 /// conversions with Debian's libibverbs.
 const RATES: [(c_int, c_int, c_int); 23] = [
     (2, 1, 2500),

@@ -42,7 +42,7 @@
 //!    through the application's CQ pointer; it is trusted, as rdma-core's
 //!    providers trust it.
 //! 3. **Layouts.** Every struct that crosses the ABI is a `#[repr(C)]` copy
-//!    in [`abi`], and tests/layout.rs compares its size, alignment and field
+//!    in [`abi`], and tests/api/layout.rs compares its size, alignment and field
 //!    offsets against the C compiler's for Debian's header.
 //! 4. **Lifetimes.** The device is allocated once and never freed, so names
 //!    and paths read from it stay valid after `ibv_free_device_list`. A
@@ -58,6 +58,7 @@
 //! 5. **No unwinding into C.** Entry points do not panic on any input
 //!    (errors are errno values); a panic would abort the process, as Rust
 //!    does at an `extern "C"` boundary.
+#![warn(missing_docs)]
 
 pub mod abi;
 

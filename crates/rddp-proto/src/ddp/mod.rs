@@ -10,8 +10,6 @@
 //! (the slice), and, if it may hand segments up out of order, the sender's order
 //! ([`SenderSeq`]). An in-order LLP such as MPA/TCP numbers segments 0, 1, 2, ...
 
-#![warn(missing_docs)]
-
 mod endpoint;
 mod error;
 mod order;

@@ -242,12 +242,15 @@ impl Region {
         m.read().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The protection domain the region was registered in (RFC 5042 §5).
     pub fn pd(&self) -> PdId {
         self.pd
     }
+    /// Which streams may name the region: its PD's, or one stream's.
     pub fn scope(&self) -> StagScope {
         self.scope
     }
+    /// The rights granted at registration.
     pub fn access(&self) -> Access {
         self.access
     }
@@ -255,9 +258,11 @@ impl Region {
     pub fn base_to(&self) -> u64 {
         self.base_to
     }
+    /// Octets of the region.
     pub fn len(&self) -> u64 {
         self.len
     }
+    /// A region of no octets.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

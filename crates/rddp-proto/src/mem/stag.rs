@@ -8,12 +8,15 @@ use core::fmt;
 pub struct Stag(pub u32);
 
 impl Stag {
+    /// The STag of table index `index` (its low 24 bits) with `key`.
     pub fn new(index: u32, key: u8) -> Self {
         Self((index << 8) | u32::from(key))
     }
+    /// The table index (the high 24 bits).
     pub fn index(self) -> u32 {
         self.0 >> 8
     }
+    /// The key (the low octet).
     pub fn key(self) -> u8 {
         self.0 as u8
     }

@@ -33,14 +33,30 @@ pub enum AccessFault {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum MemError {
+    /// The STag names no region (never registered, or deregistered).
     #[error("STag {0} does not name a registered region")]
     UnknownStag(Stag),
+    /// The table holds as many regions as its limit allows.
     #[error("the region limit of {0} is reached; deregister a region first")]
     TooManyRegions(usize),
+    /// The new region would take the registered octets over the limit.
     #[error("registering {asked} octets would exceed the limit of {limit} registered octets")]
-    TooManyBytes { asked: u64, limit: u64 },
+    TooManyBytes {
+        /// Octets of the region refused.
+        asked: u64,
+        /// The table's limit of registered octets.
+        limit: u64,
+    },
+    /// The region's last tagged offset would pass 2^64 - 1 (a TO range never
+    /// wraps, RFC 5041 §4.2).
     #[error("region [{base_to:#x}, +{len}) wraps the 64-bit tagged offset space")]
-    RangeWraps { base_to: u64, len: u64 },
+    RangeWraps {
+        /// The region's first tagged offset.
+        base_to: u64,
+        /// The region's length.
+        len: u64,
+    },
+    /// Write rights (local or remote) were asked for over read-only memory.
     #[error("a region with a write right needs writable memory")]
     ReadOnlyMemory,
 }
@@ -48,7 +64,9 @@ pub enum MemError {
 /// Limits the table enforces (the resource manager sets them per consumer).
 #[derive(Debug, Clone, Copy)]
 pub struct TableLimits {
+    /// Regions registered at once, at most.
     pub max_regions: usize,
+    /// Octets of all registered regions together, at most.
     pub max_bytes: u64,
 }
 
@@ -164,6 +182,7 @@ impl MemoryTable {
         self.inner.write().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// New limits for later registrations (regions already registered stay).
     pub fn set_limits(&self, limits: TableLimits) {
         self.write().limits = limits;
     }
@@ -313,6 +332,7 @@ impl MemoryTable {
         self.read().regions
     }
 
+    /// No region is registered.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

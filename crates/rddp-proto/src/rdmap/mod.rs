@@ -11,8 +11,6 @@
 //!   order; Read Responses are matched first-in first-out to outstanding requests.
 //!   ORD bounds our outstanding Reads, IRD the peer's; fencing waits for Reads.
 
-#![warn(missing_docs)]
-
 mod rx;
 mod rx_batch;
 mod rx_direct;
