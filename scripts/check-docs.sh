@@ -68,7 +68,7 @@ def anchors(path):
     return anchors_cache[path]
 
 link_re = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
-cite_re = re.compile(r"spec §|\bseeds? 00\d|\b[Ii]ssues? \d+|\b[Tt]raps? \d+")
+cite_re = re.compile(r"spec §|\b[Ss]eeds? 00\d|\b[Ii]ssues? \d+|\b[Tt]raps? \d+")
 
 for path in files:
     if not os.path.exists(path):

@@ -3,7 +3,7 @@
 #
 #   scripts/ipsec.sh [--out DIR] [--iters N]
 #
-# Seed 000 requires ESP (per-packet data origin authentication, integrity, replay
+# RFC 5042 (with RFC 3723) requires ESP (per-packet data origin authentication, integrity, replay
 # protection), ESP tunnel mode and IKE for peer authentication and key
 # management; rddp leaves them to the host (docs/security.md). This script is
 # that host: strongSwan (Debian packages) runs IKEv2 with a pre-shared key in each

@@ -169,7 +169,7 @@ impl Adaptation {
         };
         match s.state {
             SessionState::Closed => Admit::Drop, // rest of a failed session
-            // Seed 001: segments above the maximum are rejected, received ones too
+            // RFC 5043: segments above the maximum are rejected, received ones too
             // (SCTP fragmented them): before any octet is placed.
             _ if seg_len > max => {
                 self.violation(

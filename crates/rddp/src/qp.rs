@@ -458,7 +458,7 @@ impl PreparedQueuePair {
         // A Send or Write completes when the LLP accepted its last octet (the
         // writer reports each segment written), not when it was queued.
         rdmap.complete_when_sent();
-        // Seed 003: a CQ refuses what it could not hold. The send side reserves its
+        // A CQ refuses what it could not hold (docs/receive-strategies.md). The send side reserves its
         // depth; the receive side its depth, its credit limit, or its whole SRQ pool.
         // The DDP sink's binding below shares the receive reservation.
         let max_recv_wr = self.b.max_recv_wr as usize;

@@ -37,7 +37,7 @@ fn carries_on(a: &mut Side, b: &mut Side, sid: u16) {
     assert!(b.ad.stream(sid).unwrap().poll_delivery().is_some());
 }
 
-/// Seed 001: a chunk that fits no legal sequence terminates the session; a DDP
+/// RFC 5043: a chunk that fits no legal sequence terminates the session; a DDP
 /// segment on a stream without a session is such a chunk. One Terminate per bogus
 /// session, whatever the peer floods; the other sessions carry on.
 #[test]
@@ -57,7 +57,7 @@ fn segment_on_a_stream_without_a_session_is_answered_with_terminate() {
     carries_on(&mut a, &mut b, 1);
 }
 
-/// Seed 001: private data never exceeds 512 octets. Such an Initiate never reaches
+/// RFC 5043: private data never exceeds 512 octets. Such an Initiate never reaches
 /// the ULP and is answered with Terminate (Initiate, Terminate), never with Reject
 /// (only the ULP rejects). The stream then takes a proper Initiate.
 #[test]
@@ -85,7 +85,7 @@ fn initiate_with_too_much_private_data_gets_terminate_and_never_reaches_the_ulp(
     );
 }
 
-/// Seed 001: "at least one Terminate". A second Terminate from the peer, in order
+/// RFC 5043: "at least one Terminate". A second Terminate from the peer, in order
 /// or arriving before the first, is no violation: the session ends as Terminated
 /// and we answer once.
 #[test]
@@ -120,7 +120,7 @@ fn a_second_terminate_from_the_peer_is_legal() {
     }
 }
 
-/// Seed 001: a stream number is not reused while a chunk of the old session might
+/// RFC 5043: a stream number is not reused while a chunk of the old session might
 /// be outstanding, and is reusable once none can be: after a violation too, when
 /// the peer's Terminate and everything before it have arrived and ours is acked.
 #[test]
@@ -168,7 +168,7 @@ fn stream_reusable_after_a_stray_segment_once_the_peer_terminated() {
     assert_eq!(functions(&drain(&mut b), 5), [SessionFunction::Initiate]);
 }
 
-/// Seed 001: the adaptation layer rejects DDP segments larger than the maximum
+/// RFC 5043: the adaptation layer rejects DDP segments larger than the maximum
 /// segment size, received ones included (they were fragmented by SCTP): that
 /// session is terminated before any octet is placed; the others carry on.
 #[test]
