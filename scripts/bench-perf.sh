@@ -28,9 +28,13 @@
 #   idle queue pairs          rddp target + idle_mpa (N MPA connections): threads
 #                             and RSS per connection beyond its buffers
 #
-# Usage: scripts/bench-perf.sh [--write] [--quick]
+# Usage: scripts/bench-perf.sh [--write] [--quick] [--against REV]
 #   --write: replace the table in docs/benchmarks.md (--readme: the same).
 #   --quick: 3 rounds, fewer iterations (a smoke run; say so when quoting it).
+#   --against REV: every row's baseline is the same rddp run with the rddp of
+#     commit REV (built in a worktree under target/bench-old), alternately in
+#     the same rounds: the table says what a change did to each row (a ratio
+#     below 1, above 1 for the ping-pong's latency, is worse). No idle row.
 # Environment: ROUNDS (5), IDLE (1000 connections), MANY (1000 queue pairs of the
 # aggregate row), BATCH (1: messages per
 # write(2) in the baseline, = FPDUs per sendmsg of `rddp perf`'s Sends, each
@@ -54,14 +58,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-write=0; quick=0
-for a in "$@"; do
-  case $a in
+write=0; quick=0; against=
+while [ $# -gt 0 ]; do
+  case $1 in
     --write|--readme) write=1 ;;
     --quick) quick=1 ;;
-    *) echo "usage: $0 [--write] [--quick]" >&2; exit 2 ;;
+    --against) against=${2:?--against needs a commit}; shift ;;
+    *) echo "usage: $0 [--write] [--quick] [--against REV]" >&2; exit 2 ;;
   esac
+  shift
 done
+[ -z "$against" ] || [ $write = 0 ] || { echo "--against and --write do not go together" >&2; exit 2; }
 rounds=${ROUNDS:-$([ $quick = 1 ] && echo 3 || echo 5)}
 idle_n=${IDLE:-1000}
 many=${MANY:-1000}
@@ -97,8 +104,21 @@ ex=target/release/examples
 
 # Every process this script starts is ended by its id when it exits.
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+old_src=target/bench-old/src
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  [ -z "$against" ] || git worktree remove --force "$old_src" 2>/dev/null || true
+}
 trap cleanup EXIT
+
+if [ -n "$against" ]; then
+  old_rev=$(git rev-parse --short "$against^{commit}")
+  git worktree remove --force "$old_src" 2>/dev/null || true
+  git worktree add -q --detach "$old_src" "$old_rev"
+  CARGO_TARGET_DIR=target/bench-old/target \
+    cargo build -q --release --manifest-path "$old_src/Cargo.toml" -p rddp-cli --bin rddp
+  old_bin=target/bench-old/target/release/rddp
+fi
 
 median() { sort -g | awk '{a[NR]=$1} END {m=int((NR+1)/2); if (NR%2) print a[m]; else print (a[m]+a[m+1])/2}'; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -198,6 +218,11 @@ pair() {
 }
 # The rows, in the order each round runs them.
 keys=(write read send64k msg64 msg64pin pp many manyauto sctp)
+if [ -n "$against" ]; then
+  # Each row's baseline: the same rddp run with the old binary (bash's locals
+  # are seen by the functions called: rddp_perf runs $bin).
+  for k in "${keys[@]}"; do eval "b_$k() { local bin=\$old_bin; r_$k; }"; done
+fi
 for r in $(seq "$rounds"); do
   for k in "${keys[@]}"; do pair "$k"; done
   line="round $r/$rounds (rddp/baseline):"
@@ -207,6 +232,31 @@ for r in $(seq "$rounds"); do
   echo "$line" >&2
 done
 med() { tr ' ' '\n' | grep -v '^$' | median; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+fmt() { awk -v v="$1" -v f="$2" 'BEGIN { printf f, v }'; }
+
+if [ -n "$against" ]; then
+  crow() { # name key printf-format
+    local a b; a=$(echo "${R[$2]}" | med); b=$(echo "${B[$2]}" | med)
+    printf '| %s | %s | %s | %s |\n' "$1" "$(fmt "$a" "$3")" "$(fmt "$b" "$3")" "$(ratio "$a" "$b")"
+  }
+  {
+    echo "| work (verbs QP over MPA/TCP, CRC on) | rddp now ($(git rev-parse --short HEAD)) | rddp at $old_rev | now / then |"
+    echo "|---|---|---|---|"
+    crow "RDMA Write 1 MiB, Gbit/s" write %.1f
+    crow "RDMA Read 1 MiB, Gbit/s" read %.1f
+    crow "Send 64 KiB, Gbit/s" send64k %.1f
+    crow "Send 64 B, messages/s" msg64 %.0f
+    crow "Send 64 B, messages/s, receiver on CPU 0 and sender on CPU $cpu1" msg64pin %.0f
+    crow "Send ping-pong 64 B, p50 one way, us (lower is better)" pp %.1f
+    crow "$many queue pairs of 64 KiB Writes, aggregate Gbit/s (--rcvbuf 1M)" many %.2f
+    crow "$many queue pairs of 64 KiB Writes, autotuning, aggregate Gbit/s" manyauto %.2f
+    crow "DDP over SCTP (verbs QP), 64 KiB Writes, Gbit/s" sctp %.2f
+    echo
+    echo "($rounds rounds, medians, alternately in the same run, $(nproc) cores, Linux $(uname -r | cut -d- -f1), $(date -u +%Y-%m-%d)$([ $quick = 1 ] && echo ', quick' || true); scripts/bench-perf.sh --against $old_rev)"
+  } | tee target/bench-against.md
+  exit 0
+fi
 
 # Idle queue pairs: `rddp target` with small buffers, IDLE connections held open.
 buf=4096; rcount=2; rsize=4096
@@ -242,8 +292,6 @@ if [ $ready != ok ]; then
   threads="(failed: $(tail -1 target/idle_mpa.out))"; per_kib="-"
 fi
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
-fmt() { awk -v v="$1" -v f="$2" 'BEGIN { printf f, v }'; }
 row() { # name key unit baseline-name target printf-format
   local a b; a=$(echo "${R[$2]}" | med); b=$(echo "${B[$2]}" | med)
   printf '| %s | %s%s | %s: %s | %s | %s |\n' "$1" "$(fmt "$a" "$6")" "$3" "$4" "$(fmt "$b" "$6")" \
