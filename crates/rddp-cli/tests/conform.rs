@@ -265,14 +265,7 @@ fn unimplemented_parts_say_so() {
 /// The SCTP tests need libusrsctp: without it they say so and pass, unless CI
 /// is set (as the other SCTP tests of rddp-cli).
 fn usrsctp_missing() -> bool {
-    match usrsctp_ffi::available() {
-        Ok(()) => false,
-        Err(e) if std::env::var_os("CI").is_none() => {
-            eprintln!("*** SKIPPED: SCTP conform test needs libusrsctp (CI unset): {e}");
-            true
-        }
-        Err(e) => panic!("CI is set and libusrsctp is missing: {e}"),
-    }
+    !rddp_testkit::usrsctp_present("the SCTP conform tests", usrsctp_ffi::available())
 }
 
 /// `--transport sctp`: every case that applies over SCTP passes against

@@ -15,14 +15,7 @@ use std::net::{SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
 fn usrsctp_missing() -> bool {
-    match usrsctp_ffi::available() {
-        Ok(()) => false,
-        Err(e) if std::env::var_os("CI").is_none() => {
-            eprintln!("*** SKIPPED: SCTP target test needs libusrsctp (CI unset): {e}");
-            true
-        }
-        Err(e) => panic!("CI is set and libusrsctp is missing: {e}"),
-    }
+    !rddp_testkit::usrsctp_present("the SCTP target tests", usrsctp_ffi::available())
 }
 
 fn target(args: &[&str]) -> (Target, SocketAddrV4) {

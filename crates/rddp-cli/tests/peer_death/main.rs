@@ -120,14 +120,7 @@ fn sctp_sigkill_mid_transfer_completes_every_work_request_within_the_bound() {
 
 /// Skip loudly without libusrsctp, unless CI is set (then fail).
 fn sctp_library() -> bool {
-    match usrsctp_ffi::available() {
-        Ok(()) => true,
-        Err(e) if std::env::var_os("CI").is_none() => {
-            eprintln!("SKIPPED (no libusrsctp, CI unset): {e}");
-            false
-        }
-        Err(e) => panic!("CI: {e}"),
-    }
+    rddp_testkit::usrsctp_present("the SCTP peer-death tests", usrsctp_ffi::available())
 }
 
 fn link_cut(scenario: &str) {

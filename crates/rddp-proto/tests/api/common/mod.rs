@@ -52,36 +52,10 @@ pub(crate) fn feed(
     }
 }
 
-/// Environment variable naming the one test a child process runs (see
-/// [`own_process`]).
-const OWN_PROCESS_ENV: &str = "RDDP_TEST_OWN_PROCESS";
-
-/// Whether to run the test `test` of module `module` (`module_path!()`) here:
-/// for a test that must be alone in its process (it counts what the whole
-/// process allocates). In the parent this runs the test binary again for that
-/// one test, checks that it ran and passed, and returns `false`; in that child
-/// it returns `true`.
+/// Whether to run the test `test` of module `module` (`module_path!()`)
+/// here: for a test that must be alone in its process (it counts what the
+/// whole process allocates), run in a child process of its own
+/// (`rddp_testkit::own_process`); `false` in the parent.
 pub(crate) fn own_process(module: &str, test: &str) -> bool {
-    // The harness names a test by its path below the crate root.
-    let path = match module.split_once("::") {
-        Some((_, m)) => format!("{m}::{test}"),
-        None => test.to_string(),
-    };
-    if std::env::var(OWN_PROCESS_ENV).is_ok_and(|v| v == path) {
-        return true;
-    }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", &path, "--nocapture", "--test-threads", "1"])
-        .env(OWN_PROCESS_ENV, &path)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{path} in its own process:\n{text}");
-    assert!(
-        text.contains("1 passed"),
-        "{path} did not run in its own process:\n{text}"
-    );
-    eprint!("{text}");
-    false
+    rddp_testkit::own_process(module, test, || true)
 }

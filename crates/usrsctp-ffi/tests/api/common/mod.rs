@@ -10,55 +10,19 @@ use usrsctp_ffi::{Encapsulation, Error, Notification, Socket, Target, stack};
 
 pub(crate) const T: Duration = Duration::from_secs(5);
 
-/// Skip loudly without the library, unless CI is set (then fail).
+/// Whether libusrsctp is here: missing, a loud skip, unless CI is set (then
+/// the test fails).
 pub(crate) fn library() -> bool {
-    match usrsctp_ffi::available() {
-        Ok(()) => true,
-        Err(e) if std::env::var_os("CI").is_none() => {
-            eprintln!("SKIPPED (no libusrsctp, CI unset): {e}");
-            false
-        }
-        Err(e) => panic!("CI: {e}"),
-    }
+    rddp_testkit::usrsctp_present("usrsctp tests", usrsctp_ffi::available())
 }
 
-/// Environment variable naming the one test a child process runs (see
-/// [`own_process`]).
-const OWN_PROCESS_ENV: &str = "RDDP_TEST_OWN_PROCESS";
-
-/// Whether to run the test `test` of module `module` (`module_path!()`) here:
-/// for a test that starts a stack of its own (a process has one, on one UDP
-/// port), counts what the process-wide reaper holds, or measures the stack's
-/// threads, so that no other test's socket shares its stack. In the parent
-/// this runs the test binary again for that one test, checks that it ran
-/// and passed, and returns `false`; in that child it returns `true`.
-/// `false` without libusrsctp too (see [`library`]).
+/// Whether to run the usrsctp test `test` of module `module` (`module_path!()`)
+/// here: a process runs one usrsctp stack on one UDP port, which is also the
+/// SCTP port of its one listener, so such a test runs in a child process of
+/// its own (`rddp_testkit::own_process`); `false` in the parent and without
+/// libusrsctp.
 pub(crate) fn own_process(module: &str, test: &str) -> bool {
-    // The harness names a test by its path below the crate root.
-    let path = match module.split_once("::") {
-        Some((_, m)) => format!("{m}::{test}"),
-        None => test.to_string(),
-    };
-    if std::env::var(OWN_PROCESS_ENV).is_ok_and(|v| v == path) {
-        return true;
-    }
-    if !library() {
-        return false;
-    }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", &path, "--nocapture", "--test-threads", "1"])
-        .env(OWN_PROCESS_ENV, &path)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{path} in its own process:\n{text}");
-    assert!(
-        text.contains("1 passed"),
-        "{path} did not run in its own process:\n{text}"
-    );
-    eprint!("{text}");
-    false
+    rddp_testkit::own_process(module, test, library)
 }
 
 /// The process's one stack, on a free UDP port.

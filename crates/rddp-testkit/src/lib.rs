@@ -1,0 +1,74 @@
+//! What the integration tests of rddp's crates share (a dev-dependency only).
+//!
+//! Each crate's tests are one binary whose tests share a process. Some cannot:
+//! usrsctp runs one stack per process on one UDP port, which is also the SCTP
+//! port of the process's one listener, and a test that counts what its whole
+//! process allocates or holds sees the others. [`own_process`] runs such a
+//! test alone in a child process of the test binary. (rusty-fork does the same
+//! behind a macro around the test, which keeps rustfmt out of the test's body;
+//! this is the one function those tests call first.)
+#![warn(missing_docs)]
+
+use std::process::Command;
+
+/// Environment variable naming the one test a child process runs.
+const OWN_PROCESS_ENV: &str = "RDDP_TEST_OWN_PROCESS";
+
+/// Whether to run the test `test` of module `module` (`module_path!()`) here.
+/// In the test binary's own process this runs the binary again for that one
+/// test (when `runnable()` says it can run at all, else it is skipped),
+/// checks that it ran and passed, and returns `false`; in that child process
+/// it returns `true`:
+///
+/// ```ignore
+/// #[test]
+/// fn counts_every_allocation() {
+///     if !rddp_testkit::own_process(module_path!(), "counts_every_allocation", || true) {
+///         return;
+///     }
+///     // ... the test, alone in its process
+/// }
+/// ```
+pub fn own_process(module: &str, test: &str, runnable: impl FnOnce() -> bool) -> bool {
+    // The harness names a test by its path below the crate root.
+    let path = match module.split_once("::") {
+        Some((_, m)) => format!("{m}::{test}"),
+        None => test.to_string(),
+    };
+    if std::env::var(OWN_PROCESS_ENV).is_ok_and(|v| v == path) {
+        return true;
+    }
+    if !runnable() {
+        return false;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let out = Command::new(exe)
+        .args(["--exact", &path, "--nocapture", "--test-threads", "1"])
+        .env(OWN_PROCESS_ENV, &path)
+        .output()
+        .expect("the test binary runs again");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{path} in its own process:\n{text}");
+    assert!(
+        text.contains("1 passed"),
+        "{path} did not run in its own process:\n{text}"
+    );
+    eprint!("{text}");
+    false
+}
+
+/// Whether libusrsctp could be loaded (`available`: what
+/// `usrsctp_ffi::available()` said). Missing: a loud skip (`false`), unless
+/// the environment variable CI is set: then the test fails, so that CI never
+/// passes by skipping. `what` names the tests in the message.
+pub fn usrsctp_present(what: &str, available: Result<(), impl std::fmt::Display>) -> bool {
+    match available {
+        Ok(()) => true,
+        Err(e) if std::env::var_os("CI").is_none() => {
+            eprintln!("\n*** SKIPPED: {what} need libusrsctp (CI unset): {e}\n");
+            false
+        }
+        Err(e) => panic!("CI is set and libusrsctp is missing: {e}"),
+    }
+}
