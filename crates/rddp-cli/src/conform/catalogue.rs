@@ -257,7 +257,7 @@ pub(super) static CASES: &[Case] = &[
     },
     Case {
         id: "sctp.adaptation",
-        rfc: "RFC 5043 (Adaptation Ind.)",
+        rfc: "RFC 5043 §5.1",
         expect: "the peer's INIT-ACK carries the Adaptation Layer Indication 0x00000001 \
                  (DDP); the association has as many inbound as outbound streams",
         run: sessions::adaptation,
