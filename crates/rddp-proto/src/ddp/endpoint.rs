@@ -114,6 +114,35 @@ impl SegmentEndpoint for DdpStream {
     }
 }
 
+/// Copy the payload of a segment held whole into the target its header got
+/// (what `begin_segment` returned): its last `t.len()` octets (the leading
+/// octets of a payload longer than its target are not placed, as
+/// [`fill_target`]), into a region range or the receive buffer `buffer`
+/// gives. Returns the octets copied (none without a buffer).
+pub fn place_whole<'a>(
+    t: &Target,
+    payload: &[u8],
+    buffer: impl FnOnce() -> Option<&'a mut [u8]>,
+) -> usize {
+    let Some(payload) = payload.get(payload.len().saturating_sub(t.len())..) else {
+        return 0;
+    };
+    let mut at = 0;
+    let mut copy = |dst: &mut [u8]| match payload.get(at..at + dst.len()) {
+        Some(src) => {
+            dst.copy_from_slice(src);
+            at += dst.len();
+            true
+        }
+        None => false,
+    };
+    if fill_target(t, payload.len(), &mut copy, buffer) {
+        at
+    } else {
+        0
+    }
+}
+
 /// Read a begun segment's payload with `fill` into its target (an LLP that
 /// reads header-first): a region range (locked meanwhile) or the receive
 /// buffer `buffer` gives. A payload longer than the target (its leading octets

@@ -21,7 +21,7 @@ mod slots;
 mod source;
 mod stream;
 
-pub use endpoint::{SegmentEndpoint, fill_target};
+pub use endpoint::{SegmentEndpoint, fill_target, place_whole};
 pub use error::{DdpError, SourceError, StreamError};
 pub use payload::Payload;
 pub use pool::{

@@ -4,7 +4,8 @@
 use super::terminate::{from_ddp_error, with_header};
 use super::{AsyncEvent, Completion, INTERNAL_WR_ID, RdmapStream, WcOpcode, WcStatus};
 use crate::ddp::{
-    Delivery, Payload, RecvBuffer, SenderSeq, StreamError, StreamEvent, Target, split_segment,
+    Delivery, Payload, RecvBuffer, SenderSeq, StreamError, StreamEvent, Target, place_whole,
+    split_segment,
 };
 use crate::mem::{Access, AccessFault, MemoryTable, Stag};
 use bytes::Bytes;
@@ -43,29 +44,17 @@ impl RdmapStream {
     ) -> Result<(), StreamError> {
         let (head, payload) = split_segment(seg);
         let target = self.begin_segment(mem, seq, head, payload.len())?;
-        let payload = &seg[seg.len() - target.len()..];
-        match target {
-            Target::Nothing => {}
-            Target::Region {
-                region,
-                offset,
-                len,
-            } => {
-                // In range: `begin_segment` checked it against the region.
-                let _ = region.write_at(offset, payload);
-                self.ddp.count_copied(len, 0);
+        let copied = place_whole(&target, payload, || self.segment_buffer());
+        // A Send's payload is the ULP's; a Read Request's or Terminate's is
+        // RDMAP's own small message (not counted).
+        let ulp = match target {
+            Target::Buffer { .. } => {
+                matches!(DdpHeader::parse(head), Ok(DdpHeader::Untagged(h)) if h.qn == qn::SEND)
             }
-            Target::Buffer { len } => {
-                // A Send's payload is the ULP's; a Read Request's or Terminate's
-                // is RDMAP's own small message (not counted).
-                let ulp = matches!(DdpHeader::parse(head), Ok(DdpHeader::Untagged(h)) if h.qn == qn::SEND);
-                if let Some(b) = self.segment_buffer() {
-                    b.copy_from_slice(payload);
-                    if ulp {
-                        self.ddp.count_copied(len, 0);
-                    }
-                }
-            }
+            _ => true,
+        };
+        if ulp {
+            self.ddp.count_copied(copied, 0);
         }
         self.finish_segment(mem, true)
     }

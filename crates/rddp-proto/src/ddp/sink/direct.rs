@@ -11,6 +11,7 @@
 //! over a segment held whole (one set of rules).
 
 use super::*;
+use crate::ddp::place_whole;
 
 /// Where the payload of a segment accepted by [`DdpSink::begin_segment`] goes.
 #[derive(Debug, Clone)]
@@ -165,25 +166,8 @@ impl DdpSink {
     ) -> Result<(), DdpError> {
         let (head, payload) = split_segment(seg);
         let target = self.begin_segment(mem, seq, head, payload.len())?;
-        let payload = &seg[seg.len() - target.len()..];
-        match target {
-            Target::Nothing => {}
-            Target::Region {
-                region,
-                offset,
-                len,
-            } => {
-                // In range: `begin_segment` checked it against the region.
-                let _ = region.write_at(offset, payload);
-                self.count_copied(len);
-            }
-            Target::Buffer { len } => {
-                if let Some(b) = self.begun_buffer() {
-                    b.copy_from_slice(payload);
-                    self.count_copied(len);
-                }
-            }
-        }
+        let copied = place_whole(&target, payload, || self.begun_buffer());
+        self.count_copied(copied);
         self.finish_segment()
     }
 }
