@@ -67,7 +67,7 @@ pub struct MpaOptions {
     /// ([`crate::tcp::open_receive_window`]). The receiver reads one FPDU (at
     /// most 64 KiB) a call, so Linux's autotuning, which measures what the
     /// reader took per round trip, keeps the window below one burst of a fast
-    /// sender and the window closes (docs/perf.md, "The receive window").
+    /// sender and the window closes (docs/journal.md, "The receive window").
     /// `None`: the kernel's initial window (tcp_rmem). Default 2 MiB.
     pub initial_receive_window: Option<u32>,
     /// DDP stream settings (queues, reorder window; MULPDU is set by MPA).

@@ -5,7 +5,7 @@
 //! (without locking it, so autotuning goes on from there) when the low-water
 //! mark asks for more than it holds (`tcp_set_rcvlowat`, since Linux 4.18);
 //! rddp-mpa uses that to start its connections with a receive window of one
-//! burst (docs/perf.md, "The receive window").
+//! burst (docs/journal.md, "The receive window").
 //!
 //! Why a crate of its own: the workspace forbids `unsafe` everywhere else
 //! (usrsctp-ffi, the FFI over libusrsctp, is the other exception). The

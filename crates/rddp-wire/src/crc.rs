@@ -13,7 +13,7 @@ pub const CRC_LEN: usize = 4;
 /// crc-fast's SSE fusion kernel, which rddp-crc32c beats: on an AMD EPYC with
 /// AVX2 and VPCLMULQDQ, 36 GB/s at 64 KiB against crc-fast's 18 and the
 /// crc32c crate's 23 (rddp-crc32c falls back to the crc32c crate on CPUs
-/// without those; docs/perf.md, "On a CPU without AVX-512"). The CRC is a
+/// without those; docs/journal.md, "On a CPU without AVX-512"). The CRC is a
 /// fifth of each side's time in a 1 MiB Write there. (The detection is
 /// cached by std: a load and a test.)
 fn wide() -> bool {

@@ -26,7 +26,7 @@ static WORKERS: OnceLock<usize> = OnceLock::new();
 /// tokio hand a task from thread to thread: with one queue pair, two workers
 /// took turns reading its socket and ran beside the I/O thread, a third busy
 /// thread on two cores (RDMA Read 1 MiB: median 37.4 against 45.6 Gbit/s with
-/// one worker, 5 rounds alternately; docs/perf.md, "One worker a queue pair").
+/// one worker, 5 rounds alternately; docs/journal.md, "One worker a queue pair").
 /// Asked once: `available_parallelism` reads cgroup files, too slow for every
 /// wait.
 pub(crate) fn workers() -> usize {
@@ -106,7 +106,7 @@ fn few() -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Look {
     /// Sleep at once; the I/O thread reads (a stream of small messages:
-    /// docs/perf.md, "Small Sends in a stream").
+    /// docs/journal.md, "Small Sends in a stream").
     Sleep,
     /// Busy-poll first (`rddp::Spin`), reading the socket on this thread.
     Spin,
@@ -149,7 +149,7 @@ pub(crate) async fn wait_cq(
             // The peer or the I/O thread that brings the completion may be on
             // this very core: let it run. This worker's other tasks get their
             // turn every 16 looks; a tokio yield each look cost a ping-pong
-            // 0.45 us a message (7.8 against 7.35 us, docs/perf.md).
+            // 0.45 us a message (7.8 against 7.35 us, docs/journal.md).
             std::thread::yield_now();
             // Before the 16th look, the 32nd, ... (not the first).
             if (spin.looks() + 1).is_multiple_of(16) {

@@ -167,7 +167,7 @@ impl Chan {
     /// small messages is better left to the I/O thread, which reads them in
     /// batches: a waiting thread that reads each one as it comes makes a read,
     /// a peek and a `sched_yield` a message and makes the sender's `sendmsg`
-    /// dearer too (64 B Sends: 369k against 453k messages/s, docs/perf.md,
+    /// dearer too (64 B Sends: 369k against 453k messages/s, docs/journal.md,
     /// "Small Sends in a stream").
     pub(crate) fn look_for_recv(&self) -> Look {
         if self.answer_due {
