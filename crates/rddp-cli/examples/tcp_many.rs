@@ -15,9 +15,6 @@
 //!
 //! Usage: tcp_many [CONNS=1000] [PER_CONN=1966080] [LEN=65536] [RCVBUF=0]
 
-#[path = "../src/limits.rs"]
-mod limits;
-
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use std::io::{ErrorKind, Read, Write};
@@ -130,7 +127,7 @@ fn main() -> std::io::Result<()> {
         .min(4)
         .min(conns.max(1));
     // Both ends of CONNS connections need 2 x CONNS descriptors.
-    if let Some(w) = limits::raise_nofile() {
+    if let Err(w) = rddp::raise_open_file_limit() {
         eprintln!("{w}");
     }
 

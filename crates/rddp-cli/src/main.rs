@@ -15,7 +15,6 @@ mod conform;
 mod demo;
 mod exec;
 mod hostile;
-mod limits;
 mod llp;
 mod observe;
 mod perf;
@@ -82,7 +81,7 @@ fn main() -> ExitCode {
     observe::init_logging(cli.verbose, cli.quiet);
     // Every connection holds a descriptor: `rddp target` and `rddp perf --qps`
     // serve thousands.
-    if let Some(w) = limits::raise_nofile() {
+    if let Err(w) = rddp::raise_open_file_limit() {
         tracing::warn!("{w}");
     }
     let result = match &cli.cmd {

@@ -6,8 +6,9 @@
 //! Needs root (network namespaces). Without root it is skipped with a message,
 //! except under CI=true, where it fails: CI runs as root and must run it.
 
-#[path = "common/root_script.rs"]
-mod root_script;
+mod common;
+
+use common::root_script;
 
 use serde_json::Value;
 

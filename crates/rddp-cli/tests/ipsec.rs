@@ -7,8 +7,9 @@
 //! Needs root (namespaces, strongSwan). Without root it is skipped with a
 //! message, except under CI=true, where it fails.
 
-#[path = "common/root_script.rs"]
-mod root_script;
+mod common;
+
+use common::root_script;
 
 use serde_json::Value;
 

@@ -3,11 +3,9 @@
 //! sends chunks of its own making, DDP-SSNs included, and checks what comes back.
 
 mod common;
-#[path = "common/raw_sctp.rs"]
-mod raw_sctp;
 
 use common::Target;
-use raw_sctp::{PPID_SEGMENT, RawSctp};
+use common::raw_sctp::{self, PPID_SEGMENT, RawSctp};
 use rddp_wire::sctp::SessionFunction::{self, Accept, Initiate, Terminate};
 use rddp_wire::{Opcode, RdmapControl, TaggedHeader};
 use serde_json::json;

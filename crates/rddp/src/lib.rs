@@ -81,6 +81,7 @@ pub mod capture;
 mod cq;
 mod device;
 mod error;
+mod limits;
 mod mr;
 mod pd;
 mod qp;
@@ -93,6 +94,7 @@ pub mod transport;
 pub use cq::{CompletionQueue, Spin, WorkCompletion};
 pub use device::{Consumer, Device, DeviceLimits};
 pub use error::Error;
+pub use limits::raise_open_file_limit;
 pub use mr::{MemoryRegion, RemoteBuf};
 pub use pd::ProtectionDomain;
 pub use qp::{

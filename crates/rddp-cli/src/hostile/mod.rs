@@ -143,7 +143,7 @@ fn resolve(a: &str) -> Result<SocketAddr, String> {
 }
 
 pub(crate) fn run(a: &HostileArgs) -> Result<(), String> {
-    if let Some(w) = crate::limits::raise_nofile() {
+    if let Err(w) = rddp::raise_open_file_limit() {
         eprintln!("rddp hostile: {w}");
     }
     let target = resolve(&a.target)?;

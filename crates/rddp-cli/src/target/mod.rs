@@ -24,7 +24,7 @@ use std::time::Duration;
 const ACCEPTORS: usize = 2;
 
 pub(crate) fn run(args: TargetArgs) -> Result<(), String> {
-    if let Some(w) = crate::limits::raise_nofile() {
+    if let Err(w) = rddp::raise_open_file_limit() {
         eprintln!("rddp target: {w}");
     }
     let _cap = args.capture.start()?;

@@ -5,6 +5,8 @@
 pub(crate) mod client;
 pub(crate) mod pcap;
 pub(crate) mod raw_peer;
+pub(crate) mod raw_sctp;
+pub(crate) mod root_script;
 
 use raw_peer::RawPeer;
 use rddp_wire::TerminateCode;

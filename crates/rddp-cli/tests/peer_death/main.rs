@@ -15,8 +15,10 @@
 //! itself there (`ip netns exec A <this binary> netns_survivor`), with the
 //! scenario in `RDDP_PEER_DEATH_NETNS`.
 
+mod cycles;
 mod netns;
 mod peer;
+mod procstat;
 mod survivor;
 
 use netns::NetnsPair;
@@ -26,6 +28,11 @@ use rddp::{Device, Usage};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use survivor::{Llp, Load, Outcome, Survivor};
+
+/// Every allocation of the binary counted: `cycles` reads the heap in use
+/// (its test runs in a process of its own, so the count is its own).
+#[global_allocator]
+static GLOBAL: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
 
 /// SIGKILL to last completion.
 const KILL_BOUND: Duration = Duration::from_secs(3);

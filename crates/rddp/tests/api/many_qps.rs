@@ -18,18 +18,9 @@ const CONNECTIONS: usize = 5_000;
 /// Memory an idle queue pair may cost, beyond registered memory.
 const PER_QP_MAX: u64 = 32 * 1024;
 
-/// Raise the soft RLIMIT_NOFILE to the hard limit; how many descriptors we may hold.
-fn raise_nofile() -> u64 {
-    use rustix::process::{Resource, getrlimit, setrlimit};
-    let mut l = getrlimit(Resource::Nofile);
-    l.current = l.maximum;
-    let _ = setrlimit(Resource::Nofile, l);
-    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
-}
-
 #[test]
 fn ten_thousand_queue_pairs_on_a_few_threads() {
-    let fds = raise_nofile();
+    let fds = rddp::raise_open_file_limit().expect("the open-file limit raised to the hard one");
     // Two sockets per connection, and some room for the rest.
     let n = CONNECTIONS.min((fds.saturating_sub(200) / 2) as usize);
     assert!(

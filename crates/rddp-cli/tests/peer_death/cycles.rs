@@ -5,28 +5,18 @@
 //! threads and file descriptors as after the first, and no more memory: heap
 //! (counted by an instrumented allocator) and VmRSS, each within a stated slack.
 //!
-//! One test in this binary, so nothing else runs in the process meanwhile.
-//! Then the same over SCTP (100 cycles: each waits for SCTP's dead-peer
+//! The test runs in a process of its own (`rddp_testkit::own_process`), so
+//! nothing else runs in it meanwhile; the binary's allocator is instrumented
+//! for it (main.rs). Then the same over SCTP (100 cycles: each waits for SCTP's dead-peer
 //! timeout). `RDDP_PEER_DEATH_CYCLES=N` and `RDDP_PEER_DEATH_SCTP_CYCLES=N` run
 //! N cycles instead (scripts/peer-death.sh).
 
-#[path = "peer_death/peer.rs"]
-mod peer;
-#[path = "peer_death/procstat.rs"]
-mod procstat;
-#[path = "peer_death/survivor.rs"]
-mod survivor;
-
-use peer::Peer;
-use procstat::ProcStat;
+use crate::GLOBAL;
+use crate::peer::Peer;
+use crate::procstat::{self, ProcStat};
+use crate::survivor::{Llp, Load, QUOTA, Survivor};
 use rddp::{Device, DeviceLimits, Quota, Usage};
-use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
-use std::alloc::System;
 use std::time::{Duration, Instant};
-use survivor::{Llp, Load, QUOTA, Survivor};
-
-#[global_allocator]
-static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 /// SIGKILL to last completion.
 const KILL_BOUND: Duration = Duration::from_secs(3);
@@ -158,6 +148,13 @@ fn env_cycles(var: &str, default: u64) -> u64 {
 
 #[test]
 fn a_thousand_peer_deaths_leak_no_thread_fd_or_memory() {
+    if !rddp_testkit::own_process(
+        module_path!(),
+        "a_thousand_peer_deaths_leak_no_thread_fd_or_memory",
+        || true,
+    ) {
+        return;
+    }
     // Room for two consumers at once: a consumer whose reservation is never
     // returned makes the third cycle fail with DeviceFull.
     let twice = |q: u64| 2 * q;
