@@ -102,7 +102,6 @@ impl Peek for Socket<'_> {
 struct Case<'a> {
     setup: &'a [u8],
     cfg: RxConfig,
-    mulpdu: usize,
     wire: Vec<u8>,
     units: &'a [u8],
 }
@@ -144,7 +143,6 @@ fn case<'a>(input: &mut Input<'a>) -> Case<'a> {
             max_ulpdu,
             expect_rtr: None,
         },
-        mulpdu: max_ulpdu,
         wire,
         units: input.rest(),
     }
@@ -155,7 +153,7 @@ fn run(c: &Case<'_>, way: Way) -> Outcome {
     let regions = Regions::new(&mem, &mut Input::new(c.setup), STREAM);
     let cfg = RdmapConfig {
         ddp: DdpConfig {
-            mulpdu: c.mulpdu.max(64),
+            mulpdu: c.cfg.max_ulpdu.max(64),
             ..DdpConfig::default()
         },
         ..RdmapConfig::default()

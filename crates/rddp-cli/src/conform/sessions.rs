@@ -209,24 +209,36 @@ pub(super) fn pd_513(ctx: &Ctx) -> Result<Verdict, String> {
     })
 }
 
-/// A session on [`SCTP_SID`] with a known `fill` at the start of the peer's
-/// buffer; `None` (with the verdict) without a buffer.
-fn filled(ctx: &Ctx, d: Instant, fill: &[u8]) -> Result<Result<(Peer, Buffer), Verdict>, String> {
+/// What [`filled`] writes at the start of the peer's buffer before a case
+/// that must place nothing there.
+const FILL: [u8; 16] = [0x5A; 16];
+
+/// A session on [`SCTP_SID`] with [`FILL`] at the start of the peer's buffer;
+/// `Err` (the verdict) without a buffer.
+fn filled(ctx: &Ctx, d: Instant) -> Result<Result<(Peer, Buffer), Verdict>, String> {
     let mut c = ctx.connect(d)?;
-    let Some(b) = c.buf.filter(|b| b.len as usize >= fill.len()) else {
+    let Some(b) = c.buf.filter(|b| b.len as usize >= FILL.len()) else {
         c.peer.close();
         return Ok(Err(Verdict::na(
             "the peer advertised no buffer large enough (give --buffer STAG:TO:LEN)",
         )));
     };
-    c.peer.write(b.stag, b.to, fill)?;
+    c.peer.write(b.stag, b.to, &FILL)?;
     Ok(Ok((c.peer, b)))
+}
+
+/// The verdict on the buffer's first octets read back after a case that must
+/// place nothing: still [`FILL`] passes with `note`, anything else fails.
+fn unplaced(want: &str, note: &str, after: &[u8]) -> Verdict {
+    match judge::unchanged(&FILL, after) {
+        Ok(()) => Verdict::pass(format!("{note}; nothing placed (read back)")),
+        Err(e) => Verdict::fail(want, e),
+    }
 }
 
 pub(super) fn stray_segment(ctx: &Ctx) -> Result<Verdict, String> {
     let d = ctx.deadline();
-    let fill = [0x5A; 16];
-    let (mut p, b) = match filled(ctx, d, &fill)? {
+    let (mut p, b) = match filled(ctx, d)? {
         Ok(x) => x,
         Err(v) => return Ok(v),
     };
@@ -244,11 +256,8 @@ pub(super) fn stray_segment(ctx: &Ctx) -> Result<Verdict, String> {
         p.close();
         return Ok(Verdict::fail(want, whats(&back)));
     }
-    let v = match read_via(&mut p, b, 0, fill.len() as u32, d) {
-        Ok(after) => match judge::unchanged(&fill, &after) {
-            Ok(()) => Verdict::pass("Session Terminate; nothing placed (read back)"),
-            Err(e) => Verdict::fail(want, e),
-        },
+    let v = match read_via(&mut p, b, 0, FILL.len() as u32, d) {
+        Ok(after) => unplaced(want, "Session Terminate", &after),
         Err(e) => Verdict::fail(want, format!("Session Terminate, then {e}")),
     };
     p.close();
@@ -257,8 +266,7 @@ pub(super) fn stray_segment(ctx: &Ctx) -> Result<Verdict, String> {
 
 pub(super) fn before_accept(ctx: &Ctx) -> Result<Verdict, String> {
     let d = ctx.deadline();
-    let fill = [0x5A; 16];
-    let (mut p, b) = match filled(ctx, d, &fill)? {
+    let (mut p, b) = match filled(ctx, d)? {
         Ok(x) => x,
         Err(v) => return Ok(v),
     };
@@ -294,15 +302,15 @@ pub(super) fn before_accept(ctx: &Ctx) -> Result<Verdict, String> {
         body: Vec::new(),
     }));
     let terminated_later = later.iter().any(|c| c.control() == Some(Terminate));
-    let v = match read_via(&mut p, b, 0, fill.len() as u32, d) {
-        Ok(after) if after != fill && accepted => {
+    let v = match read_via(&mut p, b, 0, FILL.len() as u32, d) {
+        Ok(after) if after != FILL && accepted => {
             Verdict::pass("accepted; the Write placed (read back)")
         }
-        Ok(after) if after != fill => Verdict::fail(
+        Ok(after) if after != FILL => Verdict::fail(
             want,
             format!(
                 "{answered}, but {}",
-                judge::unchanged(&fill, &after).err().unwrap_or_default()
+                judge::unchanged(&FILL, &after).err().unwrap_or_default()
             ),
         ),
         Ok(_) if !accepted => Verdict::pass(format!("{answered}; nothing placed (read back)")),
@@ -322,8 +330,7 @@ pub(super) fn before_accept(ctx: &Ctx) -> Result<Verdict, String> {
 
 pub(super) fn after_terminate(ctx: &Ctx) -> Result<Verdict, String> {
     let d = ctx.deadline();
-    let fill = [0x5A; 16];
-    let (mut p, b) = match filled(ctx, d, &fill)? {
+    let (mut p, b) = match filled(ctx, d)? {
         Ok(x) => x,
         Err(v) => return Ok(v),
     };
@@ -347,11 +354,8 @@ pub(super) fn after_terminate(ctx: &Ctx) -> Result<Verdict, String> {
     } else {
         format!("answered with {}", whats(&back))
     };
-    Ok(match ctx.read_back(b, 0, fill.len() as u32)? {
-        Ok(after) => match judge::unchanged(&fill, &after) {
-            Ok(()) => Verdict::pass(format!("{note}; nothing placed (read back)")),
-            Err(e) => Verdict::fail(want, e),
-        },
+    Ok(match ctx.read_back(b, 0, FILL.len() as u32)? {
+        Ok(after) => unplaced(want, &note, &after),
         Err(why) => Verdict::pass(format!("{note}; {why}")),
     })
 }
@@ -492,8 +496,7 @@ pub(super) fn max_segment(ctx: &Ctx) -> Result<Verdict, String> {
 
 pub(super) fn over_max_segment(ctx: &Ctx) -> Result<Verdict, String> {
     let d = ctx.deadline();
-    let fill = [0x5A; 16];
-    let (mut p, b) = match filled(ctx, d, &fill)? {
+    let (mut p, b) = match filled(ctx, d)? {
         Ok(x) => x,
         Err(v) => return Ok(v),
     };
@@ -555,11 +558,8 @@ pub(super) fn over_max_segment(ctx: &Ctx) -> Result<Verdict, String> {
         }
     };
     p.close();
-    Ok(match ctx.read_back(b, 0, fill.len() as u32)? {
-        Ok(after) => match judge::unchanged(&fill, &after) {
-            Ok(()) => Verdict::pass(format!("{note}; nothing placed (read back)")),
-            Err(e) => Verdict::fail(want, e),
-        },
+    Ok(match ctx.read_back(b, 0, FILL.len() as u32)? {
+        Ok(after) => unplaced(want, &note, &after),
         Err(why) => Verdict::pass(format!("{note}; {why}")),
     })
 }

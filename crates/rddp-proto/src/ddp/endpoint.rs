@@ -124,9 +124,7 @@ pub fn place_whole<'a>(
     payload: &[u8],
     buffer: impl FnOnce() -> Option<&'a mut [u8]>,
 ) -> usize {
-    let Some(payload) = payload.get(payload.len().saturating_sub(t.len())..) else {
-        return 0;
-    };
+    let payload = &payload[payload.len().saturating_sub(t.len())..];
     let mut at = 0;
     let mut copy = |dst: &mut [u8]| match payload.get(at..at + dst.len()) {
         Some(src) => {
