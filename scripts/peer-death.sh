@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Peer death at length (CI runs the short form through
-# `cargo test -p rddp-cli --test peer_death`, its `cycles` module included):
+# `cargo test -p rddp-cli --test cli -- peer_death::`, its `cycles` module included):
 #   scripts/peer-death.sh [CYCLES] [CUTS]
 # CYCLES connect / SIGKILL cycles in one process (default 10000; the leak check
 # compares cycle 1 with the last), then CUTS runs of each link-cut test (default
@@ -14,14 +14,14 @@ t() { nice -n 10 cargo test -q --locked -p rddp-cli "$@"; }
 
 echo "== $CYCLES connect/SIGKILL cycles over MPA, then over SCTP"
 RDDP_PEER_DEATH_CYCLES=$CYCLES RDDP_PEER_DEATH_SCTP_CYCLES=$CYCLES \
-  t --test peer_death -- cycles:: --nocapture 2>&1 |
+  t --test cli -- peer_death::cycles:: --nocapture 2>&1 |
   grep -E "after cycle|cycles in|panicked|test result"
 
 echo "== SIGKILL mid-transfer and link cuts, $CUTS runs each"
 LOG=$(mktemp)
 trap 'rm -f "$LOG"' EXIT
 for _ in $(seq "$CUTS"); do
-  t --test peer_death -- --skip cycles:: --nocapture --test-threads 1 2>&1 | tee -a "$LOG" |
+  t --test cli -- peer_death:: --skip peer_death::cycles:: --nocapture --test-threads 1 2>&1 | tee -a "$LOG" |
     grep -E "panicked|FAILED" || true
 done
 for kind in "SIGKILL" "link cut (transfer)" "link cut (idle)" \

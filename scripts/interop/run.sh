@@ -3,7 +3,7 @@
 # toolchain: builds the guest (Debian 12 kernel, siw built from linux-source-6.1,
 # rdma-core and perftest, all from Debian packages; installs QEMU when run as
 # root; cached in ${RDDP_INTEROP_CACHE:-/var/cache/rddp-interop}), then runs
-# crates/rddp-cli/tests/interop_siw.rs, whose checks share one TCG boot.
+# crates/rddp-cli/tests/cli/interop_siw.rs, whose checks share one TCG boot.
 #
 #   scripts/interop/run.sh                 the whole suite (CI runs it too)
 #   scripts/interop/run.sh rping_          tests whose names contain "rping_"
@@ -13,5 +13,5 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 scripts/interop/build-guest.sh
 start=$(date +%s)
-cargo test -p rddp-cli --locked --test interop_siw -- --nocapture "$@"
+cargo test -p rddp-cli --locked --test cli -- interop_siw:: --nocapture "$@"
 echo "interop suite: $(( $(date +%s) - start )) s" >&2

@@ -1,7 +1,7 @@
 //! The bodies of rddp's fuzz targets, as plain functions on stable Rust.
 //!
 //! `fuzz/` (outside the workspace, built with `cargo fuzz`) has one libFuzzer
-//! target per function here; `tests/replay.rs` runs every file of
+//! target per function here; `tests/api/replay.rs` runs every file of
 //! `fuzz/corpus/<target>/` and `fuzz/regressions/<target>/` through the same
 //! function, so a corpus input that once passed and now panics fails CI on
 //! stable Rust. Each function panics (assert) when its oracle is violated.

@@ -2,7 +2,7 @@
 //! that leave `--json` stdout clean, counters in perf's JSON and in target's
 //! `closed` event, and `--pcap` files that tshark decodes with good CRCs.
 
-mod common;
+use crate::common;
 
 use common::client::{Client, opts};
 use common::pcap::{check_mpa_capture, tshark, tshark_present};

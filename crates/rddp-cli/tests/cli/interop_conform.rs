@@ -1,5 +1,5 @@
 //! `rddp conform` (docs/conform.md) against the Linux kernel's soft-iWARP (siw) in the
-//! QEMU guest of the interop harness (scripts/interop/, tests/interop/mod.rs):
+//! QEMU guest of the interop harness (scripts/interop/, interop/mod.rs):
 //! siw's `rping -c`, once per case, as the MPA initiator under test, then
 //! siw's `rping -s -P` as the responder under test. What siw does is written
 //! into docs/interop.md ("rddp conform against siw").
@@ -13,7 +13,7 @@
 //! Availability as for the other interop tests: without the guest the test
 //! prints why and passes, except under CI=true.
 
-mod interop;
+use crate::interop;
 
 use interop::{Host, Step};
 use serde_json::Value;
@@ -109,6 +109,7 @@ fn results(step: &str) -> (String, Option<Value>) {
 
 #[test]
 fn conform_against_siw() {
+    let _machine = crate::common::heavy();
     if let Err(why) = interop::available() {
         eprintln!("SKIPPED: {why}");
         return;

@@ -3,7 +3,7 @@
 //! (docs/interop.md). The octets are the ones siw 6.1 sends (see
 //! crates/rddp-wire/src/terminate_rx.rs); the siw interop test sees them from siw.
 
-mod common;
+use crate::common;
 
 use common::{Target, raw};
 use rddp_wire::rdmap::qn;

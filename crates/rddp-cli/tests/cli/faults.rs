@@ -6,7 +6,7 @@
 //! Needs root (network namespaces). Without root it is skipped with a message,
 //! except under CI=true, where it fails: CI runs as root and must run it.
 
-mod common;
+use crate::common;
 
 use common::root_script;
 
@@ -38,6 +38,7 @@ fn row<'a>(rows: &'a [Value], case: &str, kind: &str, transport: &str, op: &str)
 
 #[test]
 fn short_fault_run_through_loss_duplication_reordering_and_corruption() {
+    let _machine = crate::common::heavy();
     let Some((summary, stdout)) = root_script::run("faults.sh", &["--short"], "network namespaces")
     else {
         return;

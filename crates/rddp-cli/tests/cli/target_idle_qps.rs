@@ -3,7 +3,7 @@
 //! API, MPA) connect, each gets the advertisement and the echo of one Send, then
 //! all stay connected and idle: the target's thread count stays small.
 
-mod common;
+use crate::common;
 
 use common::Target;
 use rddp::{CompletionQueue, Device, QueuePairBuilder, Quota, SendFlags, WcOpcode, WcStatus};
@@ -16,28 +16,13 @@ const QPS: usize = 1000;
 const TARGET_THREADS_MAX: u64 = 12;
 
 fn status(pid: u32, key: &str) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    s.lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap()
-}
-
-fn raise_nofile(need: u64) {
-    use rustix::process::{Resource, getrlimit, setrlimit};
-    let mut l = getrlimit(Resource::Nofile);
-    l.current = l.maximum;
-    setrlimit(Resource::Nofile, l).expect("raise RLIMIT_NOFILE to the hard limit");
-    let have = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
-    assert!(
-        have >= need,
-        "need {need} descriptors, the hard limit is {have}"
-    );
+    crate::common::proc_status(pid, key).unwrap()
 }
 
 #[test]
 fn a_thousand_idle_queue_pairs_cost_the_target_no_threads() {
-    raise_nofile(QPS as u64 + 200);
+    let _machine = crate::common::heavy();
+    crate::common::raise_nofile(QPS as u64 + 200);
     let t = Target::start(&[
         "--buffer-size",
         "4096",

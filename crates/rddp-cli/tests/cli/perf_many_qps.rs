@@ -9,13 +9,6 @@ use std::time::{Duration, Instant};
 
 const QPS: u64 = 2000;
 
-fn threads_of(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines()
-        .find_map(|l| l.strip_prefix("Threads:"))
-        .and_then(|v| v.trim().parse().ok())
-}
-
 /// Kills the child when the test ends, passed or not.
 struct Reap(Child);
 
@@ -107,6 +100,7 @@ fn one_queue_pair_runs_on_one_worker_at_each_end() {
 
 #[test]
 fn two_thousand_queue_pairs_on_a_few_threads() {
+    let _machine = crate::common::heavy();
     let qps = QPS.to_string();
     let (server, addr, stdout) = server(&qps);
     let mut client = client(
@@ -133,8 +127,10 @@ fn two_thousand_queue_pairs_on_a_few_threads() {
         if let Some(s) = client.0.try_wait().unwrap() {
             break s;
         }
-        most_server = most_server.max(threads_of(server.0.id()).unwrap_or(0));
-        most_client = most_client.max(threads_of(client_pid).unwrap_or(0));
+        most_server =
+            most_server.max(crate::common::proc_status(server.0.id(), "Threads").unwrap_or(0));
+        most_client =
+            most_client.max(crate::common::proc_status(client_pid, "Threads").unwrap_or(0));
         assert!(
             start.elapsed() < Duration::from_secs(120),
             "{QPS} queue pairs did not finish in 120 s (server threads up to {most_server}, client {most_client})"

@@ -4,7 +4,7 @@
 //! wire in front of the unchanged engine) is reported as the failure of the
 //! case that looks for it, while a control case still passes.
 
-mod common;
+use crate::common;
 
 use common::Target;
 use serde_json::Value;

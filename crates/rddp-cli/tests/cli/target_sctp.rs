@@ -1,7 +1,7 @@
 //! `rddp target --transport sctp`: a queue pair over DDP/SCTP against the real
 //! binary (connected event, advertisement, Write/Read, echo, Terminate).
 
-mod common;
+use crate::common;
 
 use common::Target;
 use rddp::transport::sctp::{SctpOptions, connect};

@@ -9,6 +9,7 @@ use std::process::Command;
 
 #[test]
 fn soak_60_seconds_has_no_error_and_flat_memory() {
+    let _machine = crate::common::heavy();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let script = root.join("scripts/soak.sh");
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");

@@ -7,7 +7,7 @@
 //! Needs root (namespaces, strongSwan). Without root it is skipped with a
 //! message, except under CI=true, where it fails.
 
-mod common;
+use crate::common;
 
 use common::root_script;
 
@@ -19,6 +19,7 @@ fn frames(cap: &Value, class: &str) -> u64 {
 
 #[test]
 fn perf_through_an_esp_tunnel_and_only_esp_outside() {
+    let _machine = crate::common::heavy();
     let Some((s, stdout)) = root_script::run(
         "ipsec.sh",
         &["--iters", "64"],

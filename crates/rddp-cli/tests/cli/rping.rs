@@ -1,8 +1,8 @@
 //! `rddp rping` against itself over loopback MPA/TCP: rping's protocol and
 //! output, its size limits, and the faults used by the siw interop tests
-//! (tests/interop_siw.rs runs the same commands against rdma-core's rping on siw).
+//! (tests/cli/interop_siw.rs runs the same commands against rdma-core's rping on siw).
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
@@ -169,7 +169,7 @@ fn faults_draw_the_terminates_they_are_for() {
     }
     // As server, the wrong STag is the one it uses: the client finds the error.
     // (--fault extra-send races the peer's repost of its receive; siw loses that
-    // race every time, an rddp peer not always: tests/interop_siw.rs has it.)
+    // race every time, an rddp peer not always: tests/cli/interop_siw.rs has it.)
     let server_cases = [
         ("read-stag", "RDMAP invalid STag (0/1/0x00)"),
         ("write-stag", "DDP invalid STag (1/1/0x00)"),

@@ -1,8 +1,8 @@
 //! `rddp perf --perftest` against itself over loopback: perftest's -R exchange
-//! from both ends (tests/interop_siw.rs runs each end against stock perftest on
+//! from both ends (tests/cli/interop_siw.rs runs each end against stock perftest on
 //! siw), and what it refuses.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};

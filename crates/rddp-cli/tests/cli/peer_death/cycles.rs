@@ -11,10 +11,10 @@
 //! timeout). `RDDP_PEER_DEATH_CYCLES=N` and `RDDP_PEER_DEATH_SCTP_CYCLES=N` run
 //! N cycles instead (scripts/peer-death.sh).
 
+use super::peer::Peer;
+use super::procstat::{self, ProcStat};
+use super::survivor::{Llp, Load, QUOTA, Survivor};
 use crate::GLOBAL;
-use crate::peer::Peer;
-use crate::procstat::{self, ProcStat};
-use crate::survivor::{Llp, Load, QUOTA, Survivor};
 use rddp::{Device, DeviceLimits, Quota, Usage};
 use std::time::{Duration, Instant};
 
@@ -148,6 +148,7 @@ fn env_cycles(var: &str, default: u64) -> u64 {
 
 #[test]
 fn a_thousand_peer_deaths_leak_no_thread_fd_or_memory() {
+    let _machine = crate::common::heavy();
     if !rddp_testkit::own_process(
         module_path!(),
         "a_thousand_peer_deaths_leak_no_thread_fd_or_memory",

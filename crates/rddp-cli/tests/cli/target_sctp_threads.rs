@@ -4,7 +4,7 @@
 //! advertisement and the echo of one Send, then all stay connected: the
 //! target's thread count does not grow with them.
 
-mod common;
+use crate::common;
 
 use common::Target;
 use rddp::transport::sctp::{SctpOptions, connect};
@@ -15,11 +15,7 @@ use std::time::Duration;
 const QPS: usize = 200;
 
 fn status(pid: u32, key: &str) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    s.lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap()
+    crate::common::proc_status(pid, key).unwrap()
 }
 
 fn usrsctp_missing() -> bool {

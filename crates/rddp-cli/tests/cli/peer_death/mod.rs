@@ -29,11 +29,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use survivor::{Llp, Load, Outcome, Survivor};
 
-/// Every allocation of the binary counted: `cycles` reads the heap in use
-/// (its test runs in a process of its own, so the count is its own).
-#[global_allocator]
-static GLOBAL: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
-
 /// SIGKILL to last completion.
 const KILL_BOUND: Duration = Duration::from_secs(3);
 /// The dead-peer timeout the link-cut tests set.
@@ -137,7 +132,12 @@ fn link_cut(scenario: &str) {
     let mut child = Command::new("ip")
         .args(["netns", "exec", &ns.a])
         .arg(exe)
-        .args(["netns_survivor", "--exact", "--ignored", "--nocapture"])
+        .args([
+            "peer_death::netns_survivor",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
         .env(ENV, env)
         .spawn()
         .unwrap();

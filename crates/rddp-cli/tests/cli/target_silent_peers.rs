@@ -5,7 +5,7 @@
 //! within 1 s, while every stalled connection is still open; and the target's
 //! setup deadline (its 5 s Request timeout, RFC 5044 §7.1.2) closes every one of them.
 
-mod common;
+use crate::common;
 
 use common::Target;
 use rddp::{CompletionQueue, Device, QueuePairBuilder, Quota, SendFlags, WcOpcode, WcStatus};
@@ -28,28 +28,6 @@ const TARGET_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Threads the target may run while thousands of setups wait: a few I/O threads,
 /// its acceptors, main; never one per connection.
 const TARGET_THREADS_MAX: usize = 16;
-
-/// The number of threads of process `pid` (Linux: /proc/PID/status).
-fn threads(pid: u32) -> usize {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    s.lines()
-        .find_map(|l| l.strip_prefix("Threads:"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap()
-}
-
-/// Raise this process's soft RLIMIT_NOFILE to its hard limit; it must allow `need`.
-fn raise_nofile(need: u64) {
-    use rustix::process::{Resource, getrlimit, setrlimit};
-    let mut l = getrlimit(Resource::Nofile);
-    l.current = l.maximum;
-    setrlimit(Resource::Nofile, l).expect("raise RLIMIT_NOFILE to the hard limit");
-    let have = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
-    assert!(
-        have >= need,
-        "this test holds {need} sockets; the hard RLIMIT_NOFILE is {have} (raise it, e.g. ulimit -Hn)"
-    );
-}
 
 /// Open `n` connections from `threads` threads, each attempt bounded, all of them
 /// by `until`; half of a Rev 2 Request (10 of its 24 octets) is sent on each if
@@ -167,7 +145,8 @@ fn closed(socks: &[TcpStream]) -> usize {
 
 #[test]
 fn stalled_setups_do_not_starve_honest_sessions() {
-    raise_nofile((SILENT + HALF + 200) as u64);
+    let _machine = crate::common::heavy();
+    crate::common::raise_nofile((SILENT + HALF + 200) as u64);
     let t = Target::start(&["--buffer-size", "4096"]);
     let addr = t.addr;
 
@@ -175,7 +154,7 @@ fn stalled_setups_do_not_starve_honest_sessions() {
     let silent = open_stalled(addr, SILENT, false, t0 + Duration::from_secs(3));
     let half = open_stalled(addr, HALF, true, t0 + Duration::from_secs(4));
     let opened = t0.elapsed();
-    let pending_threads = threads(t.pid());
+    let pending_threads = crate::common::proc_status(t.pid(), "Threads").unwrap() as usize;
 
     // The honest sessions, at once; a session that hangs counts as failed.
     let (tx, rx) = channel();

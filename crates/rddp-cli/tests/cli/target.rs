@@ -2,7 +2,7 @@
 //! as a well-behaved initiator (the verbs API) and a raw MPA peer: connection
 //! setup and its event, the advertisement, Write and Read back, echo, errors.
 
-mod common;
+use crate::common;
 
 use common::client::{Client, opts, pattern};
 use common::raw_peer::{RawPeer, handshake, untagged};

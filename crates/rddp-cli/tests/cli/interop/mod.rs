@@ -23,7 +23,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Repository root (this file is crates/rddp-cli/tests/interop/mod.rs).
+/// Repository root (this file is crates/rddp-cli/tests/cli/interop/mod.rs).
 pub(crate) fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }

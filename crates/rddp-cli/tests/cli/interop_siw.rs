@@ -2,11 +2,11 @@
 //! QEMU guest (docs/interop.md): rping both ways with -V, Terminates across the boundary,
 //! MPA negotiation with every siw build, perftest's ib_*_bw -R both ways.
 //!
-//! All checks share one boot (scripts/interop/, see tests/interop/mod.rs); each
+//! All checks share one boot (scripts/interop/, see interop/mod.rs); each
 //! test looks at its steps. docs/interop.md has the table of results and the
 //! commands to rerun each by hand.
 
-mod interop;
+use crate::interop;
 
 use interop::{Host, Run, Step};
 use std::sync::OnceLock;
@@ -254,6 +254,7 @@ static RUN: OnceLock<Result<Run, String>> = OnceLock::new();
 /// CI, where that fails instead).
 fn session() -> Option<&'static Run> {
     let r = RUN.get_or_init(|| {
+        let _machine = crate::common::heavy();
         std::panic::catch_unwind(|| match interop::available() {
             Ok(()) => {
                 let mut run = interop::run(plan());

@@ -2,7 +2,7 @@
 //! every protocol error gets its Terminate on the wire and as an event, closes
 //! that connection only; the receive strategies' limits.
 
-mod common;
+use crate::common;
 
 use common::client::{Client, opts, pattern};
 use common::raw_peer::{RawPeer, untagged};

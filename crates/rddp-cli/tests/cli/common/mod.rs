@@ -17,6 +17,40 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
+/// The number in field `key` of /proc/PID/status (Linux), e.g. "Threads",
+/// "VmRSS" (KiB); `None` once the process is gone.
+pub(crate) fn proc_status(pid: u32, key: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
+/// Raise this process's soft RLIMIT_NOFILE to its hard limit; it must allow
+/// `need` descriptors (the tests that hold thousands of sockets).
+pub(crate) fn raise_nofile(need: u64) {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut l = getrlimit(Resource::Nofile);
+    l.current = l.maximum;
+    setrlimit(Resource::Nofile, l).expect("raise RLIMIT_NOFILE to the hard limit");
+    let have = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
+    assert!(
+        have >= need,
+        "this test holds {need} descriptors; the hard RLIMIT_NOFILE is {have} (raise it, e.g. ulimit -Hn)"
+    );
+}
+
+/// One turn at the whole machine: the tests that load it (a QEMU guest, a
+/// soak, thousands of connections, namespaces with impaired links) hold this
+/// while they run, so no two of them share the two cores' time and miss a
+/// deadline for it. A test that failed while holding it does not poison it.
+pub(crate) fn heavy() -> std::sync::MutexGuard<'static, ()> {
+    static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    MACHINE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A running `rddp target --listen 127.0.0.1:0 --events json ARGS`; killed on drop.
 pub(crate) struct Target {
     child: Child,

@@ -2,7 +2,7 @@
 //! Session rules of RFC 5043 (docs/data-path.md) against the real binary. The peer
 //! sends chunks of its own making, DDP-SSNs included, and checks what comes back.
 
-mod common;
+use crate::common;
 
 use common::Target;
 use common::raw_sctp::{self, PPID_SEGMENT, RawSctp};

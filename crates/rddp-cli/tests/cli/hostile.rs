@@ -9,7 +9,7 @@
 //! The throughput bound here is loose (0.3 of idle, debug build, shared CI
 //! machine); the 0.5 is the full run's (scripts/hostile.sh, README).
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::path::Path;
@@ -39,6 +39,7 @@ fn missing_tool() -> Option<&'static str> {
 
 #[test]
 fn hostile_load_short_run() {
+    let _machine = crate::common::heavy();
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
     if let Some(what) = missing_tool() {
         assert!(
@@ -157,6 +158,7 @@ fn hostile_load_short_run() {
 /// (deterministic check: crates/rddp/tests/api/terminate_drain.rs).
 #[test]
 fn flood_connections_always_get_their_terminate() {
+    let _machine = crate::common::heavy();
     let t = common::Target::start(&["--buffer-size", "4096"]);
     let out = Command::new(env!("CARGO_BIN_EXE_rddp"))
         .args(["hostile", "--target", &t.addr.to_string()])
@@ -197,6 +199,7 @@ fn flood_connections_always_get_their_terminate() {
 /// target says so in a `closed` event with `conn: null`.
 #[test]
 fn the_setup_timeout_is_the_one_asked_for() {
+    let _machine = crate::common::heavy();
     use std::io::Read;
     use std::time::{Duration, Instant};
     let mut t = common::Target::start(&["--setup-timeout", "1.5"]);
