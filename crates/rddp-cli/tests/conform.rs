@@ -374,21 +374,19 @@ fn over_sctp_planted_deviations_are_reported_as_their_failures() {
     }
 }
 
-/// `--role responder --transport sctp`: the peer under test is `rddp perf
-/// client --transport sctp`, the active side of a DDP session, started again
-/// for each case until conform is done (conform listens in its own process:
-/// one usrsctp stack a process). Every RFC 5043 case passes; the MPA ones do
-/// not apply.
-#[test]
-fn over_sctp_as_responder_every_case_passes_against_rddp_perf_client() {
+/// `rddp conform --transport sctp --role responder ARGS` (its own process:
+/// one usrsctp stack a process) with `rddp perf client --transport sctp` as
+/// the active side under test, started again for each case until conform is
+/// done; with `deviate`, through `rddp target --deviate NAME --deviate-to`,
+/// which breaks the initiator's rules on the wire. (exit code, JSON report,
+/// clients started).
+fn sctp_responder(args: &[&str], deviate: Option<&str>) -> (Option<i32>, Value, usize) {
     use std::io::{BufRead, BufReader};
-    if usrsctp_missing() {
-        return;
-    }
     let mut c = Command::new(env!("CARGO_BIN_EXE_rddp"))
         .args(["conform", "127.0.0.1:0", "--role", "responder"])
         .args(["--transport", "sctp", "--json"])
         .args(["--case-timeout", "3", "--accept-wait", "20"])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -401,7 +399,7 @@ fn over_sctp_as_responder_every_case_passes_against_rddp_perf_client() {
             let _ = tx.send(l);
         }
     });
-    let addr = loop {
+    let listening = loop {
         let l = rx
             .recv_timeout(Duration::from_secs(10))
             .expect("no listening line");
@@ -409,6 +407,17 @@ fn over_sctp_as_responder_every_case_passes_against_rddp_perf_client() {
             break at.split(": ").next().unwrap().to_string();
         }
     };
+    let relay = deviate.map(|name| {
+        Target::start(&[
+            "--transport",
+            "sctp",
+            "--deviate",
+            name,
+            "--deviate-to",
+            &listening,
+        ])
+    });
+    let addr = relay.as_ref().map_or(listening, |t| t.addr.to_string());
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut clients = 0;
     while c.try_wait().unwrap().is_none() {
@@ -425,8 +434,18 @@ fn over_sctp_as_responder_every_case_passes_against_rddp_perf_client() {
     }
     let out = c.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
-    let v = json(&stdout);
+    (out.status.code(), json(&stdout), clients)
+}
+
+/// `--role responder --transport sctp` against `rddp perf client`: every
+/// RFC 5043 case passes; the MPA ones do not apply.
+#[test]
+fn over_sctp_as_responder_every_case_passes_against_rddp_perf_client() {
+    if usrsctp_missing() {
+        return;
+    }
+    let (code, v, clients) = sctp_responder(&[], None);
+    assert_eq!(code, Some(0), "{v}");
     assert_eq!(v["role"], "responder", "{v}");
     assert_eq!(v["transport"], "sctp", "{v}");
     let cases = v["cases"].as_array().unwrap();
@@ -447,4 +466,33 @@ fn over_sctp_as_responder_every_case_passes_against_rddp_perf_client() {
         st["note"].as_str().unwrap().contains("carries a Read"),
         "{st}"
     );
+}
+
+/// Deviations of the initiator under test, planted by a relay in front of
+/// the responding conform, as [`DEVIATIONS`].
+const SCTP_INITIATOR_DEVIATIONS: [(&str, &str, &str, &str); 2] = [
+    ("ssn-gap", "sctp.initiate", "DDP-SSNs [2", "sctp.reject"),
+    (
+        "wrong-adaptation",
+        "sctp.init-adaptation",
+        "indication 0x00000002",
+        "sctp.initiate",
+    ),
+];
+
+#[test]
+fn over_sctp_as_responder_planted_deviations_are_reported_as_their_failures() {
+    if usrsctp_missing() {
+        return;
+    }
+    for (name, failing, says, control) in SCTP_INITIATOR_DEVIATIONS {
+        let only = format!("{failing},{control}");
+        let (code, v, _) = sctp_responder(&["--only", &only], Some(name));
+        assert_eq!(code, Some(1), "{name}: {v}");
+        assert_eq!(v["failed"], 1, "{name}: {v}");
+        let f = case(&v, failing);
+        assert_eq!(f["result"], "fail", "{name}: {f}");
+        assert!(f["got"].as_str().unwrap().contains(says), "{name}: {f}");
+        assert_eq!(case(&v, control)["result"], "pass", "{name}: {v}");
+    }
 }

@@ -153,7 +153,7 @@ pub(super) fn gapless(ssns: &[u16]) -> Result<(), String> {
     s.sort_unstable();
     for (i, &x) in s.iter().enumerate() {
         if usize::from(x) != i + 1 {
-            return Err(format!("DDP-SSNs {ssns:?} after the Accept's 0"));
+            return Err(format!("DDP-SSNs {ssns:?} after the first chunk's 0"));
         }
     }
     Ok(())
