@@ -34,9 +34,10 @@ pub(crate) enum ConformTransport {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Role {
-    /// We connect to the peer (it is the MPA responder).
+    /// We connect to the peer (it is the MPA responder, or over SCTP the
+    /// passive side of each session).
     Initiator,
-    /// The peer connects to us.
+    /// The peer connects to us (and over SCTP opens the sessions).
     Responder,
 }
 

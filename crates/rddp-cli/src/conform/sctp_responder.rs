@@ -54,8 +54,11 @@ fn initiated(ctx: &Ctx) -> Result<Result<Initiated, Verdict>, String> {
         }
         _ => Verdict::fail(want, what(&c)),
     };
-    // Whatever session it claims ends with our Terminate (RFC 5043).
-    let _ = a.control(c.sid, Terminate.code(), &[]);
+    // Whatever session it claims ends with our Terminate (RFC 5043), unless
+    // it was a Terminate (never answered with one).
+    if c.control() != Some(Terminate) {
+        let _ = a.control(c.sid, Terminate.code(), &[]);
+    }
     a.close();
     Ok(Err(v))
 }
