@@ -7,8 +7,9 @@
 //! Over MPA/TCP as the initiator (the peer under test is the MPA responder)
 //! or as the responder (`--role responder`: the peer connects to us, once per
 //! case); over SCTP (`--transport sctp`, RFC 5043, through usrsctp) as the
-//! active side of each DDP session. Cases that do not apply to the transport
-//! are reported not applicable.
+//! active side of each DDP session or, with `--role responder`, the passive
+//! one (the peer opens an association and a session per case). Cases that do
+//! not apply to the transport are reported not applicable.
 
 mod catalogue;
 mod judge;
@@ -17,6 +18,7 @@ mod report;
 mod responder;
 mod run;
 mod sctp;
+mod sctp_responder;
 mod sessions;
 
 use clap::{Args, ValueEnum};
@@ -32,9 +34,10 @@ pub(crate) enum ConformTransport {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Role {
-    /// We connect to the peer (it is the MPA responder).
+    /// We connect to the peer (it is the MPA responder, or over SCTP the
+    /// passive side of each session).
     Initiator,
-    /// The peer connects to us.
+    /// The peer connects to us (and over SCTP opens the sessions).
     Responder,
 }
 
@@ -120,9 +123,6 @@ pub(crate) fn run(a: &ConformArgs) -> Result<bool, String> {
         return Ok(true);
     }
     let sctp = a.transport == ConformTransport::Sctp;
-    if sctp && responder {
-        return Err("--role responder is MPA/TCP only: over SCTP we take the active side".into());
-    }
     if sctp {
         usrsctp_ffi::available().map_err(|e| format!("--transport sctp needs libusrsctp: {e}"))?;
     }
@@ -132,17 +132,25 @@ pub(crate) fn run(a: &ConformArgs) -> Result<bool, String> {
         .map_err(|e| format!("bad address {}: {e}", a.addr))?
         .next()
         .ok_or_else(|| format!("bad address {}", a.addr))?;
-    let listener = if responder {
-        let l = std::net::TcpListener::bind(addr)
-            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-        l.set_nonblocking(true).map_err(|e| e.to_string())?;
-        Some(l)
-    } else {
-        None
+    let (listener, sctp_listener) = match (responder, sctp) {
+        (false, _) => (None, None),
+        (true, false) => {
+            let l = std::net::TcpListener::bind(addr)
+                .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+            l.set_nonblocking(true).map_err(|e| e.to_string())?;
+            (Some(l), None)
+        }
+        (true, true) => {
+            let std::net::SocketAddr::V4(at) = addr else {
+                return Err(format!("{addr}: SCTP here needs an IPv4 address"));
+            };
+            (None, Some(sctp::Listening::bind(at)?))
+        }
     };
-    let addr = match &listener {
-        Some(l) => l.local_addr().map_err(|e| e.to_string())?,
-        None => addr,
+    let addr = match (&listener, &sctp_listener) {
+        (Some(l), _) => l.local_addr().map_err(|e| e.to_string())?,
+        (_, Some(l)) => std::net::SocketAddr::V4(l.addr),
+        _ => addr,
     };
     let ctx = run::Ctx {
         addr,
@@ -152,13 +160,19 @@ pub(crate) fn run(a: &ConformArgs) -> Result<bool, String> {
         budget: a.max_send,
         buffer: a.buffer,
         listener,
+        sctp_listener,
         accept_wait: secs(a.accept_wait, "--accept-wait")?,
     };
     let role = if responder { "responder" } else { "initiator" };
     if responder {
+        let how = if sctp {
+            "open an SCTP association (UDP encapsulation to the same port) and a DDP \
+             session on it"
+        } else {
+            "connect the peer under test as MPA initiator"
+        };
         eprintln!(
-            "rddp conform: listening on {addr}: connect the peer under test as MPA \
-             initiator, once per case ({} cases)",
+            "rddp conform: listening on {addr}: {how}, once per case ({} cases)",
             cases.len()
         );
     }

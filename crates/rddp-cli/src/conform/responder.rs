@@ -1,5 +1,6 @@
 //! `--role responder`: the peer under test connects to us (it is the MPA
-//! initiator), once per case, and each case answers its Request as it must
+//! initiator; over SCTP, the active side of a DDP session: `sctp_responder`),
+//! once per case, and each case answers its Request as it must
 //! (or must not) be answered: a Reply that never comes, a refusal, a broken
 //! Reply, an RTR type it did not offer.
 
@@ -7,6 +8,7 @@ use super::catalogue::{Case, Over};
 use super::judge::{self, Verdict};
 use super::peer::{self, Peer, SetupReply};
 use super::run::Ctx;
+use super::sctp_responder;
 use rddp_wire::rdmap::qn;
 use rddp_wire::{
     DdpHeader, EnhancedBlock, FpduDecoder, FrameKind, MpaFlags, MpaFrame, Opcode, RdmapControl,
@@ -70,6 +72,77 @@ pub(super) static CASES: &[Case] = &[
                  2/*/0x07, close (N/A without peer-to-peer mode)",
         run: rtr_not_offered,
         over: Over::Mpa,
+    },
+    Case {
+        id: "sctp.init-adaptation",
+        rfc: "RFC 5043 §5.1",
+        expect: "the peer's INIT carries the Adaptation Layer Indication 0x00000001 (DDP); \
+                 the association has as many inbound as outbound streams",
+        run: sctp_responder::adaptation,
+        over: Over::Sctp,
+    },
+    Case {
+        id: "sctp.initiate",
+        rfc: "RFC 5043 (Session Control)",
+        expect: "its first chunk a Session Initiate, DDP-SSN 0, at most 512 octets of \
+                 private data; after our Accept, DDP Segments with DDP-SSNs 1, 2, ... \
+                 without gaps, every chunk unordered; the session carries a zero-length Read",
+        run: sctp_responder::initiate,
+        over: Over::Sctp,
+    },
+    Case {
+        id: "sctp.no-answer",
+        rfc: "RFC 5043 (Session Control)",
+        expect: "its Initiate never answered: no DDP Segment on the stream (the active side \
+                 waits for the Accept) for the case's time",
+        run: sctp_responder::no_answer,
+        over: Over::Sctp,
+    },
+    Case {
+        id: "sctp.reject",
+        rfc: "RFC 5043 (Session Control)",
+        expect: "its Initiate answered with Session Reject: no DDP Segment on the stream",
+        run: sctp_responder::reject,
+        over: Over::Sctp,
+    },
+    Case {
+        id: "sctp.terminate-initiate",
+        rfc: "RFC 5043 (Session Control)",
+        expect: "its Initiate answered with Session Terminate: no DDP Segment on the stream",
+        run: sctp_responder::terminate_initiate,
+        over: Over::Sctp,
+    },
+    Case {
+        id: "sctp.accept-pd-513",
+        rfc: "RFC 5043 (Session Control)",
+        expect: "an Accept with 513 octets of private data: Session Terminate, no DDP \
+                 Segment",
+        run: sctp_responder::accept_pd_513,
+        over: Over::Sctp,
+    },
+    Case {
+        id: "sctp.our-terminate",
+        rfc: "RFC 5043 (Session Control)",
+        expect: "our Session Terminate in its accepted session: no DDP Segment after it (a \
+                 zero-length Read sent once SCTP acknowledged it goes unanswered)",
+        run: sctp_responder::our_terminate,
+        over: Over::Sctp,
+    },
+    Case {
+        id: "sctp.stray-segment",
+        rfc: "RFC 5043 (Session Control)",
+        expect: "a Write on a stream without a session: one Session Terminate there, its \
+                 accepted session carrying on (a zero-length Read answered)",
+        run: sctp_responder::stray_segment,
+        over: Over::Sctp,
+    },
+    Case {
+        id: "sctp.bad-function",
+        rfc: "RFC 5043 (Session Control)",
+        expect: "a Session Control with an unassigned function code (0xFFF0) in its \
+                 accepted session: Session Terminate",
+        run: sctp_responder::bad_function,
+        over: Over::Sctp,
     },
 ];
 

@@ -6,7 +6,7 @@ use super::ConformTransport;
 use super::catalogue::{self, Case};
 use super::judge::Verdict;
 use super::peer::{self, Buffer, Peer, SetupReply};
-use super::sctp::Assoc;
+use super::sctp::{Assoc, Listening};
 use rddp_wire::MpaFrame;
 use rddp_wire::sctp::SessionFunction;
 use std::net::{SocketAddr, SocketAddrV4, TcpListener, TcpStream};
@@ -34,6 +34,8 @@ pub(super) struct Ctx {
     /// `--role responder`: where the peer under test connects, and how long
     /// each of its connections is waited for.
     pub listener: Option<TcpListener>,
+    /// `--role responder --transport sctp`: where the peer associates.
+    pub sctp_listener: Option<Listening>,
     pub accept_wait: Duration,
 }
 
@@ -82,6 +84,14 @@ impl Ctx {
             // EINTR or readiness: either way, try accept again.
             let _ = poll(&mut fds, Some(&t));
         }
+    }
+
+    /// `--role responder --transport sctp`: the peer's next association
+    /// (waited for within `accept_wait`) and the case's deadline, which runs
+    /// from its arrival.
+    pub(super) fn accept_sctp(&self) -> Result<(Assoc, Instant), String> {
+        let l = self.sctp_listener.as_ref().ok_or("not listening")?;
+        l.accept(self.accept_wait, self.bound, self.budget)
     }
 
     /// TCP connect, send the Request `req` (as octets: it may be a broken

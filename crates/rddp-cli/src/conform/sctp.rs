@@ -16,7 +16,7 @@ use usrsctp_ffi::sys::{
     SCTP_ADAPTATION_INDICATION, SCTP_ASSOC_CHANGE, SCTP_COMM_UP, SCTP_SENDER_DRY_EVENT,
     SCTP_SHUTDOWN_EVENT,
 };
-use usrsctp_ffi::{Encapsulation, Error, Notification, Received, Socket, Target, stack};
+use usrsctp_ffi::{Encapsulation, Error, Notification, Received, RecvInfo, Socket, Target, stack};
 
 /// Streams we ask for, inbound and outbound alike (RFC 5043: equal numbers).
 pub(super) const STREAMS: u16 = 16;
@@ -91,6 +91,75 @@ fn e(op: &str) -> impl Fn(Error) -> String + '_ {
     move |err| format!("usrsctp {op}: {err}")
 }
 
+/// A socket as both sides use it: the Adaptation Layer Indication for DDP,
+/// [`STREAMS`] each way, the notifications the cases read, no Nagle.
+fn socket() -> Result<Socket, String> {
+    let s = Socket::new(false).map_err(e("socket"))?;
+    s.set_adaptation_layer(ADAPTATION_DDP)
+        .map_err(e("adaptation layer"))?;
+    s.set_init_streams(STREAMS).map_err(e("streams"))?;
+    for ev in [
+        SCTP_ASSOC_CHANGE,
+        SCTP_ADAPTATION_INDICATION,
+        SCTP_SENDER_DRY_EVENT,
+        SCTP_SHUTDOWN_EVENT,
+    ] {
+        s.subscribe(ev).map_err(e("subscribe"))?;
+    }
+    s.set_recv_rcvinfo(true).map_err(e("rcvinfo"))?;
+    s.set_nodelay(true).map_err(e("nodelay"))?;
+    Ok(s)
+}
+
+/// `--role responder`: where the peer under test associates with us, as
+/// `rddp target --transport sctp` listens (SCTP port = UDP encapsulation
+/// port). This process's usrsctp stack is started on that port.
+pub(crate) struct Listening {
+    sock: Socket,
+    pub addr: SocketAddrV4,
+}
+
+impl Listening {
+    /// Listen at `addr` (port 0: a free UDP port, then SCTP on the same one).
+    pub(super) fn bind(mut addr: SocketAddrV4) -> Result<Self, String> {
+        usrsctp_ffi::available().map_err(|e| format!("libusrsctp is not available: {e}"))?;
+        if addr.port() == 0 {
+            let port = UdpSocket::bind(SocketAddrV4::new(*addr.ip(), 0))
+                .and_then(|s| s.local_addr())
+                .map_err(|e| format!("no free UDP port on {}: {e}", addr.ip()))?
+                .port();
+            addr.set_port(port);
+        }
+        stack::init(Encapsulation::Udp(addr.port()))
+            .map_err(|err| format!("usrsctp on UDP port {}: {err}", addr.port()))?;
+        let s = socket()?;
+        s.bind(Target::Inet(addr))
+            .map_err(|err| format!("cannot listen on {addr}: {err}"))?;
+        s.listen(8).map_err(e("listen"))?;
+        Ok(Self { sock: s, addr })
+    }
+
+    /// The next association the peer opens, waited for at most `wait`, up
+    /// (COMM_UP) within `bound` of its arrival; the case's deadline runs
+    /// from then.
+    pub(super) fn accept(
+        &self,
+        wait: Duration,
+        bound: Duration,
+        budget: usize,
+    ) -> Result<(Assoc, Instant), String> {
+        let s = self.sock.accept(wait).map_err(|err| match err {
+            Error::Timeout(_) => {
+                format!("the peer did not associate within {wait:?} (--accept-wait)")
+            }
+            err => format!("usrsctp accept: {err}"),
+        })?;
+        let deadline = Instant::now() + bound;
+        let a = Assoc::establish(s, deadline, budget)?;
+        Ok((a, deadline))
+    }
+}
+
 impl Assoc {
     /// An association to `addr` (SCTP port = UDP encapsulation port =
     /// `addr`'s port), up before `deadline`. The peer's Adaptation Layer
@@ -101,20 +170,7 @@ impl Assoc {
         budget: usize,
     ) -> Result<Self, String> {
         start_stack()?;
-        let s = Socket::new(false).map_err(e("socket"))?;
-        s.set_adaptation_layer(ADAPTATION_DDP)
-            .map_err(e("adaptation layer"))?;
-        s.set_init_streams(STREAMS).map_err(e("streams"))?;
-        for ev in [
-            SCTP_ASSOC_CHANGE,
-            SCTP_ADAPTATION_INDICATION,
-            SCTP_SENDER_DRY_EVENT,
-            SCTP_SHUTDOWN_EVENT,
-        ] {
-            s.subscribe(ev).map_err(e("subscribe"))?;
-        }
-        s.set_recv_rcvinfo(true).map_err(e("rcvinfo"))?;
-        s.set_nodelay(true).map_err(e("nodelay"))?;
+        let s = socket()?;
         s.set_remote_udp_encaps_port(addr.port())
             .map_err(e("encapsulation port"))?;
         // One local address (RFC 5043: no multi-homing by default).
@@ -126,6 +182,13 @@ impl Assoc {
         s.bind(Target::Inet(SocketAddrV4::new(local, 0)))
             .map_err(e("bind"))?;
         s.connect(Target::Inet(addr)).map_err(e("connect"))?;
+        Self::establish(s, deadline, budget).map_err(|why| format!("{why} with {addr}"))
+    }
+
+    /// The association of `s` (connecting, or just accepted) once it is up
+    /// (COMM_UP), before `deadline`, with the peer's Adaptation Layer
+    /// Indication if it sent one.
+    fn establish(s: Socket, deadline: Instant, budget: usize) -> Result<Self, String> {
         let mut a = Self {
             sock: s,
             buf: vec![0; 1 << 16],
@@ -149,14 +212,12 @@ impl Assoc {
                 if up {
                     break;
                 }
-                return Err(format!("no SCTP association with {addr} in time"));
+                return Err("no SCTP association in time".into());
             }
             match a.sock.recv(&mut a.buf, left.min(Duration::from_millis(50))) {
                 Ok(Received::Notification(Notification::AssocChange { state, .. })) => {
                     if state != SCTP_COMM_UP {
-                        return Err(format!(
-                            "the SCTP association with {addr} failed (state {state})"
-                        ));
+                        return Err(format!("the SCTP association failed (state {state})"));
                     }
                     up = true;
                     until = until.min(Instant::now() + Duration::from_millis(500));
@@ -165,6 +226,13 @@ impl Assoc {
                     a.indication = Some(indication);
                 }
                 Ok(Received::Notification(_)) | Err(Error::Timeout(_)) => {}
+                // The peer's first chunk right behind COMM_UP (it is the
+                // active side of a session): kept for the case.
+                Ok(Received::Data {
+                    len,
+                    info,
+                    complete,
+                }) if up => a.keep(len, info, complete),
                 Ok(Received::Data { .. }) => {
                     return Err("data before the association was up".into());
                 }
@@ -233,6 +301,36 @@ impl Assoc {
         self.send(sid, PPID_DDP_SEGMENT, seg)
     }
 
+    /// A message of `len` octets in `buf`: into the inbox as a chunk, noted
+    /// if it came ordered or in parts (RFC 5043: one whole unordered message).
+    fn keep(&mut self, len: usize, info: RecvInfo, complete: bool) {
+        if !complete || !info.unordered {
+            self.irregular.get_or_insert_with(|| {
+                format!(
+                    "a chunk on stream {} (PPID {}) {}",
+                    info.sid,
+                    info.ppid,
+                    if complete {
+                        "sent ordered"
+                    } else {
+                        "larger than 64 KiB"
+                    }
+                )
+            });
+        }
+        if len >= 2 {
+            self.inbox.push_back(Chunk {
+                sid: info.sid,
+                ppid: info.ppid,
+                ssn: u16::from_be_bytes([self.buf[0], self.buf[1]]),
+                body: self.buf[2..len].to_vec(),
+            });
+        } else {
+            self.irregular
+                .get_or_insert_with(|| "a chunk without a DDP-SSN".into());
+        }
+    }
+
     /// Read one message or notification, waiting at most `timeout`; false if
     /// nothing came (or the association is gone).
     fn read_one(&mut self, timeout: Duration) -> bool {
@@ -245,31 +343,7 @@ impl Assoc {
                 info,
                 complete,
             }) => {
-                if !complete || !info.unordered {
-                    self.irregular.get_or_insert_with(|| {
-                        format!(
-                            "a chunk on stream {} (PPID {}) {}",
-                            info.sid,
-                            info.ppid,
-                            if complete {
-                                "sent ordered"
-                            } else {
-                                "larger than 64 KiB"
-                            }
-                        )
-                    });
-                }
-                if len >= 2 {
-                    self.inbox.push_back(Chunk {
-                        sid: info.sid,
-                        ppid: info.ppid,
-                        ssn: u16::from_be_bytes([self.buf[0], self.buf[1]]),
-                        body: self.buf[2..len].to_vec(),
-                    });
-                } else {
-                    self.irregular
-                        .get_or_insert_with(|| "a chunk without a DDP-SSN".into());
-                }
+                self.keep(len, info, complete);
                 true
             }
             Ok(Received::Notification(Notification::SenderDry)) => {
@@ -302,6 +376,20 @@ impl Assoc {
         loop {
             if let Some(i) = self.inbox.iter().position(|c| c.sid == sid) {
                 return self.inbox.remove(i);
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.lost {
+                return None;
+            }
+            self.read_one(left.min(Duration::from_millis(50)));
+        }
+    }
+
+    /// The next chunk the peer sent on any stream before `until`.
+    pub(super) fn next_any(&mut self, until: Instant) -> Option<Chunk> {
+        loop {
+            if let Some(c) = self.inbox.pop_front() {
+                return Some(c);
             }
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() || self.lost {

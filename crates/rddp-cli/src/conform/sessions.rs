@@ -15,15 +15,15 @@ use rddp_wire::sctp::{ADAPTATION_DDP, MAX_SESSION_PD, PPID_DDP_SEGMENT, PPID_SES
 use std::time::{Duration, Instant};
 
 /// How long a case listens for chunks that must not come.
-const QUIET: Duration = Duration::from_millis(300);
+pub(super) const QUIET: Duration = Duration::from_millis(300);
 
 /// How long the peer's answer to our Session Terminate is waited for.
-const ANSWER: Duration = Duration::from_secs(2);
+pub(super) const ANSWER: Duration = Duration::from_secs(2);
 
 /// A stream with no session of ours, for stray segments and refused Initiates.
-const OTHER_SID: u16 = 5;
+pub(super) const OTHER_SID: u16 = 5;
 
-fn what(c: &Chunk) -> String {
+pub(super) fn what(c: &Chunk) -> String {
     match (c.ppid, c.control()) {
         (_, Some(f)) => format!("Session {f:?} (DDP-SSN {})", c.ssn),
         (PPID_DDP_SEGMENT, _) => format!("a DDP Segment (DDP-SSN {})", c.ssn),
@@ -39,7 +39,7 @@ fn what(c: &Chunk) -> String {
     }
 }
 
-fn whats(cs: &[Chunk]) -> String {
+pub(super) fn whats(cs: &[Chunk]) -> String {
     if cs.is_empty() {
         return "nothing".into();
     }
@@ -47,13 +47,13 @@ fn whats(cs: &[Chunk]) -> String {
 }
 
 /// The functions of the Session Control chunks among `cs`.
-fn functions(cs: &[Chunk]) -> Vec<Option<SessionFunction>> {
+pub(super) fn functions(cs: &[Chunk]) -> Vec<Option<SessionFunction>> {
     cs.iter().map(Chunk::control).collect()
 }
 
 /// A chunk that came ordered or fragmented is a failure of its own (RFC 5043:
 /// every DDP chunk is one unordered message).
-fn regular(a: &Assoc, v: Verdict) -> Verdict {
+pub(super) fn regular(a: &Assoc, v: Verdict) -> Verdict {
     match (&a.irregular, v) {
         (Some(i), Verdict::Pass(_)) => Verdict::fail(
             "every chunk sent unordered, as one whole message (RFC 5043)",
@@ -148,12 +148,12 @@ pub(super) fn accept(ctx: &Ctx) -> Result<Verdict, String> {
 /// The DDP-SSNs of a session's chunks after its Accept (DDP-SSN 0): 1, 2, ...
 /// in some order (RFC 5043: the SSNs an ordered stream would have had; the
 /// chunks themselves are unordered).
-fn gapless(ssns: &[u16]) -> Result<(), String> {
+pub(super) fn gapless(ssns: &[u16]) -> Result<(), String> {
     let mut s = ssns.to_vec();
     s.sort_unstable();
     for (i, &x) in s.iter().enumerate() {
         if usize::from(x) != i + 1 {
-            return Err(format!("DDP-SSNs {ssns:?} after the Accept's 0"));
+            return Err(format!("DDP-SSNs {ssns:?} after the first chunk's 0"));
         }
     }
     Ok(())
@@ -366,7 +366,7 @@ pub(super) fn after_terminate(ctx: &Ctx) -> Result<Verdict, String> {
 /// send next on `sid` cannot overtake the Terminate (RFC 5043: no Session
 /// Control may arrive before an earlier one; a stream is reused only when
 /// nothing of its old session is outstanding).
-fn terminate_ours(a: &mut Assoc, sid: u16, d: Instant) -> Result<Vec<Chunk>, String> {
+pub(super) fn terminate_ours(a: &mut Assoc, sid: u16, d: Instant) -> Result<Vec<Chunk>, String> {
     a.control(sid, Terminate.code(), &[])?;
     let mut back: Vec<Chunk> = a
         .next_on(sid, (Instant::now() + ANSWER).min(d))
@@ -420,7 +420,7 @@ pub(super) fn second_initiate(ctx: &Ctx) -> Result<Verdict, String> {
 }
 
 /// A function code no RFC assigns (RFC 5043 assigns 1 to 4).
-const UNASSIGNED_FUNCTION: u16 = 0xFFF0;
+pub(super) const UNASSIGNED_FUNCTION: u16 = 0xFFF0;
 
 pub(super) fn bad_function(ctx: &Ctx) -> Result<Verdict, String> {
     violation(

@@ -93,6 +93,11 @@ pub(crate) struct TargetArgs {
     /// wire, in front of the target (see `target/deviate.rs`).
     #[arg(long, value_enum, value_name = "NAME", hide = true)]
     pub deviate: Option<super::deviate::Deviation>,
+    /// With `--deviate ssn-gap|wrong-adaptation` (SCTP): no target; relay
+    /// what associates with --listen (the initiator under test) to ADDR (a
+    /// conformance tester listening as responder), deviating on its behalf.
+    #[arg(long, value_name = "ADDR", hide = true, requires = "deviate")]
+    pub deviate_to: Option<String>,
     #[command(flatten)]
     pub capture: crate::observe::CaptureArgs,
 }

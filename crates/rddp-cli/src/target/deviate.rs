@@ -27,6 +27,18 @@
 //!   (the target's first chunk on its stream, DDP-SSN 0) goes out as a Session
 //!   Reject; RFC 5043 lets only the ULP reject, and an Initiate the adaptation
 //!   refuses (private data above 512 octets) is answered with Terminate.
+//!
+//! Two more break the rules of the active side of an SCTP session, for
+//! `rddp conform --transport sctp --role responder`: with `--deviate-to ADDR`
+//! no target runs, the relay passes whatever associates with `--listen` (the
+//! initiator under test, e.g. `rddp perf client --transport sctp`) on to ADDR
+//! (the tester) and rewrites the initiator's packets (`deviate_sctp.rs`):
+//!
+//! * `ssn-gap`: the initiator's chunk with DDP-SSN 1 (its first after the
+//!   Initiate) goes out with DDP-SSN 2: a gap in the DDP-SSNs (RFC 5043: one
+//!   per chunk, from 0, without gaps).
+//! * `wrong-adaptation`: the Adaptation Layer Indication in the initiator's
+//!   INIT goes out as 0x00000002, not 0x00000001 (DDP).
 
 use clap::ValueEnum;
 use rddp_wire::rdmap::qn;
@@ -47,6 +59,10 @@ pub(crate) enum Deviation {
     PlaceBeforeValidate,
     /// SCTP only (`deviate_sctp.rs`).
     RejectNotTerminate,
+    /// SCTP, the initiator's side, with `--deviate-to` only.
+    SsnGap,
+    /// SCTP, the initiator's side, with `--deviate-to` only.
+    WrongAdaptation,
 }
 
 /// What one relayed connection learnt: the Request, the Reply, the buffer.
@@ -315,7 +331,10 @@ pub(super) fn rewrite(s: Vec<u8>, d: Deviation) -> Option<Vec<u8>> {
             body[..4].copy_from_slice(&[(c.etype << 4) | (c.layer & 0xF), c.code, flags, 0]);
             return Some(with_header(h, &body));
         }
-        Deviation::PlaceBeforeValidate | Deviation::RejectNotTerminate => return Some(s),
+        Deviation::PlaceBeforeValidate
+        | Deviation::RejectNotTerminate
+        | Deviation::SsnGap
+        | Deviation::WrongAdaptation => return Some(s),
     }
     Some(with_header(h, &t.to_vec().ok()?))
 }

@@ -13,6 +13,11 @@
 //! data, the same four octets. A deviation that would drop or add a chunk
 //! (`no-terminate`, `place-before-validate`) would break SCTP's TSN sequence
 //! and is MPA only.
+//!
+//! With `--deviate-to` (`ssn-gap`, `wrong-adaptation`) the relay rewrites the
+//! other direction, the packets of the initiator under test towards the
+//! tester: the DDP-SSN of a whole DATA chunk (PPID 16 or 17), or the value of
+//! the Adaptation Layer Indication parameter of its INIT, both in place.
 
 use super::deviate::{Deviation, rewrite};
 use rddp_wire::crc32c;
@@ -39,7 +44,15 @@ pub(super) fn applies(d: Deviation) -> bool {
             | Deviation::WrongTerminateCode
             | Deviation::SiwTerminateLayout
             | Deviation::RejectNotTerminate
+            | Deviation::SsnGap
+            | Deviation::WrongAdaptation
     )
+}
+
+/// Whether `d` breaks the rules of the active side (the initiator under
+/// test, `--deviate-to`) rather than the target's.
+pub(super) fn initiator_side(d: Deviation) -> bool {
+    matches!(d, Deviation::SsnGap | Deviation::WrongAdaptation)
 }
 
 /// Relay UDP datagrams at `listen` to the SCTP listener at `back` (whose UDP
@@ -63,6 +76,10 @@ fn forward(front: &Arc<UdpSocket>, front_port: u16, back: SocketAddr, d: Deviati
         let pkt = &mut buf[..n];
         if !set_port(pkt, 2, back.port()) {
             continue;
+        }
+        if initiator_side(d) {
+            deviate_initiator(pkt, d);
+            seal(pkt);
         }
         let relay = match relays.entry(from) {
             Entry::Occupied(e) => e.into_mut(),
@@ -91,8 +108,10 @@ fn backward(relay: &UdpSocket, front: &UdpSocket, peer: SocketAddr, front_port: 
         if !set_port(pkt, 0, front_port) {
             continue;
         }
-        deviate_chunks(pkt, d);
-        seal(pkt);
+        if !initiator_side(d) {
+            deviate_chunks(pkt, d);
+            seal(pkt);
+        }
         let _ = front.send_to(pkt, peer);
     }
 }
@@ -149,10 +168,92 @@ fn deviate_chunks(pkt: &mut [u8], d: Deviation) {
     }
 }
 
+/// INIT chunk type, its fixed part (header, initiate tag, a_rwnd, streams,
+/// initial TSN), and the Adaptation Layer Indication parameter (RFC 5061).
+const INIT: u8 = 1;
+const INIT_FIXED: usize = 20;
+const ADAPTATION_PARAM: u16 = 0xC006;
+
+/// Rewrite, in place, the initiator's INIT (`wrong-adaptation`) or the
+/// DDP-SSN 1 of its whole DATA chunks of the DDP adaptation (`ssn-gap`).
+fn deviate_initiator(pkt: &mut [u8], d: Deviation) {
+    let mut at = COMMON;
+    while at + 4 <= pkt.len() {
+        let len = usize::from(u16::from_be_bytes([pkt[at + 2], pkt[at + 3]]));
+        if len < 4 || at + len > pkt.len() {
+            return;
+        }
+        let chunk = &mut pkt[at..at + len];
+        match d {
+            Deviation::WrongAdaptation if chunk[0] == INIT && len >= INIT_FIXED => {
+                let mut p = INIT_FIXED;
+                while p + 4 <= len {
+                    let t = u16::from_be_bytes([chunk[p], chunk[p + 1]]);
+                    let plen = usize::from(u16::from_be_bytes([chunk[p + 2], chunk[p + 3]]));
+                    if plen < 4 || p + plen > len {
+                        break;
+                    }
+                    if t == ADAPTATION_PARAM && plen == 8 {
+                        chunk[p + 4..p + 8].copy_from_slice(&2u32.to_be_bytes());
+                    }
+                    p += plen.next_multiple_of(4);
+                }
+            }
+            Deviation::SsnGap
+                if chunk[0] == DATA
+                    && chunk[1] & WHOLE == WHOLE
+                    && len >= DATA_HDR + SSN_LEN
+                    && matches!(
+                        u32::from_be_bytes([chunk[12], chunk[13], chunk[14], chunk[15]]),
+                        PPID_DDP_SEGMENT | PPID_SESSION_CONTROL
+                    )
+                    && chunk[DATA_HDR..DATA_HDR + SSN_LEN] == [0, 1] =>
+            {
+                chunk[DATA_HDR..DATA_HDR + SSN_LEN].copy_from_slice(&[0, 2]);
+            }
+            _ => {}
+        }
+        at += len.next_multiple_of(4);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use rddp_wire::{DdpHeader, TaggedHeader, Terminate, TerminateCode};
+
+    #[test]
+    fn the_initiators_adaptation_and_ddp_ssn_1_are_rewritten() {
+        // An INIT: fixed part, a Supported Extensions parameter, the indication.
+        let mut pkt = vec![0u8; COMMON];
+        let len = INIT_FIXED + 8 + 8;
+        pkt.extend_from_slice(&[INIT, 0]);
+        pkt.extend_from_slice(&(len as u16).to_be_bytes());
+        pkt.extend_from_slice(&[0; INIT_FIXED - 4]);
+        pkt.extend_from_slice(&[0x80, 0x08, 0, 7, 0xC0, 0x82, 0x0F, 0]);
+        pkt.extend_from_slice(&[0xC0, 0x06, 0, 8, 0, 0, 0, 1]);
+        deviate_initiator(&mut pkt, Deviation::WrongAdaptation);
+        assert_eq!(pkt[COMMON + len - 4..], [0, 0, 0, 2]);
+        assert_eq!(
+            pkt[COMMON + INIT_FIXED + 4..COMMON + INIT_FIXED + 7],
+            [0xC0, 0x82, 0x0F]
+        );
+        // A whole DATA chunk of PPID 16 with DDP-SSN 1, and one with 3.
+        let data = |ssn: u8| {
+            let mut c = vec![DATA, WHOLE, 0, (DATA_HDR + 4) as u8];
+            c.extend_from_slice(&[0; 8]);
+            c.extend_from_slice(&PPID_DDP_SEGMENT.to_be_bytes());
+            c.extend_from_slice(&[0, ssn, 0xAA, 0xBB]);
+            c
+        };
+        let mut pkt = vec![0u8; COMMON];
+        pkt.extend(data(1));
+        pkt.extend(data(3));
+        deviate_initiator(&mut pkt, Deviation::SsnGap);
+        let second = COMMON + DATA_HDR + 4;
+        assert_eq!(pkt[COMMON + DATA_HDR..COMMON + DATA_HDR + 2], [0, 2]);
+        assert_eq!(pkt[second + DATA_HDR..second + DATA_HDR + 2], [0, 3]);
+    }
 
     #[test]
     fn a_terminate_in_a_data_chunk_is_rewritten_and_the_crc_holds() {

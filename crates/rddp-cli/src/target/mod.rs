@@ -23,6 +23,31 @@ use std::time::Duration;
 /// the event loop (rddp-io), so a silent peer holds none of them.
 const ACCEPTORS: usize = 2;
 
+/// `--deviate-to ADDR`: no target, only the relay from --listen to ADDR that
+/// deviates for the initiator under test; runs until killed.
+fn deviate_to(args: &TargetArgs, to: &str, ev: &Events) -> Result<(), String> {
+    let d = args.deviate.ok_or("--deviate-to needs --deviate NAME")?;
+    if args.transport != args::TargetTransport::Sctp || !deviate_sctp::initiator_side(d) {
+        return Err(format!(
+            "--deviate-to: only over SCTP, with a deviation of the initiator's side \
+             (ssn-gap, wrong-adaptation), not {d:?}"
+        ));
+    }
+    let back = to.parse().map_err(|e| format!("--deviate-to {to}: {e}"))?;
+    let front = deviate_sctp::start(&args.listen, back, d)?;
+    eprintln!(
+        "rddp target: relaying to {to}, deviating from the RFCs on purpose ({d:?}) for \
+         the initiator, for testing only"
+    );
+    ev.emit(
+        "listening",
+        json!({ "addr": front, "deviation": format!("{d:?}"), "to": to }),
+    );
+    loop {
+        std::thread::park();
+    }
+}
+
 pub(crate) fn run(args: TargetArgs) -> Result<(), String> {
     if let Err(w) = rddp::raise_open_file_limit() {
         eprintln!("rddp target: {w}");
@@ -38,6 +63,9 @@ pub(crate) fn run(args: TargetArgs) -> Result<(), String> {
         setup_timeout: Duration::from_secs_f64(args.setup_timeout),
         recv_buffer: None,
     };
+    if let Some(to) = &args.deviate_to {
+        return deviate_to(&args, to, &ev);
+    }
     let listener = match args.deviate {
         None => {
             let l = llp::listen(args.transport.into(), &args.listen, &opts)?;
@@ -51,6 +79,11 @@ pub(crate) fn run(args: TargetArgs) -> Result<(), String> {
             }
             if !sctp && d == deviate::Deviation::RejectNotTerminate {
                 return Err(format!("--deviate {d:?}: SCTP only"));
+            }
+            if deviate_sctp::initiator_side(d) {
+                return Err(format!(
+                    "--deviate {d:?} deviates for an initiator: give --deviate-to ADDR"
+                ));
             }
             // The real listener on loopback, the deviating relay in front of it.
             let l = llp::listen(args.transport.into(), "127.0.0.1:0", &opts)?;
