@@ -161,8 +161,8 @@ fn ops() -> ibv_context_ops {
         _compat_query_qp: None,
         _compat_modify_qp: None,
         _compat_destroy_qp: None,
-        post_send: Some(op_post),
-        post_recv: Some(op_post),
+        post_send: Some(resources::qp::post_send),
+        post_recv: Some(resources::qp::post_recv),
         _compat_create_ah: None,
         _compat_destroy_ah: None,
         _compat_attach_mcast: None,
@@ -584,9 +584,6 @@ unsafe extern "C" fn r_int3(_: P, _: P, _: c_int) -> c_int {
 unsafe extern "C" fn r_int_cq(_: P, _: c_int) -> c_int {
     refuse_int()
 }
-unsafe extern "C" fn r_query_qp(_: P, _: P, _: c_int, _: P) -> c_int {
-    refuse_int()
-}
 unsafe extern "C" fn r_mcast(_: P, _: P, _: u16) -> c_int {
     refuse_int()
 }
@@ -644,10 +641,8 @@ export! {
     ibv_close_device => close_device;
     ibv_create_ah => r_ptr2;
     ibv_create_ah_from_wc => r_ptr4;
-    ibv_create_qp => r_ptr2;
     ibv_create_srq => r_ptr2;
     ibv_destroy_ah => r_int1;
-    ibv_destroy_qp => r_int1;
     ibv_destroy_srq => r_int1;
     ibv_detach_mcast => r_mcast;
     ibv_dofork_range => fork_range;
@@ -660,7 +655,6 @@ export! {
     ibv_get_device_list => get_device_list;
     ibv_get_device_name => get_device_name;
     ibv_init_ah_from_wc => r_init_ah_from_wc;
-    ibv_modify_qp => r_int3;
     ibv_modify_srq => r_int3;
     ibv_node_type_str => node_type_str;
     ibv_open_device => open_device;
@@ -669,7 +663,6 @@ export! {
     ibv_query_gid => query_gid;
     ibv_query_pkey => query_pkey;
     ibv_query_port => query_port;
-    ibv_query_qp => r_query_qp;
     ibv_query_srq => r_int2;
     ibv_rate_to_mbps => rate_to_mbps;
     ibv_rereg_mr => r_rereg_mr;

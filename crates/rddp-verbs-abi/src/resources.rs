@@ -34,6 +34,7 @@ pub(crate) enum Kind {
     /// A CQ in `ibv_destroy_cq`, waiting for its events to be acknowledged:
     /// `ibv_ack_cq_events` still reaches it, nothing else does.
     CqDestroying,
+    Qp,
 }
 
 /// The live objects: contexts, and every PD, channel and CQ with its context.
@@ -41,6 +42,8 @@ pub(crate) enum Kind {
 pub(crate) struct Live {
     pub(crate) contexts: HashSet<usize>,
     objects: HashMap<usize, (Kind, usize)>,
+    /// Each live MR by its lkey (the data path's SGE lookup).
+    lkeys: HashMap<u32, usize>,
 }
 
 impl Live {
@@ -89,7 +92,7 @@ pub fn cq_size(cqe: c_int) -> Option<c_int> {
 struct Pd {
     ibv: ibv_pd,
     _pd: rddp::ProtectionDomain,
-    /// Memory regions (and, from the next stage, queue pairs and SRQs) using
+    /// Memory regions and queue pairs using
     /// it: `ibv_dealloc_pd` is `EBUSY` while any does, as the kernel's.
     users: AtomicU32,
 }
@@ -350,6 +353,9 @@ struct Cq {
     ibv: ibv_cq,
     cq: rddp::CompletionQueue,
     shared: Arc<CqShared>,
+    /// Queue pairs completing here (once per queue they use it for):
+    /// `ibv_destroy_cq` is `EBUSY` while any does.
+    users: AtomicU32,
 }
 
 /// `ibv_create_cq`: `cqe` in 1..=[`MAX_CQE`], rounded up to a power of two
@@ -396,6 +402,7 @@ pub(crate) unsafe extern "C" fn create_cq(
         },
         cq: rcq.clone(),
         shared: shared.clone(),
+        users: AtomicU32::new(0),
     }));
     if !channel.is_null() {
         let weak = Arc::downgrade(&shared);
@@ -440,7 +447,10 @@ pub(crate) unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
         if entry.0 != Kind::Cq {
             return libc::EINVAL;
         }
-        // Queue pairs do not exist yet (stage 2b): then EBUSY while one uses it.
+        // SAFETY: a live CQ (registry locked) is a Box<Cq>; `users` is atomic.
+        if unsafe { (*cq.cast::<Cq>()).users.load(Ordering::Acquire) } != 0 {
+            return libc::EBUSY;
+        }
         entry.0 = Kind::CqDestroying;
         // SAFETY: a live CQ (registry locked) is a Box<Cq>.
         unsafe { (*cq.cast::<Cq>()).shared.clone() }
@@ -607,9 +617,10 @@ pub(crate) fn free_context_objects(live: &mut Live, ctx: usize) {
         .map(|(&p, &(k, _))| (p, k))
         .collect();
     mine.sort_by_key(|&(_, k)| match k {
-        Kind::Cq | Kind::CqDestroying | Kind::Mr => 0,
-        Kind::Channel => 1,
-        Kind::Pd => 2,
+        Kind::Qp => 0,
+        Kind::Cq | Kind::CqDestroying | Kind::Mr => 1,
+        Kind::Channel => 2,
+        Kind::Pd => 3,
     });
     for (p, kind) in mine {
         live.objects.remove(&p);
@@ -625,7 +636,11 @@ pub(crate) fn free_context_objects(live: &mut Live, ctx: usize) {
                     }
                     free_cq(cq);
                 }
-                Kind::Mr => mr::free_mr(p),
+                Kind::Mr => {
+                    live.lkeys.remove(&(*(p as *mut abi::ibv_mr)).lkey);
+                    mr::free_mr(p);
+                }
+                Kind::Qp => qp::free_qp(p as *mut abi::ibv_qp),
                 Kind::Channel => drop(Box::from_raw(p as *mut Channel)),
                 Kind::Pd => drop(Box::from_raw(p as *mut Pd)),
                 Kind::CqDestroying => {}
@@ -648,5 +663,6 @@ export! {
 }
 
 pub mod mr;
+pub mod qp;
 #[cfg(test)]
 mod tests;
