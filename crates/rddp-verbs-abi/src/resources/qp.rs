@@ -811,16 +811,22 @@ pub fn attach(qp: *mut ibv_qp, conn: rddp::transport::Connection) -> Result<(), 
 }
 
 /// IRD and ORD the QP asks for at connection setup (`max_dest_rd_atomic`,
-/// `max_rd_atomic` as `ibv_modify_qp` set them; 16 each until then).
-pub fn ird_ord(qp: *mut ibv_qp) -> Option<(u16, u16)> {
+/// `max_rd_atomic` as `ibv_modify_qp` set them; 16 each until then), if it
+/// can take a connection now (live, INIT or RTR, not attached); else `EINVAL`.
+pub fn ird_ord(qp: *mut ibv_qp) -> Result<(u16, u16), c_int> {
     let live = live();
     if !live.is(qp as usize, Kind::Qp) {
-        return None;
+        return Err(libc::EINVAL);
     }
     // SAFETY: a live QP (registry locked) is create_qp's Box<Qp>.
     let q = unsafe { &*(qp as usize as *const Qp) };
     let inner = lock(&q.inner);
-    Some((
+    if !matches!(inner.state, abi::IBV_QPS_INIT | abi::IBV_QPS_RTR)
+        || !matches!(inner.link, Link::Prepared(_))
+    {
+        return Err(libc::EINVAL);
+    }
+    Ok((
         u16::from(inner.max_dest_rd_atomic),
         u16::from(inner.max_rd_atomic),
     ))
@@ -835,7 +841,7 @@ pub fn connect_mpa(
     addr: std::net::SocketAddr,
     mut opts: rddp_mpa::MpaOptions,
 ) -> Result<(), c_int> {
-    let (ird, ord) = ird_ord(qp).ok_or(libc::EINVAL)?;
+    let (ird, ord) = ird_ord(qp)?;
     (opts.ird, opts.ord) = (ird, ord);
     let conn = rddp::transport::mpa::connect(addr, &opts).map_err(|e| mpa_errno(&e))?;
     attach(qp, conn)
@@ -844,7 +850,7 @@ pub fn connect_mpa(
 /// Passive side: the next MPA connection on `listener`, negotiated with the
 /// QP's IRD/ORD, then [`attach`].
 pub fn accept_mpa(qp: *mut ibv_qp, listener: &rddp::transport::mpa::Listener) -> Result<(), c_int> {
-    let (ird, ord) = ird_ord(qp).ok_or(libc::EINVAL)?;
+    let (ird, ord) = ird_ord(qp)?;
     let conn = listener
         .accept_with_ird_ord(ird, ord, |_| Ok(Vec::new()))
         .map_err(|e| mpa_errno(&e))?;
@@ -865,3 +871,6 @@ export! {
     ibv_modify_qp => modify_qp;
     ibv_query_qp => query_qp;
 }
+
+#[cfg(test)]
+mod tests;
