@@ -356,6 +356,9 @@ struct Cq {
     /// Queue pairs completing here (once per queue they use it for):
     /// `ibv_destroy_cq` is `EBUSY` while any does.
     users: AtomicU32,
+    /// Receives posted under a token wr_id (several SGEs, or a wr_id
+    /// rddp keeps for itself): what `poll_cq` gives back ([`qp::Tokens`]).
+    tokens: qp::Tokens,
 }
 
 /// `ibv_create_cq`: `cqe` in 1..=[`MAX_CQE`], rounded up to a power of two
@@ -403,6 +406,7 @@ pub(crate) unsafe extern "C" fn create_cq(
         cq: rcq.clone(),
         shared: shared.clone(),
         users: AtomicU32::new(0),
+        tokens: qp::Tokens::default(),
     }));
     if !channel.is_null() {
         let weak = Arc::downgrade(&shared);
@@ -565,6 +569,9 @@ pub fn to_ibv_wc(wc: &WorkCompletion) -> ibv_wc {
 /// Writes completions into the caller's `struct ibv_wc` array.
 struct WcSink {
     at: *mut ibv_wc,
+    /// The receives completed under a token, with their index in `at`:
+    /// finished after the poll, outside rddp's queue lock.
+    tokens: Vec<(usize, WorkCompletion)>,
     n: usize,
     cap: usize,
 }
@@ -578,6 +585,9 @@ impl Extend<WorkCompletion> for WcSink {
             // SAFETY: `at` holds `cap` entries (ibv_poll_cq's contract) and
             // `n < cap`.
             unsafe { self.at.add(self.n).write(to_ibv_wc(&wc)) };
+            if qp::is_token(&wc) {
+                self.tokens.push((self.n, wc));
+            }
             self.n += 1;
         }
     }
@@ -595,13 +605,19 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut c_void, n: c_int, wc: *mut c_vo
     // SAFETY: the CQ pointer the application passed to verbs.h's inline
     // ibv_poll_cq, which already read `cq->context->ops` through it: a CQ
     // from create_cq (see the module's doc). `cq` is a field C never writes.
-    let rcq = unsafe { &(*cq.cast::<Cq>()).cq };
+    let this = unsafe { &*cq.cast::<Cq>() };
     let mut sink = WcSink {
         at: wc.cast(),
+        tokens: Vec::new(),
         n: 0,
         cap,
     };
-    rcq.try_poll_into(cap, &mut sink);
+    this.cq.try_poll_into(cap, &mut sink);
+    for (i, done) in sink.tokens {
+        // SAFETY: entry `i < n` of the caller's array, written above.
+        let out = unsafe { &mut *sink.at.add(i) };
+        this.tokens.finish(done, out);
+    }
     c_int::try_from(sink.n).unwrap_or(c_int::MAX)
 }
 

@@ -24,19 +24,21 @@ use crate::device;
 use crate::exports::set_errno;
 use rddp::{
     Access, Error, MemoryRegion, PreparedQueuePair, QueuePair, QueuePairBuilder, ReadFlags,
-    RemoteBuf, SendFlags, WcOpcode, WcStatus, WriteFlags,
+    RemoteBuf, SendFlags, WcOpcode, WcStatus, WorkCompletion, WriteFlags,
 };
+use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::ptr;
-use std::sync::Mutex;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Most SGEs of a send work request (`cap.max_send_sge`, the device's
 /// `max_sge`): one is sent straight from its region, several are gathered
 /// (copied) at posting.
 pub const MAX_SEND_SGE: u32 = 8;
-/// Most SGEs of a receive (`cap.max_recv_sge`).
-pub const MAX_RECV_SGE: u32 = 1;
+/// Most SGEs of a receive (`cap.max_recv_sge`): one is placed straight
+/// into its region, several receive into a buffer scattered at `poll_cq`.
+pub const MAX_RECV_SGE: u32 = MAX_SEND_SGE;
 /// Most octets of an `IBV_SEND_INLINE` work request (`cap.max_inline_data`).
 pub const MAX_INLINE: u32 = 256;
 /// Most work requests per queue (`max_qp_wr`).
@@ -75,6 +77,8 @@ pub(crate) struct Qp {
     pd: rddp::ProtectionDomain,
     send_cq: rddp::CompletionQueue,
     recv_cq: rddp::CompletionQueue,
+    /// The receive CQ's tokens.
+    recv_tokens: Tokens,
     /// What `ibv_create_qp` reported back.
     cap: ibv_qp_cap,
     sq_sig_all: bool,
@@ -102,6 +106,18 @@ impl Qp {
         // SAFETY: `ibv.state` is ours to keep current (as rdma-core's
         // ibv_modify_qp does); written under `inner`'s lock only.
         unsafe { p.write_volatile(state) };
+    }
+
+    /// A receive completed at posting (`status`): under a token if its
+    /// wr_id is in the tokens' range, so that `poll_cq` can tell them apart.
+    fn recv_local(&self, wr_id: u64, status: WcStatus) {
+        let id = if wr_id >= TOKEN_BASE {
+            self.recv_tokens.issue(wr_id, 0, Vec::new())
+        } else {
+            wr_id
+        };
+        self.recv_cq
+            .push_local(self.qp_num(), id, WcOpcode::Recv, status);
     }
 
     /// Flushed completions for the receives posted before a connection.
@@ -217,6 +233,7 @@ pub(crate) unsafe extern "C" fn create_qp(
         pd: owner._pd.clone(),
         send_cq: scq.cq.clone(),
         recv_cq: rcq.cq.clone(),
+        recv_tokens: rcq.tokens.clone(),
         cap,
         sq_sig_all: a.sq_sig_all != 0,
     });
@@ -716,56 +733,146 @@ unsafe fn post_one_recv(
 ) -> Result<(), c_int> {
     // SAFETY: the caller's promise.
     let list = unsafe { sges(w.sg_list, w.num_sge, q.cap.max_recv_sge) }?;
-    let qpn = q.qp_num();
     match inner.state {
         abi::IBV_QPS_ERR => {
-            q.recv_cq
-                .push_local(qpn, w.wr_id, WcOpcode::Recv, WcStatus::Flushed);
+            q.recv_local(w.wr_id, WcStatus::Flushed);
             return Ok(());
         }
         abi::IBV_QPS_RESET => return Err(libc::EINVAL),
         _ => {}
     }
-    let place = match list.first() {
-        None => None,
-        Some(s) => match resolve(live, q, s, true) {
-            Some((region, off)) => Some((region, off, u64::from(s.length))),
+    if matches!(inner.link, Link::Gone) {
+        return Err(libc::EINVAL);
+    }
+    if matches!(inner.link, Link::Prepared(_)) && inner.early.len() >= q.cap.max_recv_wr as usize {
+        return Err(libc::ENOMEM);
+    }
+    // Each SGE checked now; one is placed straight into its region, several
+    // receive into a buffer that poll_cq scatters.
+    let mut places = Vec::with_capacity(list.len());
+    for s in list {
+        match resolve(live, q, s, true) {
+            Some((region, off)) => places.push((region, off, u64::from(s.length))),
             None => {
-                q.recv_cq
-                    .push_local(qpn, w.wr_id, WcOpcode::Recv, WcStatus::LocalProtection);
+                q.recv_local(w.wr_id, WcStatus::LocalProtection);
                 return Ok(());
             }
-        },
-    };
-    let posted = match &mut inner.link {
-        Link::Prepared(p) => {
-            if inner.early.len() >= q.cap.max_recv_wr as usize {
-                return Err(libc::ENOMEM);
-            }
-            let r = match place {
-                Some((region, off, len)) => p.post_recv_mr(w.wr_id, region, off, len),
-                None => p.post_recv(w.wr_id, 0),
-            };
-            if r.is_ok() {
-                inner.early.push(w.wr_id);
-            }
-            r
         }
-        Link::Connected(c) => match place {
-            Some((region, off, len)) => c.post_recv_mr(w.wr_id, region, off, len),
-            None => c.post_recv(w.wr_id, 0),
+    }
+    let scatter = list.len() > 1;
+    let id = if scatter || w.wr_id >= TOKEN_BASE {
+        let sges = if scatter { list.to_vec() } else { Vec::new() };
+        q.recv_tokens.issue(w.wr_id, q.ibv.pd as usize, sges)
+    } else {
+        w.wr_id
+    };
+    let total: u64 = places.iter().map(|p| p.2).sum();
+    let total = usize::try_from(total).unwrap_or(usize::MAX);
+    let posted = match &mut inner.link {
+        Link::Prepared(p) => match places.as_slice() {
+            [(region, off, len)] => p.post_recv_mr(id, region, *off, *len),
+            _ => p.post_recv(id, total),
+        },
+        Link::Connected(c) => match places.as_slice() {
+            [(region, off, len)] => c.post_recv_mr(id, region, *off, *len),
+            _ => c.post_recv(id, total),
         },
         Link::Gone => return Err(libc::EINVAL),
     };
+    if posted.is_ok() && matches!(inner.link, Link::Prepared(_)) {
+        inner.early.push(id);
+    }
+    if posted.is_err() && id != w.wr_id {
+        q.recv_tokens.cancel(id);
+    }
     match posted {
         Ok(()) => Ok(()),
         Err(Error::OutOfRange { .. } | Error::RegionGone | Error::Mem(_) | Error::WrongPd) => {
-            q.recv_cq
-                .push_local(qpn, w.wr_id, WcOpcode::Recv, WcStatus::LocalProtection);
+            q.recv_local(w.wr_id, WcStatus::LocalProtection);
             Ok(())
         }
         Err(e) => Err(errno_of(&e)),
     }
+}
+
+// ---------------------------------------------------------------------------
+// Receive tokens.
+
+/// Receive wr_ids from here up are tokens. rddp keeps receive ids from
+/// 2^63 up for itself (its Read Request and Terminate queues), so a
+/// receive whose wr_id is 2^62 or more, and every receive of several SGEs,
+/// is posted under a token in [2^62, 2^63) instead; `poll_cq` gives the
+/// application's wr_id back (and scatters). No wr_id the application chose
+/// reaches rddp in that range, so a completion there is always a token.
+pub const TOKEN_BASE: u64 = 1 << 62;
+const TOKEN_END: u64 = 1 << 63;
+static NEXT_TOKEN: AtomicU64 = AtomicU64::new(TOKEN_BASE);
+
+/// A receive posted under a token.
+struct Token {
+    /// The application's wr_id.
+    wr_id: u64,
+    /// The PD of the QP it was posted to (its address), for the scatter's MRs.
+    pd: usize,
+    /// Where the message goes, for a receive of several SGEs (posted as one
+    /// buffer of their total length); empty otherwise.
+    scatter: Vec<ibv_sge>,
+}
+
+/// The tokens of the receives completing on one CQ.
+#[derive(Clone, Default)]
+pub(crate) struct Tokens(Arc<Mutex<HashMap<u64, Token>>>);
+
+impl Tokens {
+    fn issue(&self, wr_id: u64, pd: usize, scatter: Vec<ibv_sge>) -> u64 {
+        let t = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
+        lock(&self.0).insert(t, Token { wr_id, pd, scatter });
+        t
+    }
+
+    fn cancel(&self, t: u64) {
+        lock(&self.0).remove(&t);
+    }
+
+    /// `out` is the `ibv_wc` of `done`, a receive posted under a token: its
+    /// wr_id becomes the application's, and a successful receive of several
+    /// SGEs is scattered into them now. An SGE whose MR is gone (or no
+    /// longer covers it) makes it `IBV_WC_LOC_PROT_ERR`.
+    pub(crate) fn finish(&self, done: WorkCompletion, out: &mut abi::ibv_wc) {
+        let Some(tok) = lock(&self.0).remove(&done.wr_id) else {
+            return;
+        };
+        out.wr_id = tok.wr_id;
+        if tok.scatter.is_empty() || out.status != abi::IBV_WC_SUCCESS {
+            return;
+        }
+        let data = done.c.buffer.as_deref().unwrap_or(&[]);
+        let mut rest = &data[..data.len().min(out.byte_len as usize)];
+        let live = live();
+        for s in &tok.scatter {
+            if rest.is_empty() {
+                break;
+            }
+            let n = rest.len().min(s.length as usize);
+            let placed = mr::by_lkey(&live, s.lkey)
+                .filter(|(pd, _)| *pd as usize == tok.pd)
+                .and_then(|(_, region)| {
+                    let off = s.addr.checked_sub(region.base_to())?;
+                    region.write(off, &rest[..n]).ok()
+                });
+            if placed.is_none() {
+                out.status = abi::IBV_WC_LOC_PROT_ERR;
+                out.byte_len = 0;
+                return;
+            }
+            rest = &rest[n..];
+        }
+    }
+}
+
+/// Whether `wc` is a receive posted under a token.
+pub(crate) fn is_token(wc: &WorkCompletion) -> bool {
+    wc.opcode == WcOpcode::Recv && (TOKEN_BASE..TOKEN_END).contains(&wc.wr_id)
 }
 
 // ---------------------------------------------------------------------------

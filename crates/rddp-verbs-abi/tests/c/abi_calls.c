@@ -349,7 +349,7 @@ int main(void)
 	struct ibv_recv_wr rwr2 = rwr;
 	rwr2.wr_id = 8;
 	rwr2.sg_list = two;
-	rwr2.num_sge = 2;
+	rwr2.num_sge = ia.cap.max_recv_sge + 1;
 	rwr.next = &rwr2;
 	bad_rwr = NULL;
 	CHECK(ibv_post_recv(qp, &rwr, &bad_rwr) == EINVAL && bad_rwr == &rwr2);

@@ -318,6 +318,59 @@ fn two_verbs_qps_over_loopback_tcp() {
     assert_eq!(client.buf.get(1024, 7), b"inline!");
     assert!(eventually(|| client.buf.get(3000, 3) == b"xyz"));
 
+    // A receive of three SGEs (scattered at poll_cq) under the largest
+    // wr_id, then one of one SGE under a wr_id rddp keeps for itself.
+    let mut three_r = [
+        server.sge(2000, 4),
+        server.sge(2100, 4),
+        server.sge(2200, 64),
+    ];
+    let mut rwr = ibv_recv_wr {
+        wr_id: u64::MAX,
+        next: ptr::null_mut(),
+        sg_list: three_r.as_mut_ptr(),
+        num_sge: 3,
+    };
+    let mut badr = ptr::null_mut();
+    // SAFETY: through the ops, a live QP and a valid receive.
+    let r = unsafe {
+        let f = (*server.ctx).ops.post_recv.unwrap();
+        f(server.qp.cast(), (&raw mut rwr).cast(), &mut badr)
+    };
+    assert_eq!(r, 0);
+    let mut one_r = server.sge(2400, 64);
+    rwr.wr_id = 1 << 63;
+    rwr.sg_list = &mut one_r;
+    rwr.num_sge = 1;
+    // SAFETY: as above.
+    let r = unsafe {
+        let f = (*server.ctx).ops.post_recv.unwrap();
+        f(server.qp.cast(), (&raw mut rwr).cast(), &mut badr)
+    };
+    assert_eq!(r, 0);
+    client.buf.set(400, b"0123456789ab");
+    let mut s_a = [client.sge(400, 10)];
+    let mut wa = send_wr(40, abi::IBV_WR_SEND, &mut s_a, 0);
+    assert_eq!(client.post_send(&mut wa), 0);
+    let mut s_b = [client.sge(410, 2)];
+    let mut wb = send_wr(41, abi::IBV_WR_SEND, &mut s_b, 0);
+    assert_eq!(client.post_send(&mut wb), 0);
+    assert_eq!(client.poll(2).len(), 2);
+    let rwc = server.poll(2);
+    assert_eq!(rwc.len(), 2);
+    assert_eq!(
+        (rwc[0].wr_id, rwc[0].status, rwc[0].byte_len),
+        (u64::MAX, 0, 10)
+    );
+    assert_eq!(
+        (rwc[1].wr_id, rwc[1].status, rwc[1].byte_len),
+        (1 << 63, 0, 2)
+    );
+    assert_eq!(server.buf.get(2000, 4), b"0123");
+    assert_eq!(server.buf.get(2100, 4), b"4567");
+    assert_eq!(server.buf.get(2200, 2), b"89");
+    assert_eq!(server.buf.get(2400, 2), b"ab");
+
     // A failed local check completes with LOC_PROT_ERR; the QP goes on.
     let mut bad = [ibv_sge {
         lkey: 0x0bad_0bad,
