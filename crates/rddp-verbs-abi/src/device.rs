@@ -59,8 +59,8 @@ fn clamp(n: u64) -> i32 {
 }
 
 /// `ibv_query_device`: the capacity of an `rddp::Device` with its default
-/// limits. Work-queue and CQ depths and SGE counts are what stage 1
-/// advertises, not yet enforced by anything (no QP can be created yet).
+/// limits. `ibv_create_qp` enforces the work-queue depth and SGE counts
+/// (src/resources/qp.rs), `ibv_create_cq` the CQ depth.
 pub fn device_attr() -> abi::ibv_device_attr {
     let cap = rddp::DeviceLimits::default().capacity;
     let guid = NODE_GUID.to_be();

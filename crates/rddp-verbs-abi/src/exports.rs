@@ -6,7 +6,8 @@
 //! port, GID and P_Key queries, `ibv_read_sysfs_file` and the pure helpers
 //! (rate and string conversions, fork no-ops); stage 2a PDs, CQs and
 //! completion channels (src/resources.rs) and memory regions
-//! (src/resources/mr.rs); every other export refuses:
+//! (src/resources/mr.rs); the QP stage RC queue pairs and the data path
+//! (src/resources/qp.rs); every other export refuses:
 //! NULL with errno `EOPNOTSUPP` for constructors, `EOPNOTSUPP` (or -1 with
 //! errno where rdma-core returns -1) for the rest.
 
@@ -106,8 +107,8 @@ pub(crate) struct Context {
     /// of the context is one of its protection domains.
     pub(crate) consumer: rddp::Consumer,
     /// `ibv_context.async_fd`: an eventfd, blocking as the kernel's is until
-    /// the application sets O_NONBLOCK; pollable, never readable yet (no
-    /// asynchronous event can happen before a QP exists).
+    /// the application sets O_NONBLOCK; pollable, never readable yet (QP
+    /// events such as a peer's Terminate are not reported yet).
     async_fd: OwnedFd,
 }
 
@@ -556,7 +557,7 @@ unsafe extern "C" fn is_fork_initialized() -> c_int {
 }
 
 // ---------------------------------------------------------------------------
-// Refused until later stages (no QP, SRQ or AH yet).
+// Refused until later stages (no SRQ or AH yet).
 
 type P = *mut c_void;
 

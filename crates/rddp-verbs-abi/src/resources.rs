@@ -541,9 +541,8 @@ pub fn wc_status(s: &WcStatus) -> c_int {
     }
 }
 
-/// The `struct ibv_wc` of an rddp completion. A receive's data stays in
-/// rddp's buffer: placing it in the application's memory needs memory
-/// regions over that memory (stage 2b).
+/// The `struct ibv_wc` of an rddp completion. A receive posted under a
+/// token is finished by `qp::Tokens::finish` (its wr_id, its scatter).
 pub fn to_ibv_wc(wc: &WorkCompletion) -> ibv_wc {
     ibv_wc {
         wr_id: wc.wr_id,
@@ -594,7 +593,8 @@ impl Extend<WorkCompletion> for WcSink {
 }
 
 /// `ops.poll_cq`: up to `n` completions into `wc`, oldest first; how many.
-/// Nothing completes before queue pairs exist (stage 2b), so 0 until then.
+/// Receives posted under a token get their wr_id back (and their scatter)
+/// after rddp's queue lock is released.
 pub(crate) unsafe extern "C" fn poll_cq(cq: *mut c_void, n: c_int, wc: *mut c_void) -> c_int {
     let Ok(cap) = usize::try_from(n) else {
         return -libc::EINVAL;
