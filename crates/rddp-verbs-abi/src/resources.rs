@@ -604,19 +604,23 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut c_void, n: c_int, wc: *mut c_vo
     }
     // SAFETY: the CQ pointer the application passed to verbs.h's inline
     // ibv_poll_cq, which already read `cq->context->ops` through it: a CQ
-    // from create_cq (see the module's doc). `cq` is a field C never writes.
-    let this = unsafe { &*cq.cast::<Cq>() };
+    // from create_cq (see the module's doc). `cq` and `tokens` are fields C
+    // never writes.
+    let (rcq, tokens) = unsafe {
+        let this = cq.cast::<Cq>();
+        (&(*this).cq, &(*this).tokens)
+    };
     let mut sink = WcSink {
         at: wc.cast(),
         tokens: Vec::new(),
         n: 0,
         cap,
     };
-    this.cq.try_poll_into(cap, &mut sink);
+    rcq.try_poll_into(cap, &mut sink);
     for (i, done) in sink.tokens {
         // SAFETY: entry `i < n` of the caller's array, written above.
         let out = unsafe { &mut *sink.at.add(i) };
-        this.tokens.finish(done, out);
+        tokens.finish(done, out);
     }
     c_int::try_from(sink.n).unwrap_or(c_int::MAX)
 }

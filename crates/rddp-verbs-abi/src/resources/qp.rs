@@ -26,6 +26,7 @@ use rddp::{
     Access, Error, MemoryRegion, PreparedQueuePair, QueuePair, QueuePairBuilder, ReadFlags,
     RemoteBuf, SendFlags, WcOpcode, WcStatus, WorkCompletion, WriteFlags,
 };
+use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::ptr;
@@ -69,10 +70,12 @@ struct Inner {
     max_dest_rd_atomic: u8,
 }
 
-/// What `ibv_create_qp` allocates: the public `struct ibv_qp` first.
+/// What `ibv_create_qp` allocates: the public `struct ibv_qp` first, in an
+/// `UnsafeCell` (same layout): this library writes `state` and `qp_num`
+/// while `&Qp` references exist, and the application may write its fields.
 #[repr(C)]
 pub(crate) struct Qp {
-    ibv: ibv_qp,
+    ibv: UnsafeCell<ibv_qp>,
     inner: Mutex<Inner>,
     pd: rddp::ProtectionDomain,
     send_cq: rddp::CompletionQueue,
@@ -97,15 +100,21 @@ impl Qp {
     fn qp_num(&self) -> u32 {
         // SAFETY: written only under `inner`'s lock (RESET to INIT), which
         // the callers hold, and never by C.
-        unsafe { ptr::read(&raw const self.ibv.qp_num) }
+        unsafe { (*self.ibv.get()).qp_num }
+    }
+
+    /// The QP's PD (set at creation; C does not change it).
+    fn pd_ptr(&self) -> *mut abi::ibv_pd {
+        // SAFETY: a field of our struct, read through the cell's pointer.
+        unsafe { (*self.ibv.get()).pd }
     }
 
     fn set_state(&self, inner: &mut Inner, state: c_int) {
         inner.state = state;
-        let p = (&raw const self.ibv.state).cast_mut();
         // SAFETY: `ibv.state` is ours to keep current (as rdma-core's
-        // ibv_modify_qp does); written under `inner`'s lock only.
-        unsafe { p.write_volatile(state) };
+        // ibv_modify_qp does), through the cell's pointer; written under
+        // `inner`'s lock only.
+        unsafe { (&raw mut (*self.ibv.get()).state).write_volatile(state) };
     }
 
     /// A receive completed at posting (`status`): under a token if its
@@ -190,13 +199,14 @@ pub(crate) unsafe extern "C" fn create_qp(
         return refuse(libc::EINVAL);
     }
     // SAFETY: the PD and both CQs are live (registry locked): alloc_pd's
-    // Box<Pd> and create_cq's Box<Cq>; `_pd`, `users` and `cq` are fields C
-    // never writes.
-    let (owner, scq, rcq) = unsafe {
+    // Box<Pd> and create_cq's Box<Cq>. Only fields C never writes are
+    // borrowed (a CQ's public part is written by ibv_ack_cq_events).
+    let (owner, (scq, scq_users), (rcq, rcq_users, tokens)) = unsafe {
+        let (s, r) = (a.send_cq.cast::<Cq>(), a.recv_cq.cast::<Cq>());
         (
             &*pd.cast::<Pd>(),
-            &*a.send_cq.cast::<Cq>(),
-            &*a.recv_cq.cast::<Cq>(),
+            (&(*s).cq, &(*s).users),
+            (&(*r).cq, &(*r).users, &(*r).tokens),
         )
     };
     let cap = ibv_qp_cap {
@@ -207,7 +217,7 @@ pub(crate) unsafe extern "C" fn create_qp(
         max_inline_data: MAX_INLINE,
     };
     let mut qp = Box::new(Qp {
-        ibv: ibv_qp {
+        ibv: UnsafeCell::new(ibv_qp {
             context: ctx as *mut abi::ibv_context,
             qp_context: a.qp_context,
             pd,
@@ -221,7 +231,7 @@ pub(crate) unsafe extern "C" fn create_qp(
             mutex: libc::PTHREAD_MUTEX_INITIALIZER,
             cond: libc::PTHREAD_COND_INITIALIZER,
             events_completed: 0,
-        },
+        }),
         inner: Mutex::new(Inner {
             state: abi::IBV_QPS_RESET,
             link: Link::Gone,
@@ -231,9 +241,9 @@ pub(crate) unsafe extern "C" fn create_qp(
             max_dest_rd_atomic: DEFAULT_RD_ATOM,
         }),
         pd: owner._pd.clone(),
-        send_cq: scq.cq.clone(),
-        recv_cq: rcq.cq.clone(),
-        recv_tokens: rcq.tokens.clone(),
+        send_cq: scq.clone(),
+        recv_cq: rcq.clone(),
+        recv_tokens: tokens.clone(),
         cap,
         sq_sig_all: a.sq_sig_all != 0,
     });
@@ -241,13 +251,13 @@ pub(crate) unsafe extern "C" fn create_qp(
         Ok(p) => p,
         Err(e) => return refuse(errno_of(&e)),
     };
-    qp.ibv.qp_num = prepared.qp_num();
-    qp.ibv.handle = prepared.qp_num();
+    qp.ibv.get_mut().qp_num = prepared.qp_num();
+    qp.ibv.get_mut().handle = prepared.qp_num();
     qp.inner.get_mut().unwrap_or_else(|p| p.into_inner()).link = Link::Prepared(prepared);
     a.cap = cap;
     owner.users.fetch_add(1, Ordering::AcqRel);
-    scq.users.fetch_add(1, Ordering::AcqRel);
-    rcq.users.fetch_add(1, Ordering::AcqRel);
+    scq_users.fetch_add(1, Ordering::AcqRel);
+    rcq_users.fetch_add(1, Ordering::AcqRel);
     let p = Box::into_raw(qp);
     live.objects.insert(p as usize, (Kind::Qp, ctx));
     p.cast()
@@ -295,9 +305,9 @@ pub(crate) unsafe extern "C" fn query_qp(
     unsafe {
         attr.write(a);
         init.write(ibv_qp_init_attr {
-            qp_context: q.ibv.qp_context,
-            send_cq: q.ibv.send_cq,
-            recv_cq: q.ibv.recv_cq,
+            qp_context: (*q.ibv.get()).qp_context,
+            send_cq: (*q.ibv.get()).send_cq,
+            recv_cq: (*q.ibv.get()).recv_cq,
             srq: ptr::null_mut(),
             cap: q.cap,
             qp_type: abi::IBV_QPT_RC,
@@ -386,9 +396,9 @@ fn modify(q: &Qp, inner: &mut Inner, a: &ibv_qp_attr, mask: c_int) -> Result<Lin
             if matches!(inner.link, Link::Gone) {
                 let p = q.prepare().map_err(|e| errno_of(&e))?;
                 let n = p.qp_num();
-                let at = (&raw const q.ibv.qp_num).cast_mut();
-                // SAFETY: `ibv.qp_num` is ours; written under `inner`'s lock.
-                unsafe { at.write_volatile(n) };
+                // SAFETY: `ibv.qp_num` is ours, written through the cell's
+                // pointer under `inner`'s lock.
+                unsafe { (&raw mut (*q.ibv.get()).qp_num).write_volatile(n) };
                 inner.link = Link::Prepared(p);
             }
         }
@@ -439,11 +449,12 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
 pub(crate) unsafe fn free_qp(qp: *mut ibv_qp) {
     // SAFETY: per the contract.
     let mut boxed = unsafe { Box::from_raw(qp.cast::<Qp>()) };
-    let (pd, scq, rcq) = (boxed.ibv.pd, boxed.ibv.send_cq, boxed.ibv.recv_cq);
+    let ibv = boxed.ibv.get_mut();
+    let (pd, scq, rcq) = (ibv.pd, ibv.send_cq, ibv.recv_cq);
     // SAFETY: the pthread objects were initialised by create_qp, not in use.
     unsafe {
-        libc::pthread_cond_destroy(&raw mut boxed.ibv.cond);
-        libc::pthread_mutex_destroy(&raw mut boxed.ibv.mutex);
+        libc::pthread_cond_destroy(&raw mut ibv.cond);
+        libc::pthread_mutex_destroy(&raw mut ibv.mutex);
     }
     drop(boxed);
     // SAFETY: live per the contract; `users` is atomic.
@@ -468,7 +479,7 @@ fn resolve<'a>(
     write: bool,
 ) -> Option<(&'a MemoryRegion, u64)> {
     let (pd, region) = mr::by_lkey(live, sge.lkey)?;
-    if pd != q.ibv.pd {
+    if pd != q.pd_ptr() {
         return None;
     }
     let offset = sge.addr.checked_sub(region.base_to())?;
@@ -762,7 +773,7 @@ unsafe fn post_one_recv(
     let scatter = list.len() > 1;
     let id = if scatter || w.wr_id >= TOKEN_BASE {
         let sges = if scatter { list.to_vec() } else { Vec::new() };
-        q.recv_tokens.issue(w.wr_id, q.ibv.pd as usize, sges)
+        q.recv_tokens.issue(w.wr_id, q.pd_ptr() as usize, sges)
     } else {
         w.wr_id
     };
