@@ -950,6 +950,30 @@ pub fn ird_ord(qp: *mut ibv_qp) -> Result<(u16, u16), c_int> {
     ))
 }
 
+/// Graceful disconnect (`rdma_disconnect`): what is posted finishes, then
+/// the LLP closes (`rddp::QueuePair::disconnect`); the QP goes to ERR at
+/// once, so work posted afterwards completes as flushed, while the work
+/// posted before completes as the connection lets it. A QP not connected
+/// (or already disconnected) is `EINVAL`.
+pub fn disconnect(qp: *mut ibv_qp) -> Result<(), c_int> {
+    let live = live();
+    if !live.is(qp as usize, Kind::Qp) {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: a live QP (registry locked) is create_qp's Box<Qp>.
+    let q = unsafe { &*(qp as usize as *const Qp) };
+    let mut inner = lock(&q.inner);
+    let Link::Connected(c) = &inner.link else {
+        return Err(libc::EINVAL);
+    };
+    if inner.state == abi::IBV_QPS_ERR {
+        return Err(libc::EINVAL);
+    }
+    c.disconnect();
+    q.set_state(&mut inner, abi::IBV_QPS_ERR);
+    Ok(())
+}
+
 /// Active side: an MPA connection to `addr` with `opts` (its IRD/ORD
 /// replaced by the QP's, [`ird_ord`]), then [`attach`]. Blocks for the MPA
 /// exchange without holding any lock. `ECONNREFUSED` (or the socket's

@@ -395,6 +395,26 @@ fn two_verbs_qps_over_loopback_tcp() {
     let mut w9 = send_wr(33, abi::IBV_WR_ATOMIC_CMP_AND_SWP, &mut three, 0);
     assert_eq!(client.post_send(&mut w9), libc::EOPNOTSUPP);
 
+    // The server disconnects gracefully (rdma_disconnect): its QP is in ERR
+    // at once, a Send posted now is flushed; the client's receive posted
+    // before is flushed when the close arrives.
+    let mut csge = client.sge(1024, 64);
+    assert_eq!(client.post_recv(4, &mut csge), 0);
+    disconnect(server.qp).unwrap();
+    assert_eq!(disconnect(server.qp), Err(libc::EINVAL));
+    assert_eq!(server.state(), abi::IBV_QPS_ERR);
+    let mut s_c = [server.sge(0, 4)];
+    let mut wc_ = send_wr(50, abi::IBV_WR_SEND, &mut s_c, abi::IBV_SEND_SIGNALED);
+    assert_eq!(server.post_send(&mut wc_), 0);
+    let wcs = server.poll(1);
+    assert_eq!(
+        (wcs[0].wr_id, wcs[0].status),
+        (50, abi::IBV_WC_WR_FLUSH_ERR)
+    );
+    let wcs = client.poll(1);
+    assert_eq!(wcs.len(), 1);
+    assert_eq!((wcs[0].wr_id, wcs[0].status), (4, abi::IBV_WC_WR_FLUSH_ERR));
+
     // ERR flushes what is posted; the CQs and PD are busy until destroy.
     let mut csge = client.sge(1024, 64);
     assert_eq!(client.post_recv(3, &mut csge), 0);
