@@ -434,3 +434,141 @@ fn two_verbs_qps_over_loopback_tcp() {
         assert_eq!(close_device(server.ctx), 0);
     }
 }
+
+/// A side moved to the echo thread (its raw pointers are the library's
+/// objects, live until the test ends).
+struct Moved(Side);
+// SAFETY: the objects behind the pointers are the library's, usable from
+// any thread; only the echo thread uses this side while it runs.
+unsafe impl Send for Moved {}
+
+impl Side {
+    /// Spins on `poll_cq` until a receive completes (send completions are
+    /// taken and dropped).
+    fn spin_recv(&self) -> ibv_wc {
+        let f = {
+            // SAFETY: a live context.
+            unsafe { (*self.ctx).ops.poll_cq.unwrap() }
+        };
+        loop {
+            let mut wc = [ibv_wc::default(); 4];
+            // SAFETY: a live CQ and an array of 4.
+            let k = unsafe { f(self.cq.cast(), 4, wc.as_mut_ptr().cast()) };
+            if let Some(r) = wc[..k.max(0) as usize]
+                .iter()
+                .find(|w| w.opcode == abi::IBV_WC_RECV)
+            {
+                return *r;
+            }
+        }
+    }
+}
+
+const ROUNDS: usize = 20_000;
+const WARM: usize = 1_000;
+
+fn p50_one_way(mut rtts: Vec<Duration>) -> f64 {
+    rtts.sort();
+    rtts[rtts.len() / 2].as_secs_f64() * 1e6 / 2.0
+}
+
+/// Send ping-pong of 64 octets through the verbs entry points
+/// (`post_send`, `post_recv` and `poll_cq` through the ops table, busy
+/// polling), then the same exchange on rddp's own API, over loopback TCP:
+/// p50 one way, in microseconds. `cargo test --release -p rddp-verbs-abi
+/// --lib -- --ignored --nocapture pingpong`.
+#[test]
+#[ignore = "a measurement"]
+fn pingpong_64b_verbs_and_rddp() {
+    let server = side(false);
+    let client = side(true);
+    let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut rsge = server.sge(1024, 64);
+    assert_eq!(server.post_recv(1, &mut rsge), 0);
+    let mut csge = client.sge(1024, 64);
+    assert_eq!(client.post_recv(1, &mut csge), 0);
+    let sqp = server.qp as usize;
+    let acceptor = std::thread::spawn(move || accept_mpa(sqp as *mut ibv_qp, &listener));
+    connect_mpa(client.qp, addr, MpaOptions::default()).unwrap();
+    acceptor.join().unwrap().unwrap();
+    let moved = Moved(server);
+    let echo = std::thread::spawn(move || {
+        let s = moved;
+        let s = &s.0;
+        for _ in 0..ROUNDS + WARM {
+            s.spin_recv();
+            let mut r = s.sge(1024, 64);
+            assert_eq!(s.post_recv(1, &mut r), 0);
+            let mut g = [s.sge(0, 64)];
+            let mut w = send_wr(2, abi::IBV_WR_SEND, &mut g, 0);
+            assert_eq!(s.post_send(&mut w), 0);
+        }
+    });
+    let mut rtts = Vec::with_capacity(ROUNDS);
+    for i in 0..ROUNDS + WARM {
+        let t0 = Instant::now();
+        let mut g = [client.sge(0, 64)];
+        let mut w = send_wr(2, abi::IBV_WR_SEND, &mut g, 0);
+        assert_eq!(client.post_send(&mut w), 0);
+        client.spin_recv();
+        if i >= WARM {
+            rtts.push(t0.elapsed());
+        }
+        let mut r = client.sge(1024, 64);
+        assert_eq!(client.post_recv(1, &mut r), 0);
+    }
+    echo.join().unwrap();
+    let verbs = p50_one_way(rtts);
+
+    // The same on rddp's API.
+    let dev = rddp::Device::new();
+    let pd_of = |name| {
+        dev.consumer(name, rddp::Quota::default())
+            .unwrap()
+            .alloc_pd()
+            .unwrap()
+    };
+    let (pd_s, pd_c) = (pd_of("s"), pd_of("c"));
+    let (cq_s, cq_c) = (
+        rddp::CompletionQueue::new(64),
+        rddp::CompletionQueue::new(64),
+    );
+    let mr_s = pd_s.register(vec![0; 4096], Access::LOCAL_WRITE).unwrap();
+    let mr_c = pd_c.register(vec![0; 4096], Access::LOCAL_WRITE).unwrap();
+    let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut ps = QueuePairBuilder::new(&pd_s, &cq_s, &cq_s).build().unwrap();
+    ps.post_recv_mr(1, &mr_s, 1024, 64).unwrap();
+    let mut pc = QueuePairBuilder::new(&pd_c, &cq_c, &cq_c).build().unwrap();
+    pc.post_recv_mr(1, &mr_c, 1024, 64).unwrap();
+    let acceptor = std::thread::spawn(move || ps.accept_mpa(&listener).unwrap());
+    let qc = pc.connect_mpa(addr, MpaOptions::default()).unwrap();
+    let qs = acceptor.join().unwrap();
+    let spin = |cq: &rddp::CompletionQueue| loop {
+        if cq.poll(4).iter().any(|w| w.opcode == WcOpcode::Recv) {
+            return;
+        }
+    };
+    let echo = std::thread::spawn(move || {
+        for _ in 0..ROUNDS + WARM {
+            spin(&cq_s);
+            qs.post_recv_mr(1, &mr_s, 1024, 64).unwrap();
+            qs.post_send(2, &mr_s, 0, 64, SendFlags::default()).unwrap();
+        }
+        qs
+    });
+    let mut rtts = Vec::with_capacity(ROUNDS);
+    for i in 0..ROUNDS + WARM {
+        let t0 = Instant::now();
+        qc.post_send(2, &mr_c, 0, 64, SendFlags::default()).unwrap();
+        spin(&cq_c);
+        if i >= WARM {
+            rtts.push(t0.elapsed());
+        }
+        qc.post_recv_mr(1, &mr_c, 1024, 64).unwrap();
+    }
+    drop(echo.join().unwrap());
+    let native = p50_one_way(rtts);
+    println!("Send ping-pong 64 B, p50 one way: verbs {verbs:.1} us, rddp API {native:.1} us");
+}
