@@ -632,8 +632,11 @@ unsafe fn post_one_send(live: &Live, q: &Qp, inner: &Inner, w: &ibv_send_wr) -> 
     let copied: Option<Vec<u8>> = if inline {
         let mut data = Vec::<u8>::with_capacity(total as usize);
         for s in list.iter().filter(|s| s.length > 0) {
-            let Ok(at) = usize::try_from(s.addr) else {
-                return prot_err();
+            // NULL (or an address that wraps) is refused as a bad SGE
+            // rather than read; any other address is the caller's promise.
+            let at = match usize::try_from(s.addr) {
+                Ok(at) if at != 0 && at.checked_add(s.length as usize).is_some() => at,
+                _ => return prot_err(),
             };
             // SAFETY: IBV_SEND_INLINE's contract: `addr` points to `length`
             // readable octets of the application's until the post returns;

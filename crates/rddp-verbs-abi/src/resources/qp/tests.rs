@@ -387,6 +387,19 @@ fn two_verbs_qps_over_loopback_tcp() {
     for (wc, id) in wcs.iter().zip([30, 31]) {
         assert_eq!((wc.wr_id, wc.status), (id, abi::IBV_WC_LOC_PROT_ERR));
     }
+    // Inline data at NULL is a bad SGE, not a read of address 0.
+    let mut null = [ibv_sge {
+        addr: 0,
+        length: 8,
+        lkey: 0,
+    }];
+    let mut w10 = send_wr(34, abi::IBV_WR_SEND, &mut null, abi::IBV_SEND_INLINE);
+    assert_eq!(client.post_send(&mut w10), 0);
+    let wcs = client.poll(1);
+    assert_eq!(
+        (wcs[0].wr_id, wcs[0].status),
+        (34, abi::IBV_WC_LOC_PROT_ERR)
+    );
     // Too many SGEs, an atomic: refused at posting with *bad_wr.
     let mut three = [client.sge(0, 1), client.sge(1, 1), client.sge(2, 1)];
     let mut w8 = send_wr(32, abi::IBV_WR_SEND, &mut three, 0);
