@@ -387,6 +387,8 @@ fn modify(q: &Qp, inner: &mut Inner, a: &ibv_qp_attr, mask: c_int) -> Result<Lin
     let connected = matches!(inner.link, Link::Connected(_));
     let mut dropped = Link::Gone;
     match (cur, new) {
+        // Attributes only: no transition.
+        _ if mask & IBV_QP_STATE == 0 => {}
         (_, IBV_QPS_SQD) => return Err(libc::EOPNOTSUPP),
         (_, IBV_QPS_RESET) => {
             dropped = std::mem::replace(&mut inner.link, Link::Gone);

@@ -308,6 +308,14 @@ int main(void)
 	CHECK(ibv_post_recv(qp, &rwr, &bad_rwr) == EINVAL && bad_rwr == &rwr);
 	CHECK(ibv_post_send(qp, &swr, &bad_swr) == EINVAL && bad_swr == &swr);
 
+	/* Attributes without a state change keep the QP as it is. */
+	uint32_t qpn = qp->qp_num;
+	struct ibv_qp_attr at;
+	memset(&at, 0, sizeof at);
+	at.max_rd_atomic = 4;
+	CHECK(ibv_modify_qp(qp, &at, IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+	CHECK(qp->state == IBV_QPS_RESET && qp->qp_num == qpn);
+
 	/* RESET -> INIT; RTR and RTS need a connection (the CM's). */
 	struct ibv_qp_attr qa;
 	memset(&qa, 0, sizeof qa);
@@ -337,7 +345,7 @@ int main(void)
 	CHECK(ibv_query_qp(qp, &qa, IBV_QP_STATE | IBV_QP_CAP, &qi) == 0);
 	CHECK(qa.qp_state == IBV_QPS_INIT && qa.cap.max_send_wr == 4);
 	CHECK(qa.qp_access_flags == (IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE));
-	CHECK(qa.port_num == 1 && qa.max_rd_atomic == 16 && qa.max_dest_rd_atomic == 16);
+	CHECK(qa.port_num == 1 && qa.max_rd_atomic == 4 && qa.max_dest_rd_atomic == 16);
 	CHECK(qi.send_cq == cq && qi.recv_cq == cq2 && qi.qp_type == IBV_QPT_RC);
 	CHECK(qi.qp_context == &tag && qi.cap.max_send_sge == ia.cap.max_send_sge);
 	CHECK(qi.sq_sig_all == 0);
