@@ -390,6 +390,10 @@ fn modify(q: &Qp, inner: &mut Inner, a: &ibv_qp_attr, mask: c_int) -> Result<Lin
         // Attributes only: no transition.
         _ if mask & IBV_QP_STATE == 0 => {}
         (_, IBV_QPS_SQD) => return Err(libc::EOPNOTSUPP),
+        // A prepared queue pair with no receive kept is as good as new: it
+        // stays (and so does its qp_num).
+        (_, IBV_QPS_RESET) if matches!(inner.link, Link::Prepared(_)) && inner.early.is_empty() => {
+        }
         (_, IBV_QPS_RESET) => {
             dropped = std::mem::replace(&mut inner.link, Link::Gone);
             inner.early.clear();

@@ -315,6 +315,9 @@ int main(void)
 	at.max_rd_atomic = 4;
 	CHECK(ibv_modify_qp(qp, &at, IBV_QP_MAX_QP_RD_ATOMIC) == 0);
 	CHECK(qp->state == IBV_QPS_RESET && qp->qp_num == qpn);
+	at.qp_state = IBV_QPS_RESET;
+	CHECK(ibv_modify_qp(qp, &at, IBV_QP_STATE) == 0);
+	CHECK(qp->state == IBV_QPS_RESET && qp->qp_num == qpn);
 
 	/* RESET -> INIT; RTR and RTS need a connection (the CM's). */
 	struct ibv_qp_attr qa;
