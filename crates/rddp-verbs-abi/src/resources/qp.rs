@@ -396,7 +396,12 @@ fn modify(q: &Qp, inner: &mut Inner, a: &ibv_qp_attr, mask: c_int) -> Result<Lin
         }
         (_, IBV_QPS_RESET) => {
             dropped = std::mem::replace(&mut inner.link, Link::Gone);
-            inner.early.clear();
+            // Dropped without completions: their tokens are not needed.
+            for id in inner.early.drain(..) {
+                if id >= TOKEN_BASE {
+                    q.recv_tokens.cancel(id);
+                }
+            }
         }
         (IBV_QPS_RESET | IBV_QPS_INIT, IBV_QPS_INIT) => {
             if matches!(inner.link, Link::Gone) {
