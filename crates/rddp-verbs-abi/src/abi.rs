@@ -311,3 +311,219 @@ pub const IBV_WC_RDMA_READ: c_int = 2;
 pub const IBV_WC_RECV: c_int = 1 << 7;
 /// `IBV_WC_WITH_INV` (`enum ibv_wc_flags`).
 pub const IBV_WC_WITH_INV: c_uint = 1 << 3;
+
+/// `struct ibv_qp` (160 bytes). `state` is kept current by `ibv_modify_qp`
+/// (as rdma-core's does); `mutex`, `cond` and `events_completed` serve the
+/// asynchronous events of the QP (`ibv_ack_async_event`).
+#[repr(C)]
+pub struct ibv_qp {
+    pub context: *mut ibv_context,
+    pub qp_context: *mut c_void,
+    pub pd: *mut ibv_pd,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut c_void,
+    pub handle: u32,
+    pub qp_num: u32,
+    pub state: c_int,
+    pub qp_type: c_int,
+    pub mutex: libc::pthread_mutex_t,
+    pub cond: libc::pthread_cond_t,
+    pub events_completed: u32,
+}
+
+/// `struct ibv_qp_cap` (20 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ibv_qp_cap {
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+}
+
+/// `struct ibv_qp_init_attr` (64 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_qp_init_attr {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut c_void,
+    pub cap: ibv_qp_cap,
+    pub qp_type: c_int,
+    pub sq_sig_all: c_int,
+}
+
+/// `struct ibv_global_route` (24 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_global_route {
+    pub dgid: ibv_gid,
+    pub flow_label: u32,
+    pub sgid_index: u8,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+}
+
+/// `struct ibv_ah_attr` (32 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_ah_attr {
+    pub grh: ibv_global_route,
+    pub dlid: u16,
+    pub sl: u8,
+    pub src_path_bits: u8,
+    pub static_rate: u8,
+    pub is_global: u8,
+    pub port_num: u8,
+}
+
+/// `struct ibv_qp_attr` (144 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_qp_attr {
+    pub qp_state: c_int,
+    pub cur_qp_state: c_int,
+    pub path_mtu: c_int,
+    pub path_mig_state: c_int,
+    pub qkey: u32,
+    pub rq_psn: u32,
+    pub sq_psn: u32,
+    pub dest_qp_num: u32,
+    pub qp_access_flags: c_uint,
+    pub cap: ibv_qp_cap,
+    pub ah_attr: ibv_ah_attr,
+    pub alt_ah_attr: ibv_ah_attr,
+    pub pkey_index: u16,
+    pub alt_pkey_index: u16,
+    pub en_sqd_async_notify: u8,
+    pub sq_draining: u8,
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    pub min_rnr_timer: u8,
+    pub port_num: u8,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub alt_port_num: u8,
+    pub alt_timeout: u8,
+    pub rate_limit: u32,
+}
+
+/// `struct ibv_sge` (16 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ibv_sge {
+    pub addr: u64,
+    pub length: u32,
+    pub lkey: u32,
+}
+
+/// The `rdma` member of `ibv_send_wr`'s `wr` union (RDMA Write and Read).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_send_wr_rdma {
+    pub remote_addr: u64,
+    pub rkey: u32,
+}
+
+/// `ibv_send_wr`'s `wr` union (32 bytes: its largest member, `atomic`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union ibv_send_wr_wr {
+    pub rdma: ibv_send_wr_rdma,
+    pub _atomic: [u64; 4],
+}
+
+/// `struct ibv_send_wr` (128 bytes). `imm_data` is the anonymous union of
+/// `imm_data` and `invalidate_rkey`; `wr` holds `rdma` for Writes and Reads;
+/// `qp_type` (XRC) and the last union (memory-window binding, TSO) are not
+/// read.
+#[repr(C)]
+pub struct ibv_send_wr {
+    pub wr_id: u64,
+    pub next: *mut ibv_send_wr,
+    pub sg_list: *mut ibv_sge,
+    pub num_sge: c_int,
+    pub opcode: c_int,
+    pub send_flags: c_uint,
+    pub imm_data: u32,
+    pub wr: ibv_send_wr_wr,
+    pub qp_type: u32,
+    pub _tail: [u64; 6],
+}
+
+/// `struct ibv_recv_wr` (32 bytes).
+#[repr(C)]
+pub struct ibv_recv_wr {
+    pub wr_id: u64,
+    pub next: *mut ibv_recv_wr,
+    pub sg_list: *mut ibv_sge,
+    pub num_sge: c_int,
+}
+
+/// `enum ibv_qp_type` values.
+pub const IBV_QPT_RC: c_int = 2;
+pub const IBV_QPT_UC: c_int = 3;
+pub const IBV_QPT_UD: c_int = 4;
+pub const IBV_QPT_RAW_PACKET: c_int = 8;
+pub const IBV_QPT_XRC_SEND: c_int = 9;
+pub const IBV_QPT_XRC_RECV: c_int = 10;
+pub const IBV_QPT_DRIVER: c_int = 0xff;
+
+/// `enum ibv_qp_state` values.
+pub const IBV_QPS_RESET: c_int = 0;
+pub const IBV_QPS_INIT: c_int = 1;
+pub const IBV_QPS_RTR: c_int = 2;
+pub const IBV_QPS_RTS: c_int = 3;
+pub const IBV_QPS_SQD: c_int = 4;
+pub const IBV_QPS_SQE: c_int = 5;
+pub const IBV_QPS_ERR: c_int = 6;
+
+/// `enum ibv_qp_attr_mask` values.
+pub const IBV_QP_STATE: c_int = 1;
+pub const IBV_QP_CUR_STATE: c_int = 1 << 1;
+pub const IBV_QP_EN_SQD_ASYNC_NOTIFY: c_int = 1 << 2;
+pub const IBV_QP_ACCESS_FLAGS: c_int = 1 << 3;
+pub const IBV_QP_PKEY_INDEX: c_int = 1 << 4;
+pub const IBV_QP_PORT: c_int = 1 << 5;
+pub const IBV_QP_QKEY: c_int = 1 << 6;
+pub const IBV_QP_AV: c_int = 1 << 7;
+pub const IBV_QP_PATH_MTU: c_int = 1 << 8;
+pub const IBV_QP_TIMEOUT: c_int = 1 << 9;
+pub const IBV_QP_RETRY_CNT: c_int = 1 << 10;
+pub const IBV_QP_RNR_RETRY: c_int = 1 << 11;
+pub const IBV_QP_RQ_PSN: c_int = 1 << 12;
+pub const IBV_QP_MAX_QP_RD_ATOMIC: c_int = 1 << 13;
+pub const IBV_QP_ALT_PATH: c_int = 1 << 14;
+pub const IBV_QP_MIN_RNR_TIMER: c_int = 1 << 15;
+pub const IBV_QP_SQ_PSN: c_int = 1 << 16;
+pub const IBV_QP_MAX_DEST_RD_ATOMIC: c_int = 1 << 17;
+pub const IBV_QP_PATH_MIG_STATE: c_int = 1 << 18;
+pub const IBV_QP_CAP: c_int = 1 << 19;
+pub const IBV_QP_DEST_QPN: c_int = 1 << 20;
+pub const IBV_QP_RATE_LIMIT: c_int = 1 << 25;
+
+/// `enum ibv_wr_opcode` values.
+pub const IBV_WR_RDMA_WRITE: c_int = 0;
+pub const IBV_WR_RDMA_WRITE_WITH_IMM: c_int = 1;
+pub const IBV_WR_SEND: c_int = 2;
+pub const IBV_WR_SEND_WITH_IMM: c_int = 3;
+pub const IBV_WR_RDMA_READ: c_int = 4;
+pub const IBV_WR_ATOMIC_CMP_AND_SWP: c_int = 5;
+pub const IBV_WR_ATOMIC_FETCH_AND_ADD: c_int = 6;
+pub const IBV_WR_LOCAL_INV: c_int = 7;
+pub const IBV_WR_BIND_MW: c_int = 8;
+pub const IBV_WR_SEND_WITH_INV: c_int = 9;
+pub const IBV_WR_TSO: c_int = 10;
+pub const IBV_WR_DRIVER1: c_int = 11;
+pub const IBV_WR_ATOMIC_WRITE: c_int = 15;
+
+/// `enum ibv_send_flags` values.
+pub const IBV_SEND_FENCE: c_uint = 1;
+pub const IBV_SEND_SIGNALED: c_uint = 1 << 1;
+pub const IBV_SEND_SOLICITED: c_uint = 1 << 2;
+pub const IBV_SEND_INLINE: c_uint = 1 << 3;
+pub const IBV_SEND_IP_CSUM: c_uint = 1 << 4;

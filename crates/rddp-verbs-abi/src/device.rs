@@ -59,8 +59,8 @@ fn clamp(n: u64) -> i32 {
 }
 
 /// `ibv_query_device`: the capacity of an `rddp::Device` with its default
-/// limits. Work-queue and CQ depths and SGE counts are what stage 1
-/// advertises, not yet enforced by anything (no QP can be created yet).
+/// limits. `ibv_create_qp` enforces the work-queue depth and SGE counts
+/// (src/resources/qp.rs), `ibv_create_cq` the CQ depth.
 pub fn device_attr() -> abi::ibv_device_attr {
     let cap = rddp::DeviceLimits::default().capacity;
     let guid = NODE_GUID.to_be();
@@ -74,9 +74,9 @@ pub fn device_attr() -> abi::ibv_device_attr {
         vendor_part_id: VENDOR_PART_ID,
         hw_ver: 0,
         max_qp: clamp(cap.queue_pairs),
-        max_qp_wr: 4096,
+        max_qp_wr: crate::resources::qp::MAX_QP_WR as i32,
         device_cap_flags: 0,
-        max_sge: 1,
+        max_sge: crate::resources::qp::MAX_SEND_SGE as i32,
         max_sge_rd: 1,
         max_cq: clamp(cap.queue_pairs),
         max_cqe: 1 << 16,

@@ -6,7 +6,8 @@
 //! port, GID and P_Key queries, `ibv_read_sysfs_file` and the pure helpers
 //! (rate and string conversions, fork no-ops); stage 2a PDs, CQs and
 //! completion channels (src/resources.rs) and memory regions
-//! (src/resources/mr.rs); every other export refuses:
+//! (src/resources/mr.rs); the QP stage RC queue pairs and the data path
+//! (src/resources/qp.rs); every other export refuses:
 //! NULL with errno `EOPNOTSUPP` for constructors, `EOPNOTSUPP` (or -1 with
 //! errno where rdma-core returns -1) for the rest.
 
@@ -106,8 +107,8 @@ pub(crate) struct Context {
     /// of the context is one of its protection domains.
     pub(crate) consumer: rddp::Consumer,
     /// `ibv_context.async_fd`: an eventfd, blocking as the kernel's is until
-    /// the application sets O_NONBLOCK; pollable, never readable yet (no
-    /// asynchronous event can happen before a QP exists).
+    /// the application sets O_NONBLOCK; pollable, never readable yet (QP
+    /// events such as a peer's Terminate are not reported yet).
     async_fd: OwnedFd,
 }
 
@@ -161,8 +162,8 @@ fn ops() -> ibv_context_ops {
         _compat_query_qp: None,
         _compat_modify_qp: None,
         _compat_destroy_qp: None,
-        post_send: Some(op_post),
-        post_recv: Some(op_post),
+        post_send: Some(resources::qp::post_send),
+        post_recv: Some(resources::qp::post_recv),
         _compat_create_ah: None,
         _compat_destroy_ah: None,
         _compat_attach_mcast: None,
@@ -556,7 +557,7 @@ unsafe extern "C" fn is_fork_initialized() -> c_int {
 }
 
 // ---------------------------------------------------------------------------
-// Refused until later stages (no QP, SRQ or AH yet).
+// Refused until later stages (no SRQ or AH yet).
 
 type P = *mut c_void;
 
@@ -582,9 +583,6 @@ unsafe extern "C" fn r_int3(_: P, _: P, _: c_int) -> c_int {
     refuse_int()
 }
 unsafe extern "C" fn r_int_cq(_: P, _: c_int) -> c_int {
-    refuse_int()
-}
-unsafe extern "C" fn r_query_qp(_: P, _: P, _: c_int, _: P) -> c_int {
     refuse_int()
 }
 unsafe extern "C" fn r_mcast(_: P, _: P, _: u16) -> c_int {
@@ -644,10 +642,8 @@ export! {
     ibv_close_device => close_device;
     ibv_create_ah => r_ptr2;
     ibv_create_ah_from_wc => r_ptr4;
-    ibv_create_qp => r_ptr2;
     ibv_create_srq => r_ptr2;
     ibv_destroy_ah => r_int1;
-    ibv_destroy_qp => r_int1;
     ibv_destroy_srq => r_int1;
     ibv_detach_mcast => r_mcast;
     ibv_dofork_range => fork_range;
@@ -660,7 +656,6 @@ export! {
     ibv_get_device_list => get_device_list;
     ibv_get_device_name => get_device_name;
     ibv_init_ah_from_wc => r_init_ah_from_wc;
-    ibv_modify_qp => r_int3;
     ibv_modify_srq => r_int3;
     ibv_node_type_str => node_type_str;
     ibv_open_device => open_device;
@@ -669,7 +664,6 @@ export! {
     ibv_query_gid => query_gid;
     ibv_query_pkey => query_pkey;
     ibv_query_port => query_port;
-    ibv_query_qp => r_query_qp;
     ibv_query_srq => r_int2;
     ibv_rate_to_mbps => rate_to_mbps;
     ibv_rereg_mr => r_rereg_mr;

@@ -15,8 +15,10 @@
 //! rddp's objects (`ibv_req_notify_cq` arms an `rddp::CompletionQueue`,
 //! whose notify hook raises the channel's event). `ibv_reg_mr` and its
 //! `_iova` forms register the application's own memory
-//! ([`resources::mr`], over rddp-appmem). Every other public verb is
-//! exported (so binaries that import it load) and refuses with
+//! ([`resources::mr`], over rddp-appmem). RC queue pairs and the data path
+//! ([`resources::qp`]) run rddp queue pairs, attached to a connection by
+//! the connection manager ([`resources::qp::attach`]). Every other public
+//! verb is exported (so binaries that import it load) and refuses with
 //! `EOPNOTSUPP`.
 //!
 //! The rlib exists for this crate's tests (the layouts of [`abi`], the
@@ -33,14 +35,16 @@
 //!    NULL or valid for the pointed-to C type (output structs writable,
 //!    strings NUL-terminated, `buf` holding `size` bytes).
 //! 2. **Our objects are checked before use.** A device pointer must be the
-//!    one device (compared by address); a context, PD, MR, channel or CQ
+//!    one device (compared by address); a context, PD, MR, channel, CQ or QP
 //!    pointer must be registered as live, with its kind (`resources::live`).
 //!    Anything else is refused (`ENODEV`/`EINVAL`) without being
 //!    dereferenced, so a stale or foreign pointer is an error, not a use
 //!    after free. One exception, the data path: `ibv_poll_cq` is reached
 //!    through `cq->context->ops`, so verbs.h's inline has already read
 //!    through the application's CQ pointer; it is trusted, as rdma-core's
-//!    providers trust it.
+//!    providers trust it. `post_send` and `post_recv` (also reached
+//!    through the ops) do look their QP up, as they look the SGEs' lkeys
+//!    up under the registry's lock anyway.
 //! 3. **Layouts.** Every struct that crosses the ABI is a `#[repr(C)]` copy
 //!    in [`abi`], and tests/api/layout.rs compares its size, alignment and field
 //!    offsets against the C compiler's for Debian's header.

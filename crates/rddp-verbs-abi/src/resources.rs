@@ -34,6 +34,7 @@ pub(crate) enum Kind {
     /// A CQ in `ibv_destroy_cq`, waiting for its events to be acknowledged:
     /// `ibv_ack_cq_events` still reaches it, nothing else does.
     CqDestroying,
+    Qp,
 }
 
 /// The live objects: contexts, and every PD, channel and CQ with its context.
@@ -41,6 +42,8 @@ pub(crate) enum Kind {
 pub(crate) struct Live {
     pub(crate) contexts: HashSet<usize>,
     objects: HashMap<usize, (Kind, usize)>,
+    /// Each live MR by its lkey (the data path's SGE lookup).
+    lkeys: HashMap<u32, usize>,
 }
 
 impl Live {
@@ -89,7 +92,7 @@ pub fn cq_size(cqe: c_int) -> Option<c_int> {
 struct Pd {
     ibv: ibv_pd,
     _pd: rddp::ProtectionDomain,
-    /// Memory regions (and, from the next stage, queue pairs and SRQs) using
+    /// Memory regions and queue pairs using
     /// it: `ibv_dealloc_pd` is `EBUSY` while any does, as the kernel's.
     users: AtomicU32,
 }
@@ -350,6 +353,12 @@ struct Cq {
     ibv: ibv_cq,
     cq: rddp::CompletionQueue,
     shared: Arc<CqShared>,
+    /// Queue pairs completing here (once per queue they use it for):
+    /// `ibv_destroy_cq` is `EBUSY` while any does.
+    users: AtomicU32,
+    /// Receives posted under a token wr_id (several SGEs, or a wr_id
+    /// rddp keeps for itself): what `poll_cq` gives back ([`qp::Tokens`]).
+    tokens: qp::Tokens,
 }
 
 /// `ibv_create_cq`: `cqe` in 1..=[`MAX_CQE`], rounded up to a power of two
@@ -396,6 +405,8 @@ pub(crate) unsafe extern "C" fn create_cq(
         },
         cq: rcq.clone(),
         shared: shared.clone(),
+        users: AtomicU32::new(0),
+        tokens: qp::Tokens::default(),
     }));
     if !channel.is_null() {
         let weak = Arc::downgrade(&shared);
@@ -440,7 +451,10 @@ pub(crate) unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
         if entry.0 != Kind::Cq {
             return libc::EINVAL;
         }
-        // Queue pairs do not exist yet (stage 2b): then EBUSY while one uses it.
+        // SAFETY: a live CQ (registry locked) is a Box<Cq>; `users` is atomic.
+        if unsafe { (*cq.cast::<Cq>()).users.load(Ordering::Acquire) } != 0 {
+            return libc::EBUSY;
+        }
         entry.0 = Kind::CqDestroying;
         // SAFETY: a live CQ (registry locked) is a Box<Cq>.
         unsafe { (*cq.cast::<Cq>()).shared.clone() }
@@ -527,9 +541,8 @@ pub fn wc_status(s: &WcStatus) -> c_int {
     }
 }
 
-/// The `struct ibv_wc` of an rddp completion. A receive's data stays in
-/// rddp's buffer: placing it in the application's memory needs memory
-/// regions over that memory (stage 2b).
+/// The `struct ibv_wc` of an rddp completion. A receive posted under a
+/// token is finished by `qp::Tokens::finish` (its wr_id, its scatter).
 pub fn to_ibv_wc(wc: &WorkCompletion) -> ibv_wc {
     ibv_wc {
         wr_id: wc.wr_id,
@@ -555,6 +568,9 @@ pub fn to_ibv_wc(wc: &WorkCompletion) -> ibv_wc {
 /// Writes completions into the caller's `struct ibv_wc` array.
 struct WcSink {
     at: *mut ibv_wc,
+    /// The receives completed under a token, with their index in `at`:
+    /// finished after the poll, outside rddp's queue lock.
+    tokens: Vec<(usize, WorkCompletion)>,
     n: usize,
     cap: usize,
 }
@@ -568,13 +584,17 @@ impl Extend<WorkCompletion> for WcSink {
             // SAFETY: `at` holds `cap` entries (ibv_poll_cq's contract) and
             // `n < cap`.
             unsafe { self.at.add(self.n).write(to_ibv_wc(&wc)) };
+            if qp::is_token(&wc) {
+                self.tokens.push((self.n, wc));
+            }
             self.n += 1;
         }
     }
 }
 
 /// `ops.poll_cq`: up to `n` completions into `wc`, oldest first; how many.
-/// Nothing completes before queue pairs exist (stage 2b), so 0 until then.
+/// Receives posted under a token get their wr_id back (and their scatter)
+/// after rddp's queue lock is released.
 pub(crate) unsafe extern "C" fn poll_cq(cq: *mut c_void, n: c_int, wc: *mut c_void) -> c_int {
     let Ok(cap) = usize::try_from(n) else {
         return -libc::EINVAL;
@@ -584,14 +604,24 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut c_void, n: c_int, wc: *mut c_vo
     }
     // SAFETY: the CQ pointer the application passed to verbs.h's inline
     // ibv_poll_cq, which already read `cq->context->ops` through it: a CQ
-    // from create_cq (see the module's doc). `cq` is a field C never writes.
-    let rcq = unsafe { &(*cq.cast::<Cq>()).cq };
+    // from create_cq (see the module's doc). `cq` and `tokens` are fields C
+    // never writes.
+    let (rcq, tokens) = unsafe {
+        let this = cq.cast::<Cq>();
+        (&(*this).cq, &(*this).tokens)
+    };
     let mut sink = WcSink {
         at: wc.cast(),
+        tokens: Vec::new(),
         n: 0,
         cap,
     };
     rcq.try_poll_into(cap, &mut sink);
+    for (i, done) in sink.tokens {
+        // SAFETY: entry `i < n` of the caller's array, written above.
+        let out = unsafe { &mut *sink.at.add(i) };
+        tokens.finish(done, out);
+    }
     c_int::try_from(sink.n).unwrap_or(c_int::MAX)
 }
 
@@ -607,9 +637,10 @@ pub(crate) fn free_context_objects(live: &mut Live, ctx: usize) {
         .map(|(&p, &(k, _))| (p, k))
         .collect();
     mine.sort_by_key(|&(_, k)| match k {
-        Kind::Cq | Kind::CqDestroying | Kind::Mr => 0,
-        Kind::Channel => 1,
-        Kind::Pd => 2,
+        Kind::Qp => 0,
+        Kind::Cq | Kind::CqDestroying | Kind::Mr => 1,
+        Kind::Channel => 2,
+        Kind::Pd => 3,
     });
     for (p, kind) in mine {
         live.objects.remove(&p);
@@ -625,7 +656,11 @@ pub(crate) fn free_context_objects(live: &mut Live, ctx: usize) {
                     }
                     free_cq(cq);
                 }
-                Kind::Mr => mr::free_mr(p),
+                Kind::Mr => {
+                    live.lkeys.remove(&(*(p as *mut abi::ibv_mr)).lkey);
+                    mr::free_mr(p);
+                }
+                Kind::Qp => qp::free_qp(p as *mut abi::ibv_qp),
                 Kind::Channel => drop(Box::from_raw(p as *mut Channel)),
                 Kind::Pd => drop(Box::from_raw(p as *mut Pd)),
                 Kind::CqDestroying => {}
@@ -648,5 +683,6 @@ export! {
 }
 
 pub mod mr;
+pub mod qp;
 #[cfg(test)]
 mod tests;

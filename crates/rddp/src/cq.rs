@@ -349,6 +349,34 @@ impl CompletionQueue {
         self.inner.overflows.load(Ordering::Relaxed)
     }
 
+    /// Queue a completion that no queue pair's engine made: one that a verbs
+    /// layer over rddp decides at posting (a work request whose scatter/gather
+    /// element fails its local checks completes with
+    /// [`crate::WcStatus::LocalProtection`]; work posted to a queue pair in
+    /// the error state completes as [`crate::WcStatus::Flushed`]). It holds
+    /// no queue slot, wakes waiters and fires an armed notify as any
+    /// completion does (an unsuccessful one ends a solicited-only arm too).
+    pub fn push_local(
+        &self,
+        qp_num: u32,
+        wr_id: u64,
+        opcode: rddp_proto::rdmap::WcOpcode,
+        status: rddp_proto::rdmap::WcStatus,
+    ) {
+        let c = Completion {
+            wr_id,
+            opcode,
+            status,
+            byte_len: 0,
+            solicited: false,
+            invalidated_stag: None,
+            buffer: None,
+            qn_msn: None,
+            signaled: true,
+        };
+        self.push(WorkCompletion { qp_num, c }, Held::default());
+    }
+
     /// Add a completion with the slots it holds until taken. Never dropped: past
     /// the capacity (which the accounting rules out) it is kept and counted.
     pub(crate) fn push(&self, wc: WorkCompletion, held: Held) {

@@ -217,6 +217,22 @@ impl QueuePair {
         self.post_as(wr, signaled)
     }
 
+    /// RDMA Write `data` to the peer's `remote` at `remote_offset` without a
+    /// memory region (like ibverbs' IBV_SEND_INLINE, or a gather of several
+    /// regions' octets): the octets are copied at posting.
+    pub fn post_write_inline(
+        &self,
+        wr_id: u64,
+        data: &[u8],
+        remote: RemoteBuf,
+        remote_offset: u64,
+        flags: WriteFlags,
+    ) -> Result<(), Error> {
+        let payload = Bytes::copy_from_slice(data).into();
+        let (wr, signaled) = write_wr(wr_id, payload, remote, remote_offset, flags);
+        self.post_as(wr, signaled)
+    }
+
     /// This queue pair's counters (docs/features.md): octets and segments sent and placed,
     /// messages delivered, refusals, Terminates by class, CRC errors, completions.
     pub fn stats(&self) -> crate::QpStats {

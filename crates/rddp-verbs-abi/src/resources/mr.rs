@@ -10,7 +10,7 @@
 //! `ibv_dereg_mr` returns only once no copy into or out of the memory can
 //! happen any more, so the application may free it then.
 
-use super::{Kind, Pd, live};
+use super::{Kind, Live, Pd, live};
 use crate::abi::{self, ibv_mr, ibv_pd};
 use crate::device;
 use crate::exports::set_errno;
@@ -184,7 +184,21 @@ unsafe fn register(
         mr,
     }));
     live.objects.insert(p as usize, (Kind::Mr, ctx));
+    live.lkeys.insert(stag, p as usize);
     p.cast()
+}
+
+/// The live MR of `lkey`: its PD and its region (borrowed while the
+/// registry is locked).
+pub(super) fn by_lkey(live: &Live, lkey: u32) -> Option<(*mut ibv_pd, &rddp::MemoryRegion)> {
+    let p = *live.lkeys.get(&lkey)?;
+    if !live.is(p, Kind::Mr) {
+        return None;
+    }
+    // SAFETY: a live MR (the registry is locked for the borrow's lifetime)
+    // is reg_mr's Box<Mr>; `pd` and `mr` are fields C never writes.
+    let m = unsafe { &*(p as *const Mr) };
+    Some((m.ibv.pd, &m.mr))
 }
 
 /// `ibv_reg_mr@IBVERBS_1.1`: the tagged offset of the first octet is `addr`.
@@ -234,6 +248,7 @@ pub(crate) unsafe extern "C" fn dereg_mr(mr: *mut ibv_mr) -> c_int {
         live.objects.remove(&(mr as usize));
         // SAFETY: live until the line above, so reg_mr's Box, taken once.
         let boxed = unsafe { Box::from_raw(mr.cast::<Mr>()) };
+        live.lkeys.remove(&boxed.ibv.lkey);
         release_pd(boxed.ibv.pd);
         boxed
     };

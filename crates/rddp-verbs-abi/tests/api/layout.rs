@@ -68,6 +68,25 @@ fn layouts() -> Vec<Layout> {
             wr_id, status, opcode, vendor_err, byte_len, imm_data, qp_num, src_qp, wc_flags,
             pkey_index, slid, sl, dlid_path_bits,
         }
+        "struct" ibv_qp {
+            context, qp_context, pd, send_cq, recv_cq, srq, handle, qp_num, state, qp_type,
+            mutex, cond, events_completed,
+        }
+        "struct" ibv_qp_cap { max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data }
+        "struct" ibv_qp_init_attr { qp_context, send_cq, recv_cq, srq, cap, qp_type, sq_sig_all }
+        "struct" ibv_global_route { dgid, flow_label, sgid_index, hop_limit, traffic_class }
+        "struct" ibv_ah_attr { grh, dlid, sl, src_path_bits, static_rate, is_global, port_num }
+        "struct" ibv_qp_attr {
+            qp_state, cur_qp_state, path_mtu, path_mig_state, qkey, rq_psn, sq_psn, dest_qp_num,
+            qp_access_flags, cap, ah_attr, alt_ah_attr, pkey_index, alt_pkey_index,
+            en_sqd_async_notify, sq_draining, max_rd_atomic, max_dest_rd_atomic, min_rnr_timer,
+            port_num, timeout, retry_cnt, rnr_retry, alt_port_num, alt_timeout, rate_limit,
+        }
+        "struct" ibv_sge { addr, length, lkey }
+        "struct" ibv_send_wr {
+            wr_id, next, sg_list, num_sge, opcode, send_flags, imm_data, wr, qp_type,
+        }
+        "struct" ibv_recv_wr { wr_id, next, sg_list, num_sge }
     }
 }
 
@@ -90,6 +109,88 @@ fn constants() -> Vec<(&'static str, u64)> {
             "IBV_ACCESS_OPTIONAL_RANGE",
             IBV_ACCESS_OPTIONAL_RANGE.into(),
         ),
+        ("IBV_QPT_RC", IBV_QPT_RC as u64),
+        ("IBV_QPT_UC", IBV_QPT_UC as u64),
+        ("IBV_QPT_UD", IBV_QPT_UD as u64),
+        ("IBV_QPT_RAW_PACKET", IBV_QPT_RAW_PACKET as u64),
+        ("IBV_QPT_XRC_SEND", IBV_QPT_XRC_SEND as u64),
+        ("IBV_QPT_XRC_RECV", IBV_QPT_XRC_RECV as u64),
+        ("IBV_QPT_DRIVER", IBV_QPT_DRIVER as u64),
+        ("IBV_QPS_RESET", IBV_QPS_RESET as u64),
+        ("IBV_QPS_INIT", IBV_QPS_INIT as u64),
+        ("IBV_QPS_RTR", IBV_QPS_RTR as u64),
+        ("IBV_QPS_RTS", IBV_QPS_RTS as u64),
+        ("IBV_QPS_SQD", IBV_QPS_SQD as u64),
+        ("IBV_QPS_SQE", IBV_QPS_SQE as u64),
+        ("IBV_QPS_ERR", IBV_QPS_ERR as u64),
+        ("IBV_QP_STATE", IBV_QP_STATE as u64),
+        ("IBV_QP_CUR_STATE", IBV_QP_CUR_STATE as u64),
+        (
+            "IBV_QP_EN_SQD_ASYNC_NOTIFY",
+            IBV_QP_EN_SQD_ASYNC_NOTIFY as u64,
+        ),
+        ("IBV_QP_ACCESS_FLAGS", IBV_QP_ACCESS_FLAGS as u64),
+        ("IBV_QP_PKEY_INDEX", IBV_QP_PKEY_INDEX as u64),
+        ("IBV_QP_PORT", IBV_QP_PORT as u64),
+        ("IBV_QP_QKEY", IBV_QP_QKEY as u64),
+        ("IBV_QP_AV", IBV_QP_AV as u64),
+        ("IBV_QP_PATH_MTU", IBV_QP_PATH_MTU as u64),
+        ("IBV_QP_TIMEOUT", IBV_QP_TIMEOUT as u64),
+        ("IBV_QP_RETRY_CNT", IBV_QP_RETRY_CNT as u64),
+        ("IBV_QP_RNR_RETRY", IBV_QP_RNR_RETRY as u64),
+        ("IBV_QP_RQ_PSN", IBV_QP_RQ_PSN as u64),
+        ("IBV_QP_MAX_QP_RD_ATOMIC", IBV_QP_MAX_QP_RD_ATOMIC as u64),
+        ("IBV_QP_ALT_PATH", IBV_QP_ALT_PATH as u64),
+        ("IBV_QP_MIN_RNR_TIMER", IBV_QP_MIN_RNR_TIMER as u64),
+        ("IBV_QP_SQ_PSN", IBV_QP_SQ_PSN as u64),
+        (
+            "IBV_QP_MAX_DEST_RD_ATOMIC",
+            IBV_QP_MAX_DEST_RD_ATOMIC as u64,
+        ),
+        ("IBV_QP_PATH_MIG_STATE", IBV_QP_PATH_MIG_STATE as u64),
+        ("IBV_QP_CAP", IBV_QP_CAP as u64),
+        ("IBV_QP_DEST_QPN", IBV_QP_DEST_QPN as u64),
+        ("IBV_QP_RATE_LIMIT", IBV_QP_RATE_LIMIT as u64),
+        ("IBV_WR_RDMA_WRITE", IBV_WR_RDMA_WRITE as u64),
+        (
+            "IBV_WR_RDMA_WRITE_WITH_IMM",
+            IBV_WR_RDMA_WRITE_WITH_IMM as u64,
+        ),
+        ("IBV_WR_SEND", IBV_WR_SEND as u64),
+        ("IBV_WR_SEND_WITH_IMM", IBV_WR_SEND_WITH_IMM as u64),
+        ("IBV_WR_RDMA_READ", IBV_WR_RDMA_READ as u64),
+        (
+            "IBV_WR_ATOMIC_CMP_AND_SWP",
+            IBV_WR_ATOMIC_CMP_AND_SWP as u64,
+        ),
+        (
+            "IBV_WR_ATOMIC_FETCH_AND_ADD",
+            IBV_WR_ATOMIC_FETCH_AND_ADD as u64,
+        ),
+        ("IBV_WR_LOCAL_INV", IBV_WR_LOCAL_INV as u64),
+        ("IBV_WR_BIND_MW", IBV_WR_BIND_MW as u64),
+        ("IBV_WR_SEND_WITH_INV", IBV_WR_SEND_WITH_INV as u64),
+        ("IBV_WR_TSO", IBV_WR_TSO as u64),
+        ("IBV_WR_DRIVER1", IBV_WR_DRIVER1 as u64),
+        ("IBV_WR_ATOMIC_WRITE", IBV_WR_ATOMIC_WRITE as u64),
+        ("IBV_SEND_FENCE", IBV_SEND_FENCE as u64),
+        ("IBV_SEND_SIGNALED", IBV_SEND_SIGNALED as u64),
+        ("IBV_SEND_SOLICITED", IBV_SEND_SOLICITED as u64),
+        ("IBV_SEND_INLINE", IBV_SEND_INLINE as u64),
+        ("IBV_SEND_IP_CSUM", IBV_SEND_IP_CSUM as u64),
+        ("IBV_WC_SUCCESS", IBV_WC_SUCCESS as u64),
+        ("IBV_WC_LOC_LEN_ERR", IBV_WC_LOC_LEN_ERR as u64),
+        ("IBV_WC_LOC_QP_OP_ERR", IBV_WC_LOC_QP_OP_ERR as u64),
+        ("IBV_WC_LOC_PROT_ERR", IBV_WC_LOC_PROT_ERR as u64),
+        ("IBV_WC_WR_FLUSH_ERR", IBV_WC_WR_FLUSH_ERR as u64),
+        ("IBV_WC_REM_ACCESS_ERR", IBV_WC_REM_ACCESS_ERR as u64),
+        ("IBV_WC_REM_OP_ERR", IBV_WC_REM_OP_ERR as u64),
+        ("IBV_WC_FATAL_ERR", IBV_WC_FATAL_ERR as u64),
+        ("IBV_WC_SEND", IBV_WC_SEND as u64),
+        ("IBV_WC_RDMA_WRITE", IBV_WC_RDMA_WRITE as u64),
+        ("IBV_WC_RDMA_READ", IBV_WC_RDMA_READ as u64),
+        ("IBV_WC_RECV", IBV_WC_RECV as u64),
+        ("IBV_WC_WITH_INV", IBV_WC_WITH_INV as u64),
     ]
 }
 
@@ -174,6 +275,13 @@ fn abi_constants() {
     assert_eq!(size_of::<ibv_mr>(), 48);
     assert_eq!(size_of::<ibv_cq>(), 128);
     assert_eq!(size_of::<ibv_wc>(), 48);
+    assert_eq!(size_of::<ibv_qp>(), 160);
+    assert_eq!(size_of::<ibv_qp_init_attr>(), 64);
+    assert_eq!(size_of::<ibv_qp_attr>(), 144);
+    assert_eq!(size_of::<ibv_send_wr>(), 128);
+    assert_eq!(size_of::<ibv_recv_wr>(), 32);
+    assert_eq!(size_of::<ibv_sge>(), 16);
+    assert_eq!(offset_of!(ibv_send_wr, wr), 40);
     let ops = offset_of!(ibv_context, ops);
     assert_eq!(ops, 8);
     assert_eq!(ops + offset_of!(ibv_context_ops, poll_cq), 8 + 88);

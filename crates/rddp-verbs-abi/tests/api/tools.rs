@@ -222,15 +222,18 @@ fn ibv_devinfo_runs_unprivileged() {
 
 /// The examples that go on to create resources load (BIND_NOW: every import
 /// resolves), get their PD (and with `-e` their completion channel), register
-/// their buffer, and stop at the first refusal, the queue pair (the SRQ, the
-/// XRC domain), with their own message and exit status 1, not a crash.
+/// their buffer, and stop at the first refusal, with their own message and
+/// exit status 1, not a crash: the UC and UD queue pair, the SRQ, the XRC
+/// domain. ibv_rc_pingpong gets its RC queue pair into INIT, exchanges its
+/// address with its peer over TCP, and stops at the move to RTR: over iWARP
+/// a queue pair is connected by the CM, which the example does not use.
 #[test]
 fn pingpongs_load_and_refuse_cleanly() {
     if !common::have(DEVINFO, "ibverbs-utils") {
         return;
     }
     let lib = common::lib_dir("lib-pingpong");
-    for bin in PINGPONGS {
+    for bin in &PINGPONGS[1..] {
         for args in [&[][..], &["-e"]] {
             let out = Command::new(bin)
                 .args(args)
@@ -246,5 +249,51 @@ fn pingpongs_load_and_refuse_cleanly() {
                 "{bin} {args:?}: {stderr}"
             );
         }
+    }
+    let rc = PINGPONGS[0];
+    for ev in [&[][..], &["-e"]] {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port()
+            .to_string();
+        let server = Command::new(rc)
+            .args(ev)
+            .args(["-p", &port])
+            .env("LD_LIBRARY_PATH", &lib)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The client retries until the server listens.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let client = loop {
+            let out = Command::new(rc)
+                .args(ev)
+                .args(["-p", &port, "127.0.0.1"])
+                .env("LD_LIBRARY_PATH", &lib)
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            if !stderr.contains("Couldn't connect to 127.0.0.1")
+                || std::time::Instant::now() > deadline
+            {
+                break (out.status.code(), stderr);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let server = server.wait_with_output().unwrap();
+        let s_err = String::from_utf8_lossy(&server.stderr);
+        let s_out = String::from_utf8_lossy(&server.stdout);
+        assert_eq!(client.0, Some(1), "client: {}", client.1);
+        assert_eq!(server.status.code(), Some(1), "server: {s_err}");
+        assert!(
+            s_err.contains("Failed to modify QP to RTR"),
+            "server: {s_err}"
+        );
+        assert!(
+            s_out.contains("local address:  LID 0x0000, QPN"),
+            "server: {s_out}"
+        );
     }
 }

@@ -226,15 +226,210 @@ int main(void)
 	CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == -1 && errno == EAGAIN);
 	ibv_ack_cq_events(cq, 0);
 
-	struct ibv_qp qp;
-	memset(&qp, 0, sizeof qp);
-	qp.context = ctx;
+	/* Queue pairs: RC only, caps as the device advertises them. */
+	struct ibv_qp_init_attr ia;
+	memset(&ia, 0, sizeof ia);
+	ia.qp_context = &tag;
+	ia.send_cq = cq;
+	ia.recv_cq = cq2;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = 4;
+	ia.cap.max_recv_wr = 4;
+	ia.cap.max_send_sge = 1;
+	ia.cap.max_recv_sge = 1;
+	struct ibv_qp_init_attr bad_ia = ia;
+	struct ibv_qp *qp = ibv_create_qp(pd, &ia);
+	CHECK(qp != NULL);
+	if (!qp)
+		return 1;
+	CHECK(qp->context == ctx && qp->pd == pd && qp->qp_context == &tag);
+	CHECK(qp->send_cq == cq && qp->recv_cq == cq2 && qp->srq == NULL);
+	CHECK(qp->state == IBV_QPS_RESET && qp->qp_type == IBV_QPT_RC && qp->qp_num != 0);
+	CHECK(ia.cap.max_send_wr == 4 && ia.cap.max_recv_wr == 4);
+	CHECK(ia.cap.max_send_sge == (uint32_t)da.max_sge && ia.cap.max_send_sge > 1);
+	CHECK(ia.cap.max_recv_sge >= 1 && ia.cap.max_inline_data >= 64);
+	struct ibv_qp_init_attr r = bad_ia;
+	r.qp_type = IBV_QPT_UD;
+	errno = 0;
+	CHECK(ibv_create_qp(pd, &r) == NULL && errno == EOPNOTSUPP);
+	r.qp_type = IBV_QPT_UC;
+	errno = 0;
+	CHECK(ibv_create_qp(pd, &r) == NULL && errno == EOPNOTSUPP);
+	r.qp_type = 77;
+	errno = 0;
+	CHECK(ibv_create_qp(pd, &r) == NULL && errno == EINVAL);
+	r = bad_ia;
+	r.cap.max_send_wr = da.max_qp_wr + 1;
+	errno = 0;
+	CHECK(ibv_create_qp(pd, &r) == NULL && errno == EINVAL);
+	r = bad_ia;
+	r.cap.max_send_sge = da.max_sge + 1;
+	errno = 0;
+	CHECK(ibv_create_qp(pd, &r) == NULL && errno == EINVAL);
+	r = bad_ia;
+	r.cap.max_inline_data = 1 << 20;
+	errno = 0;
+	CHECK(ibv_create_qp(pd, &r) == NULL && errno == EINVAL);
+	r = bad_ia;
+	r.send_cq = NULL;
+	errno = 0;
+	CHECK(ibv_create_qp(pd, &r) == NULL && errno == EINVAL);
+	r = bad_ia;
+	r.srq = (struct ibv_srq *)&tag;
+	errno = 0;
+	CHECK(ibv_create_qp(pd, &r) == NULL && errno == EINVAL);
+	errno = 0;
+	CHECK(ibv_create_qp(NULL, &bad_ia) == NULL && errno == EINVAL);
+	errno = 0;
+	CHECK(ibv_create_qp(pd, NULL) == NULL && errno == EINVAL);
+	/* The PD and both CQs are busy while the QP lives. */
+	CHECK(ibv_dealloc_pd(pd) == EBUSY);
+	CHECK(ibv_destroy_cq(cq2) == EBUSY);
+
+	/* Posting: nothing in RESET; the chain stops at the bad request. */
+	static char qbuf[256];
+	struct ibv_mr *qmr = ibv_reg_mr(pd, qbuf, sizeof qbuf, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_mr *qro = ibv_reg_mr(pd, qbuf, sizeof qbuf, 0);
+	CHECK(qmr != NULL && qro != NULL);
+	struct ibv_sge sge = { .addr = (uintptr_t)qbuf, .length = 64, .lkey = qmr->lkey };
+	struct ibv_sge two[2] = { sge, sge };
 	struct ibv_send_wr swr, *bad_swr = NULL;
 	struct ibv_recv_wr rwr, *bad_rwr = NULL;
 	memset(&swr, 0, sizeof swr);
 	memset(&rwr, 0, sizeof rwr);
-	CHECK(ibv_post_send(&qp, &swr, &bad_swr) == EOPNOTSUPP && bad_swr == &swr);
-	CHECK(ibv_post_recv(&qp, &rwr, &bad_rwr) == EOPNOTSUPP && bad_rwr == &rwr);
+	rwr.wr_id = 7;
+	rwr.sg_list = &sge;
+	rwr.num_sge = 1;
+	swr.wr_id = 9;
+	swr.sg_list = &sge;
+	swr.num_sge = 1;
+	swr.opcode = IBV_WR_SEND;
+	swr.send_flags = IBV_SEND_SIGNALED;
+	CHECK(ibv_post_recv(qp, &rwr, &bad_rwr) == EINVAL && bad_rwr == &rwr);
+	CHECK(ibv_post_send(qp, &swr, &bad_swr) == EINVAL && bad_swr == &swr);
+
+	/* Attributes without a state change keep the QP as it is. */
+	uint32_t qpn = qp->qp_num;
+	struct ibv_qp_attr at;
+	memset(&at, 0, sizeof at);
+	at.max_rd_atomic = 4;
+	CHECK(ibv_modify_qp(qp, &at, IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+	CHECK(qp->state == IBV_QPS_RESET && qp->qp_num == qpn);
+	at.qp_state = IBV_QPS_RESET;
+	CHECK(ibv_modify_qp(qp, &at, IBV_QP_STATE) == 0);
+	CHECK(qp->state == IBV_QPS_RESET && qp->qp_num == qpn);
+
+	/* RESET -> INIT; RTR and RTS need a connection (the CM's). */
+	struct ibv_qp_attr qa;
+	memset(&qa, 0, sizeof qa);
+	qa.qp_state = IBV_QPS_INIT;
+	qa.port_num = 1;
+	qa.qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+	CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					 IBV_QP_ACCESS_FLAGS) == 0);
+	CHECK(qp->state == IBV_QPS_INIT);
+	qa.qp_state = IBV_QPS_RTR;
+	CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE) == EINVAL);
+	qa.qp_state = IBV_QPS_RTS;
+	CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE) == EINVAL);
+	qa.qp_state = IBV_QPS_SQD;
+	CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE) == EOPNOTSUPP);
+	qa.qp_state = IBV_QPS_INIT;
+	qa.port_num = 2;
+	CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_PORT) == EINVAL);
+	qa.cur_qp_state = IBV_QPS_RTS;
+	CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_CUR_STATE) == EINVAL);
+	CHECK(qp->state == IBV_QPS_INIT);
+	errno = 0;
+	CHECK(ibv_modify_qp(NULL, &qa, IBV_QP_STATE) == EINVAL);
+
+	struct ibv_qp_init_attr qi;
+	memset(&qa, 0xff, sizeof qa);
+	CHECK(ibv_query_qp(qp, &qa, IBV_QP_STATE | IBV_QP_CAP, &qi) == 0);
+	CHECK(qa.qp_state == IBV_QPS_INIT && qa.cap.max_send_wr == 4);
+	CHECK(qa.qp_access_flags == (IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE));
+	CHECK(qa.port_num == 1 && qa.max_rd_atomic == 4 && qa.max_dest_rd_atomic == 16);
+	CHECK(qi.send_cq == cq && qi.recv_cq == cq2 && qi.qp_type == IBV_QPT_RC);
+	CHECK(qi.qp_context == &tag && qi.cap.max_send_sge == ia.cap.max_send_sge);
+	CHECK(qi.sq_sig_all == 0);
+
+	/* In INIT receives are kept for the connection; sends are refused.
+	 * A receive that fails its checks completes with LOC_PROT_ERR. */
+	CHECK(ibv_post_recv(qp, &rwr, &bad_rwr) == 0);
+	CHECK(ibv_post_send(qp, &swr, &bad_swr) == EINVAL && bad_swr == &swr);
+	struct ibv_recv_wr rwr2 = rwr;
+	rwr2.wr_id = 8;
+	rwr2.sg_list = two;
+	rwr2.num_sge = ia.cap.max_recv_sge + 1;
+	rwr.next = &rwr2;
+	bad_rwr = NULL;
+	CHECK(ibv_post_recv(qp, &rwr, &bad_rwr) == EINVAL && bad_rwr == &rwr2);
+	rwr.next = NULL;
+	struct ibv_sge bad_sge = sge;
+	bad_sge.lkey = qro->lkey; /* no local write */
+	struct ibv_recv_wr rwr3 = { .wr_id = 11, .sg_list = &bad_sge, .num_sge = 1 };
+	CHECK(ibv_post_recv(qp, &rwr3, &bad_rwr) == 0);
+	bad_sge.lkey = qmr->lkey;
+	bad_sge.addr = (uintptr_t)qbuf + 200; /* beyond the region */
+	rwr3.wr_id = 12;
+	CHECK(ibv_post_recv(qp, &rwr3, &bad_rwr) == 0);
+	bad_sge.addr = (uintptr_t)qbuf;
+	bad_sge.lkey = 0x12345678; /* no such MR */
+	rwr3.wr_id = 13;
+	CHECK(ibv_post_recv(qp, &rwr3, &bad_rwr) == 0);
+	CHECK(ibv_poll_cq(cq2, 4, wc) == 3);
+	for (int i = 0; i < 3; i++) {
+		CHECK(wc[i].wr_id == (uint64_t)(11 + i) && wc[i].status == IBV_WC_LOC_PROT_ERR);
+		CHECK(wc[i].opcode == IBV_WC_RECV && wc[i].qp_num == qp->qp_num);
+	}
+	/* Refused opcodes, whatever the state. */
+	swr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	CHECK(ibv_post_send(qp, &swr, &bad_swr) == EOPNOTSUPP && bad_swr == &swr);
+	swr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	CHECK(ibv_post_send(qp, &swr, &bad_swr) == EOPNOTSUPP && bad_swr == &swr);
+	swr.opcode = IBV_WR_SEND_WITH_IMM;
+	CHECK(ibv_post_send(qp, &swr, &bad_swr) == EOPNOTSUPP && bad_swr == &swr);
+	swr.opcode = 99;
+	CHECK(ibv_post_send(qp, &swr, &bad_swr) == EINVAL && bad_swr == &swr);
+	swr.opcode = IBV_WR_SEND;
+
+	/* To ERR: the receives kept so far (two, the chain's first one was
+	 * posted) complete as flushed, and so does
+	 * what is posted afterwards. */
+	memset(&qa, 0, sizeof qa);
+	qa.qp_state = IBV_QPS_ERR;
+	CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE) == 0);
+	CHECK(qp->state == IBV_QPS_ERR);
+	CHECK(ibv_poll_cq(cq2, 4, wc) == 2);
+	for (int i = 0; i < 2; i++)
+		CHECK(wc[i].wr_id == 7 && wc[i].status == IBV_WC_WR_FLUSH_ERR &&
+		      wc[i].opcode == IBV_WC_RECV);
+	CHECK(ibv_post_recv(qp, &rwr, &bad_rwr) == 0);
+	CHECK(ibv_post_send(qp, &swr, &bad_swr) == 0);
+	CHECK(ibv_poll_cq(cq2, 4, wc) == 1 && wc[0].wr_id == 7 &&
+	      wc[0].status == IBV_WC_WR_FLUSH_ERR);
+	CHECK(ibv_poll_cq(cq, 4, wc) == 1 && wc[0].wr_id == 9 &&
+	      wc[0].status == IBV_WC_WR_FLUSH_ERR && wc[0].opcode == IBV_WC_SEND &&
+	      wc[0].qp_num == qp->qp_num);
+	/* cq is armed on the channel: the flush is an unsuccessful completion,
+	 * so it made an event. */
+	CHECK(poll(&pfd, 1, 1000) == 1);
+	CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == 0 && ev_cq == cq && ev_ctx == &tag);
+	ibv_ack_cq_events(cq, 1);
+	qa.qp_state = IBV_QPS_RTS;
+	CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE) == EINVAL);
+	/* ERR -> RESET -> INIT prepares the QP again. */
+	qa.qp_state = IBV_QPS_RESET;
+	CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE) == 0 && qp->state == IBV_QPS_RESET);
+	qa.qp_state = IBV_QPS_INIT;
+	CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE) == 0 && qp->state == IBV_QPS_INIT);
+	CHECK(ibv_post_recv(qp, &rwr, &bad_rwr) == 0);
+
+	CHECK(ibv_destroy_qp(qp) == 0);
+	CHECK(ibv_destroy_qp(qp) == EINVAL);
+	CHECK(ibv_destroy_qp(NULL) == EINVAL);
+	CHECK(ibv_query_qp(qp, &qa, 0, &qi) == EINVAL);
+	CHECK(ibv_dereg_mr(qmr) == 0 && ibv_dereg_mr(qro) == 0);
 
 	/* Destroyed in order: the channel is busy while a CQ uses it. */
 	CHECK(ibv_destroy_comp_channel(ch) == EBUSY);
@@ -249,7 +444,10 @@ int main(void)
 	struct ibv_pd *left = ibv_alloc_pd(ctx);
 	CHECK(left != NULL && ibv_reg_mr(left, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE) != NULL);
 	ch = ibv_create_comp_channel(ctx);
-	CHECK(ch != NULL && ibv_create_cq(ctx, 1, NULL, ch, 0) != NULL);
+	struct ibv_cq *left_cq = ch ? ibv_create_cq(ctx, 1, NULL, ch, 0) : NULL;
+	CHECK(left_cq != NULL);
+	bad_ia.send_cq = bad_ia.recv_cq = left_cq;
+	CHECK(ibv_create_qp(left, &bad_ia) != NULL);
 
 	/* Helpers. */
 	CHECK(ibv_rate_to_mbps(IBV_RATE_10_GBPS) == 10000);

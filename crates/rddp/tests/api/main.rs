@@ -51,3 +51,4 @@ mod tx_lease;
 mod tx_resume;
 mod tx_resume_lone;
 mod unsignaled;
+mod verbs_hooks;
