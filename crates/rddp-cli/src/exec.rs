@@ -1,7 +1,8 @@
 //! `rddp exec -- CMD ARGS`: runs an unmodified rdma-core application over
-//! rddp, with rddp-verbs-abi's libibverbs.so.1 first on the library path
-//! (docs/verbs-abi.md). The directory replaces Debian's library for that
-//! process; nothing is preloaded.
+//! rddp, with rddp-verbs-abi's libibverbs.so.1 and librdmacm.so.1 (two
+//! names of one file) first on the library path (docs/verbs-abi.md). The
+//! directory replaces Debian's libraries for that process; nothing is
+//! preloaded.
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -10,8 +11,12 @@ use std::process::Command;
 
 /// The cdylib cargo builds for rddp-verbs-abi, next to the `rddp` binary.
 const CDYLIB: &str = "librddp_verbs_abi.so";
-/// The directory, next to the binary, that holds `libibverbs.so.1` -> [`CDYLIB`].
+/// The directory, next to the binary, that holds `libibverbs.so.1` and
+/// `librdmacm.so.1` -> [`CDYLIB`].
 const LIB_SUBDIR: &str = "rddp-verbs";
+/// The names the cdylib is found under: it is both libraries (one object,
+/// so that the CM and the verbs share their objects; docs/verbs-abi.md).
+const SONAMES: [&str; 2] = ["libibverbs.so.1", "librdmacm.so.1"];
 
 #[derive(clap::Args, Clone)]
 pub(crate) struct ExecArgs {
@@ -46,7 +51,8 @@ pub(crate) fn run(a: &ExecArgs) -> Result<std::convert::Infallible, String> {
     Err(format!("{}: {err}", prog.to_string_lossy()))
 }
 
-/// rddp-verbs/ next to the running binary, its `libibverbs.so.1` linked to
+/// rddp-verbs/ next to the running binary, its `libibverbs.so.1` and
+/// `librdmacm.so.1` linked to
 /// the newest cdylib of the build tree: next to the binary (where `cargo
 /// build -p rddp-verbs-abi` copies it) or in deps/ (where `cargo test`
 /// leaves it). Without either, an existing link is used as it is.
@@ -54,7 +60,6 @@ fn default_dir() -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("where is rddp? {e}"))?;
     let bin_dir = exe.parent().unwrap_or(Path::new("."));
     let dir = bin_dir.join(LIB_SUBDIR);
-    let link = dir.join("libibverbs.so.1");
     let newest = [PathBuf::from(CDYLIB), Path::new("deps").join(CDYLIB)]
         .into_iter()
         .filter_map(|rel| {
@@ -63,7 +68,7 @@ fn default_dir() -> Result<PathBuf, String> {
         })
         .max();
     let Some((_, rel)) = newest else {
-        if link.exists() {
+        if SONAMES.iter().all(|n| dir.join(n).exists()) {
             return Ok(dir);
         }
         return Err(format!(
@@ -72,12 +77,16 @@ fn default_dir() -> Result<PathBuf, String> {
         ));
     };
     let target = Path::new("..").join(rel);
-    if std::fs::read_link(&link).ok().as_deref() != Some(target.as_path()) {
+    for name in SONAMES {
+        let link = dir.join(name);
+        if std::fs::read_link(&link).ok().as_deref() == Some(target.as_path()) {
+            continue;
+        }
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         // A link to an older or missing build is replaced, atomically: a
         // new link under a name of this process's, renamed over the old one
         // (two `rddp exec` may start at once).
-        let tmp = dir.join(format!(".libibverbs.so.1.{}", std::process::id()));
+        let tmp = dir.join(format!(".{name}.{}", std::process::id()));
         let _ = std::fs::remove_file(&tmp);
         std::os::unix::fs::symlink(&target, &tmp)
             .and_then(|()| std::fs::rename(&tmp, &link))

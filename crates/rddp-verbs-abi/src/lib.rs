@@ -82,6 +82,7 @@ macro_rules! export {
     )*};
 }
 
+pub mod cm;
 pub mod device;
 mod exports;
 pub mod resources;

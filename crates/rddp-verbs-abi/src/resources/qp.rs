@@ -988,6 +988,26 @@ pub fn disconnect(qp: *mut ibv_qp) -> Result<(), c_int> {
     Ok(())
 }
 
+/// Whether the connection of the attached QP `qp` has ended since the last
+/// call: the stream closed (the peer's FIN or reset, or our own close) or a
+/// Terminate went either way (RFC 5040 section 7: the stream is dead after
+/// one). Takes the QP's asynchronous events to decide, so each is seen once.
+/// `EINVAL` for a QP that is not live or was never attached.
+pub fn llp_closed(qp: *mut ibv_qp) -> Result<bool, c_int> {
+    let live = live();
+    if !live.is(qp as usize, Kind::Qp) {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: a live QP (registry locked) is create_qp's Box<Qp>.
+    let q = unsafe { &*(qp as usize as *const Qp) };
+    let inner = lock(&q.inner);
+    match &inner.link {
+        Link::Connected(c) => Ok(!c.async_events().is_empty()),
+        Link::Gone => Ok(true),
+        Link::Prepared(_) => Err(libc::EINVAL),
+    }
+}
+
 /// Active side: an MPA connection to `addr` with `opts` (its IRD/ORD
 /// replaced by the QP's, [`ird_ord`]), then [`attach`]. Blocks for the MPA
 /// exchange without holding any lock. `ECONNREFUSED` (or the socket's

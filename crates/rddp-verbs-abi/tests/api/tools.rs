@@ -9,6 +9,14 @@ const DEVINFO: &str = "/usr/bin/ibv_devinfo";
 const DEVICES: &str = "/usr/bin/ibv_devices";
 const RPING: &str = "/usr/bin/rping";
 const DEBIAN_LIB: &str = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1";
+const DEBIAN_CM_LIB: &str = "/usr/lib/x86_64-linux-gnu/librdmacm.so.1";
+/// rdmacm-utils' binaries whose librdmacm imports must all be exported.
+const CM_TOOLS: [&str; 4] = [
+    "/usr/bin/rping",
+    "/usr/bin/ucmatose",
+    "/usr/bin/rdma_server",
+    "/usr/bin/rdma_client",
+];
 /// ibverbs-utils' examples that need a memory region: loaded, they must refuse.
 const PINGPONGS: [&str; 5] = [
     "/usr/bin/ibv_rc_pingpong",
@@ -146,11 +154,19 @@ fn exports_are_versioned_as_debians_libibverbs() {
     if !common::have(DEBIAN_LIB, "libibverbs1") {
         return;
     }
-    let ours = ours();
-    // Nothing leaks unversioned or under another node (e.g. a dependency's C API).
-    for (name, ver) in &ours {
-        assert!(ver.starts_with("IBVERBS_"), "{name}@{ver} exported");
+    let all = ours();
+    // Nothing leaks unversioned or under another node (e.g. a dependency's
+    // C API): every export is libibverbs' or librdmacm's (the same file).
+    for (name, ver) in &all {
+        assert!(
+            ver.starts_with("IBVERBS_") || ver.starts_with("RDMACM_"),
+            "{name}@{ver} exported"
+        );
     }
+    let ours: BTreeSet<_> = all
+        .into_iter()
+        .filter(|(_, v)| !v.starts_with("RDMACM_"))
+        .collect();
     // Each export has the default version rdma-core 44 gives it.
     let debian = nm(DEBIAN_LIB, true);
     let extra: Vec<_> = ours.difference(&debian).collect();
@@ -168,7 +184,44 @@ fn exports_are_versioned_as_debians_libibverbs() {
             .map(str::to_string)
             .collect()
     };
-    assert_eq!(nodes(common::cdylib().to_str().unwrap()), nodes(DEBIAN_LIB));
+    let ours_nodes: Vec<String> = nodes(common::cdylib().to_str().unwrap())
+        .into_iter()
+        .filter(|n| !n.starts_with("RDMACM_"))
+        .collect();
+    assert_eq!(ours_nodes, nodes(DEBIAN_LIB));
+}
+
+/// Every `RDMACM_*` symbol that rdmacm-utils' binaries import is exported
+/// at its version (they are linked with BIND_NOW: a missing one stops them
+/// loading), and each export is one Debian's librdmacm.so.1 defines at
+/// that version.
+#[test]
+fn exports_cover_what_rdmacm_utils_import() {
+    if !common::have(RPING, "rdmacm-utils") || !common::have(DEBIAN_CM_LIB, "librdmacm1") {
+        return;
+    }
+    let ours: BTreeSet<_> = ours()
+        .into_iter()
+        .filter(|(_, v)| v.starts_with("RDMACM_"))
+        .collect();
+    for bin in CM_TOOLS {
+        let imports: BTreeSet<_> = nm(bin, false)
+            .into_iter()
+            .filter(|(_, v)| v.starts_with("RDMACM_"))
+            .collect();
+        assert!(!imports.is_empty(), "{bin} imports nothing from librdmacm?");
+        let missing: Vec<_> = imports.difference(&ours).collect();
+        assert!(
+            missing.is_empty(),
+            "{bin} imports {missing:?}, not exported"
+        );
+    }
+    let debian = nm(DEBIAN_CM_LIB, true);
+    let extra: Vec<_> = ours.difference(&debian).collect();
+    assert!(
+        extra.is_empty(),
+        "not in Debian's librdmacm.so.1 at this version: {extra:?}"
+    );
 }
 
 /// No root: when the suite runs as root, `ibv_devinfo` runs again as

@@ -27,14 +27,17 @@ pub(crate) fn cdylib() -> PathBuf {
     so
 }
 
-/// A directory holding `libibverbs.so.1` -> the cdylib, to put first on
-/// LD_LIBRARY_PATH (the directory replaces Debian's library; no LD_PRELOAD).
+/// A directory holding `libibverbs.so.1` and `librdmacm.so.1`, both
+/// links to the cdylib (one file is both libraries), to put first on
+/// LD_LIBRARY_PATH (the directory replaces Debian's libraries; no LD_PRELOAD).
 pub(crate) fn lib_dir(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     std::fs::create_dir_all(&dir).expect("create lib dir");
-    let link = dir.join("libibverbs.so.1");
-    let _ = std::fs::remove_file(&link);
-    std::os::unix::fs::symlink(cdylib(), &link).expect("symlink libibverbs.so.1");
+    for soname in ["libibverbs.so.1", "librdmacm.so.1"] {
+        let link = dir.join(soname);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(cdylib(), &link).expect("symlink the cdylib");
+    }
     dir
 }
 

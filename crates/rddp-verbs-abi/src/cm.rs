@@ -1,0 +1,1225 @@
+//! The C entry points of librdmacm.so.1 (rdma_cm over TCP), in the same
+//! object as libibverbs.so.1 so that both share the registry of live objects
+//! (docs/verbs-abi.md, "librdmacm").
+//!
+//! `RDMA_PS_TCP` only: an id's port is the TCP port, a listener is an rddp
+//! MPA listener (RFC 5044 section 7.1), `rdma_connect` is an MPA Request and
+//! `rdma_accept` its Reply (RFC 6581 for IRD/ORD). Address and route
+//! resolution are local checks that queue their event at once. Blocking work
+//! (the MPA exchange, waiting for a Request) runs on threads of this library
+//! and reports through the id's event channel, whose fd is an eventfd in
+//! semaphore mode: readable exactly while events are queued, so it can be
+//! poll()ed. The other exports refuse (`-1`, errno `EOPNOTSUPP`).
+
+use crate::abi::{self, ibv_context, ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_init_attr};
+use crate::exports::set_errno;
+use crate::resources::qp;
+use std::collections::{HashMap, VecDeque};
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+/// `enum rdma_port_space`: RDMA_PS_TCP.
+const RDMA_PS_TCP: c_int = 0x0106;
+const RDMA_PS_IPOIB: c_int = 0x0002;
+const RDMA_PS_UDP: c_int = 0x0111;
+const RDMA_PS_IB: c_int = 0x013F;
+/// `RAI_PASSIVE` of `struct rdma_addrinfo.ai_flags`.
+const RAI_PASSIVE: c_int = 1;
+
+/// `enum rdma_cm_event_type`.
+const ADDR_RESOLVED: c_int = 0;
+const ROUTE_RESOLVED: c_int = 2;
+const CONNECT_REQUEST: c_int = 4;
+const CONNECT_ERROR: c_int = 6;
+const UNREACHABLE: c_int = 7;
+const REJECTED: c_int = 8;
+const ESTABLISHED: c_int = 9;
+const DISCONNECTED: c_int = 10;
+
+/// How often a connected id checks its QP for the end of the connection
+/// (the QP reports it as an asynchronous event, which has no wake-up yet).
+const CLOSE_POLL: Duration = Duration::from_millis(10);
+
+/// `struct rdma_event_channel`.
+#[repr(C)]
+pub struct rdma_event_channel {
+    /// The fd the application polls.
+    pub fd: c_int,
+}
+
+/// `struct rdma_addr` (296 bytes): source, destination, the IB part.
+#[repr(C)]
+pub struct rdma_addr {
+    /// `src_addr` and its union.
+    pub src: libc::sockaddr_storage,
+    /// `dst_addr` and its union.
+    pub dst: libc::sockaddr_storage,
+    /// `struct rdma_ib_addr` (unused over TCP).
+    pub ib: [u64; 5],
+}
+
+/// `struct rdma_route` (312 bytes).
+#[repr(C)]
+pub struct rdma_route {
+    /// The addresses.
+    pub addr: rdma_addr,
+    /// `struct ibv_sa_path_rec *` (NULL: no IB path over TCP).
+    pub path_rec: *mut c_void,
+    /// Number of paths (0).
+    pub num_paths: c_int,
+}
+
+/// `struct rdma_cm_id` (416 bytes).
+#[repr(C)]
+pub struct rdma_cm_id {
+    /// The device context (rddp0's, opened by this library).
+    pub verbs: *mut ibv_context,
+    /// The id's event channel.
+    pub channel: *mut rdma_event_channel,
+    /// The application's.
+    pub context: *mut c_void,
+    /// The QP `rdma_create_qp` made.
+    pub qp: *mut ibv_qp,
+    /// Addresses.
+    pub route: rdma_route,
+    /// `enum rdma_port_space`.
+    pub ps: c_int,
+    /// Port of the device (1).
+    pub port_num: u8,
+    /// Last event (sync ids; unused).
+    pub event: *mut rdma_cm_event,
+    /// `send_cq_channel` (set by `rdma_create_ep`; unused).
+    pub send_cq_channel: *mut c_void,
+    /// The QP's send CQ.
+    pub send_cq: *mut abi::ibv_cq,
+    /// `recv_cq_channel` (unused).
+    pub recv_cq_channel: *mut c_void,
+    /// The QP's receive CQ.
+    pub recv_cq: *mut abi::ibv_cq,
+    /// `srq` (none).
+    pub srq: *mut c_void,
+    /// The QP's PD.
+    pub pd: *mut ibv_pd,
+    /// `enum ibv_qp_type`.
+    pub qp_type: c_int,
+}
+
+/// `struct rdma_conn_param` (24 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct rdma_conn_param {
+    /// Private data for the peer.
+    pub private_data: *const c_void,
+    /// Its length.
+    pub private_data_len: u8,
+    /// IRD.
+    pub responder_resources: u8,
+    /// ORD.
+    pub initiator_depth: u8,
+    /// Ignored over iWARP.
+    pub flow_control: u8,
+    /// Ignored over iWARP.
+    pub retry_count: u8,
+    /// Ignored over iWARP.
+    pub rnr_retry_count: u8,
+    /// Ignored (a QP is on the id).
+    pub srq: u8,
+    /// Ignored (a QP is on the id).
+    pub qp_num: u32,
+}
+
+/// `struct rdma_cm_event` (80 bytes): `param` is the union of
+/// `rdma_conn_param` and the larger `rdma_ud_param` (56 bytes).
+#[repr(C)]
+pub struct rdma_cm_event {
+    /// The id the event is for (for CONNECT_REQUEST: the new one).
+    pub id: *mut rdma_cm_id,
+    /// The listening id, for CONNECT_REQUEST.
+    pub listen_id: *mut rdma_cm_id,
+    /// `enum rdma_cm_event_type`.
+    pub event: c_int,
+    /// 0 or a negative errno.
+    pub status: c_int,
+    /// `param.conn`.
+    pub conn: rdma_conn_param,
+    /// The rest of `param.ud`.
+    pub ud_rest: [u64; 4],
+}
+
+/// `struct rdma_addrinfo` (96 bytes).
+#[repr(C)]
+pub struct rdma_addrinfo {
+    /// `RAI_*`.
+    pub ai_flags: c_int,
+    /// `AF_INET` or `AF_INET6`.
+    pub ai_family: c_int,
+    /// `IBV_QPT_RC`.
+    pub ai_qp_type: c_int,
+    /// `RDMA_PS_TCP`.
+    pub ai_port_space: c_int,
+    /// Length of `ai_src_addr`.
+    pub ai_src_len: libc::socklen_t,
+    /// Length of `ai_dst_addr`.
+    pub ai_dst_len: libc::socklen_t,
+    /// Source (passive: the address to bind).
+    pub ai_src_addr: *mut libc::sockaddr,
+    /// Destination.
+    pub ai_dst_addr: *mut libc::sockaddr,
+    /// Unused.
+    pub ai_src_canonname: *mut c_char,
+    /// Unused.
+    pub ai_dst_canonname: *mut c_char,
+    /// Unused.
+    pub ai_route_len: usize,
+    /// Unused.
+    pub ai_route: *mut c_void,
+    /// Unused.
+    pub ai_connect_len: usize,
+    /// Unused.
+    pub ai_connect: *mut c_void,
+    /// Next result.
+    pub ai_next: *mut rdma_addrinfo,
+}
+
+// ---------------------------------------------------------------------------
+// Registry.
+
+/// An event channel: the queue and the eventfd counting it.
+struct Channel {
+    fd: OwnedFd,
+    queue: Mutex<VecDeque<usize>>,
+}
+
+impl Channel {
+    /// Queues `ev` (a `Box<EventBox>` pointer) and makes the fd readable.
+    fn push(&self, ev: usize) {
+        lock(&self.queue).push_back(ev);
+        let one = 1u64;
+        // SAFETY: writes 8 bytes from `one` to our eventfd.
+        unsafe { libc::write(self.fd.as_raw_fd(), (&raw const one).cast(), 8) };
+    }
+}
+
+/// What the application decided about a connection request.
+enum Decision {
+    /// `rdma_accept`: attach this QP, reply with this private data.
+    Accept(usize, Vec<u8>),
+    /// `rdma_reject` with this private data.
+    Reject(Vec<u8>),
+}
+
+/// rddp's part of an id.
+struct Id {
+    channel: Arc<Channel>,
+    /// A connection request waiting for `rdma_accept`/`rdma_reject`.
+    pending: Mutex<Option<mpsc::Sender<Decision>>>,
+    /// Set when the id is destroyed or disconnected: no more events for it.
+    done: AtomicBool,
+    /// The listener's stop flag and address (to wake its thread), if listening.
+    listening: Mutex<Option<(Arc<AtomicBool>, SocketAddr)>>,
+}
+
+#[derive(Default)]
+struct Registry {
+    channels: HashMap<usize, Arc<Channel>>,
+    ids: HashMap<usize, Arc<Id>>,
+    /// Events handed out and not yet acked.
+    events: HashMap<usize, ()>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn reg() -> MutexGuard<'static, Registry> {
+    static REG: OnceLock<Mutex<Registry>> = OnceLock::new();
+    lock(REG.get_or_init(Mutex::default))
+}
+
+/// An event and the private data its `conn.private_data` points into.
+#[repr(C)]
+struct EventBox {
+    ev: rdma_cm_event,
+    private: Vec<u8>,
+}
+
+/// Queues `event` for `id` on its channel, unless the id is done (destroyed
+/// or disconnected, for events after that).
+fn deliver(id: usize, listen_id: usize, event: c_int, status: c_int, private: Vec<u8>) {
+    let state = reg().ids.get(&id).cloned();
+    let Some(state) = state else { return };
+    if state.done.load(Ordering::SeqCst) && event != DISCONNECTED {
+        return;
+    }
+    deliver_to(
+        &state.channel,
+        id,
+        listen_id,
+        event,
+        status,
+        private,
+        (0, 0),
+    );
+}
+
+fn deliver_to(
+    ch: &Channel,
+    id: usize,
+    listen_id: usize,
+    event: c_int,
+    status: c_int,
+    private: Vec<u8>,
+    (ird, ord): (u8, u8),
+) {
+    let mut b = Box::new(EventBox {
+        ev: rdma_cm_event {
+            id: id as *mut rdma_cm_id,
+            listen_id: listen_id as *mut rdma_cm_id,
+            event,
+            status,
+            conn: rdma_conn_param {
+                private_data: ptr::null(),
+                private_data_len: 0,
+                responder_resources: ird,
+                initiator_depth: ord,
+                flow_control: 0,
+                retry_count: 0,
+                rnr_retry_count: 0,
+                srq: 0,
+                qp_num: 0,
+            },
+            ud_rest: [0; 4],
+        },
+        private,
+    });
+    if !b.private.is_empty() {
+        b.ev.conn.private_data = b.private.as_ptr().cast();
+        b.ev.conn.private_data_len = u8::try_from(b.private.len()).unwrap_or(u8::MAX);
+    }
+    ch.push(Box::into_raw(b) as usize);
+}
+
+fn fail(e: c_int) -> c_int {
+    set_errno(e);
+    -1
+}
+
+/// The one context of rddp0 every id uses, opened through this library's
+/// own `ibv_open_device` so that what is made on it is ours.
+fn verbs() -> *mut ibv_context {
+    static CTX: OnceLock<usize> = OnceLock::new();
+    // SAFETY: the_device() is the device open_device expects.
+    *CTX.get_or_init(
+        || unsafe { crate::exports::open_device(crate::exports::the_device()) } as usize,
+    ) as *mut ibv_context
+}
+
+/// The id's state, if `id` is a live id.
+fn id_state(id: *mut rdma_cm_id) -> Option<Arc<Id>> {
+    reg().ids.get(&(id as usize)).cloned()
+}
+
+// ---------------------------------------------------------------------------
+// Addresses.
+
+/// A `struct sockaddr` of AF_INET or AF_INET6 as a Rust address.
+///
+/// # Safety
+/// `sa` is NULL or points to a sockaddr of its family's size.
+unsafe fn from_sockaddr(sa: *const libc::sockaddr) -> Option<SocketAddr> {
+    if sa.is_null() {
+        return None;
+    }
+    // SAFETY: a non-NULL sockaddr has at least its family (caller contract).
+    match c_int::from(unsafe { (*sa).sa_family }) {
+        libc::AF_INET => {
+            // SAFETY: AF_INET: a sockaddr_in (caller contract).
+            let s = unsafe { &*sa.cast::<libc::sockaddr_in>() };
+            let ip = Ipv4Addr::from(u32::from_be(s.sin_addr.s_addr));
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                ip,
+                u16::from_be(s.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: AF_INET6: a sockaddr_in6 (caller contract).
+            let s = unsafe { &*sa.cast::<libc::sockaddr_in6>() };
+            let ip = Ipv6Addr::from(s.sin6_addr.s6_addr);
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                ip,
+                u16::from_be(s.sin6_port),
+                s.sin6_flowinfo,
+                s.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
+
+/// `a` as a sockaddr_storage, and its length.
+fn to_storage(a: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut st: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match a {
+        SocketAddr::V4(v4) => {
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+            let s = unsafe { &mut *(&raw mut st).cast::<libc::sockaddr_in>() };
+            s.sin_family = libc::AF_INET as libc::sa_family_t;
+            s.sin_port = v4.port().to_be();
+            s.sin_addr.s_addr = u32::from(*v4.ip()).to_be();
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(v6) => {
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
+            let s = unsafe { &mut *(&raw mut st).cast::<libc::sockaddr_in6>() };
+            s.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            s.sin6_port = v6.port().to_be();
+            s.sin6_addr.s6_addr = v6.ip().octets();
+            s.sin6_flowinfo = v6.flowinfo();
+            s.sin6_scope_id = v6.scope_id();
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (st, len as libc::socklen_t)
+}
+
+/// The id's source or destination address, as stored in its route.
+///
+/// # Safety
+/// `id` is a live id.
+unsafe fn route_addr(id: *mut rdma_cm_id, dst: bool) -> Option<SocketAddr> {
+    // SAFETY: a live id is our Box<rdma_cm_id>; the storage holds a sockaddr.
+    unsafe {
+        let a = &raw const (*id).route.addr;
+        let p = if dst {
+            &raw const (*a).dst
+        } else {
+            &raw const (*a).src
+        };
+        from_sockaddr(p.cast())
+    }
+}
+
+/// # Safety
+/// `id` is a live id.
+unsafe fn set_route_addr(id: *mut rdma_cm_id, dst: bool, a: SocketAddr) {
+    let (st, _) = to_storage(a);
+    // SAFETY: a live id is our Box<rdma_cm_id>.
+    unsafe {
+        if dst {
+            (*id).route.addr.dst = st;
+        } else {
+            (*id).route.addr.src = st;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Channels and ids.
+
+unsafe extern "C" fn create_event_channel() -> *mut rdma_event_channel {
+    // SAFETY: eventfd takes no pointers.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE) };
+    if fd < 0 {
+        return ptr::null_mut();
+    }
+    // SAFETY: `fd` was just opened and is owned by nothing else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let raw = fd.as_raw_fd();
+    let p = Box::into_raw(Box::new(rdma_event_channel { fd: raw }));
+    let ch = Arc::new(Channel {
+        fd,
+        queue: Mutex::new(VecDeque::new()),
+    });
+    reg().channels.insert(p as usize, ch);
+    p
+}
+
+unsafe extern "C" fn destroy_event_channel(ch: *mut rdma_event_channel) {
+    let removed = reg().channels.remove(&(ch as usize));
+    if removed.is_some() {
+        // SAFETY: a registered channel is create_event_channel's Box; the
+        // fd closes when the last Arc<Channel> goes.
+        drop(unsafe { Box::from_raw(ch) });
+    }
+}
+
+/// A new id on `ch` (an `Arc` of a registered channel).
+fn new_id(
+    chp: *mut rdma_event_channel,
+    ch: Arc<Channel>,
+    context: *mut c_void,
+    ps: c_int,
+) -> *mut rdma_cm_id {
+    // SAFETY: all-zero is a valid rdma_cm_id (NULL pointers, zero addresses).
+    let mut id: Box<rdma_cm_id> = Box::new(unsafe { std::mem::zeroed() });
+    id.channel = chp;
+    id.context = context;
+    id.ps = ps;
+    id.port_num = 1;
+    id.qp_type = abi::IBV_QPT_RC;
+    let p = Box::into_raw(id);
+    reg().ids.insert(
+        p as usize,
+        Arc::new(Id {
+            channel: ch,
+            pending: Mutex::new(None),
+            done: AtomicBool::new(false),
+            listening: Mutex::new(None),
+        }),
+    );
+    p
+}
+
+unsafe extern "C" fn create_id(
+    chp: *mut rdma_event_channel,
+    out: *mut *mut rdma_cm_id,
+    context: *mut c_void,
+    ps: c_int,
+) -> c_int {
+    if out.is_null() {
+        return fail(libc::EINVAL);
+    }
+    match ps {
+        RDMA_PS_TCP => {}
+        RDMA_PS_UDP | RDMA_PS_IB | RDMA_PS_IPOIB => return fail(libc::EOPNOTSUPP),
+        _ => return fail(libc::EINVAL),
+    }
+    // A NULL channel asks for a synchronous id, not supported.
+    if chp.is_null() {
+        return fail(libc::EOPNOTSUPP);
+    }
+    let Some(ch) = reg().channels.get(&(chp as usize)).cloned() else {
+        return fail(libc::EINVAL);
+    };
+    let id = new_id(chp, ch, context, ps);
+    // SAFETY: `out` is the caller's pointer slot.
+    unsafe { *out = id };
+    0
+}
+
+unsafe extern "C" fn destroy_id(id: *mut rdma_cm_id) -> c_int {
+    let Some(state) = reg().ids.remove(&(id as usize)) else {
+        return fail(libc::EINVAL);
+    };
+    state.done.store(true, Ordering::SeqCst);
+    // A request still waiting is refused (the sender dropped).
+    lock(&state.pending).take();
+    if let Some((stop, addr)) = lock(&state.listening).take() {
+        stop.store(true, Ordering::SeqCst);
+        // Wake the listener's thread: a connection that sends no Request
+        // makes its accept return (with an error) so it sees `stop`.
+        let _ = std::net::TcpStream::connect(wake_addr(addr));
+    }
+    // SAFETY: a registered id is new_id's Box; removed, nothing else frees it.
+    drop(unsafe { Box::from_raw(id) });
+    0
+}
+
+/// Where to connect to reach a listener bound to `a` (a wildcard address
+/// is reached on loopback).
+fn wake_addr(a: SocketAddr) -> SocketAddr {
+    let ip = match a.ip() {
+        IpAddr::V4(v) if v.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(v) if v.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    SocketAddr::new(ip, a.port())
+}
+
+unsafe extern "C" fn get_cm_event(
+    chp: *mut rdma_event_channel,
+    out: *mut *mut rdma_cm_event,
+) -> c_int {
+    if out.is_null() {
+        return fail(libc::EINVAL);
+    }
+    let Some(ch) = reg().channels.get(&(chp as usize)).cloned() else {
+        return fail(libc::EINVAL);
+    };
+    loop {
+        let mut n = 0u64;
+        // SAFETY: reads 8 bytes into `n`; blocks unless the application
+        // made the fd non-blocking (then -1 with EAGAIN, as librdmacm).
+        let r = unsafe { libc::read(ch.fd.as_raw_fd(), (&raw mut n).cast(), 8) };
+        if r < 0 {
+            return -1;
+        }
+        if let Some(ev) = lock(&ch.queue).pop_front() {
+            reg().events.insert(ev, ());
+            // SAFETY: `out` is the caller's pointer slot; `ev` is an EventBox
+            // whose first field is the rdma_cm_event.
+            unsafe { *out = ev as *mut rdma_cm_event };
+            return 0;
+        }
+    }
+}
+
+unsafe extern "C" fn ack_cm_event(ev: *mut rdma_cm_event) -> c_int {
+    if reg().events.remove(&(ev as usize)).is_none() {
+        return fail(libc::EINVAL);
+    }
+    // SAFETY: a handed-out event is deliver_to's Box<EventBox> (repr(C),
+    // the event first).
+    drop(unsafe { Box::from_raw(ev.cast::<EventBox>()) });
+    0
+}
+
+unsafe extern "C" fn event_str(e: c_int) -> *const c_char {
+    const NAMES: [&CStr; 16] = [
+        c"RDMA_CM_EVENT_ADDR_RESOLVED",
+        c"RDMA_CM_EVENT_ADDR_ERROR",
+        c"RDMA_CM_EVENT_ROUTE_RESOLVED",
+        c"RDMA_CM_EVENT_ROUTE_ERROR",
+        c"RDMA_CM_EVENT_CONNECT_REQUEST",
+        c"RDMA_CM_EVENT_CONNECT_RESPONSE",
+        c"RDMA_CM_EVENT_CONNECT_ERROR",
+        c"RDMA_CM_EVENT_UNREACHABLE",
+        c"RDMA_CM_EVENT_REJECTED",
+        c"RDMA_CM_EVENT_ESTABLISHED",
+        c"RDMA_CM_EVENT_DISCONNECTED",
+        c"RDMA_CM_EVENT_DEVICE_REMOVAL",
+        c"RDMA_CM_EVENT_MULTICAST_JOIN",
+        c"RDMA_CM_EVENT_MULTICAST_ERROR",
+        c"RDMA_CM_EVENT_ADDR_CHANGE",
+        c"RDMA_CM_EVENT_TIMEWAIT_EXIT",
+    ];
+    usize::try_from(e)
+        .ok()
+        .and_then(|i| NAMES.get(i))
+        .map_or(c"UNKNOWN EVENT", |s| s)
+        .as_ptr()
+}
+
+// ---------------------------------------------------------------------------
+// Addresses, listening.
+
+unsafe extern "C" fn bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> c_int {
+    if id_state(id).is_none() {
+        return fail(libc::EINVAL);
+    }
+    // SAFETY: a non-NULL addr is a sockaddr of its family (caller contract).
+    let Some(a) = (unsafe { from_sockaddr(addr) }) else {
+        return fail(libc::EAFNOSUPPORT);
+    };
+    // SAFETY: `id` is live.
+    unsafe {
+        set_route_addr(id, false, a);
+        (*id).verbs = verbs();
+    }
+    0
+}
+
+unsafe extern "C" fn listen(id: *mut rdma_cm_id, _backlog: c_int) -> c_int {
+    let Some(state) = id_state(id) else {
+        return fail(libc::EINVAL);
+    };
+    // SAFETY: `id` is live.
+    let Some(src) = (unsafe { route_addr(id, false) }) else {
+        return fail(libc::EINVAL);
+    };
+    if lock(&state.listening).is_some() {
+        return fail(libc::EINVAL);
+    }
+    let opts = rddp_mpa::MpaOptions::default();
+    let listener = match rddp::transport::mpa::Listener::bind(src, opts) {
+        Ok(l) => l,
+        Err(rddp_mpa::MpaError::Io(e)) => return fail(e.raw_os_error().unwrap_or(libc::EIO)),
+        Err(_) => return fail(libc::EINVAL),
+    };
+    let Ok(local) = listener.local_addr() else {
+        return fail(libc::EIO);
+    };
+    // SAFETY: `id` is live.
+    unsafe {
+        set_route_addr(id, false, local);
+        if (*id).verbs.is_null() {
+            (*id).verbs = verbs();
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    *lock(&state.listening) = Some((stop.clone(), local));
+    // SAFETY: `id` is live; its fields are read once here, on this thread.
+    let (chp, ctx, ps) = unsafe { ((*id).channel, (*id).context, (*id).ps) };
+    let listen_id = id as usize;
+    let chp = chp as usize;
+    let ctx = ctx as usize;
+    let spawned = std::thread::Builder::new()
+        .name("rdma_cm listen".into())
+        .spawn(move || serve(listener, stop, state, listen_id, chp, ctx, ps, local));
+    if spawned.is_err() {
+        return fail(libc::EAGAIN);
+    }
+    0
+}
+
+/// The listener's thread: each MPA Request becomes a CONNECT_REQUEST on a
+/// new id, answered when the application calls `rdma_accept` or
+/// `rdma_reject` (RFC 5044 section 7.1.2: the Reply follows the ULP's
+/// decision). The Reply's IRD/ORD are the listener's (16 each).
+#[allow(clippy::too_many_arguments)]
+fn serve(
+    listener: rddp::transport::mpa::Listener,
+    stop: Arc<AtomicBool>,
+    state: Arc<Id>,
+    listen_id: usize,
+    chp: usize,
+    ctx: usize,
+    ps: c_int,
+    local: SocketAddr,
+) {
+    while !stop.load(Ordering::SeqCst) {
+        let mut child = 0usize;
+        let mut accepted_qp = 0usize;
+        let res = listener.accept_with(|req| {
+            if stop.load(Ordering::SeqCst) {
+                return Err(Vec::new());
+            }
+            let (tx, rx) = mpsc::channel();
+            let c = new_id(
+                chp as *mut rdma_event_channel,
+                state.channel.clone(),
+                ctx as *mut c_void,
+                ps,
+            );
+            // SAFETY: `c` was just made and is not yet known to the application.
+            unsafe {
+                (*c).verbs = verbs();
+                set_route_addr(c, false, local);
+            }
+            child = c as usize;
+            if let Some(s) = reg().ids.get(&child) {
+                *lock(&s.pending) = Some(tx);
+            }
+            let (ird, ord) = req.enhanced.as_ref().map_or((0, 0), |e| (e.ird, e.ord));
+            let clamp = |v: u16| u8::try_from(v).unwrap_or(u8::MAX);
+            deliver_to(
+                &state.channel,
+                child,
+                listen_id,
+                CONNECT_REQUEST,
+                0,
+                req.private_data.clone(),
+                (clamp(ird), clamp(ord)),
+            );
+            match rx.recv() {
+                Ok(Decision::Accept(qp, pd)) => {
+                    accepted_qp = qp;
+                    Ok(pd)
+                }
+                Ok(Decision::Reject(pd)) => Err(pd),
+                Err(_) => Err(Vec::new()),
+            }
+        });
+        match res {
+            Ok(conn) => {
+                let qpp = accepted_qp as *mut ibv_qp;
+                match qp::attach(qpp, conn) {
+                    Ok(()) => {
+                        deliver(child, 0, ESTABLISHED, 0, Vec::new());
+                        watch(child, accepted_qp);
+                    }
+                    Err(e) => deliver(child, 0, CONNECT_ERROR, -e, Vec::new()),
+                }
+            }
+            Err(_) if child != 0 && accepted_qp != 0 => {
+                deliver(child, 0, CONNECT_ERROR, -libc::ECONNRESET, Vec::new());
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// Watches the connected QP of `id` and queues DISCONNECTED once its
+/// connection ends, unless the id is done first.
+fn watch(id: usize, qpp: usize) {
+    let _ = std::thread::Builder::new()
+        .name("rdma_cm conn".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(CLOSE_POLL);
+                let Some(state) = reg().ids.get(&id).cloned() else {
+                    return;
+                };
+                if state.done.load(Ordering::SeqCst) {
+                    return;
+                }
+                match qp::llp_closed(qpp as *mut ibv_qp) {
+                    Ok(false) => continue,
+                    Ok(true) => {
+                        if !state.done.swap(true, Ordering::SeqCst) {
+                            deliver(id, 0, DISCONNECTED, 0, Vec::new());
+                        }
+                        return;
+                    }
+                    Err(_) => return,
+                }
+            }
+        });
+}
+
+unsafe extern "C" fn resolve_addr(
+    id: *mut rdma_cm_id,
+    src: *mut libc::sockaddr,
+    dst: *mut libc::sockaddr,
+    _timeout_ms: c_int,
+) -> c_int {
+    if id_state(id).is_none() {
+        return fail(libc::EINVAL);
+    }
+    // SAFETY: non-NULL addresses are sockaddrs of their family (caller contract).
+    let Some(d) = (unsafe { from_sockaddr(dst) }) else {
+        return fail(libc::EAFNOSUPPORT);
+    };
+    // SAFETY: as above.
+    let s = unsafe { from_sockaddr(src) };
+    let s = s.unwrap_or_else(|| match d {
+        SocketAddr::V4(_) => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+        SocketAddr::V6(_) => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0),
+    });
+    // SAFETY: `id` is live.
+    unsafe {
+        set_route_addr(id, false, s);
+        set_route_addr(id, true, d);
+        (*id).verbs = verbs();
+    }
+    deliver(id as usize, 0, ADDR_RESOLVED, 0, Vec::new());
+    0
+}
+
+unsafe extern "C" fn resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_int) -> c_int {
+    if id_state(id).is_none() {
+        return fail(libc::EINVAL);
+    }
+    // SAFETY: `id` is live.
+    if unsafe { route_addr(id, true) }.is_none() {
+        return fail(libc::EINVAL);
+    }
+    deliver(id as usize, 0, ROUTE_RESOLVED, 0, Vec::new());
+    0
+}
+
+// ---------------------------------------------------------------------------
+// QPs and connections.
+
+unsafe extern "C" fn create_qp(
+    id: *mut rdma_cm_id,
+    pd: *mut ibv_pd,
+    attr: *mut ibv_qp_init_attr,
+) -> c_int {
+    if id_state(id).is_none() || pd.is_null() || attr.is_null() {
+        return fail(libc::EINVAL);
+    }
+    // SAFETY: `id` is live.
+    if !unsafe { (*id).qp }.is_null() {
+        return fail(libc::EINVAL);
+    }
+    // SAFETY: pd and attr are the caller's (verbs.h contract); create_qp
+    // checks the PD.
+    let q = unsafe { qp::create_qp(pd, attr) };
+    if q.is_null() {
+        return -1;
+    }
+    // As librdmacm over iWARP: the QP goes to INIT, ready for the connection.
+    // SAFETY: all-zero is a valid ibv_qp_attr.
+    let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
+    a.qp_state = abi::IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qp_access_flags =
+        abi::IBV_ACCESS_LOCAL_WRITE | abi::IBV_ACCESS_REMOTE_READ | abi::IBV_ACCESS_REMOTE_WRITE;
+    let mask =
+        abi::IBV_QP_STATE | abi::IBV_QP_PKEY_INDEX | abi::IBV_QP_PORT | abi::IBV_QP_ACCESS_FLAGS;
+    // SAFETY: `q` is the QP just created; `a` is ours.
+    let r = unsafe { qp::modify_qp(q, &raw mut a, mask) };
+    if r != 0 {
+        // SAFETY: `q` is live and ours.
+        unsafe { qp::destroy_qp(q) };
+        return fail(r);
+    }
+    // SAFETY: `id` is live; `attr` the caller's.
+    unsafe {
+        (*id).qp = q;
+        (*id).pd = pd;
+        (*id).send_cq = (*attr).send_cq;
+        (*id).recv_cq = (*attr).recv_cq;
+    }
+    0
+}
+
+unsafe extern "C" fn destroy_qp(id: *mut rdma_cm_id) {
+    if id_state(id).is_none() {
+        return;
+    }
+    // SAFETY: `id` is live.
+    unsafe {
+        let q = (*id).qp;
+        if !q.is_null() {
+            qp::destroy_qp(q);
+            (*id).qp = ptr::null_mut();
+        }
+    }
+}
+
+/// The private data of `param`, if any.
+///
+/// # Safety
+/// `param` is NULL or a valid `rdma_conn_param`.
+unsafe fn private_of(param: *const rdma_conn_param) -> Vec<u8> {
+    if param.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: caller contract.
+    let p = unsafe { *param };
+    if p.private_data.is_null() || p.private_data_len == 0 {
+        return Vec::new();
+    }
+    // SAFETY: `private_data` holds `private_data_len` bytes (caller contract).
+    unsafe {
+        std::slice::from_raw_parts(p.private_data.cast::<u8>(), usize::from(p.private_data_len))
+    }
+    .to_vec()
+}
+
+unsafe extern "C" fn connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
+    if id_state(id).is_none() {
+        return fail(libc::EINVAL);
+    }
+    // SAFETY: `id` is live.
+    let (q, dst) = unsafe { ((*id).qp, route_addr(id, true)) };
+    let Some(dst) = dst else {
+        return fail(libc::EINVAL);
+    };
+    if q.is_null() {
+        return fail(libc::EINVAL);
+    }
+    if let Err(e) = qp::ird_ord(q) {
+        return fail(e);
+    }
+    let opts = rddp_mpa::MpaOptions {
+        // SAFETY: `param` is NULL or the caller's.
+        private_data: unsafe { private_of(param) },
+        ..rddp_mpa::MpaOptions::default()
+    };
+    let (idu, qu) = (id as usize, q as usize);
+    let spawned = std::thread::Builder::new()
+        .name("rdma_cm connect".into())
+        .spawn(
+            move || match qp::connect_mpa(qu as *mut ibv_qp, dst, opts) {
+                Ok(()) => {
+                    deliver(idu, 0, ESTABLISHED, 0, Vec::new());
+                    watch(idu, qu);
+                }
+                // As the kernel's iw_cm: a refusal or reset is REJECTED, a
+                // timeout UNREACHABLE, anything else CONNECT_ERROR.
+                Err(e @ (libc::ECONNREFUSED | libc::ECONNRESET)) => {
+                    deliver(idu, 0, REJECTED, -e, Vec::new());
+                }
+                Err(e @ libc::ETIMEDOUT) => deliver(idu, 0, UNREACHABLE, -e, Vec::new()),
+                Err(e) => deliver(idu, 0, CONNECT_ERROR, -e, Vec::new()),
+            },
+        );
+    if spawned.is_err() {
+        return fail(libc::EAGAIN);
+    }
+    0
+}
+
+unsafe extern "C" fn accept(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
+    let Some(state) = id_state(id) else {
+        return fail(libc::EINVAL);
+    };
+    // SAFETY: `id` is live.
+    let q = unsafe { (*id).qp };
+    if q.is_null() {
+        return fail(libc::EINVAL);
+    }
+    if let Err(e) = qp::ird_ord(q) {
+        return fail(e);
+    }
+    let Some(tx) = lock(&state.pending).take() else {
+        return fail(libc::EINVAL);
+    };
+    // SAFETY: `param` is NULL or the caller's.
+    let pd = unsafe { private_of(param) };
+    if tx.send(Decision::Accept(q as usize, pd)).is_err() {
+        return fail(libc::ECONNABORTED);
+    }
+    0
+}
+
+unsafe extern "C" fn reject(id: *mut rdma_cm_id, data: *const c_void, len: u8) -> c_int {
+    let Some(state) = id_state(id) else {
+        return fail(libc::EINVAL);
+    };
+    let Some(tx) = lock(&state.pending).take() else {
+        return fail(libc::EINVAL);
+    };
+    let pd = if data.is_null() {
+        Vec::new()
+    } else {
+        // SAFETY: `data` holds `len` bytes (caller contract).
+        unsafe { std::slice::from_raw_parts(data.cast::<u8>(), usize::from(len)) }.to_vec()
+    };
+    let _ = tx.send(Decision::Reject(pd));
+    0
+}
+
+unsafe extern "C" fn disconnect(id: *mut rdma_cm_id) -> c_int {
+    let Some(state) = id_state(id) else {
+        return fail(libc::EINVAL);
+    };
+    // SAFETY: `id` is live.
+    let q = unsafe { (*id).qp };
+    if let Err(e) = qp::disconnect(q) {
+        return fail(e);
+    }
+    if !state.done.swap(true, Ordering::SeqCst) {
+        deliver(id as usize, 0, DISCONNECTED, 0, Vec::new());
+    }
+    0
+}
+
+/// `rdma_init_qp_attr`: what iWARP's CM gives for a QP it does not manage:
+/// INIT takes the port and the access flags, the other states only the
+/// state itself.
+unsafe extern "C" fn init_qp_attr(
+    id: *mut rdma_cm_id,
+    attr: *mut ibv_qp_attr,
+    mask: *mut c_int,
+) -> c_int {
+    if id_state(id).is_none() || attr.is_null() || mask.is_null() {
+        return fail(libc::EINVAL);
+    }
+    // SAFETY: `attr` and `mask` are the caller's.
+    unsafe {
+        match (*attr).qp_state {
+            abi::IBV_QPS_INIT => {
+                (*attr).port_num = 1;
+                (*attr).pkey_index = 0;
+                (*attr).qp_access_flags = abi::IBV_ACCESS_LOCAL_WRITE
+                    | abi::IBV_ACCESS_REMOTE_READ
+                    | abi::IBV_ACCESS_REMOTE_WRITE;
+                *mask = abi::IBV_QP_STATE
+                    | abi::IBV_QP_PKEY_INDEX
+                    | abi::IBV_QP_PORT
+                    | abi::IBV_QP_ACCESS_FLAGS;
+            }
+            abi::IBV_QPS_RTR | abi::IBV_QPS_RTS => *mask = abi::IBV_QP_STATE,
+            _ => return fail(libc::EINVAL),
+        }
+    }
+    0
+}
+
+unsafe extern "C" fn get_src_port(id: *mut rdma_cm_id) -> u16 {
+    if id_state(id).is_none() {
+        return 0;
+    }
+    // SAFETY: `id` is live.
+    unsafe { route_addr(id, false) }.map_or(0, |a| a.port().to_be())
+}
+
+unsafe extern "C" fn get_dst_port(id: *mut rdma_cm_id) -> u16 {
+    if id_state(id).is_none() {
+        return 0;
+    }
+    // SAFETY: `id` is live.
+    unsafe { route_addr(id, true) }.map_or(0, |a| a.port().to_be())
+}
+
+// ---------------------------------------------------------------------------
+// Address information.
+
+unsafe extern "C" fn getaddrinfo(
+    node: *const c_char,
+    service: *const c_char,
+    hints: *const rdma_addrinfo,
+    res: *mut *mut rdma_addrinfo,
+) -> c_int {
+    if res.is_null() || (node.is_null() && service.is_null()) {
+        return fail(libc::EINVAL);
+    }
+    let (flags, family) = if hints.is_null() {
+        (0, libc::AF_UNSPEC)
+    } else {
+        // SAFETY: non-NULL hints is the caller's struct.
+        unsafe { ((*hints).ai_flags, (*hints).ai_family) }
+    };
+    if !hints.is_null() {
+        // SAFETY: as above.
+        let ps = unsafe { (*hints).ai_port_space };
+        if ps != 0 && ps != RDMA_PS_TCP {
+            return fail(libc::EOPNOTSUPP);
+        }
+    }
+    // SAFETY: non-NULL strings are NUL-terminated (caller contract).
+    let text = |s: *const c_char| (!s.is_null()).then(|| unsafe { CStr::from_ptr(s) });
+    let port = match text(service).map(CStr::to_str) {
+        None => 0,
+        Some(Ok(s)) => match s.parse::<u16>() {
+            Ok(p) => p,
+            Err(_) => return fail(libc::EINVAL),
+        },
+        Some(Err(_)) => return fail(libc::EINVAL),
+    };
+    let ip = match text(node).map(CStr::to_str) {
+        None if family == libc::AF_INET6 => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        None if flags & RAI_PASSIVE != 0 => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        None => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        Some(Ok(s)) => {
+            use std::net::ToSocketAddrs;
+            let found = (s, 0u16).to_socket_addrs().ok().and_then(|mut it| {
+                it.find(|a| match family {
+                    libc::AF_INET => a.is_ipv4(),
+                    libc::AF_INET6 => a.is_ipv6(),
+                    _ => true,
+                })
+            });
+            match found {
+                Some(a) => a.ip(),
+                None => return fail(libc::ENOENT),
+            }
+        }
+        Some(Err(_)) => return fail(libc::EINVAL),
+    };
+    let (st, len) = to_storage(SocketAddr::new(ip, port));
+    // SAFETY: calloc returns zeroed memory or NULL; freed by freeaddrinfo.
+    let (ai, sa) = unsafe {
+        (
+            libc::calloc(1, std::mem::size_of::<rdma_addrinfo>()).cast::<rdma_addrinfo>(),
+            libc::calloc(1, std::mem::size_of::<libc::sockaddr_storage>())
+                .cast::<libc::sockaddr_storage>(),
+        )
+    };
+    if ai.is_null() || sa.is_null() {
+        // SAFETY: free takes NULL or calloc's pointers.
+        unsafe {
+            libc::free(ai.cast());
+            libc::free(sa.cast());
+        }
+        return fail(libc::ENOMEM);
+    }
+    // SAFETY: both were just allocated with their types' sizes.
+    unsafe {
+        sa.write(st);
+        (*ai).ai_flags = flags;
+        (*ai).ai_family = match ip {
+            IpAddr::V4(_) => libc::AF_INET,
+            IpAddr::V6(_) => libc::AF_INET6,
+        };
+        (*ai).ai_qp_type = abi::IBV_QPT_RC;
+        (*ai).ai_port_space = RDMA_PS_TCP;
+        if flags & RAI_PASSIVE != 0 {
+            (*ai).ai_src_addr = sa.cast();
+            (*ai).ai_src_len = len;
+        } else {
+            (*ai).ai_dst_addr = sa.cast();
+            (*ai).ai_dst_len = len;
+        }
+        *res = ai;
+    }
+    0
+}
+
+unsafe extern "C" fn freeaddrinfo(mut ai: *mut rdma_addrinfo) {
+    while !ai.is_null() {
+        // SAFETY: `ai` came from getaddrinfo (caller contract): calloc'd,
+        // with calloc'd addresses.
+        unsafe {
+            let next = (*ai).ai_next;
+            libc::free((*ai).ai_src_addr.cast());
+            libc::free((*ai).ai_dst_addr.cast());
+            libc::free(ai.cast());
+            ai = next;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Devices, rpoll, refusals.
+
+unsafe extern "C" fn get_devices(num: *mut c_int) -> *mut *mut ibv_context {
+    let v = verbs();
+    if v.is_null() {
+        set_errno(libc::ENODEV);
+        return ptr::null_mut();
+    }
+    if !num.is_null() {
+        // SAFETY: the caller's int.
+        unsafe { *num = 1 };
+    }
+    Box::into_raw(Box::new([v, ptr::null_mut()])).cast()
+}
+
+unsafe extern "C" fn free_devices(list: *mut *mut ibv_context) {
+    if !list.is_null() {
+        // SAFETY: from get_devices, a Box<[_; 2]>.
+        drop(unsafe { Box::from_raw(list.cast::<[*mut ibv_context; 2]>()) });
+    }
+}
+
+/// `rpoll`: without rsockets every fd is an ordinary one, so it is poll().
+unsafe extern "C" fn rpoll(fds: *mut libc::pollfd, nfds: libc::nfds_t, timeout: c_int) -> c_int {
+    // SAFETY: the caller's array of `nfds` pollfds.
+    unsafe { libc::poll(fds, nfds, timeout) }
+}
+
+type P = *mut c_void;
+
+unsafe extern "C" fn r_int1(_: P) -> c_int {
+    fail(libc::EOPNOTSUPP)
+}
+unsafe extern "C" fn r_int2(_: P, _: P) -> c_int {
+    fail(libc::EOPNOTSUPP)
+}
+unsafe extern "C" fn r_int4(_: P, _: P, _: P, _: P) -> c_int {
+    fail(libc::EOPNOTSUPP)
+}
+unsafe extern "C" fn r_set_option(_: P, _: c_int, _: c_int, _: P, _: usize) -> c_int {
+    fail(libc::EOPNOTSUPP)
+}
+unsafe extern "C" fn r_void1(_: P) {}
+
+export! {
+    // RDMACM_1.0
+    rdma_accept => accept;
+    rdma_ack_cm_event => ack_cm_event;
+    rdma_bind_addr => bind_addr;
+    rdma_connect => connect;
+    rdma_create_ep => r_int4;
+    rdma_create_event_channel => create_event_channel;
+    rdma_create_id => create_id;
+    rdma_create_qp => create_qp;
+    rdma_create_qp_ex => r_int2;
+    rdma_destroy_ep => r_void1;
+    rdma_destroy_event_channel => destroy_event_channel;
+    rdma_destroy_id => destroy_id;
+    rdma_destroy_qp => destroy_qp;
+    rdma_disconnect => disconnect;
+    rdma_event_str => event_str;
+    rdma_free_devices => free_devices;
+    rdma_freeaddrinfo => freeaddrinfo;
+    rdma_get_cm_event => get_cm_event;
+    rdma_get_devices => get_devices;
+    rdma_get_dst_port => get_dst_port;
+    rdma_get_request => r_int2;
+    rdma_get_src_port => get_src_port;
+    rdma_getaddrinfo => getaddrinfo;
+    rdma_listen => listen;
+    rdma_migrate_id => r_int2;
+    rdma_notify => r_int2;
+    rdma_reject => reject;
+    rdma_resolve_addr => resolve_addr;
+    rdma_resolve_route => resolve_route;
+    rdma_set_option => r_set_option;
+    rpoll => rpoll;
+    // RDMACM_1.2
+    rdma_establish => r_int1;
+    rdma_init_qp_attr => init_qp_attr;
+}
