@@ -3,6 +3,7 @@
 
 use crate::common;
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::process::Command;
 
 const DEVINFO: &str = "/usr/bin/ibv_devinfo";
@@ -348,5 +349,127 @@ fn pingpongs_load_and_refuse_cleanly() {
             s_out.contains("local address:  LID 0x0000, QPN"),
             "server: {s_out}"
         );
+    }
+}
+
+/// The last 2000 characters of `s` (rping -v prints each ping whole).
+fn tail(s: &str) -> &str {
+    let mut i = s.len().saturating_sub(2000);
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    &s[i..]
+}
+
+/// A child process killed (and reaped) when dropped, so a failing test
+/// leaves none behind.
+struct Killed(Option<std::process::Child>);
+
+impl Killed {
+    /// Waits for the process to end on its own.
+    fn wait(mut self) -> std::process::ExitStatus {
+        let mut child = self.0.take().expect("a process");
+        child.wait().expect("wait")
+    }
+}
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Debian's unmodified rping, server and client, both over this library
+/// (libibverbs.so.1 and librdmacm.so.1 from one directory): ten pings of
+/// `-S` octets each, validated by the client (`-V`), both ending with
+/// status 0 after the client's disconnect. `timeout` bounds each run.
+#[test]
+fn rping_runs_over_rddp() {
+    if !common::have(RPING, "rdmacm-utils") {
+        return;
+    }
+    let lib = common::lib_dir("lib-rping");
+    for size in ["4096", "23", "65535"] {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port()
+            .to_string();
+        let rping = |args: &[&str]| {
+            let mut c = Command::new("timeout");
+            c.args(["60", RPING])
+                .args(args)
+                .args(["-a", "127.0.0.1", "-p", &port, "-S", size, "-v"])
+                .env("LD_LIBRARY_PATH", &lib)
+                .env_remove("LD_PRELOAD")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            c
+        };
+        // The server's output goes to files: with -v it prints every ping
+        // (640 KiB at -S 65535), more than a pipe holds while nobody reads it.
+        let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let (out_path, err_path) = (tmp.join("rping-s.out"), tmp.join("rping-s.err"));
+        let server = Killed(Some(
+            rping(&["-s"])
+                .stdout(std::fs::File::create(&out_path).unwrap())
+                .stderr(std::fs::File::create(&err_path).unwrap())
+                .spawn()
+                .unwrap(),
+        ));
+        // The client retries, while it is refused, until the server listens.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let client = loop {
+            let out = rping(&["-c", "-C", "10", "-V"]).output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            if stderr.contains("RDMA_CM_EVENT_REJECTED") && std::time::Instant::now() < deadline {
+                continue;
+            }
+            break out;
+        };
+        let stdout = String::from_utf8_lossy(&client.stdout);
+        let stderr = String::from_utf8_lossy(&client.stderr);
+        assert!(
+            client.status.success(),
+            "rping -c -S {size}: {}\n{}\n{stderr}",
+            client.status,
+            tail(&stdout)
+        );
+        let pings: Vec<_> = stdout
+            .lines()
+            .filter(|l| l.starts_with("ping data: rdma-ping-"))
+            .collect();
+        assert_eq!(
+            pings.len(),
+            10,
+            "rping -c -S {size}:\n{}\n{stderr}",
+            tail(&stdout)
+        );
+        assert!(
+            pings[9].starts_with("ping data: rdma-ping-9: "),
+            "{}",
+            tail(&stdout)
+        );
+        assert_eq!(
+            pings[9].len(),
+            "ping data: ".len() + size.parse::<usize>().unwrap() - 1
+        );
+        let server = server.wait();
+        let stdout = std::fs::read_to_string(&out_path).unwrap();
+        let stderr = std::fs::read_to_string(&err_path).unwrap();
+        assert!(
+            server.success(),
+            "rping -s -S {size}: {server}\n{}\n{stderr}",
+            tail(&stdout)
+        );
+        assert!(
+            stdout.contains("server ping data: rdma-ping-9: "),
+            "{}",
+            tail(&stdout)
+        );
+        assert!(stderr.contains("server DISCONNECT EVENT"), "{stderr}");
     }
 }
