@@ -57,11 +57,11 @@ pub struct rdma_event_channel {
 #[repr(C)]
 pub struct rdma_addr {
     /// `src_addr` and its union.
-    pub src: libc::sockaddr_storage,
+    pub src_addr: libc::sockaddr_storage,
     /// `dst_addr` and its union.
-    pub dst: libc::sockaddr_storage,
-    /// `struct rdma_ib_addr` (unused over TCP).
-    pub ib: [u64; 5],
+    pub dst_addr: libc::sockaddr_storage,
+    /// `addr`: `struct rdma_ib_addr` (unused over TCP).
+    pub addr: [u64; 5],
 }
 
 /// `struct rdma_route` (312 bytes).
@@ -146,6 +146,14 @@ pub struct rdma_cm_event {
     pub event: c_int,
     /// 0 or a negative errno.
     pub status: c_int,
+    /// `param`.
+    pub param: rdma_cm_event_param,
+}
+
+/// The union `param` of `struct rdma_cm_event` (56 bytes): `conn`, then
+/// what `ud` (`struct rdma_ud_param`) takes beyond it.
+#[repr(C)]
+pub struct rdma_cm_event_param {
     /// `param.conn`.
     pub conn: rdma_conn_param,
     /// The rest of `param.ud`.
@@ -283,24 +291,26 @@ fn deliver_to(
             listen_id: listen_id as *mut rdma_cm_id,
             event,
             status,
-            conn: rdma_conn_param {
-                private_data: ptr::null(),
-                private_data_len: 0,
-                responder_resources: ird,
-                initiator_depth: ord,
-                flow_control: 0,
-                retry_count: 0,
-                rnr_retry_count: 0,
-                srq: 0,
-                qp_num: 0,
+            param: rdma_cm_event_param {
+                conn: rdma_conn_param {
+                    private_data: ptr::null(),
+                    private_data_len: 0,
+                    responder_resources: ird,
+                    initiator_depth: ord,
+                    flow_control: 0,
+                    retry_count: 0,
+                    rnr_retry_count: 0,
+                    srq: 0,
+                    qp_num: 0,
+                },
+                ud_rest: [0; 4],
             },
-            ud_rest: [0; 4],
         },
         private,
     });
     if !b.private.is_empty() {
-        b.ev.conn.private_data = b.private.as_ptr().cast();
-        b.ev.conn.private_data_len = u8::try_from(b.private.len()).unwrap_or(u8::MAX);
+        b.ev.param.conn.private_data = b.private.as_ptr().cast();
+        b.ev.param.conn.private_data_len = u8::try_from(b.private.len()).unwrap_or(u8::MAX);
     }
     ch.push(Box::into_raw(b) as usize);
 }
@@ -398,9 +408,9 @@ unsafe fn route_addr(id: *mut rdma_cm_id, dst: bool) -> Option<SocketAddr> {
     unsafe {
         let a = &raw const (*id).route.addr;
         let p = if dst {
-            &raw const (*a).dst
+            &raw const (*a).dst_addr
         } else {
-            &raw const (*a).src
+            &raw const (*a).src_addr
         };
         from_sockaddr(p.cast())
     }
@@ -413,9 +423,9 @@ unsafe fn set_route_addr(id: *mut rdma_cm_id, dst: bool, a: SocketAddr) {
     // SAFETY: a live id is our Box<rdma_cm_id>.
     unsafe {
         if dst {
-            (*id).route.addr.dst = st;
+            (*id).route.addr.dst_addr = st;
         } else {
-            (*id).route.addr.src = st;
+            (*id).route.addr.src_addr = st;
         }
     }
 }

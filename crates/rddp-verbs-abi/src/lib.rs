@@ -21,6 +21,11 @@
 //! verb is exported (so binaries that import it load) and refuses with
 //! `EOPNOTSUPP`.
 //!
+//! The same file is also `librdmacm.so.1` ([`cm`]: rdma_cm over TCP, with
+//! librdmacm's `RDMACM_*` versions): linked under both names in one
+//! directory, ld.so maps it once, so the CM and the verbs share one
+//! registry of objects.
+//!
 //! The rlib exists for this crate's tests (the layouts of [`abi`], the
 //! device's values in [`device`]); it carries the same `ibv_*` symbols, so a
 //! program that links it must not also link a libibverbs.

@@ -6,6 +6,7 @@
 
 use crate::common;
 use rddp_verbs_abi::abi::*;
+use rddp_verbs_abi::cm::*;
 use std::fmt::Write as _;
 use std::mem::{align_of, offset_of, size_of};
 use std::process::Command;
@@ -194,9 +195,9 @@ fn constants() -> Vec<(&'static str, u64)> {
     ]
 }
 
-fn rust_report(layouts: &[Layout]) -> String {
+fn rust_report(layouts: &[Layout], constants: &[(&str, u64)]) -> String {
     let mut s = String::new();
-    for (name, v) in constants() {
+    for (name, v) in constants {
         writeln!(s, "const {name} {v}").unwrap();
     }
     for l in layouts {
@@ -208,11 +209,34 @@ fn rust_report(layouts: &[Layout]) -> String {
     s
 }
 
-fn c_program(layouts: &[Layout]) -> String {
-    let mut c = String::from(
-        "#include <stddef.h>\n#include <stdio.h>\n#include <infiniband/verbs.h>\nint main(void) {\n",
+/// librdmacm's structs (src/cm.rs) against Debian's `<rdma/rdma_cma.h>`.
+fn cm_layouts() -> Vec<Layout> {
+    layouts! {
+        "struct" rdma_event_channel { fd }
+        "struct" rdma_addr { src_addr, dst_addr, addr }
+        "struct" rdma_route { addr, path_rec, num_paths }
+        "struct" rdma_cm_id {
+            verbs, channel, context, qp, route, ps, port_num, event, send_cq_channel, send_cq,
+            recv_cq_channel, recv_cq, srq, pd, qp_type,
+        }
+        "struct" rdma_conn_param {
+            private_data, private_data_len, responder_resources, initiator_depth, flow_control,
+            retry_count, rnr_retry_count, srq, qp_num,
+        }
+        "struct" rdma_cm_event { id, listen_id, event, status, param }
+        "struct" rdma_addrinfo {
+            ai_flags, ai_family, ai_qp_type, ai_port_space, ai_src_len, ai_dst_len, ai_src_addr,
+            ai_dst_addr, ai_src_canonname, ai_dst_canonname, ai_route_len, ai_route,
+            ai_connect_len, ai_connect, ai_next,
+        }
+    }
+}
+
+fn c_program(layouts: &[Layout], header: &str, constants: &[(&str, u64)]) -> String {
+    let mut c = format!(
+        "#include <stddef.h>\n#include <stdio.h>\n#include <{header}>\nint main(void) {{\n"
     );
-    for (name, _) in constants() {
+    for (name, _) in constants {
         writeln!(
             c,
             "  printf(\"const {name} %llu\\n\", (unsigned long long)({name}));"
@@ -234,16 +258,13 @@ fn c_program(layouts: &[Layout]) -> String {
     c
 }
 
-#[test]
-fn layouts_match_debian_verbs_h() {
-    if !common::have("/usr/include/infiniband/verbs.h", "libibverbs-dev") {
-        return;
-    }
-    let layouts = layouts();
+/// Compiles a C program printing `layouts` and `constants` as `header`
+/// gives them, and compares its output with Rust's.
+fn compare(name: &str, header: &str, layouts: &[Layout], constants: &[(&str, u64)]) {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let src = dir.join("verbs_layout.c");
-    let exe = dir.join("verbs_layout");
-    std::fs::write(&src, c_program(&layouts)).unwrap();
+    let src = dir.join(format!("{name}.c"));
+    let exe = dir.join(name);
+    std::fs::write(&src, c_program(layouts, header, constants)).unwrap();
     common::output(
         Command::new("cc")
             .arg("-std=gnu11")
@@ -252,11 +273,34 @@ fn layouts_match_debian_verbs_h() {
             .arg(&src),
     );
     let c = common::output(&mut Command::new(&exe));
-    let rust = rust_report(&layouts);
+    let rust = rust_report(layouts, constants);
     for (r, c) in rust.lines().zip(c.lines()) {
-        assert_eq!(r, c, "Rust layout (left) differs from verbs.h (right)");
+        assert_eq!(r, c, "Rust layout (left) differs from {header} (right)");
     }
     assert_eq!(rust.lines().count(), c.lines().count());
+}
+
+#[test]
+fn layouts_match_debian_verbs_h() {
+    if !common::have("/usr/include/infiniband/verbs.h", "libibverbs-dev") {
+        return;
+    }
+    compare(
+        "verbs_layout",
+        "infiniband/verbs.h",
+        &layouts(),
+        &constants(),
+    );
+}
+
+#[test]
+fn layouts_match_debian_rdma_cma_h() {
+    if !common::have("/usr/include/rdma/rdma_cma.h", "librdmacm-dev") {
+        return;
+    }
+    compare("cm_layout", "rdma/rdma_cma.h", &cm_layouts(), &[]);
+    assert_eq!(size_of::<rdma_cm_id>(), 416);
+    assert_eq!(size_of::<rdma_cm_event>(), 80);
 }
 
 /// The sizes and offsets docs/verbs-abi.md quotes (and that applications
