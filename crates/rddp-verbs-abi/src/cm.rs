@@ -527,6 +527,35 @@ unsafe extern "C" fn destroy_id(id: *mut rdma_cm_id) -> c_int {
         // makes its accept return (with an error) so it sees `stop`.
         let _ = std::net::TcpStream::connect(wake_addr(addr));
     }
+    // Events queued for it and not yet taken are dropped, so that none
+    // hands the application a freed id. (An event already taken and not
+    // acknowledged still names it: librdmacm waits for those; this does not.)
+    let dropped: VecDeque<usize> = {
+        let mut q = lock(&state.channel.queue);
+        let (gone, kept) = q.drain(..).partition(|&ev| {
+            // SAFETY: a queued event is deliver_to's live Box<EventBox>.
+            let e = unsafe { &*(ev as *const EventBox) };
+            e.ev.id == id || e.ev.listen_id == id
+        });
+        *q = kept;
+        gone
+    };
+    let mut orphans = Vec::new();
+    for ev in dropped {
+        // SAFETY: taken out of the queue above, so owned here alone. Their
+        // counts stay on the eventfd: get_cm_event reads again when it finds
+        // the queue empty.
+        let e = unsafe { Box::from_raw(ev as *mut EventBox) };
+        if e.ev.event == CONNECT_REQUEST && e.ev.listen_id == id {
+            orphans.push(e.ev.id);
+        }
+    }
+    // A request the application never saw dies with its listener (refused:
+    // its id's decision channel closes).
+    for child in orphans {
+        // SAFETY: the child is an id of ours (destroy_id checks it is live).
+        unsafe { destroy_id(child) };
+    }
     // SAFETY: a registered id is new_id's Box; removed, nothing else frees it.
     drop(unsafe { Box::from_raw(id) });
     0
@@ -1233,3 +1262,6 @@ export! {
     rdma_establish => r_int1;
     rdma_init_qp_attr => init_qp_attr;
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,392 @@
+//! The CM through its C entry points, in one process: refusals with their
+//! errno, the channel fd's readiness, a listener on port 0, and connections
+//! over loopback TCP accepted, rejected, refused and disconnected.
+
+use super::*;
+use crate::resources::{alloc_pd, create_cq};
+use std::ffi::CString;
+
+fn errno() -> c_int {
+    // SAFETY: __errno_location is always valid.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Whether `fd` is readable within `ms` milliseconds.
+fn readable(fd: c_int, ms: c_int) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd.
+    unsafe { libc::poll(&raw mut p, 1, ms) == 1 }
+}
+
+/// What an event said, copied out before it is acknowledged.
+#[derive(Debug)]
+struct Ev {
+    kind: c_int,
+    status: c_int,
+    id: *mut rdma_cm_id,
+    listen_id: *mut rdma_cm_id,
+    private: Vec<u8>,
+    ord: u8,
+}
+
+/// The next event on `ch`; fails the test after 10 s rather than hang.
+fn next(ch: *mut rdma_event_channel) -> Ev {
+    // SAFETY: `ch` is a live channel of the test.
+    let fd = unsafe { (*ch).fd };
+    assert!(readable(fd, 10_000), "no event within 10 s");
+    let mut ev = ptr::null_mut();
+    // SAFETY: live channel, our out-pointer.
+    assert_eq!(unsafe { get_cm_event(ch, &raw mut ev) }, 0);
+    // SAFETY: get_cm_event returned a live event.
+    let e = unsafe { &*ev };
+    let c = e.param.conn;
+    let private = if c.private_data.is_null() {
+        Vec::new()
+    } else {
+        // SAFETY: the event's private data holds private_data_len bytes.
+        unsafe {
+            std::slice::from_raw_parts(c.private_data.cast::<u8>(), c.private_data_len.into())
+        }
+        .to_vec()
+    };
+    let out = Ev {
+        kind: e.event,
+        status: e.status,
+        id: e.id,
+        listen_id: e.listen_id,
+        private,
+        ord: c.initiator_depth,
+    };
+    // SAFETY: handed out above, acknowledged once.
+    assert_eq!(unsafe { ack_cm_event(ev) }, 0);
+    out
+}
+
+fn channel() -> *mut rdma_event_channel {
+    // SAFETY: no arguments.
+    let ch = unsafe { create_event_channel() };
+    assert!(!ch.is_null());
+    ch
+}
+
+fn id_on(ch: *mut rdma_event_channel) -> *mut rdma_cm_id {
+    let mut id = ptr::null_mut();
+    // SAFETY: live channel, our out-pointer.
+    let r = unsafe { create_id(ch, &raw mut id, ptr::null_mut(), RDMA_PS_TCP) };
+    assert_eq!(r, 0);
+    id
+}
+
+fn sockaddr(a: SocketAddr) -> libc::sockaddr_storage {
+    to_storage(a).0
+}
+
+/// A PD, a CQ and a QP of the id's context, made by `rdma_create_qp`.
+fn qp_on(id: *mut rdma_cm_id) {
+    // SAFETY: `id` is live; its verbs were set by bind/resolve.
+    let ctx = unsafe { (*id).verbs };
+    assert!(!ctx.is_null());
+    // SAFETY: a live context of this library.
+    let pd = unsafe { alloc_pd(ctx) };
+    // SAFETY: as above; no channel.
+    let cq = unsafe { create_cq(ctx, 16, ptr::null_mut(), ptr::null_mut(), 0) };
+    assert!(!pd.is_null() && !cq.is_null());
+    // SAFETY: all-zero is a valid ibv_qp_init_attr.
+    let mut a: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+    a.send_cq = cq;
+    a.recv_cq = cq;
+    a.cap.max_send_wr = 4;
+    a.cap.max_recv_wr = 4;
+    a.cap.max_send_sge = 1;
+    a.cap.max_recv_sge = 1;
+    a.qp_type = abi::IBV_QPT_RC;
+    // SAFETY: live id, PD and attributes of ours.
+    assert_eq!(unsafe { create_qp(id, pd, &raw mut a) }, 0, "{}", errno());
+    // SAFETY: `id` is live.
+    assert!(!unsafe { (*id).qp }.is_null());
+}
+
+/// A listening id on 127.0.0.1, port 0, and the port it got.
+fn listener(ch: *mut rdma_event_channel) -> (*mut rdma_cm_id, u16) {
+    let id = id_on(ch);
+    let mut a = sockaddr("127.0.0.1:0".parse().unwrap());
+    // SAFETY: live id, a sockaddr_in in the storage.
+    assert_eq!(unsafe { bind_addr(id, (&raw mut a).cast()) }, 0);
+    // SAFETY: live id.
+    assert_eq!(unsafe { listen(id, 4) }, 0);
+    // SAFETY: live id.
+    let port = u16::from_be(unsafe { get_src_port(id) });
+    assert_ne!(port, 0, "port 0 is replaced by the port bound");
+    (id, port)
+}
+
+/// An id on `ch` with a QP, its address and route resolved to `port`.
+fn client(ch: *mut rdma_event_channel, port: u16) -> *mut rdma_cm_id {
+    let id = id_on(ch);
+    let mut dst = sockaddr(SocketAddr::from(([127, 0, 0, 1], port)));
+    // SAFETY: live id, a sockaddr_in in the storage.
+    let r = unsafe { resolve_addr(id, ptr::null_mut(), (&raw mut dst).cast(), 2000) };
+    assert_eq!(r, 0);
+    assert_eq!(next(ch).kind, ADDR_RESOLVED);
+    // SAFETY: live id.
+    assert_eq!(unsafe { resolve_route(id, 2000) }, 0);
+    assert_eq!(next(ch).kind, ROUTE_RESOLVED);
+    qp_on(id);
+    id
+}
+
+fn param(private: &[u8]) -> rdma_conn_param {
+    rdma_conn_param {
+        private_data: private.as_ptr().cast(),
+        private_data_len: u8::try_from(private.len()).unwrap(),
+        responder_resources: 1,
+        initiator_depth: 1,
+        flow_control: 0,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        srq: 0,
+        qp_num: 0,
+    }
+}
+
+#[test]
+fn bad_input_gets_an_errno() {
+    let ch = channel();
+    let mut id = ptr::null_mut();
+    // SAFETY: each call passes pointers the entry point checks or NULL.
+    unsafe {
+        assert_eq!(
+            create_id(ch, ptr::null_mut(), ptr::null_mut(), RDMA_PS_TCP),
+            -1
+        );
+        assert_eq!(errno(), libc::EINVAL);
+        for ps in [RDMA_PS_UDP, RDMA_PS_IB, RDMA_PS_IPOIB] {
+            assert_eq!(create_id(ch, &raw mut id, ptr::null_mut(), ps), -1);
+            assert_eq!(errno(), libc::EOPNOTSUPP);
+        }
+        assert_eq!(create_id(ch, &raw mut id, ptr::null_mut(), 7), -1);
+        assert_eq!(errno(), libc::EINVAL);
+        assert_eq!(
+            create_id(ptr::null_mut(), &raw mut id, ptr::null_mut(), RDMA_PS_TCP),
+            -1
+        );
+        assert_eq!(errno(), libc::EOPNOTSUPP);
+        let bogus = 8usize as *mut rdma_event_channel;
+        assert_eq!(
+            create_id(bogus, &raw mut id, ptr::null_mut(), RDMA_PS_TCP),
+            -1
+        );
+        assert_eq!(errno(), libc::EINVAL);
+
+        let id = id_on(ch);
+        // A route needs an address; listening needs a bound one.
+        assert_eq!(resolve_route(id, 100), -1);
+        assert_eq!(errno(), libc::EINVAL);
+        assert_eq!(listen(id, 1), -1);
+        assert_eq!(errno(), libc::EINVAL);
+        assert_eq!(bind_addr(id, ptr::null_mut()), -1);
+        assert_eq!(errno(), libc::EAFNOSUPPORT);
+        // Connecting or accepting without a QP, disconnecting without a
+        // connection.
+        assert_eq!(connect(id, ptr::null_mut()), -1);
+        assert_eq!(accept(id, ptr::null_mut()), -1);
+        assert_eq!(reject(id, ptr::null(), 0), -1);
+        assert_eq!(disconnect(id), -1);
+        assert_eq!(errno(), libc::EINVAL);
+        let mut ev = ptr::null_mut();
+        assert_eq!(get_cm_event(bogus, &raw mut ev), -1);
+        assert_eq!(ack_cm_event(ptr::dangling_mut()), -1);
+        assert_eq!(errno(), libc::EINVAL);
+        assert_eq!(CStr::from_ptr(event_str(99)), c"UNKNOWN EVENT");
+        assert_eq!(
+            CStr::from_ptr(event_str(ESTABLISHED)),
+            c"RDMA_CM_EVENT_ESTABLISHED"
+        );
+        assert_eq!(destroy_id(id), 0);
+        assert_eq!(destroy_id(id), -1, "a destroyed id is stale");
+        assert_eq!(errno(), libc::EINVAL);
+        destroy_event_channel(ch);
+    }
+}
+
+#[test]
+fn the_channel_fd_is_readable_while_events_wait() {
+    let ch = channel();
+    let id = id_on(ch);
+    // SAFETY: live channel.
+    let fd = unsafe { (*ch).fd };
+    assert!(!readable(fd, 0));
+    let mut dst = sockaddr("127.0.0.1:9".parse().unwrap());
+    // SAFETY: live id, a sockaddr_in in the storage.
+    let r = unsafe { resolve_addr(id, ptr::null_mut(), (&raw mut dst).cast(), 100) };
+    assert_eq!(r, 0);
+    // SAFETY: live id.
+    assert_eq!(unsafe { resolve_route(id, 100) }, 0);
+    assert!(readable(fd, 0));
+    let e = next(ch);
+    assert_eq!((e.kind, e.id, e.status), (ADDR_RESOLVED, id, 0));
+    assert!(readable(fd, 0), "one event is still queued");
+    assert_eq!(next(ch).kind, ROUTE_RESOLVED);
+    assert!(!readable(fd, 0));
+    // SAFETY: live id; its verbs is this library's context.
+    assert!(!unsafe { (*id).verbs }.is_null());
+    // SAFETY: live id.
+    assert_eq!(u16::from_be(unsafe { get_dst_port(id) }), 9);
+    // Non-blocking, an empty channel is EAGAIN.
+    // SAFETY: fcntl on our fd.
+    unsafe { libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK) };
+    let mut ev = ptr::null_mut();
+    // SAFETY: live channel.
+    assert_eq!(unsafe { get_cm_event(ch, &raw mut ev) }, -1);
+    assert_eq!(errno(), libc::EAGAIN);
+    // An event queued for an id that is destroyed is dropped with it.
+    // SAFETY: live id.
+    assert_eq!(unsafe { resolve_route(id, 100) }, 0);
+    // SAFETY: live id, then the channel.
+    unsafe {
+        assert_eq!(destroy_id(id), 0);
+        assert_eq!(get_cm_event(ch, &raw mut ev), -1);
+        assert_eq!(errno(), libc::EAGAIN);
+        destroy_event_channel(ch);
+    }
+}
+
+#[test]
+fn getaddrinfo_takes_a_numeric_host_and_port() {
+    let host = CString::new("127.0.0.1").unwrap();
+    let port = CString::new("7174").unwrap();
+    // SAFETY: all-zero is a valid rdma_addrinfo.
+    let mut hints: rdma_addrinfo = unsafe { std::mem::zeroed() };
+    let mut res = ptr::null_mut();
+    // SAFETY: NUL-terminated strings, our hints and out-pointer.
+    unsafe {
+        assert_eq!(
+            getaddrinfo(host.as_ptr(), port.as_ptr(), &raw const hints, &raw mut res),
+            0
+        );
+        assert!((*res).ai_src_addr.is_null());
+        assert_eq!(
+            from_sockaddr((*res).ai_dst_addr),
+            Some("127.0.0.1:7174".parse().unwrap())
+        );
+        assert_eq!((*res).ai_port_space, RDMA_PS_TCP);
+        freeaddrinfo(res);
+        hints.ai_flags = RAI_PASSIVE;
+        assert_eq!(
+            getaddrinfo(ptr::null(), port.as_ptr(), &raw const hints, &raw mut res),
+            0
+        );
+        assert_eq!(
+            from_sockaddr((*res).ai_src_addr),
+            Some("0.0.0.0:7174".parse().unwrap())
+        );
+        freeaddrinfo(res);
+        let bad = CString::new("http").unwrap();
+        assert_eq!(
+            getaddrinfo(host.as_ptr(), bad.as_ptr(), &raw const hints, &raw mut res),
+            -1
+        );
+        assert_eq!(errno(), libc::EINVAL);
+        hints.ai_port_space = RDMA_PS_UDP;
+        assert_eq!(
+            getaddrinfo(host.as_ptr(), port.as_ptr(), &raw const hints, &raw mut res),
+            -1
+        );
+        assert_eq!(errno(), libc::EOPNOTSUPP);
+    }
+}
+
+/// A connection request carries the initiator's private data and ORD to a
+/// new id; accepted, both sides are ESTABLISHED; one side's disconnect is
+/// DISCONNECTED on both.
+#[test]
+fn connect_accept_disconnect() {
+    let (sch, cch) = (channel(), channel());
+    let (lid, port) = listener(sch);
+    let cid = client(cch, port);
+    let mut p = param(b"hello");
+    // SAFETY: live id with a QP and a resolved route; `p` outlives the call.
+    assert_eq!(unsafe { connect(cid, &raw mut p) }, 0);
+    let req = next(sch);
+    assert_eq!(req.kind, CONNECT_REQUEST);
+    assert_eq!(req.listen_id, lid);
+    assert_ne!(req.id, lid);
+    assert_eq!(req.private, b"hello");
+    // The QP's ORD (16 until ibv_modify_qp sets it), as the Request carried.
+    assert_eq!(req.ord, 16);
+    // SAFETY: the new id is live; its verbs is set.
+    assert!(!unsafe { (*req.id).verbs }.is_null());
+    qp_on(req.id);
+    // SAFETY: live id with a QP, a request pending.
+    assert_eq!(unsafe { accept(req.id, ptr::null_mut()) }, 0);
+    // SAFETY: as above; the request was answered.
+    assert_eq!(unsafe { accept(req.id, ptr::null_mut()) }, -1);
+    let e = next(sch);
+    assert_eq!((e.kind, e.id, e.status), (ESTABLISHED, req.id, 0));
+    let e = next(cch);
+    assert_eq!((e.kind, e.id, e.status), (ESTABLISHED, cid, 0));
+    // SAFETY: live, connected id.
+    assert_eq!(unsafe { disconnect(cid) }, 0);
+    assert_eq!(next(cch).kind, DISCONNECTED);
+    let e = next(sch);
+    assert_eq!((e.kind, e.id), (DISCONNECTED, req.id));
+    // SAFETY: live ids and their QPs, then the channels.
+    unsafe {
+        destroy_qp(cid);
+        destroy_qp(req.id);
+        assert_eq!(destroy_id(cid), 0);
+        assert_eq!(destroy_id(req.id), 0);
+        assert_eq!(destroy_id(lid), 0);
+        destroy_event_channel(sch);
+        destroy_event_channel(cch);
+    }
+}
+
+/// A rejected request is REJECTED at the initiator; a port nobody listens
+/// on is REJECTED with ECONNREFUSED.
+#[test]
+fn reject_and_refusal() {
+    let (sch, cch) = (channel(), channel());
+    let (lid, port) = listener(sch);
+    let cid = client(cch, port);
+    // SAFETY: live id with a QP and a resolved route.
+    assert_eq!(unsafe { connect(cid, ptr::null_mut()) }, 0);
+    let req = next(sch);
+    assert_eq!(req.kind, CONNECT_REQUEST);
+    // SAFETY: live id, a request pending; 2 bytes of private data.
+    assert_eq!(unsafe { reject(req.id, b"no".as_ptr().cast(), 2) }, 0);
+    let e = next(cch);
+    assert_eq!((e.kind, e.id), (REJECTED, cid));
+    assert!(e.status < 0, "{e:?}");
+
+    // The listener gone, its port refuses.
+    // SAFETY: live ids.
+    unsafe {
+        assert_eq!(destroy_id(req.id), 0);
+        assert_eq!(destroy_id(lid), 0);
+    }
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let free = closed.local_addr().unwrap().port();
+    drop(closed);
+    let cid2 = client(cch, free);
+    // SAFETY: live id with a QP and a resolved route.
+    assert_eq!(unsafe { connect(cid2, ptr::null_mut()) }, 0);
+    let e = next(cch);
+    assert_eq!(
+        (e.kind, e.id, e.status),
+        (REJECTED, cid2, -libc::ECONNREFUSED)
+    );
+    // SAFETY: live ids, then the channels.
+    unsafe {
+        destroy_qp(cid);
+        destroy_qp(cid2);
+        assert_eq!(destroy_id(cid), 0);
+        assert_eq!(destroy_id(cid2), 0);
+        destroy_event_channel(sch);
+        destroy_event_channel(cch);
+    }
+}
