@@ -366,6 +366,13 @@ fn tail(s: &str) -> &str {
 struct Killed(Option<std::process::Child>);
 
 impl Killed {
+    /// Waits for the process to end on its own and returns its output
+    /// (for output small enough to stay in its pipes meanwhile).
+    fn output(mut self) -> std::process::Output {
+        let child = self.0.take().expect("a process");
+        child.wait_with_output().expect("wait")
+    }
+
     /// Waits for the process to end on its own.
     fn wait(mut self) -> std::process::ExitStatus {
         let mut child = self.0.take().expect("a process");
@@ -471,5 +478,89 @@ fn rping_runs_over_rddp() {
             tail(&stdout)
         );
         assert!(stderr.contains("server DISCONNECT EVENT"), "{stderr}");
+    }
+}
+
+/// Debian's ucmatose, server and client over the library: two connections
+/// on one listener, four Sends each way on each, then the disconnects;
+/// both exit 0.
+#[test]
+fn ucmatose_runs_over_rddp() {
+    const UCMATOSE: &str = "/usr/bin/ucmatose";
+    if !common::have(UCMATOSE, "rdmacm-utils") {
+        return;
+    }
+    let lib = common::lib_dir("lib-ucmatose");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port()
+        .to_string();
+    let ucmatose = |args: &[&str]| {
+        let mut c = Command::new("timeout");
+        c.args(["60", UCMATOSE])
+            .args(args)
+            .args(["-p", &port, "-c", "2", "-C", "4"])
+            .env("LD_LIBRARY_PATH", &lib)
+            .env_remove("LD_PRELOAD")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        c
+    };
+    let server = Killed(Some(ucmatose(&["-b", "127.0.0.1"]).spawn().unwrap()));
+    // The client retries, while it is refused, until the server listens.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let client = loop {
+        let out = ucmatose(&["-s", "127.0.0.1"]).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        if stdout.contains("error: -111") && std::time::Instant::now() < deadline {
+            continue;
+        }
+        break out;
+    };
+    let stdout = String::from_utf8_lossy(&client.stdout);
+    let stderr = String::from_utf8_lossy(&client.stderr);
+    assert!(
+        client.status.success(),
+        "client: {}\n{stdout}\n{stderr}",
+        client.status
+    );
+    assert!(stdout.contains("data transfers complete"), "{stdout}");
+    let out = server.output();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "server: {}\n{stdout}\n{stderr}",
+        out.status
+    );
+    assert!(stdout.contains("disconnected"), "{stdout}");
+}
+
+/// rdma_server and rdma_client use the synchronous endpoint API, which is
+/// refused: they load (every import resolves) and stop at
+/// `rdma_create_ep` with `EOPNOTSUPP`, not a crash.
+#[test]
+fn rdma_server_and_client_load_and_refuse_cleanly() {
+    if !common::have("/usr/bin/rdma_server", "rdmacm-utils") {
+        return;
+    }
+    let lib = common::lib_dir("lib-rdma-ep");
+    for args in [
+        &["/usr/bin/rdma_server", "-p", "1"][..],
+        &["/usr/bin/rdma_client", "-s", "127.0.0.1", "-p", "1"],
+    ] {
+        let out = Command::new("timeout")
+            .arg("20")
+            .args(args)
+            .env("LD_LIBRARY_PATH", &lib)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(255), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("rdma_create_ep: Operation not supported"),
+            "{args:?}: {stderr}"
+        );
     }
 }
