@@ -369,6 +369,15 @@ fn reject_and_refusal() {
         assert_eq!(destroy_id(req.id), 0);
         assert_eq!(destroy_id(lid), 0);
     }
+    // The listener's thread wakes, sees it destroyed and closes the port.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "port {port} still listens after rdma_destroy_id"
+        );
+        std::thread::yield_now();
+    }
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let free = closed.local_addr().unwrap().port();
     drop(closed);
