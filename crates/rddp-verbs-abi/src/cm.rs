@@ -224,7 +224,9 @@ enum Decision {
 
 /// rddp's part of an id.
 struct Id {
-    channel: Arc<Channel>,
+    /// The channel (its `rdma_event_channel` pointer and state); changed
+    /// by `rdma_migrate_id`.
+    channel: Mutex<(usize, Arc<Channel>)>,
     /// A connection request waiting for `rdma_accept`/`rdma_reject`.
     pending: Mutex<Option<mpsc::Sender<Decision>>>,
     /// Set when the id is destroyed or disconnected: no more events for it.
@@ -265,15 +267,8 @@ fn deliver(id: usize, listen_id: usize, event: c_int, status: c_int, private: Ve
     if state.done.load(Ordering::SeqCst) && event != DISCONNECTED {
         return;
     }
-    deliver_to(
-        &state.channel,
-        id,
-        listen_id,
-        event,
-        status,
-        private,
-        (0, 0),
-    );
+    let ch = lock(&state.channel).1.clone();
+    deliver_to(&ch, id, listen_id, event, status, private, (0, 0));
 }
 
 fn deliver_to(
@@ -478,7 +473,7 @@ fn new_id(
     reg().ids.insert(
         p as usize,
         Arc::new(Id {
-            channel: ch,
+            channel: Mutex::new((chp as usize, ch)),
             pending: Mutex::new(None),
             done: AtomicBool::new(false),
             listening: Mutex::new(None),
@@ -531,7 +526,8 @@ unsafe extern "C" fn destroy_id(id: *mut rdma_cm_id) -> c_int {
     // hands the application a freed id. (An event already taken and not
     // acknowledged still names it: librdmacm waits for those; this does not.)
     let dropped: VecDeque<usize> = {
-        let mut q = lock(&state.channel.queue);
+        let ch = lock(&state.channel).1.clone();
+        let mut q = lock(&ch.queue);
         let (gone, kept) = q.drain(..).partition(|&ev| {
             // SAFETY: a queued event is deliver_to's live Box<EventBox>.
             let e = unsafe { &*(ev as *const EventBox) };
@@ -570,6 +566,39 @@ fn wake_addr(a: SocketAddr) -> SocketAddr {
         ip => ip,
     };
     SocketAddr::new(ip, a.port())
+}
+
+/// `rdma_migrate_id`: the id's later events, and those queued for it and
+/// not yet taken, go to `chp`.
+unsafe extern "C" fn migrate_id(id: *mut rdma_cm_id, chp: *mut rdma_event_channel) -> c_int {
+    let (state, new) = {
+        let r = reg();
+        match (r.ids.get(&(id as usize)), r.channels.get(&(chp as usize))) {
+            (Some(s), Some(c)) => (s.clone(), c.clone()),
+            _ => return fail(libc::EINVAL),
+        }
+    };
+    let old = std::mem::replace(&mut *lock(&state.channel), (chp as usize, new.clone())).1;
+    if !Arc::ptr_eq(&old, &new) {
+        let moved: VecDeque<usize> = {
+            let mut q = lock(&old.queue);
+            let (moved, kept) = q.drain(..).partition(|&ev| {
+                // SAFETY: a queued event is deliver_to's live Box<EventBox>.
+                let e = unsafe { &*(ev as *const EventBox) };
+                e.ev.id == id
+            });
+            *q = kept;
+            moved
+        };
+        // (Their counts stay on the old eventfd: a reader there finds the
+        // queue empty and reads again.)
+        for ev in moved {
+            new.push(ev);
+        }
+    }
+    // SAFETY: `id` is live.
+    unsafe { (*id).channel = chp };
+    0
 }
 
 unsafe extern "C" fn get_cm_event(
@@ -685,13 +714,12 @@ unsafe extern "C" fn listen(id: *mut rdma_cm_id, _backlog: c_int) -> c_int {
     let stop = Arc::new(AtomicBool::new(false));
     *lock(&state.listening) = Some((stop.clone(), local));
     // SAFETY: `id` is live; its fields are read once here, on this thread.
-    let (chp, ctx, ps) = unsafe { ((*id).channel, (*id).context, (*id).ps) };
+    let (ctx, ps) = unsafe { ((*id).context, (*id).ps) };
     let listen_id = id as usize;
-    let chp = chp as usize;
     let ctx = ctx as usize;
     let spawned = std::thread::Builder::new()
         .name("rdma_cm listen".into())
-        .spawn(move || serve(listener, stop, state, listen_id, chp, ctx, ps, local));
+        .spawn(move || serve(listener, stop, state, listen_id, ctx, ps, local));
     if spawned.is_err() {
         return fail(libc::EAGAIN);
     }
@@ -708,7 +736,6 @@ fn serve(
     stop: Arc<AtomicBool>,
     state: Arc<Id>,
     listen_id: usize,
-    chp: usize,
     ctx: usize,
     ps: c_int,
     local: SocketAddr,
@@ -721,9 +748,10 @@ fn serve(
                 return Err(Vec::new());
             }
             let (tx, rx) = mpsc::channel();
+            let (chp, ch) = lock(&state.channel).clone();
             let c = new_id(
                 chp as *mut rdma_event_channel,
-                state.channel.clone(),
+                ch.clone(),
                 ctx as *mut c_void,
                 ps,
             );
@@ -739,7 +767,7 @@ fn serve(
             let (ird, ord) = req.enhanced.as_ref().map_or((0, 0), |e| (e.ird, e.ord));
             let clamp = |v: u16| u8::try_from(v).unwrap_or(u8::MAX);
             deliver_to(
-                &state.channel,
+                &ch,
                 child,
                 listen_id,
                 CONNECT_REQUEST,
@@ -1251,7 +1279,7 @@ export! {
     rdma_get_src_port => get_src_port;
     rdma_getaddrinfo => getaddrinfo;
     rdma_listen => listen;
-    rdma_migrate_id => r_int2;
+    rdma_migrate_id => migrate_id;
     rdma_notify => r_int2;
     rdma_reject => reject;
     rdma_resolve_addr => resolve_addr;

@@ -329,6 +329,17 @@ fn connect_accept_disconnect() {
     assert_eq!((e.kind, e.id, e.status), (ESTABLISHED, req.id, 0));
     let e = next(cch);
     assert_eq!((e.kind, e.id, e.status), (ESTABLISHED, cid, 0));
+    // The client's id moves to a new channel: its events follow it.
+    let moved = channel();
+    // SAFETY: live id and channel; then a stale channel.
+    unsafe {
+        assert_eq!(migrate_id(cid, moved), 0);
+        assert_eq!((*cid).channel, moved);
+        assert_eq!(migrate_id(cid, ptr::dangling_mut()), -1);
+        assert_eq!(errno(), libc::EINVAL);
+    }
+    let cch_old = cch;
+    let cch = moved;
     // SAFETY: live, connected id.
     assert_eq!(unsafe { disconnect(cid) }, 0);
     assert_eq!(next(cch).kind, DISCONNECTED);
@@ -343,6 +354,7 @@ fn connect_accept_disconnect() {
         assert_eq!(destroy_id(lid), 0);
         destroy_event_channel(sch);
         destroy_event_channel(cch);
+        destroy_event_channel(cch_old);
     }
 }
 

@@ -483,14 +483,21 @@ fn rping_runs_over_rddp() {
 
 /// Debian's ucmatose, server and client over the library: two connections
 /// on one listener, four Sends each way on each, then the disconnects;
-/// both exit 0.
+/// both exit 0. Then again with `-m`: both sides move their ids to a new
+/// event channel (`rdma_migrate_id`) before disconnecting.
 #[test]
 fn ucmatose_runs_over_rddp() {
-    const UCMATOSE: &str = "/usr/bin/ucmatose";
     if !common::have(UCMATOSE, "rdmacm-utils") {
         return;
     }
     let lib = common::lib_dir("lib-ucmatose");
+    ucmatose(&lib, &[]);
+    ucmatose(&lib, &["-m"]);
+}
+
+const UCMATOSE: &str = "/usr/bin/ucmatose";
+
+fn ucmatose(lib: &Path, extra: &[&str]) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .unwrap()
@@ -501,7 +508,8 @@ fn ucmatose_runs_over_rddp() {
         c.args(["60", UCMATOSE])
             .args(args)
             .args(["-p", &port, "-c", "2", "-C", "4"])
-            .env("LD_LIBRARY_PATH", &lib)
+            .args(extra)
+            .env("LD_LIBRARY_PATH", lib)
             .env_remove("LD_PRELOAD")
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
@@ -535,6 +543,12 @@ fn ucmatose_runs_over_rddp() {
         out.status
     );
     assert!(stdout.contains("disconnected"), "{stdout}");
+    if !extra.is_empty() {
+        assert!(
+            stdout.contains("migrating to new event channel"),
+            "{stdout}"
+        );
+    }
 }
 
 /// rdma_server and rdma_client use the synchronous endpoint API, which is
