@@ -764,7 +764,11 @@ fn serve(
             if let Some(s) = reg().ids.get(&child) {
                 *lock(&s.pending) = Some(tx);
             }
-            let (ird, ord) = req.enhanced.as_ref().map_or((0, 0), |e| (e.ird, e.ord));
+            // As the kernel's iw_cm reports a request: the resources this
+            // side must answer with are the peer's ORD (its outstanding
+            // Reads), the depth it may use the peer's IRD (RFC 6581
+            // section 5.1).
+            let (ird, ord) = req.enhanced.as_ref().map_or((0, 0), |e| (e.ord, e.ird));
             let clamp = |v: u16| u8::try_from(v).unwrap_or(u8::MAX);
             deliver_to(
                 &ch,
@@ -967,6 +971,24 @@ unsafe extern "C" fn connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -
     }
     if let Err(e) = qp::ird_ord(q) {
         return fail(e);
+    }
+    if !param.is_null() {
+        // IRD and ORD to ask for: the conn_param's (RDMA_MAX_RESP_RES and
+        // RDMA_MAX_INIT_DEPTH, 255, mean the device's most), set on the QP
+        // (attributes only) for connect_mpa to take.
+        // SAFETY: a non-NULL `param` is the caller's.
+        let p = unsafe { *param };
+        let max = u8::try_from(crate::device::MAX_RD_ATOM).unwrap_or(u8::MAX);
+        // SAFETY: all-zero is a valid ibv_qp_attr.
+        let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.max_dest_rd_atomic = p.responder_resources.min(max);
+        a.max_rd_atomic = p.initiator_depth.min(max);
+        let mask = abi::IBV_QP_MAX_QP_RD_ATOMIC | abi::IBV_QP_MAX_DEST_RD_ATOMIC;
+        // SAFETY: `q` is a QP of ours (ird_ord checked it); `a` is ours.
+        let r = unsafe { qp::modify_qp(q, &raw mut a, mask) };
+        if r != 0 {
+            return fail(r);
+        }
     }
     let opts = rddp_mpa::MpaOptions {
         // SAFETY: `param` is NULL or the caller's.

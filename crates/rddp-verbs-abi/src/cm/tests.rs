@@ -30,6 +30,7 @@ struct Ev {
     id: *mut rdma_cm_id,
     listen_id: *mut rdma_cm_id,
     private: Vec<u8>,
+    ird: u8,
     ord: u8,
 }
 
@@ -59,6 +60,7 @@ fn next(ch: *mut rdma_event_channel) -> Ev {
         id: e.id,
         listen_id: e.listen_id,
         private,
+        ird: c.responder_resources,
         ord: c.initiator_depth,
     };
     // SAFETY: handed out above, acknowledged once.
@@ -309,6 +311,7 @@ fn connect_accept_disconnect() {
     let (lid, port) = listener(sch);
     let cid = client(cch, port);
     let mut p = param(b"hello");
+    (p.responder_resources, p.initiator_depth) = (3, 5);
     // SAFETY: live id with a QP and a resolved route; `p` outlives the call.
     assert_eq!(unsafe { connect(cid, &raw mut p) }, 0);
     let req = next(sch);
@@ -316,8 +319,9 @@ fn connect_accept_disconnect() {
     assert_eq!(req.listen_id, lid);
     assert_ne!(req.id, lid);
     assert_eq!(req.private, b"hello");
-    // The QP's ORD (16 until ibv_modify_qp sets it), as the Request carried.
-    assert_eq!(req.ord, 16);
+    // The Request carried the conn_param's IRD 3 and ORD 5: this side may
+    // keep 3 Reads outstanding and must answer 5.
+    assert_eq!((req.ird, req.ord), (5, 3));
     // SAFETY: the new id is live; its verbs is set.
     assert!(!unsafe { (*req.id).verbs }.is_null());
     qp_on(req.id);
