@@ -8,9 +8,11 @@ cd "$(dirname "$0")/.."
 # System packages the suite needs: libusrsctp-dev (userspace SCTP, loaded at run
 # time by usrsctp-ffi), tshark (the MPA and SCTP wire checks), ibverbs-utils
 # (Debian's unmodified ibv_devinfo/ibv_devices, run over rddp-verbs-abi's
-# libibverbs.so.1) and libibverbs-dev (the verbs.h its layouts are checked
-# against). With CI set, a missing one fails those tests.
-need_pkgs=(libusrsctp-dev tshark ibverbs-utils libibverbs-dev)
+# libibverbs.so.1), rdmacm-utils (rping and ucmatose, run over its
+# librdmacm.so.1), libibverbs-dev and librdmacm-dev (the verbs.h and
+# rdma_cma.h its layouts are checked against). With CI set, a missing one
+# fails those tests.
+need_pkgs=(libusrsctp-dev tshark ibverbs-utils rdmacm-utils libibverbs-dev librdmacm-dev)
 missing=()
 for p in "${need_pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

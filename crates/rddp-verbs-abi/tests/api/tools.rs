@@ -1,5 +1,6 @@
-//! Debian 12's unmodified ibverbs-utils binaries over this crate's
-//! libibverbs.so.1, and its symbol versions against what they import.
+//! Debian 12's unmodified ibverbs-utils and rdmacm-utils binaries over this
+//! crate's libibverbs.so.1 and librdmacm.so.1 (one file), and its symbol
+//! versions against what they import.
 
 use crate::common;
 use std::collections::BTreeSet;
