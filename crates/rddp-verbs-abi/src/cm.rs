@@ -231,6 +231,8 @@ struct Id {
     pending: Mutex<Option<mpsc::Sender<Decision>>>,
     /// Set when the id is destroyed or disconnected: no more events for it.
     done: AtomicBool,
+    /// Set by the first `rdma_connect`: a second one is `EINVAL`.
+    connecting: AtomicBool,
     /// The listener's stop flag and address (to wake its thread), if listening.
     listening: Mutex<Option<(Arc<AtomicBool>, SocketAddr)>>,
 }
@@ -476,6 +478,7 @@ fn new_id(
             channel: Mutex::new((chp as usize, ch)),
             pending: Mutex::new(None),
             done: AtomicBool::new(false),
+            connecting: AtomicBool::new(false),
             listening: Mutex::new(None),
         }),
     );
@@ -958,9 +961,9 @@ unsafe fn private_of(param: *const rdma_conn_param) -> Vec<u8> {
 }
 
 unsafe extern "C" fn connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
-    if id_state(id).is_none() {
+    let Some(state) = id_state(id) else {
         return fail(libc::EINVAL);
-    }
+    };
     // SAFETY: `id` is live.
     let (q, dst) = unsafe { ((*id).qp, route_addr(id, true)) };
     let Some(dst) = dst else {
@@ -971,6 +974,9 @@ unsafe extern "C" fn connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -
     }
     if let Err(e) = qp::ird_ord(q) {
         return fail(e);
+    }
+    if state.connecting.swap(true, Ordering::SeqCst) {
+        return fail(libc::EINVAL);
     }
     if !param.is_null() {
         // IRD and ORD to ask for: the conn_param's (RDMA_MAX_RESP_RES and

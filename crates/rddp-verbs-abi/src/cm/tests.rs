@@ -314,6 +314,9 @@ fn connect_accept_disconnect() {
     (p.responder_resources, p.initiator_depth) = (3, 5);
     // SAFETY: live id with a QP and a resolved route; `p` outlives the call.
     assert_eq!(unsafe { connect(cid, &raw mut p) }, 0);
+    // SAFETY: as above; the id is already connecting.
+    assert_eq!(unsafe { connect(cid, &raw mut p) }, -1);
+    assert_eq!(errno(), libc::EINVAL);
     let req = next(sch);
     assert_eq!(req.kind, CONNECT_REQUEST);
     assert_eq!(req.listen_id, lid);
