@@ -259,18 +259,36 @@ fn reg() -> MutexGuard<'static, Registry> {
 struct EventBox {
     ev: rdma_cm_event,
     private: Vec<u8>,
+    /// The peer's address, written into the id's route when the application
+    /// takes the event (on its thread, as librdmacm updates an id's route
+    /// while it hands out the event).
+    peer: Option<SocketAddr>,
 }
 
 /// Queues `event` for `id` on its channel, unless the id is done (destroyed
 /// or disconnected, for events after that).
 fn deliver(id: usize, listen_id: usize, event: c_int, status: c_int, private: Vec<u8>) {
+    deliver_with_peer(id, listen_id, event, status, private, None);
+}
+
+/// As [`deliver`], the id's destination becoming `peer` when it is taken.
+fn deliver_with_peer(
+    id: usize,
+    listen_id: usize,
+    event: c_int,
+    status: c_int,
+    private: Vec<u8>,
+    peer: Option<SocketAddr>,
+) {
     let state = reg().ids.get(&id).cloned();
     let Some(state) = state else { return };
     if state.done.load(Ordering::SeqCst) && event != DISCONNECTED {
         return;
     }
     let ch = lock(&state.channel).1.clone();
-    deliver_to(&ch, id, listen_id, event, status, private, (0, 0));
+    let mut b = event_box(id, listen_id, event, status, private, (0, 0));
+    b.peer = peer;
+    ch.push(Box::into_raw(b) as usize);
 }
 
 fn deliver_to(
@@ -280,8 +298,22 @@ fn deliver_to(
     event: c_int,
     status: c_int,
     private: Vec<u8>,
-    (ird, ord): (u8, u8),
+    ird_ord: (u8, u8),
 ) {
+    let b = event_box(id, listen_id, event, status, private, ird_ord);
+    ch.push(Box::into_raw(b) as usize);
+}
+
+/// The event, its `param.conn` carrying `private` and `(ird, ord)` as
+/// `responder_resources` and `initiator_depth`.
+fn event_box(
+    id: usize,
+    listen_id: usize,
+    event: c_int,
+    status: c_int,
+    private: Vec<u8>,
+    (ird, ord): (u8, u8),
+) -> Box<EventBox> {
     let mut b = Box::new(EventBox {
         ev: rdma_cm_event {
             id: id as *mut rdma_cm_id,
@@ -304,12 +336,13 @@ fn deliver_to(
             },
         },
         private,
+        peer: None,
     });
     if !b.private.is_empty() {
         b.ev.param.conn.private_data = b.private.as_ptr().cast();
         b.ev.param.conn.private_data_len = u8::try_from(b.private.len()).unwrap_or(u8::MAX);
     }
-    ch.push(Box::into_raw(b) as usize);
+    b
 }
 
 fn fail(e: c_int) -> c_int {
@@ -623,7 +656,18 @@ unsafe extern "C" fn get_cm_event(
             return -1;
         }
         if let Some(ev) = lock(&ch.queue).pop_front() {
-            reg().events.insert(ev, ());
+            let mut r = reg();
+            // SAFETY: a queued event is deliver_to's live Box<EventBox>, now
+            // this call's alone.
+            let e = unsafe { &*(ev as *const EventBox) };
+            if let Some(peer) = e.peer
+                && r.ids.contains_key(&(e.ev.id as usize))
+            {
+                // SAFETY: the id is live (registry locked); this is the
+                // application's thread, taking the id's event.
+                unsafe { set_route_addr(e.ev.id, true, peer) };
+            }
+            r.events.insert(ev, ());
             // SAFETY: `out` is the caller's pointer slot; `ev` is an EventBox
             // whose first field is the rdma_cm_event.
             unsafe { *out = ev as *mut rdma_cm_event };
@@ -794,9 +838,10 @@ fn serve(
         match res {
             Ok(conn) => {
                 let qpp = accepted_qp as *mut ibv_qp;
+                let peer = conn.info.peer;
                 match qp::attach(qpp, conn) {
                     Ok(()) => {
-                        deliver(child, 0, ESTABLISHED, 0, Vec::new());
+                        deliver_with_peer(child, 0, ESTABLISHED, 0, Vec::new(), peer);
                         watch(child, accepted_qp);
                     }
                     Err(e) => deliver(child, 0, CONNECT_ERROR, -e, Vec::new()),

@@ -334,6 +334,11 @@ fn connect_accept_disconnect() {
     assert_eq!(unsafe { accept(req.id, ptr::null_mut()) }, -1);
     let e = next(sch);
     assert_eq!((e.kind, e.id, e.status), (ESTABLISHED, req.id, 0));
+    // The accepted id's destination is the initiator's address.
+    // SAFETY: live id.
+    let dst = unsafe { route_addr(req.id, true) }.expect("a destination");
+    assert_eq!(dst.ip(), IpAddr::V4(Ipv4Addr::LOCALHOST));
+    assert_ne!(dst.port(), 0);
     let e = next(cch);
     assert_eq!((e.kind, e.id, e.status), (ESTABLISHED, cid, 0));
     // The client's id moves to a new channel: its events follow it.
