@@ -11,7 +11,9 @@
 #      queue pair over SCTP (`qp_sctp`) must pass RUNS runs each.
 # Each is a module of its crate's one test binary (`api`), selected by filter.
 # Usage: scripts/usrsctp-race.sh [RUNS]   (RUNS defaults to 200)
-# Environment: BEFORE (default 200), RDDP_RACE_DELAY_US (default 1000).
+# Environment: BEFORE (default 200), RDDP_RACE_DELAY_US (default 1000), HOGS
+# (busy loops beside the runs, default 0: the window needs preemption, which a
+# loaded machine gives; 2 on a 2-core machine found what a quiet one did not).
 # Needs root to install what it builds with (dpkg-dev, cmake, gcc) the first
 # time; the build is kept under target/usrsctp-race.
 set -euo pipefail
@@ -76,12 +78,22 @@ loop() {
   for ((i = 1; i <= $2; i++)); do
     if ! env $3 LD_LIBRARY_PATH="$(dirname "$lib")" timeout 120 "$exe" -q "${filter[@]}" >"$work/out" 2>&1; then
       fails=$((fails + 1))
-      tail -n 3 "$work/out" > "$work/last-failure"
+      # The whole tail: a test run in its own process prints its panic
+      # above the summary lines.
+      tail -n 60 "$work/out" > "$work/last-failure"
       [ "${4:-}" = first ] && break
     fi
   done
   echo "$fails $((i > $2 ? $2 : i))"
 }
+
+hog_pids=()
+stop_hogs() { for p in "${hog_pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap stop_hogs EXIT
+for ((h = 0; h < ${HOGS:-0}; h++)); do
+  (while :; do :; done) &
+  hog_pids+=($!)
+done
 
 status=0
 read -r n ran < <(loop rddp-sctp:path:: "$before" RDDP_USRSCTP_CLOSE_AT_ONCE=1 first)
@@ -89,7 +101,7 @@ if [ "$n" -eq 0 ]; then
   echo "FAIL: reaper off, path never crashed in $ran runs: the harness cannot see the race" >&2
   status=1
 else
-  echo "reaper off: path crashed at run $ran (delay ${RDDP_RACE_DELAY_US} us): $(tail -n 1 "$work/last-failure")"
+  echo "reaper off: path crashed at run $ran (delay ${RDDP_RACE_DELAY_US} us): $(grep -m 1 -E 'free|corrupt|signal|panicked' "$work/last-failure")"
 fi
 for t in rddp-sctp:path:: rddp-sctp:refusal:: rddp:qp_sctp::; do
   read -r n ran < <(loop "$t" "$runs" "")

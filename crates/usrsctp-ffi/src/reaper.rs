@@ -66,6 +66,9 @@ unsafe impl Send for Condemned {}
 struct Reaper {
     held: Mutex<Vec<Condemned>>,
     cv: Condvar,
+    /// Notified (under `held`'s lock) each time the reaper has closed every
+    /// socket it was given: what [`wait_idle`] waits for.
+    idle: Condvar,
     /// Handed over and not yet closed (`held` is empty while the reaper
     /// works through its sockets).
     count: AtomicUsize,
@@ -80,6 +83,31 @@ fn reaper() -> &'static Reaper {
 #[must_use]
 pub fn condemned() -> usize {
     reaper().count.load(Ordering::Acquire)
+}
+
+/// Wait until the reaper holds no socket, at most `timeout`; whether it then
+/// holds none. A dropped socket whose association was still up keeps its local
+/// port until the reaper closes it (at most [`CLOSE_AFTER`] after the drop):
+/// binding that port again may wait for this.
+pub fn wait_idle(timeout: Duration) -> bool {
+    let r = reaper();
+    let deadline = Instant::now() + timeout;
+    let Ok(mut h) = r.held.lock() else {
+        return condemned() == 0;
+    };
+    // The reaper decrements `count` before it takes the lock to notify, so a
+    // count read under the lock is never followed by a missed notification.
+    while r.count.load(Ordering::Acquire) > 0 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        h = match r.idle.wait_timeout(h, left) {
+            Ok((h, _)) => h,
+            Err(_) => return condemned() == 0,
+        };
+    }
+    true
 }
 
 /// The state of `so`'s association, or `None` when it has none.
@@ -222,6 +250,9 @@ fn run(r: &'static Reaper) {
         });
         let Ok(mut h) = r.held.lock() else { return };
         h.extend(work);
+        if r.count.load(Ordering::Acquire) == 0 {
+            r.idle.notify_all();
+        }
         if !h.is_empty() {
             let _ = r.cv.wait_timeout(h, POLL);
         }

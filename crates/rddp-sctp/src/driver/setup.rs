@@ -60,7 +60,19 @@ impl Listener {
     pub fn bind(addr: SocketAddrV4, opts: Options) -> Result<Self, DriverError> {
         start(&opts, addr.port())?;
         let sock = socket(&opts, false)?;
-        sock.bind(Target::Inet(addr))?;
+        match sock.bind(Target::Inet(addr)) {
+            // A socket of this process dropped with its association up keeps
+            // the port until usrsctp-ffi's reaper has closed it (at most
+            // `reaper::CLOSE_AFTER`): listening again there waits for that.
+            Err(usrsctp_ffi::Error::Io { err, .. })
+                if err.kind() == std::io::ErrorKind::AddrInUse
+                    && usrsctp_ffi::reaper::condemned() > 0
+                    && usrsctp_ffi::reaper::wait_idle(usrsctp_ffi::reaper::CLOSE_AFTER) =>
+            {
+                sock.bind(Target::Inet(addr))?
+            }
+            r => r?,
+        }
         sock.listen(8)?;
         Ok(Self { sock, opts })
     }

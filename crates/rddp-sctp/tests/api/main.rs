@@ -15,6 +15,7 @@ mod path;
 mod poll_mixed;
 mod raw_ip;
 mod refusal;
+mod relisten;
 mod reorder;
 mod session_rules;
 mod sessions;
