@@ -92,11 +92,4 @@ impl Placer for RdmapPlacer<'_> {
     ) -> Option<io::Result<usize>> {
         self.stream.segment_buffers().map(|mut b| f(&mut b))
     }
-
-    fn with_next_send_buffer(
-        &mut self,
-        f: &mut dyn FnMut(u32, &mut [u8]) -> io::Result<usize>,
-    ) -> Option<io::Result<usize>> {
-        self.stream.next_send_buffer().map(|(msn, b)| f(msn, b))
-    }
 }

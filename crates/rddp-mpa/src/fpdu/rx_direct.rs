@@ -24,7 +24,8 @@
 //! error, or when the engine asks for a pause; it resumes at any octet. Octets
 //! are never read ahead into scratch past the next payload octet, so a payload
 //! is never copied in user space, except octets that arrived before FPDU mode
-//! (the setup's leftover), which are copied and counted
+//! (the setup's leftover) and a lone Send read in one system call
+//! (`rx_direct/lone.rs`), which are copied and counted
 //! ([`FpduReceiver::copied_octets`]). Nothing is allocated per FPDU; nothing
 //! is written outside the target the engine returned.
 //!
@@ -124,18 +125,6 @@ pub trait Placer {
     fn with_buffers(
         &mut self,
         f: &mut dyn FnMut(&mut [&mut [u8]]) -> io::Result<usize>,
-    ) -> Option<io::Result<usize>> {
-        let _ = f;
-        None
-    }
-    /// A lone small FPDU in one system call (`rx_direct/lone.rs`): run `f`
-    /// once over the whole posted receive buffer that a Send arriving next
-    /// would fill from its first octet, with that Send's MSN. `None`: there is
-    /// none (Sends take buffers from a pool, a segment is begun, the stream
-    /// died). Default: never.
-    fn with_next_send_buffer(
-        &mut self,
-        f: &mut dyn FnMut(u32, &mut [u8]) -> io::Result<usize>,
     ) -> Option<io::Result<usize>> {
         let _ = f;
         None
@@ -506,8 +495,9 @@ impl FpduReceiver {
     }
 
     /// Payload octets copied into their place in user space: those that
-    /// arrived before FPDU mode (the setup's leftover), the only ones this
-    /// receiver copies.
+    /// arrived before FPDU mode (the setup's leftover), and those of the one
+    /// read of a lone Send (`rx_direct/lone.rs`: its payload, after its
+    /// checks, or what a miss read), the only ones this receiver copies.
     pub fn copied_octets(&self) -> u64 {
         self.input.copied
     }
@@ -535,7 +525,9 @@ impl FpduReceiver {
     /// as `buf` holds, their headers and CRCs are checked there, the engine
     /// begins each ([`Placer::begin_more`]), and one vectored read puts every
     /// payload straight into its place and the rest (headers, PAD, CRC) into
-    /// `buf`. No payload octet is copied in user space. An FPDU that cannot
+    /// `buf`. No payload octet of a batch is copied in user space. A small
+    /// Send that arrives alone may be read in one read into scratch
+    /// (`rx_direct/lone.rs`), and copied into place after its checks. An FPDU that cannot
     /// join a batch (a large payload, a bad CRC, one the engine would refuse
     /// or that is not a one-segment Send or Write, one cut off at the peek's
     /// end) is taken alone, header first, as by [`Self::drive`]. When this
@@ -1010,34 +1002,12 @@ impl FpduReceiver {
                     return Err(self.die());
                 };
                 let payload = &self.rtr[..self.payload_len];
-                match t {
-                    Target::Nothing => {}
-                    Target::Region {
-                        region,
-                        offset,
-                        len,
-                    } if len == payload.len() => {
-                        region.data_mut()[offset..offset + len].copy_from_slice(payload);
-                    }
-                    Target::Buffer { len } if len == payload.len() => {
-                        let mut f = |b: &mut [u8]| match b.get_mut(..payload.len()) {
-                            Some(b) => {
-                                b.copy_from_slice(payload);
-                                Ok(payload.len())
-                            }
-                            None => {
-                                Err(io::Error::other("receive buffer shorter than the payload"))
-                            }
-                        };
-                        let _ = engine.with_buffer(&mut f);
-                    }
-                    _ => {
-                        engine.framing_error(
-                            TerminateCode::MPA_LOCAL_CATASTROPHIC,
-                            "placement target does not match the payload length".into(),
-                        );
-                        return Err(self.die());
-                    }
+                if !place_copy(engine, t, payload) {
+                    engine.framing_error(
+                        TerminateCode::MPA_LOCAL_CATASTROPHIC,
+                        "placement target does not match the payload length".into(),
+                    );
+                    return Err(self.die());
                 }
                 engine.finish(true);
                 Ok(())
@@ -1065,6 +1035,35 @@ impl FpduReceiver {
             format!("the initiator's first FPDU is not the agreed {want:?} RTR"),
         );
         self.die()
+    }
+}
+
+/// Copy a whole payload, already checked, into the target the engine named
+/// for it (RDMAP's RTR, a lone Send read into scratch). `false`: the target
+/// does not match the payload (an engine bug); nothing was written.
+fn place_copy(engine: &mut impl Placer, t: Target, payload: &[u8]) -> bool {
+    match t {
+        Target::Nothing => payload.is_empty(),
+        Target::Region {
+            region,
+            offset,
+            len,
+        } if len == payload.len() => {
+            region.data_mut()[offset..offset + len].copy_from_slice(payload);
+            true
+        }
+        Target::Buffer { len } if len == payload.len() => {
+            let mut f = |b: &mut [u8]| match b.get_mut(..payload.len()) {
+                Some(b) => {
+                    b.copy_from_slice(payload);
+                    Ok(payload.len())
+                }
+                None => Err(io::Error::other("receive buffer shorter than the payload")),
+            };
+            // A buffer gone meanwhile (the stream died): nothing to deliver.
+            !matches!(engine.with_buffer(&mut f), Some(Err(_)))
+        }
+        _ => false,
     }
 }
 

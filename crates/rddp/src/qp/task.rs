@@ -185,13 +185,6 @@ impl Placer for Budgeted<'_> {
         self.inner.with_buffers(f)
     }
 
-    fn with_next_send_buffer(
-        &mut self,
-        f: &mut dyn FnMut(u32, &mut [u8]) -> io::Result<usize>,
-    ) -> Option<io::Result<usize>> {
-        self.inner.with_next_send_buffer(f)
-    }
-
     fn more(&mut self) -> bool {
         self.inner.more() && !self.spent()
     }
