@@ -11,7 +11,7 @@
 //! the driver closes once [`FpduConn::wants_close`].
 
 use super::errors::terminate_for_ddp;
-use super::rx_direct::{FpduReceiver, Placer, Progress, RxConfig};
+use super::rx_direct::{FpduReceiver, Placer, Progress, Refused, RxConfig};
 use super::tx::{OutFpdu, build_fpdu};
 use super::{rtr, terminate_fpdu};
 use crate::error::MpaError;
@@ -398,19 +398,19 @@ struct ConnPlacer<'a> {
 }
 
 impl Placer for ConnPlacer<'_> {
-    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target> {
+    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Result<Target, Refused> {
         if self.conn.dead {
-            return None;
+            return Err(Refused::Now);
         }
         match self
             .conn
             .stream
             .begin_segment(self.mem, seq, head, payload_len)
         {
-            Ok(t) => Some(t),
+            Ok(t) => Ok(t),
             Err(_) => {
                 self.conn.ddp_failed();
-                None
+                Err(Refused::Now)
             }
         }
     }

@@ -9,7 +9,8 @@
 //! into under the caller's lock. With a non-blocking socket every lock is held
 //! for one system call at most, never across a wait.
 
-use super::rx_direct::Placer;
+use super::rx_direct::{Placer, Refused};
+use rddp_proto::ddp::StreamError;
 use rddp_proto::ddp::Target;
 use rddp_proto::mem::MemoryTable;
 use rddp_proto::rdmap::RdmapStream;
@@ -22,8 +23,9 @@ pub struct RdmapPlacer<'a> {
     pub stream: &'a mut RdmapStream,
     /// The memory table its regions are in.
     pub mem: &'a MemoryTable,
-    /// Set when the peer's first FPDU passed its checks (RFC 6581 / RFC 5044 §7.1.2:
-    /// the responder may transmit from now on); the driver opens its gate.
+    /// Set when a segment was delivered, so the peer's first FPDU passed its
+    /// checks (RFC 6581 / RFC 5044 §7.1.2: the responder may transmit from now
+    /// on); the driver opens its gate.
     pub first_fpdu_seen: bool,
 }
 
@@ -39,19 +41,13 @@ impl<'a> RdmapPlacer<'a> {
 }
 
 impl Placer for RdmapPlacer<'_> {
-    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target> {
-        // A refusal is held until the FPDU's CRC was checked (RFC 5041 §7.1).
-        self.stream
-            .begin_segment_crc_first(self.mem, seq, head, payload_len)
-            .ok()
-    }
-
-    fn refusal_held(&self) -> bool {
-        self.stream.has_held_refusal()
-    }
-
-    fn settle(&mut self, crc_ok: bool) {
-        self.stream.settle_refusal(crc_ok);
+    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Result<Target, Refused> {
+        // A refusal is held until `finish` (RFC 5041 §7.1: the CRC first).
+        match self.stream.begin_segment(self.mem, seq, head, payload_len) {
+            Ok(t) => Ok(t),
+            Err(StreamError::Closed) => Err(Refused::Now),
+            Err(_) => Err(Refused::Held),
+        }
     }
 
     fn with_buffer(
@@ -63,15 +59,13 @@ impl Placer for RdmapPlacer<'_> {
 
     fn finish(&mut self, crc_ok: bool) {
         // Refusals are handled inside the engine (Terminate queued, events).
-        let _ = self.stream.finish_segment(self.mem, crc_ok);
+        if self.stream.finish_segment(self.mem, crc_ok).is_ok() {
+            self.first_fpdu_seen = true;
+        }
     }
 
     fn framing_error(&mut self, code: TerminateCode, detail: String) {
         self.stream.llp_error(code, detail);
-    }
-
-    fn first_fpdu(&mut self) {
-        self.first_fpdu_seen = true;
     }
 
     fn more(&mut self) -> bool {

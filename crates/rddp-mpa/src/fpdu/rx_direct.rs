@@ -75,9 +75,8 @@ const STREAK: u32 = 4;
 pub trait Placer {
     /// FPDU `seq` (from 0 after setup) carries a DDP segment whose header is
     /// `head` (`min(ULPDU_Length, header length)` octets) and `payload_len`
-    /// payload octets. `None`: refused (the engine queued its Terminate); the
-    /// receiver reads nothing more.
-    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target>;
+    /// payload octets. `Err`: refused, nothing placed (see [`Refused`]).
+    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Result<Target, Refused>;
     /// For a [`Target::Buffer`]: run `f` once over the target's octets (the
     /// whole payload range of the segment). `None`: the buffer is gone (the
     /// stream died meanwhile); the payload is then read and dropped.
@@ -85,25 +84,14 @@ pub trait Placer {
         &mut self,
         f: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
     ) -> Option<io::Result<usize>>;
-    /// The begun segment's FPDU ended; `crc_ok` (always true without CRC).
+    /// The begun (or refused) segment's FPDU ended; `crc_ok` (always true
+    /// without CRC). Only now is anything delivered, or a refusal reported
+    /// (a failed CRC as such instead). A successful one that is the peer's
+    /// first FPDU lets the responder send (RFC 5044 §7.1.2).
     fn finish(&mut self, crc_ok: bool);
     /// A framing error below DDP (ULPDU_Length, Marker, CRC of an FPDU not
     /// begun, the wrong RTR): Terminate with `code` alone, then close.
     fn framing_error(&mut self, code: TerminateCode, detail: String);
-    /// The peer's first FPDU passed its checks (the responder may send now,
-    /// RFC 5044 §7.1.2). Called before that FPDU's `finish`.
-    fn first_fpdu(&mut self) {}
-    /// After [`Self::begin`] refused: the engine holds its refusal until the
-    /// FPDU's own check (RFC 5041 §7.1: MPA's CRC before DDP's and RDMAP's
-    /// header checks). The receiver then reads the payload and drops it, reads
-    /// PAD and CRC, and calls [`Self::settle`]. Default: reported at once.
-    fn refusal_held(&self) -> bool {
-        false
-    }
-    /// The held refusal's FPDU ended, `crc_ok` as for [`Self::finish`].
-    fn settle(&mut self, crc_ok: bool) {
-        let _ = crc_ok;
-    }
     /// Asked between FPDUs: `false` pauses the receiver ([`Progress::Paused`]).
     fn more(&mut self) -> bool {
         true
@@ -129,6 +117,20 @@ pub trait Placer {
         let _ = f;
         None
     }
+}
+
+/// Why [`Placer::begin`] placed nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The engine holds its refusal until the FPDU's own check (RFC 5041
+    /// §7.1: MPA's CRC before DDP's and RDMAP's header checks): the receiver
+    /// reads the payload and drops it, reads PAD and CRC, calls
+    /// [`Placer::finish`] (which reports the refusal, or the failed CRC
+    /// instead) and reads nothing more.
+    Held,
+    /// Reported already, or the engine is gone: the receiver reads nothing
+    /// more.
+    Now,
 }
 
 /// A source that shows what it holds without consuming it (a TCP socket's
@@ -815,8 +817,8 @@ impl FpduReceiver {
         } else {
             let head = &self.head[MPA_HDR_LEN..self.head_want];
             match engine.begin(self.seq, head, self.payload_len) {
-                Some(t) if t.len() == self.payload_len => Sink::Engine(t),
-                Some(_) => {
+                Ok(t) if t.len() == self.payload_len => Sink::Engine(t),
+                Ok(_) => {
                     // An engine bug; never write outside what it returned.
                     engine.framing_error(
                         TerminateCode::MPA_LOCAL_CATASTROPHIC,
@@ -824,11 +826,11 @@ impl FpduReceiver {
                     );
                     return Err(self.die());
                 }
-                None if engine.refusal_held() => Sink::Discard {
+                Err(Refused::Held) => Sink::Discard {
                     not_rtr: false,
                     refused: true,
                 },
-                None => return Err(self.die()),
+                Err(Refused::Now) => return Err(self.die()),
             }
         };
         self.st = self.after_payload_state();
@@ -941,7 +943,6 @@ impl FpduReceiver {
             self.placed += self.placing;
         }
         self.placing = 0;
-        let first = self.seq == 0;
         let seq = self.seq;
         self.seq += 1;
         self.st = St::Head;
@@ -955,9 +956,6 @@ impl FpduReceiver {
         };
         match std::mem::replace(&mut self.sink, none) {
             Sink::Engine(_) => {
-                if first && crc_ok {
-                    engine.first_fpdu();
-                }
                 engine.finish(crc_ok);
                 if !crc_ok {
                     return Err(self.die());
@@ -966,7 +964,7 @@ impl FpduReceiver {
             }
             Sink::Discard { refused: true, .. } => {
                 // The CRC decides which error the peer hears.
-                engine.settle(crc_ok);
+                engine.finish(crc_ok);
                 Err(self.die())
             }
             Sink::Discard { not_rtr, .. } => {
@@ -992,14 +990,16 @@ impl FpduReceiver {
                 if !is_rtr(want, &ulpdu[..self.ulpdu_len]) {
                     return Err(self.no_rtr(engine));
                 }
-                engine.first_fpdu();
                 // RDMAP's own small message, handed over whole (not user payload).
-                let Some(t) = engine.begin(seq, &ulpdu[..hl], self.payload_len) else {
-                    // Its CRC passed: a held refusal is reported now.
-                    if engine.refusal_held() {
-                        engine.settle(true);
+                let t = match engine.begin(seq, &ulpdu[..hl], self.payload_len) {
+                    Ok(t) => t,
+                    Err(r) => {
+                        if r == Refused::Held {
+                            // Its CRC passed: the refusal is reported now.
+                            engine.finish(true);
+                        }
+                        return Err(self.die());
                     }
-                    return Err(self.die());
                 };
                 let payload = &self.rtr[..self.payload_len];
                 if !place_copy(engine, t, payload) {

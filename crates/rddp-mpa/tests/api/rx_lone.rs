@@ -15,12 +15,13 @@ use crate::common::source::Source;
 use crate::common::wires::{
     Op, Outcome, RECV, RECVS, Recvs, Way, any_recvs, damage, fpdus, memory, receive_units, stream,
 };
-use rddp_mpa::fpdu::{FpduReceiver, Placer, RdmapPlacer, RxConfig};
+use rddp_mpa::fpdu::{FpduReceiver, Placer, RdmapPlacer, Refused, RxConfig};
 use rddp_proto::ddp::Target;
 use rddp_proto::rdmap::WcStatus;
 use rddp_wire::TerminateCode;
 use rddp_wire::crc::{crc_wire_bytes, crc32c};
 use rddp_wire::ddp::UNTAGGED_HDR_LEN;
+use rddp_wire::rdmap::qn;
 use std::io;
 
 /// Both ways over `units` (each arriving alone); the buffered one with the
@@ -335,8 +336,8 @@ struct Watch<'a, 'b> {
 }
 
 impl Placer for Watch<'_, '_> {
-    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target> {
-        if let Some((_, b)) = self.inner.stream.next_send_buffer()
+    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Result<Target, Refused> {
+        if let Some((_, b)) = self.inner.stream.ddp().sink().next_posted(qn::SEND)
             && b.iter().any(|&o| o != OWN)
         {
             *self.early += 1;
@@ -354,15 +355,6 @@ impl Placer for Watch<'_, '_> {
     }
     fn framing_error(&mut self, code: TerminateCode, detail: String) {
         self.inner.framing_error(code, detail)
-    }
-    fn first_fpdu(&mut self) {
-        self.inner.first_fpdu()
-    }
-    fn refusal_held(&self) -> bool {
-        self.inner.refusal_held()
-    }
-    fn settle(&mut self, crc_ok: bool) {
-        self.inner.settle(crc_ok)
     }
     fn more(&mut self) -> bool {
         self.inner.more()

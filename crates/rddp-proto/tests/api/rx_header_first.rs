@@ -161,7 +161,10 @@ fn refusals_come_from_the_header_alone_with_on_segment_codes() {
                     // Header-first with the payload octets withheld: begin must
                     // decide without them.
                     let (head, n) = head_of(&seg);
-                    h.s.begin_segment(&h.mem, 0, head, n).is_err()
+                    let refused = h.s.begin_segment(&h.mem, 0, head, n).is_err();
+                    // Held until the LLP's check of the segment passed.
+                    let _ = h.s.finish_segment(&h.mem, true);
+                    refused
                 };
                 let guards = h.mem.all_guards_intact();
                 (

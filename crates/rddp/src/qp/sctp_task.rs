@@ -82,8 +82,12 @@ impl Placer for QpPlacer {
         let st = &mut *guard;
         let mem = shared.pd.inner.consumer.device().mem();
         let r = match st.rdmap.begin_segment(mem, seq, head, payload_len) {
-            // Refused (Terminate queued): the driver drains the payload.
-            Err(e) => Err(e),
+            // Refused: reported now (SCTP checked the segment below); the
+            // driver drains the payload.
+            Err(e) => match st.rdmap.finish_segment(mem, true) {
+                Err(StreamError::Closed) | Ok(()) => Err(e),
+                Err(settled) => Err(settled),
+            },
             Ok(t) => {
                 let rdmap = &mut st.rdmap;
                 if fill_target(&t, payload_len, fill, || rdmap.segment_buffer()) {

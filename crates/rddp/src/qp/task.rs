@@ -23,7 +23,7 @@ use crate::error::Error;
 use crate::transport::HoldInner;
 use crate::transport::mpa_in::{Counted, MpaIn};
 use rddp_io::{Cx, Interest, Next, Task, TaskHandle};
-use rddp_mpa::fpdu::{Placer, Progress, RdmapPlacer, Recorded};
+use rddp_mpa::fpdu::{Placer, Progress, RdmapPlacer, Recorded, Refused};
 use rddp_mpa::pcap::TcpEndpoint;
 use rddp_proto::ddp::Target;
 use rddp_wire::TerminateCode;
@@ -130,7 +130,7 @@ impl Budgeted<'_> {
 }
 
 impl Placer for Budgeted<'_> {
-    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target> {
+    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Result<Target, Refused> {
         self.fpdus += 1;
         self.octets += head.len() + payload_len;
         self.inner.begin(seq, head, payload_len)
@@ -149,18 +149,6 @@ impl Placer for Budgeted<'_> {
 
     fn framing_error(&mut self, code: TerminateCode, detail: String) {
         self.inner.framing_error(code, detail);
-    }
-
-    fn first_fpdu(&mut self) {
-        self.inner.first_fpdu();
-    }
-
-    fn refusal_held(&self) -> bool {
-        self.inner.refusal_held()
-    }
-
-    fn settle(&mut self, crc_ok: bool) {
-        self.inner.settle(crc_ok);
     }
 
     fn begin_more(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target> {

@@ -181,7 +181,7 @@ impl FpduReceiver {
         self.seq += 1;
         let payload = &read[HEAD_MAX..HEAD_MAX + len];
         match engine.begin(seq, &read[MPA_HDR_LEN..HEAD_MAX], len) {
-            Some(t) => {
+            Ok(t) => {
                 if !place_copy(engine, t, payload) {
                     engine.framing_error(
                         TerminateCode::MPA_LOCAL_CATASTROPHIC,
@@ -193,10 +193,10 @@ impl FpduReceiver {
                 engine.finish(true);
                 Ok(())
             }
-            None => {
-                // Refused: reported now (the FPDU's CRC passed).
-                if engine.refusal_held() {
-                    engine.settle(true);
+            Err(r) => {
+                if r == Refused::Held {
+                    // Reported now: the FPDU's CRC passed.
+                    engine.finish(true);
                 }
                 Err(self.die())
             }

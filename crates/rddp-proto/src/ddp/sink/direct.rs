@@ -122,16 +122,18 @@ impl DdpSink {
         slot.buf.data.get_mut(mo..mo + b.len as usize)
     }
 
-    /// The receive buffer that an untagged message of queue `qn` arriving
-    /// next would fill from MO 0, and its MSN: only on an ordered queue
-    /// (strategy 1), whose buffers are posted for their MSNs; `None` under the
-    /// pooled strategies (a buffer is taken only when its message arrives) and
+    /// What the receive buffer that an untagged message of queue `qn`
+    /// arriving next would fill from MO 0 holds now, and that message's MSN
+    /// (a look, not a receive: a test sees that nothing was placed before the
+    /// checks). Only on an ordered queue (strategy 1), whose buffers are posted
+    /// for their MSNs; `None` under the pooled strategies (a buffer is taken
+    /// only when its message arrives), for a receive posted into a region, and
     /// while a segment is begun or waits for an earlier one.
-    pub fn next_posted(&mut self, qn: u32) -> Option<(u32, &mut [u8])> {
+    pub fn next_posted(&self, qn: u32) -> Option<(u32, &[u8])> {
         if !self.begun.is_empty() || !self.order.is_idle() {
             return None;
         }
-        self.queues.get_mut(qn as usize)?.next_posted()
+        self.queues.get(qn as usize)?.next_posted()
     }
 
     /// The begun segment's payload is in place and checked: account for it and

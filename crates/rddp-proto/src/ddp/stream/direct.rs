@@ -72,13 +72,6 @@ impl DdpStream {
         self.sink.begun_buffer()
     }
 
-    /// The posted buffer the next untagged message of `qn` would fill (see
-    /// [`super::DdpSink::next_posted`]); `None` once the stream is not open.
-    pub fn next_posted(&mut self, qn: u32) -> Option<(u32, &mut [u8])> {
-        self.may_receive().ok()?;
-        self.sink.next_posted(qn)
-    }
-
     /// One more segment of a batch (see [`super::DdpSink::begin_more`]): `None`
     /// when it cannot join (nothing changed, no error raised) or the stream
     /// receives nothing any more.
