@@ -415,11 +415,11 @@ impl Placer for ConnPlacer<'_> {
         }
     }
 
-    fn with_buffer(
+    fn with_buffers(
         &mut self,
-        f: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
+        f: &mut dyn FnMut(&mut [&mut [u8]]) -> io::Result<usize>,
     ) -> Option<io::Result<usize>> {
-        self.conn.stream.begun_buffer().map(f)
+        self.conn.stream.begun_buffer().map(|b| f(&mut [b]))
     }
 
     fn finish(&mut self, crc_ok: bool) {

@@ -5,13 +5,13 @@
 //! lock) for the whole [`super::FpduReceiver::drive`] call, and the memory
 //! table is shared (`&MemoryTable`: its lookups take its read lock briefly).
 //! The receiver itself locks a region only around each single `read` into it;
-//! a receive buffer is the engine's own (`RdmapStream::segment_buffer`), read
+//! a receive buffer is the engine's own (`RdmapStream::segment_buffers`), read
 //! into under the caller's lock. With a non-blocking socket every lock is held
 //! for one system call at most, never across a wait.
 
 use super::rx_direct::{Placer, Refused};
 use rddp_proto::ddp::StreamError;
-use rddp_proto::ddp::Target;
+use rddp_proto::ddp::{Fits, Target};
 use rddp_proto::mem::MemoryTable;
 use rddp_proto::rdmap::RdmapStream;
 use rddp_wire::TerminateCode;
@@ -50,13 +50,6 @@ impl Placer for RdmapPlacer<'_> {
         }
     }
 
-    fn with_buffer(
-        &mut self,
-        f: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
-    ) -> Option<io::Result<usize>> {
-        self.stream.segment_buffer().map(f)
-    }
-
     fn finish(&mut self, crc_ok: bool) {
         // Refusals are handled inside the engine (Terminate queued, events).
         if self.stream.finish_segment(self.mem, crc_ok).is_ok() {
@@ -72,18 +65,21 @@ impl Placer for RdmapPlacer<'_> {
         !self.stream.is_terminated()
     }
 
-    fn begin_more(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target> {
-        self.stream.begin_more(self.mem, seq, head, payload_len)
-    }
-
-    fn unbegin_last(&mut self) {
-        self.stream.unbegin_last();
+    fn begin_more(
+        &mut self,
+        seq: u64,
+        head: &[u8],
+        payload_len: usize,
+        fits: Fits<'_>,
+    ) -> Option<Target> {
+        self.stream
+            .begin_more(self.mem, seq, head, payload_len, fits)
     }
 
     fn with_buffers(
         &mut self,
         f: &mut dyn FnMut(&mut [&mut [u8]]) -> io::Result<usize>,
     ) -> Option<io::Result<usize>> {
-        self.stream.segment_buffers().map(|mut b| f(&mut b))
+        self.stream.segment_buffers(|b| f(b))
     }
 }

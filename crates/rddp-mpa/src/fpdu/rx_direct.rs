@@ -9,7 +9,7 @@
 //!    where the payload goes;
 //! 3. reads the payload straight into that place: a region range (the region
 //!    locked for each single `read` call), or the engine's receive buffer
-//!    ([`Placer::with_buffer`], one `read` per call);
+//!    ([`Placer::with_buffers`], one `read` per call);
 //! 4. reads PAD and CRC and checks the CRC over the octets where they now lie
 //!    (RFC 5044 §4.4; computed as each read lands, under the same lock);
 //! 5. [`Placer::finish`]`(crc_ok)`: only now is anything delivered.
@@ -42,7 +42,7 @@
 //! agreed RTR; else `framing_error(2/0/0x07)` (or 2/0/0x02 on a bad CRC).
 
 use crate::setup::Rtr;
-use rddp_proto::ddp::Target;
+use rddp_proto::ddp::{Fits, Target};
 use rddp_wire::ddp::{TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
 use rddp_wire::mpa::check;
 use rddp_wire::mpa::marker::{MARKER_LEN, at_marker, until_marker};
@@ -77,12 +77,13 @@ pub trait Placer {
     /// `head` (`min(ULPDU_Length, header length)` octets) and `payload_len`
     /// payload octets. `Err`: refused, nothing placed (see [`Refused`]).
     fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Result<Target, Refused>;
-    /// For a [`Target::Buffer`]: run `f` once over the target's octets (the
-    /// whole payload range of the segment). `None`: the buffer is gone (the
-    /// stream died meanwhile); the payload is then read and dropped.
-    fn with_buffer(
+    /// Run `f` once over the receive buffers (payload ranges) of the begun
+    /// FPDUs whose targets are [`Target::Buffer`] with payload, oldest first:
+    /// one for an FPDU begun alone, those of a batch. `None`: they are gone
+    /// (the stream died meanwhile); an FPDU's payload is then read and dropped.
+    fn with_buffers(
         &mut self,
-        f: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
+        f: &mut dyn FnMut(&mut [&mut [u8]]) -> io::Result<usize>,
     ) -> Option<io::Result<usize>>;
     /// The begun (or refused) segment's FPDU ended; `crc_ok` (always true
     /// without CRC). Only now is anything delivered, or a refusal reported
@@ -98,23 +99,17 @@ pub trait Placer {
     }
     /// Batched receive ([`FpduReceiver::drive_buffered`], `rx_direct/batch.rs`):
     /// begin FPDU `seq` while the batch's earlier FPDUs are begun and their
-    /// payloads not yet read. `None`: it cannot join a batch, nothing changed
-    /// (the receiver takes it alone, through [`Self::begin`]). Default: never.
-    fn begin_more(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target> {
-        let _ = (seq, head, payload_len);
-        None
-    }
-    /// Forget the newest FPDU begun by [`Self::begin_more`], whose target was
-    /// a [`Target::Region`] (beginning one changes nothing else).
-    fn unbegin_last(&mut self) {}
-    /// Run `f` once over the receive buffers (payload ranges) of the batch's
-    /// begun FPDUs whose targets are [`Target::Buffer`], oldest first. `None`:
-    /// they are gone (the stream died).
-    fn with_buffers(
+    /// payloads not yet read, if `fits` takes its target. `None`: it cannot
+    /// join a batch, nothing changed (the receiver takes it alone, through
+    /// [`Self::begin`]). Default: never.
+    fn begin_more(
         &mut self,
-        f: &mut dyn FnMut(&mut [&mut [u8]]) -> io::Result<usize>,
-    ) -> Option<io::Result<usize>> {
-        let _ = f;
+        seq: u64,
+        head: &[u8],
+        payload_len: usize,
+        fits: Fits<'_>,
+    ) -> Option<Target> {
+        let _ = (seq, head, payload_len, fits);
         None
     }
 }
@@ -891,7 +886,10 @@ impl FpduReceiver {
                     }
                     Ok(n)
                 };
-                let got = engine.with_buffer(&mut f);
+                let got = engine.with_buffers(&mut |bufs| match bufs {
+                    [b] => f(b),
+                    _ => Err(io::Error::other("not one receive buffer")),
+                });
                 match got {
                     Some(Ok(n)) => {
                         self.placing += direct as u64;
@@ -1053,7 +1051,7 @@ fn place_copy(engine: &mut impl Placer, t: Target, payload: &[u8]) -> bool {
             true
         }
         Target::Buffer { len } if len == payload.len() => {
-            let mut f = |b: &mut [u8]| match b.get_mut(..payload.len()) {
+            let f = |b: &mut [u8]| match b.get_mut(..payload.len()) {
                 Some(b) => {
                     b.copy_from_slice(payload);
                     Ok(payload.len())
@@ -1061,7 +1059,11 @@ fn place_copy(engine: &mut impl Placer, t: Target, payload: &[u8]) -> bool {
                 None => Err(io::Error::other("receive buffer shorter than the payload")),
             };
             // A buffer gone meanwhile (the stream died): nothing to deliver.
-            !matches!(engine.with_buffer(&mut f), Some(Err(_)))
+            let got = engine.with_buffers(&mut |bufs| match bufs {
+                [b] => f(b),
+                _ => Err(io::Error::other("not one receive buffer")),
+            });
+            !matches!(got, Some(Err(_)))
         }
         _ => false,
     }

@@ -16,7 +16,7 @@ use crate::common::wires::{
     Op, Outcome, RECV, RECVS, Recvs, Way, any_recvs, damage, fpdus, memory, receive_units, stream,
 };
 use rddp_mpa::fpdu::{FpduReceiver, Placer, RdmapPlacer, Refused, RxConfig};
-use rddp_proto::ddp::Target;
+use rddp_proto::ddp::{Fits, Target};
 use rddp_proto::rdmap::WcStatus;
 use rddp_wire::TerminateCode;
 use rddp_wire::crc::{crc_wire_bytes, crc32c};
@@ -344,12 +344,6 @@ impl Placer for Watch<'_, '_> {
         }
         self.inner.begin(seq, head, payload_len)
     }
-    fn with_buffer(
-        &mut self,
-        f: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
-    ) -> Option<io::Result<usize>> {
-        self.inner.with_buffer(f)
-    }
     fn finish(&mut self, crc_ok: bool) {
         self.inner.finish(crc_ok)
     }
@@ -359,11 +353,14 @@ impl Placer for Watch<'_, '_> {
     fn more(&mut self) -> bool {
         self.inner.more()
     }
-    fn begin_more(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target> {
-        self.inner.begin_more(seq, head, payload_len)
-    }
-    fn unbegin_last(&mut self) {
-        self.inner.unbegin_last()
+    fn begin_more(
+        &mut self,
+        seq: u64,
+        head: &[u8],
+        payload_len: usize,
+        fits: Fits<'_>,
+    ) -> Option<Target> {
+        self.inner.begin_more(seq, head, payload_len, fits)
     }
     fn with_buffers(
         &mut self,

@@ -58,7 +58,14 @@ impl RdmapStream {
             // Held until the LLP's check: a whole segment passed it.
             Err(e) => return Err(refused(self.finish_segment(mem, true), e)),
         };
-        let copied = place_whole(&target, payload, || self.segment_buffer());
+        let copied = match target {
+            Target::Buffer { .. } => self
+                .segment_buffers(|b| {
+                    place_whole(&target, payload, || b.first_mut().map(|s| &mut **s))
+                })
+                .unwrap_or(0),
+            _ => place_whole(&target, payload, || None),
+        };
         // A Send's payload is the ULP's; a Read Request's or Terminate's is
         // RDMAP's own small message (not counted).
         let ulp = match target {

@@ -14,7 +14,7 @@
 //!    reported: the LLP's check of the same FPDU comes first (RFC 5041 §7.1);
 //!    the LLP reads the payload and drops it;
 //! 2. fill the [`Target`]: a region range (lock the region for each read), or
-//!    [`RdmapStream::segment_buffer`] (the receive buffer, RDMAP's own Read
+//!    [`RdmapStream::segment_buffers`] (the receive buffer, RDMAP's own Read
 //!    Request / Terminate buffers included);
 //! 3. `finish_segment(mem, crc_ok)` (`crc_ok` true for an LLP without a check
 //!    of its own): delivers, or reports the held refusal (a failed check as
@@ -129,16 +129,6 @@ impl RdmapStream {
                 err
             }
         }
-    }
-
-    /// The receive-buffer octets of the begun untagged segment's payload (a
-    /// posted receive buffer, a shared-pool buffer, or RDMAP's own buffer for a
-    /// Read Request or Terminate); `None` if none is begun or the stream died.
-    pub fn segment_buffer(&mut self) -> Option<&mut [u8]> {
-        if self.terminated || self.rx_begun.is_empty() {
-            return None;
-        }
-        self.ddp.begun_buffer()
     }
 
     /// The begun segment's payload is in its target and the LLP checked it

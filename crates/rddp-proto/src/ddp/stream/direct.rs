@@ -81,15 +81,10 @@ impl DdpStream {
         seq: SenderSeq,
         head: &[u8],
         payload_len: usize,
+        fits: super::super::Fits<'_>,
     ) -> Option<Target> {
         self.may_receive().ok()?;
-        self.sink.begin_more(mem, seq, head, payload_len)
-    }
-
-    /// Forget the newest tagged segment of a batch (see
-    /// [`super::DdpSink::unbegin_last`]).
-    pub fn unbegin_last(&mut self) -> bool {
-        self.sink.unbegin_last()
+        self.sink.begin_more(mem, seq, head, payload_len, fits)
     }
 
     /// The receive-buffer octets of a batch's begun untagged segments (see
