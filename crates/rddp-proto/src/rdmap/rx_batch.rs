@@ -50,11 +50,6 @@ impl RdmapStream {
         if self.terminated || self.rx_begun.is_empty() {
             return None;
         }
-        if self.rx_begun.len() == 1 {
-            let b = self.ddp.begun_buffer()?;
-            return Some(f(&mut [b]));
-        }
-        let mut bufs = self.ddp.begun_buffers()?;
-        Some(f(&mut bufs))
+        self.ddp.segment_buffers(f)
     }
 }

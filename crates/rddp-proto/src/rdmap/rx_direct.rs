@@ -25,7 +25,7 @@
 
 use super::RdmapStream;
 use super::rx::Refusal;
-use crate::ddp::{DdpError, SenderSeq, StreamError, Target};
+use crate::ddp::{SenderSeq, StreamError, Target};
 use crate::mem::MemoryTable;
 use rddp_wire::TerminateCode;
 use rddp_wire::ddp::UNTAGGED_HDR_LEN;
@@ -42,10 +42,8 @@ pub(super) enum HeldRefusal {
         hlen: usize,
         seg_len: usize,
     },
-    Ddp {
-        seq: SenderSeq,
-        e: DdpError,
-    },
+    /// DDP holds its own until `DdpStream::finish_segment`.
+    Ddp { seq: SenderSeq },
 }
 
 impl RdmapStream {
@@ -84,19 +82,20 @@ impl RdmapStream {
             });
             return Err(StreamError::Erroneous(code));
         }
-        match self.ddp.begin_segment_held(mem, seq, head, payload_len) {
+        match self.ddp.begin_segment(mem, seq, head, payload_len) {
             Ok(t) => {
                 self.rx_begun.push_back(seq);
                 Ok(t)
             }
-            Err(Ok(e)) => {
+            Err(StreamError::Erroneous(code)) => {
+                // Held by DDP (or the stream was erroneous already: then
+                // `finish_segment` reports nothing new).
+                self.rx_held = Some(HeldRefusal::Ddp { seq });
+                Err(StreamError::Erroneous(code))
+            }
+            Err(e) => {
                 self.drain_ddp_events();
                 Err(e)
-            }
-            Err(Err(e)) => {
-                let code = e.code;
-                self.rx_held = Some(HeldRefusal::Ddp { seq, e });
-                Err(StreamError::Erroneous(code))
             }
         }
     }
@@ -108,6 +107,10 @@ impl RdmapStream {
             HeldRefusal::Rdmap { seq, .. } | HeldRefusal::Ddp { seq, .. } => *seq,
         };
         if !crc_ok {
+            if let HeldRefusal::Ddp { .. } = held {
+                // DDP drops its refusal.
+                let _ = self.ddp.finish_segment(false);
+            }
             let code = TerminateCode::MPA_CRC_ERROR;
             self.llp_error(
                 code,
@@ -123,10 +126,10 @@ impl RdmapStream {
                 seg_len,
                 ..
             } => self.refuse_segment(r, &head[..hlen], seg_len),
-            HeldRefusal::Ddp { e, .. } => {
-                let err = self.ddp.refuse_held(e);
+            HeldRefusal::Ddp { .. } => {
+                let err = self.ddp.finish_segment(true).err();
                 self.drain_ddp_events();
-                err
+                err.unwrap_or(StreamError::Closed)
             }
         }
     }
@@ -145,11 +148,11 @@ impl RdmapStream {
             return Err(StreamError::Closed);
         };
         if self.terminated {
-            self.ddp.abandon_segment();
+            let _ = self.ddp.finish_segment(false);
             return Err(StreamError::Closed);
         }
         if !crc_ok {
-            self.ddp.abandon_segment();
+            let _ = self.ddp.finish_segment(false);
             let code = TerminateCode::MPA_CRC_ERROR;
             self.llp_error(
                 code,
@@ -159,7 +162,7 @@ impl RdmapStream {
             );
             return Err(StreamError::Erroneous(code));
         }
-        let res = self.ddp.finish_segment();
+        let res = self.ddp.finish_segment(true);
         self.drain_ddp_events();
         // One segment can release a batch of deliveries (an out-of-order LLP). If
         // one of them ends the stream, the rest still give their buffers back.

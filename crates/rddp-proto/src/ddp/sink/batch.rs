@@ -116,9 +116,8 @@ impl DdpSink {
     }
 
     /// The receive-buffer octets of every begun untagged segment with payload,
-    /// oldest first (one each, see [`Self::begun_buffer`]); `None` if one is
-    /// gone (flushed since).
-    pub fn begun_buffers(&mut self) -> Option<Vec<&mut [u8]>> {
+    /// oldest first; `None` if one is gone (flushed since).
+    pub(super) fn begun_buffers(&mut self) -> Option<Vec<&mut [u8]>> {
         // (QN, MSN, MO, length) of the wanted octets, oldest first.
         let want: Vec<(u32, u32, usize, usize)> = self
             .begun

@@ -29,7 +29,7 @@ pub enum Target {
         len: usize,
     },
     /// `len` octets of the engine's receive buffer for this segment:
-    /// [`DdpSink::begun_buffer`] gives exactly them.
+    /// [`DdpSink::segment_buffers`] gives exactly them.
     Buffer {
         /// Payload octets.
         len: usize,
@@ -115,11 +115,24 @@ impl DdpSink {
     /// The receive-buffer octets of the begun untagged segment (its MO onwards,
     /// its payload length), or `None` (tagged, none begun, or flushed since).
     /// Of a batch's segments, the oldest.
-    pub fn begun_buffer(&mut self) -> Option<&mut [u8]> {
+    fn begun_buffer(&mut self) -> Option<&mut [u8]> {
         let b = *self.begun.front()?;
         let (qn, msn, mo) = b.buffer?;
         let slot = self.queues.get_mut(qn as usize)?.slot(msn)?;
         slot.buf.data.get_mut(mo..mo + b.len as usize)
+    }
+
+    /// Run `f` over the receive-buffer octets of the begun untagged segments'
+    /// payloads, oldest first: one slice (on the stack, no allocation) for a
+    /// segment begun alone, those with payload of a batch. `None` if one is
+    /// gone (flushed since) or, alone, the segment is tagged.
+    pub fn segment_buffers<R>(&mut self, f: impl FnOnce(&mut [&mut [u8]]) -> R) -> Option<R> {
+        if self.begun.len() == 1 {
+            let b = self.begun_buffer()?;
+            return Some(f(&mut [b]));
+        }
+        let mut bufs = self.begun_buffers()?;
+        Some(f(&mut bufs))
     }
 
     /// What the receive buffer that an untagged message of queue `qn`
