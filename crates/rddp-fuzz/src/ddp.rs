@@ -291,21 +291,25 @@ pub fn ddp_sink(data: &[u8]) {
                         }
                         // Placed octets are in the region whatever the CRC says.
                         regions.apply(&mut model, stag, to, &body);
-                        if crc_ok && sink.s.finish_segment().is_ok() {
+                        if crc_ok && sink.s.finish_segment(true).is_ok() {
                             sink.order.accepted(seq);
                         } else if !crc_ok {
-                            sink.s.abandon_segment();
+                            let _ = sink.s.finish_segment(false);
                             sink.s.abort();
                         }
                     }
                     Ok(Target::Nothing) => {
                         assert_eq!(len, 0);
-                        if sink.s.finish_segment().is_ok() {
+                        if sink.s.finish_segment(true).is_ok() {
                             sink.order.accepted(seq);
                         }
                     }
                     Ok(Target::Buffer { .. }) => panic!("a tagged segment got a receive buffer"),
-                    Err(_) => {}
+                    // Refused from the header: reported once the LLP's check
+                    // passed (as header first from MPA reports it).
+                    Err(_) => {
+                        let _ = sink.s.finish_segment(true);
+                    }
                 }
             }
             9 => match input.u8() % 4 {

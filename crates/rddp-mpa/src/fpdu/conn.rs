@@ -11,13 +11,15 @@
 //! the driver closes once [`FpduConn::wants_close`].
 
 use super::errors::terminate_for_ddp;
-use super::rx_direct::{FpduReceiver, Placer, Progress, RxConfig};
+use super::rx_direct::{FpduReceiver, Placer, Progress, Refused, RxConfig};
 use super::tx::{OutFpdu, build_fpdu};
 use super::{rtr, terminate_fpdu};
 use crate::error::MpaError;
 use crate::options::MpaOptions;
 use crate::setup::{Negotiated, Role, Rtr};
-use rddp_proto::ddp::{DdpConfig, DdpStream, Delivery, RecvBuffer, StreamEvent, Target};
+use rddp_proto::ddp::{
+    DdpConfig, DdpStream, Delivery, RecvBuffer, StreamError, StreamEvent, Target,
+};
 use rddp_proto::mem::MemoryTable;
 use rddp_wire::ddp::UNTAGGED_HDR_LEN;
 use rddp_wire::rdmap::qn;
@@ -398,42 +400,44 @@ struct ConnPlacer<'a> {
 }
 
 impl Placer for ConnPlacer<'_> {
-    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target> {
+    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Result<Target, Refused> {
         if self.conn.dead {
-            return None;
+            return Err(Refused::Now);
         }
         match self
             .conn
             .stream
             .begin_segment(self.mem, seq, head, payload_len)
         {
-            Ok(t) => Some(t),
+            Ok(t) => Ok(t),
+            // Held until the FPDU's CRC (RFC 5041 §7.1), reported at `finish`.
+            Err(StreamError::Erroneous(_)) => Err(Refused::Held),
             Err(_) => {
                 self.conn.ddp_failed();
-                None
+                Err(Refused::Now)
             }
         }
     }
 
-    fn with_buffer(
+    fn with_buffers(
         &mut self,
-        f: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
+        f: &mut dyn FnMut(&mut [&mut [u8]]) -> io::Result<usize>,
     ) -> Option<io::Result<usize>> {
-        self.conn.stream.begun_buffer().map(f)
+        self.conn.stream.segment_buffers(|b| f(b))
     }
 
     fn finish(&mut self, crc_ok: bool) {
         let c = &mut *self.conn;
         if !crc_ok {
             // The placed octets are undefined (RFC 5044 §4): nothing delivered.
-            c.stream.abandon_segment();
+            let _ = c.stream.finish_segment(false);
             c.fail_local(
                 Terminate::bare(TerminateCode::MPA_CRC_ERROR),
                 "MPA CRC mismatch on a directly placed FPDU (placed octets undefined)".into(),
             );
             return;
         }
-        if c.stream.finish_segment().is_err() {
+        if c.stream.finish_segment(true).is_err() {
             return c.ddp_failed();
         }
         c.rx_seq += 1;

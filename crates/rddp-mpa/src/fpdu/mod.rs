@@ -21,7 +21,7 @@ pub use errors::{ULPDU_LENGTH_CODE, terminate_for_ddp, terminate_for_wire};
 pub use rdmap_placer::RdmapPlacer;
 pub use rx::Receiver;
 pub use rx_direct::{
-    FpduReceiver, Peek, Placer, Progress, Recorded, RxConfig, SMALL_PAYLOAD, is_rtr,
+    FpduReceiver, Peek, Placer, Progress, Recorded, Refused, RxConfig, SMALL_PAYLOAD, is_rtr,
 };
 pub use tx::{
     FpduLayout, OutFpdu, Piece, PlainFpdu, SMALL_MAX, Small, build_fpdu, layout_fpdu,

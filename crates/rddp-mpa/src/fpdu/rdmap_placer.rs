@@ -5,12 +5,13 @@
 //! lock) for the whole [`super::FpduReceiver::drive`] call, and the memory
 //! table is shared (`&MemoryTable`: its lookups take its read lock briefly).
 //! The receiver itself locks a region only around each single `read` into it;
-//! a receive buffer is the engine's own (`RdmapStream::segment_buffer`), read
+//! a receive buffer is the engine's own (`RdmapStream::segment_buffers`), read
 //! into under the caller's lock. With a non-blocking socket every lock is held
 //! for one system call at most, never across a wait.
 
-use super::rx_direct::Placer;
-use rddp_proto::ddp::Target;
+use super::rx_direct::{Placer, Refused};
+use rddp_proto::ddp::StreamError;
+use rddp_proto::ddp::{Fits, Target};
 use rddp_proto::mem::MemoryTable;
 use rddp_proto::rdmap::RdmapStream;
 use rddp_wire::TerminateCode;
@@ -22,8 +23,9 @@ pub struct RdmapPlacer<'a> {
     pub stream: &'a mut RdmapStream,
     /// The memory table its regions are in.
     pub mem: &'a MemoryTable,
-    /// Set when the peer's first FPDU passed its checks (RFC 6581 / RFC 5044 §7.1.2:
-    /// the responder may transmit from now on); the driver opens its gate.
+    /// Set when a segment was delivered, so the peer's first FPDU passed its
+    /// checks (RFC 6581 / RFC 5044 §7.1.2: the responder may transmit from now
+    /// on); the driver opens its gate.
     pub first_fpdu_seen: bool,
 }
 
@@ -39,64 +41,45 @@ impl<'a> RdmapPlacer<'a> {
 }
 
 impl Placer for RdmapPlacer<'_> {
-    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target> {
-        // A refusal is held until the FPDU's CRC was checked (RFC 5041 §7.1).
-        self.stream
-            .begin_segment_crc_first(self.mem, seq, head, payload_len)
-            .ok()
-    }
-
-    fn refusal_held(&self) -> bool {
-        self.stream.has_held_refusal()
-    }
-
-    fn settle(&mut self, crc_ok: bool) {
-        self.stream.settle_refusal(crc_ok);
-    }
-
-    fn with_buffer(
-        &mut self,
-        f: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
-    ) -> Option<io::Result<usize>> {
-        self.stream.segment_buffer().map(f)
+    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Result<Target, Refused> {
+        // A refusal is held until `finish` (RFC 5041 §7.1: the CRC first).
+        match self.stream.begin_segment(self.mem, seq, head, payload_len) {
+            Ok(t) => Ok(t),
+            Err(StreamError::Closed) => Err(Refused::Now),
+            Err(_) => Err(Refused::Held),
+        }
     }
 
     fn finish(&mut self, crc_ok: bool) {
         // Refusals are handled inside the engine (Terminate queued, events).
-        let _ = self.stream.finish_segment(self.mem, crc_ok);
+        if self.stream.finish_segment(self.mem, crc_ok).is_ok() {
+            self.first_fpdu_seen = true;
+        }
     }
 
     fn framing_error(&mut self, code: TerminateCode, detail: String) {
         self.stream.llp_error(code, detail);
     }
 
-    fn first_fpdu(&mut self) {
-        self.first_fpdu_seen = true;
-    }
-
     fn more(&mut self) -> bool {
         !self.stream.is_terminated()
     }
 
-    fn begin_more(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target> {
-        self.stream.begin_more(self.mem, seq, head, payload_len)
-    }
-
-    fn unbegin_last(&mut self) {
-        self.stream.unbegin_last();
+    fn begin_more(
+        &mut self,
+        seq: u64,
+        head: &[u8],
+        payload_len: usize,
+        fits: Fits<'_>,
+    ) -> Option<Target> {
+        self.stream
+            .begin_more(self.mem, seq, head, payload_len, fits)
     }
 
     fn with_buffers(
         &mut self,
         f: &mut dyn FnMut(&mut [&mut [u8]]) -> io::Result<usize>,
     ) -> Option<io::Result<usize>> {
-        self.stream.segment_buffers().map(|mut b| f(&mut b))
-    }
-
-    fn with_next_send_buffer(
-        &mut self,
-        f: &mut dyn FnMut(u32, &mut [u8]) -> io::Result<usize>,
-    ) -> Option<io::Result<usize>> {
-        self.stream.next_send_buffer().map(|(msn, b)| f(msn, b))
+        self.stream.segment_buffers(|b| f(b))
     }
 }

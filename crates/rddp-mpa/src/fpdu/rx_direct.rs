@@ -9,7 +9,7 @@
 //!    where the payload goes;
 //! 3. reads the payload straight into that place: a region range (the region
 //!    locked for each single `read` call), or the engine's receive buffer
-//!    ([`Placer::with_buffer`], one `read` per call);
+//!    ([`Placer::with_buffers`], one `read` per call);
 //! 4. reads PAD and CRC and checks the CRC over the octets where they now lie
 //!    (RFC 5044 §4.4; computed as each read lands, under the same lock);
 //! 5. [`Placer::finish`]`(crc_ok)`: only now is anything delivered.
@@ -24,7 +24,8 @@
 //! error, or when the engine asks for a pause; it resumes at any octet. Octets
 //! are never read ahead into scratch past the next payload octet, so a payload
 //! is never copied in user space, except octets that arrived before FPDU mode
-//! (the setup's leftover), which are copied and counted
+//! (the setup's leftover) and a lone Send read in one system call
+//! (`rx_direct/lone.rs`), which are copied and counted
 //! ([`FpduReceiver::copied_octets`]). Nothing is allocated per FPDU; nothing
 //! is written outside the target the engine returned.
 //!
@@ -41,7 +42,7 @@
 //! agreed RTR; else `framing_error(2/0/0x07)` (or 2/0/0x02 on a bad CRC).
 
 use crate::setup::Rtr;
-use rddp_proto::ddp::Target;
+use rddp_proto::ddp::{Fits, Target};
 use rddp_wire::ddp::{TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
 use rddp_wire::mpa::check;
 use rddp_wire::mpa::marker::{MARKER_LEN, at_marker, until_marker};
@@ -74,72 +75,57 @@ const STREAK: u32 = 4;
 pub trait Placer {
     /// FPDU `seq` (from 0 after setup) carries a DDP segment whose header is
     /// `head` (`min(ULPDU_Length, header length)` octets) and `payload_len`
-    /// payload octets. `None`: refused (the engine queued its Terminate); the
-    /// receiver reads nothing more.
-    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target>;
-    /// For a [`Target::Buffer`]: run `f` once over the target's octets (the
-    /// whole payload range of the segment). `None`: the buffer is gone (the
-    /// stream died meanwhile); the payload is then read and dropped.
-    fn with_buffer(
+    /// payload octets. `Err`: refused, nothing placed (see [`Refused`]).
+    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Result<Target, Refused>;
+    /// Run `f` once over the receive buffers (payload ranges) of the begun
+    /// FPDUs whose targets are [`Target::Buffer`] with payload, oldest first:
+    /// one for an FPDU begun alone, those of a batch. `None`: they are gone
+    /// (the stream died meanwhile); an FPDU's payload is then read and dropped.
+    fn with_buffers(
         &mut self,
-        f: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
+        f: &mut dyn FnMut(&mut [&mut [u8]]) -> io::Result<usize>,
     ) -> Option<io::Result<usize>>;
-    /// The begun segment's FPDU ended; `crc_ok` (always true without CRC).
+    /// The begun (or refused) segment's FPDU ended; `crc_ok` (always true
+    /// without CRC). Only now is anything delivered, or a refusal reported
+    /// (a failed CRC as such instead). A successful one that is the peer's
+    /// first FPDU lets the responder send (RFC 5044 §7.1.2).
     fn finish(&mut self, crc_ok: bool);
     /// A framing error below DDP (ULPDU_Length, Marker, CRC of an FPDU not
     /// begun, the wrong RTR): Terminate with `code` alone, then close.
     fn framing_error(&mut self, code: TerminateCode, detail: String);
-    /// The peer's first FPDU passed its checks (the responder may send now,
-    /// RFC 5044 §7.1.2). Called before that FPDU's `finish`.
-    fn first_fpdu(&mut self) {}
-    /// After [`Self::begin`] refused: the engine holds its refusal until the
-    /// FPDU's own check (RFC 5041 §7.1: MPA's CRC before DDP's and RDMAP's
-    /// header checks). The receiver then reads the payload and drops it, reads
-    /// PAD and CRC, and calls [`Self::settle`]. Default: reported at once.
-    fn refusal_held(&self) -> bool {
-        false
-    }
-    /// The held refusal's FPDU ended, `crc_ok` as for [`Self::finish`].
-    fn settle(&mut self, crc_ok: bool) {
-        let _ = crc_ok;
-    }
     /// Asked between FPDUs: `false` pauses the receiver ([`Progress::Paused`]).
     fn more(&mut self) -> bool {
         true
     }
     /// Batched receive ([`FpduReceiver::drive_buffered`], `rx_direct/batch.rs`):
     /// begin FPDU `seq` while the batch's earlier FPDUs are begun and their
-    /// payloads not yet read. `None`: it cannot join a batch, nothing changed
-    /// (the receiver takes it alone, through [`Self::begin`]). Default: never.
-    fn begin_more(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target> {
-        let _ = (seq, head, payload_len);
-        None
-    }
-    /// Forget the newest FPDU begun by [`Self::begin_more`], whose target was
-    /// a [`Target::Region`] (beginning one changes nothing else).
-    fn unbegin_last(&mut self) {}
-    /// Run `f` once over the receive buffers (payload ranges) of the batch's
-    /// begun FPDUs whose targets are [`Target::Buffer`], oldest first. `None`:
-    /// they are gone (the stream died).
-    fn with_buffers(
+    /// payloads not yet read, if `fits` takes its target. `None`: it cannot
+    /// join a batch, nothing changed (the receiver takes it alone, through
+    /// [`Self::begin`]). Default: never.
+    fn begin_more(
         &mut self,
-        f: &mut dyn FnMut(&mut [&mut [u8]]) -> io::Result<usize>,
-    ) -> Option<io::Result<usize>> {
-        let _ = f;
+        seq: u64,
+        head: &[u8],
+        payload_len: usize,
+        fits: Fits<'_>,
+    ) -> Option<Target> {
+        let _ = (seq, head, payload_len, fits);
         None
     }
-    /// A lone small FPDU in one system call (`rx_direct/lone.rs`): run `f`
-    /// once over the whole posted receive buffer that a Send arriving next
-    /// would fill from its first octet, with that Send's MSN. `None`: there is
-    /// none (Sends take buffers from a pool, a segment is begun, the stream
-    /// died). Default: never.
-    fn with_next_send_buffer(
-        &mut self,
-        f: &mut dyn FnMut(u32, &mut [u8]) -> io::Result<usize>,
-    ) -> Option<io::Result<usize>> {
-        let _ = f;
-        None
-    }
+}
+
+/// Why [`Placer::begin`] placed nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The engine holds its refusal until the FPDU's own check (RFC 5041
+    /// §7.1: MPA's CRC before DDP's and RDMAP's header checks): the receiver
+    /// reads the payload and drops it, reads PAD and CRC, calls
+    /// [`Placer::finish`] (which reports the refusal, or the failed CRC
+    /// instead) and reads nothing more.
+    Held,
+    /// Reported already, or the engine is gone: the receiver reads nothing
+    /// more.
+    Now,
 }
 
 /// A source that shows what it holds without consuming it (a TCP socket's
@@ -506,8 +492,9 @@ impl FpduReceiver {
     }
 
     /// Payload octets copied into their place in user space: those that
-    /// arrived before FPDU mode (the setup's leftover), the only ones this
-    /// receiver copies.
+    /// arrived before FPDU mode (the setup's leftover), and those of the one
+    /// read of a lone Send (`rx_direct/lone.rs`: its payload, after its
+    /// checks, or what a miss read), the only ones this receiver copies.
     pub fn copied_octets(&self) -> u64 {
         self.input.copied
     }
@@ -535,7 +522,9 @@ impl FpduReceiver {
     /// as `buf` holds, their headers and CRCs are checked there, the engine
     /// begins each ([`Placer::begin_more`]), and one vectored read puts every
     /// payload straight into its place and the rest (headers, PAD, CRC) into
-    /// `buf`. No payload octet is copied in user space. An FPDU that cannot
+    /// `buf`. No payload octet of a batch is copied in user space. A small
+    /// Send that arrives alone may be read in one read into scratch
+    /// (`rx_direct/lone.rs`), and copied into place after its checks. An FPDU that cannot
     /// join a batch (a large payload, a bad CRC, one the engine would refuse
     /// or that is not a one-segment Send or Write, one cut off at the peek's
     /// end) is taken alone, header first, as by [`Self::drive`]. When this
@@ -823,8 +812,8 @@ impl FpduReceiver {
         } else {
             let head = &self.head[MPA_HDR_LEN..self.head_want];
             match engine.begin(self.seq, head, self.payload_len) {
-                Some(t) if t.len() == self.payload_len => Sink::Engine(t),
-                Some(_) => {
+                Ok(t) if t.len() == self.payload_len => Sink::Engine(t),
+                Ok(_) => {
                     // An engine bug; never write outside what it returned.
                     engine.framing_error(
                         TerminateCode::MPA_LOCAL_CATASTROPHIC,
@@ -832,11 +821,11 @@ impl FpduReceiver {
                     );
                     return Err(self.die());
                 }
-                None if engine.refusal_held() => Sink::Discard {
+                Err(Refused::Held) => Sink::Discard {
                     not_rtr: false,
                     refused: true,
                 },
-                None => return Err(self.die()),
+                Err(Refused::Now) => return Err(self.die()),
             }
         };
         self.st = self.after_payload_state();
@@ -897,7 +886,10 @@ impl FpduReceiver {
                     }
                     Ok(n)
                 };
-                let got = engine.with_buffer(&mut f);
+                let got = engine.with_buffers(&mut |bufs| match bufs {
+                    [b] => f(b),
+                    _ => Err(io::Error::other("not one receive buffer")),
+                });
                 match got {
                     Some(Ok(n)) => {
                         self.placing += direct as u64;
@@ -949,7 +941,6 @@ impl FpduReceiver {
             self.placed += self.placing;
         }
         self.placing = 0;
-        let first = self.seq == 0;
         let seq = self.seq;
         self.seq += 1;
         self.st = St::Head;
@@ -963,9 +954,6 @@ impl FpduReceiver {
         };
         match std::mem::replace(&mut self.sink, none) {
             Sink::Engine(_) => {
-                if first && crc_ok {
-                    engine.first_fpdu();
-                }
                 engine.finish(crc_ok);
                 if !crc_ok {
                     return Err(self.die());
@@ -974,7 +962,7 @@ impl FpduReceiver {
             }
             Sink::Discard { refused: true, .. } => {
                 // The CRC decides which error the peer hears.
-                engine.settle(crc_ok);
+                engine.finish(crc_ok);
                 Err(self.die())
             }
             Sink::Discard { not_rtr, .. } => {
@@ -1000,44 +988,24 @@ impl FpduReceiver {
                 if !is_rtr(want, &ulpdu[..self.ulpdu_len]) {
                     return Err(self.no_rtr(engine));
                 }
-                engine.first_fpdu();
                 // RDMAP's own small message, handed over whole (not user payload).
-                let Some(t) = engine.begin(seq, &ulpdu[..hl], self.payload_len) else {
-                    // Its CRC passed: a held refusal is reported now.
-                    if engine.refusal_held() {
-                        engine.settle(true);
-                    }
-                    return Err(self.die());
-                };
-                let payload = &self.rtr[..self.payload_len];
-                match t {
-                    Target::Nothing => {}
-                    Target::Region {
-                        region,
-                        offset,
-                        len,
-                    } if len == payload.len() => {
-                        region.data_mut()[offset..offset + len].copy_from_slice(payload);
-                    }
-                    Target::Buffer { len } if len == payload.len() => {
-                        let mut f = |b: &mut [u8]| match b.get_mut(..payload.len()) {
-                            Some(b) => {
-                                b.copy_from_slice(payload);
-                                Ok(payload.len())
-                            }
-                            None => {
-                                Err(io::Error::other("receive buffer shorter than the payload"))
-                            }
-                        };
-                        let _ = engine.with_buffer(&mut f);
-                    }
-                    _ => {
-                        engine.framing_error(
-                            TerminateCode::MPA_LOCAL_CATASTROPHIC,
-                            "placement target does not match the payload length".into(),
-                        );
+                let t = match engine.begin(seq, &ulpdu[..hl], self.payload_len) {
+                    Ok(t) => t,
+                    Err(r) => {
+                        if r == Refused::Held {
+                            // Its CRC passed: the refusal is reported now.
+                            engine.finish(true);
+                        }
                         return Err(self.die());
                     }
+                };
+                let payload = &self.rtr[..self.payload_len];
+                if !place_copy(engine, t, payload) {
+                    engine.framing_error(
+                        TerminateCode::MPA_LOCAL_CATASTROPHIC,
+                        "placement target does not match the payload length".into(),
+                    );
+                    return Err(self.die());
                 }
                 engine.finish(true);
                 Ok(())
@@ -1065,6 +1033,39 @@ impl FpduReceiver {
             format!("the initiator's first FPDU is not the agreed {want:?} RTR"),
         );
         self.die()
+    }
+}
+
+/// Copy a whole payload, already checked, into the target the engine named
+/// for it (RDMAP's RTR, a lone Send read into scratch). `false`: the target
+/// does not match the payload (an engine bug); nothing was written.
+fn place_copy(engine: &mut impl Placer, t: Target, payload: &[u8]) -> bool {
+    match t {
+        Target::Nothing => payload.is_empty(),
+        Target::Region {
+            region,
+            offset,
+            len,
+        } if len == payload.len() => {
+            region.data_mut()[offset..offset + len].copy_from_slice(payload);
+            true
+        }
+        Target::Buffer { len } if len == payload.len() => {
+            let f = |b: &mut [u8]| match b.get_mut(..payload.len()) {
+                Some(b) => {
+                    b.copy_from_slice(payload);
+                    Ok(payload.len())
+                }
+                None => Err(io::Error::other("receive buffer shorter than the payload")),
+            };
+            // A buffer gone meanwhile (the stream died): nothing to deliver.
+            let got = engine.with_buffers(&mut |bufs| match bufs {
+                [b] => f(b),
+                _ => Err(io::Error::other("not one receive buffer")),
+            });
+            !matches!(got, Some(Err(_)))
+        }
+        _ => false,
     }
 }
 

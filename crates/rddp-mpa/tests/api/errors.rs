@@ -447,10 +447,11 @@ fn bad_crc_on_a_directly_placed_fpdu() {
     assert_eq!((direct, &placed[..]), (0, &[0x77u8; 4][..]));
 }
 
+/// A Write to a bad STag: refused from its header, nothing placed; the
+/// refusal waits for the FPDU's CRC (RFC 5041 §7.1: the LLP's check first),
+/// the payload read and dropped, and then its own Terminate goes out.
 #[test]
-fn direct_placement_validates_before_reading_the_payload() {
-    // Header of a write to a bad STag, payload never sent: the Terminate comes
-    // from the header alone.
+fn direct_placement_refuses_from_the_header_after_the_crc() {
     let l = listen("127.0.0.1:0", fast()).unwrap();
     let addr = l.local_addr().unwrap();
     let h = thread::spawn(move || {
@@ -459,11 +460,13 @@ fn direct_placement_validates_before_reading_the_payload() {
         c.recv_timeout(&mem, Duration::from_secs(5)).unwrap_err()
     });
     let mut s = raw_handshake(addr, true);
-    let mut head = (4014u16).to_be_bytes().to_vec();
-    head.extend_from_slice(
-        &TaggedHeader::new(true, ctrl(Opcode::RDMA_WRITE), 0xBAD0_0001, 0).to_bytes(),
-    );
-    write_all(&mut s, &head);
+    let mut seg = TaggedHeader::new(true, ctrl(Opcode::RDMA_WRITE), 0xBAD0_0001, 0)
+        .to_bytes()
+        .to_vec();
+    seg.extend_from_slice(&[0x77; 4000]);
+    let mut w = Vec::new();
+    FpduEncoder::new(true, false).encode(&seg, &mut w).unwrap();
+    write_all(&mut s, &w);
     let t = last_terminate(&read_to_end(&mut s), true);
     assert_eq!(t.code, TerminateCode::DDP_INVALID_STAG);
     assert_eq!(t.seg_len, Some(4014));

@@ -1,24 +1,28 @@
 //! A lone small Send in one read (`fpdu/rx_direct/lone.rs` in the receiver): when Sends of
 //! one length keep arriving alone (a ping-pong), the receiver reads the next
-//! one with one vectored read, its payload straight into the posted buffer it
-//! will fill, instead of a peek and a read. Everything else must stay as it
-//! was: the same wires, arriving FPDU by FPDU (or in pieces), give the same
-//! completions (buffers included), region octets and Terminates as a receiver
-//! that takes every FPDU header first. A shorter Send into the same buffer is
-//! a hit too, unless more than the next FPDU's head was read behind it. A
-//! miss (a Write, a longer Send, a bad CRC, a refused header, an FPDU cut
+//! one with one read into its scratch, instead of a peek and a read, and
+//! copies the payload into its buffer only after every check passed (counted
+//! as copies). Everything else must stay as it was: the same wires, arriving
+//! FPDU by FPDU (or in pieces), give the same completions (buffers included),
+//! region octets and Terminates as a receiver that takes every FPDU header
+//! first. A shorter Send is a hit too, unless more than the next FPDU's head
+//! was read behind it. A miss (a Write, a longer Send, a bad CRC, an FPDU cut
 //! off, a shorter Send with the next FPDU's payload read behind it) is taken
-//! header first from the octets already read (counted as copies) and leaves
-//! the buffer as it was.
+//! header first from the octets already read (counted as copies). No buffer
+//! is written before its Send's checks passed.
 
 use crate::common::source::Source;
 use crate::common::wires::{
     Op, Outcome, RECV, RECVS, Recvs, Way, any_recvs, damage, fpdus, memory, receive_units, stream,
 };
-use rddp_mpa::fpdu::{FpduReceiver, RdmapPlacer, RxConfig};
+use rddp_mpa::fpdu::{FpduReceiver, Placer, RdmapPlacer, Refused, RxConfig};
+use rddp_proto::ddp::{Fits, Target};
 use rddp_proto::rdmap::WcStatus;
+use rddp_wire::TerminateCode;
 use rddp_wire::crc::{crc_wire_bytes, crc32c};
 use rddp_wire::ddp::UNTAGGED_HDR_LEN;
+use rddp_wire::rdmap::qn;
+use std::io;
 
 /// Both ways over `units` (each arriving alone); the buffered one with the
 /// receiver told that a short read means an empty socket (as busy polling).
@@ -41,13 +45,18 @@ fn recrc(mut f: Vec<u8>) -> Vec<u8> {
 }
 
 #[test]
-fn lone_sends_take_one_read_each_and_copy_nothing() {
+fn lone_sends_take_one_read_each_and_copy_each_payload_once() {
     let n = 150;
     let f = fpdus(&vec![Op::Send(RECV); n]);
     let (o, reads, peeks, copied) = both("lone sends", &f);
     assert_eq!(o.completions.len(), n);
     assert!(o.sent.is_empty(), "refused: {:?}", o.sent);
-    assert_eq!(copied, 0, "payload copied");
+    // Those taken in one read: each payload once, from scratch after its checks.
+    let r = RECV as u64;
+    assert!(
+        copied > 0 && copied % r == 0 && copied <= n as u64 * r,
+        "{copied} octets copied"
+    );
     // Header first for the first few, then a peek and a read each until two
     // came alone, then one read each.
     assert!(
@@ -82,9 +91,8 @@ fn misses_are_taken_header_first_with_the_same_outcome() {
 }
 
 /// Shorter Sends among lone Sends of one length are read the same way, each
-/// straight into its buffer, its PAD and CRC where the longer payload would
-/// have been, the buffer's octets behind it as they were: nothing copied, and
-/// the guess stays (every Send is taken in one read).
+/// whole in the one read: each payload copied once at most, and the guess
+/// stays (every Send is taken in one read).
 #[test]
 fn shorter_lone_sends_are_hits_too() {
     let mut ops = vec![Op::Send(48); 8];
@@ -94,7 +102,11 @@ fn shorter_lone_sends_are_hits_too() {
     let (o, reads, peeks, copied) = both("shorter", &fpdus(&ops));
     assert_eq!(o.completions.len(), ops.len());
     assert!(o.sent.is_empty(), "refused: {:?}", o.sent);
-    assert_eq!(copied, 0, "payload copied");
+    let sent: usize = ops
+        .iter()
+        .map(|o| if let Op::Send(l) = o { *l } else { 0 })
+        .sum();
+    assert!(copied <= sent as u64, "{copied} octets copied");
     assert!(
         peeks <= 4 && reads + peeks <= ops.len() + 12,
         "{reads} reads and {peeks} peeks for {} lone FPDUs",
@@ -105,8 +117,8 @@ fn shorter_lone_sends_are_hits_too() {
 /// A shorter Send that arrives with the next FPDU behind it: where the one
 /// read took only the next FPDU's head (at most SAFE_HEAD octets, never
 /// payload) it is a hit; where it took some of the next payload too, a miss
-/// (that payload would be copied into place). The outcome is the same either
-/// way.
+/// (that payload is copied into place from what was read). The outcome is
+/// the same either way.
 #[test]
 fn a_shorter_send_with_the_next_fpdu_behind_it() {
     // 46 octets: its FPDU is as long as one of 48 (PAD 2), so the read takes
@@ -125,18 +137,20 @@ fn a_shorter_send_with_the_next_fpdu_behind_it() {
         let (o, _, _, copied) = both("shorter, then more", &units);
         assert_eq!(o.completions.len(), 11, "{len}");
         assert!(o.sent.is_empty(), "{len}: refused: {:?}", o.sent);
-        assert_eq!(copied > 0, copies, "{len}: {copied} octets copied");
+        // Sends 6 and 7 and the shorter one are taken in one read each; a
+        // miss copies the next payload's octets it read too.
+        let hits = 2 * 48 + len as u64;
+        assert_eq!(copied > hits, copies, "{len}: {copied} octets copied");
     }
 }
 
 /// A longer Send where a run of short ones foresaw one more (as `rddp perf`'s
-/// data Send after its one-octet Pads): the one read puts the longer payload's
-/// first octets straight into the buffer, where they belong, and header first
-/// goes on from there; nothing is copied, whether the read took part of the
-/// payload, all of it, or all of it and the FPDU's end (its PAD, CRC and the
-/// next head read into the buffer behind it, then given back).
+/// data Send after its one-octet Pads): a Send whole in the one read is a hit
+/// (8 and 2 octets); of a longer one the read took part of the payload (60,
+/// 64, 24 octets), copied from there, and header first goes on from there
+/// (the rest straight into place). Copies stay within what the reads took.
 #[test]
-fn longer_lone_sends_are_taken_in_place() {
+fn longer_lone_sends_copy_at_most_what_the_read_took() {
     // After Sends of 1 octet the read takes 1 + 23 octets after the head:
     // part of 60, all of 24 and the end of 8.
     for len in [60, RECV, 24, 8, 2] {
@@ -148,7 +162,10 @@ fn longer_lone_sends_are_taken_in_place() {
         let (o, _, _, copied) = both("longer", &fpdus(&ops));
         assert_eq!(o.completions.len(), ops.len(), "{len}");
         assert!(o.sent.is_empty(), "{len}: refused: {:?}", o.sent);
-        assert_eq!(copied, 0, "{len}: payload copied");
+        // The one read takes 1 + 23 octets after the head; each of the 48
+        // one-octet Sends is copied once at most.
+        let most = 5 * len.min(24) + 48;
+        assert!(copied <= most as u64, "{len}: {copied} octets copied");
     }
     // Longer than the buffer: refused as header first refuses it, and the
     // buffer keeps its octets (the outcomes compared in `both`).
@@ -164,18 +181,19 @@ fn longer_lone_sends_are_taken_in_place() {
 #[test]
 fn each_miss_doubles_the_run_before_the_next_try() {
     let mut ops = vec![Op::Send(48); 10];
-    ops.push(Op::Write(0, 0, 48));
+    ops.push(Op::Write(0, 0, 1));
     for i in 1..6 {
         ops.extend([Op::Send(48); 3]);
-        ops.push(Op::Write(0, i * 64, 48));
+        ops.push(Op::Write(0, i * 64, 1));
     }
     ops.extend([Op::Send(48); 5]);
-    ops.push(Op::Write(1, 0, 48));
+    ops.push(Op::Write(1, 0, 1));
     let (o, _, _, copied) = both("doubling", &fpdus(&ops));
     assert_eq!(o.completions.len(), 30);
     assert!(o.sent.is_empty(), "refused: {:?}", o.sent);
-    // A miss on a lone Write copies its 48 payload octets from what was read.
-    assert_eq!(copied, 2 * 48, "not two misses");
+    // A miss on a lone Write copies its one payload octet from what was
+    // read; a hit copies its Send's 48.
+    assert_eq!(copied % 48, 2, "not two misses ({copied} octets copied)");
 }
 
 /// A receive limit lowered while Sends come alone holds for the next one too:
@@ -306,4 +324,108 @@ mod random {
             prop_assert_eq!(&lone, &alone, "ops {:?}", ops);
         }
     }
+}
+
+/// The engine of `a_lone_send_writes_no_buffer_before_its_checks`: the
+/// product placer, which at every `begin` (the engine's checks not yet made)
+/// counts the posted buffers the next Send would fill that hold anything but
+/// the application's own octets.
+struct Watch<'a, 'b> {
+    inner: RdmapPlacer<'a>,
+    early: &'b mut usize,
+}
+
+impl Placer for Watch<'_, '_> {
+    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Result<Target, Refused> {
+        if let Some((_, b)) = self.inner.stream.ddp().sink().next_posted(qn::SEND)
+            && b.iter().any(|&o| o != OWN)
+        {
+            *self.early += 1;
+        }
+        self.inner.begin(seq, head, payload_len)
+    }
+    fn finish(&mut self, crc_ok: bool) {
+        self.inner.finish(crc_ok)
+    }
+    fn framing_error(&mut self, code: TerminateCode, detail: String) {
+        self.inner.framing_error(code, detail)
+    }
+    fn more(&mut self) -> bool {
+        self.inner.more()
+    }
+    fn begin_more(
+        &mut self,
+        seq: u64,
+        head: &[u8],
+        payload_len: usize,
+        fits: Fits<'_>,
+    ) -> Option<Target> {
+        self.inner.begin_more(seq, head, payload_len, fits)
+    }
+    fn with_buffers(
+        &mut self,
+        f: &mut dyn FnMut(&mut [&mut [u8]]) -> io::Result<usize>,
+    ) -> Option<io::Result<usize>> {
+        self.inner.with_buffers(f)
+    }
+}
+
+/// The application's octets in the buffers it posts.
+const OWN: u8 = 0xee;
+
+/// No octet of a lone Send goes into the posted buffer before the engine
+/// checked its header and its CRC passed: at every `begin` the buffer the
+/// next Send would fill holds the application's octets alone, and a refused
+/// Send's buffer comes back as it was posted (found in review: the one read
+/// used to put the payload there first and restore the buffer on a miss).
+#[test]
+fn a_lone_send_writes_no_buffer_before_its_checks() {
+    let mut f = fpdus(&vec![Op::Send(RECV); 30]);
+    // FPDU 20: RDMAP version 0, refused after its CRC passed.
+    f[20][3] &= 0x3f;
+    f[20] = recrc(f[20].clone());
+    let (mem, _) = memory();
+    let mut s = stream(1);
+    for i in 0..RECVS {
+        s.post_recv(i as u64, vec![OWN; RECV]).unwrap();
+    }
+    let mut rx = FpduReceiver::new(
+        RxConfig {
+            crc: true,
+            markers: false,
+            max_ulpdu: 16_100,
+            expect_rtr: None,
+        },
+        Vec::new(),
+    );
+    rx.set_stream_source(true);
+    let mut src = Source::new(Vec::new(), usize::MAX);
+    let mut buf = vec![0u8; 4096];
+    let mut early = 0;
+    for u in &f {
+        src.data.extend_from_slice(u);
+        let mut p = Watch {
+            inner: RdmapPlacer::new(&mut s, &mem),
+            early: &mut early,
+        };
+        rx.drive_buffered(&mut src, &mut p, &mut buf).unwrap();
+    }
+    assert_eq!(early, 0, "buffers written before their Send's checks");
+    assert!(s.poll_segment().is_some(), "no Terminate");
+    // The connection ends: the buffers come back to the application.
+    s.on_llp_closed(false);
+    let done: Vec<_> = std::iter::from_fn(|| s.poll_completion()).collect();
+    assert_eq!(
+        done.iter()
+            .filter(|c| c.status == WcStatus::Success)
+            .count(),
+        20
+    );
+    let refused = done.iter().find(|c| c.wr_id == 20).expect("buffer 20 back");
+    assert_ne!(refused.status, WcStatus::Success);
+    let b = refused.buffer.as_ref().expect("its buffer");
+    assert!(
+        b.iter().all(|&o| o == OWN),
+        "the refused Send's buffer changed"
+    );
 }

@@ -104,13 +104,29 @@ impl SegmentEndpoint for DdpStream {
         payload_len: usize,
         fill: &mut dyn FnMut(&mut [u8]) -> bool,
     ) -> Result<(), StreamError> {
-        let t = self.begin_segment(mem, seq, head, payload_len)?;
-        let ok = fill_target(&t, payload_len, fill, || self.begun_buffer());
+        let t = match self.begin_segment(mem, seq, head, payload_len) {
+            Ok(t) => t,
+            // Held until the LLP's check, which the segment passed.
+            Err(e) => {
+                return Err(match self.finish_segment(true) {
+                    Err(StreamError::Closed) | Ok(()) => e,
+                    Err(settled) => settled,
+                });
+            }
+        };
+        let ok = match t {
+            Target::Buffer { .. } => self
+                .segment_buffers(|b| {
+                    fill_target(&t, payload_len, fill, || b.first_mut().map(|s| &mut **s))
+                })
+                .unwrap_or(false),
+            _ => fill_target(&t, payload_len, fill, || None),
+        };
         if !ok {
-            self.abandon_segment();
+            let _ = self.finish_segment(false);
             return Err(StreamError::Closed);
         }
-        self.finish_segment()
+        self.finish_segment(true)
     }
 }
 

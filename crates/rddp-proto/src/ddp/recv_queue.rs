@@ -353,17 +353,17 @@ impl UntaggedQueue {
     /// here before the header is checked; every check still runs before
     /// anything is delivered. `None` under the pooled strategies (a buffer is
     /// taken only when the message arrives).
-    pub(super) fn next_posted(&mut self) -> Option<(u32, &mut [u8])> {
+    pub(super) fn next_posted(&self) -> Option<(u32, &[u8])> {
         if !matches!(self.model, Model::Ordered) || self.in_progress.is_some() {
             return None;
         }
-        let slot = self.slots.get_mut(self.expected_abs)?;
+        let slot = self.slots.get(self.expected_abs)?;
         // A receive into a region is taken header first (its target is the
         // region's, as a tagged segment's).
         if slot.ordered_bytes != 0 || slot.end.is_some() || slot.place.is_some() {
             return None;
         }
-        Some((self.expected_msn, slot.buf.data.as_mut_slice()))
+        Some((self.expected_msn, slot.buf.data.as_slice()))
     }
 
     /// The buffer already associated with `msn`, if any.

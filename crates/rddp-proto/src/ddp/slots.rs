@@ -44,6 +44,16 @@ impl<V> SlotMap<V> {
         self.len() == 0
     }
 
+    pub(super) fn get(&self, key: u64) -> Option<&V> {
+        match self {
+            Self::Run { first, q } => {
+                let i = usize::try_from(key.checked_sub(*first)?).ok()?;
+                q.get(i)
+            }
+            Self::Sparse(m) => m.get(&key),
+        }
+    }
+
     pub(super) fn get_mut(&mut self, key: u64) -> Option<&mut V> {
         match self {
             Self::Run { first, q } => {

@@ -59,6 +59,9 @@ pub struct DdpStream {
     events: VecDeque<StreamEvent>,
     /// Received segments that failed validation (counters, docs/features.md).
     refused: u64,
+    /// A refusal of `begin_segment`, held until the LLP's check
+    /// (`finish_segment`).
+    held: Option<Box<DdpError>>,
 }
 
 impl DdpStream {
@@ -72,6 +75,7 @@ impl DdpStream {
             last_queued: false,
             events: VecDeque::new(),
             refused: 0,
+            held: None,
         })
     }
 

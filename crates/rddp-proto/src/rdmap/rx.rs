@@ -26,14 +26,24 @@ pub(super) struct Refusal {
     detail: String,
 }
 
+/// The error of a refused segment: what `finish_segment` reported for a held
+/// refusal, else the refusal `begin_segment` returned.
+pub(crate) fn refused(settled: Result<(), StreamError>, begun: StreamError) -> StreamError {
+    match settled {
+        Err(StreamError::Closed) | Ok(()) => begun,
+        Err(e) => e,
+    }
+}
+
 fn refuse(code: TerminateCode, echo: bool, detail: String) -> Refusal {
     Refusal { code, echo, detail }
 }
 
 impl RdmapStream {
     /// A DDP segment from the LLP held whole (`seq`: its place in the sender's
-    /// order): [`Self::begin_segment`], the payload copied into its target, and
-    /// [`Self::finish_segment`] (one set of rules for both entry points). Errors
+    /// order, its LLP check passed): [`Self::begin_segment`], the payload
+    /// copied into its target, and [`Self::finish_segment`] (one set of rules
+    /// for both entry points). Errors
     /// are handled here (Terminate queued, events raised); the result says whether
     /// the segment was accepted.
     pub fn on_segment(
@@ -43,8 +53,19 @@ impl RdmapStream {
         seg: &[u8],
     ) -> Result<(), StreamError> {
         let (head, payload) = split_segment(seg);
-        let target = self.begin_segment(mem, seq, head, payload.len())?;
-        let copied = place_whole(&target, payload, || self.segment_buffer());
+        let target = match self.begin_segment(mem, seq, head, payload.len()) {
+            Ok(t) => t,
+            // Held until the LLP's check: a whole segment passed it.
+            Err(e) => return Err(refused(self.finish_segment(mem, true), e)),
+        };
+        let copied = match target {
+            Target::Buffer { .. } => self
+                .segment_buffers(|b| {
+                    place_whole(&target, payload, || b.first_mut().map(|s| &mut **s))
+                })
+                .unwrap_or(0),
+            _ => place_whole(&target, payload, || None),
+        };
         // A Send's payload is the ULP's; a Read Request's or Terminate's is
         // RDMAP's own small message (not counted).
         let ulp = match target {

@@ -7,17 +7,25 @@
 //! straight there, checks its CRC over the octets where they lie, and calls
 //! [`RdmapStream::finish_segment`]: only then is anything delivered or completed.
 //!
-//! Driver contract (one segment at a time, in sender order on MPA):
-//! 1. `begin_segment(mem, seq, head, payload_len)`: `Err` = refused (Terminate
-//!    queued exactly as `on_segment` would, nothing placed; read no payload);
+//! Driver contract (in sender order; the same for every LLP and every way of
+//! reading):
+//! 1. `begin_segment(mem, seq, head, payload_len)`: `Ok(target)`, or `Err` =
+//!    refused, nothing placed. A refusal found from the header is held, not
+//!    reported: the LLP's check of the same FPDU comes first (RFC 5041 §7.1);
+//!    the LLP reads the payload and drops it;
 //! 2. fill the [`Target`]: a region range (lock the region for each read), or
-//!    [`RdmapStream::segment_buffer`] (the receive buffer, RDMAP's own Read
+//!    [`RdmapStream::segment_buffers`] (the receive buffer, RDMAP's own Read
 //!    Request / Terminate buffers included);
-//! 3. `finish_segment(mem, crc_ok)`.
+//! 3. `finish_segment(mem, crc_ok)` (`crc_ok` true for an LLP without a check
+//!    of its own): delivers, or reports the held refusal (a failed check as
+//!    2/0/0x02 instead).
+//!
+//! An LLP that holds whole segments uses [`RdmapStream::on_segment`], which
+//! runs these three steps.
 
 use super::RdmapStream;
 use super::rx::Refusal;
-use crate::ddp::{DdpError, SenderSeq, StreamError, Target};
+use crate::ddp::{SenderSeq, StreamError, Target};
 use crate::mem::MemoryTable;
 use rddp_wire::TerminateCode;
 use rddp_wire::ddp::UNTAGGED_HDR_LEN;
@@ -34,18 +42,20 @@ pub(super) enum HeldRefusal {
         hlen: usize,
         seg_len: usize,
     },
-    Ddp {
-        seq: SenderSeq,
-        e: DdpError,
-    },
+    /// DDP holds its own until `DdpStream::finish_segment`.
+    Ddp { seq: SenderSeq },
 }
 
 impl RdmapStream {
-    /// As [`Self::begin_segment`], but a refusal is held, not reported, until
-    /// the LLP checked the segment's FPDU: the LLP reads the refused payload
-    /// (dropping it) and its CRC, then calls [`Self::settle_refusal`]. `Err`:
-    /// refused (held if [`Self::has_held_refusal`]), nothing placed.
-    pub fn begin_segment_crc_first(
+    /// Begin the segment at sender position `seq` whose DDP header is `head` (the
+    /// segment's first `min(length, header length)` octets) followed by
+    /// `payload_len` payload octets. `Ok`: where the payload goes. `Err`:
+    /// refused, nothing placed; a refusal found from the header
+    /// (`StreamError::Erroneous`) is held until [`Self::finish_segment`] says
+    /// whether the LLP's check of the same FPDU passed (the LLP reads the
+    /// payload and drops it in between). `StreamError::Closed`: the stream is
+    /// dead, nothing held.
+    pub fn begin_segment(
         &mut self,
         mem: &MemoryTable,
         seq: SenderSeq,
@@ -72,84 +82,16 @@ impl RdmapStream {
             });
             return Err(StreamError::Erroneous(code));
         }
-        match self.ddp.begin_segment_held(mem, seq, head, payload_len) {
-            Ok(t) => {
-                self.rx_begun.push_back(seq);
-                Ok(t)
-            }
-            Err(Ok(e)) => {
-                self.drain_ddp_events();
-                Err(e)
-            }
-            Err(Err(e)) => {
-                let code = e.code;
-                self.rx_held = Some(HeldRefusal::Ddp { seq, e });
-                Err(StreamError::Erroneous(code))
-            }
-        }
-    }
-
-    /// A refusal of [`Self::begin_segment_crc_first`] waits for its FPDU's check.
-    pub fn has_held_refusal(&self) -> bool {
-        self.rx_held.is_some()
-    }
-
-    /// The LLP checked the held refusal's FPDU: a failed CRC is reported as
-    /// such (2/0/0x02), else the refusal itself (Terminate queued, events).
-    pub fn settle_refusal(&mut self, crc_ok: bool) {
-        let Some(held) = self.rx_held.take() else {
-            return;
-        };
-        let seq = match &held {
-            HeldRefusal::Rdmap { seq, .. } | HeldRefusal::Ddp { seq, .. } => *seq,
-        };
-        if !crc_ok {
-            self.llp_error(
-                TerminateCode::MPA_CRC_ERROR,
-                format!("MPA framing: MPA CRC mismatch (FPDU {seq} after setup)"),
-            );
-            return;
-        }
-        match held {
-            HeldRefusal::Rdmap {
-                r,
-                head,
-                hlen,
-                seg_len,
-                ..
-            } => {
-                self.refuse_segment(r, &head[..hlen], seg_len);
-            }
-            HeldRefusal::Ddp { e, .. } => {
-                self.ddp.refuse_held(e);
-                self.drain_ddp_events();
-            }
-        }
-    }
-
-    /// Begin the segment at sender position `seq` whose DDP header is `head` (the
-    /// segment's first `min(length, header length)` octets) followed by
-    /// `payload_len` payload octets. `Ok`: where the payload goes. `Err`: refused
-    /// (Terminate queued, stream erroneous, events raised), nothing placed.
-    pub fn begin_segment(
-        &mut self,
-        mem: &MemoryTable,
-        seq: SenderSeq,
-        head: &[u8],
-        payload_len: usize,
-    ) -> Result<Target, StreamError> {
-        self.rx_begun.clear();
-        if self.terminated {
-            return Err(StreamError::Closed);
-        }
-        let seg_len = head.len().saturating_add(payload_len);
-        if let Err(r) = self.pre_check(seq, head, payload_len) {
-            return Err(self.refuse_segment(r, head, seg_len));
-        }
         match self.ddp.begin_segment(mem, seq, head, payload_len) {
             Ok(t) => {
                 self.rx_begun.push_back(seq);
                 Ok(t)
+            }
+            Err(StreamError::Erroneous(code)) => {
+                // Held by DDP (or the stream was erroneous already: then
+                // `finish_segment` reports nothing new).
+                self.rx_held = Some(HeldRefusal::Ddp { seq });
+                Err(StreamError::Erroneous(code))
             }
             Err(e) => {
                 self.drain_ddp_events();
@@ -158,44 +100,59 @@ impl RdmapStream {
         }
     }
 
-    /// The posted receive buffer a Send arriving next would fill from its
-    /// first octet, and that Send's MSN: for an LLP that reads a lone small
-    /// FPDU in one system call, its payload straight into this buffer before
-    /// the header is known (MPA, `fpdu/rx_direct/lone.rs`), and then begins the segment as
-    /// usual. `None` while a segment is begun, once the stream died, or when
-    /// Sends take buffers from a pool.
-    pub fn next_send_buffer(&mut self) -> Option<(u32, &mut [u8])> {
-        if self.terminated || !self.rx_begun.is_empty() {
-            return None;
+    /// The LLP checked the held refusal's FPDU: a failed check is reported as
+    /// such (2/0/0x02), else the refusal itself (Terminate queued, events).
+    fn settle_refusal(&mut self, held: HeldRefusal, crc_ok: bool) -> StreamError {
+        let seq = match &held {
+            HeldRefusal::Rdmap { seq, .. } | HeldRefusal::Ddp { seq, .. } => *seq,
+        };
+        if !crc_ok {
+            if let HeldRefusal::Ddp { .. } = held {
+                // DDP drops its refusal.
+                let _ = self.ddp.finish_segment(false);
+            }
+            let code = TerminateCode::MPA_CRC_ERROR;
+            self.llp_error(
+                code,
+                format!("MPA framing: MPA CRC mismatch (FPDU {seq} after setup)"),
+            );
+            return StreamError::Erroneous(code);
         }
-        self.ddp.next_posted(rddp_wire::rdmap::qn::SEND)
-    }
-
-    /// The receive-buffer octets of the begun untagged segment's payload (a
-    /// posted receive buffer, a shared-pool buffer, or RDMAP's own buffer for a
-    /// Read Request or Terminate); `None` if none is begun or the stream died.
-    pub fn segment_buffer(&mut self) -> Option<&mut [u8]> {
-        if self.terminated || self.rx_begun.is_empty() {
-            return None;
+        match held {
+            HeldRefusal::Rdmap {
+                r,
+                head,
+                hlen,
+                seg_len,
+                ..
+            } => self.refuse_segment(r, &head[..hlen], seg_len),
+            HeldRefusal::Ddp { .. } => {
+                let err = self.ddp.finish_segment(true).err();
+                self.drain_ddp_events();
+                err.unwrap_or(StreamError::Closed)
+            }
         }
-        self.ddp.begun_buffer()
     }
 
     /// The begun segment's payload is in its target and the LLP checked it
     /// (`crc_ok`; true where the LLP has no check of its own). Only now is it
     /// delivered, completed or acted on. A failed check: Terminate 2/0/0x02,
     /// nothing of the segment delivered (its placed octets are undefined, RFC
-    /// 5044 §4.4), the stream dead.
+    /// 5044 §4.4), the stream dead. After a refused [`Self::begin_segment`]:
+    /// the held refusal is reported now (or the failed check instead).
     pub fn finish_segment(&mut self, mem: &MemoryTable, crc_ok: bool) -> Result<(), StreamError> {
+        if let Some(held) = self.rx_held.take() {
+            return Err(self.settle_refusal(held, crc_ok));
+        }
         let Some(seq) = self.rx_begun.pop_front() else {
             return Err(StreamError::Closed);
         };
         if self.terminated {
-            self.ddp.abandon_segment();
+            let _ = self.ddp.finish_segment(false);
             return Err(StreamError::Closed);
         }
         if !crc_ok {
-            self.ddp.abandon_segment();
+            let _ = self.ddp.finish_segment(false);
             let code = TerminateCode::MPA_CRC_ERROR;
             self.llp_error(
                 code,
@@ -205,7 +162,7 @@ impl RdmapStream {
             );
             return Err(StreamError::Erroneous(code));
         }
-        let res = self.ddp.finish_segment();
+        let res = self.ddp.finish_segment(true);
         self.drain_ddp_events();
         // One segment can release a batch of deliveries (an out-of-order LLP). If
         // one of them ends the stream, the rest still give their buffers back.

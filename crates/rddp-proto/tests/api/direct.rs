@@ -34,7 +34,7 @@ fn direct_write_is_delivered_like_on_segment() {
     };
     assert_eq!((offset, len), (0x10, 8));
     region.data_mut()[offset..offset + 8].copy_from_slice(b"directly");
-    s.finish_segment().unwrap();
+    s.finish_segment(true).unwrap();
     // The message ends with an ordinary segment.
     let mut seg = TaggedHeader::new(true, 0x40, stag, 0x118)
         .to_bytes()
@@ -67,6 +67,9 @@ fn direct_checks_give_the_same_codes() {
         let (mut s, mem, stag) = setup();
         let h = TaggedHeader::new(true, 0x40, stag + stag_off, to);
         assert!(s.begin_segment(&mem, 0, &h.to_bytes(), len).is_err());
+        // Held until the LLP's check of the segment passed.
+        assert!(s.poll_event().is_none(), "reported before the LLP's check");
+        assert!(s.finish_segment(true).is_err());
         let Some(StreamEvent::Error(e)) = s.poll_event() else {
             panic!("no error event")
         };

@@ -126,10 +126,12 @@ fn batch_leaves_the_region_send_alone(h: &mut Host, region: &RegionRef) {
     assert!(matches!(t, Target::Buffer { len: 10 }), "{t:?}");
     let second = send(true, 2, 0, &[2; 10]);
     assert!(
-        h.s.begin_more(&h.mem, 1, &second[..18], 10).is_none(),
+        h.s.begin_more(&h.mem, 1, &second[..18], 10, &mut |_| true)
+            .is_none(),
         "a region receive joined a batch"
     );
-    h.s.segment_buffers().unwrap()[0].copy_from_slice(&[1; 10]);
+    h.s.segment_buffers(|b| b[0].copy_from_slice(&[1; 10]))
+        .unwrap();
     h.s.finish_segment(&h.mem, true).unwrap();
     let t = h.s.begin_segment(&h.mem, 1, &second[..18], 10).unwrap();
     assert!(
@@ -165,9 +167,10 @@ fn a_batch_leaves_a_region_receive_with_payload_alone() {
     let empty = send(true, 4, 0, &[]);
     let t = h.s.begin_segment(&h.mem, 2, &third[..18], 5).unwrap();
     assert!(matches!(t, Target::Buffer { len: 5 }), "{t:?}");
-    let t = h.s.begin_more(&h.mem, 3, &empty[..18], 0);
+    let t = h.s.begin_more(&h.mem, 3, &empty[..18], 0, &mut |_| true);
     assert!(matches!(t, Some(Target::Nothing)), "{t:?}");
-    h.s.segment_buffers().unwrap()[0].copy_from_slice(&[3; 5]);
+    h.s.segment_buffers(|b| b[0].copy_from_slice(&[3; 5]))
+        .unwrap();
     h.s.finish_segment(&h.mem, true).unwrap();
     h.s.finish_segment(&h.mem, true).unwrap();
     let c = h.completions();

@@ -1,4 +1,4 @@
-//! RDMAP's header-first receive entry point (`begin_segment`, `segment_buffer`,
+//! RDMAP's header-first receive entry point (`begin_segment`, `segment_buffers`,
 //! `finish_segment`; docs/data-path.md): every refusal is decided from the header
 //! and the payload length alone, with the same Terminate as `on_segment`;
 //! payloads go where the target says; nothing is delivered before
@@ -34,7 +34,10 @@ fn header_first(h: &mut Host, seg: &[u8], crc_ok: bool) -> Result<Target, ()> {
             offset,
             len,
         } => region.data_mut()[*offset..offset + len].copy_from_slice(payload),
-        Target::Buffer { .. } => h.s.segment_buffer().unwrap().copy_from_slice(payload),
+        Target::Buffer { .. } => {
+            h.s.segment_buffers(|b| b[0].copy_from_slice(payload))
+                .unwrap()
+        }
     }
     let _ = h.s.finish_segment(&h.mem, crc_ok);
     Ok(t)
@@ -161,7 +164,10 @@ fn refusals_come_from_the_header_alone_with_on_segment_codes() {
                     // Header-first with the payload octets withheld: begin must
                     // decide without them.
                     let (head, n) = head_of(&seg);
-                    h.s.begin_segment(&h.mem, 0, head, n).is_err()
+                    let refused = h.s.begin_segment(&h.mem, 0, head, n).is_err();
+                    // Held until the LLP's check of the segment passed.
+                    let _ = h.s.finish_segment(&h.mem, true);
+                    refused
                 };
                 let guards = h.mem.all_guards_intact();
                 (
@@ -203,14 +209,16 @@ fn payloads_go_where_the_target_says_and_are_delivered_at_finish() {
     h.seq += 1;
     let t = h.s.begin_segment(&h.mem, seq, head, n).unwrap();
     assert!(matches!(t, Target::Buffer { len: 6 }));
-    h.s.segment_buffer().unwrap().copy_from_slice(b"hello ");
+    h.s.segment_buffers(|b| b[0].copy_from_slice(b"hello "))
+        .unwrap();
     h.s.finish_segment(&h.mem, true).unwrap();
     let seg = send(true, 1, 6, b"world");
     let (head, n) = head_of(&seg);
     let seq = h.seq;
     h.seq += 1;
     h.s.begin_segment(&h.mem, seq, head, n).unwrap();
-    h.s.segment_buffer().unwrap().copy_from_slice(b"world");
+    h.s.segment_buffers(|b| b[0].copy_from_slice(b"world"))
+        .unwrap();
     assert!(h.completions().is_empty(), "completed before finish");
     h.s.finish_segment(&h.mem, true).unwrap();
     let c = h.completions();

@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::transport::sctp::{Placer, Relay};
 use crate::transport::{HoldInner, Inbound};
 use rddp_io::{Cx, Next, Task, TaskHandle};
-use rddp_proto::ddp::{SenderSeq, StreamError, fill_target};
+use rddp_proto::ddp::{SenderSeq, StreamError, Target, fill_target};
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Weak};
@@ -82,11 +82,23 @@ impl Placer for QpPlacer {
         let st = &mut *guard;
         let mem = shared.pd.inner.consumer.device().mem();
         let r = match st.rdmap.begin_segment(mem, seq, head, payload_len) {
-            // Refused (Terminate queued): the driver drains the payload.
-            Err(e) => Err(e),
+            // Refused: reported now (SCTP checked the segment below); the
+            // driver drains the payload.
+            Err(e) => match st.rdmap.finish_segment(mem, true) {
+                Err(StreamError::Closed) | Ok(()) => Err(e),
+                Err(settled) => Err(settled),
+            },
             Ok(t) => {
                 let rdmap = &mut st.rdmap;
-                if fill_target(&t, payload_len, fill, || rdmap.segment_buffer()) {
+                let filled = match t {
+                    Target::Buffer { .. } => rdmap
+                        .segment_buffers(|b| {
+                            fill_target(&t, payload_len, fill, || b.first_mut().map(|s| &mut **s))
+                        })
+                        .unwrap_or(false),
+                    _ => fill_target(&t, payload_len, fill, || None),
+                };
+                if filled {
                     st.rdmap.finish_segment(mem, true)
                 } else {
                     // usrsctp failed mid-message: the association is lost.

@@ -23,9 +23,9 @@ use crate::error::Error;
 use crate::transport::HoldInner;
 use crate::transport::mpa_in::{Counted, MpaIn};
 use rddp_io::{Cx, Interest, Next, Task, TaskHandle};
-use rddp_mpa::fpdu::{Placer, Progress, RdmapPlacer, Recorded};
+use rddp_mpa::fpdu::{Placer, Progress, RdmapPlacer, Recorded, Refused};
 use rddp_mpa::pcap::TcpEndpoint;
-use rddp_proto::ddp::Target;
+use rddp_proto::ddp::{Fits, Target};
 use rddp_wire::TerminateCode;
 use std::cell::RefCell;
 use std::io::{self, Read};
@@ -119,8 +119,6 @@ struct Budgeted<'a> {
     inner: RdmapPlacer<'a>,
     octets: usize,
     fpdus: usize,
-    /// Octets the newest batched FPDU added to `octets`.
-    last: usize,
 }
 
 impl Budgeted<'_> {
@@ -130,17 +128,10 @@ impl Budgeted<'_> {
 }
 
 impl Placer for Budgeted<'_> {
-    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target> {
+    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Result<Target, Refused> {
         self.fpdus += 1;
         self.octets += head.len() + payload_len;
         self.inner.begin(seq, head, payload_len)
-    }
-
-    fn with_buffer(
-        &mut self,
-        f: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
-    ) -> Option<io::Result<usize>> {
-        self.inner.with_buffer(f)
     }
 
     fn finish(&mut self, crc_ok: bool) {
@@ -151,31 +142,17 @@ impl Placer for Budgeted<'_> {
         self.inner.framing_error(code, detail);
     }
 
-    fn first_fpdu(&mut self) {
-        self.inner.first_fpdu();
-    }
-
-    fn refusal_held(&self) -> bool {
-        self.inner.refusal_held()
-    }
-
-    fn settle(&mut self, crc_ok: bool) {
-        self.inner.settle(crc_ok);
-    }
-
-    fn begin_more(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Option<Target> {
-        let t = self.inner.begin_more(seq, head, payload_len)?;
-        self.last = head.len() + payload_len;
+    fn begin_more(
+        &mut self,
+        seq: u64,
+        head: &[u8],
+        payload_len: usize,
+        fits: Fits<'_>,
+    ) -> Option<Target> {
+        let t = self.inner.begin_more(seq, head, payload_len, fits)?;
         self.fpdus += 1;
-        self.octets += self.last;
+        self.octets += head.len() + payload_len;
         Some(t)
-    }
-
-    fn unbegin_last(&mut self) {
-        // It is taken again (alone or in the next batch) and counted then.
-        self.inner.unbegin_last();
-        self.fpdus = self.fpdus.saturating_sub(1);
-        self.octets = self.octets.saturating_sub(std::mem::take(&mut self.last));
     }
 
     fn with_buffers(
@@ -183,13 +160,6 @@ impl Placer for Budgeted<'_> {
         f: &mut dyn FnMut(&mut [&mut [u8]]) -> io::Result<usize>,
     ) -> Option<io::Result<usize>> {
         self.inner.with_buffers(f)
-    }
-
-    fn with_next_send_buffer(
-        &mut self,
-        f: &mut dyn FnMut(u32, &mut [u8]) -> io::Result<usize>,
-    ) -> Option<io::Result<usize>> {
-        self.inner.with_next_send_buffer(f)
     }
 
     fn more(&mut self) -> bool {
@@ -217,7 +187,6 @@ pub(super) fn receive(shared: &Shared, st: &mut State, buf: &mut Vec<u8>, in_tas
         inner: RdmapPlacer::new(rdmap, mem),
         octets: 0,
         fpdus: 0,
-        last: 0,
     };
     let mut sock = &*io.sock;
     let counted = Counted {

@@ -1,14 +1,15 @@
 //! A Send ping-pong on the product path (the ping-pong row of docs/benchmarks.md): over
 //! real MPA/TCP queue pairs (CRC on), each side busy-polls its CQ and answers
 //! every 64-octet Send with one of its own. Each Send then arrives alone, and
-//! after a few the receiver reads each in one system call, its payload
-//! straight into the posted receive buffer it fills (rddp-mpa's
-//! `fpdu/rx_direct/lone.rs`), where a batch costs a peek and a read. Every octet arrives
-//! as sent, nothing is copied (`QpStats::rx_copied_octets`), and the receive system
-//! calls that returned octets (`QpStats::llp_reads`) stay near one per message; with
-//! a peek and a read each they were two. Every tenth Send is shorter (as a
-//! ping-pong's control messages are): read the same way, straight into its
-//! buffer, not a missed guess whose octets are copied into place.
+//! after a few the receiver reads each in one system call into its scratch
+//! (rddp-mpa's `fpdu/rx_direct/lone.rs`), where a batch costs a peek and a
+//! read, and copies the payload into the posted receive buffer once its checks
+//! passed. Every octet arrives as sent, each payload is copied once at most
+//! (`QpStats::rx_copied_octets`), and the receive system calls that returned
+//! octets (`QpStats::llp_reads`) stay near one per message; with a peek and a
+//! read each they were two. Every tenth Send is shorter (as a ping-pong's
+//! control messages are): read the same way, not a missed guess that costs a
+//! second system call.
 
 use crate::common;
 
@@ -80,7 +81,7 @@ fn side(dev: &Device, name: &str) -> (CompletionQueue, rddp::PreparedQueuePair) 
 }
 
 #[test]
-fn lone_sends_of_a_ping_pong_take_one_read_each_and_no_copy() {
+fn lone_sends_of_a_ping_pong_take_one_read_each() {
     let dev = Device::new();
     let listener = Listener::bind("127.0.0.1:0", opts()).unwrap();
     let addr = listener.local_addr().unwrap();
@@ -101,7 +102,7 @@ fn lone_sends_of_a_ping_pong_take_one_read_each_and_no_copy() {
     });
     let (cq, prepared) = side(&dev, "client");
     let qp = prepared.connect_mpa(addr, opts()).unwrap();
-    let (mut calls, mut copied) = (0, 0);
+    let (mut calls, mut copied, mut received) = (0, 0, 0);
     for i in 0..WARM + ROUNDS {
         if i == WARM {
             (calls, copied) = (qp.stats().llp_reads, dev.stats().totals.rx_copied_octets);
@@ -110,6 +111,9 @@ fn lone_sends_of_a_ping_pong_take_one_read_each_and_no_copy() {
             .unwrap();
         let got = next_recv(&cq, &qp);
         assert!(got == message(2, i), "pong {i} arrived changed");
+        if i >= WARM {
+            received += got.len() as u64;
+        }
     }
     let (calls, copied) = (
         qp.stats().llp_reads - calls,
@@ -117,7 +121,13 @@ fn lone_sends_of_a_ping_pong_take_one_read_each_and_no_copy() {
     );
     cq.end_busy();
     server.join().unwrap();
-    assert_eq!(copied, 0, "{copied} payload octets copied on receive");
+    // The device's count covers both ends, each receiving messages of the
+    // same lengths.
+    let received = 2 * received;
+    assert!(
+        copied <= received,
+        "{copied} payload octets copied on receive for {received} received"
+    );
     // The client received ROUNDS Sends in the window.
     let msgs = ROUNDS as u64;
     assert!(

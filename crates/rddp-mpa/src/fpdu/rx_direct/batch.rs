@@ -29,7 +29,8 @@
 //! the batch is what placing both in order leaves; an RDMA Write has no
 //! completion at the Data Sink, RFC 5040 §5.5, and the region is locked
 //! for the whole read, so nobody sees the difference). Any other overlap ends
-//! the batch before the later Write ([`Placer::unbegin_last`]).
+//! the batch before the later Write (it is not begun: `fits` of
+//! [`Placer::begin_more`] says no).
 //! Markers towards us: no batches (every FPDU header first, no copy either;
 //! about 3.5 reads an FPDU of 64 octets, where the copying read-ahead before
 //! the batches took many FPDUs per read).
@@ -110,6 +111,28 @@ fn region_range(t: &Target) -> Option<(&RegionRef, usize, usize)> {
         } => Some((region, *offset, *len)),
         _ => None,
     }
+}
+
+/// Whether the batch's one read can take target `t` after `items`: a region
+/// range in the batch's one region (`region`, if it has one yet), apart from
+/// each earlier Write or covering it whole; and whether it covers one.
+fn fit(t: &Target, region: Option<&RegionRef>, items: &[Item]) -> (bool, bool) {
+    let Some((r, o, l)) = region_range(t) else {
+        return (true, false);
+    };
+    if !region.is_none_or(|g| Arc::ptr_eq(g, r)) {
+        return (false, false);
+    }
+    let (mut clash, mut covered) = (false, false);
+    for it in items.iter().filter(|it| !it.superseded) {
+        if let Some((_, io, il)) = region_range(&it.target) {
+            let apart = io + il <= o || o + l <= io;
+            let covers = o <= io && io + il <= o + l;
+            covered |= covers;
+            clash |= !apart && !covers;
+        }
+    }
+    (!clash, covered)
 }
 
 /// The read's buffers, in stream order: non-payload octets (and superseded
@@ -247,7 +270,15 @@ impl FpduReceiver {
             };
             let head = &self.input.ra[at + MPA_HDR_LEN..at + MPA_HDR_LEN + hl];
             let seq = self.seq + items.len() as u64;
-            let target = match engine.begin_more(seq, head, payload_len) {
+            // Whether the batch's one read can take the target, and whether
+            // it covers an earlier Write of the batch whole.
+            let (mut unfit, mut covers) = (false, false);
+            let mut fits = |t: &Target| {
+                let (ok, c) = fit(t, region.as_ref(), &items);
+                (unfit, covers) = (!ok, c);
+                ok
+            };
+            let target = match engine.begin_more(seq, head, payload_len, &mut fits) {
                 Some(t) if t.len() == payload_len => t,
                 Some(_) => {
                     // An engine bug; never write outside what it returned.
@@ -257,34 +288,20 @@ impl FpduReceiver {
                     );
                     return Err(self.die());
                 }
+                // The next batch starts with it.
+                None if unfit => break,
                 None => {
                     alone = true;
                     break;
                 }
             };
             if let Some((r, o, l)) = region_range(&target) {
-                let same = region.as_ref().is_none_or(|g| Arc::ptr_eq(g, r));
-                let covers = |io: usize, il: usize| o <= io && io + il <= o + l;
-                // One look at the earlier Writes; a second only to mark the
-                // ones this one covers, if there are any.
-                let (mut clash, mut covered) = (false, false);
-                for it in items.iter().filter(|it| !it.superseded) {
-                    if let Some((_, io, il)) = region_range(&it.target) {
-                        let apart = io + il <= o || o + l <= io;
-                        covered |= covers(io, il);
-                        clash |= !apart && !covers(io, il);
-                    }
-                }
-                if !same || clash {
-                    // The next batch starts with it.
-                    engine.unbegin_last();
-                    break;
-                }
                 region.get_or_insert_with(|| r.clone());
-                if covered {
+                if covers {
                     for it in items.iter_mut() {
                         if let Some((_, io, il)) = region_range(&it.target)
-                            && covers(io, il)
+                            && o <= io
+                            && io + il <= o + l
                         {
                             it.superseded = true;
                         }

@@ -22,7 +22,13 @@
 //!   pool's such receive stays taken for it; taken alone it is placed there).
 //!
 //! Anything else is not begun (`None`, nothing changed): the LLP ends the
-//! batch before it and takes that segment alone, as before.
+//! batch before it and takes that segment alone, as before. So is a segment
+//! whose target the LLP cannot take in this batch (`fits`: MPA reads into one
+//! region per batch, and not into overlapping ranges of it).
+
+/// What an LLP says of a batch segment's target before it is begun: whether
+/// it can take it in this batch.
+pub type Fits<'a> = &'a mut dyn FnMut(&Target) -> bool;
 
 use super::direct::Begun;
 use super::*;
@@ -32,14 +38,15 @@ impl DdpSink {
     /// Begin the segment at `seq` while the batch's earlier segments (all
     /// begun, none finished) wait for their payloads: `Some(target)` as
     /// [`Self::begin_segment`] would give it in order; `None` if it cannot join
-    /// the batch or would be refused (nothing changed: the caller takes it
-    /// alone, where a refusal is reported).
+    /// the batch, would be refused, or `fits` says no to its target (nothing
+    /// changed: the caller takes it alone, where a refusal is reported).
     pub fn begin_more(
         &mut self,
         mem: &MemoryTable,
         seq: SenderSeq,
         head: &[u8],
         payload_len: usize,
+        fits: Fits<'_>,
     ) -> Option<Target> {
         if !self.order.is_idle() || seq != self.order.next() + self.begun.len() as u64 {
             return None;
@@ -94,6 +101,11 @@ impl DdpSink {
                 (meta, target, Some((h.qn, h.msn, 0)))
             }
         };
+        // A tagged segment's checks changed nothing; an untagged one's target
+        // is never a region here (see above).
+        if !fits(&target) {
+            return None;
+        }
         self.begun.push_back(Begun {
             seq,
             meta,
@@ -103,21 +115,9 @@ impl DdpSink {
         Some(target)
     }
 
-    /// Forget the newest segment begun by [`Self::begin_more`] if it is
-    /// tagged: beginning one changed nothing else (an untagged one may have
-    /// taken a pool buffer, so it stays begun). Whether it was forgotten.
-    pub fn unbegin_last(&mut self) -> bool {
-        let tagged = self.begun.back().is_some_and(|b| b.buffer.is_none());
-        if tagged {
-            self.begun.pop_back();
-        }
-        tagged
-    }
-
     /// The receive-buffer octets of every begun untagged segment with payload,
-    /// oldest first (one each, see [`Self::begun_buffer`]); `None` if one is
-    /// gone (flushed since).
-    pub fn begun_buffers(&mut self) -> Option<Vec<&mut [u8]>> {
+    /// oldest first; `None` if one is gone (flushed since).
+    pub(super) fn begun_buffers(&mut self) -> Option<Vec<&mut [u8]>> {
         // (QN, MSN, MO, length) of the wanted octets, oldest first.
         let want: Vec<(u32, u32, usize, usize)> = self
             .begun

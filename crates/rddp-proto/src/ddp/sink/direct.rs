@@ -29,7 +29,7 @@ pub enum Target {
         len: usize,
     },
     /// `len` octets of the engine's receive buffer for this segment:
-    /// [`DdpSink::begun_buffer`] gives exactly them.
+    /// [`DdpSink::segment_buffers`] gives exactly them.
     Buffer {
         /// Payload octets.
         len: usize,
@@ -115,23 +115,38 @@ impl DdpSink {
     /// The receive-buffer octets of the begun untagged segment (its MO onwards,
     /// its payload length), or `None` (tagged, none begun, or flushed since).
     /// Of a batch's segments, the oldest.
-    pub fn begun_buffer(&mut self) -> Option<&mut [u8]> {
+    fn begun_buffer(&mut self) -> Option<&mut [u8]> {
         let b = *self.begun.front()?;
         let (qn, msn, mo) = b.buffer?;
         let slot = self.queues.get_mut(qn as usize)?.slot(msn)?;
         slot.buf.data.get_mut(mo..mo + b.len as usize)
     }
 
-    /// The receive buffer that an untagged message of queue `qn` arriving
-    /// next would fill from MO 0, and its MSN: only on an ordered queue
-    /// (strategy 1), whose buffers are posted for their MSNs; `None` under the
-    /// pooled strategies (a buffer is taken only when its message arrives) and
+    /// Run `f` over the receive-buffer octets of the begun untagged segments'
+    /// payloads, oldest first: one slice (on the stack, no allocation) for a
+    /// segment begun alone, those with payload of a batch. `None` if one is
+    /// gone (flushed since) or, alone, the segment is tagged.
+    pub fn segment_buffers<R>(&mut self, f: impl FnOnce(&mut [&mut [u8]]) -> R) -> Option<R> {
+        if self.begun.len() == 1 {
+            let b = self.begun_buffer()?;
+            return Some(f(&mut [b]));
+        }
+        let mut bufs = self.begun_buffers()?;
+        Some(f(&mut bufs))
+    }
+
+    /// What the receive buffer that an untagged message of queue `qn`
+    /// arriving next would fill from MO 0 holds now, and that message's MSN
+    /// (a look, not a receive: a test sees that nothing was placed before the
+    /// checks). Only on an ordered queue (strategy 1), whose buffers are posted
+    /// for their MSNs; `None` under the pooled strategies (a buffer is taken
+    /// only when its message arrives), for a receive posted into a region, and
     /// while a segment is begun or waits for an earlier one.
-    pub fn next_posted(&mut self, qn: u32) -> Option<(u32, &mut [u8])> {
+    pub fn next_posted(&self, qn: u32) -> Option<(u32, &[u8])> {
         if !self.begun.is_empty() || !self.order.is_idle() {
             return None;
         }
-        self.queues.get_mut(qn as usize)?.next_posted()
+        self.queues.get(qn as usize)?.next_posted()
     }
 
     /// The begun segment's payload is in place and checked: account for it and

@@ -23,10 +23,13 @@ impl DdpStream {
     }
 
     /// Validate a segment from its DDP header (`head`) and payload length and
-    /// say where its payload goes; then the LLP fills the target and calls
-    /// [`Self::finish_segment`] (or [`Self::abandon_segment`] if its own check
-    /// failed). A refusal makes the stream erroneous, like `on_segment`: nothing
-    /// placed, the error returned and queued as an event once.
+    /// say where its payload goes; then the LLP fills the target
+    /// ([`Self::segment_buffers`] for a receive buffer) and calls
+    /// [`Self::finish_segment`]. A refusal (`StreamError::Erroneous`) is held,
+    /// nothing placed: the LLP's own check of the same segment (its CRC) comes
+    /// first (RFC 5041 §7.1), and `finish_segment(true)` reports it (the
+    /// stream erroneous, the error queued as an event once, as `on_segment`).
+    /// Other errors: the stream receives nothing any more, nothing held.
     pub fn begin_segment(
         &mut self,
         mem: &MemoryTable,
@@ -34,49 +37,23 @@ impl DdpStream {
         head: &[u8],
         payload_len: usize,
     ) -> Result<Target, StreamError> {
+        self.held = None;
         self.may_receive()?;
         self.sink
             .begin_segment(mem, seq, head, payload_len)
-            .map_err(|e| self.refuse(e))
+            .map_err(|e| {
+                let code = e.code;
+                self.held = Some(Box::new(e));
+                StreamError::Erroneous(code)
+            })
     }
 
-    /// As [`Self::begin_segment`], but a refusal by the header checks is only
-    /// returned (`Err(Err(e))`), not yet reported: the LLP's own check of the
-    /// same segment (its CRC) comes first (RFC 5041 §7.1). Report it with
-    /// [`Self::refuse_held`] once that check passed. `Err(Ok(_))`: the stream
-    /// receives nothing any more (as `begin_segment`).
-    #[allow(clippy::result_large_err)]
-    pub fn begin_segment_held(
-        &mut self,
-        mem: &MemoryTable,
-        seq: SenderSeq,
-        head: &[u8],
-        payload_len: usize,
-    ) -> Result<Target, Result<StreamError, super::super::DdpError>> {
-        self.may_receive().map_err(Ok)?;
-        self.sink
-            .begin_segment(mem, seq, head, payload_len)
-            .map_err(Err)
-    }
-
-    /// Report a refusal held by [`Self::begin_segment_held`] (the stream turns
-    /// erroneous, the error is queued as an event).
-    pub fn refuse_held(&mut self, e: super::super::DdpError) -> StreamError {
-        self.refuse(e)
-    }
-
-    /// The receive-buffer octets of the begun untagged segment (see
-    /// [`super::DdpSink::begun_buffer`]); `None` once the stream is not open.
-    pub fn begun_buffer(&mut self) -> Option<&mut [u8]> {
+    /// Run `f` over the receive-buffer octets of the begun untagged segments
+    /// (see [`super::DdpSink::segment_buffers`]); `None` once the stream is not
+    /// open.
+    pub fn segment_buffers<R>(&mut self, f: impl FnOnce(&mut [&mut [u8]]) -> R) -> Option<R> {
         self.may_receive().ok()?;
-        self.sink.begun_buffer()
-    }
-
-    /// The posted buffer the next untagged message of `qn` would fill (see
-    /// [`super::DdpSink::next_posted`]); `None` once the stream is not open.
-    pub fn next_posted(&mut self, qn: u32) -> Option<(u32, &mut [u8])> {
-        self.may_receive().ok()?;
-        self.sink.next_posted(qn)
+        self.sink.segment_buffers(f)
     }
 
     /// One more segment of a batch (see [`super::DdpSink::begin_more`]): `None`
@@ -88,35 +65,36 @@ impl DdpStream {
         seq: SenderSeq,
         head: &[u8],
         payload_len: usize,
+        fits: super::super::Fits<'_>,
     ) -> Option<Target> {
+        self.held = None;
         self.may_receive().ok()?;
-        self.sink.begin_more(mem, seq, head, payload_len)
+        self.sink.begin_more(mem, seq, head, payload_len, fits)
     }
 
-    /// Forget the newest tagged segment of a batch (see
-    /// [`super::DdpSink::unbegin_last`]).
-    pub fn unbegin_last(&mut self) -> bool {
-        self.sink.unbegin_last()
-    }
-
-    /// The receive-buffer octets of a batch's begun untagged segments (see
-    /// [`super::DdpSink::begun_buffers`]); `None` once the stream is not open.
-    pub fn begun_buffers(&mut self) -> Option<Vec<&mut [u8]>> {
-        self.may_receive().ok()?;
-        self.sink.begun_buffers()
-    }
-
-    /// The begun segment's payload is in place and checked.
-    pub fn finish_segment(&mut self) -> Result<(), StreamError> {
+    /// The begun segment's payload is in place and the LLP checked it
+    /// (`crc_ok`; true where it has no check of its own): account for it and
+    /// deliver what it completes (of a batch: the oldest begun). A failed
+    /// check: nothing of the begun segments is delivered, nothing reported
+    /// (the LLP reports its own error). After a refused
+    /// [`Self::begin_segment`]: the refusal is reported now if the check
+    /// passed, else dropped.
+    pub fn finish_segment(&mut self, crc_ok: bool) -> Result<(), StreamError> {
+        if let Some(e) = self.held.take() {
+            return Err(if crc_ok {
+                self.refuse(*e)
+            } else {
+                StreamError::Erroneous(TerminateCode::MPA_CRC_ERROR)
+            });
+        }
+        if !crc_ok {
+            self.sink.abandon_segment();
+            return Err(StreamError::Erroneous(TerminateCode::MPA_CRC_ERROR));
+        }
         if let Err(e) = self.may_receive() {
             self.sink.abandon_segment();
             return Err(e);
         }
         self.sink.finish_segment().map_err(|e| self.refuse(e))
-    }
-
-    /// The begun segment failed the LLP's check: nothing of it is delivered.
-    pub fn abandon_segment(&mut self) {
-        self.sink.abandon_segment();
     }
 }
