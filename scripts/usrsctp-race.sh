@@ -101,7 +101,7 @@ if [ "$n" -eq 0 ]; then
   echo "FAIL: reaper off, path never crashed in $ran runs: the harness cannot see the race" >&2
   status=1
 else
-  echo "reaper off: path crashed at run $ran (delay ${RDDP_RACE_DELAY_US} us): $(grep -m 1 -E 'free|corrupt|signal|panicked' "$work/last-failure")"
+  echo "reaper off: path crashed at run $ran (delay ${RDDP_RACE_DELAY_US} us): $(grep -m 1 -E 'free|corrupt|signal' "$work/last-failure" || tail -n 1 "$work/last-failure")"
 fi
 for t in rddp-sctp:path:: rddp-sctp:refusal:: rddp:qp_sctp::; do
   read -r n ran < <(loop "$t" "$runs" "")
