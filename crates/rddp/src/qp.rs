@@ -8,7 +8,7 @@
 //!   places each payload from it straight into its region or receive buffer
 //!   (rddp-mpa's `FpduReceiver`, RDMAP deciding from the header); whoever pumps the engine (the posting thread, or that task after a
 //!   read or on WRITABLE) writes its FPDUs with non-blocking `sendmsg` under the
-//!   QP lock (`transport::mpa_out`). What the socket refuses stays queued (at most
+//!   QP lock (rddp-mpa's `MpaOut`). What the socket refuses stays queued (at most
 //!   about `TX_BUDGET` octets) and the task waits for WRITABLE.
 //! * SCTP (`Llp::Sctp`): no thread of its own either. The association is a task
 //!   on the same loop (`transport::sctp`, woken by usrsctp's upcall); the queue
@@ -36,9 +36,9 @@ use crate::mr::{MemoryRegion, RemoteBuf};
 use crate::pd::ProtectionDomain;
 use crate::quota::Resource;
 use crate::srq::{SharedReceiveQueue, SrqMode};
-use crate::transport::mpa_out::{MpaOut, Sent};
 use crate::transport::{Connection, Inbound, Llp, LlpInfo, SegmentReader, SegmentWriter};
 use bytes::Bytes;
+use rddp_mpa::fpdu::{MpaOut, Sent};
 use rddp_proto::ddp::{BufferPool, RegionSpan};
 use rddp_proto::ddp::{DdpConfig, OutSegment, Payload, StreamState};
 use rddp_proto::mem::{Access, StreamId};

@@ -6,6 +6,8 @@
 //! * `conn`: [`FpduConn`], tying them to a [`rddp_proto::ddp::DdpStream`].
 //! * `rx_direct`: [`FpduReceiver`], the header-first receiver: payloads read
 //!   from the socket straight into their region or receive buffer.
+//! * `tx_direct`: [`MpaOut`], the transmit side on the socket: FPDUs written
+//!   with vectored sends, payloads straight from their region.
 //! * `errors`: which Terminate each fatal error sends.
 
 mod conn;
@@ -15,6 +17,7 @@ mod rtr;
 mod rx;
 mod rx_direct;
 mod tx;
+mod tx_direct;
 
 pub use conn::FpduConn;
 pub use errors::{ULPDU_LENGTH_CODE, terminate_for_ddp, terminate_for_wire};
@@ -27,6 +30,7 @@ pub use tx::{
     FpduLayout, OutFpdu, Piece, PlainFpdu, SMALL_MAX, Small, build_fpdu, layout_fpdu,
     layout_fpdu_into,
 };
+pub use tx_direct::{MpaOut, Sent, summary};
 
 use rddp_wire::{FpduEncoder, Terminate};
 

@@ -227,6 +227,5 @@ impl SegmentReader for Nothing {
 mod memory;
 pub mod mpa;
 pub(crate) mod mpa_in;
-pub(crate) mod mpa_out;
 pub mod sctp;
 pub use memory::memory_pair;

@@ -9,7 +9,7 @@
 //! which must be the agreed RTR.
 //!
 //! After setup the socket is non-blocking and the queue pair runs it on the
-//! process's event loop (`crate::qp`'s task; `mpa_in`/`mpa_out` are the two
+//! process's event loop (`crate::qp`'s task; `mpa_in` and rddp-mpa's `MpaOut` are the two
 //! directions). Receive: header first (rddp-mpa's `FpduReceiver`), RDMAP decides
 //! where the payload goes, and it is read from the socket straight into the
 //! region or receive buffer (no copy; runs of small FPDUs are taken in

@@ -5,9 +5,9 @@
 //! connection is free and nothing waits ahead of them (no
 //! cross-thread hop per message, docs/event-loop.md); otherwise the association's task sends them.
 
-use super::super::mpa_out::{Sent, summary};
 use super::super::{HoldInner, Inbound};
 use rddp_io::TaskHandle;
+use rddp_mpa::fpdu::{Sent, summary};
 use rddp_proto::ddp::{
     OutSegment, SegmentEndpoint, SenderSeq, SourceError, StreamError, split_segment,
 };

@@ -26,9 +26,9 @@
 //! * The responder sends nothing before the initiator's first FPDU (RFC 5044 §7.1.2):
 //!   segments queue behind `gate_open`.
 
-use rddp_mpa::fpdu::{FpduLayout, Piece, PlainFpdu, layout_fpdu_into};
-use rddp_mpa::pcap::TcpEndpoint;
-use rddp_mpa::tcp::layout_rest;
+use super::{FpduLayout, Piece, PlainFpdu, layout_fpdu_into};
+use crate::pcap::TcpEndpoint;
+use crate::tcp::layout_rest;
 use rddp_proto::ddp::{OutSegment, Payload};
 use rddp_wire::crc::crc_wire_bytes;
 use rddp_wire::ddp::UNTAGGED_HDR_LEN;
@@ -92,7 +92,7 @@ struct Lease {
 
 /// What the socket accepted whole: one segment.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Sent {
+pub struct Sent {
     /// Octets of the DDP segment (header + payload).
     pub len: usize,
     /// Its L flag: the last segment of its message.
@@ -102,7 +102,7 @@ pub(crate) struct Sent {
 }
 
 /// Queued output of one MPA connection, and its socket's write side.
-pub(crate) struct MpaOut {
+pub struct MpaOut {
     sock: Arc<TcpStream>,
     enc: FpduEncoder,
     /// The responder may transmit (RFC 5044 §7.1.2); the initiator from the start.
@@ -140,12 +140,12 @@ pub(crate) struct MpaOut {
 
 impl MpaOut {
     /// `sendmsg` calls made so far.
-    pub(crate) fn writes(&self) -> u64 {
+    pub fn writes(&self) -> u64 {
         self.writes.get()
     }
 
     /// Octets of region leases copied so far.
-    pub(crate) fn lease_copied(&self) -> u64 {
+    pub fn lease_copied(&self) -> u64 {
         self.lease_copied.get()
     }
 
@@ -164,7 +164,11 @@ impl MpaOut {
         }
     }
 
-    pub(crate) fn new(
+    /// The transmit side of the connection on `sock`, framing with `enc` (its
+    /// CRC and Marker settings, as negotiated); `gate_open` false holds every
+    /// segment until the initiator's first FPDU (RFC 5044 §7.1.2); `wire`
+    /// records what is sent in the process's capture.
+    pub fn new(
         sock: Arc<TcpStream>,
         enc: FpduEncoder,
         gate_open: bool,
@@ -189,18 +193,19 @@ impl MpaOut {
         }
     }
 
-    pub(crate) fn push(&mut self, seg: OutSegment) {
+    /// Queue a DDP segment; [`Self::flush`] writes it.
+    pub fn push(&mut self, seg: OutSegment) {
         self.queue.push_back(seg);
     }
 
     /// Nothing waits to be written.
-    pub(crate) fn is_idle(&self) -> bool {
+    pub fn is_idle(&self) -> bool {
         self.queue.is_empty() && self.rest.is_none()
     }
 
     /// Output waits for the socket to take more (the loop should watch for
     /// WRITABLE).
-    pub(crate) fn wants_writable(&self) -> bool {
+    pub fn wants_writable(&self) -> bool {
         self.gate_open
             && self.blocked
             && !self.is_idle()
@@ -210,7 +215,7 @@ impl MpaOut {
 
     /// Write what the socket takes now, without waiting; `sent` hears of every
     /// segment accepted whole, in order. Then close if asked and nothing is left.
-    pub(crate) fn flush(&mut self, sent: &mut impl FnMut(Sent)) {
+    pub fn flush(&mut self, sent: &mut impl FnMut(Sent)) {
         // After the socket was found full, look before writing: a write lays
         // out every FPDU it gathers (its CRC computed over its payload) and
         // what the socket does not take is laid out again next time. Posting
@@ -238,7 +243,7 @@ impl MpaOut {
     /// a Terminate; nothing more is sent). The read side stays open: the task
     /// reads and drops what the peer still sends before it closes the socket, so
     /// the kernel sends what is queued (the Terminate) and a FIN, not a reset.
-    pub(crate) fn shutdown(&mut self, abortive: bool) {
+    pub fn shutdown(&mut self, abortive: bool) {
         if self.shut.is_some_and(|a| a || !abortive) {
             return;
         }
@@ -657,7 +662,7 @@ fn left_of(
 }
 
 /// What reporting `seg` as sent says (shared with the SCTP relay).
-pub(crate) fn summary(seg: &OutSegment) -> Sent {
+pub fn summary(seg: &OutSegment) -> Sent {
     let read_response = matches!(seg.header, DdpHeader::Tagged(h)
         if h.ctrl.last() && RdmapControl(h.rsvd_ulp).opcode() == Opcode::READ_RESPONSE);
     Sent {
