@@ -19,7 +19,7 @@ use std::ffi::{CStr, c_char, c_int, c_void};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
@@ -235,6 +235,10 @@ struct Id {
     connecting: AtomicBool,
     /// The listener's stop flag and address (to wake its thread), if listening.
     listening: Mutex<Option<(Arc<AtomicBool>, SocketAddr)>>,
+    /// The QP the id's connection runs on, once `rdma_connect` or
+    /// `rdma_accept` named it (`id->qp`, or the QP `conn_param.qp_num`
+    /// names); 0 before.
+    qp: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -513,6 +517,7 @@ fn new_id(
             done: AtomicBool::new(false),
             connecting: AtomicBool::new(false),
             listening: Mutex::new(None),
+            qp: AtomicUsize::new(0),
         }),
     );
     p
@@ -1005,24 +1010,42 @@ unsafe fn private_of(param: *const rdma_conn_param) -> Vec<u8> {
     .to_vec()
 }
 
+/// The QP a connection of `id` runs on: `id->qp` (made by `rdma_create_qp`),
+/// or, for a QP the application created itself (`id->qp` NULL), the QP of
+/// the id's context that `param->qp_num` names, as the kernel's iw_cm finds
+/// it (librdmacm passes `qp_num` down for such QPs).
+///
+/// # Safety
+/// `id` is a live id; `param` is NULL or the caller's `rdma_conn_param`.
+unsafe fn conn_qp(id: *mut rdma_cm_id, param: *const rdma_conn_param) -> Option<*mut ibv_qp> {
+    // SAFETY: caller contract.
+    let (q, ctx) = unsafe { ((*id).qp, (*id).verbs as usize) };
+    if !q.is_null() {
+        return Some(q);
+    }
+    if param.is_null() {
+        return None;
+    }
+    // SAFETY: caller contract.
+    qp::by_num(ctx, unsafe { (*param).qp_num })
+}
+
 unsafe extern "C" fn connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
     let Some(state) = id_state(id) else {
         return fail(libc::EINVAL);
     };
-    // SAFETY: `id` is live.
-    let (q, dst) = unsafe { ((*id).qp, route_addr(id, true)) };
-    let Some(dst) = dst else {
+    // SAFETY: `id` is live; `param` is NULL or the caller's.
+    let (q, dst) = unsafe { (conn_qp(id, param), route_addr(id, true)) };
+    let (Some(dst), Some(q)) = (dst, q) else {
         return fail(libc::EINVAL);
     };
-    if q.is_null() {
-        return fail(libc::EINVAL);
-    }
     if let Err(e) = qp::ird_ord(q) {
         return fail(e);
     }
     if state.connecting.swap(true, Ordering::SeqCst) {
         return fail(libc::EINVAL);
     }
+    state.qp.store(q as usize, Ordering::SeqCst);
     if !param.is_null() {
         // IRD and ORD to ask for: the conn_param's (RDMA_MAX_RESP_RES and
         // RDMA_MAX_INIT_DEPTH, 255, mean the device's most), set on the QP
@@ -1074,17 +1097,17 @@ unsafe extern "C" fn accept(id: *mut rdma_cm_id, param: *mut rdma_conn_param) ->
     let Some(state) = id_state(id) else {
         return fail(libc::EINVAL);
     };
-    // SAFETY: `id` is live.
-    let q = unsafe { (*id).qp };
-    if q.is_null() {
+    // SAFETY: `id` is live; `param` is NULL or the caller's.
+    let Some(q) = (unsafe { conn_qp(id, param) }) else {
         return fail(libc::EINVAL);
-    }
+    };
     if let Err(e) = qp::ird_ord(q) {
         return fail(e);
     }
     let Some(tx) = lock(&state.pending).take() else {
         return fail(libc::EINVAL);
     };
+    state.qp.store(q as usize, Ordering::SeqCst);
     // SAFETY: `param` is NULL or the caller's.
     let pd = unsafe { private_of(param) };
     if tx.send(Decision::Accept(q as usize, pd)).is_err() {
@@ -1115,9 +1138,18 @@ unsafe extern "C" fn disconnect(id: *mut rdma_cm_id) -> c_int {
         return fail(libc::EINVAL);
     };
     // SAFETY: `id` is live.
-    let q = unsafe { (*id).qp };
-    if let Err(e) = qp::disconnect(q) {
-        return fail(e);
+    let own = unsafe { (*id).qp };
+    let q = if own.is_null() {
+        state.qp.load(Ordering::SeqCst) as *mut ibv_qp
+    } else {
+        own
+    };
+    match qp::disconnect(q) {
+        Ok(()) => {}
+        // A QP the application made itself and moved to ERR first (as
+        // rping -q does): its connection is already gone.
+        Err(_) if own.is_null() && !q.is_null() => {}
+        Err(e) => return fail(e),
     }
     if !state.done.swap(true, Ordering::SeqCst) {
         deliver(id as usize, 0, DISCONNECTED, 0, Vec::new());
@@ -1125,9 +1157,10 @@ unsafe extern "C" fn disconnect(id: *mut rdma_cm_id) -> c_int {
     0
 }
 
-/// `rdma_init_qp_attr`: what iWARP's CM gives for a QP it does not manage:
-/// INIT takes the port and the access flags, the other states only the
-/// state itself.
+/// `rdma_init_qp_attr`: what iWARP's CM gives for a QP it does not manage,
+/// as the kernel's iw_cm: INIT takes the port and the access flags, RTR only
+/// the state, RTS nothing (mask 0: the CM moves the QP to RTS itself when
+/// the connection is established).
 unsafe extern "C" fn init_qp_attr(
     id: *mut rdma_cm_id,
     attr: *mut ibv_qp_attr,
@@ -1150,11 +1183,24 @@ unsafe extern "C" fn init_qp_attr(
                     | abi::IBV_QP_PORT
                     | abi::IBV_QP_ACCESS_FLAGS;
             }
-            abi::IBV_QPS_RTR | abi::IBV_QPS_RTS => *mask = abi::IBV_QP_STATE,
+            abi::IBV_QPS_RTR => *mask = abi::IBV_QP_STATE,
+            abi::IBV_QPS_RTS => *mask = 0,
             _ => return fail(libc::EINVAL),
         }
     }
     0
+}
+
+/// `rdma_establish`: for a QP the application made itself, the active side
+/// says it has moved it to RTS. Over iWARP the CM attached the connection
+/// and moved the QP already (ESTABLISHED came first, as from the kernel's
+/// iw_cm), so there is nothing left to do; `EINVAL` for an id with no
+/// connection under way.
+unsafe extern "C" fn establish(id: *mut rdma_cm_id) -> c_int {
+    match id_state(id) {
+        Some(s) if s.qp.load(Ordering::SeqCst) != 0 => 0,
+        _ => fail(libc::EINVAL),
+    }
 }
 
 unsafe extern "C" fn get_src_port(id: *mut rdma_cm_id) -> u16 {
@@ -1312,9 +1358,6 @@ unsafe extern "C" fn rpoll(fds: *mut libc::pollfd, nfds: libc::nfds_t, timeout: 
 
 type P = *mut c_void;
 
-unsafe extern "C" fn r_int1(_: P) -> c_int {
-    fail(libc::EOPNOTSUPP)
-}
 unsafe extern "C" fn r_int2(_: P, _: P) -> c_int {
     fail(libc::EOPNOTSUPP)
 }
@@ -1360,7 +1403,7 @@ export! {
     rdma_set_option => r_set_option;
     rpoll => rpoll;
     // RDMACM_1.2
-    rdma_establish => r_int1;
+    rdma_establish => establish;
     rdma_init_qp_attr => init_qp_attr;
 }
 

@@ -325,9 +325,13 @@ fn sat_u8(v: u32) -> u8 {
 /// among them are accepted and mean nothing over iWARP.
 const KNOWN_MASK: c_int = ((1 << 21) - 1) | abi::IBV_QP_RATE_LIMIT;
 
-/// `ibv_modify_qp`: the state machine as iWARP uses it. RESET -> INIT ->
-/// (connection attached by the CM: RTS) ; INIT -> RTR and RTR -> RTS only
-/// once a connection is attached; any state -> ERR flushes; any -> RESET
+/// `ibv_modify_qp`: the state machine as iWARP uses it. RESET -> INIT (->
+/// RTR) -> (connection attached by the CM: RTS); RTR means nothing more than
+/// INIT over iWARP (Linux siw maps both to its idle state), RTS needs the
+/// connection; once connected, a move to INIT or RTR is ignored (as siw
+/// ignores it: a QP the application made itself is moved through INIT, RTR
+/// and RTS with `rdma_init_qp_attr` after the CM connected it); any state
+/// -> ERR flushes; any -> RESET
 /// drops the connection (a later INIT prepares a new rddp queue pair, with a
 /// new `qp_num`). SQD is `EOPNOTSUPP`; other transitions, a port other than
 /// 1, a P_Key index other than 0, IRD/ORD above 128, `IBV_QP_CAP` and
@@ -379,7 +383,7 @@ fn modify(q: &Qp, inner: &mut Inner, a: &ibv_qp_attr, mask: c_int) -> Result<Lin
     {
         return Err(libc::EINVAL);
     }
-    let new = if mask & IBV_QP_STATE != 0 {
+    let mut new = if mask & IBV_QP_STATE != 0 {
         a.qp_state
     } else {
         cur
@@ -413,8 +417,9 @@ fn modify(q: &Qp, inner: &mut Inner, a: &ibv_qp_attr, mask: c_int) -> Result<Lin
                 inner.link = Link::Prepared(p);
             }
         }
-        (IBV_QPS_INIT | IBV_QPS_RTR, IBV_QPS_RTR) | (IBV_QPS_RTR | IBV_QPS_RTS, IBV_QPS_RTS)
-            if connected => {}
+        (IBV_QPS_INIT | IBV_QPS_RTR, IBV_QPS_RTR) if matches!(inner.link, Link::Prepared(_)) => {}
+        (IBV_QPS_RTR | IBV_QPS_RTS, IBV_QPS_RTS) if connected => {}
+        (IBV_QPS_RTS, IBV_QPS_INIT | IBV_QPS_RTR) if connected => new = cur,
         (_, IBV_QPS_ERR) => {
             dropped = std::mem::replace(&mut inner.link, Link::Gone);
             q.flush_early(inner);
@@ -940,6 +945,19 @@ pub fn attach(qp: *mut ibv_qp, conn: rddp::transport::Connection) -> Result<(), 
             Err(errno_of(&e))
         }
     }
+}
+
+/// The live QP of context `ctx` numbered `qp_num` (what the connection
+/// manager connects when the application created the QP itself and names it
+/// in `rdma_conn_param.qp_num`, as the kernel's iw_cm finds a QP by number).
+pub fn by_num(ctx: usize, qp_num: u32) -> Option<*mut ibv_qp> {
+    let live = live();
+    live.objects
+        .iter()
+        .filter(|(_, (k, c))| *k == Kind::Qp && *c == ctx)
+        // SAFETY: a live QP (registry locked) is create_qp's Box<Qp>.
+        .find(|(p, _)| unsafe { &*(**p as *const Qp) }.qp_num() == qp_num)
+        .map(|(p, _)| *p as *mut ibv_qp)
 }
 
 /// IRD and ORD the QP asks for at connection setup (`max_dest_rd_atomic`,

@@ -280,8 +280,9 @@ fn ibv_devinfo_runs_unprivileged() {
 /// their buffer, and stop at the first refusal, with their own message and
 /// exit status 1, not a crash: the UC and UD queue pair, the SRQ, the XRC
 /// domain. ibv_rc_pingpong gets its RC queue pair into INIT, exchanges its
-/// address with its peer over TCP, and stops at the move to RTR: over iWARP
-/// a queue pair is connected by the CM, which the example does not use.
+/// address with its peer over TCP, moves to RTR (which means nothing more
+/// than INIT over iWARP) and stops at the move to RTS: over iWARP a queue
+/// pair is connected by the CM, which the example does not use.
 #[test]
 fn pingpongs_load_and_refuse_cleanly() {
     if !common::have(DEVINFO, "ibverbs-utils") {
@@ -343,7 +344,7 @@ fn pingpongs_load_and_refuse_cleanly() {
         assert_eq!(client.0, Some(1), "client: {}", client.1);
         assert_eq!(server.status.code(), Some(1), "server: {s_err}");
         assert!(
-            s_err.contains("Failed to modify QP to RTR"),
+            s_err.contains("Failed to modify QP to RTS"),
             "server: {s_err}"
         );
         assert!(
@@ -393,14 +394,17 @@ impl Drop for Killed {
 /// Debian's unmodified rping, server and client, both over this library
 /// (libibverbs.so.1 and librdmacm.so.1 from one directory): ten pings of
 /// `-S` octets each, validated by the client (`-V`), both ending with
-/// status 0 after the client's disconnect. `timeout` bounds each run.
+/// status 0 after the client's disconnect; then once more with `-q`, each
+/// side creating its QP itself (`ibv_create_qp`, moved with
+/// `rdma_init_qp_attr`, named to the CM by `conn_param.qp_num`, and
+/// `rdma_establish`). `timeout` bounds each run.
 #[test]
 fn rping_runs_over_rddp() {
     if !common::have(RPING, "rdmacm-utils") {
         return;
     }
     let lib = common::lib_dir("lib-rping");
-    for size in ["4096", "23", "65535"] {
+    for (size, q) in [("4096", ""), ("23", ""), ("65535", ""), ("4096", "-q")] {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .unwrap()
@@ -411,6 +415,7 @@ fn rping_runs_over_rddp() {
             c.args(["60", RPING])
                 .args(args)
                 .args(["-a", "127.0.0.1", "-p", &port, "-S", size, "-v"])
+                .args((!q.is_empty()).then_some(q))
                 .env("LD_LIBRARY_PATH", &lib)
                 .env_remove("LD_PRELOAD")
                 .stdout(std::process::Stdio::piped())
@@ -442,7 +447,7 @@ fn rping_runs_over_rddp() {
         let stderr = String::from_utf8_lossy(&client.stderr);
         assert!(
             client.status.success(),
-            "rping -c -S {size}: {}\n{}\n{stderr}",
+            "rping -c -S {size} {q}: {}\n{}\n{stderr}",
             client.status,
             tail(&stdout)
         );
@@ -470,7 +475,7 @@ fn rping_runs_over_rddp() {
         let stderr = std::fs::read_to_string(&err_path).unwrap();
         assert!(
             server.success(),
-            "rping -s -S {size}: {server}\n{}\n{stderr}",
+            "rping -s -S {size} {q}: {server}\n{}\n{stderr}",
             tail(&stdout)
         );
         assert!(

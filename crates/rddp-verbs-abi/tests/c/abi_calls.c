@@ -319,7 +319,8 @@ int main(void)
 	CHECK(ibv_modify_qp(qp, &at, IBV_QP_STATE) == 0);
 	CHECK(qp->state == IBV_QPS_RESET && qp->qp_num == qpn);
 
-	/* RESET -> INIT; RTR and RTS need a connection (the CM's). */
+	/* RESET -> INIT -> RTR (nothing more than INIT over iWARP); RTS needs a
+	 * connection (the CM's). */
 	struct ibv_qp_attr qa;
 	memset(&qa, 0, sizeof qa);
 	qa.qp_state = IBV_QPS_INIT;
@@ -329,7 +330,8 @@ int main(void)
 					 IBV_QP_ACCESS_FLAGS) == 0);
 	CHECK(qp->state == IBV_QPS_INIT);
 	qa.qp_state = IBV_QPS_RTR;
-	CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE) == EINVAL);
+	CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE) == 0);
+	CHECK(qp->state == IBV_QPS_RTR);
 	qa.qp_state = IBV_QPS_RTS;
 	CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE) == EINVAL);
 	qa.qp_state = IBV_QPS_SQD;
@@ -339,14 +341,14 @@ int main(void)
 	CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_PORT) == EINVAL);
 	qa.cur_qp_state = IBV_QPS_RTS;
 	CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_CUR_STATE) == EINVAL);
-	CHECK(qp->state == IBV_QPS_INIT);
+	CHECK(qp->state == IBV_QPS_RTR);
 	errno = 0;
 	CHECK(ibv_modify_qp(NULL, &qa, IBV_QP_STATE) == EINVAL);
 
 	struct ibv_qp_init_attr qi;
 	memset(&qa, 0xff, sizeof qa);
 	CHECK(ibv_query_qp(qp, &qa, IBV_QP_STATE | IBV_QP_CAP, &qi) == 0);
-	CHECK(qa.qp_state == IBV_QPS_INIT && qa.cap.max_send_wr == 4);
+	CHECK(qa.qp_state == IBV_QPS_RTR && qa.cap.max_send_wr == 4);
 	CHECK(qa.qp_access_flags == (IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE));
 	CHECK(qa.port_num == 1 && qa.max_rd_atomic == 4 && qa.max_dest_rd_atomic == 16);
 	CHECK(qi.send_cq == cq && qi.recv_cq == cq2 && qi.qp_type == IBV_QPT_RC);

@@ -217,10 +217,13 @@ fn two_verbs_qps_over_loopback_tcp() {
     // rping's order: the receive is posted before the connection exists.
     let mut rsge = server.sge(1024, 64);
     assert_eq!(server.post_recv(1, &mut rsge), 0);
-    // Not connected yet: no RTR, no RTS, no sends.
+    // Not connected yet: RTR (nothing more than INIT over iWARP), no RTS,
+    // no sends.
     let mut a = zeroed_attr();
-    a.qp_state = abi::IBV_QPS_RTR;
+    a.qp_state = abi::IBV_QPS_RTS;
     assert_eq!(to_state(client.qp, &mut a), libc::EINVAL);
+    a.qp_state = abi::IBV_QPS_RTR;
+    assert_eq!(to_state(client.qp, &mut a), 0);
 
     let sqp = server.qp as usize;
     let acceptor = std::thread::spawn(move || accept_mpa(sqp as *mut ibv_qp, &listener));
