@@ -487,6 +487,60 @@ fn rping_runs_over_rddp() {
     }
 }
 
+/// The count: `rping -c -C 1000 -V` at `-S` 23, 4096 and 65535
+/// through the library, every ping validated by the client (a mismatch
+/// ends it with "data mismatch!" and a failure status); both sides exit 0.
+/// No `-v`: a thousand 64 KiB pings printed would be 64 MiB of output.
+#[test]
+fn rping_thousand_validated_pings_over_rddp() {
+    if !common::have(RPING, "rdmacm-utils") {
+        return;
+    }
+    let lib = common::lib_dir("lib-rping-1000");
+    for size in ["23", "4096", "65535"] {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port()
+            .to_string();
+        let rping = |args: &[&str]| {
+            let mut c = Command::new("timeout");
+            c.args(["120", RPING])
+                .args(args)
+                .args(["-a", "127.0.0.1", "-p", &port, "-S", size])
+                .env("LD_LIBRARY_PATH", &lib)
+                .env_remove("LD_PRELOAD")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            c
+        };
+        let server = Killed(Some(rping(&["-s"]).spawn().unwrap()));
+        // The client retries, while it is refused, until the server listens.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let client = loop {
+            let out = rping(&["-c", "-C", "1000", "-V"]).output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            if stderr.contains("RDMA_CM_EVENT_REJECTED") && std::time::Instant::now() < deadline {
+                continue;
+            }
+            break out;
+        };
+        let stderr = String::from_utf8_lossy(&client.stderr);
+        assert!(
+            client.status.success() && !stderr.contains("mismatch"),
+            "rping -c -C 1000 -V -S {size}: {}\n{stderr}",
+            client.status
+        );
+        let server = server.output();
+        assert!(
+            server.status.success(),
+            "rping -s -S {size}: {}\n{}",
+            server.status,
+            String::from_utf8_lossy(&server.stderr)
+        );
+    }
+}
+
 /// Debian's ucmatose, server and client over the library: two connections
 /// on one listener, four Sends each way on each, then the disconnects;
 /// both exit 0. Then again with `-m`: both sides move their ids to a new
