@@ -859,12 +859,14 @@ impl FpduReceiver {
                 let region = region.clone();
                 let start = offset + at;
                 // The region's own lock, for this one read (never across a wait:
-                // a non-blocking source returns at once).
-                let mut d = region.data_mut();
-                let dst = &mut d[start..start + want];
-                let (n, copied) = self.input.payload(src, dst, tail)?;
-                self.digest.update(&dst[..n]);
-                drop(d);
+                // a non-blocking source returns at once); application memory:
+                // a copy of this range only, stored back (Region::fill_at).
+                let (input, digest) = (&mut self.input, &mut self.digest);
+                let (n, copied) = region.fill_at(start, want, |dst| {
+                    let (n, copied) = input.payload(src, dst, tail)?;
+                    digest.update(&dst[..n]);
+                    Ok::<_, Halt>((n, copied))
+                })?;
                 if !copied {
                     self.placing += n as u64;
                 }
@@ -1047,7 +1049,8 @@ fn place_copy(engine: &mut impl Placer, t: Target, payload: &[u8]) -> bool {
             offset,
             len,
         } if len == payload.len() => {
-            region.data_mut()[offset..offset + len].copy_from_slice(payload);
+            // Only this range (for application memory, never the region whole).
+            let _ = region.write_at(offset, payload);
             true
         }
         Target::Buffer { len } if len == payload.len() => {

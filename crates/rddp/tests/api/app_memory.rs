@@ -119,19 +119,25 @@ fn a_write_right_needs_writable_memory() {
 }
 
 /// Over MPA, Sends and Writes from a large region over application memory
-/// copy out of it only the octets they carry (the transmit path once copied
-/// the whole region for every segment): 16 MiB registered, small Sends and
-/// a Write from here and there in it; the region's count of octets read is
-/// exactly their payload, and so is the queue pair's `tx_copied_octets`.
+/// copy out of it only the octets they carry, and Read Responses placed
+/// into one only the octets they bring (the transmit and receive paths
+/// once copied the whole region for every segment or read): 16 MiB
+/// registered on each side of that, small Sends and a Write from here and
+/// there in one, a 64 KiB and a 100-octet Read into the other. The
+/// regions' counts of octets read out of application memory: exactly the
+/// payload sent (so is `tx_copied_octets`), at most the payload received.
 #[test]
-fn a_transmit_from_application_memory_copies_only_its_octets() {
+fn transfers_with_application_memory_copy_only_their_octets() {
     use rddp::transport::mpa::Listener;
     use rddp_mpa::MpaOptions;
     const BIG: usize = 16 << 20;
+    const SINK: usize = 64 << 10;
+    let other: Vec<u8> = (0..SINK as u32).map(|i| (i * 7 + 3) as u8).collect();
     let dev = Device::new();
     let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
     let addr = listener.local_addr().unwrap();
     let sdev = dev.clone();
+    let sink_init = other.clone();
     let server = std::thread::spawn(move || {
         let pd = common::pd(&sdev, "server");
         let cq = CompletionQueue::new(64);
@@ -141,7 +147,7 @@ fn a_transmit_from_application_memory_copies_only_its_octets() {
         }
         let qp = prepared.attach(listener.accept().unwrap()).unwrap();
         let sink = qp
-            .register_bound(vec![0; 4096], Access::REMOTE_WRITE)
+            .register_bound(sink_init, Access::REMOTE_WRITE | Access::REMOTE_READ)
             .unwrap();
         qp.post_send_inline(9, &sink.remote().to_bytes(), SendFlags::default())
             .unwrap();
@@ -168,13 +174,20 @@ fn a_transmit_from_application_memory_copies_only_its_octets() {
     let qp = prepared.connect_mpa(addr, MpaOptions::default()).unwrap();
     let ad = wait(&cq, 1).pop().unwrap();
     let remote = rddp::RemoteBuf::from_bytes(ad.buffer.as_ref().unwrap()).unwrap();
-    let mem = Leaked::new(BIG);
+    let (mem, back_mem) = (Leaked::new(BIG), Leaked::new(BIG));
     let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 13) as u8).collect();
     for at in [0, BIG / 2, BIG - 4096] {
         mem.mem(true).write(at, &pattern).unwrap();
     }
     let src = pd
         .register_app(mem.mem(false), Access::NONE, mem.addr() as u64)
+        .unwrap();
+    let back = pd
+        .register_app(
+            back_mem.mem(true),
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+            back_mem.addr() as u64,
+        )
         .unwrap();
     let before = qp.stats().tx_copied_octets;
     assert_eq!(src.app_octets_read(), 0);
@@ -184,12 +197,16 @@ fn a_transmit_from_application_memory_copies_only_its_octets() {
     }
     qp.post_write(10, &src, (BIG - 4096) as u64, 4096, remote, 0)
         .unwrap();
-    let done = wait(&cq, 5);
+    // Read after the Write: it returns what the Write left.
+    qp.post_read(11, &back, (BIG / 2) as u64, SINK as u32, remote, 0)
+        .unwrap();
+    qp.post_read(12, &back, 10, 100, remote, 0).unwrap();
+    let done = wait(&cq, 7);
     assert!(
         done.iter().all(|w| w.status == WcStatus::Success),
         "{done:?}"
     );
-    qp.post_send_inline(11, b"end", SendFlags::default())
+    qp.post_send_inline(13, b"end", SendFlags::default())
         .unwrap();
     wait(&cq, 1);
     let (recvs, written) = server.join().unwrap();
@@ -199,11 +216,21 @@ fn a_transmit_from_application_memory_copies_only_its_octets() {
     assert_eq!(recvs[2], (2, pattern[4096 - 64..].to_vec()));
     assert_eq!(recvs[3], (3, pattern[100..164].to_vec()));
     assert_eq!(recvs[4], (4, b"end".to_vec()));
+    let mut expected = pattern.clone();
+    expected.extend_from_slice(&other[4096..]);
+    let got = back_mem.mem(false).to_vec(BIG / 2, SINK).unwrap();
+    assert!(got == expected, "the 64 KiB Read");
+    assert_eq!(back_mem.mem(false).to_vec(10, 100).unwrap(), pattern[..100]);
     let payload = 4 * 64 + 4096;
     assert_eq!(
         src.app_octets_read(),
         payload,
-        "octets read out of the region"
+        "octets read out of the source"
     );
     assert_eq!(qp.stats().tx_copied_octets - before, payload);
+    let placed = back.app_octets_read();
+    assert!(
+        placed <= (SINK + 100) as u64,
+        "{placed} octets read out of the Reads' sink"
+    );
 }

@@ -180,7 +180,11 @@ fn iovecs<'a>(
         iov.push(IoSliceMut::new(scratch));
         match &it.target {
             Target::Nothing => {}
-            Target::Region { .. } if it.superseded => iov.push(IoSliceMut::new(own)),
+            // Superseded, or application memory (no region octets given):
+            // into the caller's buffer at its own offsets.
+            Target::Region { .. } if it.superseded || pieces[i].is_none() => {
+                iov.push(IoSliceMut::new(own));
+            }
             Target::Region { .. } => iov.push(IoSliceMut::new(pieces[i].take().ok_or_else(bug)?)),
             Target::Buffer { len } => {
                 let b = bufs.next().ok_or_else(bug)?;
@@ -360,7 +364,11 @@ impl FpduReceiver {
     ) -> Result<(), Halt> {
         let end = items.last().map_or(0, |it| it.end);
         let ra = &mut self.input.ra[..end];
-        let mut data = region.map(|r| r.data_mut());
+        // Application memory is never borrowed (rddp-appmem): its payloads
+        // are read into the caller's buffer, then copied into it, each one's
+        // own octets (Region::data_mut would copy the whole region, twice).
+        let app = region.filter(|r| r.is_app_memory());
+        let mut data = region.filter(|r| !r.is_app_memory()).map(|r| r.data_mut());
         let mut f = |bufs: &mut [&mut [u8]]| {
             let mut iov = iovecs(&mut *ra, items, data.as_deref_mut(), bufs)?;
             read_all(src, &mut iov)
@@ -375,8 +383,21 @@ impl FpduReceiver {
         } else {
             f(&mut [])
         };
+        drop(data);
         match got {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                if let Some(r) = app {
+                    for it in items.iter().filter(|it| !it.superseded) {
+                        if let Target::Region { offset, .. } = &it.target {
+                            let payload = &self.input.ra[it.payload_at..it.payload_end];
+                            // An ended registration takes nothing, as for
+                            // any copy into it.
+                            let _ = r.write_at(*offset, payload);
+                        }
+                    }
+                }
+                Ok(())
+            }
             Err(e) => Err(Halt::Io(e)),
         }
     }
