@@ -414,6 +414,9 @@ pub struct FpduReceiver {
     placed: u64,
     /// Lone small Sends seen in a row (`rx_direct/lone.rs`).
     lone: lone::Lone,
+    /// Where a payload bound for application memory is read first, then
+    /// stored from (reused: its allocation).
+    app_scratch: Vec<u8>,
 }
 
 impl Default for FpduReceiver {
@@ -468,6 +471,7 @@ impl FpduReceiver {
             placing: 0,
             placed: 0,
             lone: lone::Lone::default(),
+            app_scratch: Vec::new(),
         }
     }
 
@@ -858,15 +862,30 @@ impl FpduReceiver {
             Sink::Engine(Target::Region { region, offset, .. }) => {
                 let region = region.clone();
                 let start = offset + at;
-                // The region's own lock, for this one read (never across a wait:
-                // a non-blocking source returns at once); application memory:
-                // a copy of this range only, stored back (Region::fill_at).
                 let (input, digest) = (&mut self.input, &mut self.digest);
-                let (n, copied) = region.fill_at(start, want, |dst| {
-                    let (n, copied) = input.payload(src, dst, tail)?;
-                    digest.update(&dst[..n]);
-                    Ok::<_, Halt>((n, copied))
-                })?;
+                let (n, copied) = if region.is_app_memory() {
+                    // Application memory is never borrowed (rddp-appmem): read
+                    // into scratch, then the octets read stored into it (those
+                    // only: one copy, never the region whole).
+                    let mut scratch = std::mem::take(&mut self.app_scratch);
+                    scratch.resize(want, 0);
+                    let got = input.payload(src, &mut scratch, tail);
+                    if let Ok((n, _)) = got {
+                        digest.update(&scratch[..n]);
+                        // An ended registration takes nothing, as any copy.
+                        let _ = region.write_at(start, &scratch[..n]);
+                    }
+                    self.app_scratch = scratch;
+                    got?
+                } else {
+                    // The region's own lock, for this one read (never across a
+                    // wait: a non-blocking source returns at once).
+                    region.fill_at(start, want, |dst| {
+                        let (n, copied) = input.payload(src, dst, tail)?;
+                        digest.update(&dst[..n]);
+                        Ok::<_, Halt>((n, copied))
+                    })?
+                };
                 if !copied {
                     self.placing += n as u64;
                 }
