@@ -740,11 +740,12 @@ fn lost_perftest_race(stderr: &str) -> bool {
 
 /// Runs perftest's `tool` with `args` (and `-R`), server and client, both
 /// over the library on loopback; returns both outputs (stdout) once both
-/// ended with status 0. The client starts only once the server listens
-/// (its first connection, the control one, is not retried). A run lost to
+/// ended with status 0, each bounded by `secs` seconds. The client starts
+/// only once the server listens (its first connection, the control one, is
+/// not retried). A run lost to
 /// perftest's race on its second connection ([`lost_perftest_race`]) is
 /// run again, up to five times in all.
-fn perftest(lib: &Path, tool: &str, args: &[&str]) -> (String, String) {
+fn perftest(lib: &Path, tool: &str, args: &[&str], secs: &str) -> (String, String) {
     for attempt in 1..=5 {
         // perftest cannot listen on port 0 and report the port: a port
         // free now (bound to 0 by this test, then released) is passed to
@@ -756,7 +757,7 @@ fn perftest(lib: &Path, tool: &str, args: &[&str]) -> (String, String) {
         let port_arg = port.to_string();
         let cmd = |extra: &[&str]| {
             let mut c = Command::new("timeout");
-            c.args(["60", tool, "-R", "-p", &port_arg])
+            c.args([secs, tool, "-R", "-p", &port_arg])
                 .args(args)
                 .args(extra)
                 .env("LD_LIBRARY_PATH", lib)
@@ -832,7 +833,7 @@ fn perftest_runs(tool: &str, size: &str, server_reports: bool) {
     }
     let name = tool.rsplit('/').next().unwrap();
     let lib = common::lib_dir(&format!("lib-{name}"));
-    let (client, server) = perftest(&lib, tool, &["-n", "100", "-s", size]);
+    let (client, server) = perftest(&lib, tool, &["-n", "100", "-s", size], "60");
     let outs: &[&String] = if server_reports {
         &[&client, &server]
     } else {
@@ -889,4 +890,32 @@ fn ib_read_lat_runs_over_rddp() {
 #[test]
 fn ib_send_lat_runs_over_rddp() {
     perftest_runs(PERFTEST[5], "64", true);
+}
+
+/// `-a`: every size from 2 octets to 8 MiB (23 report lines), 100
+/// iterations each, for the three bandwidth tools. About 12 s a tool in a
+/// release build (`cargo test --release -p rddp-verbs-abi --test api --
+/// --ignored tools::perftest_all_sizes`), about 6 minutes in a debug one.
+#[test]
+#[ignore = "minutes in a debug build"]
+fn perftest_all_sizes_over_rddp() {
+    for tool in &PERFTEST[..3] {
+        if !common::have(tool, "perftest") {
+            return;
+        }
+        let name = tool.rsplit('/').next().unwrap();
+        let lib = common::lib_dir(&format!("lib-{name}-a"));
+        let (client, _) = perftest(&lib, tool, &["-a", "-n", "100"], "1200");
+        let rows = report(&client);
+        let sizes: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+        let want: Vec<String> = (1..=23).map(|k| (1u64 << k).to_string()).collect();
+        assert_eq!(sizes, want, "{name}:\n{client}");
+        for r in &rows {
+            assert_eq!(r[1], "100", "{name}:\n{client}");
+            assert!(
+                r[3].parse::<f64>().is_ok_and(|v| v > 0.0),
+                "{name}:\n{client}"
+            );
+        }
+    }
 }
