@@ -25,6 +25,12 @@ pub(crate) fn set_errno(e: c_int) {
     unsafe { *libc::__errno_location() = e };
 }
 
+/// This thread's errno.
+pub(crate) fn errno() -> c_int {
+    // SAFETY: as in set_errno.
+    unsafe { *libc::__errno_location() }
+}
+
 /// Refusal for a verb that returns a pointer: NULL, errno `EOPNOTSUPP`.
 fn refuse_ptr<T>() -> *mut T {
     set_errno(libc::EOPNOTSUPP);
