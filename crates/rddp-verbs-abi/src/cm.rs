@@ -225,11 +225,15 @@ impl Channel {
 
 /// What the application decided about a connection request.
 enum Decision {
-    /// `rdma_accept`: attach this QP, reply with this private data.
-    Accept(usize, Vec<u8>),
+    /// `rdma_accept`: attach this QP, reply with this private data and IRD/ORD.
+    Accept(usize, rddp_mpa::Accept),
     /// `rdma_reject` with this private data.
     Reject(Vec<u8>),
 }
+
+/// Where `rdma_accept`/`rdma_reject` send their decision, and the (IRD,
+/// ORD) the request's event reported.
+type Pending = (mpsc::Sender<Decision>, (u8, u8));
 
 /// rddp's part of an id.
 struct Id {
@@ -237,7 +241,9 @@ struct Id {
     /// by `rdma_migrate_id`.
     channel: Mutex<(usize, Arc<Channel>)>,
     /// A connection request waiting for `rdma_accept`/`rdma_reject`.
-    pending: Mutex<Option<mpsc::Sender<Decision>>>,
+    /// With it, the IRD and ORD the request's event reported (what
+    /// `rdma_accept` takes when its conn_param leaves them to the CM).
+    pending: Mutex<Option<Pending>>,
     /// Set when the id is destroyed or disconnected: no more events for it.
     done: AtomicBool,
     /// Set by the first `rdma_connect`: a second one is `EINVAL`.
@@ -869,7 +875,7 @@ unsafe extern "C" fn listen(id: *mut rdma_cm_id, _backlog: c_int) -> c_int {
 /// The listener's thread: each MPA Request becomes a CONNECT_REQUEST on a
 /// new id, answered when the application calls `rdma_accept` or
 /// `rdma_reject` (RFC 5044 section 7.1.2: the Reply follows the ULP's
-/// decision). The Reply's IRD/ORD are the listener's (16 each).
+/// decision), with the IRD/ORD `rdma_accept` gives (RFC 6581 section 5.1).
 #[allow(clippy::too_many_arguments)]
 fn serve(
     listener: rddp::transport::mpa::Listener,
@@ -913,15 +919,15 @@ fn serve(
                 set_route_addr(c, false, local);
             }
             child = c as usize;
-            if let Some(s) = reg().ids.get(&child) {
-                *lock(&s.pending) = Some(tx);
-            }
             // As the kernel's iw_cm reports a request: the resources this
             // side must answer with are the peer's ORD (its outstanding
             // Reads), the depth it may use the peer's IRD (RFC 6581
             // section 5.1).
             let (ird, ord) = req.enhanced.as_ref().map_or((0, 0), |e| (e.ord, e.ird));
             let clamp = |v: u16| u8::try_from(v).unwrap_or(u8::MAX);
+            if let Some(s) = reg().ids.get(&child) {
+                *lock(&s.pending) = Some((tx, (clamp(ird), clamp(ord))));
+            }
             deliver_to(
                 &ch,
                 child,
@@ -1388,19 +1394,16 @@ unsafe extern "C" fn connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -
     if !param.is_null() {
         // IRD and ORD to ask for: the conn_param's (RDMA_MAX_RESP_RES and
         // RDMA_MAX_INIT_DEPTH, 255, mean the device's most), set on the QP
-        // (attributes only) for connect_mpa to take.
+        // for connect_mpa to take.
         // SAFETY: a non-NULL `param` is the caller's.
         let p = unsafe { *param };
         let max = u8::try_from(crate::device::MAX_RD_ATOM).unwrap_or(u8::MAX);
-        // SAFETY: all-zero is a valid ibv_qp_attr.
-        let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
-        a.max_dest_rd_atomic = p.responder_resources.min(max);
-        a.max_rd_atomic = p.initiator_depth.min(max);
-        let mask = abi::IBV_QP_MAX_QP_RD_ATOMIC | abi::IBV_QP_MAX_DEST_RD_ATOMIC;
-        // SAFETY: `q` is a QP of ours (ird_ord checked it); `a` is ours.
-        let r = unsafe { qp::modify_qp(q, &raw mut a, mask) };
-        if r != 0 {
-            return fail(r);
+        if let Err(e) = set_ird_ord(
+            q,
+            p.responder_resources.min(max),
+            p.initiator_depth.min(max),
+        ) {
+            return fail(e);
         }
     }
     let opts = rddp_mpa::MpaOptions {
@@ -1433,6 +1436,21 @@ unsafe extern "C" fn connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -
     unsafe { complete(id, &state) }
 }
 
+/// Sets the IRD (`max_dest_rd_atomic`) and ORD (`max_rd_atomic`) the QP `q`
+/// offers at connection setup (attributes only, no state change).
+fn set_ird_ord(q: *mut ibv_qp, ird: u8, ord: u8) -> Result<(), c_int> {
+    // SAFETY: all-zero is a valid ibv_qp_attr.
+    let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
+    a.max_dest_rd_atomic = ird;
+    a.max_rd_atomic = ord;
+    let mask = abi::IBV_QP_MAX_QP_RD_ATOMIC | abi::IBV_QP_MAX_DEST_RD_ATOMIC;
+    // SAFETY: modify_qp checks `q` is a live QP of ours; `a` is ours.
+    match unsafe { qp::modify_qp(q, &raw mut a, mask) } {
+        0 => Ok(()),
+        r => Err(r),
+    }
+}
+
 unsafe extern "C" fn accept(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
     let Some(state) = id_state(id) else {
         return fail(libc::EINVAL);
@@ -1444,13 +1462,32 @@ unsafe extern "C" fn accept(id: *mut rdma_cm_id, param: *mut rdma_conn_param) ->
     if let Err(e) = qp::ird_ord(q) {
         return fail(e);
     }
-    let Some(tx) = lock(&state.pending).take() else {
+    let Some((tx, requested)) = lock(&state.pending).take() else {
         return fail(libc::EINVAL);
     };
     state.qp.store(q as usize, Ordering::SeqCst);
+    // The Reply offers the conn_param's IRD (`responder_resources`) and ORD
+    // (`initiator_depth`); NULL, or RDMA_MAX_RESP_RES/RDMA_MAX_INIT_DEPTH
+    // (255), take what the request reported, capped by the device, as
+    // librdmacm's rdma_accept.
     // SAFETY: `param` is NULL or the caller's.
-    let pd = unsafe { private_of(param) };
-    if tx.send(Decision::Accept(q as usize, pd)).is_err() {
+    let given = (!param.is_null()).then(|| unsafe { *param });
+    let max = u8::try_from(crate::device::MAX_RD_ATOM).unwrap_or(u8::MAX);
+    let pick = |v: Option<u8>, req: u8| match v {
+        Some(v) if v != u8::MAX => v.min(max),
+        _ => req.min(max),
+    };
+    let ird = pick(given.map(|p| p.responder_resources), requested.0);
+    let ord = pick(given.map(|p| p.initiator_depth), requested.1);
+    if let Err(e) = set_ird_ord(q, ird, ord) {
+        return fail(e);
+    }
+    let reply = rddp_mpa::Accept {
+        // SAFETY: `param` is NULL or the caller's.
+        private_data: unsafe { private_of(param) },
+        ird_ord: Some((u16::from(ird), u16::from(ord))),
+    };
+    if tx.send(Decision::Accept(q as usize, reply)).is_err() {
         return fail(libc::ECONNABORTED);
     }
     // SAFETY: `id` is live, on the caller's thread.
@@ -1461,7 +1498,7 @@ unsafe extern "C" fn reject(id: *mut rdma_cm_id, data: *const c_void, len: u8) -
     let Some(state) = id_state(id) else {
         return fail(libc::EINVAL);
     };
-    let Some(tx) = lock(&state.pending).take() else {
+    let Some((tx, _)) = lock(&state.pending).take() else {
         return fail(libc::EINVAL);
     };
     let pd = if data.is_null() {

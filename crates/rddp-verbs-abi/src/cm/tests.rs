@@ -496,3 +496,61 @@ fn an_active_endpoint_makes_its_qp_and_connects_synchronously() {
         freeaddrinfo(res);
     }
 }
+
+/// (IRD, ORD) of the connected QP of `id`, as `ibv_query_qp` reports them.
+fn qp_ird_ord(id: *mut rdma_cm_id) -> (u8, u8) {
+    // SAFETY: all-zero is valid for both; `id` is live with a QP.
+    unsafe {
+        let mut a: ibv_qp_attr = std::mem::zeroed();
+        let mut init: ibv_qp_init_attr = std::mem::zeroed();
+        assert_eq!(qp::query_qp((*id).qp, &raw mut a, 0, &raw mut init), 0);
+        (a.max_dest_rd_atomic, a.max_rd_atomic)
+    }
+}
+
+/// `rdma_accept`'s conn_param gives the Reply its IRD and ORD (RFC 6581
+/// section 5.1), as the kernel's iw_cm: the initiator's ORD comes down to
+/// the responder's IRD. A NULL conn_param answers what the request asked.
+#[test]
+fn accept_offers_its_conn_params_ird_and_ord() {
+    for (given, want_server, want_client) in [
+        // The initiator asks IRD 3, ORD 5.
+        (Some((2, 1)), (2, 1), (3, 2)),
+        (None, (5, 3), (3, 5)),
+    ] {
+        let (sch, cch) = (channel(), channel());
+        let (lid, port) = listener(sch);
+        let cid = client(cch, port);
+        let mut p = param(b"");
+        (p.responder_resources, p.initiator_depth) = (3, 5);
+        // SAFETY: live id with a QP and a resolved route.
+        assert_eq!(unsafe { connect(cid, &raw mut p) }, 0);
+        let req = next(sch);
+        assert_eq!(req.kind, CONNECT_REQUEST);
+        qp_on(req.id);
+        let mut a = param(b"");
+        let ap = match given {
+            Some((ird, ord)) => {
+                (a.responder_resources, a.initiator_depth) = (ird, ord);
+                &raw mut a
+            }
+            None => ptr::null_mut(),
+        };
+        // SAFETY: live id with a QP, a request pending.
+        assert_eq!(unsafe { accept(req.id, ap) }, 0);
+        assert_eq!(next(sch).kind, ESTABLISHED);
+        assert_eq!(next(cch).kind, ESTABLISHED);
+        assert_eq!(qp_ird_ord(req.id), want_server, "accepting with {given:?}");
+        assert_eq!(qp_ird_ord(cid), want_client, "accepting with {given:?}");
+        // SAFETY: live ids, their QPs, then the channels.
+        unsafe {
+            destroy_qp(cid);
+            destroy_qp(req.id);
+            assert_eq!(destroy_id(cid), 0);
+            assert_eq!(destroy_id(req.id), 0);
+            assert_eq!(destroy_id(lid), 0);
+            destroy_event_channel(sch);
+            destroy_event_channel(cch);
+        }
+    }
+}
