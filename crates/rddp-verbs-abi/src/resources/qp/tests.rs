@@ -588,3 +588,35 @@ fn pingpong_64b_verbs_and_rddp() {
     let native = p50_one_way(rtts);
     println!("Send ping-pong 64 B, p50 one way: verbs {verbs:.1} us, rddp API {native:.1} us");
 }
+
+/// A receive posted into an MR that is deregistered before its Send arrives
+/// does not complete as a success with nothing placed: the segment is
+/// refused before any octet moves (a local catastrophic error, RFC 5041
+/// section 7.2: the stream ends with a Terminate), and the receive
+/// completes in error.
+#[test]
+fn a_receive_into_a_deregistered_mr_fails() {
+    let server = side(false);
+    let client = side(true);
+    let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let sqp = server.qp as usize;
+    let acceptor = std::thread::spawn(move || accept_mpa(sqp as *mut ibv_qp, &listener));
+    connect_mpa(client.qp, addr, MpaOptions::default()).unwrap();
+    acceptor.join().unwrap().unwrap();
+
+    let mut rsge = server.sge(0, 64);
+    assert_eq!(server.post_recv(7, &mut rsge), 0);
+    // SAFETY: a live MR, used by no other thread.
+    assert_eq!(unsafe { crate::resources::mr::dereg_mr(server.mr) }, 0);
+    client.buf.set(0, b"too late");
+    let mut s = [client.sge(0, 8)];
+    let mut w = send_wr(1, abi::IBV_WR_SEND, &mut s, 0);
+    assert_eq!(client.post_send(&mut w), 0);
+    let rwc = server.poll(1);
+    assert_eq!(rwc.len(), 1, "the receive completes");
+    assert_eq!(rwc[0].wr_id, 7);
+    // Flushed with the rest of the queue once the stream ended.
+    assert_eq!(rwc[0].status, abi::IBV_WC_WR_FLUSH_ERR, "{:?}", rwc[0]);
+    assert_eq!(server.buf.get(0, 8), [0; 8]);
+}
