@@ -352,16 +352,22 @@ fn connect_accept_disconnect() {
     assert_eq!(next(cch).kind, DISCONNECTED);
     let e = next(sch);
     assert_eq!((e.kind, e.id), (DISCONNECTED, req.id));
-    // SAFETY: live ids and their QPs, then the channels.
+    teardown(&[cid, req.id], lid, &[sch, cch, cch_old]);
+}
+
+/// Destroys the connected ids `ids` with their QPs, the listener `lid`, then
+/// the channels.
+fn teardown(ids: &[*mut rdma_cm_id], lid: *mut rdma_cm_id, channels: &[*mut rdma_event_channel]) {
+    // SAFETY: live ids of the test with QPs, a live listener, live channels.
     unsafe {
-        destroy_qp(cid);
-        destroy_qp(req.id);
-        assert_eq!(destroy_id(cid), 0);
-        assert_eq!(destroy_id(req.id), 0);
+        for &id in ids {
+            destroy_qp(id);
+            assert_eq!(destroy_id(id), 0);
+        }
         assert_eq!(destroy_id(lid), 0);
-        destroy_event_channel(sch);
-        destroy_event_channel(cch);
-        destroy_event_channel(cch_old);
+        for &ch in channels {
+            destroy_event_channel(ch);
+        }
     }
 }
 
@@ -542,15 +548,6 @@ fn accept_offers_its_conn_params_ird_and_ord() {
         assert_eq!(next(cch).kind, ESTABLISHED);
         assert_eq!(qp_ird_ord(req.id), want_server, "accepting with {given:?}");
         assert_eq!(qp_ird_ord(cid), want_client, "accepting with {given:?}");
-        // SAFETY: live ids, their QPs, then the channels.
-        unsafe {
-            destroy_qp(cid);
-            destroy_qp(req.id);
-            assert_eq!(destroy_id(cid), 0);
-            assert_eq!(destroy_id(req.id), 0);
-            assert_eq!(destroy_id(lid), 0);
-            destroy_event_channel(sch);
-            destroy_event_channel(cch);
-        }
+        teardown(&[cid, req.id], lid, &[sch, cch]);
     }
 }

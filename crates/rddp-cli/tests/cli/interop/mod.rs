@@ -413,6 +413,24 @@ pub(crate) fn run(mut steps: Vec<Step>) -> Run {
         }
     }
     let _ = qemu.wait();
+    // Steps the guest never ended (it crashed or hung): their host processes'
+    // output is what tells why.
+    let unended = running
+        .take()
+        .into_iter()
+        .chain(before.drain().map(|(n, (p, px))| (n, Some(p), px)));
+    for (name, p, px) in unended {
+        if !results.contains_key(&name) {
+            continue;
+        }
+        let o = results.entry(name).or_default();
+        if let Some(p) = p {
+            (o.host_rc, o.host_out, o.host_err) = p.finish(Duration::from_secs(5));
+        }
+        if let Some(px) = px {
+            o.proxy = px.report();
+        }
+    }
     let _ = err_reader.join();
     let stderr = err.lock().unwrap().clone();
     // RDDP_INTEROP_LOG=FILE keeps the guest script, its forwards and the console.

@@ -207,6 +207,20 @@ fn eventually(mut f: impl FnMut() -> bool) -> bool {
     false
 }
 
+/// A server and a client side (the client signalling every send), their QPs
+/// connected over loopback TCP (port 0) through the CM hook.
+fn connected() -> (Side, Side) {
+    let server = side(false);
+    let client = side(true);
+    let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let sqp = server.qp as usize;
+    let acceptor = std::thread::spawn(move || accept_mpa(sqp as *mut ibv_qp, &listener));
+    connect_mpa(client.qp, addr, MpaOptions::default()).unwrap();
+    acceptor.join().unwrap().unwrap();
+    (server, client)
+}
+
 #[test]
 fn two_verbs_qps_over_loopback_tcp() {
     let server = side(false);
@@ -596,14 +610,7 @@ fn pingpong_64b_verbs_and_rddp() {
 /// completes in error.
 #[test]
 fn a_receive_into_a_deregistered_mr_fails() {
-    let server = side(false);
-    let client = side(true);
-    let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let sqp = server.qp as usize;
-    let acceptor = std::thread::spawn(move || accept_mpa(sqp as *mut ibv_qp, &listener));
-    connect_mpa(client.qp, addr, MpaOptions::default()).unwrap();
-    acceptor.join().unwrap().unwrap();
+    let (server, client) = connected();
 
     let mut rsge = server.sge(0, 64);
     assert_eq!(server.post_recv(7, &mut rsge), 0);
@@ -648,14 +655,7 @@ fn async_event(ctx: *mut ibv_context) -> abi::ibv_async_event {
 /// until the event it reported is acknowledged.
 #[test]
 fn a_terminate_raises_qp_events_on_async_fd() {
-    let server = side(false);
-    let client = side(true);
-    let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let sqp = server.qp as usize;
-    let acceptor = std::thread::spawn(move || accept_mpa(sqp as *mut ibv_qp, &listener));
-    connect_mpa(client.qp, addr, MpaOptions::default()).unwrap();
-    acceptor.join().unwrap().unwrap();
+    let (server, client) = connected();
 
     let mut s = [client.sge(0, 8)];
     let mut w = send_wr(1, abi::IBV_WR_RDMA_WRITE, &mut s, 0);
