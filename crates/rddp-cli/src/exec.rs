@@ -1,6 +1,7 @@
 //! `rddp exec -- CMD ARGS`: runs an unmodified rdma-core application over
 //! rddp, with rddp-verbs-abi's libibverbs.so.1 and librdmacm.so.1 (two
-//! names of one file) first on the library path (docs/verbs-abi.md). The
+//! names of one file, which also stands in for libmlx5.so.1 and
+//! libefa.so.1) first on the library path (docs/verbs-abi.md). The
 //! directory replaces Debian's libraries for that process; nothing is
 //! preloaded.
 
@@ -11,12 +12,18 @@ use std::process::Command;
 
 /// The cdylib cargo builds for rddp-verbs-abi, next to the `rddp` binary.
 const CDYLIB: &str = "librddp_verbs_abi.so";
-/// The directory, next to the binary, that holds `libibverbs.so.1` and
-/// `librdmacm.so.1` -> [`CDYLIB`].
+/// The directory, next to the binary, that holds [`SONAMES`] -> [`CDYLIB`].
 const LIB_SUBDIR: &str = "rddp-verbs";
 /// The names the cdylib is found under: it is both libraries (one object,
-/// so that the CM and the verbs share their objects; docs/verbs-abi.md).
-const SONAMES: [&str; 2] = ["libibverbs.so.1", "librdmacm.so.1"];
+/// so that the CM and the verbs share their objects; docs/verbs-abi.md),
+/// and it stands in for the provider libraries perftest links (libmlx5,
+/// libefa: their symbols refuse; rddp0 is neither device).
+const SONAMES: [&str; 4] = [
+    "libibverbs.so.1",
+    "librdmacm.so.1",
+    "libmlx5.so.1",
+    "libefa.so.1",
+];
 
 #[derive(clap::Args, Clone)]
 pub(crate) struct ExecArgs {
@@ -51,8 +58,7 @@ pub(crate) fn run(a: &ExecArgs) -> Result<std::convert::Infallible, String> {
     Err(format!("{}: {err}", prog.to_string_lossy()))
 }
 
-/// rddp-verbs/ next to the running binary, its `libibverbs.so.1` and
-/// `librdmacm.so.1` linked to
+/// rddp-verbs/ next to the running binary, its [`SONAMES`] linked to
 /// the newest cdylib of the build tree: next to the binary (where `cargo
 /// build -p rddp-verbs-abi` copies it) or in deps/ (where `cargo test`
 /// leaves it). Without either, an existing link is used as it is.

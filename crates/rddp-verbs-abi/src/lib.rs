@@ -91,3 +91,4 @@ pub mod cm;
 pub mod device;
 mod exports;
 pub mod resources;
+mod standins;

@@ -84,6 +84,27 @@ pub fn cq_size(cqe: c_int) -> Option<c_int> {
     c_int::try_from((cqe as u32).next_power_of_two()).ok()
 }
 
+/// The capacity of the rddp CQ behind every verbs CQ, whatever its `cqe`:
+/// room for the worst case of every queue pair the device holds, each with
+/// both queues [`qp::MAX_QP_WR`] deep and completing here.
+///
+/// rddp refuses to attach a queue pair to a CQ that could overflow: each
+/// queue reserves its depth there, and a work request's slot stays taken
+/// until its completion is taken (docs/receive-strategies.md), so no
+/// completion is ever lost. Verbs leaves that to the application: perftest
+/// gives a queue pair's send and receive queues one CQ of the send depth
+/// (128 entries for 128 Writes and a receive, or for 512 receives), which
+/// the kernel accepts, an overrun being the application's
+/// (`IBV_EVENT_CQ_ERR`). So the verbs CQ's `cqe` is what the application
+/// sees (`ibv_create_cq` rounds it as siw does), and the rddp CQ under it
+/// holds whatever its queue pairs can complete: an application that
+/// lets more than `cqe` completions wait finds them all there, none lost.
+pub fn backing_capacity() -> usize {
+    let qps = usize::try_from(rddp::DeviceLimits::default().capacity.queue_pairs);
+    qps.unwrap_or(usize::MAX / 2)
+        .saturating_mul(2 * qp::MAX_QP_WR as usize)
+}
+
 // ---------------------------------------------------------------------------
 // Protection domains.
 
@@ -390,7 +411,9 @@ pub(crate) unsafe extern "C" fn create_cq(
         dead: AtomicBool::new(false),
         delivered: AtomicU32::new(0),
     });
-    let rcq = rddp::CompletionQueue::new(size as usize);
+    // Room beyond `cqe` for every queue pair that may attach (see
+    // backing_capacity).
+    let rcq = rddp::CompletionQueue::new(backing_capacity());
     let p = Box::into_raw(Box::new(Cq {
         ibv: ibv_cq {
             context: ctx,

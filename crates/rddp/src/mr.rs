@@ -237,6 +237,13 @@ impl MemoryRegion {
         self.region.guards_intact()
     }
 
+    /// Octets copied out of application memory through this region so far
+    /// (0 for memory the stack owns): what transmits from it and local reads
+    /// cost, the octets they carry.
+    pub fn app_octets_read(&self) -> u64 {
+        self.region.app_octets_read()
+    }
+
     /// Whether remote access by STag still works (false after invalidation).
     pub fn is_valid(&self) -> bool {
         self.region.is_valid()

@@ -23,6 +23,10 @@
 //!   (`QpStats::tx_copied_octets` stays 0). Exceptions, copied
 //!   (counted where they are payload): the rest of an FPDU stopped inside its
 //!   4-octet CRC, and with a capture (`--pcap`: the FPDU was recorded whole).
+//! * A region over application memory (verbs' `ibv_reg_mr`) is never borrowed
+//!   (rddp-appmem's invariants): each segment's own payload octets are copied
+//!   out of it for the call (counted in `tx_copied_octets`), never the whole
+//!   region.
 //! * The responder sends nothing before the initiator's first FPDU (RFC 5044 §7.1.2):
 //!   segments queue behind `gate_open`.
 
@@ -136,6 +140,9 @@ pub struct MpaOut {
     /// Octets of leases copied (`QpStats::tx_copied_octets`; see the module
     /// doc for when).
     lease_copied: Cell<u64>,
+    /// The octets of the segments of one call copied out of application
+    /// memory, reused (its allocation).
+    app_copies: Vec<u8>,
 }
 
 impl MpaOut {
@@ -190,6 +197,7 @@ impl MpaOut {
             yielded: false,
             writes: Cell::new(0),
             lease_copied: Cell::new(0),
+            app_copies: Vec::new(),
         }
     }
 
@@ -422,17 +430,34 @@ impl MpaOut {
                 Payload::Region { region, .. } => Some(region),
                 Payload::Bytes(_) => None,
             });
-        let data = region.map(|r| r.data());
+        // Application memory is never borrowed (rddp-appmem): each
+        // segment's own octets are copied out of it, never the region whole.
+        let data = region.filter(|r| !r.is_app_memory()).map(|r| r.data());
+        let mut copies = std::mem::take(&mut self.app_copies);
+        copies.clear();
+        if let Some(r) = region.filter(|r| r.is_app_memory()) {
+            for seg in self.queue.iter().take(count) {
+                if let Payload::Region { offset, len, .. } = &seg.payload {
+                    copy_app(r, *offset, *len, &mut copies);
+                }
+            }
+            let copied = self.lease_copied.get() + copies.len() as u64;
+            self.lease_copied.set(copied);
+        }
         // Per-call scratch on the stack, and layouts reused from the last
         // call: nothing is allocated per FPDU or per call (a gathered call has
         // at most GATHER_SEGMENTS FPDUs).
         let mut payloads: [&[u8]; N] = [&[]; N];
+        let mut copied_at = 0;
         for (p, seg) in payloads.iter_mut().zip(self.queue.iter().take(count)) {
             *p = match &seg.payload {
                 Payload::Bytes(b) => &b[..],
                 Payload::Region { offset, len, .. } => match &data {
                     Some(d) => &d[*offset..*offset + *len],
-                    None => &[][..],
+                    None => {
+                        copied_at += *len;
+                        &copies[copied_at - *len..copied_at]
+                    }
                 },
             };
         }
@@ -532,6 +557,7 @@ impl MpaOut {
         }
         self.layouts = layouts;
         drop(data);
+        self.app_copies = copies;
         if whole < count {
             self.blocked = true;
         }
@@ -557,21 +583,37 @@ impl MpaOut {
         let Some(seg) = self.queue.front() else {
             return Ok(());
         };
-        // The region's lock, for this one system call.
+        // The region's lock, for this one system call; application memory:
+        // the segment's own octets copied (see write_gathered).
         let data = match &seg.payload {
-            Payload::Region { region, .. } => Some(region.data()),
-            Payload::Bytes(_) => None,
+            Payload::Region { region, .. } if !region.is_app_memory() => Some(region.data()),
+            _ => None,
         };
+        let mut copy = std::mem::take(&mut self.app_copies);
+        copy.clear();
         let payload: &[u8] = match (&seg.payload, &data) {
             (Payload::Bytes(b), _) => b,
             (Payload::Region { offset, len, .. }, Some(d)) => &d[*offset..*offset + *len],
-            (Payload::Region { .. }, None) => &[],
+            (
+                Payload::Region {
+                    region,
+                    offset,
+                    len,
+                },
+                None,
+            ) => {
+                copy_app(region, *offset, *len, &mut copy);
+                let copied = self.lease_copied.get() + *len as u64;
+                self.lease_copied.set(copied);
+                &copy
+            }
         };
         let mut hdr = [0u8; UNTAGGED_HDR_LEN];
         let n = seg.header.emit(&mut hdr).map_err(io::Error::other)?;
         let start = self.enc.offset;
         let Some(f) = PlainFpdu::new(&mut self.enc, &hdr[..n], payload) else {
             drop(data);
+            self.app_copies = copy;
             return self.write_gathered::<FEW_SEGMENTS>(1, sent);
         };
         let slices = [
@@ -600,9 +642,11 @@ impl MpaOut {
                     self.rest = Some(left.rest(seg));
                 }
             }
+            self.app_copies = copy;
             return Ok(());
         }
         drop(data);
+        self.app_copies = copy;
         if let Some(seg) = self.queue.pop_front() {
             sent(summary(&seg));
         }
@@ -659,6 +703,14 @@ fn left_of(
         }
         Left::Owned(rest)
     }
+}
+
+/// Appends `len` octets of application memory at `offset` in `region` to
+/// `out` (zeros where the registration has ended: nothing of it is read).
+fn copy_app(region: &rddp_proto::mem::Region, offset: usize, len: usize, out: &mut Vec<u8>) {
+    let at = out.len();
+    out.resize(at + len, 0);
+    let _ = region.read_at(offset, &mut out[at..]);
 }
 
 /// What reporting `seg` as sent says (shared with the SCTP relay).

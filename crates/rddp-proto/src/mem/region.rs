@@ -26,7 +26,7 @@ use super::{Access, PdId, StagScope, StreamId};
 use rddp_appmem::AppMem;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Octets of guard pattern kept on each side of every region's memory. Placement
@@ -60,6 +60,9 @@ pub struct Region {
     pub(crate) len: u64,
     valid: AtomicBool,
     mem: Mem,
+    /// Octets copied out of application memory so far (0 for memory the
+    /// stack owns): see [`Region::app_octets_read`].
+    app_read: AtomicU64,
 }
 
 /// The data octets of a region, locked for reading (local access, a transmit);
@@ -204,6 +207,7 @@ impl Region {
             len,
             valid: AtomicBool::new(true),
             mem: Mem::Owned(RwLock::new(mem)),
+            app_read: AtomicU64::new(0),
         }
     }
 
@@ -224,6 +228,7 @@ impl Region {
             len: mem.len() as u64,
             valid: AtomicBool::new(true),
             mem: Mem::App(RwLock::new(Some(mem))),
+            app_read: AtomicU64::new(0),
         }
     }
 
@@ -339,10 +344,24 @@ impl Region {
                 dst.copy_from_slice(&Self::lock(m)[at..at + dst.len()]);
                 true
             }
-            Mem::App(m) => Self::app(m)
-                .as_ref()
-                .is_some_and(|a| a.read(offset, dst).is_ok()),
+            Mem::App(m) => {
+                let read = Self::app(m)
+                    .as_ref()
+                    .is_some_and(|a| a.read(offset, dst).is_ok());
+                if read {
+                    self.app_read.fetch_add(dst.len() as u64, Ordering::Relaxed);
+                }
+                read
+            }
         }
+    }
+
+    /// Octets copied out of application memory through this region so far
+    /// (transmits, local reads, the bounce copies of [`Self::data`],
+    /// [`Self::data_mut`] and [`Self::fill_at`]); 0 for memory the stack
+    /// owns. What a transmit costs: the octets it sends, not the region.
+    pub fn app_octets_read(&self) -> u64 {
+        self.app_read.load(Ordering::Relaxed)
     }
 
     /// Run `f` over `len` octets at `offset`: borrowed under the region's read

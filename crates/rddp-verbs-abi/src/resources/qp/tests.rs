@@ -56,11 +56,17 @@ const ALL: c_int = (abi::IBV_ACCESS_LOCAL_WRITE
     | abi::IBV_ACCESS_REMOTE_READ) as c_int;
 
 fn side(sq_sig_all: bool) -> Side {
+    side_sized(sq_sig_all, 64, 16, 16)
+}
+
+/// A side whose one CQ has `cqe` entries and whose QP's queues are
+/// `send_wr` and `recv_wr` deep.
+fn side_sized(sq_sig_all: bool, cqe: c_int, send_wr: u32, recv_wr: u32) -> Side {
     // SAFETY: the constructors with valid arguments.
     unsafe {
         let ctx = open_device(the_device());
         let pd = alloc_pd(ctx);
-        let cq = create_cq(ctx, 64, ptr::null_mut(), ptr::null_mut(), 0);
+        let cq = create_cq(ctx, cqe, ptr::null_mut(), ptr::null_mut(), 0);
         assert!(!ctx.is_null() && !pd.is_null() && !cq.is_null());
         let mut ia = ibv_qp_init_attr {
             qp_context: ptr::null_mut(),
@@ -68,8 +74,8 @@ fn side(sq_sig_all: bool) -> Side {
             recv_cq: cq,
             srq: ptr::null_mut(),
             cap: ibv_qp_cap {
-                max_send_wr: 16,
-                max_recv_wr: 16,
+                max_send_wr: send_wr,
+                max_recv_wr: recv_wr,
                 max_send_sge: 2,
                 max_recv_sge: 1,
                 max_inline_data: 64,
@@ -460,6 +466,58 @@ fn two_verbs_qps_over_loopback_tcp() {
         assert_eq!(destroy_qp(client.qp), 0);
         assert_eq!(destroy_qp(server.qp), 0);
         assert_eq!(super::super::destroy_cq(client.cq), 0);
+        assert_eq!(close_device(client.ctx), 0);
+        assert_eq!(close_device(server.ctx), 0);
+    }
+}
+
+/// perftest's shape: each QP's send and receive queues on one CQ of the
+/// send depth (8 entries; 8 + 32 work requests), which the kernel accepts
+/// and rddp refused at connect (ENOMEM). It connects; the server lets all
+/// 32 receive completions wait, four times its `cqe`, and finds every one,
+/// in order, with its data.
+#[test]
+fn queues_overcommitting_their_cq_connect_and_lose_nothing() {
+    let server = side_sized(false, 8, 8, 32);
+    let client = side_sized(true, 8, 8, 32);
+    // SAFETY: live CQs.
+    assert_eq!(unsafe { ((*server.cq).cqe, (*client.cq).cqe) }, (8, 8));
+    let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    for i in 0..32 {
+        let mut r = server.sge(64 * i, 64);
+        assert_eq!(server.post_recv(i as u64, &mut r), 0);
+    }
+    let sqp = server.qp as usize;
+    let acceptor = std::thread::spawn(move || accept_mpa(sqp as *mut ibv_qp, &listener));
+    connect_mpa(client.qp, addr, MpaOptions::default()).unwrap();
+    acceptor.join().unwrap().unwrap();
+    // Four rounds of the send queue's depth, each taken by the client.
+    for round in 0..4u8 {
+        for k in 0..8u8 {
+            let n = round * 8 + k;
+            client.buf.set(2048 + 16 * usize::from(n), &[n; 16]);
+            let mut g = [client.sge(2048 + 16 * usize::from(n), 16)];
+            let mut w = send_wr(u64::from(n), abi::IBV_WR_SEND, &mut g, 0);
+            assert_eq!(client.post_send(&mut w), 0);
+        }
+        assert_eq!(client.poll(8).len(), 8);
+    }
+    // Every receive has completed before the server polls.
+    assert!(eventually(|| server.buf.get(64 * 31, 16) == [31; 16]));
+    let wcs = server.poll(32);
+    assert_eq!(wcs.len(), 32);
+    for (i, wc) in wcs.iter().enumerate() {
+        assert_eq!(
+            (wc.wr_id, wc.status, wc.opcode, wc.byte_len),
+            (i as u64, 0, abi::IBV_WC_RECV, 16)
+        );
+        assert_eq!(server.buf.get(64 * i, 16), [i as u8; 16]);
+    }
+    // SAFETY: live objects; destroy in order.
+    unsafe {
+        assert_eq!(destroy_qp(client.qp), 0);
+        assert_eq!(destroy_qp(server.qp), 0);
         assert_eq!(close_device(client.ctx), 0);
         assert_eq!(close_device(server.ctx), 0);
     }

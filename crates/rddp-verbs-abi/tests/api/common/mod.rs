@@ -27,13 +27,23 @@ pub(crate) fn cdylib() -> PathBuf {
     so
 }
 
-/// A directory holding `libibverbs.so.1` and `librdmacm.so.1`, both
-/// links to the cdylib (one file is both libraries), to put first on
-/// LD_LIBRARY_PATH (the directory replaces Debian's libraries; no LD_PRELOAD).
+/// The names the cdylib is loaded under: it is libibverbs and librdmacm,
+/// and stands in for the provider libraries perftest links
+/// (src/standins.rs).
+pub(crate) const SONAMES: [&str; 4] = [
+    "libibverbs.so.1",
+    "librdmacm.so.1",
+    "libmlx5.so.1",
+    "libefa.so.1",
+];
+
+/// A directory holding [`SONAMES`], each a link to the cdylib (one file
+/// is all four libraries), to put first on LD_LIBRARY_PATH (the directory
+/// replaces Debian's libraries; no LD_PRELOAD).
 pub(crate) fn lib_dir(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     std::fs::create_dir_all(&dir).expect("create lib dir");
-    for soname in ["libibverbs.so.1", "librdmacm.so.1"] {
+    for soname in SONAMES {
         let link = dir.join(soname);
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(cdylib(), &link).expect("symlink the cdylib");
