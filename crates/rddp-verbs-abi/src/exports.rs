@@ -677,6 +677,8 @@ pub(crate) unsafe extern "C" fn get_async_event(
         };
         if is_qp_event(event_type) {
             resources::qp::event_reported(&live, element as *mut abi::ibv_qp);
+        } else if event_type == abi::IBV_EVENT_CQ_ERR {
+            resources::cq_event_reported(&live, element as *mut abi::ibv_cq);
         }
         // SAFETY: `event` is the caller's slot (checked non-NULL).
         unsafe {
@@ -699,6 +701,8 @@ pub(crate) unsafe extern "C" fn ack_async_event(event: *mut ibv_async_event) {
     let e = unsafe { *event };
     if is_qp_event(e.event_type) {
         resources::qp::event_acked(&live(), e.element.cast());
+    } else if e.event_type == abi::IBV_EVENT_CQ_ERR {
+        resources::cq_event_acked(&live(), e.element.cast());
     }
 }
 

@@ -475,7 +475,7 @@ fn two_verbs_qps_over_loopback_tcp() {
 /// send depth (8 entries; 8 + 32 work requests), which the kernel accepts
 /// and rddp refused at connect (ENOMEM). It connects; the server lets all
 /// 32 receive completions wait, four times its `cqe`, and finds every one,
-/// in order, with its data.
+/// in order, with its data; the overrun raised `IBV_EVENT_CQ_ERR`.
 #[test]
 fn queues_overcommitting_their_cq_connect_and_lose_nothing() {
     let server = side_sized(false, 8, 8, 32);
@@ -514,6 +514,24 @@ fn queues_overcommitting_their_cq_connect_and_lose_nothing() {
         );
         assert_eq!(server.buf.get(64 * i, 16), [i as u8; 16]);
     }
+    // The overrun was reported as the kernel reports one: IBV_EVENT_CQ_ERR
+    // for the server's CQ on its context's async_fd (the client's never
+    // held more than 8).
+    let mut e = async_event(server.ctx);
+    assert_eq!(
+        (e.element, e.event_type),
+        (server.cq.cast(), abi::IBV_EVENT_CQ_ERR)
+    );
+    // SAFETY: the event as returned.
+    unsafe { crate::exports::ack_async_event(&raw mut e) };
+    let mut p = libc::pollfd {
+        // SAFETY: a live context.
+        fd: unsafe { (*client.ctx).async_fd },
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd, no wait.
+    assert_eq!(unsafe { libc::poll(&raw mut p, 1, 0) }, 0);
     // SAFETY: live objects; destroy in order.
     unsafe {
         assert_eq!(destroy_qp(client.qp), 0);
