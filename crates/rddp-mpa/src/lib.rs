@@ -23,5 +23,5 @@ pub mod tcp;
 pub use error::MpaError;
 pub use fpdu::{FpduConn, OutFpdu};
 pub use options::{DEAD_PEER_TIMEOUT, INITIAL_RECEIVE_WINDOW, MpaOptions, RtrTypes};
-pub use setup::{Initiator, Negotiated, PeerRequest, Responder, Role, Rtr, SetupStatus};
+pub use setup::{Accept, Initiator, Negotiated, PeerRequest, Responder, Role, Rtr, SetupStatus};
 pub use tcp::{MpaConnection, MpaListener, connect, connect_raw, listen};

@@ -295,6 +295,21 @@ pub struct ibv_wc {
     pub dlid_path_bits: u8,
 }
 
+/// `struct ibv_async_event` (16 bytes): the object (`element`, a union of
+/// pointers and `port_num`, here as the pointer) and the event type.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_async_event {
+    pub element: *mut c_void,
+    pub event_type: c_int,
+}
+
+/// `enum ibv_event_type` values rddp reports.
+pub const IBV_EVENT_CQ_ERR: c_int = 0;
+pub const IBV_EVENT_QP_FATAL: c_int = 1;
+pub const IBV_EVENT_QP_REQ_ERR: c_int = 2;
+pub const IBV_EVENT_QP_ACCESS_ERR: c_int = 3;
+
 /// `enum ibv_wc_status` values rddp reports.
 pub const IBV_WC_SUCCESS: c_int = 0;
 pub const IBV_WC_LOC_LEN_ERR: c_int = 1;

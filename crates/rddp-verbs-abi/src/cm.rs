@@ -10,10 +10,19 @@
 //! and reports through the id's event channel, whose fd is an eventfd in
 //! semaphore mode: readable exactly while events are queued, so it can be
 //! poll()ed. The other exports refuse (`-1`, errno `EOPNOTSUPP`).
+//!
+//! An id made without a channel (`rdma_create_id` with NULL, or
+//! `rdma_create_ep`) is synchronous, as librdmacm's: it has a channel of its
+//! own, and each call that would queue an event waits for it instead,
+//! keeping it in `id->event` until the next (`rdma_get_request` hands out
+//! the CONNECT_REQUEST's new id that way). `rdma_create_ep` makes what
+//! `rdma_create_qp` is not given: the device's default PD, and CQs with
+//! completion channels of their own whose context is the id (what
+//! `rdma_get_send_comp` and `rdma_get_recv_comp` in rdma_verbs.h wait on).
 
 use crate::abi::{self, ibv_context, ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_init_attr};
 use crate::exports::set_errno;
-use crate::resources::qp;
+use crate::resources::{self as res, qp};
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
@@ -216,11 +225,15 @@ impl Channel {
 
 /// What the application decided about a connection request.
 enum Decision {
-    /// `rdma_accept`: attach this QP, reply with this private data.
-    Accept(usize, Vec<u8>),
+    /// `rdma_accept`: attach this QP, reply with this private data and IRD/ORD.
+    Accept(usize, rddp_mpa::Accept),
     /// `rdma_reject` with this private data.
     Reject(Vec<u8>),
 }
+
+/// Where `rdma_accept`/`rdma_reject` send their decision, and the (IRD,
+/// ORD) the request's event reported.
+type Pending = (mpsc::Sender<Decision>, (u8, u8));
 
 /// rddp's part of an id.
 struct Id {
@@ -228,7 +241,9 @@ struct Id {
     /// by `rdma_migrate_id`.
     channel: Mutex<(usize, Arc<Channel>)>,
     /// A connection request waiting for `rdma_accept`/`rdma_reject`.
-    pending: Mutex<Option<mpsc::Sender<Decision>>>,
+    /// With it, the IRD and ORD the request's event reported (what
+    /// `rdma_accept` takes when its conn_param leaves them to the CM).
+    pending: Mutex<Option<Pending>>,
     /// Set when the id is destroyed or disconnected: no more events for it.
     done: AtomicBool,
     /// Set by the first `rdma_connect`: a second one is `EINVAL`.
@@ -239,7 +254,31 @@ struct Id {
     /// `rdma_accept` named it (`id->qp`, or the QP `conn_param.qp_num`
     /// names); 0 before.
     qp: AtomicUsize,
+    /// A synchronous id (made without a channel; its channel is its own).
+    sync: bool,
+    /// What `rdma_create_ep` and `rdma_create_qp` made for the id.
+    ep: Mutex<Endpoint>,
 }
+
+/// What the library made for an id, and frees with it.
+#[derive(Default)]
+struct Endpoint {
+    /// A passive endpoint's QP attributes (`rdma_create_ep` with
+    /// `RAI_PASSIVE`): `rdma_get_request` makes each new id's QP with them.
+    qp_init: Option<QpInit>,
+    /// CQs and completion channels `rdma_create_qp` made because the
+    /// attributes named none (send CQ, receive CQ, their channels);
+    /// destroyed with the QP.
+    cqs: Option<[usize; 4]>,
+}
+
+/// A saved `ibv_qp_init_attr`.
+struct QpInit(ibv_qp_init_attr);
+
+// SAFETY: the attributes are plain data; their pointers (CQs the application
+// named, its qp_context) are only handed back to this library's own calls,
+// which check them, never dereferenced here.
+unsafe impl Send for QpInit {}
 
 #[derive(Default)]
 struct Registry {
@@ -485,6 +524,15 @@ unsafe extern "C" fn create_event_channel() -> *mut rdma_event_channel {
     p
 }
 
+/// A channel of a synchronous id's own (registered, so that
+/// `rdma_get_cm_event` takes its events).
+fn private_channel() -> Option<(*mut rdma_event_channel, Arc<Channel>)> {
+    // SAFETY: takes no arguments.
+    let chp = unsafe { create_event_channel() };
+    let ch = reg().channels.get(&(chp as usize)).cloned()?;
+    Some((chp, ch))
+}
+
 unsafe extern "C" fn destroy_event_channel(ch: *mut rdma_event_channel) {
     let removed = reg().channels.remove(&(ch as usize));
     if removed.is_some() {
@@ -500,6 +548,7 @@ fn new_id(
     ch: Arc<Channel>,
     context: *mut c_void,
     ps: c_int,
+    sync: bool,
 ) -> *mut rdma_cm_id {
     // SAFETY: all-zero is a valid rdma_cm_id (NULL pointers, zero addresses).
     let mut id: Box<rdma_cm_id> = Box::new(unsafe { std::mem::zeroed() });
@@ -518,6 +567,8 @@ fn new_id(
             connecting: AtomicBool::new(false),
             listening: Mutex::new(None),
             qp: AtomicUsize::new(0),
+            sync,
+            ep: Mutex::new(Endpoint::default()),
         }),
     );
     p
@@ -537,14 +588,19 @@ unsafe extern "C" fn create_id(
         RDMA_PS_UDP | RDMA_PS_IB | RDMA_PS_IPOIB => return fail(libc::EOPNOTSUPP),
         _ => return fail(libc::EINVAL),
     }
-    // A NULL channel asks for a synchronous id, not supported.
-    if chp.is_null() {
-        return fail(libc::EOPNOTSUPP);
-    }
-    let Some(ch) = reg().channels.get(&(chp as usize)).cloned() else {
-        return fail(libc::EINVAL);
+    let sync = chp.is_null();
+    let Some((chp, ch)) = (if sync {
+        private_channel()
+    } else {
+        reg()
+            .channels
+            .get(&(chp as usize))
+            .cloned()
+            .map(|c| (chp, c))
+    }) else {
+        return fail(if sync { libc::EMFILE } else { libc::EINVAL });
     };
-    let id = new_id(chp, ch, context, ps);
+    let id = new_id(chp, ch, context, ps, sync);
     // SAFETY: `out` is the caller's pointer slot.
     unsafe { *out = id };
     0
@@ -594,8 +650,46 @@ unsafe extern "C" fn destroy_id(id: *mut rdma_cm_id) -> c_int {
         unsafe { destroy_id(child) };
     }
     // SAFETY: a registered id is new_id's Box; removed, nothing else frees it.
-    drop(unsafe { Box::from_raw(id) });
+    let id = unsafe { Box::from_raw(id) };
+    if !id.event.is_null() {
+        // SAFETY: a synchronous call kept this event of ours there.
+        unsafe { ack_cm_event(id.event) };
+    }
+    if state.sync {
+        // SAFETY: a synchronous id's channel is its own (private_channel).
+        unsafe { destroy_event_channel(id.channel) };
+    }
     0
+}
+
+/// For a synchronous id, waits for the event the call just started and keeps
+/// it in `id->event` (acknowledging the one kept before); its status becomes
+/// the call's (REJECTED: `ECONNREFUSED`), as librdmacm's `ucma_complete`.
+/// For any other id, 0 at once: the event is the application's to take.
+///
+/// # Safety
+/// `id` is a live id, used by this thread alone meanwhile (as librdmacm
+/// requires of a synchronous id).
+unsafe fn complete(id: *mut rdma_cm_id, state: &Id) -> c_int {
+    if !state.sync {
+        return 0;
+    }
+    // SAFETY: caller contract.
+    unsafe {
+        if !(*id).event.is_null() {
+            ack_cm_event((*id).event);
+            (*id).event = ptr::null_mut();
+        }
+        if get_cm_event((*id).channel, &raw mut (*id).event) != 0 {
+            return -1;
+        }
+        let ev = &*(*id).event;
+        match (ev.event, ev.status) {
+            (_, 0) => 0,
+            (REJECTED, _) => fail(libc::ECONNREFUSED),
+            (_, s) => fail(s.saturating_abs()),
+        }
+    }
 }
 
 /// Where to connect to reach a listener bound to `a` (a wildcard address
@@ -781,7 +875,7 @@ unsafe extern "C" fn listen(id: *mut rdma_cm_id, _backlog: c_int) -> c_int {
 /// The listener's thread: each MPA Request becomes a CONNECT_REQUEST on a
 /// new id, answered when the application calls `rdma_accept` or
 /// `rdma_reject` (RFC 5044 section 7.1.2: the Reply follows the ULP's
-/// decision). The Reply's IRD/ORD are the listener's (16 each).
+/// decision), with the IRD/ORD `rdma_accept` gives (RFC 6581 section 5.1).
 #[allow(clippy::too_many_arguments)]
 fn serve(
     listener: rddp::transport::mpa::Listener,
@@ -801,11 +895,23 @@ fn serve(
             }
             let (tx, rx) = mpsc::channel();
             let (chp, ch) = lock(&state.channel).clone();
+            // The request goes to the listener's channel; a synchronous
+            // listener's new id is synchronous too, with a channel of its own
+            // (as librdmacm migrates it), where rdma_accept waits.
+            let (child_chp, child_ch) = if state.sync {
+                match private_channel() {
+                    Some((p, c)) => (p as usize, c),
+                    None => return Err(Vec::new()),
+                }
+            } else {
+                (chp, ch.clone())
+            };
             let c = new_id(
-                chp as *mut rdma_event_channel,
-                ch.clone(),
+                child_chp as *mut rdma_event_channel,
+                child_ch,
                 ctx as *mut c_void,
                 ps,
+                state.sync,
             );
             // SAFETY: `c` was just made and is not yet known to the application.
             unsafe {
@@ -813,15 +919,15 @@ fn serve(
                 set_route_addr(c, false, local);
             }
             child = c as usize;
-            if let Some(s) = reg().ids.get(&child) {
-                *lock(&s.pending) = Some(tx);
-            }
             // As the kernel's iw_cm reports a request: the resources this
             // side must answer with are the peer's ORD (its outstanding
             // Reads), the depth it may use the peer's IRD (RFC 6581
             // section 5.1).
             let (ird, ord) = req.enhanced.as_ref().map_or((0, 0), |e| (e.ord, e.ird));
             let clamp = |v: u16| u8::try_from(v).unwrap_or(u8::MAX);
+            if let Some(s) = reg().ids.get(&child) {
+                *lock(&s.pending) = Some((tx, (clamp(ird), clamp(ord))));
+            }
             deliver_to(
                 &ch,
                 child,
@@ -894,9 +1000,9 @@ unsafe extern "C" fn resolve_addr(
     dst: *mut libc::sockaddr,
     _timeout_ms: c_int,
 ) -> c_int {
-    if id_state(id).is_none() {
+    let Some(state) = id_state(id) else {
         return fail(libc::EINVAL);
-    }
+    };
     // SAFETY: non-NULL addresses are sockaddrs of their family (caller contract).
     let Some(d) = (unsafe { from_sockaddr(dst) }) else {
         return fail(libc::EAFNOSUPPORT);
@@ -914,72 +1020,185 @@ unsafe extern "C" fn resolve_addr(
         (*id).verbs = verbs();
     }
     deliver(id as usize, 0, ADDR_RESOLVED, 0, Vec::new());
-    0
+    // SAFETY: `id` is live, on the caller's thread.
+    unsafe { complete(id, &state) }
 }
 
 unsafe extern "C" fn resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_int) -> c_int {
-    if id_state(id).is_none() {
+    let Some(state) = id_state(id) else {
         return fail(libc::EINVAL);
-    }
+    };
     // SAFETY: `id` is live.
     if unsafe { route_addr(id, true) }.is_none() {
         return fail(libc::EINVAL);
     }
     deliver(id as usize, 0, ROUTE_RESOLVED, 0, Vec::new());
-    0
+    // SAFETY: `id` is live, on the caller's thread.
+    unsafe { complete(id, &state) }
 }
 
 // ---------------------------------------------------------------------------
 // QPs and connections.
+
+/// The device's default PD, allocated at first use: what `rdma_create_qp`
+/// and `rdma_create_ep` use when given none, as librdmacm's per-device PD.
+fn default_pd() -> *mut ibv_pd {
+    static PD: OnceLock<usize> = OnceLock::new();
+    if let Some(&p) = PD.get() {
+        return p as *mut ibv_pd;
+    }
+    // SAFETY: verbs() is this library's own context.
+    let p = unsafe { res::alloc_pd(verbs()) };
+    if p.is_null() {
+        return p;
+    }
+    match PD.set(p as usize) {
+        Ok(()) => p,
+        Err(_) => {
+            // Another thread's came first: this one is not needed.
+            // SAFETY: `p` was just allocated and is used by nothing.
+            unsafe { res::dealloc_pd(p) };
+            PD.get().map_or(ptr::null_mut(), |&q| q as *mut ibv_pd)
+        }
+    }
+}
+
+/// A CQ of `cqe` entries whose context is `id`, with a completion channel of
+/// its own, as librdmacm makes for a QP given none: `(cq, channel)`.
+fn own_cq(id: *mut rdma_cm_id, cqe: u32) -> Option<(usize, usize)> {
+    let ctx = verbs();
+    // SAFETY: `ctx` is this library's own context.
+    let ch = unsafe { res::create_comp_channel(ctx) };
+    if ch.is_null() {
+        return None;
+    }
+    let cqe = c_int::try_from(cqe.max(1)).unwrap_or(c_int::MAX);
+    // SAFETY: as above; `ch` was just made on it.
+    let cq = unsafe { res::create_cq(ctx, cqe, id.cast(), ch, 0) };
+    if cq.is_null() {
+        // SAFETY: `ch` is ours and unused.
+        unsafe { res::destroy_comp_channel(ch) };
+        return None;
+    }
+    Some((cq as usize, ch as usize))
+}
+
+/// Destroys what [`own_cq`] made (`[send cq, recv cq, send channel, recv
+/// channel]`, 0 where none).
+fn free_own_cqs([scq, rcq, sch, rch]: [usize; 4]) {
+    // SAFETY: each non-zero entry is a live CQ or channel of ours, used by no
+    // QP any more (its QP was destroyed first); the channels go after their CQs.
+    unsafe {
+        for cq in [scq, rcq] {
+            if cq != 0 {
+                res::destroy_cq(cq as *mut abi::ibv_cq);
+            }
+        }
+        for ch in [sch, rch] {
+            if ch != 0 {
+                res::destroy_comp_channel(ch as *mut abi::ibv_comp_channel);
+            }
+        }
+    }
+}
 
 unsafe extern "C" fn create_qp(
     id: *mut rdma_cm_id,
     pd: *mut ibv_pd,
     attr: *mut ibv_qp_init_attr,
 ) -> c_int {
-    if id_state(id).is_none() || pd.is_null() || attr.is_null() {
+    let Some(state) = id_state(id) else {
+        return fail(libc::EINVAL);
+    };
+    if attr.is_null() {
         return fail(libc::EINVAL);
     }
     // SAFETY: `id` is live.
     if !unsafe { (*id).qp }.is_null() {
         return fail(libc::EINVAL);
     }
+    // SAFETY: `id` is live.
+    let pd = match (pd.is_null(), unsafe { (*id).pd }.is_null()) {
+        (false, _) => pd,
+        // SAFETY: as above.
+        (true, false) => unsafe { (*id).pd },
+        (true, true) => default_pd(),
+    };
+    if pd.is_null() {
+        return -1;
+    }
+    // CQs the attributes do not name are made here, one per queue with a
+    // channel of its own (librdmacm's ucma_create_cqs), and written back.
+    let mut own = [0usize; 4];
+    // SAFETY: `attr` is the caller's (verbs.h contract).
+    let a = unsafe { &mut *attr };
+    if a.send_cq.is_null() && a.cap.max_send_wr > 0 {
+        let Some((cq, ch)) = own_cq(id, a.cap.max_send_wr) else {
+            return -1;
+        };
+        (own[0], own[2]) = (cq, ch);
+        a.send_cq = cq as *mut abi::ibv_cq;
+    }
+    if a.recv_cq.is_null() && a.cap.max_recv_wr > 0 {
+        let Some((cq, ch)) = own_cq(id, a.cap.max_recv_wr) else {
+            free_own_cqs(own);
+            return -1;
+        };
+        (own[1], own[3]) = (cq, ch);
+        a.recv_cq = cq as *mut abi::ibv_cq;
+    }
+    let undo = |attr: &mut ibv_qp_init_attr| {
+        if own[0] != 0 {
+            attr.send_cq = ptr::null_mut();
+        }
+        if own[1] != 0 {
+            attr.recv_cq = ptr::null_mut();
+        }
+        free_own_cqs(own);
+    };
     // SAFETY: pd and attr are the caller's (verbs.h contract); create_qp
     // checks the PD.
     let q = unsafe { qp::create_qp(pd, attr) };
     if q.is_null() {
+        undo(a);
         return -1;
     }
     // As librdmacm over iWARP: the QP goes to INIT, ready for the connection.
     // SAFETY: all-zero is a valid ibv_qp_attr.
-    let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
-    a.qp_state = abi::IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags =
+    let mut m: ibv_qp_attr = unsafe { std::mem::zeroed() };
+    m.qp_state = abi::IBV_QPS_INIT;
+    m.port_num = 1;
+    m.qp_access_flags =
         abi::IBV_ACCESS_LOCAL_WRITE | abi::IBV_ACCESS_REMOTE_READ | abi::IBV_ACCESS_REMOTE_WRITE;
     let mask =
         abi::IBV_QP_STATE | abi::IBV_QP_PKEY_INDEX | abi::IBV_QP_PORT | abi::IBV_QP_ACCESS_FLAGS;
-    // SAFETY: `q` is the QP just created; `a` is ours.
-    let r = unsafe { qp::modify_qp(q, &raw mut a, mask) };
+    // SAFETY: `q` is the QP just created; `m` is ours.
+    let r = unsafe { qp::modify_qp(q, &raw mut m, mask) };
     if r != 0 {
         // SAFETY: `q` is live and ours.
         unsafe { qp::destroy_qp(q) };
+        undo(a);
         return fail(r);
+    }
+    if own != [0; 4] {
+        lock(&state.ep).cqs = Some(own);
     }
     // SAFETY: `id` is live; `attr` the caller's.
     unsafe {
         (*id).qp = q;
         (*id).pd = pd;
-        (*id).send_cq = (*attr).send_cq;
-        (*id).recv_cq = (*attr).recv_cq;
+        (*id).send_cq = a.send_cq;
+        (*id).recv_cq = a.recv_cq;
+        (*id).send_cq_channel = own[2] as *mut c_void;
+        (*id).recv_cq_channel = own[3] as *mut c_void;
     }
     0
 }
 
 unsafe extern "C" fn destroy_qp(id: *mut rdma_cm_id) {
-    if id_state(id).is_none() {
+    let Some(state) = id_state(id) else {
         return;
-    }
+    };
     // SAFETY: `id` is live.
     unsafe {
         let q = (*id).qp;
@@ -988,6 +1207,132 @@ unsafe extern "C" fn destroy_qp(id: *mut rdma_cm_id) {
             (*id).qp = ptr::null_mut();
         }
     }
+    if let Some(own) = lock(&state.ep).cqs.take() {
+        free_own_cqs(own);
+        // SAFETY: `id` is live.
+        unsafe {
+            (*id).send_cq = ptr::null_mut();
+            (*id).recv_cq = ptr::null_mut();
+            (*id).send_cq_channel = ptr::null_mut();
+            (*id).recv_cq_channel = ptr::null_mut();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Endpoints: the synchronous API of rdma_cma.h.
+
+/// `rdma_create_ep`: a synchronous id for `res`. Passive (`RAI_PASSIVE`):
+/// bound to the source address, `attr` kept for the QPs of
+/// `rdma_get_request`. Active: address and route resolved, and a QP made
+/// when `attr` is given.
+unsafe extern "C" fn create_ep(
+    out: *mut *mut rdma_cm_id,
+    res: *mut rdma_addrinfo,
+    pd: *mut ibv_pd,
+    attr: *mut ibv_qp_init_attr,
+) -> c_int {
+    if out.is_null() || res.is_null() {
+        return fail(libc::EINVAL);
+    }
+    // SAFETY: `res` is the caller's rdma_addrinfo (from rdma_getaddrinfo).
+    let r = unsafe { &*res };
+    let mut id = ptr::null_mut();
+    // SAFETY: `id` is our slot.
+    if unsafe {
+        create_id(
+            ptr::null_mut(),
+            &raw mut id,
+            ptr::null_mut(),
+            r.ai_port_space,
+        )
+    } != 0
+    {
+        return -1;
+    }
+    // SAFETY: `id` was just made; `res`'s addresses are the caller's.
+    let ok = unsafe {
+        if r.ai_flags & RAI_PASSIVE != 0 {
+            let bound = bind_addr(id, r.ai_src_addr) == 0;
+            if bound && !pd.is_null() {
+                (*id).pd = pd;
+            }
+            if bound
+                && !attr.is_null()
+                && let Some(s) = id_state(id)
+            {
+                let mut a = *attr;
+                a.qp_type = r.ai_qp_type;
+                lock(&s.ep).qp_init = Some(QpInit(a));
+            }
+            bound
+        } else {
+            resolve_addr(id, r.ai_src_addr, r.ai_dst_addr, 2000) == 0
+                && resolve_route(id, 2000) == 0
+                && (attr.is_null() || {
+                    (*attr).qp_type = r.ai_qp_type;
+                    create_qp(id, pd, attr) == 0
+                })
+        }
+    };
+    if !ok {
+        let e = crate::exports::errno();
+        // SAFETY: `id` is ours, known to nobody else.
+        unsafe { destroy_ep(id) };
+        return fail(e);
+    }
+    // SAFETY: `out` is the caller's slot.
+    unsafe { *out = id };
+    0
+}
+
+/// `rdma_destroy_ep`: the id's QP (and the CQs made for it), then the id.
+unsafe extern "C" fn destroy_ep(id: *mut rdma_cm_id) {
+    // SAFETY: a live id (each call checks), or nothing happens.
+    unsafe {
+        destroy_qp(id);
+        destroy_id(id);
+    }
+}
+
+/// `rdma_get_request`: on a synchronous listening id, waits for the next
+/// connection request and hands out its new id (keeping the event in
+/// `id->event`), with a QP made from the listener's `rdma_create_ep`
+/// attributes if it had some.
+unsafe extern "C" fn get_request(listen: *mut rdma_cm_id, out: *mut *mut rdma_cm_id) -> c_int {
+    let Some(state) = id_state(listen) else {
+        return fail(libc::EINVAL);
+    };
+    if !state.sync || out.is_null() {
+        return fail(libc::EINVAL);
+    }
+    // SAFETY: `listen` is live and synchronous: this thread's alone.
+    let r = unsafe { complete(listen, &state) };
+    // SAFETY: as above.
+    let ev = unsafe { (*listen).event };
+    if r != 0 || ev.is_null() {
+        return -1;
+    }
+    // SAFETY: a kept event is ours until acknowledged.
+    let (event, child) = unsafe { ((*ev).event, (*ev).id) };
+    if event != CONNECT_REQUEST {
+        return fail(libc::EINVAL);
+    }
+    let init = lock(&state.ep).qp_init.as_ref().map(|q| q.0);
+    if let Some(mut a) = init {
+        // SAFETY: the child is live (its request is unanswered); `a` is ours.
+        if unsafe { create_qp(child, (*listen).pd, &raw mut a) } != 0 {
+            return -1;
+        }
+    }
+    // The event moves to the new id, acknowledged with it (librdmacm).
+    // SAFETY: both ids are live.
+    unsafe {
+        (*listen).event = ptr::null_mut();
+        (*child).event = ev;
+        *out = child;
+    }
+    0
 }
 
 /// The private data of `param`, if any.
@@ -1049,19 +1394,16 @@ unsafe extern "C" fn connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -
     if !param.is_null() {
         // IRD and ORD to ask for: the conn_param's (RDMA_MAX_RESP_RES and
         // RDMA_MAX_INIT_DEPTH, 255, mean the device's most), set on the QP
-        // (attributes only) for connect_mpa to take.
+        // for connect_mpa to take.
         // SAFETY: a non-NULL `param` is the caller's.
         let p = unsafe { *param };
         let max = u8::try_from(crate::device::MAX_RD_ATOM).unwrap_or(u8::MAX);
-        // SAFETY: all-zero is a valid ibv_qp_attr.
-        let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
-        a.max_dest_rd_atomic = p.responder_resources.min(max);
-        a.max_rd_atomic = p.initiator_depth.min(max);
-        let mask = abi::IBV_QP_MAX_QP_RD_ATOMIC | abi::IBV_QP_MAX_DEST_RD_ATOMIC;
-        // SAFETY: `q` is a QP of ours (ird_ord checked it); `a` is ours.
-        let r = unsafe { qp::modify_qp(q, &raw mut a, mask) };
-        if r != 0 {
-            return fail(r);
+        if let Err(e) = set_ird_ord(
+            q,
+            p.responder_resources.min(max),
+            p.initiator_depth.min(max),
+        ) {
+            return fail(e);
         }
     }
     let opts = rddp_mpa::MpaOptions {
@@ -1090,7 +1432,23 @@ unsafe extern "C" fn connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -
     if spawned.is_err() {
         return fail(libc::EAGAIN);
     }
-    0
+    // SAFETY: `id` is live, on the caller's thread.
+    unsafe { complete(id, &state) }
+}
+
+/// Sets the IRD (`max_dest_rd_atomic`) and ORD (`max_rd_atomic`) the QP `q`
+/// offers at connection setup (attributes only, no state change).
+fn set_ird_ord(q: *mut ibv_qp, ird: u8, ord: u8) -> Result<(), c_int> {
+    // SAFETY: all-zero is a valid ibv_qp_attr.
+    let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
+    a.max_dest_rd_atomic = ird;
+    a.max_rd_atomic = ord;
+    let mask = abi::IBV_QP_MAX_QP_RD_ATOMIC | abi::IBV_QP_MAX_DEST_RD_ATOMIC;
+    // SAFETY: modify_qp checks `q` is a live QP of ours; `a` is ours.
+    match unsafe { qp::modify_qp(q, &raw mut a, mask) } {
+        0 => Ok(()),
+        r => Err(r),
+    }
 }
 
 unsafe extern "C" fn accept(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
@@ -1104,23 +1462,43 @@ unsafe extern "C" fn accept(id: *mut rdma_cm_id, param: *mut rdma_conn_param) ->
     if let Err(e) = qp::ird_ord(q) {
         return fail(e);
     }
-    let Some(tx) = lock(&state.pending).take() else {
+    let Some((tx, requested)) = lock(&state.pending).take() else {
         return fail(libc::EINVAL);
     };
     state.qp.store(q as usize, Ordering::SeqCst);
+    // The Reply offers the conn_param's IRD (`responder_resources`) and ORD
+    // (`initiator_depth`); NULL, or RDMA_MAX_RESP_RES/RDMA_MAX_INIT_DEPTH
+    // (255), take what the request reported, capped by the device, as
+    // librdmacm's rdma_accept.
     // SAFETY: `param` is NULL or the caller's.
-    let pd = unsafe { private_of(param) };
-    if tx.send(Decision::Accept(q as usize, pd)).is_err() {
+    let given = (!param.is_null()).then(|| unsafe { *param });
+    let max = u8::try_from(crate::device::MAX_RD_ATOM).unwrap_or(u8::MAX);
+    let pick = |v: Option<u8>, req: u8| match v {
+        Some(v) if v != u8::MAX => v.min(max),
+        _ => req.min(max),
+    };
+    let ird = pick(given.map(|p| p.responder_resources), requested.0);
+    let ord = pick(given.map(|p| p.initiator_depth), requested.1);
+    if let Err(e) = set_ird_ord(q, ird, ord) {
+        return fail(e);
+    }
+    let reply = rddp_mpa::Accept {
+        // SAFETY: `param` is NULL or the caller's.
+        private_data: unsafe { private_of(param) },
+        ird_ord: Some((u16::from(ird), u16::from(ord))),
+    };
+    if tx.send(Decision::Accept(q as usize, reply)).is_err() {
         return fail(libc::ECONNABORTED);
     }
-    0
+    // SAFETY: `id` is live, on the caller's thread.
+    unsafe { complete(id, &state) }
 }
 
 unsafe extern "C" fn reject(id: *mut rdma_cm_id, data: *const c_void, len: u8) -> c_int {
     let Some(state) = id_state(id) else {
         return fail(libc::EINVAL);
     };
-    let Some(tx) = lock(&state.pending).take() else {
+    let Some((tx, _)) = lock(&state.pending).take() else {
         return fail(libc::EINVAL);
     };
     let pd = if data.is_null() {
@@ -1361,13 +1739,9 @@ type P = *mut c_void;
 unsafe extern "C" fn r_int2(_: P, _: P) -> c_int {
     fail(libc::EOPNOTSUPP)
 }
-unsafe extern "C" fn r_int4(_: P, _: P, _: P, _: P) -> c_int {
-    fail(libc::EOPNOTSUPP)
-}
 unsafe extern "C" fn r_set_option(_: P, _: c_int, _: c_int, _: P, _: usize) -> c_int {
     fail(libc::EOPNOTSUPP)
 }
-unsafe extern "C" fn r_void1(_: P) {}
 
 export! {
     // RDMACM_1.0
@@ -1375,12 +1749,12 @@ export! {
     rdma_ack_cm_event => ack_cm_event;
     rdma_bind_addr => bind_addr;
     rdma_connect => connect;
-    rdma_create_ep => r_int4;
+    rdma_create_ep => create_ep;
     rdma_create_event_channel => create_event_channel;
     rdma_create_id => create_id;
     rdma_create_qp => create_qp;
     rdma_create_qp_ex => r_int2;
-    rdma_destroy_ep => r_void1;
+    rdma_destroy_ep => destroy_ep;
     rdma_destroy_event_channel => destroy_event_channel;
     rdma_destroy_id => destroy_id;
     rdma_destroy_qp => destroy_qp;
@@ -1391,7 +1765,7 @@ export! {
     rdma_get_cm_event => get_cm_event;
     rdma_get_devices => get_devices;
     rdma_get_dst_port => get_dst_port;
-    rdma_get_request => r_int2;
+    rdma_get_request => get_request;
     rdma_get_src_port => get_src_port;
     rdma_getaddrinfo => getaddrinfo;
     rdma_listen => listen;

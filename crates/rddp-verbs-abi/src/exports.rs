@@ -11,18 +11,28 @@
 //! NULL with errno `EOPNOTSUPP` for constructors, `EOPNOTSUPP` (or -1 with
 //! errno where rdma-core returns -1) for the rest.
 
-use crate::abi::{self, ibv_context, ibv_context_ops, ibv_device, ibv_device_attr, ibv_gid};
+use crate::abi::{
+    self, ibv_async_event, ibv_context, ibv_context_ops, ibv_device, ibv_device_attr, ibv_gid,
+};
 use crate::device;
 use crate::resources::{self, live};
+use std::collections::VecDeque;
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 pub(crate) fn set_errno(e: c_int) {
     // SAFETY: __errno_location returns this thread's errno, always valid.
     unsafe { *libc::__errno_location() = e };
+}
+
+/// This thread's errno.
+pub(crate) fn errno() -> c_int {
+    // SAFETY: as in set_errno.
+    unsafe { *libc::__errno_location() }
 }
 
 /// Refusal for a verb that returns a pointer: NULL, errno `EOPNOTSUPP`.
@@ -106,10 +116,47 @@ pub(crate) struct Context {
     /// (`DeviceLimits::default`, what `ibv_query_device` reports). Every PD
     /// of the context is one of its protection domains.
     pub(crate) consumer: rddp::Consumer,
-    /// `ibv_context.async_fd`: an eventfd, blocking as the kernel's is until
-    /// the application sets O_NONBLOCK; pollable, never readable yet (QP
-    /// events such as a peer's Terminate are not reported yet).
-    async_fd: OwnedFd,
+    /// The asynchronous events and `ibv_context.async_fd`.
+    pub(crate) events: Arc<AsyncEvents>,
+}
+
+/// A context's asynchronous events (`ibv_get_async_event`): a queue, and an
+/// eventfd in semaphore mode that counts it (`ibv_context.async_fd`:
+/// blocking as the kernel's is until the application sets O_NONBLOCK,
+/// readable exactly while events wait). A QP's events come from its rddp
+/// queue pair's event hook, on whichever thread found them.
+pub(crate) struct AsyncEvents {
+    fd: OwnedFd,
+    /// `(element, event_type)`, oldest first.
+    queue: Mutex<VecDeque<(usize, c_int)>>,
+}
+
+impl AsyncEvents {
+    /// Queues `event` for `element` if `alive` still holds, under the queue's
+    /// lock (so [`Self::forget`] after clearing it leaves none behind).
+    pub(crate) fn raise(&self, element: usize, event_type: c_int, alive: &AtomicBool) {
+        let mut q = lock_queue(&self.queue);
+        if !alive.load(Ordering::Acquire) {
+            return;
+        }
+        q.push_back((element, event_type));
+        let one = 1u64;
+        // SAFETY: writes 8 bytes from `one` to our eventfd.
+        unsafe { libc::write(self.fd.as_raw_fd(), (&raw const one).cast(), 8) };
+    }
+
+    /// Clears `alive` and drops the events of `element` not yet taken (its
+    /// object is being destroyed). Their counts stay on the eventfd:
+    /// `ibv_get_async_event` reads again when it finds the queue empty.
+    pub(crate) fn forget(&self, element: usize, alive: &AtomicBool) {
+        let mut q = lock_queue(&self.queue);
+        alive.store(false, Ordering::Release);
+        q.retain(|&(e, _)| e != element);
+    }
+}
+
+fn lock_queue<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Whether `ctx` is a live context (`resources::live`): one that is not is
@@ -178,7 +225,7 @@ pub(crate) unsafe extern "C" fn open_device(dev: *mut ibv_device) -> *mut ibv_co
         return ptr::null_mut();
     }
     // SAFETY: eventfd takes no pointers.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE) };
     if fd < 0 {
         return ptr::null_mut();
     }
@@ -201,7 +248,10 @@ pub(crate) unsafe extern "C" fn open_device(dev: *mut ibv_device) -> *mut ibv_co
             abi_compat: ptr::null_mut(),
         },
         consumer,
-        async_fd,
+        events: Arc::new(AsyncEvents {
+            fd: async_fd,
+            queue: Mutex::new(VecDeque::new()),
+        }),
     });
     let p = Box::into_raw(ctx).cast::<ibv_context>();
     live().contexts.insert(p as usize);
@@ -221,8 +271,9 @@ pub(crate) unsafe extern "C" fn close_device(ctx: *mut ibv_context) -> c_int {
     }
     // SAFETY: `ctx` was live, so open_device made it from a Box<Context>
     // (ibv_context is Context's first field) and nothing freed it since.
-    let ctx = unsafe { Box::from_raw(ctx.cast::<Context>()) };
-    drop(ctx.async_fd);
+    // The eventfd closes with the last holder of the events (a QP's hook
+    // may be raising one right now).
+    drop(unsafe { Box::from_raw(ctx.cast::<Context>()) });
     0
 }
 
@@ -594,28 +645,73 @@ unsafe extern "C" fn r_rereg_mr(_: P, _: c_int, _: P, _: P, _: usize, _: c_int) 
 unsafe extern "C" fn r_init_ah_from_wc(_: P, _: u8, _: P, _: P, _: P) -> c_int {
     refuse_int()
 }
-/// `ibv_get_async_event`: waits for an event on `async_fd` as rdma-core's
-/// does (a read, blocking unless the application made the fd
-/// non-blocking: then -1 with `EAGAIN`). No event exists yet, so a blocking
-/// call waits for ever, as it does on an idle kernel device.
-unsafe extern "C" fn get_async_event(ctx: *mut ibv_context, _event: P) -> c_int {
-    if !is_live(ctx) {
-        set_errno(libc::EINVAL);
-        return -1;
-    }
-    // SAFETY: `ctx` is live (checked above), so it points to an open context.
-    let fd = unsafe { (*ctx).async_fd };
+/// `ibv_get_async_event`: the next event of the context, waiting on
+/// `async_fd` as rdma-core's does (a read, blocking unless the application
+/// made the fd non-blocking: then -1 with `EAGAIN`). A QP's event counts
+/// towards what its `ibv_destroy_qp` waits to see acknowledged.
+pub(crate) unsafe extern "C" fn get_async_event(
+    ctx: *mut ibv_context,
+    event: *mut ibv_async_event,
+) -> c_int {
+    let events = {
+        let live = live();
+        if !live.contexts.contains(&(ctx as usize)) || event.is_null() {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+        // SAFETY: a live context (registry locked) is open_device's Box<Context>.
+        unsafe { (*ctx.cast::<Context>()).events.clone() }
+    };
     loop {
         let mut count = 0u64;
         // SAFETY: reads at most 8 bytes into `count`.
-        let n = unsafe { libc::read(fd, (&raw mut count).cast(), 8) };
+        let n = unsafe { libc::read(events.fd.as_raw_fd(), (&raw mut count).cast(), 8) };
         if n < 0 {
-            // errno is read's: EAGAIN when non-blocking, EBADF once closed.
+            // errno is read's: EAGAIN when non-blocking.
             return -1;
         }
-        // Nothing signals the eventfd yet; a wake-up without an event is
-        // not one, so wait again.
+        let live = live();
+        let Some((element, event_type)) = lock_queue(&events.queue).pop_front() else {
+            // Counted for an event dropped since: wait for the next.
+            continue;
+        };
+        if is_qp_event(event_type) {
+            resources::qp::event_reported(&live, element as *mut abi::ibv_qp);
+        } else if event_type == abi::IBV_EVENT_CQ_ERR {
+            resources::cq_event_reported(&live, element as *mut abi::ibv_cq);
+        }
+        // SAFETY: `event` is the caller's slot (checked non-NULL).
+        unsafe {
+            *event = ibv_async_event {
+                element: element as *mut c_void,
+                event_type,
+            };
+        }
+        return 0;
     }
+}
+
+/// `ibv_ack_async_event`: a QP's event acknowledged wakes an
+/// `ibv_destroy_qp` waiting for it.
+pub(crate) unsafe extern "C" fn ack_async_event(event: *mut ibv_async_event) {
+    if event.is_null() {
+        return;
+    }
+    // SAFETY: the caller's event, as get_async_event filled it.
+    let e = unsafe { *event };
+    if is_qp_event(e.event_type) {
+        resources::qp::event_acked(&live(), e.element.cast());
+    } else if e.event_type == abi::IBV_EVENT_CQ_ERR {
+        resources::cq_event_acked(&live(), e.element.cast());
+    }
+}
+
+/// Whether events of `event_type` name a QP.
+fn is_qp_event(event_type: c_int) -> bool {
+    matches!(
+        event_type,
+        abi::IBV_EVENT_QP_FATAL | abi::IBV_EVENT_QP_REQ_ERR | abi::IBV_EVENT_QP_ACCESS_ERR
+    )
 }
 unsafe extern "C" fn r_query_gid_ex(_: P, _: u32, _: u32, _: P, _: u32, _: usize) -> c_int {
     refuse_int()
@@ -627,7 +723,6 @@ unsafe extern "C" fn r_query_gid_table(_: P, _: P, _: usize, _: u32, _: usize) -
 unsafe extern "C" fn r_data_in_order(_: P, _: c_int, _: u32) -> c_int {
     0
 }
-unsafe extern "C" fn ack_async_event(_: P) {}
 
 export! {
     // IBVERBS_1.0 (and src/resources.rs's exports: PDs, CQs, channels;

@@ -366,6 +366,12 @@ pub(crate) struct CqShared {
     /// `comp_events_reported`): destroy waits until the application has
     /// acknowledged as many (`comp_events_completed`).
     delivered: AtomicU32,
+    /// Cleared (under the context's event queue lock) when `ibv_destroy_cq`
+    /// starts: no `IBV_EVENT_CQ_ERR` is raised for it after that.
+    events_alive: Arc<AtomicBool>,
+    /// Asynchronous events `ibv_get_async_event` returned for it: destroy
+    /// waits until as many were acknowledged (`async_events_completed`).
+    async_reported: AtomicU32,
 }
 
 /// What `ibv_create_cq` allocates: the public `struct ibv_cq` first.
@@ -410,6 +416,8 @@ pub(crate) unsafe extern "C" fn create_cq(
         channel: chan,
         dead: AtomicBool::new(false),
         delivered: AtomicU32::new(0),
+        events_alive: Arc::new(AtomicBool::new(true)),
+        async_reported: AtomicU32::new(0),
     });
     // Room beyond `cqe` for every queue pair that may attach (see
     // backing_capacity).
@@ -445,8 +453,49 @@ pub(crate) unsafe extern "C" fn create_cq(
         // registry's lock, held here.
         unsafe { (*channel).refcnt += 1 };
     }
+    // More completions waiting than the application's cqe is an overrun,
+    // reported as the kernel does (IBV_EVENT_CQ_ERR on the context's
+    // async_fd); unlike the kernel's CQ this one keeps them all (see
+    // backing_capacity).
+    // SAFETY: a live context (checked above, registry locked) is
+    // open_device's Box<Context>.
+    let events = Arc::downgrade(unsafe { &(*ctx.cast::<crate::exports::Context>()).events });
+    let alive = shared.events_alive.clone();
+    let at = p as usize;
+    rcq.set_overrun(size as usize, move || {
+        if let Some(ev) = events.upgrade() {
+            ev.raise(at, abi::IBV_EVENT_CQ_ERR, &alive);
+        }
+    });
     live.objects.insert(p as usize, (Kind::Cq, c));
     p.cast()
+}
+
+/// `ibv_get_async_event` returned an event of `cq` (if it is registered).
+pub(crate) fn cq_event_reported(live: &Live, cq: *mut ibv_cq) {
+    if live.is(cq as usize, Kind::Cq) || live.is(cq as usize, Kind::CqDestroying) {
+        // SAFETY: a registered CQ (registry locked) is a Box<Cq>.
+        unsafe { &(*cq.cast::<Cq>()).shared }
+            .async_reported
+            .fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// `ibv_ack_async_event` for an event of `cq`: counted in
+/// `async_events_completed` under its mutex, waking `ibv_destroy_cq`.
+pub(crate) fn cq_event_acked(live: &Live, cq: *mut ibv_cq) {
+    if !(live.is(cq as usize, Kind::Cq) || live.is(cq as usize, Kind::CqDestroying)) {
+        return;
+    }
+    // SAFETY: a registered CQ (registry locked); its mutex and cond were
+    // initialised by create_cq.
+    unsafe {
+        let m = &raw mut (*cq).mutex;
+        libc::pthread_mutex_lock(m);
+        (*cq).async_events_completed = (*cq).async_events_completed.wrapping_add(1);
+        libc::pthread_cond_signal(&raw mut (*cq).cond);
+        libc::pthread_mutex_unlock(m);
+    }
 }
 
 /// Frees a CQ that is out of the registry (`destroy_cq`, `free_context`).
@@ -479,8 +528,14 @@ pub(crate) unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
             return libc::EBUSY;
         }
         entry.0 = Kind::CqDestroying;
-        // SAFETY: a live CQ (registry locked) is a Box<Cq>.
-        unsafe { (*cq.cast::<Cq>()).shared.clone() }
+        // SAFETY: a live CQ (registry locked) is a Box<Cq>, of a live
+        // context (open_device's Box<Context>).
+        unsafe {
+            let shared = (*cq.cast::<Cq>()).shared.clone();
+            let ctx = (*cq).context.cast::<crate::exports::Context>();
+            (*ctx).events.forget(cq as usize, &shared.events_alive);
+            shared
+        }
     };
     match &shared.channel {
         Some(ch) => ch.forget(&shared),
@@ -493,6 +548,8 @@ pub(crate) unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
         libc::pthread_mutex_lock(m);
         while (&raw const (*cq).comp_events_completed).read_volatile()
             != shared.delivered.load(Ordering::Acquire)
+            || (&raw const (*cq).async_events_completed).read_volatile()
+                != shared.async_reported.load(Ordering::Acquire)
         {
             libc::pthread_cond_wait(&raw mut (*cq).cond, m);
         }

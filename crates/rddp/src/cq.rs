@@ -55,7 +55,7 @@ struct CqInner {
     /// Called once by the next push after [`CompletionQueue::arm`] (verbs'
     /// completion channel: `ibv_req_notify_cq`), so that one thread can serve
     /// many queues without a thread waiting on each.
-    on_arm: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
+    on_arm: Mutex<Option<Notify>>,
     /// [`DISARMED`], [`ARMED_SOLICITED`] or [`ARMED_ANY`].
     armed: AtomicU8,
     #[cfg(feature = "tokio")]
@@ -72,6 +72,9 @@ struct CqInner {
     capacity: usize,
     /// Completions queued past the capacity (see [`CompletionQueue::overflows`]).
     overflows: AtomicU64,
+    /// A depth and what to call when a push takes the queue past it
+    /// ([`CompletionQueue::set_overrun`]).
+    overrun: std::sync::OnceLock<(usize, Notify)>,
     /// The queue pairs whose completions come here and whose sockets a busy
     /// poll may read (MPA queue pairs on the event loop).
     driven: Mutex<Vec<Weak<dyn Driven>>>,
@@ -81,6 +84,9 @@ struct CqInner {
     /// that finds it 0 takes no lock ([`CompletionQueue::try_poll_into`]).
     queued: AtomicUsize,
 }
+
+/// A function a completion queue calls (arm, overrun).
+type Notify = Arc<dyn Fn() + Send + Sync>;
 
 /// A completion queue of bounded capacity, shared by any number of queue pairs.
 /// Each queue pair reserves its worst case when it attaches (its send queue depth,
@@ -114,6 +120,7 @@ impl CompletionQueue {
                 ledger: CqLedger::new(capacity),
                 capacity,
                 overflows: AtomicU64::new(0),
+                overrun: std::sync::OnceLock::new(),
                 driven: Mutex::new(Vec::new()),
                 arriving: AtomicU64::new(0),
                 queued: AtomicUsize::new(0),
@@ -343,6 +350,16 @@ impl CompletionQueue {
             });
     }
 
+    /// Have `f` called each time a completion takes the number waiting past
+    /// `depth` (from `depth` to `depth + 1`): a verbs layer whose application
+    /// sized its CQ below what its queues can complete raises
+    /// `IBV_EVENT_CQ_ERR` then (the completions are kept all the same). `f`
+    /// runs on the pushing thread, after the queue's lock is released: keep
+    /// it short. Set once: `false` if a function was set before.
+    pub fn set_overrun(&self, depth: usize, f: impl Fn() + Send + Sync + 'static) -> bool {
+        self.inner.overrun.set((depth, Arc::new(f))).is_ok()
+    }
+
     /// How many completions were queued while the queue already held its capacity.
     /// The slot accounting keeps this at zero; a completion is never dropped.
     pub fn overflows(&self) -> u64 {
@@ -388,12 +405,18 @@ impl CompletionQueue {
             self.inner.overflows.fetch_add(1, Ordering::Relaxed);
         }
         q.push_back((wc, held));
-        self.inner.queued.store(q.len(), Ordering::Release);
+        let len = q.len();
+        self.inner.queued.store(len, Ordering::Release);
         if self.inner.waiters.load(Ordering::Relaxed) > 0 {
             self.inner.signals.fetch_add(1, Ordering::Relaxed);
             self.inner.ready.notify_all();
         }
         drop(q);
+        if let Some((depth, f)) = self.inner.overrun.get()
+            && len == depth.saturating_add(1)
+        {
+            f();
+        }
         let armed = self.inner.armed.load(Ordering::Relaxed);
         if (armed == ARMED_ANY || (armed == ARMED_SOLICITED && solicits))
             && self.inner.armed.swap(DISARMED, Ordering::SeqCst) != DISARMED

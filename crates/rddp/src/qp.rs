@@ -156,7 +156,13 @@ struct Shared {
     qp_num: u32,
     peer_private_data: Vec<u8>,
     info: LlpInfo,
+    /// Told of each asynchronous event as it is queued
+    /// ([`QueuePair::set_event_notify`]).
+    event_notify: std::sync::OnceLock<EventNotify>,
 }
+
+/// What [`QueuePair::set_event_notify`] calls.
+type EventNotify = Box<dyn Fn(&AsyncEvent) + Send + Sync>;
 
 enum TxCmd {
     Segment(OutSegment),
@@ -408,6 +414,23 @@ impl QueuePair {
     #[must_use]
     pub fn async_events(&self) -> Vec<AsyncEvent> {
         lock(&self.shared.state).events.drain(..).collect()
+    }
+
+    /// Have `f` told of each asynchronous event as it is queued (those queued
+    /// already first), e.g. to raise an `ibv_get_async_event` event or wake a
+    /// connection manager; [`Self::async_events`] still returns them all. `f`
+    /// runs under the queue pair's lock, on whichever thread queued the
+    /// event: it must be short and must not call into this queue pair. Set
+    /// once: `false` if a function was set before.
+    pub fn set_event_notify(&self, f: impl Fn(&AsyncEvent) + Send + Sync + 'static) -> bool {
+        let st = lock(&self.shared.state);
+        if self.shared.event_notify.set(Box::new(f)).is_err() {
+            return false;
+        }
+        if let Some(f) = self.shared.event_notify.get() {
+            st.events.iter().for_each(f);
+        }
+        true
     }
 
     /// Graceful disconnect (`rdma_disconnect`; RFC 5041: in-progress messages

@@ -25,31 +25,63 @@ fn plan() -> Vec<Step> {
     let mut p = Vec::new();
     // 1. rping: siw's client against `rddp rping -s`, then `rddp rping -c` against
     // siw's server, 100 validated pings of each size.
-    for size in SIZES {
-        let v = if size == 64 { " -v" } else { "" };
-        p.push(Step::new(
-            &format!("rping-siw-client-{size}"),
-            "default",
-            60,
-            &format!("rping -c -a 10.0.2.2 -p {{port}} -C {PINGS} -S {size} -V{v}"),
-            Host::Before(rddp(&format!(
-                "rping -s -a 127.0.0.1 -p {{port}} -S {size} -V{v}"
-            ))),
-        ));
-        p.push(Step::new(
-            &format!("rping-siw-server-{size}"),
-            "default",
-            60,
-            &format!("rping -s -a 0.0.0.0 -p {{gport}} -S {size} -V{v}"),
-            Host::OnReady(rddp(&format!(
-                "rping -c -a 127.0.0.1 -p {{port}} -C {PINGS} -S {size} -V{v}"
-            ))),
-        ));
-    }
+    rping_steps(&mut p, "rping", "rping", &SIZES, 64, true);
+    // Debian's unmodified rping on the host through `rddp exec` (the library
+    // as libibverbs.so.1 and librdmacm.so.1) as the server, siw's the client.
+    // (The other way round is not run: see docs/interop.md.)
+    rping_steps(
+        &mut p,
+        "exec-rping",
+        "exec -- rping",
+        &EXEC_SIZES,
+        4096,
+        false,
+    );
     perftest(&mut p);
     terminates(&mut p);
     mpa(&mut p);
     p
+}
+
+/// Sizes of the exec'd rping steps (its minimum, a page, its maximum).
+const EXEC_SIZES: [u32; 3] = [23, 4096, 65535];
+
+/// Steps `{name}-siw-client-{size}` (siw's rping client against the host's
+/// `{host} -s`) and, with `siw_server`, `{name}-siw-server-{size}` (the
+/// host's `{host} -c` against siw's rping server) for each size: 100
+/// validated pings, printed (`-v`) at size `verbose`.
+fn rping_steps(
+    p: &mut Vec<Step>,
+    name: &str,
+    host: &str,
+    sizes: &[u32],
+    verbose: u32,
+    siw_server: bool,
+) {
+    for &size in sizes {
+        let v = if size == verbose { " -v" } else { "" };
+        p.push(Step::new(
+            &format!("{name}-siw-client-{size}"),
+            "default",
+            60,
+            &format!("rping -c -a 10.0.2.2 -p {{port}} -C {PINGS} -S {size} -V{v}"),
+            Host::Before(rddp(&format!(
+                "{host} -s -a 127.0.0.1 -p {{port}} -S {size} -V{v}"
+            ))),
+        ));
+        if !siw_server {
+            continue;
+        }
+        p.push(Step::new(
+            &format!("{name}-siw-server-{size}"),
+            "default",
+            60,
+            &format!("rping -s -a 0.0.0.0 -p {{gport}} -S {size} -V{v}"),
+            Host::OnReady(rddp(&format!(
+                "{host} -c -a 127.0.0.1 -p {{port}} -C {PINGS} -S {size} -V{v}"
+            ))),
+        ));
+    }
 }
 
 /// perftest iterations per run here (the debug build of rddp moves about
@@ -398,6 +430,35 @@ fn rping_rddp_client_against_siw_server() {
                 .lines()
                 .filter(|l| l.starts_with("server ping data: rdma-ping-"));
             assert_eq!(n.count(), PINGS as usize, "{all}");
+        }
+    }
+}
+
+/// Debian's rping through `rddp exec` as the server, siw's rping the client.
+#[test]
+fn exec_rping_server_against_siw_client() {
+    let Some(run) = session() else { return };
+    for size in EXEC_SIZES {
+        let name = format!("exec-rping-siw-client-{size}");
+        let (o, all) = (run.get(&name), run.explain(&name));
+        assert!(rping_exit_ok(o), "{all}");
+        assert!(!rping_failed(&o.guest, false), "{all}");
+        assert!(o.guest.contains("client DISCONNECT EVENT"), "{all}");
+        assert_eq!(o.host_rc, Some(0), "{all}");
+        assert!(!rping_failed(&o.host_out, true), "{all}");
+        assert!(o.host_err.contains("server DISCONNECT EVENT"), "{all}");
+        if size == 4096 {
+            let lines = |s: &str, p: &str| s.lines().filter(|l| l.starts_with(p)).count();
+            assert_eq!(
+                lines(&o.guest, "ping data: rdma-ping-"),
+                PINGS as usize,
+                "{all}"
+            );
+            assert_eq!(
+                lines(&o.host_out, "server ping data: rdma-ping-"),
+                PINGS as usize,
+                "{all}"
+            );
         }
     }
 }

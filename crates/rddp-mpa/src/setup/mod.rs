@@ -13,7 +13,7 @@ mod responder;
 pub use initiator::Initiator;
 pub(crate) use initiator::check_ird_ord;
 pub use negotiate::{choose_rtr, crc_in_use};
-pub use responder::{PeerRequest, Responder};
+pub use responder::{Accept, PeerRequest, Responder};
 
 /// Which end of the TCP connection we are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -30,6 +30,28 @@ pub struct PeerRequest {
     pub private_data: Vec<u8>,
 }
 
+/// How the ULP accepts a Request: the Reply's private data and, if it has
+/// its own, the IRD and ORD to answer with instead of the options' (as
+/// `rdma_accept`'s conn_param gives them; RFC 6581 section 5.1: each side
+/// offers its own limits, the Reply's still lowered to what the Request
+/// allows).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Accept {
+    /// The Reply's private data.
+    pub private_data: Vec<u8>,
+    /// `(IRD, ORD)` to offer; `None`: the options'.
+    pub ird_ord: Option<(u16, u16)>,
+}
+
+impl From<Vec<u8>> for Accept {
+    fn from(private_data: Vec<u8>) -> Self {
+        Self {
+            private_data,
+            ird_ord: None,
+        }
+    }
+}
+
 /// The passive side of MPA setup, sans-IO: reads the Request, lets the ULP
 /// accept or refuse it, sends the Reply (RFC 5044, RFC 6581).
 #[derive(Debug)]

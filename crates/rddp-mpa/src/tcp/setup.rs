@@ -187,11 +187,12 @@ impl MpaListener {
     }
 
     /// As [`Self::accept_raw`], answering with `opts` and recording the setup
-    /// frames in `tap`.
-    pub fn accept_raw_full(
+    /// frames in `tap`; `decide` may also give the Reply its own IRD/ORD
+    /// ([`crate::Accept`]).
+    pub fn accept_raw_full<A: Into<crate::Accept>>(
         &self,
         opts: &MpaOptions,
-        decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
+        decide: impl FnOnce(&PeerRequest) -> Result<A, Vec<u8>>,
         tap: Option<&crate::pcap::Tap>,
     ) -> Result<(TcpStream, SocketAddr, Negotiated, Vec<u8>), MpaError> {
         crate::setup::check_ird_ord(opts)?;
@@ -211,8 +212,19 @@ impl MpaListener {
         // call's (e.g. a queue pair's IRD/ORD).
         resp.set_options(opts);
         if let Some(req) = resp.request() {
-            match decide(req) {
-                Ok(pd) => resp.accept_with(pd)?,
+            match decide(req).map(Into::into) {
+                Ok(crate::Accept {
+                    private_data,
+                    ird_ord,
+                }) => {
+                    if let Some((ird, ord)) = ird_ord {
+                        let mut o = opts.clone();
+                        (o.ird, o.ord) = (ird, ord);
+                        crate::setup::check_ird_ord(&o)?;
+                        resp.set_options(&o);
+                    }
+                    resp.accept_with(private_data)?;
+                }
                 Err(pd) => resp.reject(pd)?,
             }
         }

@@ -511,6 +511,20 @@ impl DdpSink {
         }
         let target = match slot.place.as_deref() {
             _ if payload_len == 0 => Target::Nothing,
+            // The buffer's registration ended after the receive was posted
+            // (application memory deregistered): no octet can go there, and
+            // the message cannot be delivered (a local catastrophic error,
+            // RFC 5041 section 7.2), rather than completed with nothing
+            // placed.
+            Some(p) if !p.region.is_mapped() => {
+                return Err(err(
+                    TerminateCode::DDP_LOCAL_CATASTROPHIC,
+                    format!(
+                        "QN {} MSN {}: the receive buffer's registration has ended",
+                        h.qn, h.msn
+                    ),
+                ));
+            }
             Some(p) => Target::Region {
                 region: p.region.clone(),
                 offset: p.offset + h.mo as usize,

@@ -19,6 +19,7 @@ mod relisten;
 mod reorder;
 mod session_rules;
 mod sessions;
+mod setup_loss;
 mod two_processes;
 mod wire;
 mod wire_udp;

@@ -30,7 +30,7 @@ use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::ptr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Most SGEs of a send work request (`cap.max_send_sge`, the device's
@@ -85,6 +85,13 @@ pub(crate) struct Qp {
     /// What `ibv_create_qp` reported back.
     cap: ibv_qp_cap,
     sq_sig_all: bool,
+    /// Cleared (under the context's event queue lock) when the QP is being
+    /// destroyed: its connection's hook raises no event after that.
+    events_alive: Arc<AtomicBool>,
+    /// Events `ibv_get_async_event` returned for this QP: `ibv_destroy_qp`
+    /// waits until `ibv.events_completed` (what `ibv_ack_async_event`
+    /// counted) reaches it, as rdma-core's does.
+    events_reported: AtomicU32,
 }
 
 impl Qp {
@@ -246,6 +253,8 @@ pub(crate) unsafe extern "C" fn create_qp(
         recv_tokens: tokens.clone(),
         cap,
         sq_sig_all: a.sq_sig_all != 0,
+        events_alive: Arc::new(AtomicBool::new(true)),
+        events_reported: AtomicU32::new(0),
     });
     let prepared = match qp.prepare() {
         Ok(p) => p,
@@ -443,11 +452,40 @@ fn modify(q: &Qp, inner: &mut Inner, a: &ibv_qp_attr, mask: c_int) -> Result<Lin
 /// completes as flushed on its CQs; then the PD and CQs are free of it.
 pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
     {
-        let mut live = live();
+        let live = live();
         if !live.is(qp as usize, Kind::Qp) {
             return libc::EINVAL;
         }
-        live.objects.remove(&(qp as usize));
+        // SAFETY: a live QP (registry locked) is create_qp's Box<Qp>, of a
+        // live context (open_device's Box<Context>).
+        unsafe {
+            let q = &*qp.cast::<Qp>();
+            let ctx = (*q.ibv.get()).context.cast::<crate::exports::Context>();
+            (*ctx).events.forget(qp as usize, &q.events_alive);
+        }
+    }
+    // As rdma-core's ibv_destroy_qp: wait until every event returned for
+    // the QP was acknowledged (it blocks; it does not fail). The QP stays
+    // registered meanwhile, so ibv_ack_async_event reaches it.
+    // SAFETY: only this call frees the QP; its mutex and cond were
+    // initialised by create_qp.
+    unsafe {
+        let q = &*qp.cast::<Qp>();
+        let ibv = q.ibv.get();
+        let m = &raw mut (*ibv).mutex;
+        libc::pthread_mutex_lock(m);
+        while (&raw const (*ibv).events_completed).read_volatile()
+            != q.events_reported.load(Ordering::Acquire)
+        {
+            libc::pthread_cond_wait(&raw mut (*ibv).cond, m);
+        }
+        libc::pthread_mutex_unlock(m);
+    }
+    {
+        let mut live = live();
+        if live.objects.remove(&(qp as usize)).is_none() {
+            return libc::EINVAL;
+        }
     }
     // SAFETY: live until just now: create_qp's Box, out of the registry so
     // no other verb reaches it. Its PD and CQs are live: they refuse to go
@@ -934,6 +972,7 @@ pub fn attach(qp: *mut ibv_qp, conn: rddp::transport::Connection) -> Result<(), 
     };
     match p.attach(conn) {
         Ok(c) => {
+            hook_events(qp, q, &c);
             inner.link = Link::Connected(c);
             inner.early.clear();
             q.set_state(&mut inner, abi::IBV_QPS_RTS);
@@ -945,6 +984,82 @@ pub fn attach(qp: *mut ibv_qp, conn: rddp::transport::Connection) -> Result<(), 
             Err(errno_of(&e))
         }
     }
+}
+
+/// `ibv_get_async_event` returned an event of `qp` (if it is live).
+pub(crate) fn event_reported(live: &Live, qp: *mut ibv_qp) {
+    if live.is(qp as usize, Kind::Qp) {
+        // SAFETY: a live QP (registry locked) is create_qp's Box<Qp>.
+        unsafe { &*qp.cast::<Qp>() }
+            .events_reported
+            .fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// `ibv_ack_async_event` for an event of `qp`: counted in
+/// `events_completed` under the QP's mutex, waking `ibv_destroy_qp`.
+pub(crate) fn event_acked(live: &Live, qp: *mut ibv_qp) {
+    if !live.is(qp as usize, Kind::Qp) {
+        return;
+    }
+    // SAFETY: a live QP (registry locked); its mutex and cond were
+    // initialised by create_qp.
+    unsafe {
+        let ibv = (*qp.cast::<Qp>()).ibv.get();
+        let m = &raw mut (*ibv).mutex;
+        libc::pthread_mutex_lock(m);
+        (*ibv).events_completed = (*ibv).events_completed.wrapping_add(1);
+        libc::pthread_cond_signal(&raw mut (*ibv).cond);
+        libc::pthread_mutex_unlock(m);
+    }
+}
+
+/// The `ibv_event_type` of a connection's event, if it has one: a Terminate
+/// we sent by what it says (Error Type 1, a protection error of DDP's
+/// tagged model or RDMAP's, is an access error; Error Type 2, an untagged
+/// buffer or remote operation error, a request error; a catastrophic or LLP
+/// error, fatal), one we received fatal, as is a stream that ended
+/// abortively without a Terminate (RFC 5040 section 4.8 and 6). A graceful
+/// close is the connection manager's to report (DISCONNECTED), not an error.
+fn event_type(e: &rddp::AsyncEvent, terminated: &AtomicBool) -> Option<c_int> {
+    match e {
+        rddp::AsyncEvent::TerminateSent { code, .. } => {
+            terminated.store(true, Ordering::Relaxed);
+            // Layer 2 is the LLP's (MPA's).
+            Some(match (code.layer, code.etype) {
+                (2, _) | (_, 0) => abi::IBV_EVENT_QP_FATAL,
+                (_, 1) => abi::IBV_EVENT_QP_ACCESS_ERR,
+                _ => abi::IBV_EVENT_QP_REQ_ERR,
+            })
+        }
+        rddp::AsyncEvent::TerminateReceived { .. } => {
+            terminated.store(true, Ordering::Relaxed);
+            Some(abi::IBV_EVENT_QP_FATAL)
+        }
+        rddp::AsyncEvent::Closed { graceful: false } if !terminated.load(Ordering::Relaxed) => {
+            Some(abi::IBV_EVENT_QP_FATAL)
+        }
+        _ => None,
+    }
+}
+
+/// Raises the connection's events of `q` (at `qp`) on its context's
+/// `async_fd` from now on.
+fn hook_events(qp: *mut ibv_qp, q: &Qp, c: &QueuePair) {
+    // SAFETY: attach holds the registry's lock: the QP and its context are live.
+    let ctx = unsafe { (*q.ibv.get()).context.cast::<crate::exports::Context>() };
+    // SAFETY: as above.
+    let events = Arc::downgrade(unsafe { &(*ctx).events });
+    let alive = q.events_alive.clone();
+    let terminated = AtomicBool::new(false);
+    let at = qp as usize;
+    c.set_event_notify(move |e| {
+        if let Some(t) = event_type(e, &terminated)
+            && let Some(ev) = events.upgrade()
+        {
+            ev.raise(at, t, &alive);
+        }
+    });
 }
 
 /// The live QP of context `ctx` numbered `qp_num` (what the connection

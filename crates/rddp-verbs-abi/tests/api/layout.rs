@@ -88,6 +88,7 @@ fn layouts() -> Vec<Layout> {
             wr_id, next, sg_list, num_sge, opcode, send_flags, imm_data, wr, qp_type,
         }
         "struct" ibv_recv_wr { wr_id, next, sg_list, num_sge }
+        "struct" ibv_async_event { element, event_type }
     }
 }
 
@@ -179,6 +180,10 @@ fn constants() -> Vec<(&'static str, u64)> {
         ("IBV_SEND_SOLICITED", IBV_SEND_SOLICITED as u64),
         ("IBV_SEND_INLINE", IBV_SEND_INLINE as u64),
         ("IBV_SEND_IP_CSUM", IBV_SEND_IP_CSUM as u64),
+        ("IBV_EVENT_CQ_ERR", IBV_EVENT_CQ_ERR as u64),
+        ("IBV_EVENT_QP_FATAL", IBV_EVENT_QP_FATAL as u64),
+        ("IBV_EVENT_QP_REQ_ERR", IBV_EVENT_QP_REQ_ERR as u64),
+        ("IBV_EVENT_QP_ACCESS_ERR", IBV_EVENT_QP_ACCESS_ERR as u64),
         ("IBV_WC_SUCCESS", IBV_WC_SUCCESS as u64),
         ("IBV_WC_LOC_LEN_ERR", IBV_WC_LOC_LEN_ERR as u64),
         ("IBV_WC_LOC_QP_OP_ERR", IBV_WC_LOC_QP_OP_ERR as u64),

@@ -383,6 +383,7 @@ impl PreparedQueuePair {
             recv_cq: self.b.recv_cq.clone(),
             qp_num: self.qp_num,
             peer_private_data: conn.peer_private_data,
+            event_notify: std::sync::OnceLock::new(),
             info: conn.info,
         });
         // Whatever attach queued (the Read RTR) goes out now, not with the next post.

@@ -50,6 +50,9 @@ impl Shared {
         }
         while let Some(e) = st.rdmap.poll_event() {
             crate::trace::event(self.qp_num, &e);
+            if let Some(f) = self.event_notify.get() {
+                f(&e);
+            }
             st.events.push_back(e);
         }
     }

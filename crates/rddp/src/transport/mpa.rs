@@ -97,22 +97,24 @@ impl Listener {
     }
 
     /// The next connection, the ULP deciding from the Request: `Ok(reply private
-    /// data)` accepts, `Err(private data)` refuses with R=1.
-    pub fn accept_with(
+    /// data)` accepts (or `Ok(`[`rddp_mpa::Accept`]`)`, with the Reply's own
+    /// IRD/ORD), `Err(private data)` refuses with R=1.
+    pub fn accept_with<A: Into<rddp_mpa::Accept>>(
         &self,
-        decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
+        decide: impl FnOnce(&PeerRequest) -> Result<A, Vec<u8>>,
     ) -> Result<Connection, MpaError> {
         self.accept_with_ird_ord(self.opts.ird, self.opts.ord, decide)
     }
 
     /// As [`Self::accept_with`], negotiating IRD `ird` and ORD `ord` (RFC 6581)
     /// instead of the listener's: a queue pair's own, see
-    /// [`PreparedQueuePair::accept_mpa`].
-    pub fn accept_with_ird_ord(
+    /// [`PreparedQueuePair::accept_mpa`]. `decide` may give others once it has
+    /// seen the Request ([`rddp_mpa::Accept`], as `rdma_accept` does).
+    pub fn accept_with_ird_ord<A: Into<rddp_mpa::Accept>>(
         &self,
         ird: u16,
         ord: u16,
-        decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
+        decide: impl FnOnce(&PeerRequest) -> Result<A, Vec<u8>>,
     ) -> Result<Connection, MpaError> {
         let mut opts = self.opts.clone();
         (opts.ird, opts.ord) = (ird, ord);

@@ -189,16 +189,19 @@ struct Proc {
     child: Child,
     out: Arc<Mutex<String>>,
     err: Arc<Mutex<String>>,
+    /// The threads collecting stdout and stderr: they end at EOF, once the
+    /// process (and anything it left holding its pipes) is gone.
+    readers: Vec<std::thread::JoinHandle<()>>,
 }
 
-fn collect(r: impl Read + Send + 'static, into: Arc<Mutex<String>>) {
+fn collect(r: impl Read + Send + 'static, into: Arc<Mutex<String>>) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         for l in BufReader::new(r).lines().map_while(Result::ok) {
             let mut s = into.lock().unwrap();
             s.push_str(&l);
             s.push('\n');
         }
-    });
+    })
 }
 
 fn spawn(cmd: &[String]) -> Proc {
@@ -210,9 +213,16 @@ fn spawn(cmd: &[String]) -> Proc {
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
     let (out, err) = (Arc::default(), Arc::default());
-    collect(child.stdout.take().unwrap(), Arc::clone(&out));
-    collect(child.stderr.take().unwrap(), Arc::clone(&err));
-    Proc { child, out, err }
+    let readers = vec![
+        collect(child.stdout.take().unwrap(), Arc::clone(&out)),
+        collect(child.stderr.take().unwrap(), Arc::clone(&err)),
+    ];
+    Proc {
+        child,
+        out,
+        err,
+        readers,
+    }
 }
 
 impl Proc {
@@ -231,7 +241,11 @@ impl Proc {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
-        std::thread::sleep(Duration::from_millis(50));
+        // Every line the process wrote, its last included: the readers end
+        // at EOF (a fixed pause here once lost a loaded run's last line).
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
         let out = self.out.lock().unwrap().clone();
         let err = self.err.lock().unwrap().clone();
         (rc, out, err)
@@ -331,7 +345,7 @@ pub(crate) fn run(mut steps: Vec<Step>) -> Run {
         .spawn()
         .expect("cannot start scripts/interop/run-guest.sh");
     let err = Arc::new(Mutex::new(String::new()));
-    collect(qemu.stderr.take().unwrap(), Arc::clone(&err));
+    let err_reader = collect(qemu.stderr.take().unwrap(), Arc::clone(&err));
     let mut results: HashMap<String, Outcome> = HashMap::new();
     let mut running: Option<(String, Option<Proc>, Option<proxy::Proxy>)> = None;
     let mut current: Option<String> = None;
@@ -399,7 +413,25 @@ pub(crate) fn run(mut steps: Vec<Step>) -> Run {
         }
     }
     let _ = qemu.wait();
-    std::thread::sleep(Duration::from_millis(50));
+    // Steps the guest never ended (it crashed or hung): their host processes'
+    // output is what tells why.
+    let unended = running
+        .take()
+        .into_iter()
+        .chain(before.drain().map(|(n, (p, px))| (n, Some(p), px)));
+    for (name, p, px) in unended {
+        if !results.contains_key(&name) {
+            continue;
+        }
+        let o = results.entry(name).or_default();
+        if let Some(p) = p {
+            (o.host_rc, o.host_out, o.host_err) = p.finish(Duration::from_secs(5));
+        }
+        if let Some(px) = px {
+            o.proxy = px.report();
+        }
+    }
+    let _ = err_reader.join();
     let stderr = err.lock().unwrap().clone();
     // RDDP_INTEROP_LOG=FILE keeps the guest script, its forwards and the console.
     if let Ok(f) = std::env::var("RDDP_INTEROP_LOG") {

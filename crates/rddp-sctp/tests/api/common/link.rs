@@ -1,6 +1,7 @@
 //! An in-process AF_CONN link between two usrsctp endpoints, with an optional
 //! deterministic reordering (per direction, packet 2k is held until packet 2k+1 has
-//! been delivered, or 5 ms pass) and a capture of every packet for pcap files.
+//! been delivered, or 5 ms pass), an optional loss (a filter that drops the
+//! packets it picks) and a capture of every packet for pcap files.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,8 +23,16 @@ pub(crate) struct Link {
     pump: Option<JoinHandle<()>>,
 }
 
+/// Picks the packets a link drops (each SCTP packet, common header first).
+pub(crate) type Loss = Box<dyn FnMut(&[u8]) -> bool + Send>;
+
 impl Link {
     pub(crate) fn new(reorder: bool) -> Self {
+        Self::dropping(reorder, Box::new(|_| false))
+    }
+
+    /// A link that loses the packets `drop` picks (they are still captured).
+    pub(crate) fn dropping(reorder: bool, drop: Loss) -> Self {
         let (tx, rx) = channel::<(usize, Vec<u8>)>();
         let capture: Capture = Default::default();
         let ends = [Arc::new(Mutex::new(0usize)), Arc::new(Mutex::new(0usize))];
@@ -43,7 +52,7 @@ impl Link {
         let swaps = Arc::new(Mutex::new(0));
         let pump = {
             let (stop, swaps) = (stop.clone(), swaps.clone());
-            std::thread::spawn(move || pump(rx, reorder, &stop, &swaps))
+            std::thread::spawn(move || pump(rx, reorder, drop, &stop, &swaps))
         };
         Self {
             a,
@@ -86,10 +95,17 @@ impl Drop for Link {
     }
 }
 
-fn pump(rx: Receiver<(usize, Vec<u8>)>, reorder: bool, stop: &AtomicBool, swaps: &Mutex<u64>) {
+fn pump(
+    rx: Receiver<(usize, Vec<u8>)>,
+    reorder: bool,
+    mut drop: Loss,
+    stop: &AtomicBool,
+    swaps: &Mutex<u64>,
+) {
     let mut held: HashMap<usize, (Vec<u8>, Instant)> = HashMap::new();
     while !stop.load(Ordering::Relaxed) {
         match rx.recv_timeout(Duration::from_millis(1)) {
+            Ok((_, pkt)) if drop(&pkt) => {}
             Ok((to, pkt)) if !reorder => {
                 let _ = conn_input(to, &pkt);
             }

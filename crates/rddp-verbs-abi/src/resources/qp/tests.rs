@@ -213,6 +213,20 @@ fn eventually(mut f: impl FnMut() -> bool) -> bool {
     false
 }
 
+/// A server and a client side (the client signalling every send), their QPs
+/// connected over loopback TCP (port 0) through the CM hook.
+fn connected() -> (Side, Side) {
+    let server = side(false);
+    let client = side(true);
+    let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let sqp = server.qp as usize;
+    let acceptor = std::thread::spawn(move || accept_mpa(sqp as *mut ibv_qp, &listener));
+    connect_mpa(client.qp, addr, MpaOptions::default()).unwrap();
+    acceptor.join().unwrap().unwrap();
+    (server, client)
+}
+
 #[test]
 fn two_verbs_qps_over_loopback_tcp() {
     let server = side(false);
@@ -461,7 +475,7 @@ fn two_verbs_qps_over_loopback_tcp() {
 /// send depth (8 entries; 8 + 32 work requests), which the kernel accepts
 /// and rddp refused at connect (ENOMEM). It connects; the server lets all
 /// 32 receive completions wait, four times its `cqe`, and finds every one,
-/// in order, with its data.
+/// in order, with its data; the overrun raised `IBV_EVENT_CQ_ERR`.
 #[test]
 fn queues_overcommitting_their_cq_connect_and_lose_nothing() {
     let server = side_sized(false, 8, 8, 32);
@@ -500,6 +514,24 @@ fn queues_overcommitting_their_cq_connect_and_lose_nothing() {
         );
         assert_eq!(server.buf.get(64 * i, 16), [i as u8; 16]);
     }
+    // The overrun was reported as the kernel reports one: IBV_EVENT_CQ_ERR
+    // for the server's CQ on its context's async_fd (the client's never
+    // held more than 8).
+    let mut e = async_event(server.ctx);
+    assert_eq!(
+        (e.element, e.event_type),
+        (server.cq.cast(), abi::IBV_EVENT_CQ_ERR)
+    );
+    // SAFETY: the event as returned.
+    unsafe { crate::exports::ack_async_event(&raw mut e) };
+    let mut p = libc::pollfd {
+        // SAFETY: a live context.
+        fd: unsafe { (*client.ctx).async_fd },
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd, no wait.
+    assert_eq!(unsafe { libc::poll(&raw mut p, 1, 0) }, 0);
     // SAFETY: live objects; destroy in order.
     unsafe {
         assert_eq!(destroy_qp(client.qp), 0);
@@ -645,4 +677,91 @@ fn pingpong_64b_verbs_and_rddp() {
     drop(echo.join().unwrap());
     let native = p50_one_way(rtts);
     println!("Send ping-pong 64 B, p50 one way: verbs {verbs:.1} us, rddp API {native:.1} us");
+}
+
+/// A receive posted into an MR that is deregistered before its Send arrives
+/// does not complete as a success with nothing placed: the segment is
+/// refused before any octet moves (a local catastrophic error, RFC 5041
+/// section 7.2: the stream ends with a Terminate), and the receive
+/// completes in error.
+#[test]
+fn a_receive_into_a_deregistered_mr_fails() {
+    let (server, client) = connected();
+
+    let mut rsge = server.sge(0, 64);
+    assert_eq!(server.post_recv(7, &mut rsge), 0);
+    // SAFETY: a live MR, used by no other thread.
+    assert_eq!(unsafe { crate::resources::mr::dereg_mr(server.mr) }, 0);
+    client.buf.set(0, b"too late");
+    let mut s = [client.sge(0, 8)];
+    let mut w = send_wr(1, abi::IBV_WR_SEND, &mut s, 0);
+    assert_eq!(client.post_send(&mut w), 0);
+    let rwc = server.poll(1);
+    assert_eq!(rwc.len(), 1, "the receive completes");
+    assert_eq!(rwc[0].wr_id, 7);
+    // Flushed with the rest of the queue once the stream ended.
+    assert_eq!(rwc[0].status, abi::IBV_WC_WR_FLUSH_ERR, "{:?}", rwc[0]);
+    assert_eq!(server.buf.get(0, 8), [0; 8]);
+}
+
+/// The next asynchronous event of `ctx` (10 s at most, polling `async_fd`).
+fn async_event(ctx: *mut ibv_context) -> abi::ibv_async_event {
+    let mut p = libc::pollfd {
+        // SAFETY: a live context.
+        fd: unsafe { (*ctx).async_fd },
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd.
+    assert_eq!(unsafe { libc::poll(&raw mut p, 1, 10_000) }, 1, "no event");
+    let mut e = abi::ibv_async_event {
+        element: ptr::null_mut(),
+        event_type: -1,
+    };
+    // SAFETY: a live context, our event.
+    let r = unsafe { crate::exports::get_async_event(ctx, &raw mut e) };
+    assert_eq!(r, 0);
+    e
+}
+
+/// A Write naming an rkey the target does not have: the target's QP gets
+/// `IBV_EVENT_QP_ACCESS_ERR` (it sent a Terminate for a tagged buffer
+/// error, RFC 5041 section 7.2), the initiator's `IBV_EVENT_QP_FATAL` (it
+/// received one), each on its context's `async_fd`; `ibv_destroy_qp` waits
+/// until the event it reported is acknowledged.
+#[test]
+fn a_terminate_raises_qp_events_on_async_fd() {
+    let (server, client) = connected();
+
+    let mut s = [client.sge(0, 8)];
+    let mut w = send_wr(1, abi::IBV_WR_RDMA_WRITE, &mut s, 0);
+    rdma(&mut w, server.buf.addr(0), server.lkey() ^ 0x5a00);
+    assert_eq!(client.post_send(&mut w), 0);
+
+    let e = async_event(server.ctx);
+    assert_eq!(
+        (e.element, e.event_type),
+        (server.qp.cast(), abi::IBV_EVENT_QP_ACCESS_ERR)
+    );
+    let mut c = async_event(client.ctx);
+    assert_eq!(
+        (c.element, c.event_type),
+        (client.qp.cast(), abi::IBV_EVENT_QP_FATAL)
+    );
+    // SAFETY: the event as returned.
+    unsafe { crate::exports::ack_async_event(&raw mut c) };
+    // SAFETY: a live QP with no event unacknowledged.
+    assert_eq!(unsafe { destroy_qp(client.qp) }, 0);
+
+    // The server's event is not acknowledged yet: its destroy waits.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let q = server.qp as usize;
+    // SAFETY: a live QP, destroyed once.
+    let destroyer = std::thread::spawn(move || tx.send(unsafe { destroy_qp(q as *mut ibv_qp) }));
+    assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+    let mut e = e;
+    // SAFETY: the event as returned.
+    unsafe { crate::exports::ack_async_event(&raw mut e) };
+    assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(0));
+    destroyer.join().unwrap().unwrap();
 }
