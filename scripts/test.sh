@@ -11,10 +11,11 @@ cd "$(dirname "$0")/.."
 # libibverbs.so.1), rdmacm-utils (rping and ucmatose, run over its
 # librdmacm.so.1), perftest (ib_write_bw and the other -R tools, run over
 # it; it brings ibverbs-providers, whose libmlx5/libefa the library's
-# stand-ins are checked against), libibverbs-dev and librdmacm-dev (the
+# stand-ins are checked against), libfabric-bin (fi_info, whose verbs
+# provider must find rddp0), libibverbs-dev and librdmacm-dev (the
 # verbs.h and rdma_cma.h its layouts are checked against). With CI set, a
 # missing one fails those tests.
-need_pkgs=(libusrsctp-dev tshark ibverbs-utils rdmacm-utils perftest libibverbs-dev librdmacm-dev)
+need_pkgs=(libusrsctp-dev tshark ibverbs-utils rdmacm-utils perftest libfabric-bin libibverbs-dev librdmacm-dev)
 missing=()
 for p in "${need_pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -171,6 +171,7 @@ pub struct rdma_cm_event_param {
 
 /// `struct rdma_addrinfo` (96 bytes).
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct rdma_addrinfo {
     /// `RAI_*`.
     pub ai_flags: c_int,
@@ -1606,88 +1607,116 @@ unsafe extern "C" fn getaddrinfo(
     hints: *const rdma_addrinfo,
     res: *mut *mut rdma_addrinfo,
 ) -> c_int {
-    if res.is_null() || (node.is_null() && service.is_null()) {
+    if res.is_null() {
         return fail(libc::EINVAL);
     }
-    let (flags, family) = if hints.is_null() {
-        (0, libc::AF_UNSPEC)
-    } else {
-        // SAFETY: non-NULL hints is the caller's struct.
-        unsafe { ((*hints).ai_flags, (*hints).ai_family) }
+    // SAFETY: non-NULL hints is the caller's struct.
+    let h = (!hints.is_null()).then(|| unsafe { *hints });
+    let (flags, family) = h.map_or((0, libc::AF_UNSPEC), |h| (h.ai_flags, h.ai_family));
+    if h.is_some_and(|h| h.ai_port_space != 0 && h.ai_port_space != RDMA_PS_TCP) {
+        return fail(libc::EOPNOTSUPP);
+    }
+    // An address the hints carry (librdmacm takes them when neither node
+    // nor service is given, and a source address from them in any case).
+    let hint_addr = |a: *mut libc::sockaddr, len: libc::socklen_t| {
+        // SAFETY: a hint address of `len` > 0 octets is a sockaddr of its
+        // family (caller contract).
+        (len > 0 && !a.is_null())
+            .then(|| unsafe { from_sockaddr(a) })
+            .flatten()
     };
-    if !hints.is_null() {
-        // SAFETY: as above.
-        let ps = unsafe { (*hints).ai_port_space };
-        if ps != 0 && ps != RDMA_PS_TCP {
-            return fail(libc::EOPNOTSUPP);
+    let (mut src, mut dst) = (None, None);
+    if node.is_null() && service.is_null() {
+        dst = h.and_then(|h| hint_addr(h.ai_dst_addr, h.ai_dst_len));
+        if dst.is_none() && h.is_none_or(|h| h.ai_src_len == 0) {
+            return fail(libc::EINVAL);
+        }
+    } else {
+        // SAFETY: non-NULL strings are NUL-terminated (caller contract).
+        let text = |s: *const c_char| (!s.is_null()).then(|| unsafe { CStr::from_ptr(s) });
+        let port = match text(service).map(CStr::to_str) {
+            None => 0,
+            Some(Ok(s)) => match s.parse::<u16>() {
+                Ok(p) => p,
+                Err(_) => return fail(libc::EINVAL),
+            },
+            Some(Err(_)) => return fail(libc::EINVAL),
+        };
+        let ip = match text(node).map(CStr::to_str) {
+            None if family == libc::AF_INET6 => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+            None if flags & RAI_PASSIVE != 0 => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            None => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            Some(Ok(s)) => {
+                use std::net::ToSocketAddrs;
+                let found = (s, 0u16).to_socket_addrs().ok().and_then(|mut it| {
+                    it.find(|a| match family {
+                        libc::AF_INET => a.is_ipv4(),
+                        libc::AF_INET6 => a.is_ipv6(),
+                        _ => true,
+                    })
+                });
+                match found {
+                    Some(a) => a.ip(),
+                    None => return fail(libc::ENOENT),
+                }
+            }
+            Some(Err(_)) => return fail(libc::EINVAL),
+        };
+        let a = SocketAddr::new(ip, port);
+        if flags & RAI_PASSIVE != 0 {
+            src = Some(a);
+        } else {
+            dst = Some(a);
         }
     }
-    // SAFETY: non-NULL strings are NUL-terminated (caller contract).
-    let text = |s: *const c_char| (!s.is_null()).then(|| unsafe { CStr::from_ptr(s) });
-    let port = match text(service).map(CStr::to_str) {
-        None => 0,
-        Some(Ok(s)) => match s.parse::<u16>() {
-            Ok(p) => p,
-            Err(_) => return fail(libc::EINVAL),
-        },
-        Some(Err(_)) => return fail(libc::EINVAL),
+    if src.is_none() {
+        src = h.and_then(|h| hint_addr(h.ai_src_addr, h.ai_src_len));
+    }
+    let Some(first) = dst.or(src) else {
+        return fail(libc::EINVAL);
     };
-    let ip = match text(node).map(CStr::to_str) {
-        None if family == libc::AF_INET6 => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
-        None if flags & RAI_PASSIVE != 0 => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-        None => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        Some(Ok(s)) => {
-            use std::net::ToSocketAddrs;
-            let found = (s, 0u16).to_socket_addrs().ok().and_then(|mut it| {
-                it.find(|a| match family {
-                    libc::AF_INET => a.is_ipv4(),
-                    libc::AF_INET6 => a.is_ipv6(),
-                    _ => true,
-                })
-            });
-            match found {
-                Some(a) => a.ip(),
-                None => return fail(libc::ENOENT),
-            }
-        }
-        Some(Err(_)) => return fail(libc::EINVAL),
-    };
-    let (st, len) = to_storage(SocketAddr::new(ip, port));
     // SAFETY: calloc returns zeroed memory or NULL; freed by freeaddrinfo.
-    let (ai, sa) = unsafe {
-        (
-            libc::calloc(1, std::mem::size_of::<rdma_addrinfo>()).cast::<rdma_addrinfo>(),
-            libc::calloc(1, std::mem::size_of::<libc::sockaddr_storage>())
-                .cast::<libc::sockaddr_storage>(),
-        )
-    };
-    if ai.is_null() || sa.is_null() {
-        // SAFETY: free takes NULL or calloc's pointers.
-        unsafe {
-            libc::free(ai.cast());
-            libc::free(sa.cast());
-        }
+    let ai =
+        unsafe { libc::calloc(1, std::mem::size_of::<rdma_addrinfo>()) }.cast::<rdma_addrinfo>();
+    if ai.is_null() {
         return fail(libc::ENOMEM);
     }
-    // SAFETY: both were just allocated with their types' sizes.
+    // SAFETY: `ai` was just allocated, zeroed.
     unsafe {
-        sa.write(st);
         (*ai).ai_flags = flags;
-        (*ai).ai_family = match ip {
-            IpAddr::V4(_) => libc::AF_INET,
-            IpAddr::V6(_) => libc::AF_INET6,
+        (*ai).ai_family = if first.is_ipv4() {
+            libc::AF_INET
+        } else {
+            libc::AF_INET6
         };
         (*ai).ai_qp_type = abi::IBV_QPT_RC;
         (*ai).ai_port_space = RDMA_PS_TCP;
-        if flags & RAI_PASSIVE != 0 {
-            (*ai).ai_src_addr = sa.cast();
-            (*ai).ai_src_len = len;
-        } else {
-            (*ai).ai_dst_addr = sa.cast();
-            (*ai).ai_dst_len = len;
-        }
-        *res = ai;
     }
+    for (a, is_src) in [(src, true), (dst, false)] {
+        let Some(a) = a else { continue };
+        let (st, len) = to_storage(a);
+        // SAFETY: as above; freed by freeaddrinfo.
+        let sa = unsafe { libc::calloc(1, std::mem::size_of::<libc::sockaddr_storage>()) }
+            .cast::<libc::sockaddr_storage>();
+        if sa.is_null() {
+            // SAFETY: `ai` is ours, its addresses calloc'd or NULL.
+            unsafe { freeaddrinfo(ai) };
+            return fail(libc::ENOMEM);
+        }
+        // SAFETY: `sa` and `ai` were allocated above with their types' sizes.
+        unsafe {
+            sa.write(st);
+            if is_src {
+                (*ai).ai_src_addr = sa.cast();
+                (*ai).ai_src_len = len;
+            } else {
+                (*ai).ai_dst_addr = sa.cast();
+                (*ai).ai_dst_len = len;
+            }
+        }
+    }
+    // SAFETY: `res` is the caller's slot.
+    unsafe { *res = ai };
     0
 }
 

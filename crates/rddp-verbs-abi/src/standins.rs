@@ -58,7 +58,11 @@ export! {
     mlx5dv_dek_destroy => not_supported;
     // EFA_1.1
     efadv_create_qp_ex => null_ptr;
+    efadv_query_ah => not_supported;
     efadv_query_device => not_supported;
+    // EFA_1.2 (libfabric's verbs and EFA providers)
+    efadv_create_cq => null_ptr;
+    efadv_cq_from_ibv_cq_ex => null_ptr;
 }
 
 #[cfg(test)]

@@ -551,3 +551,52 @@ fn accept_offers_its_conn_params_ird_and_ord() {
         teardown(&[cid, req.id], lid, &[sch, cch]);
     }
 }
+
+/// `rdma_getaddrinfo` with neither node nor service takes the addresses its
+/// hints carry (libfabric's verbs provider asks so), and a source address
+/// from the hints in any case; with neither, `EINVAL`.
+#[test]
+fn getaddrinfo_takes_addresses_from_its_hints() {
+    let mut dst = sockaddr("127.0.0.1:4791".parse().unwrap());
+    let mut src = sockaddr("127.0.0.1:0".parse().unwrap());
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: all-zero is a valid rdma_addrinfo (NULL pointers).
+    let mut hints: rdma_addrinfo = unsafe { std::mem::zeroed() };
+    hints.ai_port_space = RDMA_PS_TCP;
+    hints.ai_dst_addr = (&raw mut dst).cast();
+    hints.ai_dst_len = len;
+    hints.ai_src_addr = (&raw mut src).cast();
+    hints.ai_src_len = len;
+    let mut res = ptr::null_mut();
+    // SAFETY: our hints, addresses and out-pointer; the result freed once.
+    unsafe {
+        assert_eq!(
+            getaddrinfo(ptr::null(), ptr::null(), &raw const hints, &raw mut res),
+            0
+        );
+        let r = &*res;
+        assert_eq!(
+            from_sockaddr(r.ai_dst_addr),
+            Some("127.0.0.1:4791".parse().unwrap())
+        );
+        assert_eq!(
+            from_sockaddr(r.ai_src_addr),
+            Some("127.0.0.1:0".parse().unwrap())
+        );
+        assert_eq!(
+            (r.ai_family, r.ai_qp_type),
+            (libc::AF_INET, abi::IBV_QPT_RC)
+        );
+        freeaddrinfo(res);
+        let empty: rdma_addrinfo = std::mem::zeroed();
+        assert_eq!(
+            getaddrinfo(ptr::null(), ptr::null(), &raw const empty, &raw mut res),
+            -1
+        );
+        assert_eq!(errno(), libc::EINVAL);
+        assert_eq!(
+            getaddrinfo(ptr::null(), ptr::null(), ptr::null(), &raw mut res),
+            -1
+        );
+    }
+}

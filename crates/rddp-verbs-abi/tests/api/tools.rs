@@ -962,3 +962,35 @@ fn perftest_all_sizes_over_rddp() {
         }
     }
 }
+
+const FI_INFO: &str = "/usr/bin/fi_info";
+const LIBFABRIC: &str = "/usr/lib/x86_64-linux-gnu/libfabric.so.1";
+
+/// Debian's libfabric1 loads over the library (every verbs, rdmacm and EFA
+/// symbol it imports exported at its version), and `fi_info -p verbs` finds
+/// rddp0 as an iWARP domain for its verbs provider (MSG endpoints) and for
+/// ofi_rxm over it (RDM): the provider's device scan, `rdma_getaddrinfo`
+/// with addresses in its hints and `rdma_create_ep` included.
+#[test]
+fn fi_info_lists_rddp0_for_libfabrics_verbs_provider() {
+    if !common::have(FI_INFO, "libfabric-bin") {
+        return;
+    }
+    let ours = ours();
+    let imports = nm(LIBFABRIC, false);
+    for prefix in ["IBVERBS_", "RDMACM_", "EFA_"] {
+        let missing: Vec<_> = imports
+            .iter()
+            .filter(|(_, v)| v.starts_with(prefix))
+            .filter(|s| !ours.contains(*s))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "libfabric imports {missing:?}, not exported"
+        );
+    }
+    let out = run(FI_INFO, &["-p", "verbs"], "lib-fi-info");
+    assert!(out.contains("domain: rddp0"), "{out}");
+    assert!(out.contains("protocol: FI_PROTO_IWARP"), "{out}");
+    assert!(out.contains("provider: verbs;ofi_rxm"), "{out}");
+}
