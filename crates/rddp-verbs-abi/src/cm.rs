@@ -831,6 +831,21 @@ unsafe extern "C" fn bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -
     0
 }
 
+/// The MPA options of the CM's connections, as rdma_cm sets them up on
+/// siw, the kernel's software iWARP device (its defaults): Rev 2 with the
+/// enhanced block, CRC only if the peer requires it (RFC 5044 section
+/// 7.1.2: either side's C=1 turns it on), no Markers; with `private_data`.
+/// Unlike siw's default this side offers (as initiator) and accepts (as
+/// responder) a peer-to-peer RTR (RFC 6581), which tools whose server sends
+/// first need.
+fn cm_mpa_options(private_data: Vec<u8>) -> rddp_mpa::MpaOptions {
+    rddp_mpa::MpaOptions {
+        crc: false,
+        private_data,
+        ..rddp_mpa::MpaOptions::default()
+    }
+}
+
 unsafe extern "C" fn listen(id: *mut rdma_cm_id, _backlog: c_int) -> c_int {
     let Some(state) = id_state(id) else {
         return fail(libc::EINVAL);
@@ -842,7 +857,7 @@ unsafe extern "C" fn listen(id: *mut rdma_cm_id, _backlog: c_int) -> c_int {
     if lock(&state.listening).is_some() {
         return fail(libc::EINVAL);
     }
-    let opts = rddp_mpa::MpaOptions::default();
+    let opts = cm_mpa_options(Vec::new());
     let listener = match rddp::transport::mpa::Listener::bind(src, opts) {
         Ok(l) => l,
         Err(rddp_mpa::MpaError::Io(e)) => return fail(e.raw_os_error().unwrap_or(libc::EIO)),
@@ -1407,11 +1422,8 @@ unsafe extern "C" fn connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -
             return fail(e);
         }
     }
-    let opts = rddp_mpa::MpaOptions {
-        // SAFETY: `param` is NULL or the caller's.
-        private_data: unsafe { private_of(param) },
-        ..rddp_mpa::MpaOptions::default()
-    };
+    // SAFETY: `param` is NULL or the caller's.
+    let opts = cm_mpa_options(unsafe { private_of(param) });
     let (idu, qu) = (id as usize, q as usize);
     let spawned = std::thread::Builder::new()
         .name("rdma_cm connect".into())
