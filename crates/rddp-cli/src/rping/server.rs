@@ -117,11 +117,30 @@ fn wrong_if(a: &RpingArgs, f: Fault, stag: u32) -> u32 {
 /// Copies of the first message `--fault extra-send` sends.
 pub(super) const BURST: usize = 8;
 
-fn go_ahead(end: &mut End, burst: bool) -> Result<(), Stop> {
-    for _ in 0..if burst { BURST } else { 1 } {
-        end.qp
+/// The go-ahead Send; with `burst` ([`BURST`] of them from its first
+/// octets, for `--fault extra-send`) posted as one list, so that they leave
+/// together: the copies after the first must find the client's receive
+/// queue empty, which a client quick to repost could otherwise refill
+/// between two separate writes.
+fn go_ahead(end: &mut End, burst: Option<&rddp::MemoryRegion>) -> Result<(), Stop> {
+    let err = |e: String| Stop::Failed(format!("post send error: {e}"));
+    match burst {
+        None => end
+            .qp
             .post_send_inline(1, &[0; INFO_LEN], SendFlags::default())
-            .map_err(|e| Stop::Failed(format!("post send error: {e}")))?;
+            .map_err(|e| err(e.to_string()))?,
+        Some(mr) => {
+            let send = rddp::PostWr::Send {
+                wr_id: 1,
+                mr,
+                offset: 0,
+                len: INFO_LEN as u64,
+                flags: SendFlags::default(),
+            };
+            end.qp
+                .post_list(&[send; BURST])
+                .map_err(|e| err(e.to_string()))?;
+        }
     }
     end.debug("server posted go ahead");
     Ok(())
@@ -163,7 +182,8 @@ fn pings(
                 String::from_utf8_lossy(wire::c_str(&data))
             );
         }
-        go_ahead(end, first && a.fault == Some(Fault::ExtraSend))?;
+        let burst = (first && a.fault == Some(Fault::ExtraSend)).then_some(rdma);
+        go_ahead(end, burst)?;
         let sink = advert(a, end, false, "the client's sink (RDMA_WRITE_ADV)")?;
         end.debug("server received sink adv");
         // rping writes strlen + 1: the data up to and including its NUL.
@@ -182,7 +202,7 @@ fn pings(
             .map_err(|e| Stop::Failed(format!("post send error: {e}")))?;
         end.wait(WcOpcode::RdmaWrite, "the RDMA Write (RDMA_WRITE_COMPLETE)")?;
         end.debug("server rdma write complete ");
-        go_ahead(end, false)?;
+        go_ahead(end, None)?;
         first = false;
         *done += 1;
     }
