@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # Stress test of the usrsctp close race (sctplab/usrsctp#676, #709; see
-# docs/usrsctp-close-race.md). Builds Debian's libusrsctp source with a
-# delay inserted in the race's window (scripts/usrsctp-race/widen-window.patch),
+# docs/usrsctp-close-race.md) and of the upcall reload (a NULL upcall written
+# between usrsctp's test of it and its call). Builds Debian's libusrsctp
+# source with a delay inserted in each window
+# (scripts/usrsctp-race/widen-window.patch),
 # loads it through LD_LIBRARY_PATH (usrsctp-ffi dlopens libusrsctp.so.2) and
 # runs SCTP tests in a loop:
 #   1. with the reaper off (RDDP_USRSCTP_CLOSE_AT_ONCE=1: every socket closed
 #      at once, as before the reaper), rddp-sctp's `path` must crash within
 #      BEFORE runs (it stops at the first crash): the harness can see the race;
-#   2. with the reaper on, rddp-sctp's `path` and `refusal` and rddp's verbs
-#      queue pair over SCTP (`qp_sctp`) must pass RUNS runs each.
+#   2. with the reaper on and both windows widened, rddp-sctp's `path` and
+#      `refusal` and rddp's verbs queue pair over SCTP (`qp_sctp`) must pass
+#      RUNS runs each (`refusal` crashed here when a dropped socket's upcall
+#      was set to NULL).
 # Each is a module of its crate's one test binary (`api`), selected by filter.
 # Usage: scripts/usrsctp-race.sh [RUNS]   (RUNS defaults to 200)
-# Environment: BEFORE (default 200), RDDP_RACE_DELAY_US (default 1000), HOGS
+# Environment: BEFORE (default 200), RDDP_RACE_DELAY_US (default 1000),
+# RDDP_UPCALL_DELAY_US (the second window, step 2 only; default 1000), HOGS
 # (busy loops beside the runs, default 0: the window needs preemption, which a
 # loaded machine gives; 2 on a 2-core machine found what a quiet one did not).
 # Needs root to install what it builds with (dpkg-dev, cmake, gcc) the first
@@ -59,7 +64,9 @@ if [ ! -e "$lib" ] || [ scripts/usrsctp-race/widen-window.patch -nt "$lib" ]; th
     -Dsctp_build_shared_lib=1 -Dsctp_build_programs=0 -Dsctp_werror=0 >/dev/null
   cmake --build "$work/build" --target usrsctp -j "$(nproc)" >/dev/null
 fi
-nm -D "$lib" | grep rddp_race_delay >/dev/null || { echo "$lib lacks the widened window" >&2; exit 1; }
+for f in rddp_race_delay rddp_upcall_delay; do
+  nm -D "$lib" | grep -w "$f" >/dev/null || { echo "$lib lacks $f (the widened windows)" >&2; exit 1; }
+done
 
 # The test binaries, built as the suite builds them: one line "CRATE PATH"
 # each (both are called `api`, so they are told apart by their crate).
@@ -104,7 +111,7 @@ else
   echo "reaper off: path crashed at run $ran (delay ${RDDP_RACE_DELAY_US} us): $(grep -m 1 -E 'free|corrupt|signal' "$work/last-failure" || tail -n 1 "$work/last-failure")"
 fi
 for t in rddp-sctp:path:: rddp-sctp:refusal:: rddp:qp_sctp::; do
-  read -r n ran < <(loop "$t" "$runs" "")
+  read -r n ran < <(loop "$t" "$runs" "RDDP_UPCALL_DELAY_US=${RDDP_UPCALL_DELAY_US:-1000}")
   echo "reaper on:  $t failed $n of $ran runs"
   if [ "$n" -ne 0 ]; then
     echo "FAIL: $t under the widened race; last failure:" >&2

@@ -49,7 +49,12 @@ pub fn own_process(module: &str, test: &str, runnable: impl FnOnce() -> bool) ->
         .expect("the test binary runs again");
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{path} in its own process:\n{text}");
+    // The status names a signal (a crash in a library shows only as that).
+    assert!(
+        out.status.success(),
+        "{path} in its own process ({}):\n{text}",
+        out.status
+    );
     assert!(
         text.contains("1 passed"),
         "{path} did not run in its own process:\n{text}"

@@ -166,7 +166,7 @@ unsafe fn discard_input(api: &Api, so: *mut socket) -> bool {
 /// reaper (see the module docs). Never blocks.
 ///
 /// # Safety
-/// `so` is a live socket whose upcall is cleared, and nothing else uses it
+/// `so` is a live socket whose upcall is silenced, and nothing else uses it
 /// after this call.
 pub(crate) unsafe fn close(api: &'static Api, so: *mut socket) {
     static AT_ONCE: OnceLock<bool> = OnceLock::new();

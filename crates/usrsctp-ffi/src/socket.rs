@@ -263,6 +263,9 @@ fn signals() -> &'static Mutex<HashMap<usize, Arc<Signal>>> {
     S.get_or_init(Default::default)
 }
 
+/// The upcall of a dropped socket: nothing to wake (see `Drop for Socket`).
+unsafe extern "C" fn silent(_so: *mut socket, _arg: *mut c_void, _flags: c_int) {}
+
 unsafe extern "C" fn upcall(so: *mut socket, arg: *mut c_void, _flags: c_int) {
     let sig = signals()
         .lock()
@@ -1005,12 +1008,20 @@ impl Drop for Socket {
     /// Never blocks: a socket whose association is still up is closed by
     /// the reaper once the association is gone (see `reaper.rs` for why).
     fn drop(&mut self) {
+        // The upcall is replaced by one that does nothing, never by NULL:
+        // usrsctp's input tests `so_upcall` and then loads it again to call
+        // it, without the socket lock (0.9.5.0 `sctp_input.c` 6232-6236), so
+        // a NULL written between the two is called (a jump to address 0 on
+        // usrsctp's receive thread). A late call of either function is
+        // harmless: `upcall` finds no signal for a removed tag.
+        //
         // SAFETY: the socket is live until closed, and `&mut self` means no
-        // call of this socket runs; its upcall is cleared first (as
+        // call of this socket runs; its upcall is silenced first (as
         // `reaper::close` requires), and nothing uses `self.so` after the
-        // hand-over.
+        // hand-over. `silent` has the `Upcall` prototype and lives as long
+        // as the process.
         unsafe {
-            (self.api.set_upcall)(self.so, None, core::ptr::null_mut());
+            (self.api.set_upcall)(self.so, Some(silent), core::ptr::null_mut());
             crate::reaper::close(self.api, self.so);
         }
         if let Ok(mut m) = signals().lock() {
