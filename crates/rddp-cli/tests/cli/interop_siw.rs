@@ -383,28 +383,12 @@ fn rping_siw_client_against_rddp_server() {
     for size in SIZES {
         let name = format!("rping-siw-client-{size}");
         let (o, all) = (run.get(&name), run.explain(&name));
-        assert!(rping_exit_ok(o), "{all}");
-        assert!(!rping_failed(&o.guest, false), "{all}");
-        assert!(o.guest.contains("client DISCONNECT EVENT"), "{all}");
-        assert_eq!(o.host_rc, Some(0), "{all}");
+        siw_client_pinged(o, &all, size == 64);
         assert!(
             o.host_err.contains(&format!("served {PINGS} pings")),
             "{all}"
         );
         assert!(o.host_err.contains("MPA rev 2, CRC off"), "{all}");
-        if size == 64 {
-            // siw's client printed what came back, our server what it read.
-            let lines = |s: &str, p: &str| s.lines().filter(|l| l.starts_with(p)).count();
-            assert_eq!(
-                lines(&o.guest, "ping data: rdma-ping-"),
-                PINGS as usize,
-                "{all}"
-            );
-            assert_eq!(
-                lines(&o.host_out, "server ping data: rdma-ping-"),
-                PINGS as usize
-            );
-        }
     }
 }
 
@@ -441,25 +425,27 @@ fn exec_rping_server_against_siw_client() {
     for size in EXEC_SIZES {
         let name = format!("exec-rping-siw-client-{size}");
         let (o, all) = (run.get(&name), run.explain(&name));
-        assert!(rping_exit_ok(o), "{all}");
-        assert!(!rping_failed(&o.guest, false), "{all}");
-        assert!(o.guest.contains("client DISCONNECT EVENT"), "{all}");
-        assert_eq!(o.host_rc, Some(0), "{all}");
+        siw_client_pinged(o, &all, size == 4096);
         assert!(!rping_failed(&o.host_out, true), "{all}");
         assert!(o.host_err.contains("server DISCONNECT EVENT"), "{all}");
-        if size == 4096 {
-            let lines = |s: &str, p: &str| s.lines().filter(|l| l.starts_with(p)).count();
-            assert_eq!(
-                lines(&o.guest, "ping data: rdma-ping-"),
-                PINGS as usize,
-                "{all}"
-            );
-            assert_eq!(
-                lines(&o.host_out, "server ping data: rdma-ping-"),
-                PINGS as usize,
-                "{all}"
-            );
-        }
+    }
+}
+
+/// What every run of siw's rping client against a server on the host shows:
+/// both ends exited well, the client saw the disconnect; with `data`, the
+/// client printed each of the [`PINGS`] pings that came back and the server
+/// (on the host's standard output) each it read.
+fn siw_client_pinged(o: &interop::Outcome, all: &str, data: bool) {
+    assert!(rping_exit_ok(o), "{all}");
+    assert!(!rping_failed(&o.guest, false), "{all}");
+    assert!(o.guest.contains("client DISCONNECT EVENT"), "{all}");
+    assert_eq!(o.host_rc, Some(0), "{all}");
+    if data {
+        let lines = |s: &str, p: &str| s.lines().filter(|l| l.starts_with(p)).count();
+        let pinged = lines(&o.guest, "ping data: rdma-ping-");
+        assert_eq!(pinged, PINGS as usize, "{all}");
+        let served = lines(&o.host_out, "server ping data: rdma-ping-");
+        assert_eq!(served, PINGS as usize, "{all}");
     }
 }
 
