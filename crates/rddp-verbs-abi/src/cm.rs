@@ -255,8 +255,9 @@ struct Id {
     /// `rdma_accept` named it (`id->qp`, or the QP `conn_param.qp_num`
     /// names); 0 before.
     qp: AtomicUsize,
-    /// A synchronous id (made without a channel; its channel is its own).
-    sync: bool,
+    /// A synchronous id (made, or migrated, without a channel: its channel
+    /// is its own); `rdma_migrate_id` changes it.
+    sync: AtomicBool,
     /// What `rdma_create_ep` and `rdma_create_qp` made for the id.
     ep: Mutex<Endpoint>,
 }
@@ -568,7 +569,7 @@ fn new_id(
             connecting: AtomicBool::new(false),
             listening: Mutex::new(None),
             qp: AtomicUsize::new(0),
-            sync,
+            sync: AtomicBool::new(sync),
             ep: Mutex::new(Endpoint::default()),
         }),
     );
@@ -656,7 +657,7 @@ unsafe extern "C" fn destroy_id(id: *mut rdma_cm_id) -> c_int {
         // SAFETY: a synchronous call kept this event of ours there.
         unsafe { ack_cm_event(id.event) };
     }
-    if state.sync {
+    if state.sync.load(Ordering::SeqCst) {
         // SAFETY: a synchronous id's channel is its own (private_channel).
         unsafe { destroy_event_channel(id.channel) };
     }
@@ -672,7 +673,7 @@ unsafe extern "C" fn destroy_id(id: *mut rdma_cm_id) -> c_int {
 /// `id` is a live id, used by this thread alone meanwhile (as librdmacm
 /// requires of a synchronous id).
 unsafe fn complete(id: *mut rdma_cm_id, state: &Id) -> c_int {
-    if !state.sync {
+    if !state.sync.load(Ordering::SeqCst) {
         return 0;
     }
     // SAFETY: caller contract.
@@ -705,16 +706,27 @@ fn wake_addr(a: SocketAddr) -> SocketAddr {
 }
 
 /// `rdma_migrate_id`: the id's later events, and those queued for it and
-/// not yet taken, go to `chp`.
+/// not yet taken, go to `chp`. As librdmacm's, a NULL `chp` makes the id
+/// synchronous (a channel of its own), any other makes it asynchronous: its
+/// calls no longer wait for their events, which the application now takes
+/// from `chp` (libfabric's verbs provider makes its ids with
+/// `rdma_create_ep`, synchronous, then moves them to its event queue's
+/// channel). A synchronous id's own channel, and the event it kept, go.
 unsafe extern "C" fn migrate_id(id: *mut rdma_cm_id, chp: *mut rdma_event_channel) -> c_int {
-    let (state, new) = {
-        let r = reg();
-        match (r.ids.get(&(id as usize)), r.channels.get(&(chp as usize))) {
-            (Some(s), Some(c)) => (s.clone(), c.clone()),
-            _ => return fail(libc::EINVAL),
-        }
+    let Some(state) = reg().ids.get(&(id as usize)).cloned() else {
+        return fail(libc::EINVAL);
     };
-    let old = std::mem::replace(&mut *lock(&state.channel), (chp as usize, new.clone())).1;
+    let sync = chp.is_null();
+    let found = if sync {
+        private_channel()
+    } else {
+        let c = reg().channels.get(&(chp as usize)).cloned();
+        c.map(|c| (chp, c))
+    };
+    let Some((chp, new)) = found else {
+        return fail(if sync { libc::EMFILE } else { libc::EINVAL });
+    };
+    let (old_chp, old) = std::mem::replace(&mut *lock(&state.channel), (chp as usize, new.clone()));
     if !Arc::ptr_eq(&old, &new) {
         let moved: VecDeque<usize> = {
             let mut q = lock(&old.queue);
@@ -732,8 +744,20 @@ unsafe extern "C" fn migrate_id(id: *mut rdma_cm_id, chp: *mut rdma_event_channe
             new.push(ev);
         }
     }
-    // SAFETY: `id` is live.
-    unsafe { (*id).channel = chp };
+    let was_sync = state.sync.swap(sync, Ordering::SeqCst);
+    // SAFETY: `id` is live; the application does not use a synchronous id
+    // from two threads at once (librdmacm's rule), so its kept event is ours.
+    unsafe {
+        if was_sync && old_chp != chp as usize {
+            if !(*id).event.is_null() {
+                ack_cm_event((*id).event);
+                (*id).event = ptr::null_mut();
+            }
+            // The old channel was the id's own (private_channel).
+            destroy_event_channel(old_chp as *mut rdma_event_channel);
+        }
+        (*id).channel = chp;
+    }
     0
 }
 
@@ -914,7 +938,8 @@ fn serve(
             // The request goes to the listener's channel; a synchronous
             // listener's new id is synchronous too, with a channel of its own
             // (as librdmacm migrates it), where rdma_accept waits.
-            let (child_chp, child_ch) = if state.sync {
+            let sync = state.sync.load(Ordering::SeqCst);
+            let (child_chp, child_ch) = if sync {
                 match private_channel() {
                     Some((p, c)) => (p as usize, c),
                     None => return Err(Vec::new()),
@@ -927,7 +952,7 @@ fn serve(
                 child_ch,
                 ctx as *mut c_void,
                 ps,
-                state.sync,
+                sync,
             );
             // SAFETY: `c` was just made and is not yet known to the application.
             unsafe {
@@ -1319,7 +1344,7 @@ unsafe extern "C" fn get_request(listen: *mut rdma_cm_id, out: *mut *mut rdma_cm
     let Some(state) = id_state(listen) else {
         return fail(libc::EINVAL);
     };
-    if !state.sync || out.is_null() {
+    if !state.sync.load(Ordering::SeqCst) || out.is_null() {
         return fail(libc::EINVAL);
     }
     // SAFETY: `listen` is live and synchronous: this thread's alone.
@@ -1696,11 +1721,7 @@ unsafe extern "C" fn getaddrinfo(
     // SAFETY: `ai` was just allocated, zeroed.
     unsafe {
         (*ai).ai_flags = flags;
-        (*ai).ai_family = if first.is_ipv4() {
-            libc::AF_INET
-        } else {
-            libc::AF_INET6
-        };
+        (*ai).ai_family = if first.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
         (*ai).ai_qp_type = abi::IBV_QPT_RC;
         (*ai).ai_port_space = RDMA_PS_TCP;
     }

@@ -79,7 +79,7 @@ pub fn device_attr() -> abi::ibv_device_attr {
         max_sge: crate::resources::qp::MAX_SEND_SGE as i32,
         max_sge_rd: 1,
         max_cq: clamp(cap.queue_pairs),
-        max_cqe: 1 << 16,
+        max_cqe: crate::resources::MAX_CQE,
         max_mr: clamp(cap.memory_regions),
         max_pd: clamp(cap.queue_pairs),
         max_qp_rd_atom: MAX_RD_ATOM,

@@ -71,8 +71,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// `ibv_create_cq` refuses a `cqe` above this (`max_cqe` of
-/// `ibv_query_device`).
-pub const MAX_CQE: c_int = 1 << 16;
+/// `ibv_query_device`). As large as siw's (the kernel's software iWARP
+/// device, 3,276,800) rounded up, since `cqe` only bounds what the
+/// application may leave waiting (the rddp CQ under it is sized by
+/// [`backing_capacity`]): libfabric's ofi_rxm asks for one CQ for every
+/// peer it may have (768 entries times 256 by default).
+pub const MAX_CQE: c_int = 1 << 22;
 
 /// The CQ size rddp gives for a request of `cqe` entries, as siw does (the
 /// kernel's iWARP software device): the next power of two. `None` outside

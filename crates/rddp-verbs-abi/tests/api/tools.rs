@@ -760,6 +760,32 @@ fn listening(port: u16) -> bool {
     })
 }
 
+/// Starts the server `cmd` (its output piped) and returns once a socket
+/// listens on `port`, the port it was told to listen on (`tool` names it in
+/// failures): a client started then is not refused.
+fn serve(mut cmd: Command, port: u16, tool: &str) -> Killed {
+    let mut server = Killed(Some(cmd.spawn().unwrap()));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !listening(port) {
+        let exited = server.0.as_mut().unwrap().try_wait().unwrap();
+        if let Some(status) = exited {
+            let out = server.output();
+            panic!(
+                "{tool} server exited ({status}) before listening:\n{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{tool} server not listening on {port} after 20 s"
+        );
+        // Polls the server's state, 5 ms apart: no delay is assumed.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    server
+}
+
 /// The client's stderr when it lost perftest's own race on its second
 /// connection (the test QP's): after the handshake that precedes it, the
 /// server replies and only then opens its new listener on the same port
@@ -802,25 +828,7 @@ fn perftest(lib: &Path, tool: &str, args: &[&str], secs: &str) -> (String, Strin
                 .stderr(std::process::Stdio::piped());
             c
         };
-        let mut server = Killed(Some(cmd(&[]).spawn().unwrap()));
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while !listening(port) {
-            let exited = server.0.as_mut().unwrap().try_wait().unwrap();
-            if let Some(status) = exited {
-                let out = server.output();
-                panic!(
-                    "{tool} server exited ({status}) before listening:\n{}\n{}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{tool} server not listening on {port} after 20 s"
-            );
-            // Polls the server's state, 5 ms apart: no delay is assumed.
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        let server = serve(cmd(&[]), port, tool);
         let client = cmd(&["127.0.0.1"]).output().unwrap();
         let c_out = String::from_utf8_lossy(&client.stdout).into_owned();
         let c_err = String::from_utf8_lossy(&client.stderr).into_owned();
@@ -993,4 +1001,76 @@ fn fi_info_lists_rddp0_for_libfabrics_verbs_provider() {
     assert!(out.contains("domain: rddp0"), "{out}");
     assert!(out.contains("protocol: FI_PROTO_IWARP"), "{out}");
     assert!(out.contains("provider: verbs;ofi_rxm"), "{out}");
+}
+
+const FI_PINGPONG: &str = "/usr/bin/fi_pingpong";
+
+/// `fi_pingpong -p verbs -e msg` (libfabric's verbs provider, MSG
+/// endpoints) runs over the library on loopback, both ends, data checked
+/// (`-c`), every size. The provider makes its ids with `rdma_create_ep`
+/// (synchronous) and moves them to its event queue's channel
+/// (`rdma_migrate_id`), then waits there for ROUTE_RESOLVED before it
+/// connects: with the id still synchronous, `rdma_resolve_route` took that
+/// event itself and the client waited for ever.
+#[test]
+fn fi_pingpong_msg_runs_over_rddp() {
+    if !common::have(FI_PINGPONG, "libfabric-bin") {
+        return;
+    }
+    let lib = common::lib_dir("lib-fi-pingpong");
+    // The control connection's port (fi_pingpong cannot take port 0 and
+    // report it): free now, bound to 0 by this test and released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let port_arg = port.to_string();
+    let cmd = |side: &[&str]| {
+        let mut c = Command::new("timeout");
+        c.args([
+            "60",
+            FI_PINGPONG,
+            "-p",
+            "verbs",
+            "-e",
+            "msg",
+            "-I",
+            "20",
+            "-c",
+        ])
+        .args(side)
+        .env("LD_LIBRARY_PATH", &lib)
+        .env_remove("LD_PRELOAD")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+        c
+    };
+    let server = serve(cmd(&["-B", &port_arg]), port, "fi_pingpong");
+    let client = cmd(&["-P", &port_arg, "127.0.0.1"]).output().unwrap();
+    let c_out = String::from_utf8_lossy(&client.stdout);
+    assert!(
+        client.status.success(),
+        "client: {}\n{c_out}\n{}",
+        client.status,
+        String::from_utf8_lossy(&client.stderr)
+    );
+    let server = server.output();
+    assert!(
+        server.status.success(),
+        "server: {}\n{}\n{}",
+        server.status,
+        String::from_utf8_lossy(&server.stdout),
+        String::from_utf8_lossy(&server.stderr)
+    );
+    // One line per size, 64 octets to 1 MiB, each with its 20 messages
+    // acknowledged.
+    for size in ["64", "256", "1k", "4k", "64k", "1m"] {
+        let line = c_out
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(size));
+        assert!(
+            line.is_some_and(|l| l.contains("=20")),
+            "size {size}:\n{c_out}"
+        );
+    }
 }
