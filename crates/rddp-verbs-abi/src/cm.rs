@@ -31,7 +31,6 @@ use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::Duration;
 
 /// `enum rdma_port_space`: RDMA_PS_TCP.
 const RDMA_PS_TCP: c_int = 0x0106;
@@ -50,10 +49,6 @@ const UNREACHABLE: c_int = 7;
 const REJECTED: c_int = 8;
 const ESTABLISHED: c_int = 9;
 const DISCONNECTED: c_int = 10;
-
-/// How often a connected id checks its QP for the end of the connection
-/// (the QP reports it as an asynchronous event, which has no wake-up yet).
-const CLOSE_POLL: Duration = Duration::from_millis(10);
 
 /// `struct rdma_event_channel`.
 #[repr(C)]
@@ -1010,29 +1005,41 @@ fn serve(
 /// Watches the connected QP of `id` and queues DISCONNECTED once its
 /// connection ends, unless the id is done first.
 fn watch(id: usize, qpp: usize) {
-    let _ = std::thread::Builder::new()
-        .name("rdma_cm conn".into())
-        .spawn(move || {
-            loop {
-                std::thread::sleep(CLOSE_POLL);
-                let Some(state) = reg().ids.get(&id).cloned() else {
-                    return;
-                };
-                if state.done.load(Ordering::SeqCst) {
-                    return;
-                }
-                match qp::llp_closed(qpp as *mut ibv_qp) {
-                    Ok(false) => continue,
-                    Ok(true) => {
-                        if !state.done.swap(true, Ordering::SeqCst) {
-                            deliver(id, 0, DISCONNECTED, 0, Vec::new());
-                        }
-                        return;
-                    }
-                    Err(_) => return,
-                }
+    let Some(state) = reg().ids.get(&id).cloned() else {
+        return;
+    };
+    let state = Arc::downgrade(&state);
+    let _ = qp::on_llp_closed(qpp as *mut ibv_qp, move || {
+        defer(Box::new(move || {
+            // Still this id (not destroyed, nor a new one at its address),
+            // and not disconnected already.
+            let Some(state) = state.upgrade() else {
+                return;
+            };
+            let same = reg().ids.get(&id).is_some_and(|s| Arc::ptr_eq(s, &state));
+            if same && !state.done.swap(true, Ordering::SeqCst) {
+                deliver(id, 0, DISCONNECTED, 0, Vec::new());
             }
-        });
+        }));
+    });
+}
+
+/// Work handed on by contexts that may hold a queue pair's locks (its end
+/// hook, [`watch`]), run in order on one thread of the CM's, started at
+/// first use. (Should that thread fail to start, the work is dropped: no
+/// DISCONNECTED, as a lost connection the application still sees through
+/// its QP.)
+fn defer(job: Box<dyn FnOnce() + Send>) {
+    type Job = Box<dyn FnOnce() + Send>;
+    static TX: OnceLock<mpsc::Sender<Job>> = OnceLock::new();
+    let tx = TX.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let _ = std::thread::Builder::new()
+            .name("rdma_cm events".into())
+            .spawn(move || rx.into_iter().for_each(|job| job()));
+        tx
+    });
+    let _ = tx.send(job);
 }
 
 unsafe extern "C" fn resolve_addr(
@@ -1721,7 +1728,11 @@ unsafe extern "C" fn getaddrinfo(
     // SAFETY: `ai` was just allocated, zeroed.
     unsafe {
         (*ai).ai_flags = flags;
-        (*ai).ai_family = if first.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
+        (*ai).ai_family = if first.is_ipv4() {
+            libc::AF_INET
+        } else {
+            libc::AF_INET6
+        };
         (*ai).ai_qp_type = abi::IBV_QPT_RC;
         (*ai).ai_port_space = RDMA_PS_TCP;
     }

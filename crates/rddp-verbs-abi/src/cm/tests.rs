@@ -355,6 +355,59 @@ fn connect_accept_disconnect() {
     teardown(&[cid, req.id], lid, &[sch, cch, cch_old]);
 }
 
+/// Threads of this process whose name starts with `prefix`.
+fn threads_named(prefix: &str) -> Vec<String> {
+    let tasks = std::fs::read_dir("/proc/self/task").expect("/proc/self/task");
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim_end().to_string())
+        .filter(|n| n.starts_with(prefix))
+        .collect()
+}
+
+/// The end of a connection reaches the CM through its QP's end hook, not a
+/// thread per connection: with 8 connections up (16 ids) the CM runs no
+/// thread besides its listener's and its one event thread, and a
+/// disconnect is still DISCONNECTED on both sides of each.
+#[test]
+fn connections_cost_the_cm_no_thread_each() {
+    const N: usize = 8;
+    let (sch, cch) = (channel(), channel());
+    let (lid, port) = listener(sch);
+    let mut pairs = Vec::new();
+    for _ in 0..N {
+        let cid = client(cch, port);
+        let mut p = param(b"");
+        // SAFETY: live id with a QP and a resolved route.
+        assert_eq!(unsafe { connect(cid, &raw mut p) }, 0);
+        let req = next(sch);
+        assert_eq!(req.kind, CONNECT_REQUEST);
+        qp_on(req.id);
+        // SAFETY: live id with a QP, a request pending.
+        assert_eq!(unsafe { accept(req.id, ptr::null_mut()) }, 0);
+        assert_eq!(next(sch).kind, ESTABLISHED);
+        assert_eq!(next(cch).kind, ESTABLISHED);
+        pairs.push((cid, req.id));
+    }
+    // (Other tests of this binary may run their own listeners meanwhile;
+    // a connect's thread ends once it is established.)
+    let extra: Vec<String> = threads_named("rdma_cm")
+        .into_iter()
+        .filter(|n| n != "rdma_cm listen" && n != "rdma_cm connect")
+        .collect();
+    assert!(extra.len() <= 1, "{} connections, threads {extra:?}", N);
+    for &(cid, sid) in &pairs {
+        // SAFETY: live, connected id.
+        assert_eq!(unsafe { disconnect(cid) }, 0);
+        let e = next(cch);
+        assert_eq!((e.kind, e.id), (DISCONNECTED, cid));
+        let e = next(sch);
+        assert_eq!((e.kind, e.id), (DISCONNECTED, sid));
+    }
+    let ids: Vec<_> = pairs.iter().flat_map(|&(c, s)| [c, s]).collect();
+    teardown(&ids, lid, &[sch, cch]);
+}
+
 /// Destroys the connected ids `ids` with their QPs, the listener `lid`, then
 /// the channels.
 fn teardown(ids: &[*mut rdma_cm_id], lid: *mut rdma_cm_id, channels: &[*mut rdma_event_channel]) {
@@ -395,7 +448,7 @@ fn reject_and_refusal() {
         assert_eq!(destroy_id(lid), 0);
     }
     // The listener's thread wakes, sees it destroyed and closes the port.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
         assert!(
             std::time::Instant::now() < deadline,

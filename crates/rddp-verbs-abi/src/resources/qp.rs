@@ -92,6 +92,44 @@ pub(crate) struct Qp {
     /// waits until `ibv.events_completed` (what `ibv_ack_async_event`
     /// counted) reaches it, as rdma-core's does.
     events_reported: AtomicU32,
+    /// What runs once the connection has ended ([`on_llp_closed`]).
+    ended: Arc<EndHook>,
+}
+
+/// What to run once a QP's connection has ended: its first asynchronous
+/// event (a Terminate, an abortive or graceful close), or the application
+/// moving it to RESET or ERR. It runs on the thread that saw the end, which
+/// may hold the queue pair's own locks: it must only hand work on.
+#[derive(Default)]
+struct EndHook(Mutex<End>);
+
+#[derive(Default)]
+enum End {
+    #[default]
+    Open,
+    Waiting(Box<dyn FnOnce() + Send>),
+    Ended,
+}
+
+impl EndHook {
+    /// The connection has ended: runs what waits (once).
+    fn fire(&self) {
+        let was = std::mem::replace(&mut *lock(&self.0), End::Ended);
+        if let End::Waiting(f) = was {
+            f();
+        }
+    }
+
+    /// Runs `f` once the connection has ended (at once if it has).
+    fn set(&self, f: Box<dyn FnOnce() + Send>) {
+        let mut g = lock(&self.0);
+        if matches!(*g, End::Ended) {
+            drop(g);
+            f();
+        } else {
+            *g = End::Waiting(f);
+        }
+    }
 }
 
 impl Qp {
@@ -255,6 +293,7 @@ pub(crate) unsafe extern "C" fn create_qp(
         sq_sig_all: a.sq_sig_all != 0,
         events_alive: Arc::new(AtomicBool::new(true)),
         events_reported: AtomicU32::new(0),
+        ended: Arc::default(),
     });
     let prepared = match qp.prepare() {
         Ok(p) => p,
@@ -363,6 +402,9 @@ pub(crate) unsafe extern "C" fn modify_qp(
         match modify(q, &mut inner, a, mask) {
             Ok(d) => dropped = d,
             Err(e) => return e,
+        }
+        if matches!(dropped, Link::Connected(_)) {
+            q.ended.fire();
         }
     }
     // Outside the locks: dropping an rddp queue pair flushes its work into
@@ -1051,9 +1093,15 @@ fn hook_events(qp: *mut ibv_qp, q: &Qp, c: &QueuePair) {
     // SAFETY: as above.
     let events = Arc::downgrade(unsafe { &(*ctx).events });
     let alive = q.events_alive.clone();
+    let ended = q.ended.clone();
     let terminated = AtomicBool::new(false);
     let at = qp as usize;
     c.set_event_notify(move |e| {
+        // Any event means the stream has ended ([`on_llp_closed`]); none
+        // counts once the QP is being destroyed.
+        if alive.load(Ordering::Acquire) {
+            ended.fire();
+        }
         if let Some(t) = event_type(e, &terminated)
             && let Some(ev) = events.upgrade()
         {
@@ -1121,24 +1169,31 @@ pub fn disconnect(qp: *mut ibv_qp) -> Result<(), c_int> {
     Ok(())
 }
 
-/// Whether the connection of the attached QP `qp` has ended since the last
-/// call: the stream closed (the peer's FIN or reset, or our own close) or a
-/// Terminate went either way (RFC 5040 section 7: the stream is dead after
-/// one). Takes the QP's asynchronous events to decide, so each is seen once.
-/// `EINVAL` for a QP that is not live or was never attached.
-pub fn llp_closed(qp: *mut ibv_qp) -> Result<bool, c_int> {
-    let live = live();
-    if !live.is(qp as usize, Kind::Qp) {
-        return Err(libc::EINVAL);
-    }
-    // SAFETY: a live QP (registry locked) is create_qp's Box<Qp>.
-    let q = unsafe { &*(qp as usize as *const Qp) };
-    let inner = lock(&q.inner);
-    match &inner.link {
-        Link::Connected(c) => Ok(!c.async_events().is_empty()),
-        Link::Gone => Ok(true),
-        Link::Prepared(_) => Err(libc::EINVAL),
-    }
+/// Runs `f` once the connection of `qp` has ended (at once if it has): the
+/// stream closed (the peer's FIN or reset, or our own close), a Terminate
+/// went either way (RFC 5040 section 7: the stream is dead after one), or
+/// the application moved the QP to RESET or ERR. `f` runs on the thread
+/// that sees the end, which may hold the queue pair's locks, so it must only
+/// hand work on; never, if the QP is destroyed first. `EINVAL` for a QP
+/// that is not live or not yet connected.
+pub fn on_llp_closed(qp: *mut ibv_qp, f: impl FnOnce() + Send + 'static) -> Result<(), c_int> {
+    let hook = {
+        let live = live();
+        if !live.is(qp as usize, Kind::Qp) {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: a live QP (registry locked) is create_qp's Box<Qp>.
+        let q = unsafe { &*(qp as usize as *const Qp) };
+        let inner = lock(&q.inner);
+        match &inner.link {
+            Link::Connected(_) => q.ended.clone(),
+            // Already ended: `f` runs at once.
+            Link::Gone => Arc::new(EndHook(Mutex::new(End::Ended))),
+            Link::Prepared(_) => return Err(libc::EINVAL),
+        }
+    };
+    hook.set(Box::new(f));
+    Ok(())
 }
 
 /// Active side: an MPA connection to `addr` with `opts` (its IRD/ORD
