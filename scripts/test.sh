@@ -71,7 +71,7 @@ if [ $# -eq 0 ]; then
   # Each crate's one test binary: these modules of it.
   asan -p rddp-mpa --test api -- loopback:: rx_direct:: errors::
   asan -p rddp-sctp --test api -- path:: refusal:: sessions:: session_rules::
-  asan -p rddp --test api -- qp_mpa:: qp_sctp:: stats:: pingpong_lone:: tx_gather:: \
+  asan -p rddp --test api -- qp_mpa:: exchange:: stats:: pingpong_lone:: tx_gather:: \
     sctp_direct:: disconnect:: fenced::
 fi
 if [ $status -ne 0 ] && command -v gdb >/dev/null; then

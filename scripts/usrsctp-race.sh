@@ -10,9 +10,9 @@
 #      at once, as before the reaper), rddp-sctp's `path` must crash within
 #      BEFORE runs (it stops at the first crash): the harness can see the race;
 #   2. with the reaper on and both windows widened, rddp-sctp's `path` and
-#      `refusal` and rddp's verbs queue pair over SCTP (`qp_sctp`) must pass
-#      RUNS runs each (`refusal` crashed here when a dropped socket's upcall
-#      was set to NULL).
+#      `refusal` and rddp's verbs queue pair over SCTP
+#      (`exchange::over_sctp`) must pass RUNS runs each (`refusal` crashed
+#      here when a dropped socket's upcall was set to NULL).
 # Each is a module of its crate's one test binary (`api`), selected by filter.
 # Usage: scripts/usrsctp-race.sh [RUNS]   (RUNS defaults to 200)
 # Environment: BEFORE (default 200), RDDP_RACE_DELAY_US (default 1000),
@@ -110,7 +110,7 @@ if [ "$n" -eq 0 ]; then
 else
   echo "reaper off: path crashed at run $ran (delay ${RDDP_RACE_DELAY_US} us): $(grep -m 1 -E 'free|corrupt|signal' "$work/last-failure" || tail -n 1 "$work/last-failure")"
 fi
-for t in rddp-sctp:path:: rddp-sctp:refusal:: rddp:qp_sctp::; do
+for t in rddp-sctp:path:: rddp-sctp:refusal:: rddp:exchange::over_sctp; do
   read -r n ran < <(loop "$t" "$runs" "RDDP_UPCALL_DELAY_US=${RDDP_UPCALL_DELAY_US:-1000}")
   echo "reaper on:  $t failed $n of $ran runs"
   if [ "$n" -ne 0 ]; then

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod held_peer;
+pub(crate) mod llp;
 pub(crate) mod many;
 pub(crate) mod raw_peer;
 pub(crate) mod sctp_llp;
