@@ -36,7 +36,6 @@ mod sctp_direct;
 mod sctp_ird_ord;
 mod sctp_many_qps;
 mod sctp_reads_at_ird;
-mod sctp_recv_in_region;
 mod sctp_refused_unplaced;
 mod sctp_unsignaled;
 mod sctp_unsignaled_writes;

@@ -5,9 +5,13 @@
 //! several receives may name the same octets (as perftest posts them), a
 //! Send longer than its receive is refused (1/2/0x05) with nothing placed
 //! outside it; a shared receive queue takes them too, and a queue pair
-//! before its attach.
+//! before its attach. Where the receive is placed and what it costs are
+//! checked over DDP/SCTP too (`_over_sctp`: usrsctp's message goes straight
+//! into the region).
 
 use crate::common;
+use crate::common::llp::Llp;
+use crate::common::sctp_llp;
 
 use common::wait;
 use rddp::transport::mpa::Listener;
@@ -38,35 +42,40 @@ struct End {
     cq: CompletionQueue,
 }
 
-/// A connected pair over loopback MPA: (server, client).
-fn pair() -> (End, End) {
+/// A connected pair over `llp` on loopback: (server, client); `None` when
+/// the LLP is missing here.
+fn pair(llp: &Llp) -> Option<(End, End)> {
     let dev = Device::new();
-    let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
-    let addr = listener.local_addr().unwrap();
+    let (addr, passive) = llp.listen(b"")?;
     let sdev = dev.clone();
     let server = std::thread::spawn(move || {
         let pd = common::pd(&sdev, "server");
         let cq = CompletionQueue::new(64);
         let prepared = QueuePairBuilder::new(&pd, &cq, &cq).build().unwrap();
-        let qp = prepared.attach(listener.accept().unwrap()).unwrap();
+        let qp = passive.accept(prepared);
         End { pd, qp, cq }
     });
     let pd = common::pd(&dev, "client");
     let cq = CompletionQueue::new(64);
     let prepared = QueuePairBuilder::new(&pd, &cq, &cq).build().unwrap();
-    let qp = prepared.connect_mpa(addr, MpaOptions::default()).unwrap();
-    (server.join().unwrap(), End { pd, qp, cq })
+    let qp = llp.connect(prepared, addr, b"");
+    Some((server.join().unwrap(), End { pd, qp, cq }))
 }
 
-/// One test's start: a connected pair, and a region of FILL octets at the
-/// server.
+/// One test's start: a pair connected over MPA, and a region of FILL
+/// octets at the server.
 fn setup() -> (End, End, MemoryRegion) {
-    let (server, client) = pair();
+    setup_over(&Llp::mpa(MpaOptions::default())).expect("MPA is always here")
+}
+
+/// As [`setup`], over `llp`.
+fn setup_over(llp: &Llp) -> Option<(End, End, MemoryRegion)> {
+    let (server, client) = pair(llp)?;
     let mr = server
         .pd
         .register(vec![FILL; REGION], Access::NONE)
         .unwrap();
-    (server, client, mr)
+    Some((server, client, mr))
 }
 
 fn send(e: &End, id: u64, data: &[u8]) {
@@ -91,14 +100,30 @@ fn untouched_outside(mr: &MemoryRegion, spans: &[(u64, u64)]) {
 
 #[test]
 fn sends_land_in_the_region_where_their_receives_say() {
-    let (server, client, mr) = setup();
+    land_where_receives_say(&Llp::mpa(MpaOptions::default()));
+}
+
+#[test]
+fn sends_land_in_the_region_where_their_receives_say_over_sctp() {
+    if sctp_llp::own_process(
+        module_path!(),
+        "sends_land_in_the_region_where_their_receives_say_over_sctp",
+    ) {
+        land_where_receives_say(&Llp::Sctp);
+    }
+}
+
+fn land_where_receives_say(llp: &Llp) {
+    let Some((server, client, mr)) = setup_over(llp) else {
+        return;
+    };
     // Two receives on the same octets, then one elsewhere.
     server.qp.post_recv_mr(1, &mr, SHARED.0, SHARED.1).unwrap();
     server.qp.post_recv_mr(2, &mr, SHARED.0, SHARED.1).unwrap();
     server.qp.post_recv_mr(3, &mr, SMALL.0, SMALL.1).unwrap();
     let copied = server.qp.stats().rx_copied_octets;
 
-    // 64 KiB: two FPDUs, each read straight into the region.
+    // 64 KiB: two FPDUs (over MPA), each read straight into the region.
     let first = pattern(SHARED.1 as usize, 1);
     send(&client, 10, &first);
     let wc = wait(&server.cq, 1).pop().unwrap();
@@ -183,11 +208,27 @@ fn a_receive_into_a_region_is_checked_when_posted() {
 /// small Sends, nothing copied.
 #[test]
 fn a_shared_receive_queue_places_sends_into_its_region_receives() {
-    const CLIENTS: usize = 2;
+    srq_places(&Llp::mpa(MpaOptions::default()), 2);
+}
+
+#[test]
+fn a_shared_receive_queue_places_sends_into_its_region_receives_over_sctp() {
+    if sctp_llp::own_process(
+        module_path!(),
+        "a_shared_receive_queue_places_sends_into_its_region_receives_over_sctp",
+    ) {
+        srq_places(&Llp::Sctp, 2);
+    }
+}
+
+/// `clients` queue pairs over `llp` on one shared receive queue whose
+/// receives name spans of one region.
+fn srq_places(llp: &Llp, clients: usize) {
     const SPAN: u64 = 32 * 1024;
     let dev = Device::new();
-    let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
-    let addr = listener.local_addr().unwrap();
+    let Some((addr, passive)) = llp.listen(b"") else {
+        return;
+    };
     let pd = common::pd(&dev, "server");
     let cq = CompletionQueue::new(256);
     let srq = SharedReceiveQueue::new(
@@ -197,7 +238,7 @@ fn a_shared_receive_queue_places_sends_into_its_region_receives() {
         32,
     );
     let mr = pd.register(vec![FILL; REGION], Access::NONE).unwrap();
-    for i in 0..CLIENTS as u64 {
+    for i in 0..clients as u64 {
         srq.post_recv_mr(i, &mr, i * SPAN, SPAN).unwrap();
     }
     let other = common::pd(&dev, "other");
@@ -210,32 +251,33 @@ fn a_shared_receive_queue_places_sends_into_its_region_receives() {
         srq.post_recv_mr(9, &mr, REGION as u64 - 10, 11),
         Err(Error::OutOfRange { .. })
     ));
-    assert_eq!(srq.free(), CLIENTS);
-    let clients: Vec<_> = (0..CLIENTS)
+    assert_eq!(srq.free(), clients);
+    let ends: Vec<_> = (0..clients)
         .map(|_| {
+            let llp = llp.clone();
             std::thread::spawn(move || {
                 let pd = common::pd(&Device::new(), "client");
                 let cq = CompletionQueue::new(64);
                 let prepared = QueuePairBuilder::new(&pd, &cq, &cq).build().unwrap();
-                let qp = prepared.connect_mpa(addr, MpaOptions::default()).unwrap();
+                let qp = llp.connect(prepared, addr, b"");
                 End { pd, qp, cq }
             })
         })
         .collect();
-    let server: Vec<QueuePair> = (0..CLIENTS)
+    let server: Vec<QueuePair> = (0..clients)
         .map(|_| {
             let prepared = QueuePairBuilder::new(&pd, &cq, &cq)
                 .srq(&srq)
                 .build()
                 .unwrap();
-            prepared.attach(listener.accept().unwrap()).unwrap()
+            passive.accept(prepared)
         })
         .collect();
-    let clients: Vec<End> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    let clients: Vec<End> = ends.into_iter().map(|c| c.join().unwrap()).collect();
     let copied = dev.stats().totals.rx_copied_octets;
     // One Send each, one after the other: the first to arrive takes the
     // first span posted (arrival ordering).
-    let sent: Vec<Vec<u8>> = (0..CLIENTS)
+    let sent: Vec<Vec<u8>> = (0..clients.len())
         .map(|i| pattern(SPAN as usize - 100 * i, 7 + i as u8))
         .collect();
     let mut spans = Vec::new();
@@ -262,7 +304,7 @@ fn a_shared_receive_queue_places_sends_into_its_region_receives() {
     // small FPDUs, taken in batches where they go into buffers of their
     // own): each takes the next span from the pool, and lands there alone.
     const RUN: u64 = 16;
-    let small = |i: u64| (CLIENTS as u64 * SPAN + i * 1000, 100);
+    let small = |i: u64| (clients.len() as u64 * SPAN + i * 1000, 100);
     for i in 0..RUN {
         let (o, l) = small(i);
         srq.post_recv_mr(100 + i, &mr, o, l).unwrap();
