@@ -34,7 +34,6 @@ mod sctp_backpressure_passive;
 mod sctp_copies;
 mod sctp_direct;
 mod sctp_ird_ord;
-mod sctp_many_qps;
 mod sctp_reads_at_ird;
 mod sctp_refused_unplaced;
 mod sctp_unsignaled;

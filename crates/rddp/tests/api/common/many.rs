@@ -1,4 +1,4 @@
-//! Helpers of the many-queue-pair tests (`many_qps.rs`, `sctp_many_qps.rs`).
+//! Helpers of the many-queue-pair tests (`many_qps.rs`).
 #![allow(dead_code)]
 
 use rddp::Quota;
