@@ -36,8 +36,6 @@ mod sctp_direct;
 mod sctp_ird_ord;
 mod sctp_reads_at_ird;
 mod sctp_refused_unplaced;
-mod sctp_unsignaled;
-mod sctp_unsignaled_writes;
 mod stats;
 mod terminate_codes;
 mod terminate_drain;

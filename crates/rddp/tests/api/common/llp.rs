@@ -3,7 +3,7 @@
 //! on usrsctp (UDP encapsulation on 127.0.0.1).
 
 use crate::common::sctp_llp;
-use rddp::transport::{mpa, sctp};
+use rddp::transport::{Connection, mpa, sctp};
 use rddp::{PreparedQueuePair, QueuePair};
 use rddp_mpa::MpaOptions;
 use std::net::SocketAddr;
@@ -75,7 +75,28 @@ impl Llp {
         Some((addr, Passive { listener, private }))
     }
 
-    /// `prep` connected to `addr`, offering `private`.
+    /// A connection to `addr`, offering `private`, for a queue pair to
+    /// attach.
+    pub(crate) fn connection(&self, addr: SocketAddr, private: &[u8]) -> Connection {
+        match self {
+            Llp::Mpa { client, .. } => {
+                let opts = MpaOptions {
+                    private_data: private.to_vec(),
+                    ..client.clone()
+                };
+                mpa::connect(addr, &opts).unwrap()
+            }
+            Llp::Sctp => {
+                let SocketAddr::V4(a) = addr else {
+                    panic!("DDP over SCTP is IPv4 only: {addr}")
+                };
+                sctp::connect(a, sctp::SctpOptions::default(), private).unwrap()
+            }
+        }
+    }
+
+    /// `prep` connected to `addr`, offering `private` (over MPA negotiating
+    /// the builder's IRD and ORD).
     pub(crate) fn connect(
         &self,
         prep: PreparedQueuePair,
@@ -90,25 +111,23 @@ impl Llp {
                 };
                 prep.connect_mpa(addr, opts).unwrap()
             }
-            Llp::Sctp => {
-                let SocketAddr::V4(a) = addr else {
-                    panic!("DDP over SCTP is IPv4 only: {addr}")
-                };
-                let conn = sctp::connect(a, sctp::SctpOptions::default(), private).unwrap();
-                prep.attach(conn).unwrap()
-            }
+            Llp::Sctp => prep.attach(self.connection(addr, private)).unwrap(),
         }
     }
 }
 
 impl Passive {
-    /// The next connection, attached to `prep`.
-    pub(crate) fn accept(&self, prep: PreparedQueuePair) -> QueuePair {
-        let conn = match &self.listener {
+    /// The next connection, for a queue pair to attach.
+    pub(crate) fn connection(&self) -> Connection {
+        match &self.listener {
             // (The private data is in the listener's options.)
             Listener::Mpa(l) => l.accept().unwrap(),
             Listener::Sctp(l) => l.accept(Duration::from_secs(10), &self.private).unwrap(),
-        };
-        prep.attach(conn).unwrap()
+        }
+    }
+
+    /// The next connection, attached to `prep`.
+    pub(crate) fn accept(&self, prep: PreparedQueuePair) -> QueuePair {
+        prep.attach(self.connection()).unwrap()
     }
 }

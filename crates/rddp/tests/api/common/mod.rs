@@ -6,7 +6,6 @@ pub(crate) mod llp;
 pub(crate) mod many;
 pub(crate) mod raw_peer;
 pub(crate) mod sctp_llp;
-pub(crate) mod unsignaled_run;
 
 use rddp::transport::Connection;
 use rddp::{
