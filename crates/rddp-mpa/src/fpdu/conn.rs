@@ -18,7 +18,7 @@ use crate::error::MpaError;
 use crate::options::MpaOptions;
 use crate::setup::{Negotiated, Role, Rtr};
 use rddp_proto::ddp::{
-    DdpConfig, DdpStream, Delivery, RecvBuffer, StreamError, StreamEvent, Target,
+    Begin, DdpConfig, DdpStream, Delivery, RecvBuffer, StreamError, StreamEvent, Target,
 };
 use rddp_proto::mem::MemoryTable;
 use rddp_wire::ddp::UNTAGGED_HDR_LEN;
@@ -400,14 +400,24 @@ struct ConnPlacer<'a> {
 }
 
 impl Placer for ConnPlacer<'_> {
-    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Result<Target, Refused> {
+    fn begin(
+        &mut self,
+        seq: u64,
+        head: &[u8],
+        payload_len: usize,
+        how: Begin<'_>,
+    ) -> Result<Target, Refused> {
+        // No batches: every FPDU is taken alone.
+        if let Begin::Ahead(_) = how {
+            return Err(Refused::NotAhead);
+        }
         if self.conn.dead {
             return Err(Refused::Now);
         }
         match self
             .conn
             .stream
-            .begin_segment(self.mem, seq, head, payload_len)
+            .begin_segment(self.mem, seq, head, payload_len, Begin::Alone)
         {
             Ok(t) => Ok(t),
             // Held until the FPDU's CRC (RFC 5041 §7.1), reported at `finish`.

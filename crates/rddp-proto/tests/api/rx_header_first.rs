@@ -6,7 +6,9 @@
 
 use crate::common::host::*;
 
-use rddp_proto::ddp::{BufferOrdering, BufferPool, PoolConfig, RecvBuffer, RegionSpan, Target};
+use rddp_proto::ddp::{
+    Begin, BufferOrdering, BufferPool, PoolConfig, RecvBuffer, RegionSpan, Target,
+};
 use rddp_proto::mem::Access;
 use rddp_proto::rdmap::{WcOpcode, WcStatus};
 use rddp_wire::rdmap::qn;
@@ -25,7 +27,9 @@ fn header_first(h: &mut Host, seg: &[u8], crc_ok: bool) -> Result<Target, ()> {
     let (head, n) = head_of(seg);
     let seq = h.seq;
     h.seq += 1;
-    let t = h.s.begin_segment(&h.mem, seq, head, n).map_err(|_| ())?;
+    let t =
+        h.s.begin_segment(&h.mem, seq, head, n, Begin::Alone)
+            .map_err(|_| ())?;
     let payload = &seg[seg.len() - n..];
     match &t {
         Target::Nothing => {}
@@ -164,7 +168,7 @@ fn refusals_come_from_the_header_alone_with_on_segment_codes() {
                     // Header-first with the payload octets withheld: begin must
                     // decide without them.
                     let (head, n) = head_of(&seg);
-                    let refused = h.s.begin_segment(&h.mem, 0, head, n).is_err();
+                    let refused = h.s.begin_segment(&h.mem, 0, head, n, Begin::Alone).is_err();
                     // Held until the LLP's check of the segment passed.
                     let _ = h.s.finish_segment(&h.mem, true);
                     refused
@@ -207,7 +211,9 @@ fn payloads_go_where_the_target_says_and_are_delivered_at_finish() {
     let (head, n) = head_of(&seg);
     let seq = h.seq;
     h.seq += 1;
-    let t = h.s.begin_segment(&h.mem, seq, head, n).unwrap();
+    let t =
+        h.s.begin_segment(&h.mem, seq, head, n, Begin::Alone)
+            .unwrap();
     assert!(matches!(t, Target::Buffer { len: 6 }));
     h.s.segment_buffers(|b| b[0].copy_from_slice(b"hello "))
         .unwrap();
@@ -216,7 +222,8 @@ fn payloads_go_where_the_target_says_and_are_delivered_at_finish() {
     let (head, n) = head_of(&seg);
     let seq = h.seq;
     h.seq += 1;
-    h.s.begin_segment(&h.mem, seq, head, n).unwrap();
+    h.s.begin_segment(&h.mem, seq, head, n, Begin::Alone)
+        .unwrap();
     h.s.segment_buffers(|b| b[0].copy_from_slice(b"world"))
         .unwrap();
     assert!(h.completions().is_empty(), "completed before finish");
@@ -301,7 +308,10 @@ fn a_failed_crc_delivers_nothing_for_every_payload_kind() {
         let stag = h.region(Access::REMOTE_WRITE, 10);
         let seg = tseg(true, Opcode::RDMA_WRITE, stag, BASE, &[1; 4]);
         let (head, n) = head_of(&seg);
-        assert!(h.s.begin_segment(&h.mem, 1, head, n).is_err(), "{kind}");
+        assert!(
+            h.s.begin_segment(&h.mem, 1, head, n, Begin::Alone).is_err(),
+            "{kind}"
+        );
         assert_eq!(h.data(stag), vec![0; 10]);
         assert!(h.mem.all_guards_intact());
     }
