@@ -76,10 +76,6 @@ pub struct MpaOptions {
     pub stream: StreamId,
     /// The protection domain the stream belongs to.
     pub pd: PdId,
-    /// Receive tagged payloads straight from the socket into their region when
-    /// possible (no Markers in the receive direction); else every payload is
-    /// copied from the read buffer.
-    pub direct_placement: bool,
     /// Record every octet written (tests: feeds [`crate::pcap::write_pcap`]).
     pub tap: Option<crate::pcap::Tap>,
     /// A dead peer or a cut link is noticed within this much time (plus one
@@ -114,7 +110,6 @@ impl Default for MpaOptions {
             ddp: DdpConfig::default(),
             stream: StreamId(1),
             pd: PdId(1),
-            direct_placement: true,
             tap: None,
             dead_peer_timeout: Some(DEAD_PEER_TIMEOUT),
         }

@@ -70,8 +70,9 @@ pub const SMALL_PAYLOAD: usize = 1024;
 /// batches.
 const STREAK: u32 = 4;
 
-/// The engine above the FPDU receiver: RDMAP (`RdmapPlacer`) or DDP
-/// (`FpduConn`). Called only from [`FpduReceiver::drive`], in FPDU order.
+/// The engine above the FPDU receiver: RDMAP ([`crate::fpdu::RdmapPlacer`],
+/// the verbs queue pair's; tests plug in others). Called only from
+/// [`FpduReceiver::drive`], in FPDU order.
 pub trait Placer {
     /// FPDU `seq` (from 0 after setup) carries a DDP segment whose header is
     /// `head` (`min(ULPDU_Length, header length)` octets) and `payload_len`
@@ -571,7 +572,7 @@ impl FpduReceiver {
     /// by the state machine (never payload); returns how many. They were the
     /// last octets read, so a caller reading from its own buffer (`on_bytes`)
     /// simply feeds them again; the setup's leftover is not touched.
-    pub(crate) fn unread_ahead(&mut self) -> usize {
+    pub fn unread_ahead(&mut self) -> usize {
         let n = self.input.hi - self.input.lo;
         (self.input.lo, self.input.hi) = (0, 0);
         n

@@ -1,5 +1,9 @@
-//! [`FpduConn`]: one MPA connection in FPDU mode, sans-IO (RFC 5044 §4, §7.1.2,
-//! §8; RFC 6581; RFC 5040 §4.8).
+//! [`FpduConn`]: a DDP-level test driver of one MPA connection in FPDU mode,
+//! sans-IO (RFC 5044 §4, §7.1.2, §8; RFC 6581; RFC 5040 §4.8), for tests of
+//! rddp-mpa's engine without RDMAP above it. No product code runs it: a
+//! verbs queue pair runs the same receiver ([`FpduReceiver`]) with an
+//! `RdmapStream` as its engine (`RdmapPlacer`). Here the engine is a bare
+//! `DdpStream`, so this driver absorbs the RFC 6581 RTR and a Terminate itself.
 //!
 //! Octets go in from a buffer ([`FpduConn::on_bytes`], payload copied into place)
 //! or straight from the socket ([`FpduConn::drive`], payload read into place) and
@@ -10,13 +14,13 @@
 //! fatal error queues a Terminate as the last FPDU and marks the connection dead;
 //! the driver closes once [`FpduConn::wants_close`].
 
-use super::errors::terminate_for_ddp;
-use super::rx_direct::{FpduReceiver, Placer, Progress, Refused, RxConfig};
-use super::tx::{OutFpdu, build_fpdu};
-use super::{rtr, terminate_fpdu};
-use crate::error::MpaError;
-use crate::options::MpaOptions;
-use crate::setup::{Negotiated, Role, Rtr};
+mod rtr;
+
+use rddp_mpa::fpdu::{
+    FpduReceiver, OutFpdu, Placer, Progress, Refused, RxConfig, build_fpdu, terminate_for_ddp,
+    terminate_fpdu,
+};
+use rddp_mpa::{MpaError, MpaOptions, Negotiated, Role, Rtr};
 use rddp_proto::ddp::{
     Begin, DdpConfig, DdpStream, Delivery, RecvBuffer, StreamError, StreamEvent, Target,
 };
@@ -35,7 +39,7 @@ const TERM_BUF_ID: u64 = u64::MAX - 1;
 /// whose segments it frames as FPDUs (CRC, Markers as negotiated) and unframes
 /// from the octets it is fed.
 #[derive(Debug)]
-pub struct FpduConn {
+pub(crate) struct FpduConn {
     pub(super) neg: Negotiated,
     pub(super) stream: DdpStream,
     pub(super) enc: FpduEncoder,
@@ -60,7 +64,7 @@ pub struct FpduConn {
 impl FpduConn {
     /// FPDU mode with the negotiated settings; `emss` is TCP's effective MSS. The
     /// initiator queues its RTR; the responder prepares to absorb it.
-    pub fn new(neg: Negotiated, opts: &MpaOptions, emss: usize) -> Result<Self, MpaError> {
+    pub(crate) fn new(neg: Negotiated, opts: &MpaOptions, emss: usize) -> Result<Self, MpaError> {
         let cfg = DdpConfig {
             mulpdu: mulpdu(emss, neg.markers_tx),
             ..opts.ddp
@@ -119,29 +123,29 @@ impl FpduConn {
     }
 
     /// What connection setup agreed.
-    pub fn negotiated(&self) -> &Negotiated {
+    pub(crate) fn negotiated(&self) -> &Negotiated {
         &self.neg
     }
 
     /// The DDP stream, for the ULP's sends, receive buffers and state.
-    pub fn stream(&self) -> &DdpStream {
+    pub(crate) fn stream(&self) -> &DdpStream {
         &self.stream
     }
 
     /// The DDP stream, to send, post receives and take deliveries.
-    pub fn stream_mut(&mut self) -> &mut DdpStream {
+    pub(crate) fn stream_mut(&mut self) -> &mut DdpStream {
         &mut self.stream
     }
 
     /// The TCP effective MSS MULPDU was last computed from.
-    pub fn emss(&self) -> usize {
+    pub(crate) fn emss(&self) -> usize {
         self.emss
     }
 
     /// TCP's effective MSS changed: recompute MULPDU (RFC 5044 §4). Sends use the
     /// new value at once. The receive limit only grows: FPDUs the peer built for
     /// a larger EMSS stay legal after it shrinks (RFC 5044 §4).
-    pub fn set_emss(&mut self, emss: usize) -> Result<(), MpaError> {
+    pub(crate) fn set_emss(&mut self, emss: usize) -> Result<(), MpaError> {
         self.stream
             .set_mulpdu(mulpdu(emss, self.neg.markers_tx))
             .map_err(|e| MpaError::Stream(e.into()))?;
@@ -153,37 +157,37 @@ impl FpduConn {
 
     /// Setup is complete for the ULP: always for the initiator; for the responder
     /// once the RTR (peer-to-peer) arrived, or at once without one.
-    pub fn is_established(&self) -> bool {
+    pub(crate) fn is_established(&self) -> bool {
         self.established
     }
 
     /// Whether FPDUs may leave (the responder waits for the initiator's first).
-    pub fn may_send(&self) -> bool {
+    pub(crate) fn may_send(&self) -> bool {
         self.may_send
     }
 
     /// A Terminate was sent or received, or the TCP connection ended.
-    pub fn is_dead(&self) -> bool {
+    pub(crate) fn is_dead(&self) -> bool {
         self.dead
     }
 
     /// Dead and nothing left to send: close the socket.
-    pub fn wants_close(&self) -> bool {
+    pub(crate) fn wants_close(&self) -> bool {
         self.dead && self.out.is_empty()
     }
 
     /// Why the connection died (taken once).
-    pub fn take_error(&mut self) -> Option<MpaError> {
+    pub(crate) fn take_error(&mut self) -> Option<MpaError> {
         self.error.take()
     }
 
     /// The next message for the ULP (RTRs and Terminates are absorbed here).
-    pub fn poll_delivery(&mut self) -> Option<Delivery> {
+    pub(crate) fn poll_delivery(&mut self) -> Option<Delivery> {
         self.deliveries.pop_front()
     }
 
     /// The next FPDU to write whole, or `None`.
-    pub fn poll_transmit(&mut self) -> Option<OutFpdu> {
+    pub(crate) fn poll_transmit(&mut self) -> Option<OutFpdu> {
         if let Some(f) = self.out.pop_front() {
             return Some(f);
         }
@@ -200,7 +204,7 @@ impl FpduConn {
 
     /// The TCP connection ended (`graceful`: FIN, else reset/error): RFC 5044 §8,
     /// local 2/0/0x01, nothing sent.
-    pub fn on_llp_closed(&mut self, graceful: bool) {
+    pub(crate) fn on_llp_closed(&mut self, graceful: bool) {
         self.stream.on_llp_closed(graceful);
         if !self.dead && self.error.is_none() {
             self.error = Some(MpaError::ConnectionLost);
@@ -214,7 +218,7 @@ impl FpduConn {
     /// and the caller feeds the rest again. After the connection died every
     /// octet is reported used (discarded). Payloads are copied from `input` into
     /// place (counted in the stream's statistics).
-    pub fn on_bytes(&mut self, mem: &MemoryTable, input: &[u8]) -> usize {
+    pub(crate) fn on_bytes(&mut self, mem: &MemoryTable, input: &[u8]) -> usize {
         if self.dead {
             return input.len();
         }
@@ -242,7 +246,7 @@ impl FpduConn {
     /// would block, ends or the connection dies; the responder waiting for the
     /// RTR pauses after the first FPDU, as for [`Self::on_bytes`]. On end of
     /// stream or an I/O error the connection is closed (`on_llp_closed`).
-    pub fn drive(&mut self, mem: &MemoryTable, src: &mut impl Read) -> io::Result<Progress> {
+    pub(crate) fn drive(&mut self, mem: &MemoryTable, src: &mut impl Read) -> io::Result<Progress> {
         if self.dead {
             return Ok(Progress::Stopped);
         }
@@ -258,7 +262,7 @@ impl FpduConn {
     }
 
     /// Payload octets placed straight from the socket so far.
-    pub fn direct_bytes(&self) -> u64 {
+    pub(crate) fn direct_bytes(&self) -> u64 {
         self.direct_bytes
     }
 

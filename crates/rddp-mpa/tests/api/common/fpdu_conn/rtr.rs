@@ -8,7 +8,7 @@ use rddp_wire::read_request::READ_REQ_HDR_LEN;
 use rddp_wire::{Opcode, RdmapControl, ReadRequestHeader};
 
 /// Receive-buffer id of the buffer the responder posts on QN 1 for a Read RTR.
-pub(crate) const RTR_BUF_ID: u64 = u64::MAX;
+pub(super) const RTR_BUF_ID: u64 = u64::MAX;
 /// STag siw uses in its zero-length Write RTR (never validated, RFC 6581).
 const RTR_STAG: u32 = 1;
 
@@ -17,12 +17,12 @@ fn ctrl(op: Opcode) -> u8 {
 }
 
 /// Initiator: queue the zero-length RDMA Write RTR.
-pub(crate) fn send_write(s: &mut DdpStream) -> Result<(), StreamError> {
+pub(super) fn send_write(s: &mut DdpStream) -> Result<(), StreamError> {
     s.send_tagged(ctrl(Opcode::RDMA_WRITE), RTR_STAG, 0, Bytes::new())
 }
 
 /// Initiator: queue the zero-length RDMA Read Request RTR (QN 1, size 0).
-pub(crate) fn send_read(s: &mut DdpStream) -> Result<(), StreamError> {
+pub(super) fn send_read(s: &mut DdpStream) -> Result<(), StreamError> {
     let h = ReadRequestHeader {
         sink_stag: RTR_STAG,
         sink_to: 0,
@@ -41,7 +41,7 @@ pub(crate) fn send_read(s: &mut DdpStream) -> Result<(), StreamError> {
 }
 
 /// Responder: the buffer that will take the Read RTR (MSN 1 on QN 1).
-pub(crate) fn post_read_buffer(s: &mut DdpStream) -> Result<(), StreamError> {
+pub(super) fn post_read_buffer(s: &mut DdpStream) -> Result<(), StreamError> {
     s.post_recv(
         qn::READ_REQUEST,
         RecvBuffer {
@@ -52,13 +52,13 @@ pub(crate) fn post_read_buffer(s: &mut DdpStream) -> Result<(), StreamError> {
 }
 
 /// Responder: whether the first delivery is the Write RTR.
-pub(crate) fn is_write(d: &Delivery) -> bool {
+pub(super) fn is_write(d: &Delivery) -> bool {
     matches!(d, Delivery::Tagged { rsvd_ulp, len: 0, .. } if RdmapControl(*rsvd_ulp).opcode() == Opcode::RDMA_WRITE)
 }
 
 /// Responder: if the first delivery is the Read RTR, the zero-length Read Response
 /// it needs: (STag, TO).
-pub(crate) fn read_request(d: &Delivery) -> Option<(u32, u64)> {
+pub(super) fn read_request(d: &Delivery) -> Option<(u32, u64)> {
     let Delivery::Untagged {
         rsvd_ulp,
         qn: q,
@@ -80,11 +80,11 @@ pub(crate) fn read_request(d: &Delivery) -> Option<(u32, u64)> {
 }
 
 /// Responder: queue the zero-length Read Response answering the Read RTR.
-pub(crate) fn send_read_response(s: &mut DdpStream, stag: u32, to: u64) -> Result<(), StreamError> {
+pub(super) fn send_read_response(s: &mut DdpStream, stag: u32, to: u64) -> Result<(), StreamError> {
     s.send_tagged(ctrl(Opcode::READ_RESPONSE), stag, to, Bytes::new())
 }
 
 /// Initiator: whether a delivery is the zero-length Read Response to our Read RTR.
-pub(crate) fn is_read_response(d: &Delivery) -> bool {
+pub(super) fn is_read_response(d: &Delivery) -> bool {
     matches!(d, Delivery::Tagged { rsvd_ulp, len: 0, stag: RTR_STAG, .. } if RdmapControl(*rsvd_ulp).opcode() == Opcode::READ_RESPONSE)
 }
