@@ -245,7 +245,7 @@ fn fpdu_mode(neg: Negotiated, opts: &MpaOptions, emss: usize, rest: &[u8], input
     let cfg = RdmapConfig {
         ddp: DdpConfig {
             mulpdu: mulpdu(emss, neg.markers_tx),
-            ..opts.ddp
+            ..DdpConfig::default()
         },
         ird: u32::from(ird.min(64)),
         ord: u32::from(ord.min(64)),
@@ -315,8 +315,7 @@ fn fpdu_mode(neg: Negotiated, opts: &MpaOptions, emss: usize, rest: &[u8], input
 pub fn mpa_setup(data: &[u8]) {
     let mut input = Input::new(data);
     let mode = input.u8();
-    let mut opts = options(&mut input);
-    opts.stream = STREAM;
+    let opts = options(&mut input);
     let chunk = 1 + usize::from(input.u8());
     let decision = input.u8();
     let split = usize::from(input.u16());

@@ -201,11 +201,11 @@ fn options_seed(s: &mut Seed, o: &MpaOptions) {
 
 /// A queue pair's RDMAP stream in FPDU mode after setup agreed `neg` (as
 /// `mpa_setup::fpdu_mode` and `rddp::transport::mpa` build it).
-fn fpdu_stream(neg: &Negotiated, opts: &MpaOptions) -> RdmapStream {
+fn fpdu_stream(neg: &Negotiated) -> RdmapStream {
     let cfg = RdmapConfig {
         ddp: DdpConfig {
             mulpdu: mulpdu(1460, neg.markers_tx),
-            ..opts.ddp
+            ..DdpConfig::default()
         },
         ..RdmapConfig::default()
     };
@@ -249,7 +249,7 @@ fn conversation(io: &MpaOptions, ro: &MpaOptions) -> (Vec<u8>, Vec<u8>, Vec<u8>,
     i.on_bytes(&rep);
     let ni = i.take_result().expect("done").expect("established");
     let nr = r.take_result().expect("done").expect("established");
-    let mut si = fpdu_stream(&ni, io);
+    let mut si = fpdu_stream(&ni);
     let mut rtr = Vec::new();
     match ni.rtr {
         Some(Rtr::Write) => {
@@ -263,7 +263,7 @@ fn conversation(io: &MpaOptions, ro: &MpaOptions) -> (Vec<u8>, Vec<u8>, Vec<u8>,
         None => {}
     }
     let from_i = sends_then_fpdus(&mut si, rtr, &ni);
-    let mut sr = fpdu_stream(&nr, ro);
+    let mut sr = fpdu_stream(&nr);
     for id in 0..2 {
         sr.post_recv(id, vec![0; 1024]).expect("posted");
     }

@@ -117,8 +117,8 @@ struct Pair {
 fn pair(io: MpaOptions, ro: MpaOptions, emss: usize) -> Pair {
     let (ni, nr) = setup(&io, &ro, 0);
     Pair {
-        i: FpduConn::new(ni, &io, emss).unwrap(),
-        r: FpduConn::new(nr, &ro, emss).unwrap(),
+        i: FpduConn::new(ni, emss).unwrap(),
+        r: FpduConn::new(nr, emss).unwrap(),
     }
 }
 

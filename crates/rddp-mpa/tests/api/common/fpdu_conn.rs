@@ -20,17 +20,22 @@ use rddp_mpa::fpdu::{
     FpduReceiver, OutFpdu, Placer, Progress, Refused, RxConfig, build_fpdu, terminate_for_ddp,
     terminate_fpdu,
 };
-use rddp_mpa::{MpaError, MpaOptions, Negotiated, Role, Rtr};
+use rddp_mpa::{MpaError, Negotiated, Role, Rtr};
 use rddp_proto::ddp::{
     Begin, DdpConfig, DdpStream, Delivery, RecvBuffer, StreamError, StreamEvent, Target,
 };
-use rddp_proto::mem::MemoryTable;
+use rddp_proto::mem::{MemoryTable, PdId, StreamId};
 use rddp_wire::ddp::UNTAGGED_HDR_LEN;
 use rddp_wire::rdmap::qn;
 use rddp_wire::terminate::TERM_MAX_BODY;
 use rddp_wire::{FpduEncoder, Terminate, TerminateCode, mulpdu};
 use std::collections::VecDeque;
 use std::io::{self, Read};
+
+/// The driver's DDP stream and its protection domain (the tests' tables
+/// register their regions in PD 1).
+const STREAM: StreamId = StreamId(1);
+const PD: PdId = PdId(1);
 
 /// Receive-buffer id of the buffer posted on QN 2 for the peer's Terminate.
 const TERM_BUF_ID: u64 = u64::MAX - 1;
@@ -64,13 +69,12 @@ pub(crate) struct FpduConn {
 impl FpduConn {
     /// FPDU mode with the negotiated settings; `emss` is TCP's effective MSS. The
     /// initiator queues its RTR; the responder prepares to absorb it.
-    pub(crate) fn new(neg: Negotiated, opts: &MpaOptions, emss: usize) -> Result<Self, MpaError> {
+    pub(crate) fn new(neg: Negotiated, emss: usize) -> Result<Self, MpaError> {
         let cfg = DdpConfig {
             mulpdu: mulpdu(emss, neg.markers_tx),
-            ..opts.ddp
+            ..DdpConfig::default()
         };
-        let mut stream =
-            DdpStream::new(opts.stream, opts.pd, cfg).map_err(|e| MpaError::Stream(e.into()))?;
+        let mut stream = DdpStream::new(STREAM, PD, cfg).map_err(|e| MpaError::Stream(e.into()))?;
         stream.post_recv(
             qn::TERMINATE,
             RecvBuffer {

@@ -381,7 +381,7 @@ pub(crate) fn connect(
 ) -> Result<MpaConnection, MpaError> {
     let (sock, neg, leftover) = connect_raw(addr, &opts)?;
     let emss = opts.emss.unwrap_or_else(|| effective_mss(&sock));
-    let conn = FpduConn::new(neg, &opts, emss)?;
+    let conn = FpduConn::new(neg, emss)?;
     let mut c = MpaConnection::new(sock, conn, &opts, leftover)?;
     c.flush()?;
     Ok(c)
@@ -415,7 +415,7 @@ impl DdpAccept for MpaListener {
         let deadline = Some(Instant::now() + opts.request_timeout);
         let (sock, _, neg, leftover) = self.accept_raw(decide)?;
         let emss = opts.emss.unwrap_or_else(|| effective_mss(&sock));
-        let conn = FpduConn::new(neg, &opts, emss)?;
+        let conn = FpduConn::new(neg, emss)?;
         let mut c = MpaConnection::new(sock, conn, &opts, leftover)?;
         // The RTR is zero-length (Write) or lands in our own QN 1 buffer (Read):
         // no ULP region is touched, so an empty table serves until it is absorbed.
