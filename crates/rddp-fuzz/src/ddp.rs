@@ -15,8 +15,8 @@
 use crate::fixture::{PD, Regions, STREAM, segment};
 use crate::input::Input;
 use rddp_proto::ddp::{
-    BufferOrdering, BufferPool, DdpConfig, DdpStream, Delivery, PoolConfig, RecvBuffer, RecvModel,
-    RegionSpan, StreamEvent, Target,
+    Begin, BufferOrdering, BufferPool, DdpConfig, DdpStream, Delivery, PoolConfig, RecvBuffer,
+    RecvModel, RegionSpan, StreamEvent, Target,
 };
 use rddp_proto::mem::{Access, MemoryTable, RegionRef, StagScope};
 use rddp_wire::{DdpHeader, TaggedHeader};
@@ -277,7 +277,10 @@ pub fn ddp_sink(data: &[u8]) {
                 let len = usize::from(input.u8() % 96);
                 let crc_ok = input.u8() != 0;
                 let body = crate::fixture::payload(&mut input, len);
-                match sink.s.begin_segment(&mem, seq, &h.to_bytes(), len) {
+                match sink
+                    .s
+                    .begin_segment(&mem, seq, &h.to_bytes(), len, Begin::Alone)
+                {
                     Ok(Target::Region {
                         region,
                         offset,

@@ -32,7 +32,6 @@ pub fn trace_val<T: std::fmt::Debug>(v: T, what: &str) -> T {
 pub mod ddp;
 pub mod fixture;
 pub mod input;
-pub mod mpa_fpdu;
 pub mod mpa_rx;
 pub mod mpa_setup;
 pub mod rdmap;
@@ -43,7 +42,6 @@ pub mod verbs;
 pub mod wire;
 
 pub use ddp::ddp_sink;
-pub use mpa_fpdu::mpa_fpdu;
 pub use mpa_rx::mpa_rx;
 pub use mpa_setup::mpa_setup;
 pub use rdmap::rdmap_stream;
@@ -58,7 +56,6 @@ pub type Target = fn(&[u8]);
 pub const TARGETS: &[(&str, Target)] = &[
     ("wire_decoders", wire_decoders),
     ("mpa_setup", mpa_setup),
-    ("mpa_fpdu", mpa_fpdu),
     ("mpa_rx", mpa_rx),
     ("ddp_sink", ddp_sink),
     ("rdmap_stream", rdmap_stream),

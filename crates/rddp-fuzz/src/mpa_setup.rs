@@ -1,20 +1,29 @@
 //! Target `mpa_setup`: the MPA initiator or responder (RFC 5044 §7, RFC 6581)
 //! fed the peer's octets in arbitrary chunkings, with arbitrary local options,
-//! ULP decisions and deadlines; then FPDU mode built from what was agreed and
-//! fed the octets that followed the frame.
+//! ULP decisions and deadlines; then FPDU mode built from what was agreed, as
+//! a verbs queue pair builds it (the product's receive path: `FpduReceiver`
+//! with `RdmapPlacer` over an `RdmapStream`, the responder's RTR check
+//! included), fed the octets that followed the frame.
 //!
 //! Oracles: no panic; chunking never changes the outcome (status, result,
 //! octets sent); what goes out is a well-formed frame of the right kind; what
 //! was agreed is within what was offered; FPDU mode starts from any agreement
-//! without panicking and never writes outside a writable region.
+//! without panicking, never writes outside a writable region, and every FPDU
+//! it sends decodes within MULPDU.
 
-use crate::fixture::{Regions, STREAM};
+use crate::fixture::{PD, Regions, STREAM};
 use crate::input::Input;
-use rddp_mpa::{
-    FpduConn, Initiator, MpaOptions, Negotiated, Responder, Role, RtrTypes, SetupStatus,
-};
+use bytes::Bytes;
+use rddp_mpa::fpdu::{FpduReceiver, Progress, RdmapPlacer, RxConfig, build_fpdu};
+use rddp_mpa::{Initiator, MpaOptions, Negotiated, Responder, Role, Rtr, RtrTypes, SetupStatus};
+use rddp_proto::ddp::{DdpConfig, split_segment};
 use rddp_proto::mem::MemoryTable;
-use rddp_wire::{FrameKind, MpaFrame};
+use rddp_proto::rdmap::{RdmapConfig, RdmapStream, WcStatus};
+use rddp_wire::mpa::MAX_ULPDU;
+use rddp_wire::{
+    FpduDecoder, FpduEncoder, FrameKind, MpaFrame, Opcode, RdmapControl, TaggedHeader, mulpdu,
+};
+use std::io::{self, Read};
 use std::time::{Duration, Instant};
 
 fn options(input: &mut Input<'_>) -> MpaOptions {
@@ -210,33 +219,94 @@ fn check_negotiated(opts: &MpaOptions, n: &Negotiated) {
     }
 }
 
-/// FPDU mode from what setup agreed, fed what followed the frame.
+/// A source with nothing more yet: the octets that followed the frame are
+/// the receiver's leftover, as on a queue pair whose socket is still empty.
+pub(crate) struct Empty;
+
+impl Read for Empty {
+    fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+        Err(io::ErrorKind::WouldBlock.into())
+    }
+}
+
+/// FPDU mode from what setup agreed, as a verbs queue pair enters it
+/// (`rddp::transport::mpa`, `rddp::qp::task`): an `RdmapStream` (MULPDU
+/// from the EMSS and our Markers, IRD/ORD as agreed, the initiator's Read
+/// RTR posted) under the header-first receiver (CRC and Markers as agreed, a
+/// responder expecting the agreed RTR, RFC 6581), fed what followed the
+/// frame as the setup's leftover. What we send back (the Write RTR, Read
+/// Responses, a Terminate) is framed as the queue pair frames it and must
+/// decode within MULPDU.
 fn fpdu_mode(neg: Negotiated, opts: &MpaOptions, emss: usize, rest: &[u8], input: &mut Input) {
-    let Ok(mut conn) = FpduConn::new(neg, opts, emss) else {
+    let initiator = neg.role == Role::Initiator;
+    // As agreed, else our own; at most 64 (RDMAP posts IRD + 1 buffers of
+    // its own, and nothing here needs more).
+    let (ird, ord) = neg.ird_ord.unwrap_or((opts.ird, opts.ord));
+    let cfg = RdmapConfig {
+        ddp: DdpConfig {
+            mulpdu: mulpdu(emss, neg.markers_tx),
+            ..DdpConfig::default()
+        },
+        ird: u32::from(ird.min(64)),
+        ord: u32::from(ord.min(64)),
+    };
+    let Ok(mut s) = RdmapStream::new(STREAM, PD, cfg) else {
         return;
     };
+    if initiator && neg.rtr == Some(Rtr::Read) {
+        let _ = s.post_read_rtr();
+    }
     let mem = MemoryTable::with_seed(3);
     let regions = Regions::new(&mem, input, STREAM);
     for id in 0..4 {
-        let buf = rddp_proto::ddp::RecvBuffer {
-            id,
-            data: vec![0; 2048],
-        };
-        let _ = conn.stream_mut().post_recv(0, buf);
+        let _ = s.post_recv(id, vec![0; 2048]);
     }
-    let mut data = rest;
-    while !data.is_empty() {
-        let n = conn.on_bytes(&mem, data);
-        assert!(n <= data.len());
-        if n == 0 {
-            break;
+    let mut rx = FpduReceiver::new(
+        RxConfig {
+            crc: neg.crc,
+            markers: neg.markers_rx,
+            max_ulpdu: MAX_ULPDU,
+            expect_rtr: if initiator { None } else { neg.rtr },
+        },
+        rest.to_vec(),
+    );
+    loop {
+        let mut p = RdmapPlacer::new(&mut s, &mem);
+        match rx.drive(&mut Empty, &mut p) {
+            Ok(Progress::Paused) => continue,
+            Ok(x) => {
+                crate::trace!("fpdu mode: {x:?}, terminated {}", s.is_terminated());
+                break;
+            }
+            Err(e) => unreachable!("the empty source never fails: {e}"),
         }
-        data = &data[n..];
     }
-    while conn.poll_delivery().is_some() {
-        crate::reach::note(|r| r.delivered += 1);
+    while let Some(c) = s.poll_completion() {
+        if c.status == WcStatus::Success {
+            crate::reach::note(|r| r.delivered += 1);
+        }
     }
-    while conn.poll_transmit().is_some() {}
+    // What we send, framed as the queue pair frames it.
+    let mut enc = FpduEncoder::new(neg.crc, neg.markers_tx);
+    let mut sent = Vec::new();
+    if initiator && neg.rtr == Some(Rtr::Write) {
+        let hdr = TaggedHeader::new(true, RdmapControl::new(Opcode::RDMA_WRITE).0, 1, 0);
+        sent.extend_from_slice(&build_fpdu(&mut enc, &hdr.to_bytes(), Bytes::new()).to_vec());
+    }
+    while let Some(seg) = s.poll_segment() {
+        let seg = seg.to_vec();
+        let (head, payload) = split_segment(&seg);
+        let f = build_fpdu(&mut enc, head, Bytes::copy_from_slice(payload));
+        sent.extend_from_slice(&f.to_vec());
+    }
+    let mut dec = FpduDecoder::new(neg.crc, neg.markers_tx, MAX_ULPDU);
+    let mut out = Vec::new();
+    dec.feed(&sent, &mut out).expect("our FPDUs decode");
+    assert!(dec.at_boundary(), "we sent a partial FPDU");
+    let limit = s.ddp().mulpdu().max(70);
+    for u in &out {
+        assert!(u.len() <= limit, "FPDU of {} > MULPDU {limit}", u.len());
+    }
     regions.check(&mem, None);
 }
 
@@ -245,8 +315,7 @@ fn fpdu_mode(neg: Negotiated, opts: &MpaOptions, emss: usize, rest: &[u8], input
 pub fn mpa_setup(data: &[u8]) {
     let mut input = Input::new(data);
     let mode = input.u8();
-    let mut opts = options(&mut input);
-    opts.stream = STREAM;
+    let opts = options(&mut input);
     let chunk = 1 + usize::from(input.u8());
     let decision = input.u8();
     let split = usize::from(input.u16());

@@ -4,14 +4,18 @@
 //! wrapped in each target's input format. `cargo run -p rddp-fuzz --example
 //! make_seeds` writes them under `fuzz/corpus/<target>/`.
 
+use crate::fixture::{PD, STREAM};
 use crate::input::Seed;
+use crate::mpa_setup::Empty;
 use bytes::Bytes;
-use rddp_mpa::{FpduConn, Initiator, MpaOptions, Responder};
+use rddp_mpa::fpdu::{FpduReceiver, Progress, RdmapPlacer, RxConfig};
+use rddp_mpa::{Initiator, MpaOptions, Negotiated, Responder, Rtr};
 use rddp_proto::ddp::{DdpConfig, DdpStream};
-use rddp_proto::mem::{PdId, StreamId};
+use rddp_proto::mem::{MemoryTable, PdId, StreamId};
+use rddp_proto::rdmap::{RdmapConfig, RdmapStream, WorkRequest};
 use rddp_wire::{
     DdpHeader, FpduEncoder, Opcode, RdmapControl, ReadRequestHeader, TaggedHeader, Terminate,
-    TerminateCode,
+    TerminateCode, mulpdu,
 };
 use std::time::Instant;
 
@@ -195,7 +199,45 @@ fn options_seed(s: &mut Seed, o: &MpaOptions) {
         .u16(o.ord);
 }
 
-/// Both ends of a setup and the first FPDUs each sends (RTR, a Write, a Send).
+/// A queue pair's RDMAP stream in FPDU mode after setup agreed `neg` (as
+/// `mpa_setup::fpdu_mode` and `rddp::transport::mpa` build it).
+fn fpdu_stream(neg: &Negotiated) -> RdmapStream {
+    let cfg = RdmapConfig {
+        ddp: DdpConfig {
+            mulpdu: mulpdu(1460, neg.markers_tx),
+            ..DdpConfig::default()
+        },
+        ..RdmapConfig::default()
+    };
+    RdmapStream::new(STREAM, PD, cfg).expect("valid settings")
+}
+
+/// Two Sends (700 and 40 octets, the second with Solicited Event) posted on
+/// `s`, then every segment it has to send, as FPDUs with its settings.
+fn sends_then_fpdus(s: &mut RdmapStream, mut segs: Vec<Vec<u8>>, neg: &Negotiated) -> Vec<u8> {
+    let mem = MemoryTable::new();
+    let data: Vec<u8> = (0..700u32).map(|k| (k * 13) as u8).collect();
+    for (wr_id, solicited, len) in [(1, false, 700), (2, true, 40)] {
+        s.post(
+            &mem,
+            WorkRequest::Send {
+                wr_id,
+                payload: Bytes::from(data[..len].to_vec()).into(),
+                solicited,
+                invalidate: None,
+                fence: false,
+            },
+        );
+    }
+    while let Some(seg) = s.poll_segment() {
+        segs.push(seg.to_vec());
+    }
+    fpdus(&segs, neg.crc, neg.markers_tx)
+}
+
+/// Both ends of a setup and the first FPDUs each queue pair sends: the
+/// initiator its RTR (as agreed) and two Sends; the responder, once it took
+/// those (its RTR check and the answer to a Read RTR included), two Sends.
 fn conversation(io: &MpaOptions, ro: &MpaOptions) -> (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>) {
     let now = Instant::now();
     let mut i = Initiator::new(io, now).expect("valid options");
@@ -207,50 +249,41 @@ fn conversation(io: &MpaOptions, ro: &MpaOptions) -> (Vec<u8>, Vec<u8>, Vec<u8>,
     i.on_bytes(&rep);
     let ni = i.take_result().expect("done").expect("established");
     let nr = r.take_result().expect("done").expect("established");
-    let mut ci = FpduConn::new(ni, io, 1460).expect("FPDU mode");
-    let mut cr = FpduConn::new(nr, ro, 1460).expect("FPDU mode");
-    let data: Vec<u8> = (0..700u32).map(|k| (k * 13) as u8).collect();
-    for c in [&mut ci, &mut cr] {
-        let st = c.stream_mut();
-        st.send_untagged(
-            0,
-            [ctrl(Opcode::SEND), 0, 0, 0, 0],
-            Bytes::from(data.clone()),
-        )
-        .expect("queued");
-        st.send_untagged(
-            0,
-            [ctrl(Opcode::SEND_SE), 0, 0, 0, 0],
-            Bytes::from(data[..40].to_vec()),
-        )
-        .expect("queued");
-    }
-    let drain = |c: &mut FpduConn| {
-        let mut w = Vec::new();
-        while let Some(f) = c.poll_transmit() {
-            w.extend_from_slice(&f.to_vec());
+    let mut si = fpdu_stream(&ni);
+    let mut rtr = Vec::new();
+    match ni.rtr {
+        Some(Rtr::Write) => {
+            rtr.push(
+                TaggedHeader::new(true, ctrl(Opcode::RDMA_WRITE), 1, 0)
+                    .to_bytes()
+                    .to_vec(),
+            );
         }
-        w
-    };
-    let from_i = drain(&mut ci);
-    // The responder sends only after the initiator's first FPDU arrived.
-    let scratch = rddp_proto::mem::MemoryTable::new();
+        Some(Rtr::Read) => si.post_read_rtr().expect("ORD allows the Read RTR"),
+        None => {}
+    }
+    let from_i = sends_then_fpdus(&mut si, rtr, &ni);
+    let mut sr = fpdu_stream(&nr);
     for id in 0..2 {
-        let buf = rddp_proto::ddp::RecvBuffer {
-            id,
-            data: vec![0; 1024],
-        };
-        cr.stream_mut().post_recv(0, buf).expect("posted");
+        sr.post_recv(id, vec![0; 1024]).expect("posted");
     }
-    let mut rest = &from_i[..];
-    while !rest.is_empty() {
-        let n = cr.on_bytes(&scratch, rest);
-        if n == 0 {
-            break;
-        }
-        rest = &rest[n..];
-    }
-    let from_r = drain(&mut cr);
+    let mem = MemoryTable::new();
+    let mut rx = FpduReceiver::new(
+        RxConfig {
+            crc: nr.crc,
+            markers: nr.markers_rx,
+            max_ulpdu: rddp_wire::mpa::MAX_ULPDU,
+            expect_rtr: nr.rtr,
+        },
+        from_i.clone(),
+    );
+    while let Ok(Progress::Paused) = rx.drive(&mut Empty, &mut RdmapPlacer::new(&mut sr, &mem)) {}
+    assert_eq!(
+        std::iter::from_fn(|| sr.poll_completion()).count(),
+        2,
+        "the responder took the initiator's Sends"
+    );
+    let from_r = sends_then_fpdus(&mut sr, Vec::new(), &nr);
     (req, rep, from_i, from_r)
 }
 
@@ -354,59 +387,6 @@ fn fixture_segments(r: &crate::fixture::Regions, mulpdu: usize) -> Vec<Vec<u8>> 
 /// A segment op as `fixture::segment` reads a raw one (kind 7).
 fn raw_segment(s: &mut Seed, seg: &[u8]) {
     s.u8(7).blob(seg);
-}
-
-fn mpa_fpdu_seeds(out: &mut Vec<SeedFile>) {
-    let region_cfg = {
-        let mut s = Seed::default();
-        regions_seed(&mut s, 255);
-        s.0.resize(24, 0);
-        s.0
-    };
-    let r = {
-        let mem = rddp_proto::mem::MemoryTable::with_seed(5);
-        crate::fixture::Regions::new(
-            &mem,
-            &mut crate::input::Input::new(&region_cfg),
-            crate::fixture::STREAM,
-        )
-    };
-    for (k, (crc, markers, rtr)) in [
-        (true, false, 2u8),
-        (true, true, 0),
-        (false, false, 3),
-        (true, false, 0),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        // The initiator's side of the conversation, as the responder receives it.
-        let segs = fixture_segments(&r, 300);
-        let mut wire = Vec::new();
-        let mut enc = FpduEncoder::new(crc, markers);
-        if rtr == 2 {
-            let rtr_seg = TaggedHeader::new(true, ctrl(Opcode::RDMA_WRITE), 1, 0).to_bytes();
-            enc.encode(&rtr_seg, &mut wire).expect("valid");
-        }
-        for sg in &segs {
-            enc.encode(sg, &mut wire).expect("valid");
-        }
-        let f =
-            1 | (rtr << 1) | u8::from(crc) << 3 | u8::from(markers) << 4 | u8::from(markers) << 5;
-        let mut s = Seed::default();
-        s.u8(f).u8(0); // role responder; g: rev 1, EMSS 1460, no new EMSS
-        s.u8(3).u16(256).u16(256).u16(64); // three receive buffers
-        s.u8(1)
-            .bool(false)
-            .u32(0x0100_0042)
-            .u16(100)
-            .bytes(&[0x11; 100]); // one Send back
-        s.bool(k % 2 == 0); // direct placement
-        s.blob(&[3, 1, 200, 9]); // read sizes
-        s.bytes(&region_cfg);
-        s.bytes(&wire);
-        out.push(("mpa_fpdu", format!("responder-{k}"), s.0));
-    }
 }
 
 fn ddp_sink_seeds(out: &mut Vec<SeedFile>) {
@@ -641,7 +621,6 @@ pub fn all() -> Vec<SeedFile> {
     let mut out = Vec::new();
     wire_seeds(&mut out);
     mpa_setup_seeds(&mut out);
-    mpa_fpdu_seeds(&mut out);
     mpa_rx_seeds(&mut out);
     ddp_sink_seeds(&mut out);
     rdmap_seeds(&mut out);

@@ -1,7 +1,5 @@
 //! What the ULP asks of MPA for one connection (RFC 5044 §7.1.1, §7.1.2; RFC 6581).
 
-use rddp_proto::ddp::DdpConfig;
-use rddp_proto::mem::{PdId, StreamId};
 use std::time::Duration;
 
 /// RTR message types (RFC 6581). The zero-length Send (B) is never
@@ -70,16 +68,6 @@ pub struct MpaOptions {
     /// sender and the window closes (docs/journal.md, "The receive window").
     /// `None`: the kernel's initial window (tcp_rmem). Default 2 MiB.
     pub initial_receive_window: Option<u32>,
-    /// DDP stream settings (queues, reorder window; MULPDU is set by MPA).
-    pub ddp: DdpConfig,
-    /// The DDP stream's id in the memory table (stream-bound regions).
-    pub stream: StreamId,
-    /// The protection domain the stream belongs to.
-    pub pd: PdId,
-    /// Receive tagged payloads straight from the socket into their region when
-    /// possible (no Markers in the receive direction); else every payload is
-    /// copied from the read buffer.
-    pub direct_placement: bool,
     /// Record every octet written (tests: feeds [`crate::pcap::write_pcap`]).
     pub tap: Option<crate::pcap::Tap>,
     /// A dead peer or a cut link is noticed within this much time (plus one
@@ -111,10 +99,6 @@ impl Default for MpaOptions {
             emss: None,
             recv_buffer: None,
             initial_receive_window: Some(INITIAL_RECEIVE_WINDOW),
-            ddp: DdpConfig::default(),
-            stream: StreamId(1),
-            pd: PdId(1),
-            direct_placement: true,
             tap: None,
             dead_peer_timeout: Some(DEAD_PEER_TIMEOUT),
         }

@@ -71,7 +71,6 @@ macro_rules! replay_tests {
 replay_tests!(
     wire_decoders,
     mpa_setup,
-    mpa_fpdu,
     mpa_rx,
     ddp_sink,
     rdmap_stream,

@@ -25,8 +25,9 @@ fn seeds_reach_the_real_paths() {
         t.placed += r.placed;
         t.completed_ok += r.completed_ok;
         match name {
-            "mpa_setup" => assert!(r.established > 0, "{seed}: {r:?}"),
-            "mpa_fpdu" if !seed.ends_with('2') => assert!(r.delivered >= 2, "{seed}: {r:?}"),
+            // Setup, then the peer's two Sends complete on the product's
+            // receive path (after the RTR, as agreed).
+            "mpa_setup" => assert!(r.established > 0 && r.delivered >= 2, "{seed}: {r:?}"),
             "ddp_sink" => {
                 assert!(r.placed >= 5 && r.delivered >= 3, "{seed}: {r:?}");
                 if seed.starts_with("region-") {

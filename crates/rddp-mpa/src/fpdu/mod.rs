@@ -1,28 +1,22 @@
 //! FPDU mode (RFC 5044 §4-5): a DDP stream over MPA framing.
 //!
 //! * `tx`: builds each outgoing FPDU as a list of slices (payload not copied).
-//! * `rx`: cuts the received byte stream into CRC-checked ULPDUs.
-//! * `rtr`: the RFC 6581 ready-to-receive messages.
-//! * `conn`: [`FpduConn`], tying them to a [`rddp_proto::ddp::DdpStream`].
-//! * `rx_direct`: [`FpduReceiver`], the header-first receiver: payloads read
-//!   from the socket straight into their region or receive buffer.
+//! * `rx_direct`: [`FpduReceiver`], the one receiver: payloads read from the
+//!   socket straight into their region or receive buffer.
+//! * `rdmap_placer`: [`RdmapPlacer`], an `RdmapStream` as its engine (the
+//!   verbs queue pair's).
 //! * `tx_direct`: [`MpaOut`], the transmit side on the socket: FPDUs written
 //!   with vectored sends, payloads straight from their region.
 //! * `errors`: which Terminate each fatal error sends.
 
-mod conn;
 mod errors;
 mod rdmap_placer;
-mod rtr;
-mod rx;
 mod rx_direct;
 mod tx;
 mod tx_direct;
 
-pub use conn::FpduConn;
 pub use errors::{ULPDU_LENGTH_CODE, terminate_for_ddp, terminate_for_wire};
 pub use rdmap_placer::RdmapPlacer;
-pub use rx::Receiver;
 pub use rx_direct::{
     FpduReceiver, Peek, Placer, Progress, Recorded, Refused, RxConfig, SMALL_PAYLOAD, is_rtr,
 };

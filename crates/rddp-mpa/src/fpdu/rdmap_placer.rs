@@ -11,7 +11,7 @@
 
 use super::rx_direct::{Placer, Refused};
 use rddp_proto::ddp::StreamError;
-use rddp_proto::ddp::{Fits, Target};
+use rddp_proto::ddp::{Begin, Target};
 use rddp_proto::mem::MemoryTable;
 use rddp_proto::rdmap::RdmapStream;
 use rddp_wire::TerminateCode;
@@ -41,10 +41,20 @@ impl<'a> RdmapPlacer<'a> {
 }
 
 impl Placer for RdmapPlacer<'_> {
-    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Result<Target, Refused> {
+    fn begin(
+        &mut self,
+        seq: u64,
+        head: &[u8],
+        payload_len: usize,
+        how: Begin<'_>,
+    ) -> Result<Target, Refused> {
         // A refusal is held until `finish` (RFC 5041 §7.1: the CRC first).
-        match self.stream.begin_segment(self.mem, seq, head, payload_len) {
+        match self
+            .stream
+            .begin_segment(self.mem, seq, head, payload_len, how)
+        {
             Ok(t) => Ok(t),
+            Err(StreamError::NotAhead) => Err(Refused::NotAhead),
             Err(StreamError::Closed) => Err(Refused::Now),
             Err(_) => Err(Refused::Held),
         }
@@ -63,17 +73,6 @@ impl Placer for RdmapPlacer<'_> {
 
     fn more(&mut self) -> bool {
         !self.stream.is_terminated()
-    }
-
-    fn begin_more(
-        &mut self,
-        seq: u64,
-        head: &[u8],
-        payload_len: usize,
-        fits: Fits<'_>,
-    ) -> Option<Target> {
-        self.stream
-            .begin_more(self.mem, seq, head, payload_len, fits)
     }
 
     fn with_buffers(

@@ -42,7 +42,7 @@
 //! agreed RTR; else `framing_error(2/0/0x07)` (or 2/0/0x02 on a bad CRC).
 
 use crate::setup::Rtr;
-use rddp_proto::ddp::{Fits, Target};
+use rddp_proto::ddp::{Begin, Target};
 use rddp_wire::ddp::{TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
 use rddp_wire::mpa::check;
 use rddp_wire::mpa::marker::{MARKER_LEN, at_marker, until_marker};
@@ -70,13 +70,25 @@ pub const SMALL_PAYLOAD: usize = 1024;
 /// batches.
 const STREAK: u32 = 4;
 
-/// The engine above the FPDU receiver: RDMAP (`RdmapPlacer`) or DDP
-/// (`FpduConn`). Called only from [`FpduReceiver::drive`], in FPDU order.
+/// The engine above the FPDU receiver: RDMAP ([`crate::fpdu::RdmapPlacer`],
+/// the verbs queue pair's; tests plug in others). Called only from
+/// [`FpduReceiver::drive`], in FPDU order.
 pub trait Placer {
     /// FPDU `seq` (from 0 after setup) carries a DDP segment whose header is
     /// `head` (`min(ULPDU_Length, header length)` octets) and `payload_len`
-    /// payload octets. `Err`: refused, nothing placed (see [`Refused`]).
-    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Result<Target, Refused>;
+    /// payload octets. [`Begin::Alone`]: `Err` = refused, nothing placed (see
+    /// [`Refused`]). [`Begin::Ahead`] (batched receive,
+    /// [`FpduReceiver::drive_buffered`], `rx_direct/batch.rs`): begun while
+    /// the batch's earlier FPDUs are begun and their payloads not yet read, if
+    /// `fits` takes its target; [`Refused::NotAhead`]: it cannot join a batch,
+    /// nothing changed (the receiver takes it alone next).
+    fn begin(
+        &mut self,
+        seq: u64,
+        head: &[u8],
+        payload_len: usize,
+        how: Begin<'_>,
+    ) -> Result<Target, Refused>;
     /// Run `f` once over the receive buffers (payload ranges) of the begun
     /// FPDUs whose targets are [`Target::Buffer`] with payload, oldest first:
     /// one for an FPDU begun alone, those of a batch. `None`: they are gone
@@ -97,21 +109,6 @@ pub trait Placer {
     fn more(&mut self) -> bool {
         true
     }
-    /// Batched receive ([`FpduReceiver::drive_buffered`], `rx_direct/batch.rs`):
-    /// begin FPDU `seq` while the batch's earlier FPDUs are begun and their
-    /// payloads not yet read, if `fits` takes its target. `None`: it cannot
-    /// join a batch, nothing changed (the receiver takes it alone, through
-    /// [`Self::begin`]). Default: never.
-    fn begin_more(
-        &mut self,
-        seq: u64,
-        head: &[u8],
-        payload_len: usize,
-        fits: Fits<'_>,
-    ) -> Option<Target> {
-        let _ = (seq, head, payload_len, fits);
-        None
-    }
 }
 
 /// Why [`Placer::begin`] placed nothing.
@@ -126,6 +123,9 @@ pub enum Refused {
     /// Reported already, or the engine is gone: the receiver reads nothing
     /// more.
     Now,
+    /// Begun [`Begin::Ahead`]: it cannot join the batch; nothing changed,
+    /// nothing reported (the receiver takes it alone next).
+    NotAhead,
 }
 
 /// A source that shows what it holds without consuming it (a TCP socket's
@@ -524,8 +524,8 @@ impl FpduReceiver {
     /// are under [`SMALL_PAYLOAD`] octets, the receiver works in batches
     /// (`rx_direct/batch.rs`): one peek at the source shows as many whole FPDUs
     /// as `buf` holds, their headers and CRCs are checked there, the engine
-    /// begins each ([`Placer::begin_more`]), and one vectored read puts every
-    /// payload straight into its place and the rest (headers, PAD, CRC) into
+    /// begins each ([`Placer::begin`], `Begin::Ahead`), and one vectored read
+    /// puts every payload straight into its place and the rest (headers, PAD, CRC) into
     /// `buf`. No payload octet of a batch is copied in user space. A small
     /// Send that arrives alone may be read in one read into scratch
     /// (`rx_direct/lone.rs`), and copied into place after its checks. An FPDU that cannot
@@ -572,7 +572,7 @@ impl FpduReceiver {
     /// by the state machine (never payload); returns how many. They were the
     /// last octets read, so a caller reading from its own buffer (`on_bytes`)
     /// simply feeds them again; the setup's leftover is not touched.
-    pub(crate) fn unread_ahead(&mut self) -> usize {
+    pub fn unread_ahead(&mut self) -> usize {
         let n = self.input.hi - self.input.lo;
         (self.input.lo, self.input.hi) = (0, 0);
         n
@@ -815,7 +815,7 @@ impl FpduReceiver {
             }
         } else {
             let head = &self.head[MPA_HDR_LEN..self.head_want];
-            match engine.begin(self.seq, head, self.payload_len) {
+            match engine.begin(self.seq, head, self.payload_len, Begin::Alone) {
                 Ok(t) if t.len() == self.payload_len => Sink::Engine(t),
                 Ok(_) => {
                     // An engine bug; never write outside what it returned.
@@ -829,7 +829,8 @@ impl FpduReceiver {
                     not_rtr: false,
                     refused: true,
                 },
-                Err(Refused::Now) => return Err(self.die()),
+                // (`NotAhead` is never the answer to `Alone`.)
+                Err(Refused::Now | Refused::NotAhead) => return Err(self.die()),
             }
         };
         self.st = self.after_payload_state();
@@ -1010,7 +1011,7 @@ impl FpduReceiver {
                     return Err(self.no_rtr(engine));
                 }
                 // RDMAP's own small message, handed over whole (not user payload).
-                let t = match engine.begin(seq, &ulpdu[..hl], self.payload_len) {
+                let t = match engine.begin(seq, &ulpdu[..hl], self.payload_len, Begin::Alone) {
                     Ok(t) => t,
                     Err(r) => {
                         if r == Refused::Held {

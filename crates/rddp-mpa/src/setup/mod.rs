@@ -2,7 +2,7 @@
 //!
 //! Both machines take octets in ([`Initiator::on_bytes`], [`Responder::on_bytes`]),
 //! hand octets out (`poll_transmit`), and take `now` for their deadline. When setup
-//! ends they hand over a [`Negotiated`] for [`crate::FpduConn`], or an error; any
+//! ends they hand over a [`Negotiated`] for FPDU mode, or an error; any
 //! octets after the frame belong to FPDU mode and are left to the caller.
 
 mod initiator;

@@ -205,7 +205,7 @@ impl Responder {
     /// The ULP accepts with `opts.private_data`: Reply with the negotiated settings
     /// (RFC 5044 §7.1.1: C ORed, our M; RFC 6581: RTR chosen, IRD/ORD). Returns the settings
     /// for FPDU mode; the responder must still wait for the first FPDU before
-    /// sending any (the [`crate::FpduConn`] enforces it).
+    /// sending any (RFC 5044 §7.1.2; the verbs queue pair's gate enforces it).
     pub fn accept(&mut self) -> Result<(), MpaError> {
         let pd = self.opts.private_data.clone();
         self.accept_with(pd)

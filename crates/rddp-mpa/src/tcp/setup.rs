@@ -4,17 +4,13 @@
 //! socket back in blocking mode once setup has ended.
 
 use super::accept::{Backlog, ListenTask, Requested};
-use super::conn::MpaConnection;
 use super::dial;
 use super::io::write_frame;
 use super::liveness::set_dead_peer_timeout;
-use super::mss::effective_mss;
 use crate::error::MpaError;
-use crate::fpdu::FpduConn;
 use crate::options::MpaOptions;
 use crate::setup::{Initiator, Negotiated, PeerRequest, Role};
 use rddp_io::{Driver, TaskHandle};
-use rddp_proto::mem::MemoryTable;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -35,7 +31,7 @@ fn bail<T>(sock: &TcpStream, e: MpaError) -> Result<T, MpaError> {
 /// Active open up to FPDU mode: TCP connect, send the Request, wait for the Reply
 /// (at most `opts.reply_timeout`). Returns the socket, what was agreed, and any
 /// octets that followed the Reply (the start of FPDU mode). For an upper layer
-/// that frames FPDUs itself (the verbs queue pair); [`connect`] builds on it.
+/// that frames FPDUs itself (the verbs queue pair).
 ///
 /// The TCP connect blocks this thread; the MPA exchange runs on the event loop
 /// while this thread waits for its outcome.
@@ -54,16 +50,6 @@ pub fn connect_raw(
     set_dead_peer_timeout(&sock, opts.dead_peer_timeout)?;
     super::open_receive_window(&sock, opts.initial_receive_window, opts.recv_buffer)?;
     dial::run(sock, init, opts.tap.clone())
-}
-
-/// Active open: [`connect_raw`], then FPDU mode with the RTR sent if one was agreed.
-pub fn connect(addr: impl ToSocketAddrs, opts: MpaOptions) -> Result<MpaConnection, MpaError> {
-    let (sock, neg, leftover) = connect_raw(addr, &opts)?;
-    let emss = opts.emss.unwrap_or_else(|| effective_mss(&sock));
-    let conn = FpduConn::new(neg, &opts, emss)?;
-    let mut c = MpaConnection::new(sock, conn, &opts, leftover)?;
-    c.flush()?;
-    Ok(c)
 }
 
 /// A passive MPA endpoint: accepts TCP connections and answers their Requests
@@ -142,15 +128,9 @@ impl MpaListener {
         Ok(self.local)
     }
 
-    /// Accept one connection: take the next connection whose Request has arrived
-    /// (each has `request_timeout` from its TCP accept to send it), accept it,
-    /// send the Reply, and in peer-to-peer mode wait (`request_timeout` from this
-    /// call) for the RTR. A connection whose setup failed before (silent past its
-    /// deadline, not MPA) comes out as its error, in turn. A refused Request (Reply with R=1 or
-    /// close) returns [`MpaError::Refused`]; the listener stays usable.
-    pub fn accept(&self) -> Result<MpaConnection, MpaError> {
-        let pd = self.opts.private_data.clone();
-        self.accept_with(move |_| Ok(pd))
+    /// The options it answers Requests with.
+    pub fn options(&self) -> &MpaOptions {
+        &self.opts
     }
 
     /// Accept one connection up to FPDU mode: take the next connection whose
@@ -240,25 +220,5 @@ impl MpaListener {
             Some(Err(e)) => bail(&sock, e),
             None => bail(&sock, MpaError::Timeout),
         }
-    }
-
-    /// As [`Self::accept`], letting the ULP decide per Request: `decide` sees the
-    /// initiator's Request (its private data included) and returns `Ok(reply
-    /// private data)` to accept or `Err(private data)` to refuse with R=1.
-    pub fn accept_with(
-        &self,
-        decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
-    ) -> Result<MpaConnection, MpaError> {
-        let opts = &self.opts;
-        let deadline = Some(Instant::now() + opts.request_timeout);
-        let (sock, _, neg, leftover) = self.accept_raw(decide)?;
-        let emss = opts.emss.unwrap_or_else(|| effective_mss(&sock));
-        let conn = FpduConn::new(neg, opts, emss)?;
-        let mut c = MpaConnection::new(sock, conn, opts, leftover)?;
-        // The RTR is zero-length (Write) or lands in our own QN 1 buffer (Read):
-        // no ULP region is touched, so an empty table serves until it is absorbed.
-        let scratch = MemoryTable::new();
-        c.wait_established(&scratch, deadline)?;
-        Ok(c)
     }
 }

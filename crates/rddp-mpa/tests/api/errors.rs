@@ -5,7 +5,7 @@
 use crate::common::*;
 use bytes::Bytes;
 use rddp_mpa::fpdu::ULPDU_LENGTH_CODE;
-use rddp_mpa::{MpaError, MpaListener, MpaOptions, connect, listen};
+use rddp_mpa::{MpaError, MpaListener, MpaOptions, listen};
 use rddp_proto::ddp::Delivery;
 use rddp_proto::mem::MemoryTable;
 use rddp_wire::mpa::frame::{KEY_REP, KEY_REQ};

@@ -16,7 +16,7 @@ use crate::common::wires::{
     Op, Outcome, RECV, RECVS, Recvs, Way, any_recvs, damage, fpdus, memory, receive_units, stream,
 };
 use rddp_mpa::fpdu::{FpduReceiver, Placer, RdmapPlacer, Refused, RxConfig};
-use rddp_proto::ddp::{Fits, Target};
+use rddp_proto::ddp::{Begin, Target};
 use rddp_proto::rdmap::WcStatus;
 use rddp_wire::TerminateCode;
 use rddp_wire::crc::{crc_wire_bytes, crc32c};
@@ -336,13 +336,20 @@ struct Watch<'a, 'b> {
 }
 
 impl Placer for Watch<'_, '_> {
-    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Result<Target, Refused> {
-        if let Some((_, b)) = self.inner.stream.ddp().sink().next_posted(qn::SEND)
+    fn begin(
+        &mut self,
+        seq: u64,
+        head: &[u8],
+        payload_len: usize,
+        how: Begin<'_>,
+    ) -> Result<Target, Refused> {
+        if matches!(how, Begin::Alone)
+            && let Some((_, b)) = self.inner.stream.ddp().sink().next_posted(qn::SEND)
             && b.iter().any(|&o| o != OWN)
         {
             *self.early += 1;
         }
-        self.inner.begin(seq, head, payload_len)
+        self.inner.begin(seq, head, payload_len, how)
     }
     fn finish(&mut self, crc_ok: bool) {
         self.inner.finish(crc_ok)
@@ -352,15 +359,6 @@ impl Placer for Watch<'_, '_> {
     }
     fn more(&mut self) -> bool {
         self.inner.more()
-    }
-    fn begin_more(
-        &mut self,
-        seq: u64,
-        head: &[u8],
-        payload_len: usize,
-        fits: Fits<'_>,
-    ) -> Option<Target> {
-        self.inner.begin_more(seq, head, payload_len, fits)
     }
     fn with_buffers(
         &mut self,

@@ -1,7 +1,7 @@
 //! What an LLP adaptation drives above it: a DDP stream, or a relay to an engine
 //! that owns its DDP stream elsewhere (a verbs queue pair's RDMAP).
 
-use super::{DdpStream, OutSegment, SenderSeq, SourceError, StreamError, Target};
+use super::{Begin, DdpStream, OutSegment, SenderSeq, SourceError, StreamError, Target};
 use crate::mem::MemoryTable;
 
 /// The layer above an LLP adaptation, segment by segment (RFC 5041 §3's LLP contract:
@@ -104,7 +104,7 @@ impl SegmentEndpoint for DdpStream {
         payload_len: usize,
         fill: &mut dyn FnMut(&mut [u8]) -> bool,
     ) -> Result<(), StreamError> {
-        let t = match self.begin_segment(mem, seq, head, payload_len) {
+        let t = match self.begin_segment(mem, seq, head, payload_len, Begin::Alone) {
             Ok(t) => t,
             // Held until the LLP's check, which the segment passed.
             Err(e) => {

@@ -109,4 +109,8 @@ pub enum StreamError {
     /// The stream is closed.
     #[error("the stream is closed")]
     Closed,
+    /// A segment begun [`crate::ddp::Begin::Ahead`] cannot join the segments
+    /// begun before it: nothing changed; take it alone once they are finished.
+    #[error("the segment cannot be begun ahead of those begun before it")]
+    NotAhead,
 }

@@ -732,7 +732,7 @@ fn in_order(
 
 mod batch;
 mod direct;
-pub use batch::Fits;
+pub use batch::{Begin, Fits};
 pub use direct::{Target, split_segment};
 
 /// A queue's refusal of a post, as the stream reports it.

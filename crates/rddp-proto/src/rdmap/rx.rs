@@ -4,7 +4,7 @@
 use super::terminate::{from_ddp_error, with_header};
 use super::{AsyncEvent, Completion, INTERNAL_WR_ID, RdmapStream, WcOpcode, WcStatus};
 use crate::ddp::{
-    Delivery, Payload, RecvBuffer, SenderSeq, StreamError, StreamEvent, Target, place_whole,
+    Begin, Delivery, Payload, RecvBuffer, SenderSeq, StreamError, StreamEvent, Target, place_whole,
     split_segment,
 };
 use crate::mem::{Access, AccessFault, MemoryTable, Stag};
@@ -53,7 +53,7 @@ impl RdmapStream {
         seg: &[u8],
     ) -> Result<(), StreamError> {
         let (head, payload) = split_segment(seg);
-        let target = match self.begin_segment(mem, seq, head, payload.len()) {
+        let target = match self.begin_segment(mem, seq, head, payload.len(), Begin::Alone) {
             Ok(t) => t,
             // Held until the LLP's check: a whole segment passed it.
             Err(e) => return Err(refused(self.finish_segment(mem, true), e)),

@@ -1,5 +1,6 @@
 //! Batched header-first receive for RDMAP (see `ddp/sink/batch.rs`): several whole
-//! segments begun before any is placed, so that one vectored read puts every
+//! segments begun before any is placed ([`RdmapStream::begin_segment`] with
+//! [`Begin::Ahead`]), so that one vectored read puts every
 //! payload into its place ([`RdmapStream::segment_buffers`] gives their receive
 //! buffers at once); then [`RdmapStream::finish_segment`] for each, in
 //! order. Only messages whose delivery changes nothing that a later segment's
@@ -8,36 +9,38 @@
 //! invalidates an STag, a Read Request and a Terminate are RDMAP's own).
 
 use super::RdmapStream;
-use crate::ddp::{Fits, SenderSeq, Target};
+use crate::ddp::{Begin, Fits, SenderSeq, StreamError, Target};
 use crate::mem::MemoryTable;
 use rddp_wire::{Opcode, RdmapControl};
 
 impl RdmapStream {
-    /// Begin the segment at `seq` while the batch's earlier segments wait for
-    /// their payloads. `Some(target)`: every check passed, as
-    /// [`Self::begin_segment`] would make them in order. `None`: it cannot
-    /// join the batch, would be refused, or the LLP cannot take its target in
-    /// this batch (`fits`); nothing changed, nothing reported (the LLP takes
-    /// it alone next, and a refusal is reported then).
-    pub fn begin_more(
+    /// [`Self::begin_segment`] with [`crate::ddp::Begin::Ahead`]: only RDMA
+    /// Writes, Sends and Sends with Solicited Event join, with no refusal held
+    /// and the stream alive; DDP's rules of a batch then apply
+    /// (`ddp/sink/batch.rs`). `NotAhead`: nothing changed.
+    pub(super) fn begin_ahead(
         &mut self,
         mem: &MemoryTable,
         seq: SenderSeq,
         head: &[u8],
         payload_len: usize,
         fits: Fits<'_>,
-    ) -> Option<Target> {
-        if self.terminated || self.rx_held.is_some() {
-            return None;
+    ) -> Result<Target, StreamError> {
+        let op = head.get(1).map(|&r| RdmapControl(r).opcode());
+        if self.terminated
+            || self.rx_held.is_some()
+            || !op
+                .is_some_and(|op| [Opcode::RDMA_WRITE, Opcode::SEND, Opcode::SEND_SE].contains(&op))
+            || self.pre_check(seq, head, payload_len).is_err()
+        {
+            return Err(StreamError::NotAhead);
         }
-        let op = RdmapControl(*head.get(1)?).opcode();
-        if ![Opcode::RDMA_WRITE, Opcode::SEND, Opcode::SEND_SE].contains(&op) {
-            return None;
-        }
-        self.pre_check(seq, head, payload_len).ok()?;
-        let t = self.ddp.begin_more(mem, seq, head, payload_len, fits)?;
+        let t = self
+            .ddp
+            .begin_segment(mem, seq, head, payload_len, Begin::Ahead(fits))
+            .map_err(|_| StreamError::NotAhead)?;
         self.rx_begun.push_back(seq);
-        Some(t)
+        Ok(t)
     }
 
     /// Run `f` over the receive-buffer octets of the begun untagged segments'

@@ -9,7 +9,7 @@
 //!
 //! Driver contract (in sender order; the same for every LLP and every way of
 //! reading):
-//! 1. `begin_segment(mem, seq, head, payload_len)`: `Ok(target)`, or `Err` =
+//! 1. `begin_segment(mem, seq, head, payload_len, Begin::Alone)`: `Ok(target)`, or `Err` =
 //!    refused, nothing placed. A refusal found from the header is held, not
 //!    reported: the LLP's check of the same FPDU comes first (RFC 5041 §7.1);
 //!    the LLP reads the payload and drops it;
@@ -25,7 +25,7 @@
 
 use super::RdmapStream;
 use super::rx::Refusal;
-use crate::ddp::{SenderSeq, StreamError, Target};
+use crate::ddp::{Begin, SenderSeq, StreamError, Target};
 use crate::mem::MemoryTable;
 use rddp_wire::TerminateCode;
 use rddp_wire::ddp::UNTAGGED_HDR_LEN;
@@ -49,19 +49,31 @@ pub(super) enum HeldRefusal {
 impl RdmapStream {
     /// Begin the segment at sender position `seq` whose DDP header is `head` (the
     /// segment's first `min(length, header length)` octets) followed by
-    /// `payload_len` payload octets. `Ok`: where the payload goes. `Err`:
-    /// refused, nothing placed; a refusal found from the header
-    /// (`StreamError::Erroneous`) is held until [`Self::finish_segment`] says
-    /// whether the LLP's check of the same FPDU passed (the LLP reads the
-    /// payload and drops it in between). `StreamError::Closed`: the stream is
-    /// dead, nothing held.
+    /// `payload_len` payload octets. `Ok`: where the payload goes.
+    ///
+    /// [`Begin::Alone`]: `Err` = refused, nothing placed; a refusal found from
+    /// the header (`StreamError::Erroneous`) is held until
+    /// [`Self::finish_segment`] says whether the LLP's check of the same FPDU
+    /// passed (the LLP reads the payload and drops it in between).
+    /// `StreamError::Closed`: the stream is dead, nothing held.
+    ///
+    /// [`Begin::Ahead`]: begun while the batch's earlier segments wait for
+    /// their payloads (`rx_batch.rs`), every check passed as `Alone` would
+    /// make them in order. `StreamError::NotAhead`: it cannot join the batch,
+    /// would be refused, or the LLP cannot take its target in this batch;
+    /// nothing changed, nothing reported (the LLP takes it alone next, and a
+    /// refusal is reported then).
     pub fn begin_segment(
         &mut self,
         mem: &MemoryTable,
         seq: SenderSeq,
         head: &[u8],
         payload_len: usize,
+        how: Begin<'_>,
     ) -> Result<Target, StreamError> {
+        if let Begin::Ahead(fits) = how {
+            return self.begin_ahead(mem, seq, head, payload_len, fits);
+        }
         self.rx_begun.clear();
         self.rx_held = None;
         if self.terminated {
@@ -82,7 +94,10 @@ impl RdmapStream {
             });
             return Err(StreamError::Erroneous(code));
         }
-        match self.ddp.begin_segment(mem, seq, head, payload_len) {
+        match self
+            .ddp
+            .begin_segment(mem, seq, head, payload_len, Begin::Alone)
+        {
             Ok(t) => {
                 self.rx_begun.push_back(seq);
                 Ok(t)

@@ -1,7 +1,7 @@
 //! Header-first receive at the DDP level (ddp/sink/direct.rs) agrees with on_segment:
 //! same checks, same codes, same deliveries.
 
-use rddp_proto::ddp::{DdpConfig, DdpStream, Delivery, StreamEvent, Target};
+use rddp_proto::ddp::{Begin, DdpConfig, DdpStream, Delivery, StreamEvent, Target};
 use rddp_proto::mem::{Access, MemoryTable, PdId, StagScope, StreamId};
 use rddp_wire::{TaggedHeader, TerminateCode};
 
@@ -28,7 +28,9 @@ fn direct_write_is_delivered_like_on_segment() {
         region,
         offset,
         len,
-    } = s.begin_segment(&mem, 0, &h.to_bytes(), 8).unwrap()
+    } = s
+        .begin_segment(&mem, 0, &h.to_bytes(), 8, Begin::Alone)
+        .unwrap()
     else {
         panic!("not a region target")
     };
@@ -66,7 +68,10 @@ fn direct_checks_give_the_same_codes() {
     ] {
         let (mut s, mem, stag) = setup();
         let h = TaggedHeader::new(true, 0x40, stag + stag_off, to);
-        assert!(s.begin_segment(&mem, 0, &h.to_bytes(), len).is_err());
+        assert!(
+            s.begin_segment(&mem, 0, &h.to_bytes(), len, Begin::Alone)
+                .is_err()
+        );
         // Held until the LLP's check of the segment passed.
         assert!(s.poll_event().is_none(), "reported before the LLP's check");
         assert!(s.finish_segment(true).is_err());
@@ -88,5 +93,8 @@ fn direct_checks_give_the_same_codes() {
     // Out of order for an in-order LLP: refused before the header is looked at.
     let (mut s, mem, stag) = setup();
     let h = TaggedHeader::new(true, 0x40, stag, 0x100);
-    assert!(s.begin_segment(&mem, 5000, &h.to_bytes(), 4).is_err());
+    assert!(
+        s.begin_segment(&mem, 5000, &h.to_bytes(), 4, Begin::Alone)
+            .is_err()
+    );
 }

@@ -10,7 +10,7 @@
 use crate::common::host::*;
 
 use rddp_appmem::Leaked;
-use rddp_proto::ddp::fill_target;
+use rddp_proto::ddp::{Begin, fill_target};
 use rddp_proto::mem::{Access, AccessFault, MemError, MemoryTable, PdId, StagScope, StreamId};
 use rddp_proto::rdmap::{WcOpcode, WcStatus};
 use rddp_wire::rdmap::qn;
@@ -244,7 +244,9 @@ fn header_first_receive_fills_application_memory() {
     app.mem(true).write(0, &[0xee; 32]).unwrap();
     let seg = tseg(true, Opcode::RDMA_WRITE, stag, base + 4, b"straight in");
     let (head, payload) = seg.split_at(14);
-    let t = h.s.begin_segment(&h.mem, 0, head, payload.len()).unwrap();
+    let t =
+        h.s.begin_segment(&h.mem, 0, head, payload.len(), Begin::Alone)
+            .unwrap();
     let mut fill = |b: &mut [u8]| {
         b.copy_from_slice(payload);
         true
@@ -258,7 +260,9 @@ fn header_first_receive_fills_application_memory() {
     // An LLP read that fails after 3 octets.
     let seg = tseg(true, Opcode::RDMA_WRITE, stag, base + 20, b"cut short");
     let (head, payload) = seg.split_at(14);
-    let t = h.s.begin_segment(&h.mem, 1, head, payload.len()).unwrap();
+    let t =
+        h.s.begin_segment(&h.mem, 1, head, payload.len(), Begin::Alone)
+            .unwrap();
     let mut fill = |b: &mut [u8]| {
         b[..3].copy_from_slice(&payload[..3]);
         false

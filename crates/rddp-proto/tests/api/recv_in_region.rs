@@ -9,7 +9,7 @@
 use crate::common::host::*;
 
 use rddp_proto::ddp::{
-    BufferOrdering, BufferPool, PoolConfig, PoolError, RecvBuffer, RegionSpan, SourceError,
+    Begin, BufferOrdering, BufferPool, PoolConfig, PoolError, RecvBuffer, RegionSpan, SourceError,
     StreamError, Target,
 };
 use rddp_proto::mem::{Access, RegionRef};
@@ -60,7 +60,9 @@ fn header_first_the_target_is_the_span_at_its_mo() {
     let (mut h, place) = host_with(4096, 1000, 600);
     h.s.post_recv_in_region(7, place).unwrap();
     let seg = send(false, 1, 0, &[1; 100]);
-    let t = h.s.begin_segment(&h.mem, 0, &seg[..18], 100).unwrap();
+    let t =
+        h.s.begin_segment(&h.mem, 0, &seg[..18], 100, Begin::Alone)
+            .unwrap();
     assert!(
         matches!(
             t,
@@ -74,7 +76,9 @@ fn header_first_the_target_is_the_span_at_its_mo() {
     );
     let _ = h.s.finish_segment(&h.mem, true);
     let seg = send(true, 1, 100, &[2; 50]);
-    let t = h.s.begin_segment(&h.mem, 1, &seg[..18], 50).unwrap();
+    let t =
+        h.s.begin_segment(&h.mem, 1, &seg[..18], 50, Begin::Alone)
+            .unwrap();
     assert!(
         matches!(
             t,
@@ -122,18 +126,24 @@ fn a_span_past_its_region_is_refused_at_posting() {
 /// then taken alone, header first, targeting the span. Both finished.
 fn batch_leaves_the_region_send_alone(h: &mut Host, region: &RegionRef) {
     let first = send(true, 1, 0, &[1; 10]);
-    let t = h.s.begin_segment(&h.mem, 0, &first[..18], 10).unwrap();
+    let t =
+        h.s.begin_segment(&h.mem, 0, &first[..18], 10, Begin::Alone)
+            .unwrap();
     assert!(matches!(t, Target::Buffer { len: 10 }), "{t:?}");
     let second = send(true, 2, 0, &[2; 10]);
     assert!(
-        h.s.begin_more(&h.mem, 1, &second[..18], 10, &mut |_| true)
-            .is_none(),
+        matches!(
+            h.s.begin_segment(&h.mem, 1, &second[..18], 10, Begin::Ahead(&mut |_| true)),
+            Err(StreamError::NotAhead)
+        ),
         "a region receive joined a batch"
     );
     h.s.segment_buffers(|b| b[0].copy_from_slice(&[1; 10]))
         .unwrap();
     h.s.finish_segment(&h.mem, true).unwrap();
-    let t = h.s.begin_segment(&h.mem, 1, &second[..18], 10).unwrap();
+    let t =
+        h.s.begin_segment(&h.mem, 1, &second[..18], 10, Begin::Alone)
+            .unwrap();
     assert!(
         matches!(
             t,
@@ -149,7 +159,7 @@ fn batch_leaves_the_region_send_alone(h: &mut Host, region: &RegionRef) {
     h.s.finish_segment(&h.mem, true).unwrap();
 }
 
-/// A batch (`begin_more`) reads into one region, for its tagged segments: a
+/// A batch (`Begin::Ahead`) reads into one region, for its tagged segments: a
 /// Send with payload for a receive in a region is left to be taken alone,
 /// header first, and nothing of it is begun. One without payload reads
 /// nothing and may join.
@@ -165,10 +175,13 @@ fn a_batch_leaves_a_region_receive_with_payload_alone() {
     // Behind a Send in a batch, a Send of nothing into a region receive.
     let third = send(true, 3, 0, &[3; 5]);
     let empty = send(true, 4, 0, &[]);
-    let t = h.s.begin_segment(&h.mem, 2, &third[..18], 5).unwrap();
+    let t =
+        h.s.begin_segment(&h.mem, 2, &third[..18], 5, Begin::Alone)
+            .unwrap();
     assert!(matches!(t, Target::Buffer { len: 5 }), "{t:?}");
-    let t = h.s.begin_more(&h.mem, 3, &empty[..18], 0, &mut |_| true);
-    assert!(matches!(t, Some(Target::Nothing)), "{t:?}");
+    let t =
+        h.s.begin_segment(&h.mem, 3, &empty[..18], 0, Begin::Ahead(&mut |_| true));
+    assert!(matches!(t, Ok(Target::Nothing)), "{t:?}");
     h.s.segment_buffers(|b| b[0].copy_from_slice(&[3; 5]))
         .unwrap();
     h.s.finish_segment(&h.mem, true).unwrap();
@@ -211,7 +224,9 @@ fn a_pool_receive_in_a_region_gets_the_message_that_takes_it() {
     assert!(h.feed(&send(true, 1, 0, &[1; 10])));
     // MSN 2 takes the span: two segments, header first.
     let seg = send(false, 2, 0, &[2; 300]);
-    let t = h.s.begin_segment(&h.mem, 1, &seg[..18], 300).unwrap();
+    let t =
+        h.s.begin_segment(&h.mem, 1, &seg[..18], 300, Begin::Alone)
+            .unwrap();
     assert!(
         matches!(
             t,
@@ -226,7 +241,9 @@ fn a_pool_receive_in_a_region_gets_the_message_that_takes_it() {
     region.data_mut()[1000..1300].copy_from_slice(&seg[18..]);
     h.s.finish_segment(&h.mem, true).unwrap();
     let seg = send(true, 2, 300, &[3; 200]);
-    let t = h.s.begin_segment(&h.mem, 2, &seg[..18], 200).unwrap();
+    let t =
+        h.s.begin_segment(&h.mem, 2, &seg[..18], 200, Begin::Alone)
+            .unwrap();
     assert!(matches!(t, Target::Region { offset: 1300, .. }), "{t:?}");
     region.data_mut()[1300..1500].copy_from_slice(&seg[18..]);
     h.s.finish_segment(&h.mem, true).unwrap();

@@ -6,7 +6,9 @@
 
 use crate::common::host::*;
 
-use rddp_proto::ddp::{BufferOrdering, BufferPool, PoolConfig, RecvBuffer, RegionSpan, Target};
+use rddp_proto::ddp::{
+    Begin, BufferOrdering, BufferPool, PoolConfig, RecvBuffer, RegionSpan, StreamError, Target,
+};
 use rddp_proto::mem::Access;
 use rddp_proto::rdmap::{WcOpcode, WcStatus};
 use rddp_wire::rdmap::qn;
@@ -25,7 +27,9 @@ fn header_first(h: &mut Host, seg: &[u8], crc_ok: bool) -> Result<Target, ()> {
     let (head, n) = head_of(seg);
     let seq = h.seq;
     h.seq += 1;
-    let t = h.s.begin_segment(&h.mem, seq, head, n).map_err(|_| ())?;
+    let t =
+        h.s.begin_segment(&h.mem, seq, head, n, Begin::Alone)
+            .map_err(|_| ())?;
     let payload = &seg[seg.len() - n..];
     match &t {
         Target::Nothing => {}
@@ -164,7 +168,7 @@ fn refusals_come_from_the_header_alone_with_on_segment_codes() {
                     // Header-first with the payload octets withheld: begin must
                     // decide without them.
                     let (head, n) = head_of(&seg);
-                    let refused = h.s.begin_segment(&h.mem, 0, head, n).is_err();
+                    let refused = h.s.begin_segment(&h.mem, 0, head, n, Begin::Alone).is_err();
                     // Held until the LLP's check of the segment passed.
                     let _ = h.s.finish_segment(&h.mem, true);
                     refused
@@ -207,7 +211,9 @@ fn payloads_go_where_the_target_says_and_are_delivered_at_finish() {
     let (head, n) = head_of(&seg);
     let seq = h.seq;
     h.seq += 1;
-    let t = h.s.begin_segment(&h.mem, seq, head, n).unwrap();
+    let t =
+        h.s.begin_segment(&h.mem, seq, head, n, Begin::Alone)
+            .unwrap();
     assert!(matches!(t, Target::Buffer { len: 6 }));
     h.s.segment_buffers(|b| b[0].copy_from_slice(b"hello "))
         .unwrap();
@@ -216,7 +222,8 @@ fn payloads_go_where_the_target_says_and_are_delivered_at_finish() {
     let (head, n) = head_of(&seg);
     let seq = h.seq;
     h.seq += 1;
-    h.s.begin_segment(&h.mem, seq, head, n).unwrap();
+    h.s.begin_segment(&h.mem, seq, head, n, Begin::Alone)
+        .unwrap();
     h.s.segment_buffers(|b| b[0].copy_from_slice(b"world"))
         .unwrap();
     assert!(h.completions().is_empty(), "completed before finish");
@@ -301,8 +308,76 @@ fn a_failed_crc_delivers_nothing_for_every_payload_kind() {
         let stag = h.region(Access::REMOTE_WRITE, 10);
         let seg = tseg(true, Opcode::RDMA_WRITE, stag, BASE, &[1; 4]);
         let (head, n) = head_of(&seg);
-        assert!(h.s.begin_segment(&h.mem, 1, head, n).is_err(), "{kind}");
+        assert!(
+            h.s.begin_segment(&h.mem, 1, head, n, Begin::Alone).is_err(),
+            "{kind}"
+        );
         assert_eq!(h.data(stag), vec![0; 10]);
         assert!(h.mem.all_guards_intact());
     }
+}
+
+/// `Begin::Ahead` (a batch, `rdmap/rx_batch.rs`) takes only whole
+/// one-segment Writes and Sends that pass every check: a Read Request (RDMAP's
+/// own), a Send with Invalidate (it changes an STag a later check reads) and
+/// a Write outside its region are not begun ahead, and nothing changes (no
+/// refusal held, no event). The Send behind them joins; the batch delivers
+/// in order; the Write taken alone afterwards is refused as in order.
+#[test]
+fn only_writes_and_sends_that_pass_are_begun_ahead() {
+    let mut h = Host::new();
+    let stag = h.region(Access::REMOTE_WRITE, 64);
+    h.s.post_recv(1, vec![0; 16]).unwrap();
+    h.s.post_recv(2, vec![0; 16]).unwrap();
+    let first = send(true, 1, 0, b"one");
+    let (head, n) = head_of(&first);
+    let t = h.s.begin_segment(&h.mem, 0, head, n, Begin::Alone).unwrap();
+    assert!(matches!(t, Target::Buffer { len: 3 }), "{t:?}");
+    let out_of_bounds = tseg(true, Opcode::RDMA_WRITE, stag, BASE + 60, &[7; 8]);
+    for (kind, seg) in [
+        (
+            "Read Request",
+            useg(
+                true,
+                Opcode::READ_REQUEST,
+                0,
+                qn::READ_REQUEST,
+                1,
+                0,
+                &[0; 28],
+            ),
+        ),
+        (
+            "Send with Invalidate",
+            useg(true, Opcode::SEND_INVALIDATE, stag.0, qn::SEND, 2, 0, b"x"),
+        ),
+        ("Write out of bounds", out_of_bounds.clone()),
+    ] {
+        let (head, n) = head_of(&seg);
+        let got =
+            h.s.begin_segment(&h.mem, 1, head, n, Begin::Ahead(&mut |_| true));
+        assert!(matches!(got, Err(StreamError::NotAhead)), "{kind}: {got:?}");
+    }
+    assert!(h.events().is_empty(), "a segment not begun raised an event");
+    let second = send(true, 2, 0, b"two");
+    let (head, n) = head_of(&second);
+    let t =
+        h.s.begin_segment(&h.mem, 1, head, n, Begin::Ahead(&mut |_| true));
+    assert!(matches!(t, Ok(Target::Buffer { len: 3 })), "{t:?}");
+    h.s.segment_buffers(|b| {
+        b[0].copy_from_slice(b"one");
+        b[1].copy_from_slice(b"two");
+    })
+    .unwrap();
+    h.s.finish_segment(&h.mem, true).unwrap();
+    h.s.finish_segment(&h.mem, true).unwrap();
+    let c = h.completions();
+    let got: Vec<(u64, u32, WcStatus)> =
+        c.iter().map(|c| (c.wr_id, c.byte_len, c.status)).collect();
+    assert_eq!(got, [(1, 3, WcStatus::Success), (2, 3, WcStatus::Success)]);
+    let (head, n) = head_of(&out_of_bounds);
+    assert!(h.s.begin_segment(&h.mem, 2, head, n, Begin::Alone).is_err());
+    // Held until the LLP's check passed.
+    let _ = h.s.finish_segment(&h.mem, true);
+    assert_eq!(h.terminate_sent(), Some(T::DDP_BASE_BOUNDS));
 }

@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::transport::sctp::{Placer, Relay};
 use crate::transport::{HoldInner, Inbound};
 use rddp_io::{Cx, Next, Task, TaskHandle};
-use rddp_proto::ddp::{SenderSeq, StreamError, Target, fill_target};
+use rddp_proto::ddp::{Begin, SenderSeq, StreamError, Target, fill_target};
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Weak};
@@ -81,7 +81,10 @@ impl Placer for QpPlacer {
         let mut guard = lock(&shared.state);
         let st = &mut *guard;
         let mem = shared.pd.inner.consumer.device().mem();
-        let r = match st.rdmap.begin_segment(mem, seq, head, payload_len) {
+        let r = match st
+            .rdmap
+            .begin_segment(mem, seq, head, payload_len, Begin::Alone)
+        {
             // Refused: reported now (SCTP checked the segment below); the
             // driver drains the payload.
             Err(e) => match st.rdmap.finish_segment(mem, true) {

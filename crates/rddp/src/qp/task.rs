@@ -25,7 +25,7 @@ use crate::transport::mpa_in::{Counted, MpaIn};
 use rddp_io::{Cx, Interest, Next, Task, TaskHandle};
 use rddp_mpa::fpdu::{Placer, Progress, RdmapPlacer, Recorded, Refused};
 use rddp_mpa::pcap::TcpEndpoint;
-use rddp_proto::ddp::{Fits, Target};
+use rddp_proto::ddp::{Begin, Target};
 use rddp_wire::TerminateCode;
 use std::cell::RefCell;
 use std::io::{self, Read};
@@ -128,10 +128,22 @@ impl Budgeted<'_> {
 }
 
 impl Placer for Budgeted<'_> {
-    fn begin(&mut self, seq: u64, head: &[u8], payload_len: usize) -> Result<Target, Refused> {
-        self.fpdus += 1;
-        self.octets += head.len() + payload_len;
-        self.inner.begin(seq, head, payload_len)
+    fn begin(
+        &mut self,
+        seq: u64,
+        head: &[u8],
+        payload_len: usize,
+        how: Begin<'_>,
+    ) -> Result<Target, Refused> {
+        let ahead = matches!(how, Begin::Ahead(_));
+        let r = self.inner.begin(seq, head, payload_len, how);
+        // One ahead of a batch counts only if it joined (taken alone next,
+        // it is counted then).
+        if !ahead || r.is_ok() {
+            self.fpdus += 1;
+            self.octets += head.len() + payload_len;
+        }
+        r
     }
 
     fn finish(&mut self, crc_ok: bool) {
@@ -140,19 +152,6 @@ impl Placer for Budgeted<'_> {
 
     fn framing_error(&mut self, code: TerminateCode, detail: String) {
         self.inner.framing_error(code, detail);
-    }
-
-    fn begin_more(
-        &mut self,
-        seq: u64,
-        head: &[u8],
-        payload_len: usize,
-        fits: Fits<'_>,
-    ) -> Option<Target> {
-        let t = self.inner.begin_more(seq, head, payload_len, fits)?;
-        self.fpdus += 1;
-        self.octets += head.len() + payload_len;
-        Some(t)
     }
 
     fn with_buffers(

@@ -10,7 +10,7 @@
 //!    over the peeked octets (RFC 5044 §4.4; a TCP receive queue does not
 //!    change under a peek, so they are the octets the read below moves), then
 //!    the engine runs every check of the DDP segment and says where its payload
-//!    goes ([`Placer::begin_more`]; RFC 5041 §7.1: all before placement);
+//!    goes ([`Placer::begin`] with `Begin::Ahead`; RFC 5041 §7.1: all before placement);
 //! 3. one vectored read takes exactly those FPDUs: each payload straight into
 //!    its region or receive buffer, every other octet (headers, PAD, CRC) back
 //!    into the caller's buffer;
@@ -30,7 +30,7 @@
 //! completion at the Data Sink, RFC 5040 §5.5, and the region is locked
 //! for the whole read, so nobody sees the difference). Any other overlap ends
 //! the batch before the later Write (it is not begun: `fits` of
-//! [`Placer::begin_more`] says no).
+//! [`Placer::begin`] with `Begin::Ahead` says no).
 //! Markers towards us: no batches (every FPDU header first, no copy either;
 //! about 3.5 reads an FPDU of 64 octets, where the copying read-ahead before
 //! the batches took many FPDUs per read).
@@ -282,9 +282,9 @@ impl FpduReceiver {
                 (unfit, covers) = (!ok, c);
                 ok
             };
-            let target = match engine.begin_more(seq, head, payload_len, &mut fits) {
-                Some(t) if t.len() == payload_len => t,
-                Some(_) => {
+            let target = match engine.begin(seq, head, payload_len, Begin::Ahead(&mut fits)) {
+                Ok(t) if t.len() == payload_len => t,
+                Ok(_) => {
                     // An engine bug; never write outside what it returned.
                     engine.framing_error(
                         TerminateCode::MPA_LOCAL_CATASTROPHIC,
@@ -293,8 +293,8 @@ impl FpduReceiver {
                     return Err(self.die());
                 }
                 // The next batch starts with it.
-                None if unfit => break,
-                None => {
+                Err(_) if unfit => break,
+                Err(_) => {
                     alone = true;
                     break;
                 }

@@ -180,7 +180,7 @@ impl FpduReceiver {
         let seq = self.seq;
         self.seq += 1;
         let payload = &read[HEAD_MAX..HEAD_MAX + len];
-        match engine.begin(seq, &read[MPA_HDR_LEN..HEAD_MAX], len) {
+        match engine.begin(seq, &read[MPA_HDR_LEN..HEAD_MAX], len, Begin::Alone) {
             Ok(t) => {
                 if !place_copy(engine, t, payload) {
                     engine.framing_error(

@@ -1,11 +1,16 @@
 //! Shared helpers for the loopback tests: endpoint pairs over real TCP on
 //! 127.0.0.1 with kernel-chosen ports, and raw-socket peers speaking crafted bytes.
 
+pub(crate) mod fpdu_conn;
+pub(crate) mod mpa_conn;
 pub(crate) mod source;
 pub(crate) mod wires;
 
+pub(crate) use fpdu_conn::FpduConn;
+pub(crate) use mpa_conn::{DdpAccept, connect};
+
 use bytes::Bytes;
-use rddp_mpa::{MpaError, MpaOptions, Negotiated, connect, listen};
+use rddp_mpa::{MpaError, MpaOptions, Negotiated, listen};
 use rddp_proto::ddp::{Delivery, RecvBuffer};
 use rddp_proto::mem::{Access, MemoryTable, PdId, Stag, StagScope};
 use rddp_wire::{DdpHeader, FpduDecoder, Opcode, RdmapControl, Terminate};

@@ -30,6 +30,35 @@
 /// it can take it in this batch.
 pub type Fits<'a> = &'a mut dyn FnMut(&Target) -> bool;
 
+/// How an LLP begins a segment (`begin_segment` of [`crate::ddp::DdpStream`]
+/// and [`crate::rdmap::RdmapStream`]): one entry point, two sets of rules.
+pub enum Begin<'a> {
+    /// The next segment in sender order (or, on an out-of-order LLP, any
+    /// segment), nothing else begun: every check of RFC 5041 §7.1 before
+    /// placement; a refusal is held until `finish_segment` (the LLP's own
+    /// check of the same segment comes first). A segment begun before and not
+    /// finished is abandoned.
+    Alone,
+    /// Ahead of the payloads of the segments begun before it and not yet
+    /// finished (a batch: one read places them all, then each is finished in
+    /// order). It joins only under the rules above (a whole one-segment
+    /// message whose delivery changes nothing a later segment's checks read)
+    /// and if `fits` takes its target; else `Err(StreamError::NotAhead)`:
+    /// nothing changed, nothing held or reported, and the LLP takes it
+    /// [`Begin::Alone`] once those before it are finished (a refusal is
+    /// reported then).
+    Ahead(Fits<'a>),
+}
+
+impl std::fmt::Debug for Begin<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Alone => "Alone",
+            Self::Ahead(_) => "Ahead",
+        })
+    }
+}
+
 use super::direct::Begun;
 use super::*;
 use crate::ddp::Target;

@@ -3,7 +3,7 @@
 //! [`DdpStream::on_segment`] (which is built on them).
 
 use super::*;
-use crate::ddp::Target;
+use crate::ddp::{Begin, Target};
 
 impl DdpStream {
     pub(super) fn refuse(&mut self, e: super::super::DdpError) -> StreamError {
@@ -25,19 +25,34 @@ impl DdpStream {
     /// Validate a segment from its DDP header (`head`) and payload length and
     /// say where its payload goes; then the LLP fills the target
     /// ([`Self::segment_buffers`] for a receive buffer) and calls
-    /// [`Self::finish_segment`]. A refusal (`StreamError::Erroneous`) is held,
-    /// nothing placed: the LLP's own check of the same segment (its CRC) comes
-    /// first (RFC 5041 §7.1), and `finish_segment(true)` reports it (the
-    /// stream erroneous, the error queued as an event once, as `on_segment`).
-    /// Other errors: the stream receives nothing any more, nothing held.
+    /// [`Self::finish_segment`].
+    ///
+    /// [`Begin::Alone`]: a refusal (`StreamError::Erroneous`) is held, nothing
+    /// placed: the LLP's own check of the same segment (its CRC) comes first
+    /// (RFC 5041 §7.1), and `finish_segment(true)` reports it (the stream
+    /// erroneous, the error queued as an event once, as `on_segment`). Other
+    /// errors: the stream receives nothing any more, nothing held.
+    ///
+    /// [`Begin::Ahead`]: one more segment of a batch (see
+    /// `DdpSink::begin_more`); `StreamError::NotAhead` when it cannot join
+    /// (nothing changed, no error raised) or the stream receives nothing any
+    /// more (taken alone, it is told why).
     pub fn begin_segment(
         &mut self,
         mem: &MemoryTable,
         seq: SenderSeq,
         head: &[u8],
         payload_len: usize,
+        how: Begin<'_>,
     ) -> Result<Target, StreamError> {
         self.held = None;
+        if let Begin::Ahead(fits) = how {
+            self.may_receive().map_err(|_| StreamError::NotAhead)?;
+            return self
+                .sink
+                .begin_more(mem, seq, head, payload_len, fits)
+                .ok_or(StreamError::NotAhead);
+        }
         self.may_receive()?;
         self.sink
             .begin_segment(mem, seq, head, payload_len)
@@ -54,22 +69,6 @@ impl DdpStream {
     pub fn segment_buffers<R>(&mut self, f: impl FnOnce(&mut [&mut [u8]]) -> R) -> Option<R> {
         self.may_receive().ok()?;
         self.sink.segment_buffers(f)
-    }
-
-    /// One more segment of a batch (see [`super::DdpSink::begin_more`]): `None`
-    /// when it cannot join (nothing changed, no error raised) or the stream
-    /// receives nothing any more.
-    pub fn begin_more(
-        &mut self,
-        mem: &MemoryTable,
-        seq: SenderSeq,
-        head: &[u8],
-        payload_len: usize,
-        fits: super::super::Fits<'_>,
-    ) -> Option<Target> {
-        self.held = None;
-        self.may_receive().ok()?;
-        self.sink.begin_more(mem, seq, head, payload_len, fits)
     }
 
     /// The begun segment's payload is in place and the LLP checked it

@@ -4,10 +4,9 @@
 
 use rddp::{CompletionQueue, Device, ProtectionDomain, QueuePair, QueuePairBuilder, Quota};
 use rddp_mpa::MpaOptions;
-use rddp_mpa::fpdu::Receiver;
+use rddp_wire::FpduDecoder;
 use std::io::Read;
 use std::net::SocketAddr;
-use std::ops::ControlFlow;
 use std::sync::mpsc::{Sender, channel};
 use std::thread::JoinHandle;
 
@@ -25,16 +24,17 @@ pub(crate) fn held_peer(total: usize) -> (SocketAddr, Held) {
     let peer = std::thread::spawn(move || {
         let (mut sock, _, neg, leftover) = listener.accept_raw(|_| Ok(Vec::new())).unwrap();
         go_rx.recv().unwrap();
-        let mut rx = Receiver::new(neg.crc, neg.markers_rx, 65535);
+        let mut rx = FpduDecoder::new(neg.crc, neg.markers_rx, 65535);
         let (mut payload, mut fpdus) = (0usize, 0usize);
         let mut feed = |b: &[u8], payload: &mut usize, fpdus: &mut usize| {
-            rx.feed(b, |u| {
+            let mut out = Vec::new();
+            let r = rx.feed(b, &mut out);
+            for u in &out {
                 // Tagged segments: 14 octets of header.
                 *payload += u.len().saturating_sub(14);
                 *fpdus += 1;
-                ControlFlow::Continue(())
-            })
-            .map(|_| ())
+            }
+            r
         };
         feed(&leftover, &mut payload, &mut fpdus).unwrap();
         let mut buf = vec![0; 1 << 16];
