@@ -33,8 +33,8 @@ pub(crate) struct BwOut {
 pub(crate) struct BwBufs<'a> {
     /// Source of Writes and Sends.
     pub src: &'a MemoryRegion,
-    /// Sink of Reads; with --verify of Writes, its first 8 octets are where
-    /// the server writes its count of checked Writes.
+    /// Sink of Reads; with --verify of Writes, the slots' check words
+    /// ([`CHECK_LEN`] octets a slot, from offset 0), which the server writes.
     pub sink: &'a MemoryRegion,
     /// Sink of the one-octet Reads that confirm Writes.
     pub sync: &'a MemoryRegion,
@@ -52,9 +52,18 @@ pub(crate) struct BwBufs<'a> {
 /// `slots` work requests are in flight, and completions come in posting order,
 /// so a slot is reused only after its message completed. A Write goes to the
 /// same slot of the server's buffer and is followed by a `Written`: the server
-/// checks the slot and writes its count of checked Writes into the first 8
-/// octets of the client's buffer (the sink), and the slot takes its next Write
-/// only once that count says its last one was checked.
+/// checks the slot and RDMA-writes the count of the connection's Writes it has
+/// checked into the slot's check word of the client's buffer (the sink), and
+/// the slot takes its next Write only once that word says its last one was
+/// checked.
+///
+/// A word per slot, not one count for all: over DDP/SCTP (RFC 5043, unordered
+/// chunks) tagged messages are placed as they arrive, in any order, so of two
+/// Writes to the same octets in flight at once the older may land last and
+/// stay. A slot's word has at most one Write in flight: the server writes it
+/// only after a `Written` of that slot, the client sends that only after it
+/// read the word's previous value, and a size's last ones are placed before
+/// its Result is delivered (DDP delivers in order).
 pub(crate) struct Slots {
     /// The connection's id in the keys.
     pub conn: u64,
@@ -68,8 +77,6 @@ pub(crate) struct Slots {
     /// Tests (`--plant-wrong write`): the Write of the size (counted from 0)
     /// whose source gets one wrong octet after its pattern.
     pub plant: Option<u64>,
-    /// The server's count of the connection's Writes checked, as last read.
-    pub checked: u64,
 }
 
 /// Slots of the server's buffer for Write bandwidth with `--verify` whose
@@ -86,8 +93,12 @@ pub(crate) const SLOT_OCTETS: u64 = 64 << 10;
 /// Octets of a slot's `Written` in [`BwBufs::notes`].
 pub(crate) const NOTE_LEN: u64 = 16;
 
+/// Octets of a slot's check word in the client's buffer (u64 BE, see
+/// [`Slots`]); slot `s`'s word is at `s * CHECK_LEN`.
+pub(crate) const CHECK_LEN: u64 = 8;
+
 /// `remote` from `off` on.
-fn remote_at(remote: RemoteBuf, off: u64) -> RemoteBuf {
+pub(crate) fn remote_at(remote: RemoteBuf, off: u64) -> RemoteBuf {
     RemoteBuf {
         stag: remote.stag,
         to: remote.to.wrapping_add(off),
@@ -187,10 +198,11 @@ pub(crate) async fn run(
                 Op::Write if let Some(v) = slots.as_deref_mut() => {
                     // The slot's last Write must have been checked.
                     let n = v.slots as u64;
-                    if posted >= n && v.checked < v.seq0 + posted - n + 1 {
+                    if posted >= n {
+                        let word = (posted % n) * CHECK_LEN;
                         let want = v.seq0 + posted - n + 1;
                         let what = "the server's check of a Write";
-                        v.checked = chan.wait_count(bufs.sink, want, what).await?;
+                        chan.wait_count(bufs.sink, word, want, what).await?;
                     }
                     let at = v.fill(bufs.src, space::WRITE, posted, size)?;
                     let to = remote_at(bufs.remote, at);
@@ -333,7 +345,6 @@ mod tests {
             verified: 0,
             wrong: 0,
             plant: None,
-            checked: 0,
         };
         let served = Key::new(9, space::SERVED | u64::from(size)).fill(size as usize);
         // Read 4 used slot 1: right octets, then one wrong, then the poison

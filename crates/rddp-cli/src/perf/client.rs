@@ -67,17 +67,23 @@ impl Client {
             u32::try_from(if of { slots as u64 } else { 1 } * u64::from(max))
                 .map_err(|_| format!("{slots} slots of {max} octets"))
         };
-        // Verified Writes: the server's count of checked ones comes into the
-        // first 8 octets.
+        let checked_writes = opts.verify && !opts.pingpong && opts.op == Op::Write;
+        // Verified Writes: the server writes the slots' check words (see
+        // `bw::Slots`) into its first octets.
+        let words = if checked_writes {
+            slots as u32 * bw::CHECK_LEN as u32
+        } else {
+            0
+        };
         let local = reg(
             &ep,
-            len(opts.op == Op::Read)?.max(8),
+            len(opts.op == Op::Read)?.max(words),
             Access::REMOTE_WRITE | Access::REMOTE_READ,
         )?;
         let src = reg(&ep, len(opts.op != Op::Read)?, Access::NONE)?;
         let conn = u64::from(std::process::id()) << 32 | u64::from(ep.qp.qp_num());
         let sync = reg(&ep, 8, Access::REMOTE_WRITE)?;
-        let notes = if opts.verify && !opts.pingpong && opts.op == Op::Write {
+        let notes = if checked_writes {
             Some(reg(&ep, slots as u32 * bw::NOTE_LEN as u32, Access::NONE)?)
         } else {
             None
@@ -118,11 +124,7 @@ impl Client {
             ));
         }
         // Verified Writes go to a slot of their own in the server's buffer.
-        let targets = if opts.verify && !opts.pingpong && opts.op == Op::Write {
-            slots as u64
-        } else {
-            1
-        };
+        let targets = if checked_writes { slots as u64 } else { 1 };
         if remote.len < targets * u64::from(max) {
             return Err(format!(
                 "the server's buffer is {} octets, too small for {targets} Writes of {max}",
@@ -313,7 +315,6 @@ impl Client {
                 Stop::Iters(n) => n / 2,
                 Stop::Duration(_) => 1,
             }),
-            checked: 0,
         });
         let out = bw::run(
             &mut self.chan,

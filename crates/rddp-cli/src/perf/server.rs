@@ -1,6 +1,7 @@
 //! The server side of a run on one attached queue pair: answers the client's
 //! control messages, keeps receives posted and grants them, checks payloads.
 
+use super::bw::{CHECK_LEN, remote_at};
 use super::chan::{Chan, Incoming};
 use super::copies::Copies;
 use super::endpoint::Endpoint;
@@ -167,9 +168,10 @@ impl Server {
         )?;
         let src = reg(max_size as usize, Access::NONE)?;
         let count = if checks {
-            if peer.len < 8 {
+            // At least one check word (each Written is checked for its own).
+            if peer.len < CHECK_LEN {
                 return Err(format!(
-                    "the client's buffer is {} octets; 8 are needed",
+                    "the client's buffer is {} octets; {CHECK_LEN} are needed",
                     peer.len
                 ));
             }
@@ -279,20 +281,33 @@ impl Server {
 
     /// Write bandwidth with --verify: check each Write at its `Written` (its
     /// slot holds its octets until the client hears of the check), then write
-    /// the count of the connection's Writes checked into the first 8 octets of
-    /// the client's buffer. Until End.
+    /// the count of the connection's Writes checked into the slot's check word
+    /// of the client's buffer (a word per slot: see [`super::bw::Slots`]).
+    /// Until End.
     async fn writes_until_end(&mut self, run: &mut Run, size: u32) -> Result<(u64, u64), String> {
         let Some(count) = run.count.as_ref() else {
             return Err("Write checks without their count buffer".into());
         };
         let (mut msgs, mut corrupt) = (0u64, 0u64);
         loop {
-            match self.chan.recv_ctrl("the client's Writes").await? {
+            let m = self.chan.recv_ctrl("the client's Writes").await;
+            let m = m.map_err(|e| format!("{e} (after {msgs} Writes of {size} octets checked)"))?;
+            match m {
                 Msg::Written { at } => {
                     let len = run.buf.len();
-                    if at.checked_add(u64::from(size)).is_none_or(|end| end > len) {
+                    if at.checked_add(u64::from(size)).is_none_or(|end| end > len)
+                        || !at.is_multiple_of(u64::from(size.max(1)))
+                    {
                         return Err(format!(
-                            "a Write of {size} octets at {at}, outside the {len}-octet buffer"
+                            "a Write of {size} octets at {at}, not a slot of the {len}-octet buffer"
+                        ));
+                    }
+                    let word = at / u64::from(size.max(1)) * CHECK_LEN;
+                    if word + CHECK_LEN > run.peer.len {
+                        return Err(format!(
+                            "a Write into slot {} has no check word in the client's {}-octet buffer",
+                            word / CHECK_LEN,
+                            run.peer.len
                         ));
                     }
                     let key = Key::new(run.conn, space::WRITE | (run.writes + msgs));
@@ -314,7 +329,8 @@ impl Server {
                     }
                     corrupt += bad.count;
                     msgs += 1;
-                    self.chan.write_count(count, run.writes + msgs, run.peer)?;
+                    let to = remote_at(run.peer, word);
+                    self.chan.write_count(count, run.writes + msgs, to)?;
                 }
                 Msg::Pad => {}
                 Msg::End { iters } if iters == msgs => return Ok((msgs, corrupt)),

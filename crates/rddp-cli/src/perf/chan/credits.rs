@@ -79,6 +79,9 @@ impl Chan {
 
     /// Write `value` (u64 BE, through the 8-octet `mr`) to `to`: a count the
     /// peer reads from its memory, as it reads grants (not a data work request).
+    /// A Write sends the octets `mr` holds when it goes out, maybe a later
+    /// count: counts only grow and each is true when written, so that one is
+    /// true too.
     pub(crate) fn write_count(
         &mut self,
         mr: &MemoryRegion,
@@ -94,19 +97,20 @@ impl Chan {
         Ok(())
     }
 
-    /// Wait until the count the peer writes into the first 8 octets of `mr`
-    /// ([`Self::write_count`]) is at least `want`; returns it. `what` names
-    /// the count in the error after `stall()` without it.
+    /// Wait until the count the peer writes into the 8 octets at `offset` of
+    /// `mr` ([`Self::write_count`]) is at least `want`; returns it. `what`
+    /// names the count in the error after `stall()` without it.
     pub(crate) async fn wait_count(
         &mut self,
         mr: &MemoryRegion,
+        offset: u64,
         want: u64,
         what: &str,
     ) -> Result<u64, String> {
         let mut start = None;
         let mut spins = 0u32;
         loop {
-            let m = mr.read(0, 8).map_err(verbs("reading a count"))?;
+            let m = mr.read(offset, 8).map_err(verbs("reading a count"))?;
             let got = u64::from_be_bytes(m.try_into().unwrap_or([0; 8]));
             if got >= want {
                 return Ok(got);
