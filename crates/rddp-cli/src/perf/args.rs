@@ -127,8 +127,9 @@ pub(crate) struct ClientArgs {
     /// (the first time after a random share of it, so they do not all at once).
     #[arg(long, value_name = "SECS", value_parser = parse_secs, allow_negative_numbers = true)]
     pub reconnect: Option<f64>,
-    /// Tests of --op mixed --verify: plant one wrong octet in every connection
-    /// (write, send, read or late), which the checks must find.
+    /// Tests of --verify: plant one wrong octet in every connection (--op
+    /// mixed: write, send, read or late; --op write: write, in a Write in the
+    /// middle of each size), which the checks must find.
     #[arg(long, value_name = "WHERE", hide = true)]
     pub plant_wrong: Option<String>,
     #[command(flatten)]

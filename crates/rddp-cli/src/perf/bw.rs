@@ -33,10 +33,14 @@ pub(crate) struct BwOut {
 pub(crate) struct BwBufs<'a> {
     /// Source of Writes and Sends.
     pub src: &'a MemoryRegion,
-    /// Sink of Reads.
+    /// Sink of Reads; with --verify of Writes, the slots' check words
+    /// ([`CHECK_LEN`] octets a slot, from offset 0), which the server writes.
     pub sink: &'a MemoryRegion,
     /// Sink of the one-octet Reads that confirm Writes.
     pub sync: &'a MemoryRegion,
+    /// With --verify of Writes: [`NOTE_LEN`] octets a slot, the source of
+    /// the slot's `Written`.
+    pub notes: Option<&'a MemoryRegion>,
     /// The server's advertised buffer.
     pub remote: RemoteBuf,
 }
@@ -46,7 +50,20 @@ pub(crate) struct BwBufs<'a> {
 /// before it is posted) or of the sink (Reads: poisoned before, checked once
 /// its Read completed: before the slot is used again, and at the end). At most
 /// `slots` work requests are in flight, and completions come in posting order,
-/// so a slot is reused only after its message completed.
+/// so a slot is reused only after its message completed. A Write goes to the
+/// same slot of the server's buffer and is followed by a `Written`: the server
+/// checks the slot and RDMA-writes the count of the connection's Writes it has
+/// checked into the slot's check word of the client's buffer (the sink), and
+/// the slot takes its next Write only once that word says its last one was
+/// checked.
+///
+/// A word per slot, not one count for all: over DDP/SCTP (RFC 5043, unordered
+/// chunks) tagged messages are placed as they arrive, in any order, so of two
+/// Writes to the same octets in flight at once the older may land last and
+/// stay. A slot's word has at most one Write in flight: the server writes it
+/// only after a `Written` of that slot, the client sends that only after it
+/// read the word's previous value, and a size's last ones are placed before
+/// its Result is delivered (DDP delivers in order).
 pub(crate) struct Slots {
     /// The connection's id in the keys.
     pub conn: u64,
@@ -57,6 +74,36 @@ pub(crate) struct Slots {
     /// Octets checked, and wrong.
     pub verified: u64,
     pub wrong: u64,
+    /// Tests (`--plant-wrong write`): the Write of the size (counted from 0)
+    /// whose source gets one wrong octet after its pattern.
+    pub plant: Option<u64>,
+}
+
+/// Slots of the server's buffer for Write bandwidth with `--verify` whose
+/// largest message is `max` (the client uses at most this many).
+pub(crate) fn write_slots(max: u32) -> usize {
+    (SLOT_OCTETS / u64::from(max.max(1))).max(2) as usize
+}
+
+/// Source (Writes, Sends), sink (Reads) or target (Writes) slots of --verify's
+/// bandwidth modes: at least 2 messages, more while they fit in this many
+/// octets (thousands of queue pairs run with --verify), at most --tx-depth.
+pub(crate) const SLOT_OCTETS: u64 = 64 << 10;
+
+/// Octets of a slot's `Written` in [`BwBufs::notes`].
+pub(crate) const NOTE_LEN: u64 = 16;
+
+/// Octets of a slot's check word in the client's buffer (u64 BE, see
+/// [`Slots`]); slot `s`'s word is at `s * CHECK_LEN`.
+pub(crate) const CHECK_LEN: u64 = 8;
+
+/// `remote` from `off` on.
+pub(crate) fn remote_at(remote: RemoteBuf, off: u64) -> RemoteBuf {
+    RemoteBuf {
+        stag: remote.stag,
+        to: remote.to.wrapping_add(off),
+        len: remote.len.saturating_sub(off),
+    }
 }
 
 impl Slots {
@@ -68,8 +115,11 @@ impl Slots {
     fn fill(&self, src: &MemoryRegion, kind: u64, i: u64, size: u32) -> Result<u64, String> {
         let at = self.at(i, size);
         let key = Key::new(self.conn, kind | (self.seq0 + i));
-        src.write(at, &key.fill(size as usize))
-            .map_err(|e| e.to_string())?;
+        let mut octets = key.fill(size as usize);
+        if kind == space::WRITE && self.plant == Some(i) {
+            octets[size as usize / 2] ^= 0x5a;
+        }
+        src.write(at, &octets).map_err(|e| e.to_string())?;
         Ok(at)
     }
 
@@ -146,8 +196,21 @@ pub(crate) async fn run(
         {
             match op {
                 Op::Write if let Some(v) = slots.as_deref_mut() => {
+                    // The slot's last Write must have been checked.
+                    let n = v.slots as u64;
+                    if posted >= n {
+                        let word = (posted % n) * CHECK_LEN;
+                        let want = v.seq0 + posted - n + 1;
+                        let what = "the server's check of a Write";
+                        chan.wait_count(bufs.sink, word, want, what).await?;
+                    }
                     let at = v.fill(bufs.src, space::WRITE, posted, size)?;
-                    chan.write_from(bufs.src, at, u64::from(size), bufs.remote)?;
+                    let to = remote_at(bufs.remote, at);
+                    chan.write_from(bufs.src, at, u64::from(size), to)?;
+                    let notes = bufs.notes.ok_or("verified Writes need notes")?;
+                    let note = (posted % n) * NOTE_LEN;
+                    chan.send_ctrl_from(notes, note, &Msg::Written { at })
+                        .await?;
                     if (posted + 1).is_multiple_of(sync_every) {
                         chan.sync(bufs.sync, bufs.remote)?;
                     }
@@ -281,6 +344,7 @@ mod tests {
             seq0: 0,
             verified: 0,
             wrong: 0,
+            plant: None,
         };
         let served = Key::new(9, space::SERVED | u64::from(size)).fill(size as usize);
         // Read 4 used slot 1: right octets, then one wrong, then the poison

@@ -27,6 +27,8 @@ pub(crate) struct Client {
     local: MemoryRegion,
     /// Sink of the Reads that confirm Writes.
     sync: MemoryRegion,
+    /// Sources of the `Written`s of verified Writes, one a slot.
+    notes: Option<MemoryRegion>,
     /// The size whose buffers [`Self::prepare`] filled.
     prepared: Option<u32>,
     /// The size [`Self::begin`] began, and the counters before it.
@@ -39,11 +41,6 @@ pub(crate) struct Client {
     writes: u64,
     sends: u64,
 }
-
-/// Source (Writes, Sends) or sink (Reads) slots of --verify's bandwidth modes:
-/// at least 2 messages, more while they fit in this many octets (thousands of
-/// queue pairs run with --verify), at most --tx-depth.
-const SLOT_OCTETS: u64 = 64 << 10;
 
 fn reg(ep: &Endpoint, len: u32, access: Access) -> Result<MemoryRegion, String> {
     ep.pd
@@ -62,10 +59,7 @@ impl Client {
         };
         let mailbox = reg(&ep, 8, Access::REMOTE_WRITE)?;
         let slots = if opts.verify && !opts.pingpong {
-            (SLOT_OCTETS / u64::from(max))
-                .max(2)
-                .min(opts.tx_depth as u64)
-                .max(1) as usize
+            bw::write_slots(max).min(opts.tx_depth).max(1)
         } else {
             1
         };
@@ -73,14 +67,27 @@ impl Client {
             u32::try_from(if of { slots as u64 } else { 1 } * u64::from(max))
                 .map_err(|_| format!("{slots} slots of {max} octets"))
         };
+        let checked_writes = opts.verify && !opts.pingpong && opts.op == Op::Write;
+        // Verified Writes: the server writes the slots' check words (see
+        // `bw::Slots`) into its first octets.
+        let words = if checked_writes {
+            slots as u32 * bw::CHECK_LEN as u32
+        } else {
+            0
+        };
         let local = reg(
             &ep,
-            len(opts.op == Op::Read)?,
+            len(opts.op == Op::Read)?.max(words),
             Access::REMOTE_WRITE | Access::REMOTE_READ,
         )?;
         let src = reg(&ep, len(opts.op != Op::Read)?, Access::NONE)?;
         let conn = u64::from(std::process::id()) << 32 | u64::from(ep.qp.qp_num());
         let sync = reg(&ep, 8, Access::REMOTE_WRITE)?;
+        let notes = if checked_writes {
+            Some(reg(&ep, slots as u32 * bw::NOTE_LEN as u32, Access::NONE)?)
+        } else {
+            None
+        };
         let hello = Msg::Hello {
             op: opts.op,
             pingpong: opts.pingpong,
@@ -116,6 +123,14 @@ impl Client {
                 remote.len
             ));
         }
+        // Verified Writes go to a slot of their own in the server's buffer.
+        let targets = if checked_writes { slots as u64 } else { 1 };
+        if remote.len < targets * u64::from(max) {
+            return Err(format!(
+                "the server's buffer is {} octets, too small for {targets} Writes of {max}",
+                remote.len
+            ));
+        }
         Ok(Self {
             chan,
             opts: opts.clone(),
@@ -123,6 +138,7 @@ impl Client {
             src,
             local,
             sync,
+            notes,
             prepared: None,
             begun: None,
             conn,
@@ -281,6 +297,7 @@ impl Client {
             src: &self.src,
             sink: &self.local,
             sync: &self.sync,
+            notes: self.notes.as_ref(),
             remote: self.remote,
         };
         let mut slots = o.verify.then_some(bw::Slots {
@@ -293,6 +310,11 @@ impl Client {
             },
             verified: 0,
             wrong: 0,
+            // In the middle: not the last Write, which lands last.
+            plant: o.plant_write.then_some(match o.stop {
+                Stop::Iters(n) => n / 2,
+                Stop::Duration(_) => 1,
+            }),
         });
         let out = bw::run(
             &mut self.chan,

@@ -59,6 +59,10 @@ pub(crate) struct ClientOpts {
     pub tx_depth: usize,
     /// Sends posted as one list at most (perftest's --post_list).
     pub post_list: usize,
+    /// Tests of Write bandwidth with --verify (`--plant-wrong write`): one
+    /// wrong octet in a Write in the middle of each size, which the server's
+    /// checks must find.
+    pub plant_write: bool,
 }
 
 impl ClientOpts {

@@ -47,6 +47,10 @@ pub(crate) enum Msg {
     Pad,
     /// Client -> server: the run is over.
     Bye,
+    /// Client -> server, Write bandwidth with --verify: the next Write (in
+    /// posting order) went to offset `at` of the server's buffer. Sent after
+    /// that Write, so it is placed before this arrives (RFC 5040 §5.5).
+    Written { at: u64 },
 }
 
 fn op_code(op: Op) -> u8 {
@@ -107,6 +111,10 @@ impl Msg {
             }
             Self::Pad => b.push(6),
             Self::Bye => b.push(7),
+            Self::Written { at } => {
+                b.push(8);
+                b.extend_from_slice(&at.to_be_bytes());
+            }
         }
         b
     }
@@ -168,6 +176,7 @@ impl Msg {
             },
             6 => Self::Pad,
             7 => Self::Bye,
+            8 => Self::Written { at: u64_at(1)? },
             _ => return Err(bad()),
         })
     }
@@ -209,6 +218,7 @@ mod tests {
             },
             Msg::Pad,
             Msg::Bye,
+            Msg::Written { at: 3 << 40 | 5 },
         ];
         for m in all {
             let b = m.encode();

@@ -46,6 +46,15 @@ pub(crate) fn client_opts(a: &ClientArgs) -> Result<ClientOpts, String> {
         (None, Some(n)) => Stop::Iters(n),
         (None, None) => Stop::Iters(if a.pingpong { 1000 } else { 5000 }),
     };
+    let plant_write = match a.plant_wrong.as_deref() {
+        None => false,
+        Some("write") if a.op == Op::Write && a.verify && !a.pingpong => true,
+        Some(p) => {
+            return Err(format!(
+                "--plant-wrong {p}: bandwidth takes write, with --op write --verify"
+            ));
+        }
+    };
     Ok(ClientOpts {
         op: a.op,
         sizes,
@@ -54,6 +63,7 @@ pub(crate) fn client_opts(a: &ClientArgs) -> Result<ClientOpts, String> {
         verify: a.verify,
         tx_depth: a.tx_depth as usize,
         post_list: a.post_list as usize,
+        plant_write,
     })
 }
 

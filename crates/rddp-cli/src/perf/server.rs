@@ -1,6 +1,7 @@
 //! The server side of a run on one attached queue pair: answers the client's
 //! control messages, keeps receives posted and grants them, checks payloads.
 
+use super::bw::{CHECK_LEN, remote_at};
 use super::chan::{Chan, Incoming};
 use super::copies::Copies;
 use super::endpoint::Endpoint;
@@ -69,6 +70,9 @@ struct Run {
     sends: u64,
     /// Bandwidth Writes of the connection so far (the next one's sequence).
     writes: u64,
+    /// Write bandwidth with --verify: the 8-octet source of the count of
+    /// checked Writes written to the client (see `writes_until_end`).
+    count: Option<MemoryRegion>,
 }
 
 impl Server {
@@ -143,15 +147,38 @@ impl Server {
         if max_size == 0 || max_size > super::opts::MAX_SIZE {
             return Err(format!("the client asks for {max_size}-octet messages"));
         }
-        let reg = |access| {
+        // Verified Write bandwidth: each Write has a slot of its own, checked
+        // before the client may write it again.
+        let checks = op == Op::Write && verify && !pingpong;
+        let reg = |len: usize, access| {
             self.chan
                 .ep
                 .pd
-                .register(vec![0; max_size as usize], access)
-                .map_err(|e| format!("registering {max_size} octets: {e}"))
+                .register(vec![0; len], access)
+                .map_err(|e| format!("registering {len} octets: {e}"))
         };
-        let buf = reg(Access::REMOTE_WRITE | Access::REMOTE_READ)?;
-        let src = reg(Access::NONE)?;
+        let slots = if checks {
+            super::bw::write_slots(max_size)
+        } else {
+            1
+        };
+        let buf = reg(
+            slots * max_size as usize,
+            Access::REMOTE_WRITE | Access::REMOTE_READ,
+        )?;
+        let src = reg(max_size as usize, Access::NONE)?;
+        let count = if checks {
+            // At least one check word (each Written is checked for its own).
+            if peer.len < CHECK_LEN {
+                return Err(format!(
+                    "the client's buffer is {} octets; {CHECK_LEN} are needed",
+                    peer.len
+                ));
+            }
+            Some(reg(8, Access::NONE)?)
+        } else {
+            None
+        };
         // No credits in a ping-pong (see the client).
         if !pingpong {
             self.chan.enable_grants(mailbox)?;
@@ -169,6 +196,7 @@ impl Server {
             conn,
             sends: 0,
             writes: 0,
+            count,
         })
     }
 
@@ -216,18 +244,13 @@ impl Server {
                 (i, 0)
             }
             (Op::Send | Op::Mixed, _) => self.sends(run, size).await?,
+            (Op::Write, false) if run.count.is_some() => self.writes_until_end(run, size).await?,
             _ => (self.wait_end().await?, 0),
         };
         if run.verify && run.op == Op::Write && run.pingpong {
             // The last octet is the marker, not pattern.
             let got = run.buf.read(0, u64::from(size - 1)).map_err(e)?;
             corrupt += pattern::corrupt(size, &got);
-        } else if run.verify && run.op == Op::Write && msgs > 0 {
-            // Every Write is a message of its own key into the same octets:
-            // they must hold the last one's (not an older Write's, landed late).
-            let key = Key::new(run.conn, space::WRITE | (run.writes + msgs - 1));
-            let got = run.buf.read(0, u64::from(size)).map_err(e)?;
-            corrupt += key.check(&got).count;
         }
         if run.op == Op::Write {
             run.writes += msgs;
@@ -252,6 +275,71 @@ impl Server {
                 Msg::End { iters } => return Ok(iters),
                 Msg::Pad => {}
                 m => return Err(format!("expected End, got {m:?}")),
+            }
+        }
+    }
+
+    /// Write bandwidth with --verify: check each Write at its `Written` (its
+    /// slot holds its octets until the client hears of the check), then write
+    /// the count of the connection's Writes checked into the slot's check word
+    /// of the client's buffer (a word per slot: see [`super::bw::Slots`]).
+    /// Until End.
+    async fn writes_until_end(&mut self, run: &mut Run, size: u32) -> Result<(u64, u64), String> {
+        let Some(count) = run.count.as_ref() else {
+            return Err("Write checks without their count buffer".into());
+        };
+        let (mut msgs, mut corrupt) = (0u64, 0u64);
+        loop {
+            let m = self.chan.recv_ctrl("the client's Writes").await;
+            let m = m.map_err(|e| format!("{e} (after {msgs} Writes of {size} octets checked)"))?;
+            match m {
+                Msg::Written { at } => {
+                    let len = run.buf.len();
+                    if at.checked_add(u64::from(size)).is_none_or(|end| end > len)
+                        || !at.is_multiple_of(u64::from(size.max(1)))
+                    {
+                        return Err(format!(
+                            "a Write of {size} octets at {at}, not a slot of the {len}-octet buffer"
+                        ));
+                    }
+                    let word = at / u64::from(size.max(1)) * CHECK_LEN;
+                    if word + CHECK_LEN > run.peer.len {
+                        return Err(format!(
+                            "a Write into slot {} has no check word in the client's {}-octet buffer",
+                            word / CHECK_LEN,
+                            run.peer.len
+                        ));
+                    }
+                    let key = Key::new(run.conn, space::WRITE | (run.writes + msgs));
+                    let got = run
+                        .buf
+                        .read(at, u64::from(size))
+                        .map_err(|e| e.to_string())?;
+                    let bad = key.check(&got);
+                    if bad.count > 0 {
+                        eprintln!(
+                            "rddp perf server: connection {:#x}: Write {} of {size} octets: \
+                             {} octets wrong, from +{} to +{}",
+                            run.conn,
+                            run.writes + msgs,
+                            bad.count,
+                            bad.first,
+                            bad.last
+                        );
+                    }
+                    corrupt += bad.count;
+                    msgs += 1;
+                    let to = remote_at(run.peer, word);
+                    self.chan.write_count(count, run.writes + msgs, to)?;
+                }
+                Msg::Pad => {}
+                Msg::End { iters } if iters == msgs => return Ok((msgs, corrupt)),
+                Msg::End { iters } => {
+                    return Err(format!(
+                        "the client wrote {iters} Writes of {size} octets; {msgs} were told of"
+                    ));
+                }
+                m => return Err(format!("expected Written or End, got {m:?}")),
             }
         }
     }
@@ -366,6 +454,7 @@ mod tests {
             verify: false,
             tx_depth: 4,
             post_list: 1,
+            plant_write: false,
         };
         let err = exec::block_on(Client::connect(c, &opts)).err().unwrap();
         assert!(err.contains("not the 16-octet advertisement"), "{err}");

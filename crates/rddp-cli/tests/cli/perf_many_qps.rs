@@ -152,9 +152,10 @@ fn two_thousand_queue_pairs_on_a_few_threads() {
     assert_eq!(v["iterations"].as_u64(), Some(2 * QPS), "{v}");
     assert_eq!(v["bytes"].as_u64(), Some(4096 * 2 * QPS), "{v}");
     assert_eq!(v["corrupt_bytes"].as_u64(), Some(0), "{v}");
-    // Timed: the data phases only (every queue pair's End and Result; no
-    // Begin or Ack), from the first queue pair's start to the last one's end.
-    assert_eq!(v["control_messages_timed"].as_u64(), Some(2 * QPS), "{v}");
+    // Timed: the data phases only (every queue pair's End and Result, and
+    // the Written after each of its two verified Writes; no Begin or Ack),
+    // from the first queue pair's start to the last one's end.
+    assert_eq!(v["control_messages_timed"].as_u64(), Some(4 * QPS), "{v}");
     let (longest, span) = (v["qp_seconds_max"].as_f64(), v["seconds"].as_f64());
     assert!(
         longest.zip(span).is_some_and(|(l, s)| 0.0 < l && l <= s),

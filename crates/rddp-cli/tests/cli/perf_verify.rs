@@ -2,7 +2,9 @@
 //! short run between two processes over MPA verifies octets of Reads, Writes
 //! (read back) and Sends and finds none wrong; one wrong octet planted in a
 //! Write's or a Send's source, in a Read's sink before its check or after it
-//! (a late octet) is found and fails the run.
+//! (a late octet) is found and fails the run. Write bandwidth (`--op write
+//! --verify`) checks every Write at the server too: one wrong octet in a Write
+//! in the middle of a run, overwritten in place by none, is found.
 
 use serde_json::Value;
 use std::io::BufRead;
@@ -111,4 +113,48 @@ fn a_planted_wrong_octet_is_found_wherever_it_is() {
         assert_eq!(n(&v, "errors"), 0, "{plant}: {v}\n{err}");
         assert!(err.contains("octet(s) wrong"), "{plant}: {err}");
     }
+}
+
+/// A Write bandwidth run of `iters` Writes of 4 KiB against `addr`, `--json`:
+/// its one line (a measurement, or the failure).
+fn write_bw(addr: &str, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "perf",
+        "client",
+        "--connect",
+        addr,
+        "--op",
+        "write",
+        "--size",
+        "4K",
+        "--iters",
+        "200",
+        "--verify",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let out = Command::new(env!("CARGO_BIN_EXE_rddp"))
+        .args(&args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON line: {stdout}{stderr}"));
+    serde_json::from_str(line).unwrap()
+}
+
+#[test]
+fn write_bandwidth_checks_every_write_not_only_the_last() {
+    let s = Server::start();
+    let v = write_bw(&s.1, &[]);
+    assert_eq!(n(&v, "iterations"), 200, "{v}");
+    assert_eq!(n(&v, "corrupt_bytes"), 0, "{v}");
+    // The 100th of 200 Writes has a wrong octet; 100 more Writes follow it.
+    let v = write_bw(&s.1, &["--plant-wrong", "write"]);
+    assert_eq!(n(&v, "iterations"), 200, "{v}");
+    assert_eq!(n(&v, "corrupt_bytes"), 1, "{v}");
 }

@@ -77,6 +77,70 @@ impl Chan {
         Ok(())
     }
 
+    /// Write `value` (u64 BE, through the 8-octet `mr`) to `to`: a count the
+    /// peer reads from its memory, as it reads grants (not a data work request).
+    /// A Write sends the octets `mr` holds when it goes out, maybe a later
+    /// count: counts only grow and each is true when written, so that one is
+    /// true too.
+    pub(crate) fn write_count(
+        &mut self,
+        mr: &MemoryRegion,
+        value: u64,
+        to: RemoteBuf,
+    ) -> Result<(), String> {
+        mr.write(0, &value.to_be_bytes()).map_err(verbs("count"))?;
+        self.ep
+            .qp
+            .post_write(GRANT, mr, 0, 8, to, 0)
+            .map_err(verbs("writing a count"))?;
+        self.outstanding += 1;
+        Ok(())
+    }
+
+    /// Wait until the count the peer writes into the 8 octets at `offset` of
+    /// `mr` ([`Self::write_count`]) is at least `want`; returns it. `what`
+    /// names the count in the error after `stall()` without it.
+    pub(crate) async fn wait_count(
+        &mut self,
+        mr: &MemoryRegion,
+        offset: u64,
+        want: u64,
+        what: &str,
+    ) -> Result<u64, String> {
+        let mut start = None;
+        let mut spins = 0u32;
+        loop {
+            let m = mr.read(offset, 8).map_err(verbs("reading a count"))?;
+            let got = u64::from_be_bytes(m.try_into().unwrap_or([0; 8]));
+            if got >= want {
+                return Ok(got);
+            }
+            // As for a grant (below): an RDMA Write, no completion here.
+            self.reap_busy()?;
+            self.check_events(what)?;
+            if start.get_or_insert_with(Instant::now).elapsed() > stall() {
+                return Err(format!(
+                    "waited {} s for {what}: {got} of {want}",
+                    stall().as_secs()
+                ));
+            }
+            spins += 1;
+            self.look_again(spins).await;
+        }
+    }
+
+    /// Between two looks at a mailbox: yield at first, then sleep longer
+    /// and longer (up to [`credit_poll_max`]) while the I/O thread reads.
+    async fn look_again(&mut self, spins: u32) {
+        if spins < 16 {
+            crate::perf::exec::yield_now().await;
+        } else {
+            self.end_busy();
+            let d = Duration::from_micros(25u64 << (spins - 16).min(12));
+            crate::perf::exec::pause(d.min(credit_poll_max())).await;
+        }
+    }
+
     pub(super) async fn wait_credit(&mut self) -> Result<(), String> {
         // The clock is read only once no credit is left (not per message).
         let mut start = None;
@@ -110,14 +174,7 @@ impl Chan {
             // look again soon, but with thousands of connections (--qps) this
             // task must not keep a worker busy.
             spins += 1;
-            if spins < 16 {
-                crate::perf::exec::yield_now().await;
-            } else {
-                // The I/O thread reads while this task sleeps.
-                self.end_busy();
-                let d = Duration::from_micros(25u64 << (spins - 16).min(12));
-                crate::perf::exec::pause(d.min(credit_poll_max())).await;
-            }
+            self.look_again(spins).await;
         }
     }
 }

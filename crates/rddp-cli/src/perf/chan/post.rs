@@ -31,6 +31,34 @@ impl Chan {
         Ok(())
     }
 
+    /// [`Self::send_ctrl`] from the octets at `offset` of `mr`, which the
+    /// caller leaves alone until the message has arrived: control messages
+    /// that go one after another without waiting for each other
+    /// ([`Self::send_ctrl`] reuses one buffer, so it may have one in flight).
+    pub(crate) async fn send_ctrl_from(
+        &mut self,
+        mr: &MemoryRegion,
+        offset: u64,
+        m: &Msg,
+    ) -> Result<(), String> {
+        self.wait_credit().await?;
+        let b = m.encode();
+        mr.write(offset, &b).map_err(verbs("control message"))?;
+        let flags = SendFlags {
+            solicited: true,
+            ..SendFlags::default()
+        };
+        self.ep
+            .qp
+            .post_send(CTRL, mr, offset, b.len() as u64, flags)
+            .map_err(verbs("sending a control message"))?;
+        self.signals.posted(true);
+        self.outstanding += 1;
+        self.answer_due = true;
+        self.note_ctrl();
+        Ok(())
+    }
+
     /// Send `bytes` as a data message (no Solicited Event), e.g. the advertisement.
     pub(crate) async fn send_raw(&mut self, bytes: &[u8]) -> Result<(), String> {
         self.wait_credit().await?;
