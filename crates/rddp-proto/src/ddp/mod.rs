@@ -28,7 +28,9 @@ pub use pool::{
     BufferOrdering, BufferPool, PoolConfig, PoolError, PoolEvent, PoolId, PoolStats, PoolStrategy,
 };
 pub use recv_queue::{RecvBuffer, RecvModel, RegionSpan};
-pub use sink::{Begin, DdpSink, Delivery, Fits, SinkStats, TaggedProgress, Target, split_segment};
+pub use sink::{
+    Begin, DdpSink, Delivery, Fits, NotBegun, SinkStats, TaggedProgress, Target, split_segment,
+};
 pub use source::{DdpSource, OutSegment};
 pub use stream::{DdpStream, StreamEvent, StreamState};
 

@@ -420,7 +420,7 @@ impl UntaggedQueue {
                 && keys[i] == k
             {
                 if slot.place.is_some() {
-                    // Never in a batch (`DdpSink::begin_more`, `Begin::Ahead`).
+                    // Never in a batch (`Begin::Ahead`).
                     return None;
                 }
                 out[i] = Some(slot.buf.data.as_mut_slice());

@@ -733,7 +733,7 @@ fn in_order(
 mod batch;
 mod direct;
 pub use batch::{Begin, Fits};
-pub use direct::{Target, split_segment};
+pub use direct::{NotBegun, Target, split_segment};
 
 /// A queue's refusal of a post, as the stream reports it.
 fn refused(qn: u32, r: PostRefused) -> SourceError {

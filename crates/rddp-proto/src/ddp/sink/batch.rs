@@ -21,7 +21,7 @@
 //! * a Send with payload for a receive posted into a region is not begun (a
 //!   pool's such receive stays taken for it; taken alone it is placed there).
 //!
-//! Anything else is not begun (`None`, nothing changed): the LLP ends the
+//! Anything else is not begun (`NotBegun::NotAhead`, nothing changed): the LLP ends the
 //! batch before it and takes that segment alone, as before. So is a segment
 //! whose target the LLP cannot take in this batch (`fits`: MPA reads into one
 //! region per batch, and not into overlapping ranges of it).
@@ -65,11 +65,12 @@ use crate::ddp::Target;
 
 impl DdpSink {
     /// Begin the segment at `seq` while the batch's earlier segments (all
-    /// begun, none finished) wait for their payloads: `Some(target)` as
-    /// [`Self::begin_segment`] would give it in order; `None` if it cannot join
-    /// the batch, would be refused, or `fits` says no to its target (nothing
-    /// changed: the caller takes it alone, where a refusal is reported).
-    pub fn begin_more(
+    /// begun, none finished) wait for their payloads ([`Begin::Ahead`]):
+    /// `Some(target)` as [`Begin::Alone`] would give it in order; `None` if it
+    /// cannot join the batch, would be refused, or `fits` says no to its
+    /// target (nothing changed: the caller takes it alone, where a refusal is
+    /// reported).
+    pub(super) fn begin_ahead(
         &mut self,
         mem: &MemoryTable,
         seq: SenderSeq,

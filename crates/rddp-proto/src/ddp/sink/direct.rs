@@ -4,11 +4,11 @@
 //! bounds, message continuity; untagged: QN, MSN, buffer, MO, length, tiling) and
 //! says where the payload goes ([`Target`]). The LLP reads the payload straight
 //! into that place, verifies its own integrity check (MPA CRC) over the octets
-//! where they lie, and only then calls [`DdpSink::finish_segment`], which does the
-//! rest (statistics, sender-order bookkeeping, delivery). If the check fails the
-//! LLP calls [`DdpSink::abandon_segment`]: the placed octets are undefined and
-//! nothing is delivered (RFC 5044 §4.4). [`DdpSink::on_segment`] is these three steps
-//! over a segment held whole (one set of rules).
+//! where they lie, and only then calls [`DdpSink::finish_segment`]`(true)`, which
+//! does the rest (statistics, sender-order bookkeeping, delivery). If the check
+//! fails the LLP calls `finish_segment(false)`: the placed octets are undefined
+//! and nothing is delivered (RFC 5044 §4.4). [`DdpSink::on_segment`] is these
+//! three steps over a segment held whole (one set of rules).
 
 use super::*;
 use crate::ddp::place_whole;
@@ -61,14 +61,42 @@ pub(crate) struct Begun {
     pub(super) buffer: Option<(u32, u32, usize)>,
 }
 
+/// Why [`DdpSink::begin_segment`] began nothing (and changed nothing).
+#[derive(Debug)]
+pub enum NotBegun {
+    /// [`Begin::Alone`]: a check of RFC 5041 §7.1 refused it.
+    Refused(DdpError),
+    /// [`Begin::Ahead`]: it cannot join the batch (the LLP takes it alone
+    /// once those before it are finished; a refusal is reported then).
+    NotAhead,
+}
+
 impl DdpSink {
     /// Validate the segment whose DDP header is `head` (the first
     /// `min(segment length, header length)` octets) and whose payload is
-    /// `payload_len` octets, at sender position `seq`; nothing is placed or
-    /// changed on refusal. On success the segment is begun: the caller fills the
-    /// target, then calls [`Self::finish_segment`] or [`Self::abandon_segment`]. A
-    /// segment begun before and not finished is abandoned.
+    /// `payload_len` octets, at sender position `seq`, under the rules `how`
+    /// names; nothing is placed or changed when it is not begun. Begun, the
+    /// caller fills the target, then calls [`Self::finish_segment`]. Alone, a
+    /// segment begun before and not finished is forgotten.
     pub fn begin_segment(
+        &mut self,
+        mem: &MemoryTable,
+        seq: SenderSeq,
+        head: &[u8],
+        payload_len: usize,
+        how: Begin<'_>,
+    ) -> Result<Target, NotBegun> {
+        match how {
+            Begin::Alone => self
+                .begin_alone(mem, seq, head, payload_len)
+                .map_err(NotBegun::Refused),
+            Begin::Ahead(fits) => self
+                .begin_ahead(mem, seq, head, payload_len, fits)
+                .ok_or(NotBegun::NotAhead),
+        }
+    }
+
+    fn begin_alone(
         &mut self,
         mem: &MemoryTable,
         seq: SenderSeq,
@@ -149,9 +177,17 @@ impl DdpSink {
         self.queues.get(qn as usize)?.next_posted()
     }
 
-    /// The begun segment's payload is in place and checked: account for it and
-    /// deliver what it completes (of a batch: the oldest begun).
-    pub fn finish_segment(&mut self) -> Result<(), DdpError> {
+    /// The begun segment's payload is in place and the LLP checked it
+    /// (`llp_ok`: its CRC, or true where it has none): account for it and
+    /// deliver what it completes (of a batch: the oldest begun). A failed
+    /// check: the segment is forgotten, with a batch's other begun segments
+    /// (the stream fails), and nothing is delivered or reported here (the LLP
+    /// reports its own error).
+    pub fn finish_segment(&mut self, llp_ok: bool) -> Result<(), DdpError> {
+        if !llp_ok {
+            self.begun.clear();
+            return Ok(());
+        }
         let Some(b) = self.begun.pop_front() else {
             return Err(DdpError::new(
                 TerminateCode::DDP_LOCAL_CATASTROPHIC,
@@ -161,12 +197,6 @@ impl DdpSink {
             ));
         };
         self.account(b.seq, b.meta, b.len)
-    }
-
-    /// Forget the begun segment (its LLP check failed): nothing is delivered.
-    /// A batch's other begun segments are forgotten with it (the stream fails).
-    pub fn abandon_segment(&mut self) {
-        self.begun.clear();
     }
 
     /// Handle one DDP segment (header + payload) that the LLP received whole, `seq`
@@ -180,10 +210,10 @@ impl DdpSink {
         seg: &[u8],
     ) -> Result<(), DdpError> {
         let (head, payload) = split_segment(seg);
-        let target = self.begin_segment(mem, seq, head, payload.len())?;
+        let target = self.begin_alone(mem, seq, head, payload.len())?;
         let copied = place_whole(&target, payload, || self.begun_buffer());
         self.count_copied(copied);
-        self.finish_segment()
+        self.finish_segment(true)
     }
 }
 

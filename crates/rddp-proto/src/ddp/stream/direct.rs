@@ -3,7 +3,7 @@
 //! [`DdpStream::on_segment`] (which is built on them).
 
 use super::*;
-use crate::ddp::{Begin, Target};
+use crate::ddp::{Begin, NotBegun, Target};
 
 impl DdpStream {
     pub(super) fn refuse(&mut self, e: super::super::DdpError) -> StreamError {
@@ -34,7 +34,7 @@ impl DdpStream {
     /// errors: the stream receives nothing any more, nothing held.
     ///
     /// [`Begin::Ahead`]: one more segment of a batch (see
-    /// `DdpSink::begin_more`); `StreamError::NotAhead` when it cannot join
+    /// `DdpSink::begin_segment`); `StreamError::NotAhead` when it cannot join
     /// (nothing changed, no error raised) or the stream receives nothing any
     /// more (taken alone, it is told why).
     pub fn begin_segment(
@@ -46,20 +46,21 @@ impl DdpStream {
         how: Begin<'_>,
     ) -> Result<Target, StreamError> {
         self.held = None;
-        if let Begin::Ahead(fits) = how {
-            self.may_receive().map_err(|_| StreamError::NotAhead)?;
-            return self
-                .sink
-                .begin_more(mem, seq, head, payload_len, fits)
-                .ok_or(StreamError::NotAhead);
+        if let Err(e) = self.may_receive() {
+            return Err(match how {
+                Begin::Ahead(_) => StreamError::NotAhead,
+                Begin::Alone => e,
+            });
         }
-        self.may_receive()?;
         self.sink
-            .begin_segment(mem, seq, head, payload_len)
-            .map_err(|e| {
-                let code = e.code;
-                self.held = Some(Box::new(e));
-                StreamError::Erroneous(code)
+            .begin_segment(mem, seq, head, payload_len, how)
+            .map_err(|e| match e {
+                NotBegun::NotAhead => StreamError::NotAhead,
+                NotBegun::Refused(e) => {
+                    let code = e.code;
+                    self.held = Some(Box::new(e));
+                    StreamError::Erroneous(code)
+                }
             })
     }
 
@@ -87,13 +88,13 @@ impl DdpStream {
             });
         }
         if !crc_ok {
-            self.sink.abandon_segment();
+            let _ = self.sink.finish_segment(false);
             return Err(StreamError::Erroneous(TerminateCode::MPA_CRC_ERROR));
         }
         if let Err(e) = self.may_receive() {
-            self.sink.abandon_segment();
+            let _ = self.sink.finish_segment(false);
             return Err(e);
         }
-        self.sink.finish_segment().map_err(|e| self.refuse(e))
+        self.sink.finish_segment(true).map_err(|e| self.refuse(e))
     }
 }
