@@ -13,10 +13,16 @@
 
 #![warn(missing_docs)]
 
+mod byte_link;
 mod deframe;
 mod endpoint;
 mod pair;
+mod rdmap_endpoint;
+mod rdmap_pair;
+mod segment_link;
 
 pub use deframe::{Deframer, FrameError, frame};
 pub use endpoint::Endpoint;
 pub use pair::{Chunking, LinkMode, Pair, SimError};
+pub use rdmap_endpoint::RdmapEndpoint;
+pub use rdmap_pair::{Dir, Llp, MpaLlp, PairConfig, RdmapPair, Reader};
