@@ -4,6 +4,7 @@
 
 mod placement;
 mod rdmap_damage;
+mod rdmap_fence;
 mod rdmap_fixture;
 mod rdmap_round_trip;
 mod shared_pool;
