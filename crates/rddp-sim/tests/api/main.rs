@@ -7,4 +7,5 @@ mod rdmap_damage;
 mod rdmap_fence;
 mod rdmap_fixture;
 mod rdmap_round_trip;
+mod rdmap_segments;
 mod shared_pool;
