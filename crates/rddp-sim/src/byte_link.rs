@@ -4,6 +4,11 @@
 //! through [`Socket`], a non-blocking socket's view (`Read` and `Peek`) of
 //! what has arrived. Always in order, like TCP: a later chunk is never due
 //! before an earlier one, whatever the delay was when it was sent.
+//!
+//! Our own, not a network simulator crate: those run async sockets on a
+//! runtime of their own, while the product's reader takes any `Read + Peek`
+//! and a test here must choose every chunk boundary and every arrival tick,
+//! which is all this module does.
 
 use crate::pair::{Chunking, cut};
 use rand_chacha::ChaCha8Rng;

@@ -3,6 +3,7 @@
 //! MPA framing and over whole segments.
 
 mod placement;
+mod rdmap_clock;
 mod rdmap_damage;
 mod rdmap_fence;
 mod rdmap_fixture;
