@@ -41,6 +41,17 @@ pub enum LinkMode {
 pub enum SimError {
     /// The simulated byte stream could not be deframed.
     Frame(FrameError),
+    /// The engine refused the pair's settings (e.g. a MULPDU with no room
+    /// for a DDP header).
+    Config(String),
+    /// The product's reader reported an I/O error from the simulated socket
+    /// (which never fails: a harness bug).
+    Llp(String),
+    /// Within one tick the hosts kept sending without end.
+    NoProgress {
+        /// The tick.
+        tick: u64,
+    },
 }
 
 struct Link {
@@ -147,7 +158,7 @@ fn deliver(to: &mut Endpoint, seq: u64, seg: &[u8]) {
     let _: Result<(), StreamError> = to.stream.on_segment(&to.mem, seq, seg);
 }
 
-fn cut<'a>(bytes: &'a [u8], chunking: Chunking, rng: &mut ChaCha8Rng) -> Vec<&'a [u8]> {
+pub(crate) fn cut<'a>(bytes: &'a [u8], chunking: Chunking, rng: &mut ChaCha8Rng) -> Vec<&'a [u8]> {
     match chunking {
         Chunking::Whole => vec![bytes],
         Chunking::Fixed(n) => bytes.chunks(n.max(1)).collect(),

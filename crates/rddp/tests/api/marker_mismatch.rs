@@ -1,5 +1,7 @@
 //! Terminate 2/0/0x03: a Marker whose FPDUPTR disagrees with the framing, from a
-//! raw peer to a queue pair that asked for Markers (RFC 5044 §4, §8).
+//! raw peer to a queue pair that asked for Markers (RFC 5044 §4, §8): the
+//! Markers its MPA Reply asked for are the ones its receiver expects. (The
+//! Terminate itself, without sockets: rddp-sim's RDMAP pair, `rdmap_damage`.)
 
 use crate::common::raw_peer;
 
@@ -18,6 +20,7 @@ fn a_marker_that_disagrees_with_the_framing_is_2_0_3() {
     };
     let listener = Listener::bind("127.0.0.1:0", opts).unwrap();
     let addr = listener.local_addr().unwrap();
+    let (done, peer_done) = std::sync::mpsc::channel::<()>();
     let server = std::thread::spawn(move || {
         let dev = Device::new();
         let pd = dev
@@ -31,8 +34,8 @@ fn a_marker_that_disagrees_with_the_framing_is_2_0_3() {
             .unwrap()
             .attach(listener.accept().unwrap())
             .unwrap();
-        // Keep the queue pair until the peer is done.
-        std::thread::sleep(std::time::Duration::from_secs(2));
+        // Keep the queue pair until the peer is done (or gone).
+        let _ = peer_done.recv();
         drop(qp);
     });
     let mut peer = RawPeer::connect(addr, true);
@@ -57,5 +60,6 @@ fn a_marker_that_disagrees_with_the_framing_is_2_0_3() {
         "LLP errors carry no headers (RFC 5040 §4.8)"
     );
     assert!(closed, "the connection closes after the Terminate");
+    drop(done);
     server.join().unwrap();
 }
