@@ -22,11 +22,9 @@ const DEPTH: u32 = 4;
 /// usual; one that cannot be sent (the peer closed) still completes, as
 /// flushed. Every message arrives, in order.
 fn sends(llp: Llp) {
-    let Some((addr, passive)) = llp.listen(b"") else {
+    let Some((accept, connect)) = ends(llp) else {
         return;
     };
-    let accept = move || passive.connection();
-    let connect = || llp.connection(addr, b"");
     let dev = Device::new();
     let spd = common::pd(&dev, "server");
     let (closed_tx, closed_rx) = std::sync::mpsc::channel::<()>();
@@ -90,11 +88,9 @@ fn sends(llp: Llp) {
 /// the server's region; then a signaled Send, whose completion comes alone and
 /// whose arrival says every Write before it was placed (RFC 5040 §5.5).
 fn writes(llp: Llp) {
-    let Some((addr, passive)) = llp.listen(b"") else {
+    let Some((accept, connect)) = ends(llp) else {
         return;
     };
-    let accept = move || passive.connection();
-    let connect = || llp.connection(addr, b"");
     let dev = Device::new();
     let spd = common::pd(&dev, "server");
     let (advert_tx, advert_rx) = std::sync::mpsc::channel::<RemoteBuf>();
@@ -133,6 +129,22 @@ fn writes(llp: Llp) {
     }
     signaled_send_completes_alone(&qp, &cq, b"done");
     assert_eq!(server.join().unwrap(), src, "every Write was placed");
+}
+
+/// How the two ends get their connections over `llp`: the server's accept
+/// (run on its thread) and the client's connect; `None` when the LLP is
+/// missing here.
+fn ends(
+    llp: Llp,
+) -> Option<(
+    impl FnOnce() -> Connection + Send + 'static,
+    impl FnOnce() -> Connection,
+)> {
+    let (addr, passive) = llp.listen(b"")?;
+    Some((
+        move || passive.connection(),
+        move || llp.connection(addr, b""),
+    ))
 }
 
 /// The client's queue pair: a send queue of `DEPTH`, one CQ for both queues.
