@@ -77,6 +77,11 @@ pub struct MpaOptions {
     /// leaves the kernel's defaults (about 15 minutes with data unacknowledged,
     /// never on an idle connection). Default 30 s.
     pub dead_peer_timeout: Option<Duration>,
+    /// The IP type of service of the connection's packets, DSCP and ECN bits
+    /// (IP_TOS, or IPV6_TCLASS over IPv6; a listener's: of every socket it
+    /// accepts, which inherit it), as rdma_cm's RDMA_OPTION_ID_TOS sets it.
+    /// `None` leaves the system's (0).
+    pub tos: Option<u8>,
 }
 
 impl Default for MpaOptions {
@@ -101,6 +106,7 @@ impl Default for MpaOptions {
             initial_receive_window: Some(INITIAL_RECEIVE_WINDOW),
             tap: None,
             dead_peer_timeout: Some(DEAD_PEER_TIMEOUT),
+            tos: None,
         }
     }
 }

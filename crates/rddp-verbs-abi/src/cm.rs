@@ -253,6 +253,9 @@ struct Id {
     /// A synchronous id (made, or migrated, without a channel: its channel
     /// is its own); `rdma_migrate_id` changes it.
     sync: AtomicBool,
+    /// The IP type of service `rdma_set_option` gave (RDMA_OPTION_ID_TOS),
+    /// for the connections `rdma_connect` and `rdma_listen` open after it.
+    tos: Mutex<Option<u8>>,
     /// What `rdma_create_ep` and `rdma_create_qp` made for the id.
     ep: Mutex<Endpoint>,
 }
@@ -565,6 +568,7 @@ fn new_id(
             listening: Mutex::new(None),
             qp: AtomicUsize::new(0),
             sync: AtomicBool::new(sync),
+            tos: Mutex::new(None),
             ep: Mutex::new(Endpoint::default()),
         }),
     );
@@ -856,11 +860,12 @@ unsafe extern "C" fn bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -
 /// 7.1.2: either side's C=1 turns it on), no Markers; with `private_data`.
 /// Unlike siw's default this side offers (as initiator) and accepts (as
 /// responder) a peer-to-peer RTR (RFC 6581), which tools whose server sends
-/// first need.
-fn cm_mpa_options(private_data: Vec<u8>) -> rddp_mpa::MpaOptions {
+/// first need. The id's type of service (`rdma_set_option`), if it has one.
+fn cm_mpa_options(state: &Id, private_data: Vec<u8>) -> rddp_mpa::MpaOptions {
     rddp_mpa::MpaOptions {
         crc: false,
         private_data,
+        tos: *lock(&state.tos),
         ..rddp_mpa::MpaOptions::default()
     }
 }
@@ -876,7 +881,7 @@ unsafe extern "C" fn listen(id: *mut rdma_cm_id, _backlog: c_int) -> c_int {
     if lock(&state.listening).is_some() {
         return fail(libc::EINVAL);
     }
-    let opts = cm_mpa_options(Vec::new());
+    let opts = cm_mpa_options(&state, Vec::new());
     let listener = match rddp::transport::mpa::Listener::bind(src, opts) {
         Ok(l) => l,
         Err(rddp_mpa::MpaError::Io(e)) => return fail(e.raw_os_error().unwrap_or(libc::EIO)),
@@ -1455,7 +1460,7 @@ unsafe extern "C" fn connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -
         }
     }
     // SAFETY: `param` is NULL or the caller's.
-    let opts = cm_mpa_options(unsafe { private_of(param) });
+    let opts = cm_mpa_options(&state, unsafe { private_of(param) });
     let (idu, qu) = (id as usize, q as usize);
     let spawned = std::thread::Builder::new()
         .name("rdma_cm connect".into())
@@ -1778,6 +1783,58 @@ unsafe extern "C" fn freeaddrinfo(mut ai: *mut rdma_addrinfo) {
     }
 }
 
+/// `rdma_set_option` levels and names (rdma_cma.h).
+const RDMA_OPTION_ID: c_int = 0;
+const RDMA_OPTION_ID_TOS: c_int = 0;
+const RDMA_OPTION_ID_REUSEADDR: c_int = 1;
+const RDMA_OPTION_ID_AFONLY: c_int = 2;
+const RDMA_OPTION_ID_ACK_TIMEOUT: c_int = 3;
+
+/// `rdma_set_option`, as the kernel's rdma_cm takes it for an iWARP id:
+/// - RDMA_OPTION_ID_TOS (one octet): the IP type of service of the
+///   connections the id opens after it (`rdma_connect`, `rdma_listen` and the
+///   connections it accepts), IP_TOS or IPV6_TCLASS on their sockets;
+/// - RDMA_OPTION_ID_REUSEADDR (an int) other than 0: taken, a listener's
+///   socket reuses its address anyway (SO_REUSEADDR); 0: `EOPNOTSUPP`;
+/// - RDMA_OPTION_ID_ACK_TIMEOUT (one octet): taken, with no effect, as the
+///   kernel's for an iWARP id (TCP retransmits, RFC 5044);
+/// - RDMA_OPTION_ID_AFONLY: `EOPNOTSUPP`; RDMA_OPTION_IB (IB paths) and
+///   anything else: `EINVAL`, as a wrong length is.
+unsafe extern "C" fn set_option(
+    id: *mut rdma_cm_id,
+    level: c_int,
+    optname: c_int,
+    optval: *mut c_void,
+    optlen: usize,
+) -> c_int {
+    let Some(state) = id_state(id) else {
+        return fail(libc::EINVAL);
+    };
+    if level != RDMA_OPTION_ID || optval.is_null() {
+        return fail(libc::EINVAL);
+    }
+    let int = std::mem::size_of::<c_int>();
+    match (optname, optlen) {
+        (RDMA_OPTION_ID_TOS, 1) => {
+            // SAFETY: one octet at the caller's non-NULL `optval`.
+            let tos = unsafe { optval.cast::<u8>().read() };
+            *lock(&state.tos) = Some(tos);
+            0
+        }
+        (RDMA_OPTION_ID_ACK_TIMEOUT, 1) => 0,
+        (RDMA_OPTION_ID_REUSEADDR, n) if n == int => {
+            // SAFETY: an int at the caller's non-NULL `optval` (its length
+            // checked), read unaligned as the caller may pack it.
+            match unsafe { optval.cast::<c_int>().read_unaligned() } {
+                0 => fail(libc::EOPNOTSUPP),
+                _ => 0,
+            }
+        }
+        (RDMA_OPTION_ID_AFONLY, n) if n == int => fail(libc::EOPNOTSUPP),
+        _ => fail(libc::EINVAL),
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Devices, rpoll, refusals.
 
@@ -1812,9 +1869,6 @@ type P = *mut c_void;
 unsafe extern "C" fn r_int2(_: P, _: P) -> c_int {
     fail(libc::EOPNOTSUPP)
 }
-unsafe extern "C" fn r_set_option(_: P, _: c_int, _: c_int, _: P, _: usize) -> c_int {
-    fail(libc::EOPNOTSUPP)
-}
 
 export! {
     // RDMACM_1.0
@@ -1847,7 +1901,7 @@ export! {
     rdma_reject => reject;
     rdma_resolve_addr => resolve_addr;
     rdma_resolve_route => resolve_route;
-    rdma_set_option => r_set_option;
+    rdma_set_option => set_option;
     rpoll => rpoll;
     // RDMACM_1.2
     rdma_establish => establish;

@@ -41,6 +41,9 @@ pub fn connect_raw(
 ) -> Result<(TcpStream, Negotiated, Vec<u8>), MpaError> {
     let init = Initiator::new(opts, Instant::now())?;
     let sock = TcpStream::connect(addr)?;
+    // After the SYN (std makes and connects the socket in one call): the
+    // MPA Request and everything after carry it.
+    set_tos(&socket2::SockRef::from(&sock), opts.tos)?;
     if let Some(n) = opts.recv_buffer {
         // After the SYN: Linux chose the window scale from the largest buffer
         // allowed (tcp_rmem), so this one is still reachable.
@@ -72,7 +75,7 @@ pub struct MpaListener {
 /// Fails at once on an IRD or ORD that no Reply could carry (above 14 bits).
 pub fn listen(addr: impl ToSocketAddrs, opts: MpaOptions) -> Result<MpaListener, MpaError> {
     crate::setup::check_ird_ord(&opts)?;
-    let listener = bind(addr, opts.recv_buffer)?;
+    let listener = bind(addr, opts.recv_buffer, opts.tos)?;
     let local = listener.local_addr()?;
     let backlog = Arc::new(Backlog::new());
     let task = Driver::global()?.spawn(Box::new(ListenTask {
@@ -89,10 +92,16 @@ pub fn listen(addr: impl ToSocketAddrs, opts: MpaOptions) -> Result<MpaListener,
 }
 
 /// A non-blocking listening socket on the first address of `addr` that binds.
-fn bind(addr: impl ToSocketAddrs, recv_buffer: Option<usize>) -> io::Result<TcpListener> {
+fn bind(
+    addr: impl ToSocketAddrs,
+    recv_buffer: Option<usize>,
+    tos: Option<u8>,
+) -> io::Result<TcpListener> {
     let mut last = None;
     for a in addr.to_socket_addrs()? {
         let s = Socket::new(Domain::for_address(a), Type::STREAM, Some(Protocol::TCP))?;
+        // Accepted sockets inherit it (their SYN-ACK carries it too).
+        set_tos(&socket2::SockRef::from(&s), tos)?;
         // As std's TcpListener::bind: a port in TIME_WAIT may be bound again.
         s.set_reuse_address(true)?;
         if let Some(n) = recv_buffer {
@@ -220,5 +229,17 @@ impl MpaListener {
             Some(Err(e)) => bail(&sock, e),
             None => bail(&sock, MpaError::Timeout),
         }
+    }
+}
+
+/// Set the socket's IP type of service (`tos`: IP_TOS over IPv4, IPV6_TCLASS
+/// over IPv6); `None` leaves it.
+fn set_tos(s: &socket2::SockRef<'_>, tos: Option<u8>) -> io::Result<()> {
+    let Some(t) = tos else {
+        return Ok(());
+    };
+    match s.local_addr()?.as_socket() {
+        Some(SocketAddr::V6(_)) => s.set_tclass_v6(u32::from(t)),
+        _ => s.set_tos_v4(u32::from(t)),
     }
 }

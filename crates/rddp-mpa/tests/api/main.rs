@@ -18,4 +18,5 @@ mod rx_leftover;
 mod rx_lone;
 mod sans_io;
 mod stalled_setup;
+mod tos;
 mod wire_check;

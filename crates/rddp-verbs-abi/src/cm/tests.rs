@@ -355,6 +355,39 @@ fn connect_accept_disconnect() {
     teardown(&[cid, req.id], lid, &[sch, cch, cch_old]);
 }
 
+/// `rdma_set_option` as the kernel takes it for an iWARP id: a type of
+/// service (one octet) that the id's connections then carry, an ACK timeout
+/// taken with no effect, REUSEADDR on taken and off refused, AFONLY refused,
+/// a wrong length or level `EINVAL`.
+#[test]
+fn set_option_takes_what_an_iwarp_id_has() {
+    let ch = channel();
+    let id = id_on(ch);
+    let (mut tos, mut ack, mut on, mut off) = (0x28u8, 14u8, 1 as c_int, 0 as c_int);
+    let int = std::mem::size_of::<c_int>();
+    // SAFETY: a live id; each value the caller's, of the length given.
+    unsafe {
+        assert_eq!(set_option(id, 0, 0, (&raw mut tos).cast(), 1), 0);
+        assert_eq!(set_option(id, 0, 3, (&raw mut ack).cast(), 1), 0);
+        assert_eq!(set_option(id, 0, 1, (&raw mut on).cast(), int), 0);
+        assert_eq!(set_option(id, 0, 1, (&raw mut off).cast(), int), -1);
+        assert_eq!(errno(), libc::EOPNOTSUPP);
+        assert_eq!(set_option(id, 0, 2, (&raw mut on).cast(), int), -1);
+        assert_eq!(errno(), libc::EOPNOTSUPP);
+        assert_eq!(set_option(id, 0, 0, (&raw mut on).cast(), int), -1);
+        assert_eq!(errno(), libc::EINVAL);
+        assert_eq!(set_option(id, 1, 1, (&raw mut on).cast(), int), -1);
+        assert_eq!(errno(), libc::EINVAL);
+    }
+    let state = id_state(id).expect("a live id");
+    assert_eq!(cm_mpa_options(&state, Vec::new()).tos, Some(0x28));
+    // SAFETY: the id and channel of this test, nothing else uses them.
+    unsafe {
+        assert_eq!(destroy_id(id), 0);
+        destroy_event_channel(ch);
+    }
+}
+
 /// Threads of this process whose name starts with `prefix`.
 fn threads_named(prefix: &str) -> Vec<String> {
     let tasks = std::fs::read_dir("/proc/self/task").expect("/proc/self/task");

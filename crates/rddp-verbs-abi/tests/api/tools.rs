@@ -553,7 +553,8 @@ fn rping_thousand_validated_pings_over_rddp() {
 /// Debian's ucmatose, server and client over the library: two connections
 /// on one listener, four Sends each way on each, then the disconnects;
 /// both exit 0. Then again with `-m`: both sides move their ids to a new
-/// event channel (`rdma_migrate_id`) before disconnecting.
+/// event channel (`rdma_migrate_id`) before disconnecting; and with `-t`
+/// and `-a` (`rdma_set_option`: a type of service, an ACK timeout).
 #[test]
 fn ucmatose_runs_over_rddp() {
     if !common::have(UCMATOSE, "rdmacm-utils") {
@@ -562,6 +563,8 @@ fn ucmatose_runs_over_rddp() {
     let lib = common::lib_dir("lib-ucmatose");
     ucmatose(&lib, &[]);
     ucmatose(&lib, &["-m"]);
+    // A type of service and an ACK timeout (rdma_set_option) on both sides.
+    ucmatose(&lib, &["-t", "40", "-a", "14"]);
 }
 
 const UCMATOSE: &str = "/usr/bin/ucmatose";
@@ -603,6 +606,8 @@ fn ucmatose(lib: &Path, extra: &[&str]) {
         client.status
     );
     assert!(stdout.contains("data transfers complete"), "{stdout}");
+    // ucmatose goes on after a refused option, saying so.
+    assert!(!stderr.contains("option failed"), "client: {stderr}");
     let out = server.output();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -612,7 +617,8 @@ fn ucmatose(lib: &Path, extra: &[&str]) {
         out.status
     );
     assert!(stdout.contains("disconnected"), "{stdout}");
-    if !extra.is_empty() {
+    assert!(!stderr.contains("option failed"), "server: {stderr}");
+    if extra.contains(&"-m") {
         assert!(
             stdout.contains("migrating to new event channel"),
             "{stdout}"
