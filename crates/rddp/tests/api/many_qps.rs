@@ -34,7 +34,7 @@ fn ten_thousand_queue_pairs_on_a_few_threads() {
         "RLIMIT_NOFILE {fds} leaves room for {n} connections only"
     );
     let llp = Llp::mpa(MpaOptions::default());
-    many_on_a_few_threads(&llp, n, 4, Some(PER_QP_MAX));
+    many_on_a_few_threads(&llp, n, Threads::AtEnd(4), Some(PER_QP_MAX));
 }
 
 #[test]
@@ -44,15 +44,25 @@ fn two_hundred_sctp_associations_on_a_few_threads() {
         "two_hundred_sctp_associations_on_a_few_threads",
     ) {
         // usrsctp's own threads (timer, receive) come and go besides.
-        many_on_a_few_threads(&Llp::Sctp, ASSOCIATIONS, 8, None);
+        many_on_a_few_threads(&Llp::Sctp, ASSOCIATIONS, Threads::Throughout(8), None);
     }
 }
 
+/// How many threads the process may have beyond its baseline: one per core
+/// and this many more.
+enum Threads {
+    /// Once every queue pair is up: the test shares its process with others,
+    /// whose threads come and go meanwhile (a bound on the peak failed under
+    /// load, the flake hunt's run at 936ee9a: 14 threads against 13).
+    AtEnd(u64),
+    /// Throughout the setup: the test has a process of its own.
+    Throughout(u64),
+}
+
 /// `n` connections over `llp` (two queue pairs each), one Send each way's
-/// first: the process's threads stay within one per core and `slack` more
-/// of its baseline throughout; with `per_qp_max`, its resident memory grows
-/// by at most that per queue pair.
-fn many_on_a_few_threads(llp: &Llp, n: usize, slack: u64, per_qp_max: Option<u64>) {
+/// first: the process's threads stay within `threads` of its baseline; with
+/// `per_qp_max`, its resident memory grows by at most that per queue pair.
+fn many_on_a_few_threads(llp: &Llp, n: usize, threads: Threads, per_qp_max: Option<u64>) {
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as u64;
     let dev = Device::new();
     // Over SCTP this starts the process's usrsctp stack, whose own threads
@@ -138,19 +148,23 @@ fn many_on_a_few_threads(llp: &Llp, n: usize, slack: u64, per_qp_max: Option<u64
     collect(&server_cq, WcOpcode::Recv);
 
     let qps = (clients.len() + servers.len()) as u64;
-    let threads = status("Threads");
-    peak = peak.max(threads);
+    let now = status("Threads");
+    peak = peak.max(now);
     let rss = status("VmRSS");
     let per_qp = (rss.saturating_sub(rss_before) * 1024) / qps;
     eprintln!(
         "{qps} queue pairs over {} ({n} connections) set up and exchanged a Send in \
-         {setup:?}: {threads} threads, at most {peak} (baseline {threads_before}, {cores} \
+         {setup:?}: {now} threads, at most {peak} (baseline {threads_before}, {cores} \
          cores), VmRSS {rss_before} -> {rss} kB: {per_qp} octets per queue pair",
         llp.name()
     );
+    let (counted, slack) = match threads {
+        Threads::AtEnd(s) => (now, s),
+        Threads::Throughout(s) => (peak, s),
+    };
     assert!(
-        peak <= threads_before + cores + slack,
-        "{peak} threads for {qps} queue pairs (baseline {threads_before}, {cores} cores)"
+        counted <= threads_before + cores + slack,
+        "{counted} threads for {qps} queue pairs (baseline {threads_before}, {cores} cores)"
     );
     if let Some(max) = per_qp_max {
         assert!(
