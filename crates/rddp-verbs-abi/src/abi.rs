@@ -371,6 +371,40 @@ pub struct ibv_qp_init_attr {
     pub sq_sig_all: c_int,
 }
 
+/// `struct ibv_srq_attr` (12 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ibv_srq_attr {
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srq_limit: u32,
+}
+
+/// `struct ibv_srq_init_attr` (24 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_srq_init_attr {
+    pub srq_context: *mut c_void,
+    pub attr: ibv_srq_attr,
+}
+
+/// `struct ibv_srq` (128 bytes): `mutex`, `cond` and `events_completed`
+/// serve its asynchronous events, of which rddp raises none.
+#[repr(C)]
+pub struct ibv_srq {
+    pub context: *mut ibv_context,
+    pub srq_context: *mut c_void,
+    pub pd: *mut ibv_pd,
+    pub handle: u32,
+    pub mutex: libc::pthread_mutex_t,
+    pub cond: libc::pthread_cond_t,
+    pub events_completed: u32,
+}
+
+/// `enum ibv_srq_attr_mask`.
+pub const IBV_SRQ_MAX_WR: c_int = 1 << 0;
+pub const IBV_SRQ_LIMIT: c_int = 1 << 1;
+
 /// `struct ibv_global_route` (24 bytes).
 #[repr(C)]
 #[derive(Clone, Copy)]

@@ -174,13 +174,6 @@ unsafe extern "C" fn op_bind_mw(_qp: *mut c_void, _mw: *mut c_void, _b: *mut c_v
 unsafe extern "C" fn op_dealloc_mw(_mw: *mut c_void) -> c_int {
     refuse_int()
 }
-unsafe extern "C" fn op_post(_q: *mut c_void, wr: *mut c_void, bad: *mut *mut c_void) -> c_int {
-    if !bad.is_null() {
-        // SAFETY: a non-NULL `bad` points to the caller's `bad_wr` slot.
-        unsafe { *bad = wr };
-    }
-    refuse_int()
-}
 
 fn ops() -> ibv_context_ops {
     ibv_context_ops {
@@ -204,7 +197,7 @@ fn ops() -> ibv_context_ops {
         _compat_modify_srq: None,
         _compat_query_srq: None,
         _compat_destroy_srq: None,
-        post_srq_recv: Some(op_post),
+        post_srq_recv: Some(resources::srq::post_srq_recv),
         _compat_create_qp: None,
         _compat_query_qp: None,
         _compat_modify_qp: None,
@@ -630,9 +623,6 @@ unsafe extern "C" fn r_int1(_: P) -> c_int {
 unsafe extern "C" fn r_int2(_: P, _: P) -> c_int {
     refuse_int()
 }
-unsafe extern "C" fn r_int3(_: P, _: P, _: c_int) -> c_int {
-    refuse_int()
-}
 unsafe extern "C" fn r_int_cq(_: P, _: c_int) -> c_int {
     refuse_int()
 }
@@ -737,9 +727,7 @@ export! {
     ibv_close_device => close_device;
     ibv_create_ah => r_ptr2;
     ibv_create_ah_from_wc => r_ptr4;
-    ibv_create_srq => r_ptr2;
     ibv_destroy_ah => r_int1;
-    ibv_destroy_srq => r_int1;
     ibv_detach_mcast => r_mcast;
     ibv_dofork_range => fork_range;
     ibv_dontfork_range => fork_range;
@@ -751,7 +739,6 @@ export! {
     ibv_get_device_list => get_device_list;
     ibv_get_device_name => get_device_name;
     ibv_init_ah_from_wc => r_init_ah_from_wc;
-    ibv_modify_srq => r_int3;
     ibv_node_type_str => node_type_str;
     ibv_open_device => open_device;
     ibv_port_state_str => port_state_str;
@@ -759,7 +746,6 @@ export! {
     ibv_query_gid => query_gid;
     ibv_query_pkey => query_pkey;
     ibv_query_port => query_port;
-    ibv_query_srq => r_int2;
     ibv_rate_to_mbps => rate_to_mbps;
     ibv_rereg_mr => r_rereg_mr;
     ibv_resize_cq => r_int_cq;

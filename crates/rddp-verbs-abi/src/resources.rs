@@ -35,6 +35,7 @@ pub(crate) enum Kind {
     /// `ibv_ack_cq_events` still reaches it, nothing else does.
     CqDestroying,
     Qp,
+    Srq,
 }
 
 /// The live objects: contexts, and every PD, channel and CQ with its context.
@@ -722,9 +723,10 @@ pub(crate) fn free_context_objects(live: &mut Live, ctx: usize) {
         .collect();
     mine.sort_by_key(|&(_, k)| match k {
         Kind::Qp => 0,
-        Kind::Cq | Kind::CqDestroying | Kind::Mr => 1,
-        Kind::Channel => 2,
-        Kind::Pd => 3,
+        Kind::Srq => 1,
+        Kind::Cq | Kind::CqDestroying | Kind::Mr => 2,
+        Kind::Channel => 3,
+        Kind::Pd => 4,
     });
     for (p, kind) in mine {
         live.objects.remove(&p);
@@ -745,6 +747,7 @@ pub(crate) fn free_context_objects(live: &mut Live, ctx: usize) {
                     mr::free_mr(p);
                 }
                 Kind::Qp => qp::free_qp(p as *mut abi::ibv_qp),
+                Kind::Srq => srq::free_srq(p as *mut abi::ibv_srq),
                 Kind::Channel => drop(Box::from_raw(p as *mut Channel)),
                 Kind::Pd => drop(Box::from_raw(p as *mut Pd)),
                 Kind::CqDestroying => {}
@@ -768,5 +771,6 @@ export! {
 
 pub mod mr;
 pub mod qp;
+pub mod srq;
 #[cfg(test)]
 mod tests;

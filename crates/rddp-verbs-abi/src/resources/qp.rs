@@ -16,6 +16,7 @@
 //! the post; refusals (`*bad_wr` set) are for malformed requests, a full
 //! queue and the wrong state.
 
+use super::srq::Srq;
 use super::{Cq, Kind, Live, Pd, live, lock, mr};
 use crate::abi::{
     self, ibv_qp, ibv_qp_attr, ibv_qp_cap, ibv_qp_init_attr, ibv_recv_wr, ibv_send_wr, ibv_sge,
@@ -94,6 +95,10 @@ pub(crate) struct Qp {
     events_reported: AtomicU32,
     /// What runs once the connection has ended ([`on_llp_closed`]).
     ended: Arc<EndHook>,
+    /// The shared receive queue its Sends take their receives from
+    /// (`ibv_qp_init_attr::srq`: the `Srq` object's address, and its pool),
+    /// instead of a receive queue of its own.
+    srq: Option<(usize, Arc<rddp::SharedReceiveQueue>)>,
 }
 
 /// What to run once a QP's connection has ended: its first asynchronous
@@ -134,12 +139,15 @@ impl EndHook {
 
 impl Qp {
     fn prepare(&self) -> Result<PreparedQueuePair, Error> {
-        QueuePairBuilder::new(&self.pd, &self.send_cq, &self.recv_cq)
+        let b = QueuePairBuilder::new(&self.pd, &self.send_cq, &self.recv_cq)
             .max_send_wr(self.cap.max_send_wr)
             .max_recv_wr(self.cap.max_recv_wr)
             .ird(u32::from(DEFAULT_RD_ATOM))
-            .ord(u32::from(DEFAULT_RD_ATOM))
-            .build()
+            .ord(u32::from(DEFAULT_RD_ATOM));
+        match &self.srq {
+            Some((_, srq)) => b.srq(srq).build(),
+            None => b.build(),
+        }
     }
 
     fn qp_num(&self) -> u32 {
@@ -204,10 +212,13 @@ fn refuse<T>(e: c_int) -> *mut T {
 // ---------------------------------------------------------------------------
 // Create, query, modify, destroy.
 
-/// `ibv_create_qp`: an RC queue pair of `pd` in RESET. Other types are
-/// refused (`EOPNOTSUPP` for those verbs knows, `EINVAL` otherwise), as are
-/// an SRQ (none exists), CQs not of the PD's context and caps beyond the
-/// device's (`EINVAL`). The caps written back are what the QP takes.
+/// `ibv_create_qp`: an RC queue pair of `pd` in RESET, taking its receives
+/// from `srq` when one is given (an SRQ of the same PD; its own receive
+/// queue then has no receives: `max_recv_wr` and `max_recv_sge` are
+/// written back 0). Other types are refused (`EOPNOTSUPP` for those verbs
+/// knows, `EINVAL` otherwise), as are an SRQ of another PD or context, CQs
+/// not of the PD's context and caps beyond the device's (`EINVAL`). The caps
+/// written back are what the QP takes.
 pub(crate) unsafe extern "C" fn create_qp(
     pd: *mut abi::ibv_pd,
     init: *mut ibv_qp_init_attr,
@@ -240,7 +251,11 @@ pub(crate) unsafe extern "C" fn create_qp(
         && c.max_send_sge <= MAX_SEND_SGE
         && c.max_recv_sge <= MAX_RECV_SGE
         && c.max_inline_data <= MAX_INLINE;
-    if !a.srq.is_null() || !cqs_ok || !caps_ok {
+    // SAFETY: a live SRQ (registry locked) is create_srq's Box<Srq>.
+    let srq = (!a.srq.is_null() && live.is_of(a.srq as usize, Kind::Srq, ctx))
+        .then(|| unsafe { &*a.srq.cast::<Srq>() })
+        .filter(|s| s.pd_ptr() == pd);
+    if (!a.srq.is_null() && srq.is_none()) || !cqs_ok || !caps_ok {
         return refuse(libc::EINVAL);
     }
     // SAFETY: the PD and both CQs are live (registry locked): alloc_pd's
@@ -256,9 +271,9 @@ pub(crate) unsafe extern "C" fn create_qp(
     };
     let cap = ibv_qp_cap {
         max_send_wr: c.max_send_wr,
-        max_recv_wr: c.max_recv_wr,
+        max_recv_wr: if srq.is_some() { 0 } else { c.max_recv_wr },
         max_send_sge: MAX_SEND_SGE,
-        max_recv_sge: MAX_RECV_SGE,
+        max_recv_sge: if srq.is_some() { 0 } else { MAX_RECV_SGE },
         max_inline_data: MAX_INLINE,
     };
     let mut qp = Box::new(Qp {
@@ -268,7 +283,7 @@ pub(crate) unsafe extern "C" fn create_qp(
             pd,
             send_cq: a.send_cq,
             recv_cq: a.recv_cq,
-            srq: ptr::null_mut(),
+            srq: a.srq,
             handle: 0,
             qp_num: 0,
             state: abi::IBV_QPS_RESET,
@@ -294,6 +309,7 @@ pub(crate) unsafe extern "C" fn create_qp(
         events_alive: Arc::new(AtomicBool::new(true)),
         events_reported: AtomicU32::new(0),
         ended: Arc::default(),
+        srq: srq.map(|s| (s as *const Srq as usize, s.shared.clone())),
     });
     let prepared = match qp.prepare() {
         Ok(p) => p,
@@ -306,6 +322,9 @@ pub(crate) unsafe extern "C" fn create_qp(
     owner.users.fetch_add(1, Ordering::AcqRel);
     scq_users.fetch_add(1, Ordering::AcqRel);
     rcq_users.fetch_add(1, Ordering::AcqRel);
+    if let Some(s) = srq {
+        s.users.fetch_add(1, Ordering::AcqRel);
+    }
     let p = Box::into_raw(qp);
     live.objects.insert(p as usize, (Kind::Qp, ctx));
     p.cast()
@@ -356,7 +375,10 @@ pub(crate) unsafe extern "C" fn query_qp(
             qp_context: (*q.ibv.get()).qp_context,
             send_cq: (*q.ibv.get()).send_cq,
             recv_cq: (*q.ibv.get()).recv_cq,
-            srq: ptr::null_mut(),
+            srq: q
+                .srq
+                .as_ref()
+                .map_or(ptr::null_mut(), |(p, _)| *p as *mut c_void),
             cap: q.cap,
             qp_type: abi::IBV_QPT_RC,
             sq_sig_all: c_int::from(q.sq_sig_all),
@@ -530,23 +552,24 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
         }
     }
     // SAFETY: live until just now: create_qp's Box, out of the registry so
-    // no other verb reaches it. Its PD and CQs are live: they refuse to go
+    // no other verb reaches it. Its PD, CQs and SRQ are live: they refuse to go
     // while `users` counts this QP.
     unsafe { free_qp(qp) };
     0
 }
 
 /// Frees a QP already out of the registry: its rddp queue pair (flushing
-/// what is posted into the CQs), then its hold on the PD and CQs.
+/// what is posted into the CQs), then its hold on the PD, CQs and SRQ.
 ///
 /// # Safety
-/// `qp` is create_qp's Box<Qp>, unreachable by other verbs, whose PD and
+/// `qp` is create_qp's Box<Qp>, unreachable by other verbs, whose PD, SRQ and
 /// CQs are live.
 pub(crate) unsafe fn free_qp(qp: *mut ibv_qp) {
     // SAFETY: per the contract.
     let mut boxed = unsafe { Box::from_raw(qp.cast::<Qp>()) };
     let ibv = boxed.ibv.get_mut();
     let (pd, scq, rcq) = (ibv.pd, ibv.send_cq, ibv.recv_cq);
+    let srq = boxed.srq.as_ref().map_or(0, |(p, _)| *p);
     // SAFETY: the pthread objects were initialised by create_qp, not in use.
     unsafe {
         libc::pthread_cond_destroy(&raw mut ibv.cond);
@@ -558,6 +581,9 @@ pub(crate) unsafe fn free_qp(qp: *mut ibv_qp) {
         (*pd.cast::<Pd>()).users.fetch_sub(1, Ordering::AcqRel);
         (*scq.cast::<Cq>()).users.fetch_sub(1, Ordering::AcqRel);
         (*rcq.cast::<Cq>()).users.fetch_sub(1, Ordering::AcqRel);
+        if srq != 0 {
+            (*(srq as *const Srq)).users.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
@@ -841,6 +867,10 @@ unsafe fn post_one_recv(
     inner: &mut Inner,
     w: &ibv_recv_wr,
 ) -> Result<(), c_int> {
+    // A QP on an SRQ has no receive queue of its own (verbs: EINVAL).
+    if q.srq.is_some() {
+        return Err(libc::EINVAL);
+    }
     // SAFETY: the caller's promise.
     let list = unsafe { sges(w.sg_list, w.num_sge, q.cap.max_recv_sge) }?;
     match inner.state {

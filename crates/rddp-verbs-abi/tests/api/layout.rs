@@ -75,6 +75,9 @@ fn layouts() -> Vec<Layout> {
         }
         "struct" ibv_qp_cap { max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data }
         "struct" ibv_qp_init_attr { qp_context, send_cq, recv_cq, srq, cap, qp_type, sq_sig_all }
+        "struct" ibv_srq_attr { max_wr, max_sge, srq_limit }
+        "struct" ibv_srq_init_attr { srq_context, attr }
+        "struct" ibv_srq { context, srq_context, pd, handle, mutex, cond, events_completed }
         "struct" ibv_global_route { dgid, flow_label, sgid_index, hop_limit, traffic_class }
         "struct" ibv_ah_attr { grh, dlid, sl, src_path_bits, static_rate, is_global, port_num }
         "struct" ibv_qp_attr {
@@ -125,6 +128,8 @@ fn constants() -> Vec<(&'static str, u64)> {
         ("IBV_QPS_SQD", IBV_QPS_SQD as u64),
         ("IBV_QPS_SQE", IBV_QPS_SQE as u64),
         ("IBV_QPS_ERR", IBV_QPS_ERR as u64),
+        ("IBV_SRQ_MAX_WR", IBV_SRQ_MAX_WR as u64),
+        ("IBV_SRQ_LIMIT", IBV_SRQ_LIMIT as u64),
         ("IBV_QP_STATE", IBV_QP_STATE as u64),
         ("IBV_QP_CUR_STATE", IBV_QP_CUR_STATE as u64),
         (

@@ -281,18 +281,19 @@ fn ibv_devinfo_runs_unprivileged() {
 /// The examples that go on to create resources load (BIND_NOW: every import
 /// resolves), get their PD (and with `-e` their completion channel), register
 /// their buffer, and stop at the first refusal, with their own message and
-/// exit status 1, not a crash: the UC and UD queue pair, the SRQ, the XRC
-/// domain. ibv_rc_pingpong gets its RC queue pair into INIT, exchanges its
-/// address with its peer over TCP, moves to RTR (which means nothing more
-/// than INIT over iWARP) and stops at the move to RTS: over iWARP a queue
-/// pair is connected by the CM, which the example does not use.
+/// exit status 1, not a crash: the UC and UD queue pair, the XRC domain.
+/// ibv_rc_pingpong gets its RC queue pair into INIT, exchanges its address
+/// with its peer over TCP, moves to RTR (which means nothing more than INIT
+/// over iWARP) and stops at the move to RTS: over iWARP a queue pair is
+/// connected by the CM, which the example does not use. ibv_srq_pingpong
+/// gets as far with its SRQ and the 16 queue pairs on it.
 #[test]
 fn pingpongs_load_and_refuse_cleanly() {
     if !common::have(DEVINFO, "ibverbs-utils") {
         return;
     }
     let lib = common::lib_dir("lib-pingpong");
-    for bin in &PINGPONGS[1..] {
+    for bin in &PINGPONGS[2..] {
         for args in [&[][..], &["-e"]] {
             let out = Command::new(bin)
                 .args(args)
@@ -355,6 +356,44 @@ fn pingpongs_load_and_refuse_cleanly() {
             "server: {s_out}"
         );
     }
+    // ibv_srq_pingpong makes its SRQ, 16 QPs on it and posts its receives
+    // there, then stops as ibv_rc_pingpong does. (Its client then reads the
+    // closed socket for ever, a fault of the example's: it is killed.)
+    let srq = PINGPONGS[1];
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port()
+        .to_string();
+    let pingpong = |args: &[&str]| {
+        let mut c = Command::new("timeout");
+        c.args(["30", srq, "-p", &port])
+            .args(args)
+            .env("LD_LIBRARY_PATH", &lib)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        c
+    };
+    let server = serve(pingpong(&[]), port.parse().unwrap(), "ibv_srq_pingpong");
+    let client = Killed(Some(pingpong(&["127.0.0.1"]).spawn().unwrap()));
+    let out = server.output();
+    drop(client);
+    let (s_err, s_out) = (
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout),
+    );
+    assert_eq!(out.status.code(), Some(1), "server: {s_err}");
+    assert!(
+        s_err.contains("Failed to modify QP[0] to RTS"),
+        "server: {s_err}"
+    );
+    // Its SRQ, QPs and receives were made and posted.
+    assert!(
+        !s_err.contains("Couldn't create") && !s_err.contains("Couldn't post"),
+        "server: {s_err}"
+    );
+    let qps = s_out.matches("local address:  LID 0x0000, QPN").count();
+    assert_eq!(qps, 16, "server: {s_out}");
 }
 
 /// The last 2000 characters of `s` (rping -v prints each ping whole).

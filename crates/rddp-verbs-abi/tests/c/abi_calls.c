@@ -94,9 +94,12 @@ int main(void)
 	CHECK(ibv_query_pkey(ctx, 1, 0, &pkey) == 0 && pkey == 0xffff);
 	CHECK(ibv_get_pkey_index(ctx, 1, 0xffff) == 0);
 
-	/* Constructors not implemented yet refuse with NULL and EOPNOTSUPP. */
+	/* What iWARP has not (address handles: UD) refuses with EOPNOTSUPP;
+	 * an SRQ without a PD is EINVAL. */
 	errno = 0;
-	CHECK(ibv_create_srq(NULL, NULL) == NULL && errno == EOPNOTSUPP);
+	CHECK(ibv_create_ah(NULL, NULL) == NULL && errno == EOPNOTSUPP);
+	errno = 0;
+	CHECK(ibv_create_srq(NULL, NULL) == NULL && errno == EINVAL);
 
 	/* Protection domains. */
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
@@ -282,6 +285,17 @@ int main(void)
 	CHECK(ibv_create_qp(NULL, &bad_ia) == NULL && errno == EINVAL);
 	errno = 0;
 	CHECK(ibv_create_qp(pd, NULL) == NULL && errno == EINVAL);
+	/* A shared receive queue: its size written back and queried, its PD
+	 * busy while it lives; too large, EINVAL. */
+	struct ibv_srq_init_attr si = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct ibv_srq *srq = ibv_create_srq(pd, &si);
+	CHECK(srq != NULL && srq->pd == pd && si.attr.max_wr == 4);
+	struct ibv_srq_attr sa;
+	CHECK(srq && ibv_query_srq(srq, &sa) == 0 && sa.max_wr == 4 && sa.max_sge == 1);
+	si.attr.max_wr = 1 << 30;
+	errno = 0;
+	CHECK(ibv_create_srq(pd, &si) == NULL && errno == EINVAL);
+	CHECK(srq && ibv_destroy_srq(srq) == 0);
 	/* The PD and both CQs are busy while the QP lives. */
 	CHECK(ibv_dealloc_pd(pd) == EBUSY);
 	CHECK(ibv_destroy_cq(cq2) == EBUSY);

@@ -765,3 +765,197 @@ fn a_terminate_raises_qp_events_on_async_fd() {
     assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(0));
     destroyer.join().unwrap().unwrap();
 }
+
+/// `ibv_post_srq_recv` as verbs.h's inline does it: through the context's ops.
+fn post_srq(ctx: *mut ibv_context, srq: *mut abi::ibv_srq, wr: &mut ibv_recv_wr) -> c_int {
+    let mut bad = ptr::null_mut();
+    // SAFETY: a live context; the SRQ is checked; the work request is valid.
+    unsafe {
+        let f = (*ctx).ops.post_srq_recv.unwrap();
+        f(srq.cast(), (wr as *mut ibv_recv_wr).cast(), &mut bad)
+    }
+}
+
+/// Two client QPs Send to two server QPs that share one SRQ: each Send
+/// takes the oldest receive posted there, whichever QP it comes in on, and
+/// completes on that QP's CQ with the SRQ receive's wr_id, its payload in
+/// the receive's octets. What an SRQ refuses: a receive on the QP itself,
+/// two SGEs, a wr_id of rddp's range, an MR of another PD, a limit or a new
+/// size; its destroy while a QP uses it, its PD's while it lives.
+#[test]
+fn two_qps_take_their_receives_from_one_srq() {
+    use crate::resources::srq::{create_srq, destroy_srq, modify_srq, query_srq};
+    // SAFETY: the constructors with valid arguments; every object checked.
+    let (ctx, pd, cq, srq, buf, mr) = unsafe {
+        let ctx = open_device(the_device());
+        let pd = alloc_pd(ctx);
+        let cq = create_cq(ctx, 64, ptr::null_mut(), ptr::null_mut(), 0);
+        let mut init = abi::ibv_srq_init_attr {
+            srq_context: ptr::null_mut(),
+            attr: abi::ibv_srq_attr {
+                max_wr: 8,
+                max_sge: 1,
+                srq_limit: 0,
+            },
+        };
+        let srq = create_srq(pd, &mut init);
+        assert!(!srq.is_null());
+        assert_eq!((init.attr.max_wr, init.attr.max_sge), (8, 1));
+        let buf = Buf::new(4096);
+        let mr = reg_mr(pd, buf.at.cast(), buf.len, ALL);
+        assert!(!mr.is_null());
+        (ctx, pd, cq, srq, buf, mr)
+    };
+    let qp_on_srq = || {
+        let mut ia = ibv_qp_init_attr {
+            qp_context: ptr::null_mut(),
+            send_cq: cq,
+            recv_cq: cq,
+            srq: srq.cast(),
+            cap: ibv_qp_cap {
+                max_send_wr: 4,
+                max_recv_wr: 4,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            },
+            qp_type: abi::IBV_QPT_RC,
+            sq_sig_all: 0,
+        };
+        // SAFETY: a live PD and attributes of ours.
+        let qp = unsafe { create_qp(pd, &mut ia) };
+        assert!(!qp.is_null());
+        assert_eq!((ia.cap.max_recv_wr, ia.cap.max_recv_sge), (0, 0));
+        let mut a = zeroed_attr();
+        a.qp_state = abi::IBV_QPS_INIT;
+        a.port_num = 1;
+        a.qp_access_flags = ALL as u32;
+        let mask = abi::IBV_QP_STATE | abi::IBV_QP_PORT | abi::IBV_QP_ACCESS_FLAGS;
+        // SAFETY: a live QP, a valid attribute struct.
+        assert_eq!(unsafe { modify_qp(qp, &mut a, mask) }, 0);
+        qp
+    };
+    let sqps = [qp_on_srq(), qp_on_srq()];
+    // SAFETY: live QP and SRQ.
+    unsafe {
+        assert_eq!((*sqps[0]).srq, srq.cast());
+        assert_eq!(destroy_srq(srq), libc::EBUSY);
+    }
+    let lkey = {
+        // SAFETY: a live MR.
+        unsafe { (*mr).lkey }
+    };
+    let recv = |wr_id: u64, sge: &mut ibv_sge| ibv_recv_wr {
+        wr_id,
+        next: ptr::null_mut(),
+        sg_list: sge,
+        num_sge: 1,
+    };
+    // Three receives of 16 octets at 0, 100 and 200, in that order.
+    for (i, off) in [0usize, 100, 200].into_iter().enumerate() {
+        let mut sge = ibv_sge {
+            addr: buf.addr(off),
+            length: 16,
+            lkey,
+        };
+        assert_eq!(post_srq(ctx, srq, &mut recv(i as u64, &mut sge)), 0);
+    }
+    // Refused: a wr_id rddp keeps, two SGEs, an lkey that is no MR.
+    let mut sge = ibv_sge {
+        addr: buf.addr(300),
+        length: 16,
+        lkey,
+    };
+    assert_eq!(
+        post_srq(ctx, srq, &mut recv(TOKEN_BASE, &mut sge)),
+        libc::EINVAL
+    );
+    let mut two = [sge, sge];
+    let mut w = recv(9, &mut two[0]);
+    w.num_sge = 2;
+    assert_eq!(post_srq(ctx, srq, &mut w), libc::EINVAL);
+    let mut stale = ibv_sge {
+        lkey: lkey ^ 0x5a00,
+        ..sge
+    };
+    assert_eq!(post_srq(ctx, srq, &mut recv(9, &mut stale)), libc::EINVAL);
+    // A QP on an SRQ has no receive queue of its own.
+    let mut own = recv(9, &mut sge);
+    let mut bad = ptr::null_mut();
+    // SAFETY: a live context; the QP and work request are valid.
+    let r = unsafe {
+        let f = (*ctx).ops.post_recv.unwrap();
+        f(sqps[0].cast(), (&raw mut own).cast(), &mut bad)
+    };
+    assert_eq!(r, libc::EINVAL);
+    let mut attr = abi::ibv_srq_attr::default();
+    // SAFETY: a live SRQ and the caller's attribute struct.
+    unsafe {
+        assert_eq!(query_srq(srq, &mut attr), 0);
+        assert_eq!((attr.max_wr, attr.max_sge, attr.srq_limit), (8, 1, 0));
+        attr.srq_limit = 2;
+        assert_eq!(
+            modify_srq(srq, &mut attr, abi::IBV_SRQ_LIMIT),
+            libc::EOPNOTSUPP
+        );
+        attr.max_wr = 16;
+        assert_eq!(
+            modify_srq(srq, &mut attr, abi::IBV_SRQ_MAX_WR),
+            libc::EOPNOTSUPP
+        );
+        attr.srq_limit = 0;
+        assert_eq!(modify_srq(srq, &mut attr, abi::IBV_SRQ_LIMIT), 0);
+    }
+
+    // Two clients, one per server QP; the second sends first.
+    let clients = [side(true), side(true)];
+    for (c, &sqp) in clients.iter().zip(&sqps) {
+        let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let s = sqp as usize;
+        let acceptor = std::thread::spawn(move || accept_mpa(s as *mut ibv_qp, &listener));
+        connect_mpa(c.qp, addr, MpaOptions::default()).unwrap();
+        acceptor.join().unwrap().unwrap();
+    }
+    let got_one = |c: &Side, text: &[u8], wr_id: u64| {
+        c.buf.set(0, text);
+        let mut s = [c.sge(0, text.len() as u32)];
+        let mut w = send_wr(wr_id, abi::IBV_WR_SEND, &mut s, 0);
+        assert_eq!(c.post_send(&mut w), 0);
+        assert_eq!(c.poll(1).len(), 1);
+        let mut wc = [ibv_wc::default(); 1];
+        assert!(eventually(|| {
+            // SAFETY: a live CQ and an array of 1.
+            unsafe {
+                let f = (*ctx).ops.poll_cq.unwrap();
+                f(cq.cast(), 1, wc.as_mut_ptr().cast()) == 1
+            }
+        }));
+        wc[0]
+    };
+    let first = got_one(&clients[1], b"second client", 20);
+    // SAFETY: live QPs.
+    let qpn = |q: *mut ibv_qp| unsafe { (*q).qp_num };
+    assert_eq!(
+        (first.wr_id, first.status, first.opcode, first.byte_len),
+        (0, 0, abi::IBV_WC_RECV, 13)
+    );
+    assert_eq!(first.qp_num, qpn(sqps[1]));
+    assert_eq!(buf.get(0, 13), b"second client");
+    let second = got_one(&clients[0], b"first", 21);
+    assert_eq!((second.wr_id, second.byte_len), (1, 5));
+    assert_eq!(second.qp_num, qpn(sqps[0]));
+    assert_eq!(buf.get(100, 5), b"first");
+
+    // SAFETY: the objects of this test, each destroyed once, users first.
+    unsafe {
+        for c in &clients {
+            assert_eq!(destroy_qp(c.qp), 0);
+        }
+        for q in sqps {
+            assert_eq!(destroy_qp(q), 0);
+        }
+        assert_eq!(crate::resources::dealloc_pd(pd), libc::EBUSY);
+        assert_eq!(destroy_srq(srq), 0);
+    }
+}
