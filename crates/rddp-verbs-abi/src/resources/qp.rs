@@ -649,33 +649,87 @@ pub(crate) unsafe extern "C" fn post_send(
     wr: *mut c_void,
     bad: *mut *mut c_void,
 ) -> c_int {
-    let set_bad = |w: *mut ibv_send_wr| {
-        if !bad.is_null() {
-            // SAFETY: a non-NULL `bad` is the caller's `bad_wr` slot.
-            unsafe { *bad = w.cast() };
-        }
-    };
     let live = live();
     if !live.is(qp as usize, Kind::Qp) {
-        set_bad(wr.cast());
-        return libc::EINVAL;
+        // SAFETY: `bad` is NULL or the caller's slot (verbs.h contract).
+        return unsafe { refuse_chain(wr, bad) };
     }
     // SAFETY: a live QP (registry locked) is create_qp's Box<Qp>.
     let q = unsafe { &*qp.cast::<Qp>() };
     let inner = lock(&q.inner);
-    let mut cur = wr.cast::<ibv_send_wr>();
+    // SAFETY: the chain is the caller's (verbs.h contract), unchanged during
+    // the call; so is each request's SGE list, which post_one_send reads.
+    unsafe {
+        walk(wr.cast::<ibv_send_wr>(), bad, |w| {
+            post_one_send(&live, q, &inner, w)
+        })
+    }
+}
+
+/// A work request of a chain C links by `next`.
+pub(crate) trait Chained {
+    /// The next request, or NULL.
+    fn next(&self) -> *mut Self;
+}
+
+impl Chained for ibv_send_wr {
+    fn next(&self) -> *mut Self {
+        self.next
+    }
+}
+
+impl Chained for ibv_recv_wr {
+    fn next(&self) -> *mut Self {
+        self.next
+    }
+}
+
+/// Posts each request of the chain from `first` with `post`, in turn; at the
+/// first refused one, `*bad` is set to it and its errno returned (those
+/// before it stay posted), as verbs' post calls do.
+///
+/// # Safety
+/// `first` is NULL or the caller's chain of valid requests, unchanged during
+/// the call, and `post` may rely on each request as verbs.h promises it
+/// (SGE lists of `num_sge` entries, inline SGEs readable); `bad` is NULL or
+/// the caller's `bad_wr` slot.
+pub(crate) unsafe fn walk<W: Chained>(
+    first: *mut W,
+    bad: *mut *mut c_void,
+    mut post: impl FnMut(&W) -> Result<(), c_int>,
+) -> c_int {
+    let mut cur = first;
     while !cur.is_null() {
-        // SAFETY: the chain is the caller's (verbs.h contract), unchanged
-        // during the call.
+        // SAFETY: a request of the caller's chain (the contract above).
         let w = unsafe { &*cur };
-        // SAFETY: `w`'s SGE list, per the same contract.
-        if let Err(e) = unsafe { post_one_send(&live, q, &inner, w) } {
-            set_bad(cur);
+        if let Err(e) = post(w) {
+            // SAFETY: `bad` per the contract.
+            unsafe { set_bad(bad, cur.cast()) };
             return e;
         }
-        cur = w.next;
+        cur = w.next();
     }
     0
+}
+
+/// A post call on an object that is not live: `EINVAL`, `*bad` its first
+/// request.
+///
+/// # Safety
+/// `bad` is NULL or the caller's `bad_wr` slot.
+pub(crate) unsafe fn refuse_chain(first: *mut c_void, bad: *mut *mut c_void) -> c_int {
+    // SAFETY: per the contract.
+    unsafe { set_bad(bad, first) };
+    libc::EINVAL
+}
+
+/// # Safety
+/// `bad` is NULL or the caller's `bad_wr` slot.
+unsafe fn set_bad(bad: *mut *mut c_void, w: *mut c_void) {
+    if !bad.is_null() {
+        // SAFETY: a non-NULL `bad` is the caller's slot (the contract).
+        unsafe { *bad = w };
+    }
 }
 
 /// # Safety
@@ -831,32 +885,21 @@ pub(crate) unsafe extern "C" fn post_recv(
     wr: *mut c_void,
     bad: *mut *mut c_void,
 ) -> c_int {
-    let set_bad = |w: *mut ibv_recv_wr| {
-        if !bad.is_null() {
-            // SAFETY: a non-NULL `bad` is the caller's `bad_wr` slot.
-            unsafe { *bad = w.cast() };
-        }
-    };
     let live = live();
     if !live.is(qp as usize, Kind::Qp) {
-        set_bad(wr.cast());
-        return libc::EINVAL;
+        // SAFETY: `bad` is NULL or the caller's slot (verbs.h contract).
+        return unsafe { refuse_chain(wr, bad) };
     }
     // SAFETY: a live QP (registry locked) is create_qp's Box<Qp>.
     let q = unsafe { &*qp.cast::<Qp>() };
     let mut inner = lock(&q.inner);
-    let mut cur = wr.cast::<ibv_recv_wr>();
-    while !cur.is_null() {
-        // SAFETY: the chain is the caller's (verbs.h contract).
-        let w = unsafe { &*cur };
-        // SAFETY: `w`'s SGE list, per the same contract.
-        if let Err(e) = unsafe { post_one_recv(&live, q, &mut inner, w) } {
-            set_bad(cur);
-            return e;
-        }
-        cur = w.next;
+    // SAFETY: the chain is the caller's (verbs.h contract), unchanged during
+    // the call; so is each receive's SGE list, which post_one_recv reads.
+    unsafe {
+        walk(wr.cast::<ibv_recv_wr>(), bad, |w| {
+            post_one_recv(&live, q, &mut inner, w)
+        })
     }
-    0
 }
 
 /// # Safety

@@ -11,7 +11,7 @@
 //! no per-CQ token can stand in for it), and no limit event
 //! (`IBV_EVENT_SRQ_LIMIT_REACHED`): arming one is refused.
 
-use super::qp::{MAX_QP_WR, TOKEN_BASE};
+use super::qp::{MAX_QP_WR, TOKEN_BASE, refuse_chain, walk};
 use super::{Kind, Pd, live, mr};
 use crate::abi::{
     self, IBV_SRQ_LIMIT, IBV_SRQ_MAX_WR, ibv_pd, ibv_recv_wr, ibv_srq, ibv_srq_attr,
@@ -202,31 +202,16 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
     wr: *mut c_void,
     bad: *mut *mut c_void,
 ) -> c_int {
-    let set_bad = |w: *mut ibv_recv_wr| {
-        if !bad.is_null() {
-            // SAFETY: a non-NULL `bad` is the caller's `bad_wr` slot.
-            unsafe { *bad = w.cast() };
-        }
-    };
     let live = live();
     if !live.is(srq as usize, Kind::Srq) {
-        set_bad(wr.cast());
-        return libc::EINVAL;
+        // SAFETY: `bad` is NULL or the caller's slot (verbs.h contract).
+        return unsafe { refuse_chain(wr, bad) };
     }
     // SAFETY: a live SRQ (registry locked) is create_srq's Box<Srq>.
     let s = unsafe { &*srq.cast::<Srq>() };
-    let mut cur = wr.cast::<ibv_recv_wr>();
-    while !cur.is_null() {
-        // SAFETY: the chain is the caller's (verbs.h contract).
-        let w = unsafe { &*cur };
-        // SAFETY: `w`'s SGE list holds `num_sge` entries (the same contract).
-        if let Err(e) = unsafe { post_one(&live, s, w) } {
-            set_bad(cur);
-            return e;
-        }
-        cur = w.next;
-    }
-    0
+    // SAFETY: the chain is the caller's (verbs.h contract), unchanged during
+    // the call; so is each receive's SGE list, which post_one reads.
+    unsafe { walk(wr.cast::<ibv_recv_wr>(), bad, |w| post_one(&live, s, w)) }
 }
 
 /// # Safety
