@@ -626,17 +626,14 @@ fn ucmatose(lib: &Path, extra: &[&str]) {
             .stderr(std::process::Stdio::piped());
         c
     };
-    let server = Killed(Some(ucmatose(&["-b", "127.0.0.1"]).spawn().unwrap()));
-    // The client retries, while it is refused, until the server listens.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let client = loop {
-        let out = ucmatose(&["-s", "127.0.0.1"]).output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        if stdout.contains("error: -111") && std::time::Instant::now() < deadline {
-            continue;
-        }
-        break out;
-    };
+    // The client starts once the server listens (a server that could not,
+    // its port taken meanwhile, fails here with its output).
+    let server = serve(
+        ucmatose(&["-b", "127.0.0.1"]),
+        port.parse().unwrap(),
+        "ucmatose",
+    );
+    let client = ucmatose(&["-s", "127.0.0.1"]).output().unwrap();
     let stdout = String::from_utf8_lossy(&client.stdout);
     let stderr = String::from_utf8_lossy(&client.stderr);
     assert!(
