@@ -56,6 +56,14 @@ impl Live {
     fn is_of(&self, p: usize, kind: Kind, ctx: usize) -> bool {
         self.objects.get(&p) == Some(&(kind, ctx))
     }
+
+    /// The context of `p` if it is a live object of `kind`.
+    fn context_of(&self, p: usize, kind: Kind) -> Option<usize> {
+        match self.objects.get(&p) {
+            Some(&(k, ctx)) if k == kind => Some(ctx),
+            _ => None,
+        }
+    }
 }
 
 /// The registry. Lock order: this lock, then a channel's event queue, then

@@ -204,7 +204,7 @@ fn errno_of(e: &Error) -> c_int {
     }
 }
 
-fn refuse<T>(e: c_int) -> *mut T {
+pub(crate) fn refuse<T>(e: c_int) -> *mut T {
     set_errno(e);
     ptr::null_mut()
 }
@@ -224,9 +224,8 @@ pub(crate) unsafe extern "C" fn create_qp(
     init: *mut ibv_qp_init_attr,
 ) -> *mut ibv_qp {
     let mut live = live();
-    let ctx = match live.objects.get(&(pd as usize)) {
-        Some(&(Kind::Pd, ctx)) => ctx,
-        _ => return refuse(libc::EINVAL),
+    let Some(ctx) = live.context_of(pd as usize, Kind::Pd) else {
+        return refuse(libc::EINVAL);
     };
     if init.is_null() {
         return refuse(libc::EINVAL);

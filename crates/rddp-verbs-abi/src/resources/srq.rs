@@ -11,17 +11,15 @@
 //! no per-CQ token can stand in for it), and no limit event
 //! (`IBV_EVENT_SRQ_LIMIT_REACHED`): arming one is refused.
 
-use super::qp::{MAX_QP_WR, TOKEN_BASE, refuse_chain, walk};
+use super::qp::{MAX_QP_WR, TOKEN_BASE, refuse, refuse_chain, walk};
 use super::{Kind, Pd, live, mr};
 use crate::abi::{
     self, IBV_SRQ_LIMIT, IBV_SRQ_MAX_WR, ibv_pd, ibv_recv_wr, ibv_srq, ibv_srq_attr,
     ibv_srq_init_attr,
 };
-use crate::exports::set_errno;
 use rddp::{Access, BufferOrdering, Error, SharedReceiveQueue, SrqMode};
 use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
-use std::ptr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -52,11 +50,6 @@ impl Srq {
     }
 }
 
-fn refuse<T>(e: c_int) -> *mut T {
-    set_errno(e);
-    ptr::null_mut()
-}
-
 /// `ibv_create_srq`: an SRQ of `pd` for `attr.max_wr` receives (1 to
 /// [`MAX_SRQ_WR`]) of at most [`MAX_SRQ_SGE`] SGE; what it takes is written
 /// back. `srq_limit` is not armed at creation (as verbs has it).
@@ -65,9 +58,8 @@ pub(crate) unsafe extern "C" fn create_srq(
     init: *mut ibv_srq_init_attr,
 ) -> *mut ibv_srq {
     let mut live = live();
-    let ctx = match live.objects.get(&(pd as usize)) {
-        Some(&(Kind::Pd, ctx)) => ctx,
-        _ => return refuse(libc::EINVAL),
+    let Some(ctx) = live.context_of(pd as usize, Kind::Pd) else {
+        return refuse(libc::EINVAL);
     };
     if init.is_null() {
         return refuse(libc::EINVAL);
