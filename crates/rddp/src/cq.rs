@@ -72,9 +72,12 @@ struct CqInner {
     capacity: usize,
     /// Completions queued past the capacity (see [`CompletionQueue::overflows`]).
     overflows: AtomicU64,
-    /// A depth and what to call when a push takes the queue past it
+    /// What to call when a push takes the queue past `overrun_depth`
     /// ([`CompletionQueue::set_overrun`]).
-    overrun: std::sync::OnceLock<(usize, Notify)>,
+    overrun: std::sync::OnceLock<Notify>,
+    /// The depth past which `overrun` is called (a verbs CQ's `cqe`, which
+    /// `ibv_resize_cq` changes).
+    overrun_depth: AtomicUsize,
     /// The queue pairs whose completions come here and whose sockets a busy
     /// poll may read (MPA queue pairs on the event loop).
     driven: Mutex<Vec<Weak<dyn Driven>>>,
@@ -121,6 +124,7 @@ impl CompletionQueue {
                 capacity,
                 overflows: AtomicU64::new(0),
                 overrun: std::sync::OnceLock::new(),
+                overrun_depth: AtomicUsize::new(usize::MAX),
                 driven: Mutex::new(Vec::new()),
                 arriving: AtomicU64::new(0),
                 queued: AtomicUsize::new(0),
@@ -357,7 +361,17 @@ impl CompletionQueue {
     /// runs on the pushing thread, after the queue's lock is released: keep
     /// it short. Set once: `false` if a function was set before.
     pub fn set_overrun(&self, depth: usize, f: impl Fn() + Send + Sync + 'static) -> bool {
-        self.inner.overrun.set((depth, Arc::new(f))).is_ok()
+        let set = self.inner.overrun.set(Arc::new(f)).is_ok();
+        if set {
+            self.inner.overrun_depth.store(depth, Ordering::Relaxed);
+        }
+        set
+    }
+
+    /// A new depth for the function of [`Self::set_overrun`] (`ibv_resize_cq`):
+    /// the next push that takes the queue from `depth` to `depth + 1` calls it.
+    pub fn set_overrun_depth(&self, depth: usize) {
+        self.inner.overrun_depth.store(depth, Ordering::Relaxed);
     }
 
     /// How many completions were queued while the queue already held its capacity.
@@ -412,8 +426,13 @@ impl CompletionQueue {
             self.inner.ready.notify_all();
         }
         drop(q);
-        if let Some((depth, f)) = self.inner.overrun.get()
-            && len == depth.saturating_add(1)
+        if let Some(f) = self.inner.overrun.get()
+            && len
+                == self
+                    .inner
+                    .overrun_depth
+                    .load(Ordering::Relaxed)
+                    .saturating_add(1)
         {
             f();
         }

@@ -87,6 +87,14 @@ pub enum Error {
     /// live stream with nothing queued ahead of it.
     #[error("queue pair setup: {0}")]
     ReadRtr(#[from] rddp_proto::rdmap::RtrRefused),
+    /// A shared receive queue's low-water limit above its size.
+    #[error("srq limit {limit} is above the queue's {max_wr} receives")]
+    SrqLimit {
+        /// The limit asked for.
+        limit: usize,
+        /// The queue's size.
+        max_wr: usize,
+    },
     /// A queue pair's shared receive queue is of another protection domain.
     #[error("the shared receive queue belongs to another protection domain than the queue pair")]
     SrqWrongPd,

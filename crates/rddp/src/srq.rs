@@ -115,9 +115,34 @@ impl SharedReceiveQueue {
         self.pool.free()
     }
 
+    /// Arm the low-water limit (verbs' `srq_limit`; 0 disarms): the first
+    /// message that leaves fewer than `limit` buffers posted and not taken
+    /// raises [`crate::PoolEvent::LowWater`] (`IBV_EVENT_SRQ_LIMIT_REACHED`)
+    /// and disarms it. [`Error::SrqLimit`] above `max_wr`.
+    pub fn arm_limit(&self, limit: usize) -> Result<(), Error> {
+        let max_wr = self.pool.config().max_buffers;
+        if limit > max_wr {
+            return Err(Error::SrqLimit { limit, max_wr });
+        }
+        self.pool.arm_limit(limit);
+        Ok(())
+    }
+
+    /// The armed low-water limit; 0 when none is armed (or it was raised).
+    pub fn armed_limit(&self) -> usize {
+        self.pool.armed_limit()
+    }
+
+    /// Run `hook` when the low-water limit is crossed, on the thread whose
+    /// message took the buffer, while the pool is locked: it must not call
+    /// back into this queue (a verbs layer queues an asynchronous event).
+    pub fn set_low_water_hook(&self, hook: impl Fn() + Send + Sync + 'static) {
+        self.pool.set_low_water_hook(hook);
+    }
+
     /// Take the next asynchronous event, without waiting: a stream over its
-    /// soft limit (as `IBV_EVENT_SRQ_LIMIT_REACHED`), or a stream whose oldest
-    /// message can no longer get a buffer (arrival ordering's hazard).
+    /// soft limit, a stream whose oldest message can no longer get a buffer
+    /// (arrival ordering's hazard), or the armed low-water limit crossed.
     #[must_use]
     pub fn poll_event(&self) -> Option<PoolEvent> {
         self.pool.poll_event()

@@ -219,6 +219,7 @@ fn watch_srq(srq: Arc<SharedReceiveQueue>, streams: Arc<Streams>, ev: Arc<Events
                 let (kind, stream) = match e {
                     PoolEvent::SoftLimit { stream, .. } => ("srq_limit_reached", Some(stream.0)),
                     PoolEvent::Stranded { stream, .. } => ("srq_stranded", Some(stream.0)),
+                    PoolEvent::LowWater { .. } => ("srq_low_water", None),
                     PoolEvent::Lost(_) => ("srq_events_lost", None),
                 };
                 let conn = stream.and_then(|s| streams.conn(s));

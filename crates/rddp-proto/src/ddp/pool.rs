@@ -117,8 +117,29 @@ pub enum PoolEvent {
         /// Whether every queue holding buffers of the pool is stranded the same way.
         deadlock: bool,
     },
+    /// The pool's free buffers dropped below the limit armed with
+    /// [`BufferPool::arm_limit`] (verbs' `srq_limit`,
+    /// `IBV_EVENT_SRQ_LIMIT_REACHED`): the ULP should post more. Raised once
+    /// per arming: the limit is disarmed as it is raised.
+    LowWater {
+        /// Free buffers left after the take that crossed the limit.
+        free: usize,
+        /// The limit that was armed.
+        limit: usize,
+    },
     /// This many events were dropped because the queue was full.
     Lost(u64),
+}
+
+/// What [`BufferPool::set_low_water_hook`] runs when the armed limit is
+/// crossed, besides queueing [`PoolEvent::LowWater`].
+#[derive(Clone)]
+struct LowWaterHook(Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for LowWaterHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LowWaterHook")
+    }
 }
 
 /// A local request the pool refuses.
@@ -194,6 +215,10 @@ pub(crate) struct PoolInner {
     events: VecDeque<PoolEvent>,
     lost: u64,
     stats: PoolStats,
+    /// The armed low-water limit (0: none): a take that leaves fewer free
+    /// buffers raises [`PoolEvent::LowWater`] and disarms it.
+    limit: usize,
+    low_water_hook: Option<LowWaterHook>,
 }
 
 static NEXT_POOL: AtomicU64 = AtomicU64::new(1);
@@ -233,6 +258,8 @@ impl BufferPool {
                 events: VecDeque::new(),
                 lost: 0,
                 stats: PoolStats::default(),
+                limit: 0,
+                low_water_hook: None,
             })),
             id: PoolId(NEXT_POOL.fetch_add(1, AtomicOrdering::Relaxed)),
             cfg,
@@ -308,6 +335,30 @@ impl BufferPool {
         p.events.pop_front()
     }
 
+    /// Arm (or with 0 disarm) the low-water limit: the first take that leaves
+    /// fewer than `limit` free buffers raises [`PoolEvent::LowWater`] and
+    /// disarms it, as verbs' `srq_limit` (InfiniBand Architecture
+    /// Specification, "SRQ Limit"). Arming below the current free count does
+    /// not raise it at once: only a take crosses it. `limit` above
+    /// [`PoolConfig::max_buffers`] is the caller's to refuse.
+    pub fn arm_limit(&self, limit: usize) {
+        self.lock().limit = limit;
+    }
+
+    /// The armed low-water limit, 0 when none is (never armed, disarmed, or
+    /// raised since it was armed).
+    pub fn armed_limit(&self) -> usize {
+        self.lock().limit
+    }
+
+    /// Run `hook` whenever [`PoolEvent::LowWater`] is raised, on the thread
+    /// whose take crossed the limit and under the pool's lock: it must not
+    /// call back into the pool, and should be short (a verbs layer queues an
+    /// asynchronous event). Replaces any hook set before.
+    pub fn set_low_water_hook(&self, hook: impl Fn() + Send + Sync + 'static) {
+        self.lock().low_water_hook = Some(LowWaterHook(Arc::new(hook)));
+    }
+
     /// Take every free buffer back (teardown of the pool).
     pub fn drain(&self) -> Vec<RecvBuffer> {
         self.lock().free.drain(..).map(|p| p.buf).collect()
@@ -345,6 +396,16 @@ impl PoolInner {
         self.held += n;
         for b in self.free.drain(..n) {
             put(b);
+        }
+        if self.limit > 0 && self.free.len() < self.limit {
+            let limit = std::mem::take(&mut self.limit);
+            self.push_event(PoolEvent::LowWater {
+                free: self.free.len(),
+                limit,
+            });
+            if let Some(LowWaterHook(hook)) = &self.low_water_hook {
+                hook();
+            }
         }
         true
     }

@@ -252,7 +252,7 @@ impl Sim {
                         self.out.stranded_events += 1;
                         kick.push(stream.0 as usize);
                     }
-                    PoolEvent::Lost(_) => {}
+                    PoolEvent::LowWater { .. } | PoolEvent::Lost(_) => {}
                 }
             }
         }

@@ -389,3 +389,40 @@ fn pool_refuses_posts_beyond_its_maximum() {
     let mut a = on(&pool, 1);
     assert!(a.post_recv(0, buf(6)).is_err());
 }
+
+#[test]
+fn an_armed_limit_is_raised_once_by_the_take_that_crosses_it() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let mem = MemoryTable::with_seed(7);
+    let pool = pool_with(PoolConfig::shared(BufferOrdering::Arrival, 16, 8), 4);
+    let hooked = Arc::new(AtomicUsize::new(0));
+    let h = hooked.clone();
+    pool.set_low_water_hook(move || {
+        h.fetch_add(1, Ordering::Relaxed);
+    });
+    // Armed at 3 with 4 free: not raised at arming, nor by the take to 3.
+    pool.arm_limit(3);
+    assert_eq!(pool.armed_limit(), 3);
+    let mut a = on(&pool, 1);
+    assert_eq!(feed(&mut a, &mem, 0, &untagged(true, 0, 1, 0, b"1")), None);
+    assert_eq!((pool.free(), hooked.load(Ordering::Relaxed)), (3, 0));
+    assert_eq!(events(&pool), vec![]);
+    // The take to 2 crosses it: one event, the hook once, disarmed.
+    assert_eq!(feed(&mut a, &mem, 1, &untagged(true, 0, 2, 0, b"2")), None);
+    assert_eq!(
+        events(&pool),
+        vec![PoolEvent::LowWater { free: 2, limit: 3 }]
+    );
+    assert_eq!((pool.armed_limit(), hooked.load(Ordering::Relaxed)), (0, 1));
+    // Disarmed: the next take raises nothing until it is armed again.
+    assert_eq!(feed(&mut a, &mem, 2, &untagged(true, 0, 3, 0, b"3")), None);
+    assert_eq!(events(&pool), vec![]);
+    pool.arm_limit(2);
+    assert_eq!(feed(&mut a, &mem, 3, &untagged(true, 0, 4, 0, b"4")), None);
+    assert_eq!(
+        events(&pool),
+        vec![PoolEvent::LowWater { free: 0, limit: 2 }]
+    );
+    assert_eq!(hooked.load(Ordering::Relaxed), 2);
+}
