@@ -623,9 +623,6 @@ unsafe extern "C" fn r_int1(_: P) -> c_int {
 unsafe extern "C" fn r_int2(_: P, _: P) -> c_int {
     refuse_int()
 }
-unsafe extern "C" fn r_int_cq(_: P, _: c_int) -> c_int {
-    refuse_int()
-}
 unsafe extern "C" fn r_mcast(_: P, _: P, _: u16) -> c_int {
     refuse_int()
 }
@@ -669,6 +666,8 @@ pub(crate) unsafe extern "C" fn get_async_event(
             resources::qp::event_reported(&live, element as *mut abi::ibv_qp);
         } else if event_type == abi::IBV_EVENT_CQ_ERR {
             resources::cq_event_reported(&live, element as *mut abi::ibv_cq);
+        } else if event_type == abi::IBV_EVENT_SRQ_LIMIT_REACHED {
+            resources::srq::event_reported(&live, element as *mut abi::ibv_srq);
         }
         // SAFETY: `event` is the caller's slot (checked non-NULL).
         unsafe {
@@ -693,6 +692,8 @@ pub(crate) unsafe extern "C" fn ack_async_event(event: *mut ibv_async_event) {
         resources::qp::event_acked(&live(), e.element.cast());
     } else if e.event_type == abi::IBV_EVENT_CQ_ERR {
         resources::cq_event_acked(&live(), e.element.cast());
+    } else if e.event_type == abi::IBV_EVENT_SRQ_LIMIT_REACHED {
+        resources::srq::event_acked(&live(), e.element.cast());
     }
 }
 
@@ -748,7 +749,6 @@ export! {
     ibv_query_port => query_port;
     ibv_rate_to_mbps => rate_to_mbps;
     ibv_rereg_mr => r_rereg_mr;
-    ibv_resize_cq => r_int_cq;
     ibv_wc_status_str => wc_status_str;
     mbps_to_ibv_rate => mbps_to_rate;
     // IBVERBS_1.5 to 1.14

@@ -583,6 +583,30 @@ pub(crate) unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
     0
 }
 
+/// `ibv_resize_cq`: `cqe` rounded up as at creation and written to
+/// `cq->cqe`; the overrun event (`IBV_EVENT_CQ_ERR`) then counts from the
+/// new size. Nothing moves: the rddp CQ under it already holds whatever
+/// its queue pairs can complete ([`backing_capacity`]). `EINVAL` for a CQ
+/// that is not live, `cqe` outside 1..=[`MAX_CQE`], or fewer entries than
+/// completions wait on it now (as the kernel's drivers refuse it).
+pub(crate) unsafe extern "C" fn resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
+    let live = live();
+    let Some(size) = cq_size(cqe).filter(|_| live.is(cq as usize, Kind::Cq)) else {
+        return libc::EINVAL;
+    };
+    // SAFETY: a live CQ (registry locked) is create_cq's Box<Cq>; `cqe` is
+    // written only here and at creation, under the registry's lock.
+    unsafe {
+        let c = &*cq.cast::<Cq>();
+        if (size as usize) < c.cq.len() {
+            return libc::EINVAL;
+        }
+        c.cq.set_overrun_depth(size as usize);
+        (*cq).cqe = size;
+    }
+    0
+}
+
 /// `ibv_ack_cq_events`: as rdma-core, adds to `comp_events_completed` under
 /// the CQ's mutex and wakes a waiting `ibv_destroy_cq`.
 pub(crate) unsafe extern "C" fn ack_cq_events(cq: *mut ibv_cq, nevents: c_uint) {
@@ -775,6 +799,7 @@ export! {
     ibv_dealloc_pd => dealloc_pd;
     ibv_destroy_cq => destroy_cq;
     ibv_get_cq_event => get_cq_event;
+    ibv_resize_cq => resize_cq;
 }
 
 pub mod mr;

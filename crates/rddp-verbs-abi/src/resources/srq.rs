@@ -8,8 +8,11 @@
 //! What differs from a QP's own receive queue: one SGE a receive (placed
 //! straight into its region), a wr_id below 2^62 (rddp keeps the ids above
 //! for itself, and an SRQ's receive may complete on any of its QPs' CQs, so
-//! no per-CQ token can stand in for it), and no limit event
-//! (`IBV_EVENT_SRQ_LIMIT_REACHED`): arming one is refused.
+//! no per-CQ token can stand in for it), and a fixed size (a new `max_wr`
+//! is refused). The limit (`srq_limit`) works as in the kernel's drivers:
+//! armed by `ibv_modify_srq`, raised once as `IBV_EVENT_SRQ_LIMIT_REACHED`
+//! on the context's `async_fd` by the message that leaves fewer receives
+//! posted, then disarmed.
 
 use super::qp::{MAX_QP_WR, TOKEN_BASE, refuse, refuse_chain, walk};
 use super::{Kind, Pd, live, mr};
@@ -21,7 +24,7 @@ use rddp::{Access, BufferOrdering, Error, SharedReceiveQueue, SrqMode};
 use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 /// Most receives an SRQ holds (`max_srq_wr`): a queue pair on it reserves
 /// this many completions on its receive CQ, as one of its own receive
@@ -40,6 +43,13 @@ pub(crate) struct Srq {
     max_wr: u32,
     /// Queue pairs using it: `ibv_destroy_srq` is `EBUSY` while any does.
     pub(crate) users: AtomicU32,
+    /// Cleared (under the context's event queue lock) when `ibv_destroy_srq`
+    /// starts: no limit event is raised for it after that.
+    events_alive: Arc<AtomicBool>,
+    /// Limit events `ibv_get_async_event` returned for it: destroy waits
+    /// until `ibv.events_completed` (what `ibv_ack_async_event` counted)
+    /// reaches it, as rdma-core's `ibv_destroy_srq` does.
+    events_reported: AtomicU32,
 }
 
 impl Srq {
@@ -82,6 +92,7 @@ pub(crate) unsafe extern "C" fn create_srq(
         BufferOrdering::Arrival,
         max,
     );
+    let events_alive = Arc::new(AtomicBool::new(true));
     let srq = Box::new(Srq {
         ibv: UnsafeCell::new(ibv_srq {
             context: ctx as *mut abi::ibv_context,
@@ -95,6 +106,8 @@ pub(crate) unsafe extern "C" fn create_srq(
         shared: Arc::new(shared),
         max_wr: a.max_wr,
         users: AtomicU32::new(0),
+        events_alive: events_alive.clone(),
+        events_reported: AtomicU32::new(0),
     });
     init.attr = ibv_srq_attr {
         max_wr: a.max_wr,
@@ -102,19 +115,64 @@ pub(crate) unsafe extern "C" fn create_srq(
         srq_limit: 0,
     };
     owner.users.fetch_add(1, Ordering::AcqRel);
+    let shared = srq.shared.clone();
     let p = Box::into_raw(srq);
+    // The limit's event goes to the context's async_fd. The hook runs under
+    // the pool's lock and takes only the event queue's (never the reverse).
+    // SAFETY: a live context (`context_of` above, registry locked) is
+    // open_device's Box<Context>.
+    let events = Arc::downgrade(unsafe { &(*(ctx as *const crate::exports::Context)).events });
+    let at = p as usize;
+    shared.set_low_water_hook(move || {
+        if let Some(ev) = events.upgrade() {
+            ev.raise(at, abi::IBV_EVENT_SRQ_LIMIT_REACHED, &events_alive);
+        }
+    });
     live.objects.insert(p as usize, (Kind::Srq, ctx));
     p.cast()
 }
 
 /// `ibv_destroy_srq`: `EBUSY` while a queue pair uses it; the receives
-/// still posted go with it.
+/// still posted go with it. A limit event not yet taken is dropped; one
+/// taken is waited for until acknowledged, as rdma-core's destroy does.
 pub(crate) unsafe extern "C" fn destroy_srq(srq: *mut ibv_srq) -> c_int {
+    {
+        let live = live();
+        if !live.is(srq as usize, Kind::Srq) {
+            return libc::EINVAL;
+        }
+        // SAFETY: a live SRQ (registry locked) is create_srq's Box<Srq>, of
+        // a live context (open_device's Box<Context>).
+        unsafe {
+            let s = &*srq.cast::<Srq>();
+            if s.users.load(Ordering::Acquire) > 0 {
+                return libc::EBUSY;
+            }
+            let ctx = (*s.ibv.get()).context.cast::<crate::exports::Context>();
+            (*ctx).events.forget(srq as usize, &s.events_alive);
+        }
+    }
+    // The SRQ stays registered while this waits, so ibv_ack_async_event
+    // reaches it.
+    // SAFETY: only this call frees the SRQ; its mutex and cond were
+    // initialised by create_srq.
+    unsafe {
+        let s = &*srq.cast::<Srq>();
+        let ibv = s.ibv.get();
+        let m = &raw mut (*ibv).mutex;
+        libc::pthread_mutex_lock(m);
+        while (&raw const (*ibv).events_completed).read_volatile()
+            != s.events_reported.load(Ordering::Acquire)
+        {
+            libc::pthread_cond_wait(&raw mut (*ibv).cond, m);
+        }
+        libc::pthread_mutex_unlock(m);
+    }
     let mut live = live();
     if !live.is(srq as usize, Kind::Srq) {
         return libc::EINVAL;
     }
-    // SAFETY: a live SRQ (registry locked) is create_srq's Box<Srq>.
+    // SAFETY: as above; a queue pair made on it meanwhile keeps it.
     if unsafe { &*srq.cast::<Srq>() }.users.load(Ordering::Acquire) > 0 {
         return libc::EBUSY;
     }
@@ -145,9 +203,9 @@ pub(crate) unsafe fn free_srq(srq: *mut ibv_srq) {
     unsafe { (*pd.cast::<Pd>()).users.fetch_sub(1, Ordering::AcqRel) };
 }
 
-/// `ibv_modify_srq`: a new `max_wr` is refused (`EOPNOTSUPP`: the pool's
-/// size is fixed), as is arming a limit (`srq_limit` above 0: no limit
-/// event is raised); `srq_limit` 0 disarms (there is nothing armed).
+/// `ibv_modify_srq`: `IBV_SRQ_LIMIT` arms the limit (0 disarms; above
+/// `max_wr`, `EINVAL`); a new `max_wr` is refused (`EOPNOTSUPP`: the pool's
+/// size is fixed).
 pub(crate) unsafe extern "C" fn modify_srq(
     srq: *mut ibv_srq,
     attr: *mut ibv_srq_attr,
@@ -162,13 +220,48 @@ pub(crate) unsafe extern "C" fn modify_srq(
     }
     // SAFETY: a non-NULL attr is the caller's struct.
     let a = unsafe { *attr };
-    if mask & IBV_SRQ_MAX_WR != 0 || (mask & IBV_SRQ_LIMIT != 0 && a.srq_limit > 0) {
+    if mask & IBV_SRQ_MAX_WR != 0 {
         return libc::EOPNOTSUPP;
+    }
+    if mask & IBV_SRQ_LIMIT != 0 {
+        // SAFETY: a live SRQ (registry locked) is create_srq's Box<Srq>.
+        let s = unsafe { &*srq.cast::<Srq>() };
+        if s.shared.arm_limit(a.srq_limit as usize).is_err() {
+            return libc::EINVAL;
+        }
     }
     0
 }
 
-/// `ibv_query_srq`: its size, one SGE, no limit armed.
+/// `ibv_get_async_event` returned a limit event of `srq` (if it is live).
+pub(crate) fn event_reported(live: &super::Live, srq: *mut ibv_srq) {
+    if live.is(srq as usize, Kind::Srq) {
+        // SAFETY: a live SRQ (registry locked) is create_srq's Box<Srq>.
+        unsafe { &*srq.cast::<Srq>() }
+            .events_reported
+            .fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// `ibv_ack_async_event` for an event of `srq`: counted in
+/// `events_completed` under the SRQ's mutex, waking `ibv_destroy_srq`.
+pub(crate) fn event_acked(live: &super::Live, srq: *mut ibv_srq) {
+    if !live.is(srq as usize, Kind::Srq) {
+        return;
+    }
+    // SAFETY: a live SRQ (registry locked); its mutex and cond were
+    // initialised by create_srq.
+    unsafe {
+        let ibv = (*srq.cast::<Srq>()).ibv.get();
+        let m = &raw mut (*ibv).mutex;
+        libc::pthread_mutex_lock(m);
+        (*ibv).events_completed = (*ibv).events_completed.wrapping_add(1);
+        libc::pthread_cond_signal(&raw mut (*ibv).cond);
+        libc::pthread_mutex_unlock(m);
+    }
+}
+
+/// `ibv_query_srq`: its size, one SGE, the armed limit (0 once raised).
 pub(crate) unsafe extern "C" fn query_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_attr) -> c_int {
     let live = live();
     if !live.is(srq as usize, Kind::Srq) || attr.is_null() {
@@ -176,10 +269,11 @@ pub(crate) unsafe extern "C" fn query_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_
     }
     // SAFETY: a live SRQ (registry locked); a non-NULL attr is the caller's.
     unsafe {
+        let s = &*srq.cast::<Srq>();
         *attr = ibv_srq_attr {
-            max_wr: (*srq.cast::<Srq>()).max_wr,
+            max_wr: s.max_wr,
             max_sge: MAX_SRQ_SGE,
-            srq_limit: 0,
+            srq_limit: u32::try_from(s.shared.armed_limit()).unwrap_or(u32::MAX),
         };
     }
     0

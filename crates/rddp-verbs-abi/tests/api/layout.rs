@@ -189,6 +189,10 @@ fn constants() -> Vec<(&'static str, u64)> {
         ("IBV_EVENT_QP_FATAL", IBV_EVENT_QP_FATAL as u64),
         ("IBV_EVENT_QP_REQ_ERR", IBV_EVENT_QP_REQ_ERR as u64),
         ("IBV_EVENT_QP_ACCESS_ERR", IBV_EVENT_QP_ACCESS_ERR as u64),
+        (
+            "IBV_EVENT_SRQ_LIMIT_REACHED",
+            IBV_EVENT_SRQ_LIMIT_REACHED as u64,
+        ),
         ("IBV_WC_SUCCESS", IBV_WC_SUCCESS as u64),
         ("IBV_WC_LOC_LEN_ERR", IBV_WC_LOC_LEN_ERR as u64),
         ("IBV_WC_LOC_QP_OP_ERR", IBV_WC_LOC_QP_OP_ERR as u64),

@@ -541,6 +541,89 @@ fn queues_overcommitting_their_cq_connect_and_lose_nothing() {
     }
 }
 
+/// `ibv_resize_cq`: the overrun event counts from the new size, rounded as
+/// at creation; a size below what waits, or outside 1..=MAX_CQE, is
+/// refused. 32 receives wait on a CQ resized from 8 to 32: no event; the
+/// CQ made 4 after they were polled: the fifth waiting raises it.
+#[test]
+fn a_resized_cq_counts_its_overrun_from_the_new_size() {
+    use crate::resources::{MAX_CQE, resize_cq};
+    let server = side_sized(false, 8, 8, 32);
+    let client = side_sized(true, 8, 8, 32);
+    // SAFETY: a live CQ.
+    unsafe {
+        assert_eq!(resize_cq(server.cq, 0), libc::EINVAL);
+        assert_eq!(resize_cq(server.cq, MAX_CQE + 1), libc::EINVAL);
+        assert_eq!(resize_cq(server.cq, 17), 0);
+        assert_eq!((*server.cq).cqe, 32);
+    }
+    let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    for i in 0..32 {
+        let mut r = server.sge(64 * i, 64);
+        assert_eq!(server.post_recv(i as u64, &mut r), 0);
+    }
+    let sqp = server.qp as usize;
+    let acceptor = std::thread::spawn(move || accept_mpa(sqp as *mut ibv_qp, &listener));
+    connect_mpa(client.qp, addr, MpaOptions::default()).unwrap();
+    acceptor.join().unwrap().unwrap();
+    let send = |n: u8| {
+        client.buf.set(2048 + 16 * usize::from(n), &[n; 16]);
+        let mut g = [client.sge(2048 + 16 * usize::from(n), 16)];
+        let mut w = send_wr(u64::from(n), abi::IBV_WR_SEND, &mut g, 0);
+        assert_eq!(client.post_send(&mut w), 0);
+    };
+    for round in 0..4u8 {
+        for k in 0..8u8 {
+            send(round * 8 + k);
+        }
+        assert_eq!(client.poll(8).len(), 8);
+    }
+    assert!(eventually(|| server.buf.get(64 * 31, 16) == [31; 16]));
+    let overrun_raised = || {
+        let mut p = libc::pollfd {
+            // SAFETY: a live context.
+            fd: unsafe { (*server.ctx).async_fd },
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd, no wait.
+        unsafe { libc::poll(&raw mut p, 1, 0) == 1 }
+    };
+    assert!(!overrun_raised(), "32 waiting on a CQ of 32");
+    // SAFETY: a live CQ.
+    assert_eq!(unsafe { resize_cq(server.cq, 16) }, libc::EINVAL);
+    assert_eq!(server.poll(32).len(), 32);
+    // SAFETY: a live CQ.
+    unsafe {
+        assert_eq!(resize_cq(server.cq, 4), 0);
+        assert_eq!((*server.cq).cqe, 4);
+    }
+    for i in 0..5 {
+        let mut r = server.sge(64 * i, 64);
+        assert_eq!(server.post_recv(i as u64, &mut r), 0);
+    }
+    for n in 0..5u8 {
+        send(n);
+    }
+    assert_eq!(client.poll(5).len(), 5);
+    assert!(eventually(|| server.buf.get(64 * 4, 16) == [4; 16]));
+    let mut e = async_event(server.ctx);
+    assert_eq!(
+        (e.element, e.event_type),
+        (server.cq.cast(), abi::IBV_EVENT_CQ_ERR)
+    );
+    // SAFETY: the event as returned; then live objects, destroyed in order.
+    unsafe {
+        crate::exports::ack_async_event(&raw mut e);
+        assert_eq!(server.poll(5).len(), 5);
+        assert_eq!(destroy_qp(client.qp), 0);
+        assert_eq!(destroy_qp(server.qp), 0);
+        assert_eq!(close_device(client.ctx), 0);
+        assert_eq!(close_device(server.ctx), 0);
+    }
+}
+
 /// A side moved to the echo thread (its raw pointers are the library's
 /// objects, live until the test ends).
 struct Moved(Side);
@@ -893,19 +976,30 @@ fn two_qps_take_their_receives_from_one_srq() {
     unsafe {
         assert_eq!(query_srq(srq, &mut attr), 0);
         assert_eq!((attr.max_wr, attr.max_sge, attr.srq_limit), (8, 1, 0));
-        attr.srq_limit = 2;
-        assert_eq!(
-            modify_srq(srq, &mut attr, abi::IBV_SRQ_LIMIT),
-            libc::EOPNOTSUPP
-        );
+        attr.srq_limit = 9;
+        assert_eq!(modify_srq(srq, &mut attr, abi::IBV_SRQ_LIMIT), libc::EINVAL);
         attr.max_wr = 16;
         assert_eq!(
             modify_srq(srq, &mut attr, abi::IBV_SRQ_MAX_WR),
             libc::EOPNOTSUPP
         );
-        attr.srq_limit = 0;
+        // Armed at 2 with 3 posted: the second message raises it.
+        attr.srq_limit = 2;
         assert_eq!(modify_srq(srq, &mut attr, abi::IBV_SRQ_LIMIT), 0);
+        assert_eq!(query_srq(srq, &mut attr), 0);
+        assert_eq!(attr.srq_limit, 2);
     }
+    // SAFETY: a live context.
+    let async_fd = unsafe { (*ctx).async_fd };
+    let readable = || {
+        let mut p = libc::pollfd {
+            fd: async_fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd of ours.
+        unsafe { libc::poll(&mut p, 1, 0) == 1 }
+    };
 
     // Two clients, one per server QP; the second sends first.
     let clients = [side(true), side(true)];
@@ -942,10 +1036,29 @@ fn two_qps_take_their_receives_from_one_srq() {
     );
     assert_eq!(first.qp_num, qpn(sqps[1]));
     assert_eq!(buf.get(0, 13), b"second client");
+    assert!(!readable(), "two receives left, the limit 2: no event yet");
     let second = got_one(&clients[0], b"first", 21);
     assert_eq!((second.wr_id, second.byte_len), (1, 5));
     assert_eq!(second.qp_num, qpn(sqps[0]));
     assert_eq!(buf.get(100, 5), b"first");
+    // One receive left: the limit is raised once, and disarmed.
+    assert!(readable());
+    let mut ev = abi::ibv_async_event {
+        element: ptr::null_mut(),
+        event_type: -1,
+    };
+    // SAFETY: a live context, the caller's event slot; a live SRQ.
+    unsafe {
+        assert_eq!(crate::exports::get_async_event(ctx, &mut ev), 0);
+        assert_eq!(
+            (ev.element, ev.event_type),
+            (srq.cast(), abi::IBV_EVENT_SRQ_LIMIT_REACHED)
+        );
+        assert!(!readable());
+        assert_eq!(query_srq(srq, &mut attr), 0);
+        assert_eq!(attr.srq_limit, 0);
+        crate::exports::ack_async_event(&mut ev);
+    }
 
     // SAFETY: the objects of this test, each destroyed once, users first.
     unsafe {
