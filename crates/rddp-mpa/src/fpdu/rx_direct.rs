@@ -637,6 +637,18 @@ impl FpduReceiver {
         got
     }
 
+    /// A batch (`rx_direct/batch.rs`, see its module docs) may start here:
+    /// at an FPDU boundary after the first FPDU, without Markers, nothing
+    /// buffered, after a run of small payloads. Asked before every FPDU of
+    /// [`Self::drive_buffered`]; `false` reads the next one header first.
+    fn batch_ready(&self) -> bool {
+        self.at_boundary()
+            && self.seq > 0
+            && !self.cfg.markers
+            && !self.input.has_buffered()
+            && self.input.batching()
+    }
+
     /// The source is a stream socket (TCP): a short read means it has nothing
     /// more now, so [`Self::drive`] returns `WouldBlock` without the read that
     /// would say so (one system call less per look). Not for sources that
