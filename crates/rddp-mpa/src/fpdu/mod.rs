@@ -2,23 +2,21 @@
 //!
 //! * `tx`: builds each outgoing FPDU as a list of slices (payload not copied).
 //! * `rx_direct`: [`FpduReceiver`], the one receiver: payloads read from the
-//!   socket straight into their region or receive buffer.
-//! * `rdmap_placer`: [`RdmapPlacer`], an `RdmapStream` as its engine (the
-//!   verbs queue pair's).
+//!   socket straight into their region or receive buffer; [`RdmapPlacer`], an
+//!   `RdmapStream` as its engine (the verbs queue pair's).
 //! * `tx_direct`: [`MpaOut`], the transmit side on the socket: FPDUs written
 //!   with vectored sends, payloads straight from their region.
 //! * `errors`: which Terminate each fatal error sends.
 
 mod errors;
-mod rdmap_placer;
 mod rx_direct;
 mod tx;
 mod tx_direct;
 
 pub use errors::{ULPDU_LENGTH_CODE, terminate_for_ddp, terminate_for_wire};
-pub use rdmap_placer::RdmapPlacer;
 pub use rx_direct::{
-    FpduReceiver, Peek, Placer, Progress, Recorded, Refused, RxConfig, SMALL_PAYLOAD, is_rtr,
+    FpduReceiver, Peek, Placer, Progress, RdmapPlacer, Recorded, Refused, RxConfig, SMALL_PAYLOAD,
+    is_rtr,
 };
 pub use tx::{
     FpduLayout, OutFpdu, Piece, PlainFpdu, SMALL_MAX, Small, build_fpdu, layout_fpdu,

@@ -14,6 +14,9 @@
 //!    (RFC 5044 §4.4; computed as each read lands, under the same lock);
 //! 5. [`Placer::finish`]`(crc_ok)`: only now is anything delivered.
 //!
+//! The engine is a [`Placer`]; the product's is [`RdmapPlacer`], an
+//! `RdmapStream` borrowed for one [`FpduReceiver::drive`] call.
+//!
 //! Markers towards us (RFC 5044 §4.3) sit every 512 octets of the stream
 //! counted from the start of FPDU mode; they are read into scratch at their
 //! positions, wherever they fall (before an FPDU, inside its DDP header or
@@ -42,7 +45,9 @@
 //! agreed RTR; else `framing_error(2/0/0x07)` (or 2/0/0x02 on a bad CRC).
 
 use crate::setup::Rtr;
-use rddp_proto::ddp::{Begin, Target};
+use rddp_proto::ddp::{Begin, StreamError, Target};
+use rddp_proto::mem::MemoryTable;
+use rddp_proto::rdmap::RdmapStream;
 use rddp_wire::ddp::{TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
 use rddp_wire::mpa::check;
 use rddp_wire::mpa::marker::{MARKER_LEN, at_marker, until_marker};
@@ -70,7 +75,7 @@ pub const SMALL_PAYLOAD: usize = 1024;
 /// batches.
 const STREAK: u32 = 4;
 
-/// The engine above the FPDU receiver: RDMAP ([`crate::fpdu::RdmapPlacer`],
+/// The engine above the FPDU receiver: RDMAP ([`RdmapPlacer`],
 /// the verbs queue pair's; tests plug in others). Called only from
 /// [`FpduReceiver::drive`], in FPDU order.
 pub trait Placer {
@@ -126,6 +131,82 @@ pub enum Refused {
     /// Begun [`Begin::Ahead`]: it cannot join the batch; nothing changed,
     /// nothing reported (the receiver takes it alone next).
     NotAhead,
+}
+
+/// The RDMAP engine of one queue pair, borrowed for one `drive` call: an
+/// [`RdmapStream`] as the [`Placer`] of the FPDU receiver, for the verbs queue
+/// pair over MPA.
+///
+/// Locks: the caller holds whatever guards the stream (the queue pair's state
+/// lock) for the whole [`FpduReceiver::drive`] call, and the memory table is
+/// shared (`&MemoryTable`: its lookups take its read lock briefly). The
+/// receiver itself locks a region only around each single `read` into it; a
+/// receive buffer is the engine's own (`RdmapStream::segment_buffers`), read
+/// into under the caller's lock. With a non-blocking socket every lock is held
+/// for one system call at most, never across a wait.
+pub struct RdmapPlacer<'a> {
+    /// The queue pair's RDMAP stream.
+    pub stream: &'a mut RdmapStream,
+    /// The memory table its regions are in.
+    pub mem: &'a MemoryTable,
+    /// Set when a segment was delivered, so the peer's first FPDU passed its
+    /// checks (RFC 6581 / RFC 5044 §7.1.2: the responder may transmit from now
+    /// on); the driver opens its gate.
+    pub first_fpdu_seen: bool,
+}
+
+impl<'a> RdmapPlacer<'a> {
+    /// Borrow `stream` and `mem`; the first FPDU is not seen yet.
+    pub fn new(stream: &'a mut RdmapStream, mem: &'a MemoryTable) -> Self {
+        Self {
+            stream,
+            mem,
+            first_fpdu_seen: false,
+        }
+    }
+}
+
+impl Placer for RdmapPlacer<'_> {
+    fn begin(
+        &mut self,
+        seq: u64,
+        head: &[u8],
+        payload_len: usize,
+        how: Begin<'_>,
+    ) -> Result<Target, Refused> {
+        // A refusal is held until `finish` (RFC 5041 §7.1: the CRC first).
+        match self
+            .stream
+            .begin_segment(self.mem, seq, head, payload_len, how)
+        {
+            Ok(t) => Ok(t),
+            Err(StreamError::NotAhead) => Err(Refused::NotAhead),
+            Err(StreamError::Closed) => Err(Refused::Now),
+            Err(_) => Err(Refused::Held),
+        }
+    }
+
+    fn finish(&mut self, crc_ok: bool) {
+        // Refusals are handled inside the engine (Terminate queued, events).
+        if self.stream.finish_segment(self.mem, crc_ok).is_ok() {
+            self.first_fpdu_seen = true;
+        }
+    }
+
+    fn framing_error(&mut self, code: TerminateCode, detail: String) {
+        self.stream.llp_error(code, detail);
+    }
+
+    fn more(&mut self) -> bool {
+        !self.stream.is_terminated()
+    }
+
+    fn with_buffers(
+        &mut self,
+        f: &mut dyn FnMut(&mut [&mut [u8]]) -> io::Result<usize>,
+    ) -> Option<io::Result<usize>> {
+        self.stream.segment_buffers(|b| f(b))
+    }
 }
 
 /// A source that shows what it holds without consuming it (a TCP socket's
@@ -554,6 +635,18 @@ impl FpduReceiver {
         });
         std::mem::swap(&mut self.input.ra, buf);
         got
+    }
+
+    /// A batch (`rx_direct/batch.rs`, see its module docs) may start here:
+    /// at an FPDU boundary after the first FPDU, without Markers, nothing
+    /// buffered, after a run of small payloads. Asked before every FPDU of
+    /// [`Self::drive_buffered`]; `false` reads the next one header first.
+    fn batch_ready(&self) -> bool {
+        self.at_boundary()
+            && self.seq > 0
+            && !self.cfg.markers
+            && !self.input.has_buffered()
+            && self.input.batching()
     }
 
     /// The source is a stream socket (TCP): a short read means it has nothing

@@ -12,7 +12,6 @@
 
 mod endpoint;
 mod error;
-mod order;
 mod payload;
 mod pool;
 mod recv_queue;

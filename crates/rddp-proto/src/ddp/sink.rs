@@ -3,18 +3,33 @@
 //! Every segment is validated completely before a single octet is placed. Placement
 //! happens on arrival, whatever the order; delivery happens in the sender's order:
 //! a message is delivered iff its L=1 segment and all its other segments are placed,
-//! all earlier messages are placed, and each earlier message was delivered.
+//! all earlier messages are placed, and each earlier message was delivered
+//! (`SenderOrder`, a bounded reorder window).
+//!
+//! Header-first receive (docs/data-path.md): the LLP hands up a segment's DDP
+//! header and its payload length before the payload itself, the sink runs every
+//! check of RFC 5041 §7.1 (order, version, tagged: STag, association, rights, TO wrap,
+//! bounds, message continuity; untagged: QN, MSN, buffer, MO, length, tiling) and
+//! says where the payload goes ([`Target`]). The LLP reads the payload straight
+//! into that place, verifies its own integrity check (MPA CRC) over the octets
+//! where they lie, and only then calls [`DdpSink::finish_segment`]`(true)`, which
+//! does the rest (statistics, sender-order bookkeeping, delivery). If the check
+//! fails the LLP calls `finish_segment(false)`: the placed octets are undefined
+//! and nothing is delivered (RFC 5044 §4.4). [`DdpSink::on_segment`] is these
+//! three steps over a segment held whole (one set of rules).
 
 use super::error::{DdpError, SourceError};
-use super::order::{OrderError, SegMeta, SenderOrder};
 use super::pool::BufferPool;
 use super::recv_queue::{PostRefused, RecvBuffer, RecvModel, RegionSpan, UntaggedQueue};
-use super::{DdpConfig, SenderSeq};
+use super::{DdpConfig, SenderSeq, place_whole};
 use crate::cq::{CqError, CqLedger};
 use crate::mem::{Access, AccessFault, MemoryTable, PdId, RegionRef, Stag, StreamId};
 use rddp_wire::ddp::{DDP_VERSION, TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
 use rddp_wire::{DdpControl, DdpHeader, TaggedHeader, TerminateCode, UntaggedHeader};
 use std::collections::VecDeque;
+
+mod batch;
+pub use batch::{Begin, Fits};
 
 /// A message handed to the ULP, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,9 +88,9 @@ pub struct DdpSink {
     tagged: Option<TaggedAcc>,
     deliveries: VecDeque<Delivery>,
     stats: SinkStats,
-    /// The segments begun header-first and not yet finished, oldest first (see
-    /// `direct.rs`): one, or a batch's several (`batch.rs`).
-    begun: VecDeque<direct::Begun>,
+    /// The segments begun header-first and not yet finished, oldest first:
+    /// one, or a batch's several (`sink/batch.rs`).
+    begun: VecDeque<Begun>,
 }
 
 /// The tagged message being assembled in sender order.
@@ -544,6 +559,219 @@ impl DdpSink {
     }
 }
 
+/// Where the payload of a segment accepted by [`DdpSink::begin_segment`] goes.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// No payload octets.
+    Nothing,
+    /// Data octets `offset..offset + len` of `region` (lock it with
+    /// [`crate::mem::Region::data_mut`] for each read).
+    Region {
+        /// The region the payload goes into.
+        region: RegionRef,
+        /// Offset of the payload's first octet in the region's data.
+        offset: usize,
+        /// Payload octets.
+        len: usize,
+    },
+    /// `len` octets of the engine's receive buffer for this segment:
+    /// [`DdpSink::segment_buffers`] gives exactly them.
+    Buffer {
+        /// Payload octets.
+        len: usize,
+    },
+}
+
+impl Target {
+    /// Payload octets the target takes.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Nothing => 0,
+            Self::Region { len, .. } | Self::Buffer { len } => *len,
+        }
+    }
+
+    /// Whether no payload octet goes anywhere.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The segment between `begin_segment` and `finish_segment`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Begun {
+    seq: SenderSeq,
+    meta: SegMeta,
+    len: u32,
+    /// Untagged: (QN, MSN, MO) of the receive buffer octets.
+    buffer: Option<(u32, u32, usize)>,
+}
+
+/// Why [`DdpSink::begin_segment`] began nothing (and changed nothing).
+#[derive(Debug)]
+pub enum NotBegun {
+    /// [`Begin::Alone`]: a check of RFC 5041 §7.1 refused it.
+    Refused(DdpError),
+    /// [`Begin::Ahead`]: it cannot join the batch (the LLP takes it alone
+    /// once those before it are finished; a refusal is reported then).
+    NotAhead,
+}
+
+impl DdpSink {
+    /// Validate the segment whose DDP header is `head` (the first
+    /// `min(segment length, header length)` octets) and whose payload is
+    /// `payload_len` octets, at sender position `seq`, under the rules `how`
+    /// names; nothing is placed or changed when it is not begun. Begun, the
+    /// caller fills the target, then calls [`Self::finish_segment`]. Alone, a
+    /// segment begun before and not finished is forgotten.
+    pub fn begin_segment(
+        &mut self,
+        mem: &MemoryTable,
+        seq: SenderSeq,
+        head: &[u8],
+        payload_len: usize,
+        how: Begin<'_>,
+    ) -> Result<Target, NotBegun> {
+        match how {
+            Begin::Alone => self
+                .begin_alone(mem, seq, head, payload_len)
+                .map_err(NotBegun::Refused),
+            Begin::Ahead(fits) => self
+                .begin_ahead(mem, seq, head, payload_len, fits)
+                .ok_or(NotBegun::NotAhead),
+        }
+    }
+
+    fn begin_alone(
+        &mut self,
+        mem: &MemoryTable,
+        seq: SenderSeq,
+        head: &[u8],
+        payload_len: usize,
+    ) -> Result<Target, DdpError> {
+        self.begun.clear();
+        let seg_len = head.len().saturating_add(payload_len);
+        // LLP-level order information first (RFC 5041 §7.1).
+        self.order.check(seq).map_err(|e| order_error(e, seg_len))?;
+        let hdr = parse_header(head, seg_len)?;
+        // A header parsed from `head` may leave octets of it unused: they are payload.
+        let payload_len = seg_len - hdr.len();
+        let len = u32::try_from(payload_len).map_err(|_| {
+            DdpError::new(
+                TerminateCode::DDP_LOCAL_CATASTROPHIC,
+                Some(hdr),
+                seg_len,
+                format!("segment of {seg_len} octets is longer than DDP can describe"),
+            )
+        })?;
+        // In sender order (always on MPA) the rules that span segments are
+        // checked before placement too; otherwise when the gap before it fills.
+        let in_order = seq == self.order.next();
+        let (meta, target, buffer) = match hdr {
+            DdpHeader::Tagged(h) => {
+                let (meta, target) = self.check_tagged(mem, &h, payload_len, seg_len, in_order)?;
+                (meta, target, None)
+            }
+            DdpHeader::Untagged(h) => {
+                let (meta, target) = self.check_untagged(&h, payload_len, seg_len, in_order)?;
+                (meta, target, Some((h.qn, h.msn, h.mo as usize)))
+            }
+        };
+        self.begun.push_back(Begun {
+            seq,
+            meta,
+            len,
+            buffer,
+        });
+        Ok(target)
+    }
+
+    /// The receive-buffer octets of the begun untagged segment (its MO onwards,
+    /// its payload length), or `None` (tagged, none begun, or flushed since).
+    /// Of a batch's segments, the oldest.
+    fn begun_buffer(&mut self) -> Option<&mut [u8]> {
+        let b = *self.begun.front()?;
+        let (qn, msn, mo) = b.buffer?;
+        let slot = self.queues.get_mut(qn as usize)?.slot(msn)?;
+        slot.buf.data.get_mut(mo..mo + b.len as usize)
+    }
+
+    /// Run `f` over the receive-buffer octets of the begun untagged segments'
+    /// payloads, oldest first: one slice (on the stack, no allocation) for a
+    /// segment begun alone, those with payload of a batch. `None` if one is
+    /// gone (flushed since) or, alone, the segment is tagged.
+    pub fn segment_buffers<R>(&mut self, f: impl FnOnce(&mut [&mut [u8]]) -> R) -> Option<R> {
+        if self.begun.len() == 1 {
+            let b = self.begun_buffer()?;
+            return Some(f(&mut [b]));
+        }
+        let mut bufs = self.begun_buffers()?;
+        Some(f(&mut bufs))
+    }
+
+    /// What the receive buffer that an untagged message of queue `qn`
+    /// arriving next would fill from MO 0 holds now, and that message's MSN
+    /// (a look, not a receive: a test sees that nothing was placed before the
+    /// checks). Only on an ordered queue (strategy 1), whose buffers are posted
+    /// for their MSNs; `None` under the pooled strategies (a buffer is taken
+    /// only when its message arrives), for a receive posted into a region, and
+    /// while a segment is begun or waits for an earlier one.
+    pub fn next_posted(&self, qn: u32) -> Option<(u32, &[u8])> {
+        if !self.begun.is_empty() || !self.order.is_idle() {
+            return None;
+        }
+        self.queues.get(qn as usize)?.next_posted()
+    }
+
+    /// The begun segment's payload is in place and the LLP checked it
+    /// (`llp_ok`: its CRC, or true where it has none): account for it and
+    /// deliver what it completes (of a batch: the oldest begun). A failed
+    /// check: the segment is forgotten, with a batch's other begun segments
+    /// (the stream fails), and nothing is delivered or reported here (the LLP
+    /// reports its own error).
+    pub fn finish_segment(&mut self, llp_ok: bool) -> Result<(), DdpError> {
+        if !llp_ok {
+            self.begun.clear();
+            return Ok(());
+        }
+        let Some(b) = self.begun.pop_front() else {
+            return Err(DdpError::new(
+                TerminateCode::DDP_LOCAL_CATASTROPHIC,
+                None,
+                0,
+                "finish without a begun segment".into(),
+            ));
+        };
+        self.account(b.seq, b.meta, b.len)
+    }
+
+    /// Handle one DDP segment (header + payload) that the LLP received whole, `seq`
+    /// being its position in the sender's order. Nothing is placed unless every
+    /// check passes; on error the caller must treat the stream as erroneous. The
+    /// payload is copied into place (counted: [`crate::ddp::SinkStats::octets_copied`]).
+    pub fn on_segment(
+        &mut self,
+        mem: &MemoryTable,
+        seq: SenderSeq,
+        seg: &[u8],
+    ) -> Result<(), DdpError> {
+        let (head, payload) = split_segment(seg);
+        let target = self.begin_alone(mem, seq, head, payload.len())?;
+        let copied = place_whole(&target, payload, || self.begun_buffer());
+        self.count_copied(copied);
+        self.finish_segment(true)
+    }
+}
+
+/// A whole segment as (header octets, rest): the header as long as its T bit says,
+/// or all of a segment shorter than that.
+pub fn split_segment(seg: &[u8]) -> (&[u8], &[u8]) {
+    let hl = seg
+        .first()
+        .map_or(UNTAGGED_HDR_LEN, |&c| DdpControl(c).header_len());
+    seg.split_at(hl.min(seg.len()))
+}
+
 /// Parse the header, with the DDP version check of RFC 5041 §7.1. A version
 /// error's header is not echoed: its layout cannot be trusted.
 /// `seg`: the header octets (or all of a shorter segment); `seg_len`: the whole
@@ -730,10 +958,115 @@ fn in_order(
     }
 }
 
-mod batch;
-mod direct;
-pub use batch::{Begin, Fits};
-pub use direct::{NotBegun, Target, split_segment};
+/// What in-order processing needs to know of one placed segment.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SegMeta {
+    Tagged {
+        last: bool,
+        rsvd_ulp: u8,
+        stag: u32,
+        to: u64,
+        len: u32,
+    },
+    Untagged {
+        last: bool,
+        rsvd_ulp: [u8; 5],
+        qn: u32,
+        msn: u32,
+        mo: u32,
+        len: u32,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) enum OrderError {
+    /// The sequence number was already seen (a duplicate or replay).
+    Duplicate(SenderSeq),
+    /// The sequence number is beyond the reorder window.
+    OutOfWindow { seq: SenderSeq, next: SenderSeq },
+}
+
+/// Recovering the sender's order of segments that were placed out of order:
+/// placement happens on arrival; the per-segment facts that delivery needs are
+/// kept here until every earlier segment has arrived, then released in sender
+/// order. The state is bounded by `max_reorder` entries.
+#[derive(Debug)]
+pub(crate) struct SenderOrder {
+    /// Sequence number of `pending[0]`: the oldest segment not yet seen.
+    next: SenderSeq,
+    pending: VecDeque<Option<SegMeta>>,
+    max_reorder: usize,
+}
+
+impl SenderOrder {
+    pub(super) fn new(max_reorder: usize) -> Self {
+        Self {
+            next: 0,
+            pending: VecDeque::new(),
+            max_reorder,
+        }
+    }
+
+    /// Sequence number of the oldest segment not yet seen.
+    pub(super) fn next(&self) -> SenderSeq {
+        self.next
+    }
+
+    /// Nothing arrived ahead of `next` (always so on an in-order LLP).
+    pub(super) fn is_idle(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Check that `seq` may be accepted, before anything is placed.
+    pub(super) fn check(&self, seq: SenderSeq) -> Result<(), OrderError> {
+        if seq < self.next {
+            return Err(OrderError::Duplicate(seq));
+        }
+        let off = seq - self.next;
+        if off > self.max_reorder as u64 {
+            return Err(OrderError::OutOfWindow {
+                seq,
+                next: self.next,
+            });
+        }
+        if matches!(self.pending.get(off as usize), Some(Some(_))) {
+            return Err(OrderError::Duplicate(seq));
+        }
+        Ok(())
+    }
+
+    /// Record a placed segment (after a successful [`Self::check`]) and call `f` for
+    /// every segment that is now in sender order, oldest first.
+    pub(super) fn arrive<E>(
+        &mut self,
+        seq: SenderSeq,
+        meta: SegMeta,
+        mut f: impl FnMut(SegMeta) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let off = (seq - self.next) as usize;
+        if off == 0 && self.pending.is_empty() {
+            // In-order LLP fast path: nothing to remember.
+            self.next += 1;
+            return f(meta);
+        }
+        if self.pending.len() <= off {
+            self.pending.resize(off + 1, None);
+        }
+        self.pending[off] = Some(meta);
+        while let Some(Some(m)) = self.pending.front() {
+            let m = *m;
+            self.pending.pop_front();
+            self.next += 1;
+            f(m)?;
+        }
+        Ok(())
+    }
+
+    /// Segments placed but still waiting for an earlier one.
+    pub(super) fn waiting(&self) -> usize {
+        self.pending.iter().filter(|m| m.is_some()).count()
+    }
+}
 
 /// A queue's refusal of a post, as the stream reports it.
 fn refused(qn: u32, r: PostRefused) -> SourceError {

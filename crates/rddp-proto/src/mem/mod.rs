@@ -10,13 +10,14 @@
 mod access;
 mod region;
 mod stag;
-mod table;
 
 pub use access::Access;
 pub use rddp_appmem::{AppMem, AppMemError};
-pub use region::{GUARD_LEN, Region, RegionData, RegionDataMut, RegionRef};
+pub use region::{
+    AccessFault, GUARD_LEN, MemError, MemoryTable, Region, RegionData, RegionDataMut, RegionRef,
+    TableLimits,
+};
 pub use stag::Stag;
-pub use table::{AccessFault, MemError, MemoryTable, TableLimits};
 
 /// A protection domain. Streams and STags of different domains never meet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

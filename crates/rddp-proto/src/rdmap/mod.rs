@@ -12,8 +12,6 @@
 //!   ORD bounds our outstanding Reads, IRD the peer's; fencing waits for Reads.
 
 mod rx;
-mod rx_batch;
-mod rx_direct;
 mod sq_order;
 mod terminate;
 mod tx;
@@ -130,10 +128,10 @@ pub struct RdmapStream {
     /// Counters (docs/features.md): refusals, Terminates, CRC errors, completions by status.
     counters: RdmapCounters,
     /// Header-first receive: the sender position of the segment begun and not
-    /// yet finished (`rx_direct.rs`).
+    /// yet finished (`rx.rs`).
     rx_begun: VecDeque<crate::ddp::SenderSeq>,
-    /// A header refusal held until the LLP checked its FPDU (`rx_direct.rs`).
-    rx_held: Option<rx_direct::HeldRefusal>,
+    /// A header refusal held until the LLP checked its FPDU (`rx.rs`).
+    rx_held: Option<rx::HeldRefusal>,
 }
 
 impl RdmapStream {

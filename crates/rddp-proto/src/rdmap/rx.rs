@@ -1,15 +1,51 @@
-//! The receiving side: RDMAP checks before DDP places anything (RFC 5041 §7.1,
-//! Read Response matching), then the effects of each delivered message.
+//! RDMAP's receive engine (RFC 5040): the checks RDMAP makes before DDP
+//! places anything (RFC 5041 §7.1, Read Response matching), the segment's
+//! way in, header first or whole, and the effects of each delivered message.
+//!
+//! Header first (docs/data-path.md, "Receive"): the LLP hands up a segment's
+//! DDP header and payload length, RDMAP and DDP run every check that does not
+//! need the payload (RDMAP version and opcode, opcode against QN, Read Request
+//! shape, a Read Response against the ORQ, RFC 5041 §7.1's DDP checks incl.
+//! STag, rights, bounds, TO wrap, MSN, receive buffer, message tiling) and say
+//! where the payload goes. The LLP reads it straight there, checks its CRC over
+//! the octets where they lie, and calls [`RdmapStream::finish_segment`]: only
+//! then is anything delivered or completed.
+//!
+//! Driver contract (in sender order; the same for every LLP and every way of
+//! reading):
+//! 1. `begin_segment(mem, seq, head, payload_len, Begin::Alone)`: `Ok(target)`, or `Err` =
+//!    refused, nothing placed. A refusal found from the header is held, not
+//!    reported: the LLP's check of the same FPDU comes first (RFC 5041 §7.1);
+//!    the LLP reads the payload and drops it;
+//! 2. fill the [`Target`]: a region range (lock the region for each read), or
+//!    [`RdmapStream::segment_buffers`] (the receive buffer, RDMAP's own Read
+//!    Request / Terminate buffers included);
+//! 3. `finish_segment(mem, crc_ok)` (`crc_ok` true for an LLP without a check
+//!    of its own): delivers, or reports the held refusal (a failed check as
+//!    2/0/0x02 instead).
+//!
+//! An LLP that holds whole segments uses [`RdmapStream::on_segment`], which
+//! runs these three steps.
+//!
+//! Batches (see `ddp/sink/batch.rs`): several whole segments begun before any
+//! is placed ([`RdmapStream::begin_segment`] with [`Begin::Ahead`]), so that one
+//! vectored read puts every payload into its place
+//! ([`RdmapStream::segment_buffers`] gives their receive buffers at once); then
+//! [`RdmapStream::finish_segment`] for each, in order. Only messages whose
+//! delivery changes nothing that a later segment's checks read may join: RDMA
+//! Writes, Sends and Sends with Solicited Event, each one segment (a Read
+//! Response pops the ORQ, a Send with Invalidate invalidates an STag, a Read
+//! Request and a Terminate are RDMAP's own).
 
 use super::terminate::{from_ddp_error, with_header};
 use super::{AsyncEvent, Completion, INTERNAL_WR_ID, RdmapStream, WcOpcode, WcStatus};
 use crate::ddp::{
-    Begin, Delivery, Payload, RecvBuffer, SenderSeq, StreamError, StreamEvent, Target, place_whole,
-    split_segment,
+    Begin, Delivery, Fits, Payload, RecvBuffer, SenderSeq, StreamError, StreamEvent, Target,
+    place_whole, split_segment,
 };
 use crate::mem::{Access, AccessFault, MemoryTable, Stag};
 use bytes::Bytes;
-use rddp_wire::ddp::DDP_VERSION;
+use rddp_wire::ddp::{DDP_VERSION, UNTAGGED_HDR_LEN};
 use rddp_wire::rdmap::{RDMAP_VERSION, qn};
 use rddp_wire::read_request::{READ_REQ_HDR_LEN, ReadRequestHeader};
 use rddp_wire::{
@@ -520,5 +556,211 @@ impl RdmapStream {
                 );
             }
         }
+    }
+}
+
+/// A refusal found from a segment's header, not yet reported: the LLP's check
+/// of the same FPDU comes first (RFC 5041 §7.1; a corrupted header must
+/// give 2/0/0x02, not the error its corruption happens to look like).
+#[derive(Debug)]
+pub(super) enum HeldRefusal {
+    Rdmap {
+        seq: SenderSeq,
+        r: Refusal,
+        head: [u8; UNTAGGED_HDR_LEN],
+        hlen: usize,
+        seg_len: usize,
+    },
+    /// DDP holds its own until `DdpStream::finish_segment`.
+    Ddp { seq: SenderSeq },
+}
+
+impl RdmapStream {
+    /// Begin the segment at sender position `seq` whose DDP header is `head` (the
+    /// segment's first `min(length, header length)` octets) followed by
+    /// `payload_len` payload octets. `Ok`: where the payload goes.
+    ///
+    /// [`Begin::Alone`]: `Err` = refused, nothing placed; a refusal found from
+    /// the header (`StreamError::Erroneous`) is held until
+    /// [`Self::finish_segment`] says whether the LLP's check of the same FPDU
+    /// passed (the LLP reads the payload and drops it in between).
+    /// `StreamError::Closed`: the stream is dead, nothing held.
+    ///
+    /// [`Begin::Ahead`]: begun while the batch's earlier segments wait for
+    /// their payloads (a batch, `begin_ahead`), every check passed as `Alone` would
+    /// make them in order. `StreamError::NotAhead`: it cannot join the batch,
+    /// would be refused, or the LLP cannot take its target in this batch;
+    /// nothing changed, nothing reported (the LLP takes it alone next, and a
+    /// refusal is reported then).
+    pub fn begin_segment(
+        &mut self,
+        mem: &MemoryTable,
+        seq: SenderSeq,
+        head: &[u8],
+        payload_len: usize,
+        how: Begin<'_>,
+    ) -> Result<Target, StreamError> {
+        if let Begin::Ahead(fits) = how {
+            return self.begin_ahead(mem, seq, head, payload_len, fits);
+        }
+        self.rx_begun.clear();
+        self.rx_held = None;
+        if self.terminated {
+            return Err(StreamError::Closed);
+        }
+        let seg_len = head.len().saturating_add(payload_len);
+        if let Err(r) = self.pre_check(seq, head, payload_len) {
+            let code = r.code;
+            let mut h = [0u8; UNTAGGED_HDR_LEN];
+            let hlen = head.len().min(UNTAGGED_HDR_LEN);
+            h[..hlen].copy_from_slice(&head[..hlen]);
+            self.rx_held = Some(HeldRefusal::Rdmap {
+                seq,
+                r,
+                head: h,
+                hlen,
+                seg_len,
+            });
+            return Err(StreamError::Erroneous(code));
+        }
+        match self
+            .ddp
+            .begin_segment(mem, seq, head, payload_len, Begin::Alone)
+        {
+            Ok(t) => {
+                self.rx_begun.push_back(seq);
+                Ok(t)
+            }
+            Err(StreamError::Erroneous(code)) => {
+                // Held by DDP (or the stream was erroneous already: then
+                // `finish_segment` reports nothing new).
+                self.rx_held = Some(HeldRefusal::Ddp { seq });
+                Err(StreamError::Erroneous(code))
+            }
+            Err(e) => {
+                self.drain_ddp_events();
+                Err(e)
+            }
+        }
+    }
+
+    /// The LLP checked the held refusal's FPDU: a failed check is reported as
+    /// such (2/0/0x02), else the refusal itself (Terminate queued, events).
+    fn settle_refusal(&mut self, held: HeldRefusal, crc_ok: bool) -> StreamError {
+        let seq = match &held {
+            HeldRefusal::Rdmap { seq, .. } | HeldRefusal::Ddp { seq, .. } => *seq,
+        };
+        if !crc_ok {
+            if let HeldRefusal::Ddp { .. } = held {
+                // DDP drops its refusal.
+                let _ = self.ddp.finish_segment(false);
+            }
+            let code = TerminateCode::MPA_CRC_ERROR;
+            self.llp_error(
+                code,
+                format!("MPA framing: MPA CRC mismatch (FPDU {seq} after setup)"),
+            );
+            return StreamError::Erroneous(code);
+        }
+        match held {
+            HeldRefusal::Rdmap {
+                r,
+                head,
+                hlen,
+                seg_len,
+                ..
+            } => self.refuse_segment(r, &head[..hlen], seg_len),
+            HeldRefusal::Ddp { .. } => {
+                let err = self.ddp.finish_segment(true).err();
+                self.drain_ddp_events();
+                err.unwrap_or(StreamError::Closed)
+            }
+        }
+    }
+
+    /// The begun segment's payload is in its target and the LLP checked it
+    /// (`crc_ok`; true where the LLP has no check of its own). Only now is it
+    /// delivered, completed or acted on. A failed check: Terminate 2/0/0x02,
+    /// nothing of the segment delivered (its placed octets are undefined, RFC
+    /// 5044 §4.4), the stream dead. After a refused [`Self::begin_segment`]:
+    /// the held refusal is reported now (or the failed check instead).
+    pub fn finish_segment(&mut self, mem: &MemoryTable, crc_ok: bool) -> Result<(), StreamError> {
+        if let Some(held) = self.rx_held.take() {
+            return Err(self.settle_refusal(held, crc_ok));
+        }
+        let Some(seq) = self.rx_begun.pop_front() else {
+            return Err(StreamError::Closed);
+        };
+        if self.terminated {
+            let _ = self.ddp.finish_segment(false);
+            return Err(StreamError::Closed);
+        }
+        if !crc_ok {
+            let _ = self.ddp.finish_segment(false);
+            let code = TerminateCode::MPA_CRC_ERROR;
+            self.llp_error(
+                code,
+                format!(
+                    "MPA framing: MPA CRC mismatch (FPDU {seq} after setup); its placed octets are undefined"
+                ),
+            );
+            return Err(StreamError::Erroneous(code));
+        }
+        let res = self.ddp.finish_segment(true);
+        self.drain_ddp_events();
+        // One segment can release a batch of deliveries (an out-of-order LLP). If
+        // one of them ends the stream, the rest still give their buffers back.
+        while let Some(d) = self.ddp.poll_delivery() {
+            if self.terminated {
+                self.discard_delivery(d);
+            } else {
+                self.on_delivery(mem, d);
+            }
+        }
+        res
+    }
+}
+
+impl RdmapStream {
+    /// [`Self::begin_segment`] with [`crate::ddp::Begin::Ahead`]: only RDMA
+    /// Writes, Sends and Sends with Solicited Event join, with no refusal held
+    /// and the stream alive; DDP's rules of a batch then apply
+    /// (`ddp/sink/batch.rs`). `NotAhead`: nothing changed.
+    pub(super) fn begin_ahead(
+        &mut self,
+        mem: &MemoryTable,
+        seq: SenderSeq,
+        head: &[u8],
+        payload_len: usize,
+        fits: Fits<'_>,
+    ) -> Result<Target, StreamError> {
+        let op = head.get(1).map(|&r| RdmapControl(r).opcode());
+        if self.terminated
+            || self.rx_held.is_some()
+            || !op
+                .is_some_and(|op| [Opcode::RDMA_WRITE, Opcode::SEND, Opcode::SEND_SE].contains(&op))
+            || self.pre_check(seq, head, payload_len).is_err()
+        {
+            return Err(StreamError::NotAhead);
+        }
+        let t = self
+            .ddp
+            .begin_segment(mem, seq, head, payload_len, Begin::Ahead(fits))
+            .map_err(|_| StreamError::NotAhead)?;
+        self.rx_begun.push_back(seq);
+        Ok(t)
+    }
+
+    /// Run `f` over the receive-buffer octets of the begun untagged segments'
+    /// payloads, oldest first: a posted receive buffer, a shared-pool buffer,
+    /// or RDMAP's own buffer for a Read Request or Terminate (one slice for
+    /// the one segment begun header first, with no allocation; those of a
+    /// batch's Sends with payload). `None` if none is begun, a buffer is gone
+    /// or the stream died.
+    pub fn segment_buffers<R>(&mut self, f: impl FnOnce(&mut [&mut [u8]]) -> R) -> Option<R> {
+        if self.terminated || self.rx_begun.is_empty() {
+            return None;
+        }
+        self.ddp.segment_buffers(f)
     }
 }

@@ -1,4 +1,4 @@
-//! Header-first receive at the DDP level (ddp/sink/direct.rs) agrees with on_segment:
+//! Header-first receive at the DDP level (ddp/sink.rs) agrees with on_segment:
 //! same checks, same codes, same deliveries.
 
 use rddp_proto::ddp::{Begin, DdpConfig, DdpStream, Delivery, StreamEvent, Target};

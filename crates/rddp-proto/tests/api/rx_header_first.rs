@@ -317,7 +317,7 @@ fn a_failed_crc_delivers_nothing_for_every_payload_kind() {
     }
 }
 
-/// `Begin::Ahead` (a batch, `rdmap/rx_batch.rs`) takes only whole
+/// `Begin::Ahead` (a batch, `rdmap/rx.rs`) takes only whole
 /// one-segment Writes and Sends that pass every check: a Read Request (RDMAP's
 /// own), a Send with Invalidate (it changes an STag a later check reads) and
 /// a Write outside its region are not begun ahead, and nothing changes (no

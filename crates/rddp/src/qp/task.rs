@@ -21,14 +21,14 @@ use super::{Shared, State};
 use crate::device::lock;
 use crate::error::Error;
 use crate::transport::HoldInner;
-use crate::transport::mpa_in::{Counted, MpaIn};
+use crate::transport::mpa_in::MpaIn;
 use rddp_io::{Cx, Interest, Next, Task, TaskHandle};
-use rddp_mpa::fpdu::{Placer, Progress, RdmapPlacer, Recorded, Refused};
+use rddp_mpa::fpdu::{Peek, Placer, Progress, RdmapPlacer, Recorded, Refused};
 use rddp_mpa::pcap::TcpEndpoint;
 use rddp_proto::ddp::{Begin, Target};
 use rddp_wire::TerminateCode;
 use std::cell::RefCell;
-use std::io::{self, Read};
+use std::io::{self, IoSliceMut, Read};
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
@@ -111,6 +111,43 @@ pub(super) enum RxEnd {
     /// The peer closed its side.
     Closed,
     Lost(io::Error),
+}
+
+/// A queue pair's socket as the receiver reads it, each call that returned
+/// octets counted in `reads` (`QpStats::llp_reads`: the connection's own
+/// count, under its queue pair's lock, where a process-wide atomic cost
+/// every message a locked instruction).
+struct Counted<'a> {
+    sock: &'a TcpStream,
+    reads: &'a mut u64,
+}
+
+impl Counted<'_> {
+    fn counted(&mut self, r: io::Result<usize>) -> io::Result<usize> {
+        if matches!(r, Ok(n) if n > 0) {
+            *self.reads += 1;
+        }
+        r
+    }
+}
+
+impl Read for Counted<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let r = self.sock.read(buf);
+        self.counted(r)
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        let r = self.sock.read_vectored(bufs);
+        self.counted(r)
+    }
+}
+
+impl Peek for Counted<'_> {
+    fn peek(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let r = self.sock.peek(buf);
+        self.counted(r)
+    }
 }
 
 /// RDMAP under the QP lock as the receiver's engine, with a budget per run so

@@ -9,47 +9,8 @@
 //! idle connection holds no buffer at all.
 
 use rddp_mpa::Rtr;
-use rddp_mpa::fpdu::{FpduReceiver, Peek, RxConfig};
+use rddp_mpa::fpdu::{FpduReceiver, RxConfig};
 use rddp_mpa::pcap::TcpEndpoint;
-use std::io::{self, IoSliceMut, Read};
-use std::net::TcpStream;
-
-/// A queue pair's socket as the receiver reads it, each call that returned
-/// octets counted in `reads` (`QpStats::llp_reads`: the connection's own
-/// count, under its queue pair's lock, where a process-wide atomic cost
-/// every message a locked instruction).
-pub(crate) struct Counted<'a> {
-    pub sock: &'a TcpStream,
-    pub reads: &'a mut u64,
-}
-
-impl Counted<'_> {
-    fn counted(&mut self, r: io::Result<usize>) -> io::Result<usize> {
-        if matches!(r, Ok(n) if n > 0) {
-            *self.reads += 1;
-        }
-        r
-    }
-}
-
-impl Read for Counted<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let r = self.sock.read(buf);
-        self.counted(r)
-    }
-
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        let r = self.sock.read_vectored(bufs);
-        self.counted(r)
-    }
-}
-
-impl Peek for Counted<'_> {
-    fn peek(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let r = self.sock.peek(buf);
-        self.counted(r)
-    }
-}
 
 pub(crate) struct MpaIn {
     pub rx: FpduReceiver,

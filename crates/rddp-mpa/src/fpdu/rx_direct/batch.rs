@@ -220,15 +220,6 @@ fn read_all(src: &mut impl Read, mut iov: &mut [IoSliceMut<'_>]) -> io::Result<u
 }
 
 impl FpduReceiver {
-    /// A batch may start here (see the module docs).
-    pub(super) fn batch_ready(&self) -> bool {
-        self.at_boundary()
-            && self.seq > 0
-            && !self.cfg.markers
-            && !self.input.has_buffered()
-            && self.input.batching()
-    }
-
     /// Before a batch's or a lone Send's read: the engine takes more, and the
     /// source may have octets (a short read did not show it empty).
     pub(super) fn may_read(&self, engine: &mut impl Placer) -> Result<(), Halt> {

@@ -59,7 +59,6 @@ impl std::fmt::Debug for Begin<'_> {
     }
 }
 
-use super::direct::Begun;
 use super::*;
 use crate::ddp::Target;
 
