@@ -28,7 +28,9 @@ const SONAMES: [&str; 4] = [
 #[derive(clap::Args, Clone)]
 pub(crate) struct ExecArgs {
     /// Directory holding rddp's libibverbs.so.1 (default: rddp-verbs/ next to
-    /// the rddp binary, made from librddp_verbs_abi.so there if missing).
+    /// the rddp binary, made from librddp_verbs_abi.so there if missing; in
+    /// an installed layout, ../lib/rddp-verbs/ from the binary, as
+    /// scripts/install.sh lays it out).
     #[arg(long)]
     lib_dir: Option<PathBuf>,
     /// The command and its arguments (after `--`).
@@ -61,11 +63,14 @@ pub(crate) fn run(a: &ExecArgs) -> Result<std::convert::Infallible, String> {
 /// rddp-verbs/ next to the running binary, its [`SONAMES`] linked to
 /// the newest cdylib of the build tree: next to the binary (where `cargo
 /// build -p rddp-verbs-abi` copies it) or in deps/ (where `cargo test`
-/// leaves it). Without either, an existing link is used as it is.
+/// leaves it). Without either, an existing link is used as it is, and
+/// then an installed layout's `../lib/rddp-verbs/` (`PREFIX/bin/rddp`,
+/// `PREFIX/lib/rddp-verbs/`: scripts/install.sh).
 fn default_dir() -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("where is rddp? {e}"))?;
     let bin_dir = exe.parent().unwrap_or(Path::new("."));
     let dir = bin_dir.join(LIB_SUBDIR);
+    let installed = bin_dir.join("..").join("lib").join(LIB_SUBDIR);
     let newest = [PathBuf::from(CDYLIB), Path::new("deps").join(CDYLIB)]
         .into_iter()
         .filter_map(|rel| {
@@ -74,11 +79,15 @@ fn default_dir() -> Result<PathBuf, String> {
         })
         .max();
     let Some((_, rel)) = newest else {
-        if SONAMES.iter().all(|n| dir.join(n).exists()) {
-            return Ok(dir);
+        if let Some(d) = [dir, installed]
+            .into_iter()
+            .find(|d| SONAMES.iter().all(|n| d.join(n).exists()))
+        {
+            return Ok(d);
         }
         return Err(format!(
-            "no {CDYLIB} next to {}: build it (cargo build -p rddp-verbs-abi) or pass --lib-dir",
+            "no {CDYLIB} next to {} nor an installed ../lib/{LIB_SUBDIR}/: build it \
+             (cargo build -p rddp-verbs-abi), install with scripts/install.sh, or pass --lib-dir",
             exe.display()
         ));
     };

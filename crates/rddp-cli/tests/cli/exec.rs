@@ -66,6 +66,57 @@ fn library_dir_goes_first_on_the_path() {
     assert!(first.ends_with("/rddp-verbs"), "{first}");
 }
 
+/// An installed layout as scripts/install.sh makes it (`PREFIX/bin/rddp`,
+/// `PREFIX/lib/rddp-verbs/` with the four names of the library), with no
+/// build tree beside the binary: `rddp exec` finds the library there.
+#[test]
+fn an_installed_layout_finds_its_library() {
+    if !have_cdylib() {
+        return;
+    }
+    let prefix = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("exec-installed");
+    let _ = std::fs::remove_dir_all(&prefix);
+    let (bin, lib) = (prefix.join("bin"), prefix.join("lib/rddp-verbs"));
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::copy(RDDP, bin.join("rddp")).unwrap();
+    let built = std::path::Path::new(RDDP).with_file_name("librddp_verbs_abi.so");
+    let built = if built.exists() {
+        built
+    } else {
+        built.with_file_name("deps").join("librddp_verbs_abi.so")
+    };
+    std::fs::copy(&built, lib.join("librddp_verbs_abi.so")).unwrap();
+    for name in [
+        "libibverbs.so.1",
+        "librdmacm.so.1",
+        "libmlx5.so.1",
+        "libefa.so.1",
+    ] {
+        std::os::unix::fs::symlink("librddp_verbs_abi.so", lib.join(name)).unwrap();
+    }
+    let out = Command::new(bin.join("rddp"))
+        .args(["exec", "--", "sh", "-c", "echo \"$LD_LIBRARY_PATH\""])
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .expect("run the installed rddp exec");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "rddp exec failed: {stderr}");
+    let first = String::from_utf8(out.stdout).unwrap();
+    let first = std::path::Path::new(first.trim());
+    assert_eq!(
+        first.canonicalize().unwrap(),
+        lib.canonicalize().unwrap(),
+        "{}",
+        first.display()
+    );
+    assert!(
+        !bin.join("rddp-verbs").exists(),
+        "made a build-tree directory"
+    );
+    std::fs::remove_dir_all(&prefix).unwrap();
+}
+
 #[test]
 fn a_directory_without_the_library_is_refused() {
     let empty = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("exec-empty");
