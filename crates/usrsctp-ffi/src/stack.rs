@@ -26,21 +26,41 @@ static STACK: OnceLock<Encapsulation> = OnceLock::new();
 /// packets are never answered with ABORT (RFC 4960 §8.4 leaves that to the
 /// stack's policy; with raw IP another process's SCTP stack sees our packets
 /// and its ABORTs would kill our associations). See [`protections`].
+///
+/// A stack over UDP gets no raw socket. `usrsctp_init` opens one for IP
+/// protocol 132 whenever the process may (root), and a raw socket receives
+/// every SCTP packet of the host: such a stack would answer other processes'
+/// raw IP associations as out of the blue, with ABORT until the sysctls
+/// below are set (`usrsctp_init` resets them, so they can only follow it,
+/// and its receive threads run by then). So the stack is started on a
+/// thread of its own without `CAP_NET_RAW` in its effective set, which the
+/// raw socket needs and the threads usrsctp starts there inherit; the rest
+/// of the process keeps its capabilities.
 pub fn init(encaps: Encapsulation) -> Result<Encapsulation, Error> {
     let api = api()?;
     let got = *STACK.get_or_init(|| {
-        let port = match encaps {
-            Encapsulation::Udp(p) => p,
-            Encapsulation::RawIp => 0,
+        let start = |port: u16| {
+            // SAFETY: runs once per process (OnceLock); conn_output matches
+            // the prototype. The sysctls are set after `usrsctp_init`, which
+            // resets every sysctl to its default (`sctp_init_sysctls` in
+            // 0.9.5.0): set before it, they did not hold.
+            unsafe {
+                (api.init)(port, Some(conn_output), core::ptr::null());
+                (api.sysctl_no_csum_on_loopback)(0);
+                (api.sysctl_blackhole)(2);
+            }
         };
-        // SAFETY: runs once per process (OnceLock); conn_output matches the
-        // prototype. The sysctls are set after `usrsctp_init`, which resets
-        // every sysctl to its default (`sctp_init_sysctls` in 0.9.5.0): set
-        // before it, they did not hold.
-        unsafe {
-            (api.init)(port, Some(conn_output), core::ptr::null());
-            (api.sysctl_no_csum_on_loopback)(0);
-            (api.sysctl_blackhole)(2);
+        match encaps {
+            Encapsulation::RawIp => start(0),
+            Encapsulation::Udp(port) => std::thread::scope(|s| {
+                s.spawn(|| {
+                    // Only a process that has CAP_NET_RAW can lose it; one
+                    // that cannot drop it has no raw socket to open either.
+                    let _ =
+                        caps::drop(None, caps::CapSet::Effective, caps::Capability::CAP_NET_RAW);
+                    start(port);
+                });
+            }),
         }
         encaps
     });
