@@ -1100,7 +1100,12 @@ fn fi_pingpong_reported_all(out: &str) -> bool {
 /// peer's final message) is handled and its buffer re-posted to the freed
 /// endpoint (`rxm_free_rx_buf`). Completions stay in their CQ when a QP
 /// is destroyed, as with siw, so this happens whenever the disconnect is
-/// processed before that completion; later libfabric drains first.
+/// processed before that completion; later libfabric drains first. Its
+/// data path reads the CM's events only after finding the CQ empty, at
+/// most once per `FI_OFI_RXM_CM_PROGRESS_INTERVAL` (10 ms by default): a
+/// thread preempted between the two (the CPU being shared) finds the
+/// disconnect first. The test sets that interval to a second, which makes
+/// the window rare; what is left of it is run again.
 fn lost_rxm_teardown_race(reported_all: bool, server_err: &str, client_err: &str) -> bool {
     let segv = "terminated with signal 11";
     reported_all && (server_err.contains(segv) || client_err.contains(segv))
@@ -1140,6 +1145,8 @@ fn fi_pingpong_runs(endpoint: &str) {
             .args(side)
             .env("LD_LIBRARY_PATH", &lib)
             .env_remove("LD_PRELOAD")
+            // See `lost_rxm_teardown_race` (MSG endpoints ignore it).
+            .env("FI_OFI_RXM_CM_PROGRESS_INTERVAL", "1000000")
             // libfabric's crash handler writes its report (a `.btr` file)
             // into the working directory: the test's own, not the crate.
             .current_dir(&lib)
