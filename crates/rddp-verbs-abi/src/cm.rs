@@ -42,6 +42,7 @@ const RAI_PASSIVE: c_int = 1;
 
 /// `enum rdma_cm_event_type`.
 const ADDR_RESOLVED: c_int = 0;
+const ADDR_ERROR: c_int = 1;
 const ROUTE_RESOLVED: c_int = 2;
 const CONNECT_REQUEST: c_int = 4;
 const CONNECT_ERROR: c_int = 6;
@@ -905,7 +906,7 @@ unsafe extern "C" fn listen(id: *mut rdma_cm_id, _backlog: c_int) -> c_int {
     let ctx = ctx as usize;
     let spawned = std::thread::Builder::new()
         .name("rdma_cm listen".into())
-        .spawn(move || serve(listener, stop, state, listen_id, ctx, ps, local));
+        .spawn(move || serve(listener, stop, state, listen_id, ctx, ps));
     if spawned.is_err() {
         return fail(libc::EAGAIN);
     }
@@ -916,7 +917,6 @@ unsafe extern "C" fn listen(id: *mut rdma_cm_id, _backlog: c_int) -> c_int {
 /// new id, answered when the application calls `rdma_accept` or
 /// `rdma_reject` (RFC 5044 section 7.1.2: the Reply follows the ULP's
 /// decision), with the IRD/ORD `rdma_accept` gives (RFC 6581 section 5.1).
-#[allow(clippy::too_many_arguments)]
 fn serve(
     listener: rddp::transport::mpa::Listener,
     stop: Arc<AtomicBool>,
@@ -924,12 +924,13 @@ fn serve(
     listen_id: usize,
     ctx: usize,
     ps: c_int,
-    local: SocketAddr,
 ) {
+    // The listener's own IRD/ORD, which `rdma_accept` may override.
+    let defaults = cm_mpa_options(&state, Vec::new());
     while !stop.load(Ordering::SeqCst) {
         let mut child = 0usize;
         let mut accepted_qp = 0usize;
-        let res = listener.accept_with(|req| {
+        let res = listener.accept_with_ird_ord(defaults.ird, defaults.ord, |req, (here, peer)| {
             if stop.load(Ordering::SeqCst) {
                 return Err(Vec::new());
             }
@@ -954,10 +955,18 @@ fn serve(
                 ps,
                 sync,
             );
+            // The new id carries the connection's own addresses when its
+            // CONNECT_REQUEST is taken, as the kernel's rdma_cm fills a
+            // request's id from the iWARP CM's event (its local and remote
+            // addresses): the local one is not the listener's wildcard, and
+            // the peer's is where the request came from (libfabric's verbs
+            // provider reads both at the request; ofi_rxm finds its peer by
+            // the second).
             // SAFETY: `c` was just made and is not yet known to the application.
             unsafe {
                 (*c).verbs = verbs();
-                set_route_addr(c, false, local);
+                set_route_addr(c, false, here);
+                set_route_addr(c, true, peer);
             }
             child = c as usize;
             // As the kernel's iw_cm reports a request: the resources this
@@ -1047,6 +1056,30 @@ fn defer(job: Box<dyn FnOnce() + Send>) {
     let _ = tx.send(job);
 }
 
+/// The source address the host's routing picks to reach `d`: what the
+/// kernel's rdma_cm writes into `route.addr.src_addr` when
+/// `rdma_resolve_addr` is given no source, or a wildcard one (its IP
+/// resolution takes the route's preferred source, and a loopback
+/// destination is reached from loopback). Applications read it back as
+/// their own address (`rdma_get_local_addr`): libfabric's verbs provider
+/// names its endpoints with it, and a wildcard there is no address a peer
+/// can reach. Found by connecting a UDP socket, which sends nothing; the
+/// port plays no part in the route, so port 0 (which `connect` may refuse)
+/// is replaced.
+fn routed_source(d: SocketAddr) -> std::io::Result<IpAddr> {
+    let any = match d {
+        SocketAddr::V4(_) => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+        SocketAddr::V6(_) => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0),
+    };
+    let probe = std::net::UdpSocket::bind(any)?;
+    let mut to = d;
+    if to.port() == 0 {
+        to.set_port(9);
+    }
+    probe.connect(to)?;
+    Ok(probe.local_addr()?.ip())
+}
+
 unsafe extern "C" fn resolve_addr(
     id: *mut rdma_cm_id,
     src: *mut libc::sockaddr,
@@ -1061,11 +1094,24 @@ unsafe extern "C" fn resolve_addr(
         return fail(libc::EAFNOSUPPORT);
     };
     // SAFETY: as above.
-    let s = unsafe { from_sockaddr(src) };
-    let s = s.unwrap_or_else(|| match d {
-        SocketAddr::V4(_) => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
-        SocketAddr::V6(_) => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0),
-    });
+    let given = unsafe { from_sockaddr(src) };
+    // A source given with its address is kept; none, or a wildcard one,
+    // becomes the address the host's routing picks toward `d` (port kept).
+    let s = match given {
+        Some(s) if !s.ip().is_unspecified() => Ok(s),
+        _ => routed_source(d).map(|ip| SocketAddr::new(ip, given.map_or(0, |s| s.port()))),
+    };
+    let s = match s {
+        Ok(s) => s,
+        Err(e) => {
+            // No route: as the kernel's rdma_cm reports it, an ADDR_ERROR
+            // event with the negative errno, the call itself succeeding.
+            let e = e.raw_os_error().unwrap_or(libc::EHOSTUNREACH);
+            deliver(id as usize, 0, ADDR_ERROR, -e, Vec::new());
+            // SAFETY: `id` is live, on the caller's thread.
+            return unsafe { complete(id, &state) };
+        }
+    };
     // SAFETY: `id` is live.
     unsafe {
         set_route_addr(id, false, s);
@@ -1466,8 +1512,11 @@ unsafe extern "C" fn connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -
         .name("rdma_cm connect".into())
         .spawn(
             move || match qp::connect_mpa(qu as *mut ibv_qp, dst, opts) {
-                Ok(()) => {
-                    deliver(idu, 0, ESTABLISHED, 0, Vec::new());
+                // As the kernel's iw_cm reports a connect reply: the
+                // Reply's private data comes with ESTABLISHED (ofi_rxm
+                // learns its peer's connection index from it).
+                Ok(reply) => {
+                    deliver(idu, 0, ESTABLISHED, 0, reply);
                     watch(idu, qu);
                 }
                 // As the kernel's iw_cm: a refusal or reset is REJECTED, a

@@ -162,7 +162,7 @@ impl MpaListener {
         opts: &MpaOptions,
         decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
     ) -> Result<(TcpStream, SocketAddr, Negotiated, Vec<u8>), MpaError> {
-        self.accept_raw_full(opts, decide, opts.tap.as_ref())
+        self.accept_raw_full(opts, |r, _| decide(r), opts.tap.as_ref())
     }
 
     /// As [`Self::accept_raw`], recording this connection's setup frames in `tap`
@@ -172,16 +172,17 @@ impl MpaListener {
         decide: impl FnOnce(&PeerRequest) -> Result<Vec<u8>, Vec<u8>>,
         tap: Option<&crate::pcap::Tap>,
     ) -> Result<(TcpStream, SocketAddr, Negotiated, Vec<u8>), MpaError> {
-        self.accept_raw_full(&self.opts, decide, tap)
+        self.accept_raw_full(&self.opts, |r, _| decide(r), tap)
     }
 
     /// As [`Self::accept_raw`], answering with `opts` and recording the setup
-    /// frames in `tap`; `decide` may also give the Reply its own IRD/ORD
-    /// ([`crate::Accept`]).
+    /// frames in `tap`; `decide` also sees the connection's `(local, peer)`
+    /// addresses (a CM reports them with the request) and may give the
+    /// Reply its own IRD/ORD ([`crate::Accept`]).
     pub fn accept_raw_full<A: Into<crate::Accept>>(
         &self,
         opts: &MpaOptions,
-        decide: impl FnOnce(&PeerRequest) -> Result<A, Vec<u8>>,
+        decide: impl FnOnce(&PeerRequest, (SocketAddr, SocketAddr)) -> Result<A, Vec<u8>>,
         tap: Option<&crate::pcap::Tap>,
     ) -> Result<(TcpStream, SocketAddr, Negotiated, Vec<u8>), MpaError> {
         crate::setup::check_ird_ord(opts)?;
@@ -201,7 +202,8 @@ impl MpaListener {
         // call's (e.g. a queue pair's IRD/ORD).
         resp.set_options(opts);
         if let Some(req) = resp.request() {
-            match decide(req).map(Into::into) {
+            let local = sock.local_addr()?;
+            match decide(req, (local, peer)).map(Into::into) {
                 Ok(crate::Accept {
                     private_data,
                     ird_ord,

@@ -323,8 +323,9 @@ fn connect_accept_disconnect() {
     // SAFETY: the new id is live; its verbs is set.
     assert!(!unsafe { (*req.id).verbs }.is_null());
     qp_on(req.id);
-    // SAFETY: live id with a QP, a request pending.
-    assert_eq!(unsafe { accept(req.id, ptr::null_mut()) }, 0);
+    let mut reply = param(b"welcome");
+    // SAFETY: live id with a QP, a request pending; `reply` outlives the call.
+    assert_eq!(unsafe { accept(req.id, &raw mut reply) }, 0);
     // SAFETY: as above; the request was answered.
     assert_eq!(unsafe { accept(req.id, ptr::null_mut()) }, -1);
     let e = next(sch);
@@ -336,6 +337,8 @@ fn connect_accept_disconnect() {
     assert_ne!(dst.port(), 0);
     let e = next(cch);
     assert_eq!((e.kind, e.id, e.status), (ESTABLISHED, cid, 0));
+    // The initiator's ESTABLISHED carries the Reply's private data.
+    assert_eq!(e.private, b"welcome");
     // The client's id moves to a new channel: its events follow it.
     let moved = channel();
     // SAFETY: live id and channel; then a stale channel.
@@ -684,5 +687,91 @@ fn getaddrinfo_takes_addresses_from_its_hints() {
             getaddrinfo(ptr::null(), ptr::null(), ptr::null(), &raw mut res),
             -1
         );
+    }
+}
+
+/// The id of a CONNECT_REQUEST carries the connection's addresses when the
+/// request is taken, as the kernel's rdma_cm fills it from the iWARP CM's
+/// event: the local one the connection's (not the listener's wildcard), the
+/// peer's where the request came from, as the initiator's id has them the
+/// other way round.
+#[test]
+fn a_request_carries_the_connections_addresses() {
+    let (sch, cch) = (channel(), channel());
+    let lid = id_on(sch);
+    let mut any = sockaddr("0.0.0.0:0".parse().unwrap());
+    // SAFETY: live id, a sockaddr_in in the storage.
+    assert_eq!(unsafe { bind_addr(lid, (&raw mut any).cast()) }, 0);
+    // SAFETY: live id.
+    assert_eq!(unsafe { listen(lid, 4) }, 0);
+    // SAFETY: live id.
+    let port = u16::from_be(unsafe { get_src_port(lid) });
+    let cid = client(cch, port);
+    let mut p = param(b"");
+    // SAFETY: live id with a QP and a resolved route; `p` outlives the call.
+    assert_eq!(unsafe { connect(cid, &raw mut p) }, 0);
+    let req = next(sch);
+    assert_eq!(req.kind, CONNECT_REQUEST);
+    // SAFETY: the request's id is live.
+    let (here, peer) = unsafe { (route_addr(req.id, false), route_addr(req.id, true)) };
+    assert_eq!(here, Some(SocketAddr::from(([127, 0, 0, 1], port))));
+    let peer = peer.expect("the initiator's address");
+    assert_eq!(peer.ip(), IpAddr::V4(Ipv4Addr::LOCALHOST));
+    assert_ne!(peer.port(), 0);
+    qp_on(req.id);
+    // SAFETY: live id with a QP, a request pending.
+    assert_eq!(unsafe { accept(req.id, ptr::null_mut()) }, 0);
+    assert_eq!(next(sch).kind, ESTABLISHED);
+    assert_eq!(next(cch).kind, ESTABLISHED);
+    // SAFETY: both ids are live and connected.
+    unsafe {
+        assert_eq!(route_addr(req.id, true), Some(peer));
+        assert_eq!(disconnect(cid), 0);
+    }
+    assert_eq!(next(cch).kind, DISCONNECTED);
+    assert_eq!(next(sch).kind, DISCONNECTED);
+    teardown(&[cid, req.id], lid, &[sch, cch]);
+}
+
+/// `rdma_resolve_addr` without a source address, or with a wildcard one,
+/// takes the address the host's routing picks toward the destination (the
+/// kernel's rdma_cm does; libfabric's verbs provider names its endpoints
+/// with it); a source given with its address is kept; a destination with
+/// no route is ADDR_ERROR with the negative errno, as the kernel reports it.
+#[test]
+fn resolve_addr_takes_the_routed_source() {
+    let ch = channel();
+    let mut dst = sockaddr("127.0.0.1:9".parse().unwrap());
+    let mut any = sockaddr("0.0.0.0:0".parse().unwrap());
+    let mut given = sockaddr("127.0.0.2:0".parse().unwrap());
+    for (src, want) in [
+        (ptr::null_mut(), [127, 0, 0, 1]),
+        ((&raw mut any).cast(), [127, 0, 0, 1]),
+        ((&raw mut given).cast(), [127, 0, 0, 2]),
+    ] {
+        let id = id_on(ch);
+        // SAFETY: live id; NULL or a sockaddr_in, and one, in the storages.
+        let r = unsafe { resolve_addr(id, src, (&raw mut dst).cast(), 100) };
+        assert_eq!(r, 0);
+        assert_eq!(next(ch).kind, ADDR_RESOLVED);
+        // SAFETY: live id.
+        let here = unsafe { route_addr(id, false) };
+        assert_eq!(here.map(|a| a.ip()), Some(IpAddr::from(want)));
+        // SAFETY: live id.
+        assert_eq!(unsafe { destroy_id(id) }, 0);
+    }
+    // Broadcast: the route exists but is not for a connection (EACCES
+    // without SO_BROADCAST).
+    let id = id_on(ch);
+    let mut bcast = sockaddr("255.255.255.255:9".parse().unwrap());
+    // SAFETY: live id, a sockaddr_in in the storage.
+    let r = unsafe { resolve_addr(id, ptr::null_mut(), (&raw mut bcast).cast(), 100) };
+    assert_eq!(r, 0);
+    let e = next(ch);
+    assert_eq!((e.kind, e.status), (ADDR_ERROR, -libc::EACCES));
+    // SAFETY: live id, then the channel.
+    unsafe {
+        assert_eq!(destroy_id(id), 0);
+        destroy_event_channel(ch);
     }
 }

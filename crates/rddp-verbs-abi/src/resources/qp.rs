@@ -1271,16 +1271,20 @@ pub fn on_llp_closed(qp: *mut ibv_qp, f: impl FnOnce() + Send + 'static) -> Resu
 /// Active side: an MPA connection to `addr` with `opts` (its IRD/ORD
 /// replaced by the QP's, [`ird_ord`]), then [`attach`]. Blocks for the MPA
 /// exchange without holding any lock. `ECONNREFUSED` (or the socket's
-/// errno) when the connection fails.
+/// errno) when the connection fails. Returns the private data of the
+/// peer's Reply (RFC 5044 section 7.1.2), which the CM hands the
+/// application with ESTABLISHED.
 pub fn connect_mpa(
     qp: *mut ibv_qp,
     addr: std::net::SocketAddr,
     mut opts: rddp_mpa::MpaOptions,
-) -> Result<(), c_int> {
+) -> Result<Vec<u8>, c_int> {
     let (ird, ord) = ird_ord(qp)?;
     (opts.ird, opts.ord) = (ird, ord);
-    let conn = rddp::transport::mpa::connect(addr, &opts).map_err(|e| mpa_errno(&e))?;
-    attach(qp, conn)
+    let mut conn = rddp::transport::mpa::connect(addr, &opts).map_err(|e| mpa_errno(&e))?;
+    let reply = std::mem::take(&mut conn.peer_private_data);
+    attach(qp, conn)?;
+    Ok(reply)
 }
 
 /// Passive side: the next MPA connection on `listener`, negotiated with the
@@ -1288,7 +1292,7 @@ pub fn connect_mpa(
 pub fn accept_mpa(qp: *mut ibv_qp, listener: &rddp::transport::mpa::Listener) -> Result<(), c_int> {
     let (ird, ord) = ird_ord(qp)?;
     let conn = listener
-        .accept_with_ird_ord(ird, ord, |_| Ok(Vec::new()))
+        .accept_with_ird_ord(ird, ord, |_, _| Ok(Vec::new()))
         .map_err(|e| mpa_errno(&e))?;
     attach(qp, conn)
 }

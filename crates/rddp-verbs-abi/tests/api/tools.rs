@@ -1058,63 +1058,132 @@ const FI_PINGPONG: &str = "/usr/bin/fi_pingpong";
 /// event itself and the client waited for ever.
 #[test]
 fn fi_pingpong_msg_runs_over_rddp() {
+    fi_pingpong_runs("msg");
+}
+
+/// `fi_pingpong -p verbs -e rdm` (libfabric's ofi_rxm over the verbs
+/// provider: each end listens on a passive endpoint and sends its name to
+/// the other, which inserts it in its address vector and connects to it on
+/// first send) runs over the library on loopback, both ends, data checked,
+/// every size (eager, segmented and rendezvous transfers). Three things of
+/// the CM's it needs, each once missing: the client's name comes from
+/// `rdma_resolve_addr` toward the server's (a wildcard source made it
+/// 0.0.0.0, which the server's `fi_av_insert` refused); a CONNECT_REQUEST's
+/// id carries the initiator's address (ofi_rxm finds its peer by it); the
+/// initiator's ESTABLISHED carries the Reply's private data (the peer's
+/// connection index, without which the server crashed on the first
+/// message).
+#[test]
+fn fi_pingpong_rdm_runs_over_rddp() {
+    fi_pingpong_runs("rdm");
+}
+
+/// The sizes fi_pingpong runs by default, 64 octets to 1 MiB, as its
+/// report names them.
+const FI_PINGPONG_SIZES: [&str; 6] = ["64", "256", "1k", "4k", "64k", "1m"];
+
+/// Whether the client's report has every size with its 20 messages
+/// acknowledged.
+fn fi_pingpong_reported_all(out: &str) -> bool {
+    FI_PINGPONG_SIZES.iter().all(|size| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(*size))
+            .is_some_and(|l| l.contains("=20"))
+    })
+}
+
+/// Whether a fi_pingpong run over ofi_rxm was lost to libfabric 1.17's own
+/// teardown bug, not to the transfers: every size went through and was
+/// checked (`reported_all`), then one side died of SIGSEGV (libfabric's
+/// handler prints "terminated with signal 11"). When the peer's endpoint
+/// closes, ofi_rxm 1.17 (`rxm_close_conn`) closes the verbs endpoint first
+/// and only then drains the MSG CQ, with the connection still naming the
+/// closed endpoint, so a receive that had completed before the close (the
+/// peer's final message) is handled and its buffer re-posted to the freed
+/// endpoint (`rxm_free_rx_buf`). Completions stay in their CQ when a QP
+/// is destroyed, as with siw, so this happens whenever the disconnect is
+/// processed before that completion; later libfabric drains first. Its
+/// data path reads the CM's events only after finding the CQ empty, at
+/// most once per `FI_OFI_RXM_CM_PROGRESS_INTERVAL` (10 ms by default): a
+/// thread preempted between the two (the CPU being shared) finds the
+/// disconnect first. The test sets that interval to a second, which makes
+/// the window rare; what is left of it is run again.
+fn lost_rxm_teardown_race(reported_all: bool, server_err: &str, client_err: &str) -> bool {
+    let segv = "terminated with signal 11";
+    reported_all && (server_err.contains(segv) || client_err.contains(segv))
+}
+
+/// Runs `fi_pingpong -p verbs -e <endpoint>` over the library, server and
+/// client on loopback, 20 messages of each size with data checked (`-c`),
+/// and checks that the client reported every size, 64 octets to 1 MiB. A
+/// run lost to [`lost_rxm_teardown_race`] is run again, up to five times
+/// in all.
+fn fi_pingpong_runs(endpoint: &str) {
     if !common::have(FI_PINGPONG, "libfabric-bin") {
         return;
     }
-    let lib = common::lib_dir("lib-fi-pingpong");
-    // The control connection's port (fi_pingpong cannot take port 0 and
-    // report it): free now, bound to 0 by this test and released.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port();
-    let port_arg = port.to_string();
-    let cmd = |side: &[&str]| {
-        let mut c = Command::new("timeout");
-        c.args([
-            "60",
-            FI_PINGPONG,
-            "-p",
-            "verbs",
-            "-e",
-            "msg",
-            "-I",
-            "20",
-            "-c",
-        ])
-        .args(side)
-        .env("LD_LIBRARY_PATH", &lib)
-        .env_remove("LD_PRELOAD")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-        c
-    };
-    let server = serve(cmd(&["-B", &port_arg]), port, "fi_pingpong");
-    let client = cmd(&["-P", &port_arg, "127.0.0.1"]).output().unwrap();
-    let c_out = String::from_utf8_lossy(&client.stdout);
-    assert!(
-        client.status.success(),
-        "client: {}\n{c_out}\n{}",
-        client.status,
-        String::from_utf8_lossy(&client.stderr)
-    );
-    let server = server.output();
-    assert!(
-        server.status.success(),
-        "server: {}\n{}\n{}",
-        server.status,
-        String::from_utf8_lossy(&server.stdout),
-        String::from_utf8_lossy(&server.stderr)
-    );
-    // One line per size, 64 octets to 1 MiB, each with its 20 messages
-    // acknowledged.
-    for size in ["64", "256", "1k", "4k", "64k", "1m"] {
-        let line = c_out
-            .lines()
-            .find(|l| l.split_whitespace().next() == Some(size));
+    let lib = common::lib_dir(&format!("lib-fi-pingpong-{endpoint}"));
+    for attempt in 1..=5 {
+        // The control connection's port (fi_pingpong cannot take port 0
+        // and report it): free now, bound to 0 by this test and released.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let port_arg = port.to_string();
+        let cmd = |side: &[&str]| {
+            let mut c = Command::new("timeout");
+            c.args([
+                "60",
+                FI_PINGPONG,
+                "-p",
+                "verbs",
+                "-e",
+                endpoint,
+                "-I",
+                "20",
+                "-c",
+            ])
+            .args(side)
+            .env("LD_LIBRARY_PATH", &lib)
+            .env_remove("LD_PRELOAD")
+            // See `lost_rxm_teardown_race` (MSG endpoints ignore it).
+            .env("FI_OFI_RXM_CM_PROGRESS_INTERVAL", "1000000")
+            // libfabric's crash handler writes its report (a `.btr` file)
+            // into the working directory: the test's own, not the crate.
+            .current_dir(&lib)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+            c
+        };
+        let server = serve(cmd(&["-B", &port_arg]), port, "fi_pingpong");
+        let client = cmd(&["-P", &port_arg, "127.0.0.1"]).output().unwrap();
+        let server = server.output();
+        let c_out = String::from_utf8_lossy(&client.stdout);
+        let c_err = String::from_utf8_lossy(&client.stderr);
+        let s_err = String::from_utf8_lossy(&server.stderr);
+        let all = fi_pingpong_reported_all(&c_out);
+        let ok = client.status.success() && server.status.success();
+        if !ok && endpoint == "rdm" && lost_rxm_teardown_race(all, &s_err, &c_err) && attempt < 5 {
+            eprintln!("note: fi_pingpong rdm lost libfabric 1.17's rxm teardown race; again");
+            continue;
+        }
         assert!(
-            line.is_some_and(|l| l.contains("=20")),
-            "size {size}:\n{c_out}"
+            client.status.success(),
+            "{endpoint} client: {}\n{c_out}\n{c_err}",
+            client.status,
         );
+        assert!(
+            server.status.success(),
+            "{endpoint} server: {}\n{}\n{s_err}",
+            server.status,
+            String::from_utf8_lossy(&server.stdout),
+        );
+        assert!(
+            all,
+            "{endpoint}: a size missing or not all acknowledged:\n{c_out}"
+        );
+        return;
     }
+    unreachable!("the fifth attempt returns or panics")
 }

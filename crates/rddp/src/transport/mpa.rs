@@ -103,18 +103,19 @@ impl Listener {
         &self,
         decide: impl FnOnce(&PeerRequest) -> Result<A, Vec<u8>>,
     ) -> Result<Connection, MpaError> {
-        self.accept_with_ird_ord(self.opts.ird, self.opts.ord, decide)
+        self.accept_with_ird_ord(self.opts.ird, self.opts.ord, |r, _| decide(r))
     }
 
     /// As [`Self::accept_with`], negotiating IRD `ird` and ORD `ord` (RFC 6581)
     /// instead of the listener's: a queue pair's own, see
-    /// [`PreparedQueuePair::accept_mpa`]. `decide` may give others once it has
-    /// seen the Request ([`rddp_mpa::Accept`], as `rdma_accept` does).
+    /// [`PreparedQueuePair::accept_mpa`]. `decide` also sees the connection's
+    /// `(local, peer)` addresses, and may give other IRD/ORD once it has seen
+    /// the Request ([`rddp_mpa::Accept`], as `rdma_accept` does).
     pub fn accept_with_ird_ord<A: Into<rddp_mpa::Accept>>(
         &self,
         ird: u16,
         ord: u16,
-        decide: impl FnOnce(&PeerRequest) -> Result<A, Vec<u8>>,
+        decide: impl FnOnce(&PeerRequest, (SocketAddr, SocketAddr)) -> Result<A, Vec<u8>>,
     ) -> Result<Connection, MpaError> {
         let mut opts = self.opts.clone();
         (opts.ird, opts.ord) = (ird, ord);
@@ -149,7 +150,7 @@ impl PreparedQueuePair {
         // The builder refused IRD/ORD above the 14-bit field (RFC 6581).
         let (ird, ord) = self.ird_ord();
         let wire = |v: u32| u16::try_from(v).unwrap_or(u16::MAX);
-        let conn = listener.accept_with_ird_ord(wire(ird), wire(ord), decide)?;
+        let conn = listener.accept_with_ird_ord(wire(ird), wire(ord), |r, _| decide(r))?;
         self.attach(conn)
     }
 }

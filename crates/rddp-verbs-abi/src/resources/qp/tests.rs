@@ -253,7 +253,7 @@ fn two_verbs_qps_over_loopback_tcp() {
     assert_eq!(client.state(), abi::IBV_QPS_RTS);
     // Attached once: a second connection is refused before any is made.
     assert_eq!(
-        connect_mpa(client.qp, addr, MpaOptions::default()),
+        connect_mpa(client.qp, addr, MpaOptions::default()).map(drop),
         Err(libc::EINVAL)
     );
     // RTS -> RTS is accepted (librdmacm may do it).
