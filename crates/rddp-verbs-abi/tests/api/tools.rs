@@ -312,11 +312,7 @@ fn pingpongs_load_and_refuse_cleanly() {
     }
     let rc = PINGPONGS[0];
     for ev in [&[][..], &["-e"]] {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .unwrap()
-            .port()
-            .to_string();
+        let port = released_port().to_string();
         let server = Command::new(rc)
             .args(ev)
             .args(["-p", &port])
@@ -360,11 +356,7 @@ fn pingpongs_load_and_refuse_cleanly() {
     // there, then stops as ibv_rc_pingpong does. (Its client then reads the
     // closed socket for ever, a fault of the example's: it is killed.)
     let srq = PINGPONGS[1];
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port()
-        .to_string();
+    let port = released_port().to_string();
     let pingpong = |args: &[&str]| {
         let mut c = Command::new("timeout");
         c.args(["30", srq, "-p", &port])
@@ -453,11 +445,7 @@ fn rping_runs_over_rddp() {
     }
     let lib = common::lib_dir("lib-rping");
     for (size, q) in [("4096", ""), ("23", ""), ("65535", ""), ("4096", "-q")] {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .unwrap()
-            .port()
-            .to_string();
+        let port = released_port().to_string();
         let rping = |args: &[&str]| {
             let mut c = Command::new("timeout");
             c.args(["60", RPING])
@@ -546,11 +534,7 @@ fn rping_thousand_validated_pings_over_rddp() {
     }
     let lib = common::lib_dir("lib-rping-1000");
     for size in ["23", "4096", "65535"] {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .unwrap()
-            .port()
-            .to_string();
+        let port = released_port().to_string();
         let rping = |args: &[&str]| {
             let mut c = Command::new("timeout");
             c.args(["120", RPING])
@@ -609,11 +593,7 @@ fn ucmatose_runs_over_rddp() {
 const UCMATOSE: &str = "/usr/bin/ucmatose";
 
 fn ucmatose(lib: &Path, extra: &[&str]) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port()
-        .to_string();
+    let port = released_port().to_string();
     let ucmatose = |args: &[&str]| {
         let mut c = Command::new("timeout");
         c.args(["60", UCMATOSE])
@@ -674,11 +654,7 @@ fn rdma_server_and_client_run_over_rddp() {
         return;
     }
     let lib = common::lib_dir("lib-rdma-ep");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port()
-        .to_string();
+    let port = released_port().to_string();
     let tool = |bin: &str, args: &[&str]| {
         let mut c = Command::new("timeout");
         c.args(["30", bin])
@@ -842,6 +818,15 @@ fn lost_perftest_race(stderr: &str) -> bool {
         && stderr.contains("Failed to create RDMA CM connection")
 }
 
+/// A TCP port free now: bound to port 0 by this test, then released, for
+/// the tools that cannot listen on port 0 and report the port they got.
+fn released_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port()
+}
+
 /// Runs perftest's `tool` with `args` (and `-R`), server and client, both
 /// over the library on loopback; returns both outputs (stdout) once both
 /// ended with status 0, each bounded by `secs` seconds. The client starts
@@ -854,10 +839,7 @@ fn perftest(lib: &Path, tool: &str, args: &[&str], secs: &str) -> (String, Strin
         // perftest cannot listen on port 0 and report the port: a port
         // free now (bound to 0 by this test, then released) is passed to
         // both sides.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .unwrap()
-            .port();
+        let port = released_port();
         let port_arg = port.to_string();
         let cmd = |extra: &[&str]| {
             let mut c = Command::new("timeout");
@@ -1126,10 +1108,7 @@ fn fi_pingpong_runs(endpoint: &str) {
     for attempt in 1..=5 {
         // The control connection's port (fi_pingpong cannot take port 0
         // and report it): free now, bound to 0 by this test and released.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .unwrap()
-            .port();
+        let port = released_port();
         let port_arg = port.to_string();
         let cmd = |side: &[&str]| {
             let mut c = Command::new("timeout");

@@ -218,13 +218,19 @@ fn eventually(mut f: impl FnMut() -> bool) -> bool {
 fn connected() -> (Side, Side) {
     let server = side(false);
     let client = side(true);
+    connect(&server, &client);
+    (server, client)
+}
+
+/// Connects `client`'s QP to `server`'s over loopback TCP (port 0) through
+/// the CM hook.
+fn connect(server: &Side, client: &Side) {
     let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
     let addr = listener.local_addr().unwrap();
     let sqp = server.qp as usize;
     let acceptor = std::thread::spawn(move || accept_mpa(sqp as *mut ibv_qp, &listener));
     connect_mpa(client.qp, addr, MpaOptions::default()).unwrap();
     acceptor.join().unwrap().unwrap();
-    (server, client)
 }
 
 #[test]
@@ -482,16 +488,11 @@ fn queues_overcommitting_their_cq_connect_and_lose_nothing() {
     let client = side_sized(true, 8, 8, 32);
     // SAFETY: live CQs.
     assert_eq!(unsafe { ((*server.cq).cqe, (*client.cq).cqe) }, (8, 8));
-    let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
-    let addr = listener.local_addr().unwrap();
     for i in 0..32 {
         let mut r = server.sge(64 * i, 64);
         assert_eq!(server.post_recv(i as u64, &mut r), 0);
     }
-    let sqp = server.qp as usize;
-    let acceptor = std::thread::spawn(move || accept_mpa(sqp as *mut ibv_qp, &listener));
-    connect_mpa(client.qp, addr, MpaOptions::default()).unwrap();
-    acceptor.join().unwrap().unwrap();
+    connect(&server, &client);
     // Four rounds of the send queue's depth, each taken by the client.
     for round in 0..4u8 {
         for k in 0..8u8 {
@@ -557,16 +558,11 @@ fn a_resized_cq_counts_its_overrun_from_the_new_size() {
         assert_eq!(resize_cq(server.cq, 17), 0);
         assert_eq!((*server.cq).cqe, 32);
     }
-    let listener = Listener::bind("127.0.0.1:0", MpaOptions::default()).unwrap();
-    let addr = listener.local_addr().unwrap();
     for i in 0..32 {
         let mut r = server.sge(64 * i, 64);
         assert_eq!(server.post_recv(i as u64, &mut r), 0);
     }
-    let sqp = server.qp as usize;
-    let acceptor = std::thread::spawn(move || accept_mpa(sqp as *mut ibv_qp, &listener));
-    connect_mpa(client.qp, addr, MpaOptions::default()).unwrap();
-    acceptor.join().unwrap().unwrap();
+    connect(&server, &client);
     let send = |n: u8| {
         client.buf.set(2048 + 16 * usize::from(n), &[n; 16]);
         let mut g = [client.sge(2048 + 16 * usize::from(n), 16)];
