@@ -961,9 +961,12 @@ impl FpduReceiver {
                     // Application memory is never borrowed (rddp-appmem): read
                     // into scratch, then the octets read stored into it (those
                     // only: one copy, never the region whole).
+                    // The scratch keeps its length: zeroed only where it grows.
                     let mut scratch = std::mem::take(&mut self.app_scratch);
-                    scratch.resize(want, 0);
-                    let got = input.payload(src, &mut scratch, tail);
+                    if scratch.len() < want {
+                        scratch.resize(want, 0);
+                    }
+                    let got = input.payload(src, &mut scratch[..want], tail);
                     if let Ok((n, _)) = got {
                         digest.update(&scratch[..n]);
                         // An ended registration takes nothing, as any copy.

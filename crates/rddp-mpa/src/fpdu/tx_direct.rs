@@ -434,14 +434,15 @@ impl MpaOut {
         // segment's own octets are copied out of it, never the region whole.
         let data = region.filter(|r| !r.is_app_memory()).map(|r| r.data());
         let mut copies = std::mem::take(&mut self.app_copies);
-        copies.clear();
         if let Some(r) = region.filter(|r| r.is_app_memory()) {
+            let mut used = 0;
             for seg in self.queue.iter().take(count) {
                 if let Payload::Region { offset, len, .. } = &seg.payload {
-                    copy_app(r, *offset, *len, &mut copies);
+                    copy_app(r, *offset, *len, &mut copies, used);
+                    used += *len;
                 }
             }
-            let copied = self.lease_copied.get() + copies.len() as u64;
+            let copied = self.lease_copied.get() + used as u64;
             self.lease_copied.set(copied);
         }
         // Per-call scratch on the stack, and layouts reused from the last
@@ -590,7 +591,6 @@ impl MpaOut {
             _ => None,
         };
         let mut copy = std::mem::take(&mut self.app_copies);
-        copy.clear();
         let payload: &[u8] = match (&seg.payload, &data) {
             (Payload::Bytes(b), _) => b,
             (Payload::Region { offset, len, .. }, Some(d)) => &d[*offset..*offset + *len],
@@ -602,10 +602,10 @@ impl MpaOut {
                 },
                 None,
             ) => {
-                copy_app(region, *offset, *len, &mut copy);
+                copy_app(region, *offset, *len, &mut copy, 0);
                 let copied = self.lease_copied.get() + *len as u64;
                 self.lease_copied.set(copied);
-                &copy
+                &copy[..*len]
             }
         };
         let mut hdr = [0u8; UNTAGGED_HDR_LEN];
@@ -705,12 +705,25 @@ fn left_of(
     }
 }
 
-/// Appends `len` octets of application memory at `offset` in `region` to
-/// `out` (zeros where the registration has ended: nothing of it is read).
-fn copy_app(region: &rddp_proto::mem::Region, offset: usize, len: usize, out: &mut Vec<u8>) {
-    let at = out.len();
-    out.resize(at + len, 0);
-    let _ = region.read_at(offset, &mut out[at..]);
+/// Copies `len` octets of application memory at `offset` in `region` into
+/// `out[at..at + len]` (zeros where the registration has ended: nothing of it
+/// is read).
+fn copy_app(
+    region: &rddp_proto::mem::Region,
+    offset: usize,
+    len: usize,
+    out: &mut Vec<u8>,
+    at: usize,
+) {
+    // The buffer keeps its length from call to call: zeroed only where it
+    // grows, never again for each segment.
+    if out.len() < at + len {
+        out.resize(at + len, 0);
+    }
+    let dst = &mut out[at..at + len];
+    if !region.read_at(offset, dst) {
+        dst.fill(0);
+    }
 }
 
 /// What reporting `seg` as sent says (shared with the SCTP relay).
