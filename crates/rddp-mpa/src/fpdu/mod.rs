@@ -24,7 +24,11 @@ pub use tx::{
 };
 pub use tx_direct::{MpaOut, Sent, summary};
 
-use rddp_wire::{FpduEncoder, Terminate};
+use rddp_wire::{FpduEncoder, Opcode, RdmapControl, TaggedHeader, Terminate};
+
+/// STag of the zero-length RDMA Write RTR (siw's; a zero-length message
+/// places nothing, so its STag is never validated: RFC 6581).
+pub const WRITE_RTR_STAG: u32 = 1;
 
 /// One FPDU carrying `term` (small; built by copying), advancing `enc`.
 pub fn terminate_fpdu(term: &Terminate, enc: &mut FpduEncoder) -> Vec<u8> {
@@ -34,4 +38,37 @@ pub fn terminate_fpdu(term: &Terminate, enc: &mut FpduEncoder) -> Vec<u8> {
         let _ = enc.encode(&seg, &mut out);
     }
     out
+}
+
+/// The initiator's RFC 6581 Write RTR: one FPDU carrying a zero-length RDMA
+/// Write, advancing `enc`. It is the first FPDU the initiator sends when the
+/// Write RTR was agreed (the Read RTR goes through RDMAP instead:
+/// `RdmapStream::post_read_rtr`, so that ORD and the MSNs count it).
+pub fn write_rtr_fpdu(enc: &mut FpduEncoder) -> OutFpdu {
+    let ctrl = RdmapControl::new(Opcode::RDMA_WRITE).0;
+    let hdr = TaggedHeader::new(true, ctrl, WRITE_RTR_STAG, 0).to_bytes();
+    build_fpdu(enc, &hdr, bytes::Bytes::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::setup::Rtr;
+    use rddp_wire::FpduDecoder;
+
+    /// The Write RTR is one FPDU whose ULPDU the receiver's RTR check takes
+    /// as the Write RTR and not as the Read RTR, with CRC and Markers on or off.
+    #[test]
+    fn write_rtr_fpdu_is_the_write_rtr() {
+        for (crc, markers) in [(true, false), (false, false), (true, true)] {
+            let wire = write_rtr_fpdu(&mut FpduEncoder::new(crc, markers)).to_vec();
+            let mut ulpdus = Vec::new();
+            FpduDecoder::new(crc, markers, 65535)
+                .feed(&wire, &mut ulpdus)
+                .unwrap();
+            assert_eq!(ulpdus.len(), 1, "crc {crc} markers {markers}");
+            assert!(is_rtr(Rtr::Write, &ulpdus[0]));
+            assert!(!is_rtr(Rtr::Read, &ulpdus[0]));
+        }
+    }
 }

@@ -3,11 +3,10 @@
 //! nothing), and that the connection closes.
 
 use crate::common::*;
-use bytes::Bytes;
 use rddp_mpa::fpdu::ULPDU_LENGTH_CODE;
 use rddp_mpa::{MpaError, MpaListener, MpaOptions, listen};
-use rddp_proto::ddp::Delivery;
 use rddp_proto::mem::MemoryTable;
+use rddp_proto::rdmap::{Completion, WcStatus};
 use rddp_wire::mpa::frame::{KEY_REP, KEY_REQ};
 use rddp_wire::{DdpHeader, FpduEncoder, MpaFrame, Opcode, TaggedHeader, TerminateCode};
 use std::io::Read;
@@ -22,9 +21,9 @@ fn responder(opts: MpaOptions) -> (std::net::SocketAddr, JoinHandle<Result<MpaEr
         Err(e) => Ok(e),
         Ok(mut c) => {
             let mem = MemoryTable::new();
-            match c.recv_timeout(&mem, Duration::from_secs(5)) {
+            match c.poll_timeout(&mem, Duration::from_secs(5)) {
                 Err(e) => Ok(e),
-                Ok(d) => Err(format!("unexpected delivery {d:?}")),
+                Ok(d) => Err(format!("unexpected completion {d:?}")),
             }
         }
     });
@@ -131,7 +130,8 @@ fn silent_responder_times_out() {
 #[test]
 fn rtr_in_p2p_must_wait_and_silent_rtr_times_out() {
     // Rev 2 P2P responder; the raw initiator completes the handshake but never
-    // sends its RTR: accept() fails with Timeout and the socket closes.
+    // sends its RTR: the responder's wait fails with Timeout within its
+    // request timeout and the socket closes.
     let (addr, h) = responder(MpaOptions {
         request_timeout: Duration::from_millis(300),
         ..MpaOptions::default()
@@ -350,12 +350,22 @@ fn responder_sends_nothing_before_the_first_fpdu() {
     let addr = l.local_addr().unwrap();
     let h = thread::spawn(move || {
         let mut c = l.accept().unwrap();
-        // Queued at once, but held until the initiator's first FPDU arrives.
-        c.send_untagged(0, send_rsvd(), Bytes::from_static(b"early"))
-            .unwrap();
         let mem = MemoryTable::new();
-        let d = c.recv_timeout(&mem, Duration::from_secs(5)).unwrap();
-        assert!(matches!(d, Some(Delivery::Tagged { len: 0, .. })), "{d:?}");
+        // Posted at once, but held until the initiator's first FPDU arrives;
+        // it completes once written.
+        c.post(&mem, send(1, b"early".to_vec())).unwrap();
+        let d = c.poll_timeout(&mem, Duration::from_secs(5)).unwrap();
+        assert!(
+            matches!(
+                d,
+                Some(Completion {
+                    wr_id: 1,
+                    status: WcStatus::Success,
+                    ..
+                })
+            ),
+            "{d:?}"
+        );
     });
     let mut s = raw_handshake(addr, true);
     s.set_read_timeout(Some(Duration::from_millis(300)))
@@ -414,7 +424,7 @@ fn direct_placement_refuses_from_the_header_after_the_crc() {
     let h = thread::spawn(move || {
         let mut c = l.accept().unwrap();
         let mem = MemoryTable::new();
-        c.recv_timeout(&mem, Duration::from_secs(5)).unwrap_err()
+        c.poll_timeout(&mem, Duration::from_secs(5)).unwrap_err()
     });
     let mut s = raw_handshake(addr, true);
     let mut seg = TaggedHeader::new(true, ctrl(Opcode::RDMA_WRITE), 0xBAD0_0001, 0)

@@ -20,11 +20,11 @@ use super::mpa_in::MpaIn;
 use super::{Connection, HoldInner, Llp, LlpInfo};
 use crate::error::Error;
 use crate::qp::{PreparedQueuePair, QueuePair};
-use rddp_mpa::fpdu::build_fpdu;
+use rddp_mpa::fpdu::write_rtr_fpdu;
 use rddp_mpa::pcap::{PcapFile, Tap, TcpEndpoint};
 use rddp_mpa::tcp::{effective_mss, write_fpdu};
 use rddp_mpa::{MpaError, MpaOptions, Negotiated, PeerRequest, Role, Rtr};
-use rddp_wire::{FpduEncoder, Opcode, RdmapControl, TaggedHeader, mulpdu};
+use rddp_wire::{FpduEncoder, mulpdu};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 
@@ -229,8 +229,7 @@ fn into_connection(
     // The initiator's Write RTR leaves first (RFC 6581; siw's STag 1),
     // into the socket's empty send buffer (still blocking here).
     if initiator && neg.rtr == Some(Rtr::Write) {
-        let hdr = TaggedHeader::new(true, RdmapControl::new(Opcode::RDMA_WRITE).0, 1, 0).to_bytes();
-        let f = build_fpdu(&mut enc, &hdr, bytes::Bytes::new());
+        let f = write_rtr_fpdu(&mut enc);
         if let Some(w) = &wire {
             w.sent(&f.to_vec());
         }

@@ -1,18 +1,17 @@
 //! Shared helpers for the loopback tests: endpoint pairs over real TCP on
 //! 127.0.0.1 with kernel-chosen ports, and raw-socket peers speaking crafted bytes.
 
-pub(crate) mod fpdu_conn;
-pub(crate) mod mpa_conn;
+pub(crate) mod rdmap_conn;
 pub(crate) mod source;
+pub(crate) mod tcp_conn;
 pub(crate) mod wires;
 
-pub(crate) use fpdu_conn::FpduConn;
-pub(crate) use mpa_conn::{DdpAccept, connect};
+pub(crate) use rdmap_conn::RdmapConn;
+pub(crate) use tcp_conn::{RdmapAccept, TcpConn, connect};
 
-use bytes::Bytes;
 use rddp_mpa::{MpaError, MpaOptions, Negotiated, listen};
-use rddp_proto::ddp::{Delivery, RecvBuffer};
 use rddp_proto::mem::{Access, MemoryTable, PdId, Stag, StagScope};
+use rddp_proto::rdmap::{Completion, WcOpcode, WcStatus, WorkRequest};
 use rddp_wire::{DdpHeader, FpduDecoder, Opcode, RdmapControl, Terminate};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -31,8 +30,37 @@ pub(crate) fn ctrl(op: Opcode) -> u8 {
     RdmapControl::new(op).0
 }
 
-pub(crate) fn send_rsvd() -> [u8; 5] {
-    [ctrl(Opcode::SEND), 0, 0, 0, 0]
+/// An RDMA Write of `data` to the peer's (`stag`, `to`).
+pub(crate) fn write(wr_id: u64, stag: Stag, to: u64, data: Vec<u8>) -> WorkRequest {
+    WorkRequest::Write {
+        wr_id,
+        payload: data.into(),
+        remote_stag: stag.0,
+        remote_to: to,
+        fence: false,
+    }
+}
+
+/// A Send of `data`.
+pub(crate) fn send(wr_id: u64, data: Vec<u8>) -> WorkRequest {
+    WorkRequest::Send {
+        wr_id,
+        payload: data.into(),
+        solicited: false,
+        invalidate: None,
+        fence: false,
+    }
+}
+
+/// Poll `c` until a receive completes; every completion before it succeeded.
+pub(crate) fn next_recv(c: &mut TcpConn, mem: &MemoryTable) -> Completion {
+    loop {
+        let got = c.poll(mem).unwrap();
+        assert_eq!(got.status, WcStatus::Success, "{got:?}");
+        if got.opcode == WcOpcode::Recv {
+            return got;
+        }
+    }
 }
 
 /// A table with one remotely writable region of `size` octets at BASE_TO.
@@ -79,6 +107,7 @@ pub(crate) struct Seen {
 /// Both endpoints over loopback: the initiator writes `size` octets into the
 /// responder's region and sends a `size`-octet message; then the responder does the
 /// same back. Each side checks what it got; returns (initiator, responder) views.
+/// When the Send completes, the Write before it is placed (RFC 5040 §5.5).
 pub(crate) fn exchange(iopts: MpaOptions, ropts: MpaOptions, size: usize) -> (Seen, Seen) {
     let (mem_i, stag_i) = table(size);
     let (mem_r, stag_r) = table(size);
@@ -89,88 +118,41 @@ pub(crate) fn exchange(iopts: MpaOptions, ropts: MpaOptions, size: usize) -> (Se
     let (a, b) = (to_r.clone(), to_i.clone());
     let resp = thread::spawn(move || {
         let mut c = l.accept().unwrap();
-        c.post_recv(
-            0,
-            RecvBuffer {
-                id: 7,
-                data: vec![0; size],
-            },
-        )
-        .unwrap();
-        let d = c.recv(&mem_r).unwrap();
-        assert_eq!(
-            d,
-            Delivery::Tagged {
-                rsvd_ulp: ctrl(Opcode::RDMA_WRITE),
-                stag: stag_r.0,
-                to: BASE_TO,
-                len: size as u64
-            }
-        );
-        let Delivery::Untagged {
-            qn: 0,
-            msn: 1,
-            len,
-            buffer,
-            ..
-        } = c.recv(&mem_r).unwrap()
-        else {
-            panic!("expected a Send")
-        };
-        assert_eq!(len as usize, size);
-        c.send_tagged(
-            ctrl(Opcode::RDMA_WRITE),
-            stag_i.0,
-            BASE_TO,
-            Bytes::from(b.clone()),
-        )
-        .unwrap();
-        c.send_untagged(0, send_rsvd(), Bytes::from(b)).unwrap();
+        c.post_recv(7, size).unwrap();
+        let got = next_recv(&mut c, &mem_r);
+        assert_eq!((got.wr_id, got.byte_len as usize), (7, size));
+        assert_eq!(got.qn_msn, Some((0, 1)));
+        let region = mem_r.region(stag_r).unwrap().data().to_vec();
+        c.post(&mem_r, write(1, stag_i, BASE_TO, b.clone()))
+            .unwrap();
+        c.post(&mem_r, send(2, b)).unwrap();
+        for wr_id in [1, 2] {
+            let done = c.poll(&mem_r).unwrap();
+            assert_eq!((done.wr_id, done.status), (wr_id, WcStatus::Success));
+        }
         // The initiator closes after it has everything: a graceful end.
-        let end = c.recv_timeout(&mem_r, Duration::from_secs(10));
+        let end = c.poll_timeout(&mem_r, Duration::from_secs(10));
         assert!(matches!(end, Err(MpaError::ConnectionLost)), "{end:?}");
         Seen {
             neg: c.negotiated().clone(),
-            direct_bytes: c.engine().direct_bytes(),
-            region: mem_r.region(stag_r).unwrap().data().to_vec(),
-            message: buffer.data[..len as usize].to_vec(),
+            direct_bytes: c.conn.direct_bytes(),
+            region,
+            message: got.buffer.unwrap()[..size].to_vec(),
         }
     });
     let mut c = connect(addr, iopts).unwrap();
-    c.post_recv(
-        0,
-        RecvBuffer {
-            id: 9,
-            data: vec![0; size],
-        },
-    )
-    .unwrap();
-    c.send_tagged(
-        ctrl(Opcode::RDMA_WRITE),
-        stag_r.0,
-        BASE_TO,
-        Bytes::from(a.clone()),
-    )
-    .unwrap();
-    c.send_untagged(0, send_rsvd(), Bytes::from(a)).unwrap();
-    let d = c.recv(&mem_i).unwrap();
-    assert_eq!(
-        d,
-        Delivery::Tagged {
-            rsvd_ulp: ctrl(Opcode::RDMA_WRITE),
-            stag: stag_i.0,
-            to: BASE_TO,
-            len: size as u64
-        }
-    );
-    let Delivery::Untagged { len, buffer, .. } = c.recv(&mem_i).unwrap() else {
-        panic!("expected a Send")
-    };
+    c.post_recv(9, size).unwrap();
+    c.post(&mem_i, write(1, stag_r, BASE_TO, a.clone()))
+        .unwrap();
+    c.post(&mem_i, send(2, a)).unwrap();
+    let got = next_recv(&mut c, &mem_i);
+    assert_eq!((got.wr_id, got.byte_len as usize), (9, size));
+    assert_eq!(got.qn_msn, Some((0, 1)));
     let init = Seen {
         neg: c.negotiated().clone(),
-        direct_bytes: c.engine().direct_bytes(),
+        direct_bytes: c.conn.direct_bytes(),
         region: mem_i.region(stag_i).unwrap().data().to_vec(),
-        message: buffer.data[..len as usize].to_vec(),
+        message: got.buffer.unwrap()[..size].to_vec(),
     };
     c.close().unwrap();
     let resp = resp.join().unwrap();
