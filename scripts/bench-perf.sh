@@ -315,7 +315,7 @@ table=$(
   row "$many queue pairs of 64 KiB Writes, autotuning, aggregate Gbit/s" manyauto "" "tcp_many, $many plain TCP connections" "(none)" %.2f
   row "DDP over SCTP (verbs QP), 64 KiB Writes, Gbit/s" sctp "" "usrsctp unordered messages" ">= 0.9" %.2f
   awk 'NF == 2 { c += $1; b += $2; n++ } NF != 2 { miss++ }
-    END { printf "| user-space copies of payload, both ends of every rddp run above | %d octets of %.1f GiB moved (%d runs%s) | | | 0 per octet |\n",
+    END { printf "| user-space copies of payload, both ends of every rddp run above | %d octets of %.1f GiB moved (%d runs%s) | | | only Sends under 1 KiB read alone |\n",
           c, b / 2^30, n, miss ? ", " miss " without a count" : "" }' "$copies_log"
   echo "| \`rddp target\`, $idle_n idle MPA connections | $threads threads, $per_kib KiB per connection beyond its $(( (buf + rcount * rsize) / 1024 )) KiB of buffers | | | <= cores + 4 threads, <= 32 KiB |"
 )
