@@ -636,6 +636,9 @@ pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut c_void, solicited_only: c
     // SAFETY: a live CQ (registry locked) is a Box<Cq>; `cq` is a field C
     // never writes.
     let rcq = unsafe { &(*cq.cast::<Cq>()).cq };
+    // The application is about to wait for an event, not poll: the sockets a
+    // busy poll read go back to the I/O threads now, not after their lease.
+    rcq.end_busy();
     if solicited_only != 0 {
         rcq.arm_solicited();
     } else {
@@ -733,13 +736,15 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut c_void, n: c_int, wc: *mut c_vo
         n: 0,
         cap,
     };
-    rcq.try_poll_into(cap, &mut sink);
-    if sink.n == 0 {
-        // An RNIC makes progress on its own; here the queue pair's I/O thread
-        // does, and an application that busy-polls (perftest does) would keep
-        // the CPU it shares from the very thread that makes the completion it
-        // waits for. An empty poll gives way: one system call, returning at
-        // once when nothing else is ready to run.
+    // An RNIC makes progress on its own; here an I/O thread does, and an
+    // application that polls in a loop (perftest does) would keep the CPU
+    // from the very thread that makes the completion it waits for. So the
+    // polling thread reads its queue pairs' sockets itself (rddp's busy
+    // polling: at most a few MPA queue pairs a CQ; `req_notify_cq` gives
+    // them back before the application sleeps), and an empty poll gives way
+    // to other threads: one system call, returning at once when nothing
+    // else is ready to run.
+    if rcq.poll_busy_into(cap, &mut sink) == 0 {
         std::thread::yield_now();
     }
     for (i, done) in sink.tokens {
