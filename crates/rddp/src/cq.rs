@@ -578,6 +578,9 @@ mod tests {
                 while pusher.inner.async_waiters.load(Ordering::Relaxed) == 0 {
                     std::thread::yield_now();
                 }
+                // No synchronisation: the push must wake the task whether it
+                // has parked yet or not (a counted waiter sees every push);
+                // the pause only makes the parked case the likely one.
                 std::thread::sleep(Duration::from_millis(20));
                 pusher.push(wc(7), Held::default());
             });

@@ -260,6 +260,15 @@ impl QueuePair {
             .map(|io| rddp_mpa::tcp::effective_mss(&io.sock))
     }
 
+    /// Over MPA: output waits for the socket to drain (the socket took less
+    /// than it was offered, and the event loop watches for it to become
+    /// writable again). False otherwise, and over other LLPs. An observation
+    /// only: it lets a caller, say a test, wait until the socket is full.
+    pub fn llp_full(&self) -> bool {
+        let st = lock(&self.shared.state);
+        st.mpa.as_ref().is_some_and(|io| io.out.wants_writable())
+    }
+
     /// IRD and ORD in force.
     pub fn ird_ord(&self) -> (u32, u32) {
         let st = lock(&self.shared.state);

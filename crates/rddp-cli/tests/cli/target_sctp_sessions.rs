@@ -123,7 +123,8 @@ fn a_second_terminate_from_the_peer_is_legal() {
     let (first, second) = (p.take_ssn(1), p.take_ssn(1));
     let term = Terminate.code().to_be_bytes();
     p.send_ssn(1, 17, second, &term);
-    std::thread::sleep(Duration::from_millis(50));
+    // The target's SCTP has the second (acknowledged) before the first leaves.
+    p.wait_dry();
     p.send_ssn(1, 17, first, &term);
     let back = p.collect_on(1, Duration::from_millis(800));
     assert_eq!(functions(&back), [Some(Terminate)], "{back:?}");

@@ -68,9 +68,20 @@ fn stalled_peers_do_not_delay_the_next_honest_setup() {
 #[test]
 fn dropping_the_listener_closes_connections_still_in_setup() {
     let l = listen("127.0.0.1:0", opts(Duration::from_secs(30))).unwrap();
-    let mut held = stalled(l.local_addr().unwrap());
-    // Let the loop take them all (their first run happens at once).
-    std::thread::sleep(Duration::from_millis(200));
+    let addr = l.local_addr().unwrap();
+    let mut held = stalled(addr);
+    // The loop has taken them all (their first run happens at once): none
+    // is left in the kernel's accept queue, where closing the listener
+    // would reset it whatever the loop does.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while accept_queue(addr.port()) != Some(0) {
+        assert!(
+            Instant::now() < deadline,
+            "accept queue {:?} after 20 s",
+            accept_queue(addr.port())
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     drop(l);
     let mut buf = [0u8; 16];
     for s in &mut held {
@@ -82,4 +93,20 @@ fn dropping_the_listener_closes_connections_still_in_setup() {
             r => panic!("still open after the listener went: {r:?}"),
         }
     }
+}
+
+/// The length of the accept queue of the IPv4 socket listening on `port`, from
+/// /proc/net/tcp (state 0A = LISTEN; its rx_queue is the accept queue).
+fn accept_queue(port: u16) -> Option<u64> {
+    let want = format!(":{port:04X}");
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    table.lines().skip(1).find_map(|l| {
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        if cols.len() > 4 && cols[1].ends_with(&want) && cols[3] == "0A" {
+            let (_, rx) = cols[4].split_once(':')?;
+            u64::from_str_radix(rx, 16).ok()
+        } else {
+            None
+        }
+    })
 }

@@ -11,16 +11,48 @@ use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::channel;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The capture process; stopped (SIGINT, so it writes its file out) and reaped
 /// once, at the latest on drop.
 struct Capture {
     child: Child,
     stopped: bool,
+    /// The capture file.
+    file: String,
+    /// A port captured besides the session's, for probes.
+    probe_port: u16,
+    /// Probes sent so far (each carries its own number).
+    probes: u32,
 }
 
 impl Capture {
+    /// Send probes (UDP, not decoded as SCTP) until one is in the capture
+    /// file: every packet that crossed lo before it is in there too (the
+    /// capture writes packets in the order it saw them). False if none shows
+    /// within 20 s.
+    fn probe(&mut self) -> bool {
+        let Ok(sock) = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)) else {
+            return false;
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            self.probes += 1;
+            let marker = format!("rddp-probe-{}-{}", std::process::id(), self.probes);
+            let _ = sock.send_to(marker.as_bytes(), (Ipv4Addr::LOCALHOST, self.probe_port));
+            let next = Instant::now() + Duration::from_millis(200);
+            while Instant::now() < next {
+                let seen = std::fs::read(&self.file)
+                    .is_ok_and(|b| b.windows(marker.len()).any(|w| w == marker.as_bytes()));
+                if seen {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        false
+    }
+
     fn stop(&mut self) {
         if std::mem::replace(&mut self.stopped, true) {
             return;
@@ -48,7 +80,7 @@ impl Drop for Capture {
 /// Start tshark on lo for `port`; None (loud skip, or failure under CI) if it
 /// cannot capture here. tshark says "Capturing on" before packets are really
 /// seen, so probes (UDP to another free port, not decoded as SCTP) are sent until
-/// the file grows.
+/// one is in the file.
 fn capture(port: u16, file: &str) -> Option<Capture> {
     let probe_port = free_port();
     let mut child = Command::new("tshark")
@@ -76,19 +108,12 @@ fn capture(port: u16, file: &str) -> Option<Capture> {
     let mut c = Capture {
         child,
         stopped: false,
+        file: file.to_string(),
+        probe_port,
+        probes: 0,
     };
-    if rx.recv_timeout(Duration::from_secs(20)).is_ok() {
-        let size = || std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
-        let probe = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).ok()?;
-        std::thread::sleep(Duration::from_millis(100));
-        let start = size();
-        for _ in 0..200 {
-            let _ = probe.send_to(b"probe", (Ipv4Addr::LOCALHOST, probe_port));
-            std::thread::sleep(Duration::from_millis(50));
-            if size() > start {
-                return Some(c);
-            }
-        }
+    if rx.recv_timeout(Duration::from_secs(20)).is_ok() && c.probe() {
+        return Some(c);
     }
     c.stop();
     assert!(
@@ -120,6 +145,8 @@ fn tshark_sees_rfc5043_on_the_udp_encapsulation_port() {
     let mut b = l.accept(Duration::from_secs(5)).unwrap();
     let (ma, mb) = (MemoryTable::with_seed(5), MemoryTable::with_seed(6));
     let sent = session(&mut a, &ma, &mut b, &mb);
+    // Every packet of the session is in the file before the capture stops.
+    assert!(cap.probe(), "the capture stopped writing packets");
     cap.stop();
     drop((a, b, l));
     check_capture(

@@ -185,6 +185,8 @@ fn destroy_waits_for_the_acknowledgement_and_drops_unread_events() {
     let cq = f.cq as usize;
     // SAFETY: a live CQ; destroy blocks until the read event is acknowledged.
     let t = std::thread::spawn(move || unsafe { destroy_cq(cq as *mut ibv_cq) });
+    // A negative check: no sign marks "destroy is still waiting" (it waits by
+    // design), so a destroy that did not wait is given 100 ms to show.
     std::thread::sleep(Duration::from_millis(100));
     assert!(!t.is_finished(), "one event read and not acknowledged");
     // SAFETY: reaches the CQ while its destroy waits.
@@ -266,6 +268,9 @@ fn a_blocked_get_cq_event_wakes_on_a_completion() {
         let r = unsafe { get_cq_event(ch as *mut ibv_comp_channel, &mut cq, &mut cx) };
         (r, cq as usize, cx as usize)
     });
+    // A negative check: no sign marks "still blocked", so a wait that
+    // returned with nothing completed is given 50 ms to show. The outcome
+    // below holds whether or not the waiter blocked before the post.
     std::thread::sleep(Duration::from_millis(50));
     assert!(!waiter.is_finished(), "nothing completed yet");
     a.post_send(1, &src, 0, 5, SendFlags::default()).unwrap();

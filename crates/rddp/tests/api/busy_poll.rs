@@ -165,6 +165,9 @@ fn a_busy_poll_that_finds_a_completion_queued_takes_the_socket_over() {
         p.client
             .post_send_inline(2 * i + 1, &[2; 64], SendFlags::default())
             .unwrap();
+        // No synchronisation: the pause only lets the message arrive while
+        // nobody polls. Longer (a loaded machine), the lease may run out and
+        // the loop read it, which the count below allows for.
         std::thread::sleep(Duration::from_micros(300));
         let wc = loop {
             if let Some(wc) = p.server_cq.poll_busy(1).pop() {

@@ -52,10 +52,10 @@ fn response(req: &[u8], data: &[u8]) -> Vec<u8> {
 
 /// Six unsignaled Reads, each answered, with a send queue of 3 and an
 /// outstanding-Read quota of 3 and the CQ never polled: each gives its slot
-/// and its charge back once placed (the previous one's response may still be
-/// on its way when the next is posted: 3, not 2); none completes; the
-/// signaled Write after the last completes only once that Read's data is in
-/// place.
+/// and its charge back once placed (each is placed before the next is posted;
+/// 3, not 2, leaves room for the release to follow the placement); none
+/// completes; the signaled Write after the last completes only once that
+/// Read's data is in place.
 #[test]
 fn unsignaled_reads_complete_nothing_and_the_next_completion_covers_them() {
     let dev = Device::new();
@@ -74,11 +74,8 @@ fn unsignaled_reads_complete_nothing_and_the_next_completion_covers_them() {
         ..ReadFlags::default()
     };
     let answer = |raw: &mut RawPeer, data: &[u8]| {
-        let (segs, _) = raw.read_all(Duration::from_millis(200));
-        let req = segs
-            .iter()
-            .find(|s| is_read_request(s))
-            .unwrap_or_else(|| panic!("no Read Request in {segs:02x?}"));
+        let segs = raw.read_until("a Read Request", |s| s.iter().any(|s| is_read_request(s)));
+        let req = segs.iter().find(|s| is_read_request(s)).unwrap();
         raw.send_segment(&response(req, data));
     };
     for i in 0..5u8 {
@@ -93,6 +90,13 @@ fn unsignaled_reads_complete_nothing_and_the_next_completion_covers_them() {
         )
         .unwrap_or_else(|e| panic!("Read {i}: {e}"));
         answer(&mut raw, &[b'a' + i; 4]);
+        // Placed before the next is posted: the Read's slot and charge come
+        // back with (or just after) its placement, and a quota of 3 leaves
+        // room for that one to lag.
+        let at = u64::from(i) * 4;
+        common::wait_until(&format!("Read {i} placed"), || {
+            sink.read(at, 4).unwrap() == [b'a' + i; 4]
+        });
     }
     // The sixth is held back: the Write posted after it must not complete
     // before its response.
@@ -100,8 +104,12 @@ fn unsignaled_reads_complete_nothing_and_the_next_completion_covers_them() {
         .unwrap();
     qp.post_write_with(9, &src, 0, 4, peer(0x200), 0, WriteFlags::default())
         .unwrap();
-    let (segs, _) = raw.read_all(Duration::from_millis(300));
-    assert!(segs.iter().any(|s| is_write(s)), "the Write did not leave");
+    let mut segs = raw.read_until("the Write and the last Read Request", |s| {
+        s.iter().any(|s| is_write(s)) && s.iter().any(|s| is_read_request(s))
+    });
+    // A negative check: no sign marks "the Write will not complete", so a
+    // Write completed early (as it leaves) is given 300 ms to show.
+    segs.extend(raw.read_all(Duration::from_millis(300)).0);
     assert!(
         cq.poll(8).is_empty(),
         "a completion before the last Read's response"
@@ -115,7 +123,9 @@ fn unsignaled_reads_complete_nothing_and_the_next_completion_covers_them() {
     );
     // It covers the Reads: their data is in place.
     assert_eq!(sink.read(0, 24).unwrap(), b"aaaabbbbccccddddeeeeffff");
-    std::thread::sleep(Duration::from_millis(100));
+    // The send queue completes in posting order: a completion of any Read
+    // would have come before the Write's (the first taken above), so what
+    // is queued now shows it.
     assert!(cq.poll(8).is_empty(), "an unsignaled Read completed");
     assert_eq!(consumer.usage().outstanding_reads, 0);
 }

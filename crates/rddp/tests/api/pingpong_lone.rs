@@ -86,6 +86,7 @@ fn lone_sends_of_a_ping_pong_take_one_read_each() {
     let listener = Listener::bind("127.0.0.1:0", opts()).unwrap();
     let addr = listener.local_addr().unwrap();
     let sdev = dev.clone();
+    let (done, client_done) = std::sync::mpsc::channel::<()>();
     let server = std::thread::spawn(move || {
         let (cq, prepared) = side(&sdev, "server");
         let qp = prepared.attach(listener.accept().unwrap()).unwrap();
@@ -97,7 +98,9 @@ fn lone_sends_of_a_ping_pong_take_one_read_each() {
         }
         cq.end_busy();
         // Until the client has the last answer.
-        std::thread::sleep(Duration::from_millis(200));
+        client_done
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the client took the last answer");
         drop(qp);
     });
     let (cq, prepared) = side(&dev, "client");
@@ -120,6 +123,7 @@ fn lone_sends_of_a_ping_pong_take_one_read_each() {
         dev.stats().totals.rx_copied_octets - copied,
     );
     cq.end_busy();
+    done.send(()).unwrap();
     server.join().unwrap();
     // The device's count covers both ends, each receiving messages of the
     // same lengths.

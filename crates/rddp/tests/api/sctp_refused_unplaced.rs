@@ -118,6 +118,7 @@ fn run(listener: &Listener, addr: SocketAddrV4, case: Case) {
     let qp = prep.attach(conn).unwrap();
     let rx0 = dev.stats().totals.rx_copied_octets;
     if let Case::ReadResponsePastRead = case {
+        let sent = qp.stats().messages_sent;
         qp.post_read(
             9,
             &region,
@@ -131,8 +132,11 @@ fn run(listener: &Listener, addr: SocketAddrV4, case: Case) {
             0,
         )
         .unwrap();
-        // The Read Request is on its way before the response overtakes it.
-        std::thread::sleep(Duration::from_millis(50));
+        // The Read Request is on its way (handed to SCTP) before the
+        // response overtakes it.
+        common::wait_until("the Read Request handed to SCTP", || {
+            qp.stats().messages_sent > sent
+        });
     }
     go.send(()).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -64,6 +64,9 @@ fn a_flooding_peer_gets_its_terminate_behind_queued_output() {
     });
     // The queue pair refuses the flood while the peer reads nothing yet.
     let sent = common::terminate_sent(&qp).expect("the queue pair sent no Terminate");
+    // Not a synchronisation: what is asserted below holds however long this
+    // lasts. It only lets more of the flood pile up unread behind the
+    // queued Terminate, the state in which a close would reset.
     std::thread::sleep(Duration::from_millis(300));
     // Now the peer reads everything: the Writes, then the Terminate.
     let (term, closed) = raw.terminate();

@@ -44,17 +44,21 @@ fn one_round() -> Vec<AsyncEvent> {
     // A thread that busy-polls the queue pair's CQ now and then: it holds
     // the receive side (its lease) but does not look all the time.
     let stop = Arc::new(AtomicBool::new(false));
+    let polled = Arc::new(AtomicBool::new(false));
     let poller = {
-        let (cq, stop) = (cq.clone(), stop.clone());
+        let (cq, stop, polled) = (cq.clone(), stop.clone(), polled.clone());
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 let _ = cq.poll_busy(16);
+                polled.store(true, Ordering::Relaxed);
                 std::thread::sleep(Duration::from_micros(400));
             }
             cq.end_busy();
         })
     };
-    std::thread::sleep(Duration::from_millis(30));
+    // The poller has started (its first busy poll asks for the receive
+    // side) before the Terminate comes.
+    common::wait_until("the first busy poll", || polled.load(Ordering::Relaxed));
     // The Terminate, then a close with the queue pair's Writes unread: a reset.
     let term = Terminate::bare(TerminateCode::MPA_CRC_ERROR);
     raw.send_segment(&term.to_segment().unwrap());

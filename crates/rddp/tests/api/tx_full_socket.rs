@@ -7,6 +7,7 @@
 //! Writes all arrive once the peer reads. (One test in this binary: the
 //! `sendmsg` counter is the process's.)
 
+use crate::common;
 use crate::common::held_peer;
 
 use held_peer::{held_peer, sender};
@@ -34,9 +35,9 @@ fn posts_into_a_full_socket_make_no_write_until_it_drains() {
         len: FIRST as u64,
     };
     qp.post_write(0, &src, 0, FIRST as u64, remote, 0).unwrap();
-    // Not a timing check: give the socket time to fill (the Write cannot
-    // complete while the peer reads nothing).
-    std::thread::sleep(Duration::from_millis(300));
+    // The socket fills: the peer reads nothing, and the Write is longer
+    // than the socket buffers hold.
+    common::wait_until("the socket full", || qp.llp_full());
     assert!(
         cq.poll(1).is_empty(),
         "completed with the peer reading nothing"

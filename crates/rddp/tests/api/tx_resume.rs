@@ -3,6 +3,7 @@
 //! stopped, with no octet copied, and its CRC matches the octets on the wire even
 //! though the application overwrote the region meanwhile.
 
+use crate::common;
 use crate::common::held_peer;
 
 use held_peer::{held_peer, sender};
@@ -27,9 +28,9 @@ fn a_partial_fpdu_resumes_from_the_lease_with_a_crc_over_what_was_sent() {
         len: LEN as u64,
     };
     qp.post_write(1, &src, 0, LEN as u64, remote, 0).unwrap();
-    // Not a timing check: give the socket time to fill (the Write cannot
-    // complete while the peer reads nothing).
-    std::thread::sleep(Duration::from_millis(300));
+    // The socket fills: the peer reads nothing, and the Write is longer
+    // than the socket buffers hold.
+    common::wait_until("the socket full", || qp.llp_full());
     assert!(
         cq.poll(1).is_empty(),
         "completed with the peer reading nothing"

@@ -270,6 +270,20 @@ fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
+/// Whether a TCP socket listens on `port` of this network namespace (any
+/// IPv4 or IPv6 address), from /proc/net/tcp{,6} (state 0A = LISTEN).
+fn listening(port: u16) -> bool {
+    let want = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|t| {
+            t.lines().skip(1).any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() > 3 && cols[1].ends_with(&want) && cols[3] == "0A"
+            })
+        })
+    })
+}
+
 /// Boot once and run `steps` in order; every step's output, by name.
 pub(crate) fn run(mut steps: Vec<Step>) -> Run {
     let t0 = Instant::now();
@@ -282,6 +296,8 @@ pub(crate) fn run(mut steps: Vec<Step>) -> Run {
     let mut script = String::new();
     let mut fwds = Vec::new();
     let mut before: HashMap<String, (Proc, Option<proxy::Proxy>)> = HashMap::new();
+    // The port each host server started before the boot listens on.
+    let mut listens: Vec<(String, u16)> = Vec::new();
     // Host clients to start on READY: (command template, forwarded port, guest port, proxy).
     type Ready = (Vec<String>, u16, u16, Option<proxy::Corrupt>);
     let mut on_ready: HashMap<String, Ready> = HashMap::new();
@@ -301,6 +317,7 @@ pub(crate) fn run(mut steps: Vec<Step>) -> Run {
                     visible = p.port;
                 }
                 before.insert(s.name.clone(), (spawn(&cmd), p));
+                listens.push((s.name.clone(), port));
             }
             Host::OnReady(cmd) => {
                 fwds.push(format!("-f{port}:{gport}"));
@@ -330,8 +347,19 @@ pub(crate) fn run(mut steps: Vec<Step>) -> Run {
         }
         guest_limit += s.seconds + 5;
     }
-    // Host servers get a moment to listen.
-    std::thread::sleep(Duration::from_millis(300));
+    // Host servers listen before the guest can reach them (one that exits
+    // first fails its step with its own output).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for (name, port) in &listens {
+        let (p, _) = before.get_mut(name).unwrap();
+        while !listening(*port) && p.child.try_wait().unwrap().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "the host server of {name} not listening on {port} after 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
     let mut qemu = Command::new("bash")
         .arg(repo().join("scripts/interop/run-guest.sh"))
         .arg("-q")

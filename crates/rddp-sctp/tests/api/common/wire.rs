@@ -12,7 +12,6 @@ use rddp_wire::DdpHeader;
 use rddp_wire::sctp::SessionControl;
 use std::collections::BTreeSet;
 use std::process::Command;
-use std::time::Duration;
 
 pub(crate) fn tshark_present() -> bool {
     match Command::new("tshark").arg("-v").output() {
@@ -231,8 +230,6 @@ pub(crate) fn session(
     });
     let mut sent: Vec<OutChunk> = a.take_recorded();
     sent.extend(b.take_recorded());
-    // Let the last SACKs cross before the capture ends.
-    std::thread::sleep(Duration::from_millis(300));
     sent
 }
 

@@ -82,3 +82,16 @@ pub(crate) fn poll_event<T>(qp: &QueuePair, f: impl Fn(&AsyncEvent) -> Option<T>
     }
     None
 }
+
+/// Wait until `f` holds, looking every millisecond; fails the test naming
+/// `what` after 20 s (a bound, not a pace: a loaded machine takes longer).
+pub(crate) fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not within 20 s: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}

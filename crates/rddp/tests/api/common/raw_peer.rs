@@ -143,6 +143,37 @@ impl RawPeer {
         self.sock.write_all(bytes).unwrap();
     }
 
+    /// Read FPDUs until the DDP segments received so far satisfy `enough`;
+    /// fails the test naming `what` if they do not within 20 s (a bound, not
+    /// a pace) or the connection ends first.
+    pub(crate) fn read_until(
+        &mut self,
+        what: &str,
+        enough: impl Fn(&[Vec<u8>]) -> bool,
+    ) -> Vec<Vec<u8>> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut segs = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !enough(&segs) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "not within 20 s: {what}; got {segs:02x?}");
+            self.sock.set_read_timeout(Some(left)).unwrap();
+            match self.sock.read(&mut buf) {
+                Ok(0) => panic!("closed before {what}; got {segs:02x?}"),
+                Ok(n) => {
+                    if let Err(e) = self.dec.feed(&buf[..n], &mut segs) {
+                        panic!("{e} before {what}; got {segs:02x?}");
+                    }
+                }
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(e) => panic!("{e} before {what}; got {segs:02x?}"),
+            }
+        }
+        segs
+    }
+
     /// Read FPDUs until the connection closes or `timeout` passes; returns the DDP
     /// segments received and whether the peer closed.
     pub(crate) fn read_all(&mut self, timeout: Duration) -> (Vec<Vec<u8>>, bool) {
