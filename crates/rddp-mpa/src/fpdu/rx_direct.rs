@@ -516,7 +516,9 @@ impl Input {
     /// octets at `start` of `region`'s application memory (`readv(2)`, with
     /// `tail` octets into the read-ahead, as [`Self::payload`]), and into
     /// `digest` the octets placed, loaded back from where they now lie (after
-    /// the read, under the same hold of the registration). An application
+    /// the read, under the same hold of the registration), if `digest` is
+    /// given (CRCs negotiated: without them nothing reads the octets back, and
+    /// the payload costs no pass in user space at all). An application
     /// that changes its receive buffer while a Write lands there makes the
     /// CRC fail (a Terminate), as its octets would be undefined anyway (RFC
     /// 5044 §4: the CRC covers the octets placed). `None`, nothing read: no
@@ -529,7 +531,7 @@ impl Input {
         start: usize,
         want: usize,
         tail: usize,
-        digest: &mut Crc32c,
+        mut digest: Option<&mut Crc32c>,
     ) -> Option<Result<usize, Halt>> {
         if self.has_buffered() {
             return None;
@@ -546,9 +548,9 @@ impl Input {
                     return None;
                 }
                 let got = a.readv_fd(fd, start, want, ahead);
-                if let Ok(n) = got {
+                if let (Ok(n), Some(d)) = (&got, digest.as_deref_mut()) {
                     // Inside: `readv_fd` checked the range.
-                    let _ = a.scan(start, n.min(want), |c| digest.update(c));
+                    let _ = a.scan(start, (*n).min(want), |c| d.update(c));
                 }
                 Some(got)
             });
@@ -1094,11 +1096,13 @@ impl FpduReceiver {
             Sink::Engine(Target::Region { region, offset, .. }) => {
                 let region = region.clone();
                 let start = offset + at;
+                let crc_on = self.cfg.crc;
                 let (input, digest) = (&mut self.input, &mut self.digest);
                 let direct = if region.is_app_memory() {
                     // Application memory is never borrowed (rddp-appmem): the
                     // kernel reads into it, and the CRC is computed over the
                     // octets loaded back from it (`Input::payload_app`).
+                    let digest = crc_on.then_some(&mut *digest);
                     input.payload_app(src, &region, start, want, tail, digest)
                 } else {
                     None

@@ -33,7 +33,9 @@ fn stream(id: u32) -> RdmapStream {
 /// end, the Terminate sent, the memory's octets, the octets copied and placed
 /// straight from the socket. `corrupt`: flip a payload octet of one FPDU in
 /// the middle (its CRC then fails). `capture`: read through a `Recorded`.
+/// `crc`: CRCs negotiated (without them the octets are not read back).
 fn write_into_app_memory(
+    crc: bool,
     markers: bool,
     corrupt: bool,
     capture: bool,
@@ -61,7 +63,7 @@ fn write_into_app_memory(
             fence: false,
         },
     );
-    let mut enc = FpduEncoder::new(true, markers);
+    let mut enc = FpduEncoder::new(crc, markers);
     let mut fpdus = Vec::new();
     while let Some(seg) = a.poll_segment() {
         let mut w = Vec::new();
@@ -88,7 +90,7 @@ fn write_into_app_memory(
     let (sock, _) = l.accept().unwrap();
     let mut rx = FpduReceiver::new(
         RxConfig {
-            crc: true,
+            crc,
             markers,
             max_ulpdu: MULPDU,
             expect_rtr: None,
@@ -119,21 +121,15 @@ fn write_into_app_memory(
 
 #[test]
 fn a_write_into_application_memory_is_read_straight_into_it() {
-    for markers in [false, true] {
+    for (crc, markers) in [(true, false), (true, true), (false, false), (false, true)] {
+        let what = format!("crc {crc} markers {markers}");
         let (got, term, octets, data, copied, placed) =
-            write_into_app_memory(markers, false, false);
-        assert_eq!(
-            got,
-            Progress::Eof { at_boundary: true },
-            "markers {markers}"
-        );
-        assert_eq!(term, None, "markers {markers}");
-        assert!(octets == data, "markers {markers}: the Write's octets");
-        assert_eq!(copied, 0, "markers {markers}: payload octets copied");
-        assert_eq!(
-            placed, LEN as u64,
-            "markers {markers}: placed from the socket"
-        );
+            write_into_app_memory(crc, markers, false, false);
+        assert_eq!(got, Progress::Eof { at_boundary: true }, "{what}");
+        assert_eq!(term, None, "{what}");
+        assert!(octets == data, "{what}: the Write's octets");
+        assert_eq!(copied, 0, "{what}: payload octets copied");
+        assert_eq!(placed, LEN as u64, "{what}: placed from the socket");
     }
 }
 
@@ -143,7 +139,8 @@ fn a_write_into_application_memory_is_read_straight_into_it() {
 #[test]
 fn a_bad_crc_into_application_memory_is_caught() {
     for markers in [false, true] {
-        let (got, term, octets, data, copied, _) = write_into_app_memory(markers, true, false);
+        let (got, term, octets, data, copied, _) =
+            write_into_app_memory(true, markers, true, false);
         assert_eq!(got, Progress::Stopped, "markers {markers}");
         assert_eq!(
             term,
@@ -159,7 +156,7 @@ fn a_bad_crc_into_application_memory_is_caught() {
 /// read into scratch and copied into application memory, every octet counted.
 #[test]
 fn through_a_capture_application_memory_is_copied_and_counted() {
-    let (got, term, octets, data, copied, placed) = write_into_app_memory(false, false, true);
+    let (got, term, octets, data, copied, placed) = write_into_app_memory(true, false, false, true);
     assert_eq!(got, Progress::Eof { at_boundary: true });
     assert_eq!(term, None);
     assert!(octets == data, "the Write's octets");
