@@ -43,9 +43,17 @@
 //!    Pointer arithmetic uses `wrapping_add` (application memory is not a Rust
 //!    allocation, and may span several mappings); only the accesses themselves
 //!    need the octets to be there, which invariant 1 guarantees.
-//! 6. **System calls get the raw pointer.** [`AppMem::read_fd`] and
-//!    [`AppMem::send_fd`] hand the kernel the address and length of a checked
-//!    range; the kernel copies as a device would, outside Rust's memory model.
+//! 6. **System calls get the raw pointer.** [`AppMem::read_fd`],
+//!    [`AppMem::readv_fd`] and [`AppMem::send_fd`] hand the kernel the address
+//!    and length of a checked range; the kernel copies as a device would,
+//!    outside Rust's memory model. [`AppMem::readv_fd`] (a receive straight
+//!    into the registration) keeps invariant 4 all the same: the kernel writes
+//!    all of the range but its last octet, which it reads into the method's own
+//!    octet, stored afterwards with `Release`.
+//! 7. **Octets are looked at in copies.** [`AppMem::scan`] (a CRC over octets
+//!    placed by the kernel) loads the range in pieces into a buffer on its
+//!    own stack (invariant 3's relaxed loads) and shows the caller that buffer,
+//!    never the application memory.
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -55,6 +63,11 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 const WORD: usize = size_of::<usize>();
+/// Octets [`AppMem::scan`] loads at a time: a stack buffer half a first-level
+/// data cache long (those of x86-64 cores hold 32 KiB or more), so it stays
+/// there, and long enough that a folding CRC's set-up and final reduction,
+/// paid once a piece, stay small beside the octets.
+pub const SCAN_CHUNK: usize = 16 << 10;
 
 /// Why a copy was refused. Nothing was copied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -231,6 +244,84 @@ impl AppMem {
         // `fd` is an error return, not a write.
         let n = unsafe { libc::read(fd.as_raw_fd(), dst.cast(), len) };
         usize::try_from(n).map_err(|_| io::Error::last_os_error())
+    }
+
+    /// `readv(2)` from `fd` into `len` octets at `offset` then into `tail`
+    /// (the caller's own octets, e.g. what follows a payload on the wire): the
+    /// number of octets read, as `readv(2)` returns it; the first
+    /// `min(n, len)` of them are in the range, the rest at the start of `tail`.
+    /// The kernel writes the range but its last octet (invariant 6); that octet
+    /// is read into this method's own octet and, if the read reached it,
+    /// stored last with `Release` (invariant 4: an application that polls the
+    /// last octet of the range sees the octets before it once it changes). A
+    /// range outside or a read-only registration (with `len > 0`) is
+    /// `InvalidInput`, with nothing read.
+    pub fn readv_fd(
+        &self,
+        fd: BorrowedFd<'_>,
+        offset: usize,
+        len: usize,
+        tail: &mut [u8],
+    ) -> io::Result<usize> {
+        let dst = self.writable_range(offset, len)?;
+        let body = len.saturating_sub(1);
+        let mut last = 0u8;
+        let iov = [
+            libc::iovec {
+                iov_base: dst.cast(),
+                iov_len: body,
+            },
+            libc::iovec {
+                iov_base: (&raw mut last).cast(),
+                iov_len: len - body,
+            },
+            libc::iovec {
+                iov_base: tail.as_mut_ptr().cast(),
+                iov_len: tail.len(),
+            },
+        ];
+        // SAFETY: the kernel writes at most `body` octets at `dst` (a checked,
+        // writable range of the registration, valid while `self` lives), at
+        // most one into `last` and at most `tail.len()` into `tail` (both
+        // ours, live for the call); a bad `fd` is an error return, not a
+        // write.
+        let n = unsafe { libc::readv(fd.as_raw_fd(), iov.as_ptr(), 3) };
+        let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
+        if len > 0 && n >= len {
+            // SAFETY: the last octet of the checked, writable range; an
+            // `AtomicU8` has no alignment requirement. Accessed atomically.
+            let at = unsafe { AtomicU8::from_ptr(dst.wrapping_add(body)) };
+            at.store(last, Ordering::Release);
+        }
+        Ok(n)
+    }
+
+    /// Show `f` the `len` octets at `offset`, in order, in pieces of at most
+    /// [`SCAN_CHUNK`] octets loaded with relaxed atomic loads into a buffer of
+    /// this call's (invariant 7): e.g. a CRC over octets the kernel placed. What
+    /// `f` sees is what the loads found; an application changing those octets
+    /// meanwhile makes them unspecified, not undefined. Refused, with `f`
+    /// never called, if the range is not inside.
+    pub fn scan(
+        &self,
+        offset: usize,
+        len: usize,
+        mut f: impl FnMut(&[u8]),
+    ) -> Result<(), AppMemError> {
+        let src = self.range(offset, len)?;
+        let mut buf = [0u8; SCAN_CHUNK];
+        let mut done = 0;
+        while done < len {
+            let k = (len - done).min(SCAN_CHUNK);
+            let chunk = &mut buf[..k];
+            // SAFETY: `[src + done, src + done + k)` is inside the checked
+            // range, readable while `self` lives (invariant 1); `chunk` is this
+            // call's own buffer (invariant 2).
+            unsafe { load_relaxed(src.wrapping_add(done), chunk) };
+            f(chunk);
+            done += k;
+        }
+        Ok(())
     }
 
     /// `send(2)` up to `len` octets at `offset` to the socket `fd`, with

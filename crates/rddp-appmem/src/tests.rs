@@ -234,6 +234,116 @@ fn system_calls_copy_straight_to_and_from_the_range() {
     y.flush().expect("flush");
 }
 
+/// `readv(2)` straight into the range and on into the caller's tail: short
+/// reads leave the range's last octet alone, a read that reaches it stores it,
+/// and a bad range or a read-only registration reads nothing (Miri does not
+/// run the system call).
+#[cfg_attr(miri, ignore)]
+#[test]
+fn readv_fills_the_range_then_the_tail() {
+    use std::io::{Read, Write};
+    use std::os::fd::AsFd;
+    use std::os::unix::net::UnixStream;
+
+    let f = Foreign::new(16, 0xee);
+    let m = f.mem(true);
+    let (mut x, y) = UnixStream::pair().expect("socketpair");
+    let mut tail = [0u8; 4];
+
+    // Only part of the range has come: its last octet is not touched.
+    x.write_all(b"abc").expect("write");
+    assert_eq!(m.readv_fd(y.as_fd(), 2, 5, &mut tail).expect("read"), 3);
+    assert_eq!(
+        m.to_vec(0, 8).expect("in range"),
+        b"\xee\xeeabc\xee\xee\xee"
+    );
+    // One octet short of the range's end, then the rest and the tail.
+    x.write_all(b"d").expect("write");
+    assert_eq!(m.readv_fd(y.as_fd(), 5, 2, &mut tail).expect("read"), 1);
+    assert_eq!(m.to_vec(6, 1).expect("in range"), [0xee]);
+    x.write_all(b"eCRC!extra").expect("write");
+    assert_eq!(m.readv_fd(y.as_fd(), 6, 1, &mut tail).expect("read"), 5);
+    assert_eq!(m.to_vec(0, 8).expect("in range"), b"\xee\xeeabcde\xee");
+    assert_eq!(&tail, b"CRC!");
+    // A range of no octets reads the tail alone.
+    assert_eq!(m.readv_fd(y.as_fd(), 16, 0, &mut tail).expect("read"), 4);
+    assert_eq!(&tail, b"extr");
+
+    let e = m
+        .readv_fd(y.as_fd(), 14, 3, &mut tail)
+        .expect_err("outside");
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    let e = f
+        .mem(false)
+        .readv_fd(y.as_fd(), 0, 1, &mut tail)
+        .expect_err("read-only");
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    // Nothing was consumed by the refusals.
+    let mut rest = [0u8; 1];
+    (&y).read_exact(&mut rest).expect("read");
+    assert_eq!(&rest, b"a");
+    assert_eq!(f.snapshot()[14..], [0xee, 0xee]);
+}
+
+/// A scan shows exactly the range's octets, in order, in pieces of at most
+/// `SCAN_CHUNK` (a CRC fed piece by piece equals one over the whole), for
+/// ranges around the chunk size and at every unaligned start; a range not
+/// inside is refused before `f` is called. Pure Rust: runs under Miri.
+#[test]
+fn scan_shows_the_range_in_chunks() {
+    let size = SCAN_CHUNK + 2 * WORD + 3;
+    let f = Foreign::new(size, 0);
+    let m = f.mem(true);
+    let whole = pattern(size, 5);
+    m.write(0, &whole).expect("in range");
+    let lens = [
+        0,
+        1,
+        WORD + 1,
+        SCAN_CHUNK - 1,
+        SCAN_CHUNK,
+        SCAN_CHUNK + WORD + 1,
+    ];
+    for off in 0..WORD {
+        for len in lens {
+            let mut seen = Vec::new();
+            let mut pieces = 0;
+            m.scan(off, len, |c| {
+                assert!(!c.is_empty() && c.len() <= SCAN_CHUNK);
+                seen.extend_from_slice(c);
+                pieces += 1;
+            })
+            .expect("in range");
+            assert_eq!(seen, whole[off..off + len], "offset {off} length {len}");
+            assert_eq!(pieces, len.div_ceil(SCAN_CHUNK));
+        }
+    }
+    let mut called = false;
+    assert_eq!(
+        m.scan(size - 1, 2, |_| called = true),
+        Err(AppMemError::OutOfRange {
+            offset: size - 1,
+            len: 2,
+            size
+        })
+    );
+    assert_eq!(
+        m.scan(usize::MAX, 1, |_| called = true),
+        Err(AppMemError::OutOfRange {
+            offset: usize::MAX,
+            len: 1,
+            size
+        })
+    );
+    assert!(!called);
+    // A read-only registration may be scanned.
+    let mut n = 0;
+    f.mem(false)
+        .scan(0, size, |c| n += c.len())
+        .expect("readable");
+    assert_eq!(n, size);
+}
+
 /// (Not under Miri, which reports the leak, as it should.)
 #[cfg_attr(miri, ignore)]
 #[test]

@@ -9,9 +9,13 @@
 //!    where the payload goes;
 //! 3. reads the payload straight into that place: a region range (the region
 //!    locked for each single `read` call), or the engine's receive buffer
-//!    ([`Placer::with_buffers`], one `read` per call);
+//!    ([`Placer::with_buffers`], one `read` per call); application memory
+//!    (a verbs `ibv_reg_mr`, never borrowed) by `readv(2)` into it through the
+//!    source's descriptor ([`Peek::read_fd`]), or, from a source without one,
+//!    into scratch and copied (counted);
 //! 4. reads PAD and CRC and checks the CRC over the octets where they now lie
-//!    (RFC 5044 §4.4; computed as each read lands, under the same lock);
+//!    (RFC 5044 §4.4; computed as each read lands, under the same lock; for
+//!    application memory over the octets loaded back from it);
 //! 5. [`Placer::finish`]`(crc_ok)`: only now is anything delivered.
 //!
 //! The engine is a [`Placer`]; the product's is [`RdmapPlacer`], an
@@ -46,7 +50,7 @@
 
 use crate::setup::Rtr;
 use rddp_proto::ddp::{Begin, StreamError, Target};
-use rddp_proto::mem::MemoryTable;
+use rddp_proto::mem::{MemoryTable, Region};
 use rddp_proto::rdmap::RdmapStream;
 use rddp_wire::ddp::{TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
 use rddp_wire::mpa::check;
@@ -55,6 +59,7 @@ use rddp_wire::mpa::{MAX_ULPDU, MIN_ULPDU, MPA_CRC_LEN, MPA_HDR_LEN, pad_len};
 use rddp_wire::read_request::READ_REQ_HDR_LEN;
 use rddp_wire::{Crc32c, DdpControl, Opcode, RdmapControl, TerminateCode, WireError};
 use std::io::{self, IoSliceMut, Read};
+use std::os::fd::{AsFd, BorrowedFd};
 
 mod batch;
 mod lone;
@@ -215,17 +220,82 @@ impl Placer for RdmapPlacer<'_> {
 pub trait Peek {
     /// As `read`, but the octets stay in the source, to be read again.
     fn peek(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+
+    /// Make `read`, a read from the source's own descriptor, as one of the
+    /// source's reads (counted as it counts them): how a payload bound for
+    /// application memory is read straight into it (`readv(2)` there, no copy
+    /// in user space). `None`, with `read` not called: the source has no
+    /// descriptor whose reads are all its reads (an in-memory source; a
+    /// capture, which must see every octet); such payloads are then read into
+    /// scratch and copied into place.
+    fn read_fd(
+        &mut self,
+        read: &mut dyn FnMut(BorrowedFd<'_>) -> io::Result<usize>,
+    ) -> Option<io::Result<usize>> {
+        let _ = read;
+        None
+    }
 }
 
 impl Peek for &std::net::TcpStream {
     fn peek(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         std::net::TcpStream::peek(self, buf)
     }
+
+    fn read_fd(
+        &mut self,
+        read: &mut dyn FnMut(BorrowedFd<'_>) -> io::Result<usize>,
+    ) -> Option<io::Result<usize>> {
+        Some(read(self.as_fd()))
+    }
 }
 
+/// A capture sees what its source read into the capture's buffers: it has no
+/// descriptor to lend ([`Peek::read_fd`] is `None`).
 impl<R: Peek, F> Peek for Recorded<R, F> {
     fn peek(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.inner.peek(buf)
+    }
+}
+
+/// What a receive step reads from: a [`Read`], and [`Peek::read_fd`] where the
+/// source has it ([`FpduReceiver::drive_buffered`]'s), else nothing
+/// ([`FpduReceiver::drive`]'s, through [`NoFd`]).
+trait Source: Read {
+    fn read_fd(
+        &mut self,
+        read: &mut dyn FnMut(BorrowedFd<'_>) -> io::Result<usize>,
+    ) -> Option<io::Result<usize>>;
+}
+
+impl<R: Read + Peek> Source for R {
+    fn read_fd(
+        &mut self,
+        read: &mut dyn FnMut(BorrowedFd<'_>) -> io::Result<usize>,
+    ) -> Option<io::Result<usize>> {
+        Peek::read_fd(self, read)
+    }
+}
+
+/// A plain [`Read`] as a [`Source`] without a descriptor.
+struct NoFd<'a, R>(&'a mut R);
+
+impl<R: Read> Read for NoFd<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf)
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        self.0.read_vectored(bufs)
+    }
+}
+
+impl<R: Read> Source for NoFd<'_, R> {
+    fn read_fd(
+        &mut self,
+        _: &mut dyn FnMut(BorrowedFd<'_>) -> io::Result<usize>,
+    ) -> Option<io::Result<usize>> {
+        None
     }
 }
 
@@ -441,6 +511,71 @@ impl Input {
         (self.lo, self.hi) = (0, n - placed);
         Ok((placed, false))
     }
+
+    /// Payload octets straight from the source's descriptor into `want`
+    /// octets at `start` of `region`'s application memory (`readv(2)`, with
+    /// `tail` octets into the read-ahead, as [`Self::payload`]), and into
+    /// `digest` the octets placed, loaded back from where they now lie (after
+    /// the read, under the same hold of the registration), if `digest` is
+    /// given (CRCs negotiated: without them nothing reads the octets back, and
+    /// the payload costs no pass in user space at all). An application
+    /// that changes its receive buffer while a Write lands there makes the
+    /// CRC fail (a Terminate), as its octets would be undefined anyway (RFC
+    /// 5044 §4: the CRC covers the octets placed). `None`, nothing read: no
+    /// descriptor, octets already read ahead (copied from there instead), a
+    /// read-only or ended registration; the caller reads through scratch.
+    fn payload_app(
+        &mut self,
+        src: &mut impl Source,
+        region: &Region,
+        start: usize,
+        want: usize,
+        tail: usize,
+        mut digest: Option<&mut Crc32c>,
+    ) -> Option<Result<usize, Halt>> {
+        if self.has_buffered() {
+            return None;
+        }
+        if self.drained {
+            return Some(Err(Halt::Block));
+        }
+        let k = tail.min(AHEAD);
+        let ahead = &mut self.ahead[..k];
+        let gone = std::cell::Cell::new(false);
+        let mut read = |fd: BorrowedFd<'_>| {
+            let got = region.with_app_memory(|a| {
+                if !a.is_writable() {
+                    return None;
+                }
+                let got = a.readv_fd(fd, start, want, ahead);
+                if let (Ok(n), Some(d)) = (&got, digest.as_deref_mut()) {
+                    // Inside: `readv_fd` checked the range.
+                    let _ = a.scan(start, (*n).min(want), |c| d.update(c));
+                }
+                Some(got)
+            });
+            got.flatten().unwrap_or_else(|| {
+                gone.set(true);
+                Ok(0)
+            })
+        };
+        let n = loop {
+            match src.read_fd(&mut read)? {
+                _ if gone.get() => return None,
+                Ok(0) => return Some(Err(Halt::Eof)),
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(Err(Halt::Block)),
+                Err(e) => return Some(Err(Halt::Io(e))),
+            }
+        };
+        // Short as for `payload`: the payload's part came short, or the read
+        // went on into the tail and stopped there.
+        self.drained = self.stream && n < want + k && n != want;
+        let placed = n.min(want);
+        (self.lo, self.hi) = (0, n - placed);
+        Some(Ok(placed))
+    }
 }
 
 fn halt_to_io(h: Halt) -> io::Error {
@@ -496,7 +631,8 @@ pub struct FpduReceiver {
     /// Lone small Sends seen in a row (`rx_direct/lone.rs`).
     lone: lone::Lone,
     /// Where a payload bound for application memory is read first, then
-    /// stored from (reused: its allocation).
+    /// stored from, when it cannot be read straight into it (reused: its
+    /// allocation).
     app_scratch: Vec<u8>,
 }
 
@@ -577,9 +713,13 @@ impl FpduReceiver {
     }
 
     /// Payload octets copied into their place in user space: those that
-    /// arrived before FPDU mode (the setup's leftover), and those of the one
+    /// arrived before FPDU mode (the setup's leftover), those of the one
     /// read of a lone Send (`rx_direct/lone.rs`: its payload, after its
-    /// checks, or what a miss read), the only ones this receiver copies.
+    /// checks, or what a miss read), and those stored into application memory
+    /// from scratch (a source without a descriptor, a batch of small FPDUs),
+    /// the only ones this receiver copies. A read straight into application
+    /// memory is not a copy (the kernel writes there); the one octet it stores
+    /// itself to keep rddp-appmem's "last octet last" is not counted.
     pub fn copied_octets(&self) -> u64 {
         self.input.copied
     }
@@ -676,7 +816,7 @@ impl FpduReceiver {
     /// connection is lost; nothing of the current FPDU was delivered).
     pub fn drive(&mut self, src: &mut impl Read, engine: &mut impl Placer) -> io::Result<Progress> {
         self.input.drained = false;
-        self.run(|rx| rx.step(src, engine))
+        self.run(|rx| rx.step(&mut NoFd(&mut *src), engine))
     }
 
     /// Make steps until one halts.
@@ -761,7 +901,7 @@ impl FpduReceiver {
     }
 
     /// One unit of progress (a Marker, header, payload, PAD or CRC read).
-    fn step(&mut self, src: &mut impl Read, engine: &mut impl Placer) -> Result<(), Halt> {
+    fn step(&mut self, src: &mut impl Source, engine: &mut impl Placer) -> Result<(), Halt> {
         if self.st == St::Dead {
             return Err(Halt::Dead);
         }
@@ -939,7 +1079,7 @@ impl FpduReceiver {
 
     fn read_payload(
         &mut self,
-        src: &mut impl Read,
+        src: &mut impl Source,
         engine: &mut impl Placer,
         room: usize,
     ) -> Result<(), Halt> {
@@ -956,24 +1096,39 @@ impl FpduReceiver {
             Sink::Engine(Target::Region { region, offset, .. }) => {
                 let region = region.clone();
                 let start = offset + at;
+                let crc_on = self.cfg.crc;
                 let (input, digest) = (&mut self.input, &mut self.digest);
-                let (n, copied) = if region.is_app_memory() {
-                    // Application memory is never borrowed (rddp-appmem): read
-                    // into scratch, then the octets read stored into it (those
-                    // only: one copy, never the region whole).
-                    // The scratch keeps its length: zeroed only where it grows.
+                let direct = if region.is_app_memory() {
+                    // Application memory is never borrowed (rddp-appmem): the
+                    // kernel reads into it, and the CRC is computed over the
+                    // octets loaded back from it (`Input::payload_app`).
+                    let digest = crc_on.then_some(&mut *digest);
+                    input.payload_app(src, &region, start, want, tail, digest)
+                } else {
+                    None
+                };
+                let (n, copied) = if let Some(got) = direct {
+                    (got?, false)
+                } else if region.is_app_memory() {
+                    // No descriptor, octets read ahead, or a registration
+                    // ended or read-only: read into scratch, then the octets
+                    // read stored into it (those only: one copy, counted,
+                    // never the region whole). The scratch keeps its length:
+                    // zeroed only where it grows.
                     let mut scratch = std::mem::take(&mut self.app_scratch);
                     if scratch.len() < want {
                         scratch.resize(want, 0);
                     }
                     let got = input.payload(src, &mut scratch[..want], tail);
-                    if let Ok((n, _)) = got {
+                    if let Ok((n, from_ahead)) = got {
                         digest.update(&scratch[..n]);
                         // An ended registration takes nothing, as any copy.
-                        let _ = region.write_at(start, &scratch[..n]);
+                        if region.write_at(start, &scratch[..n]) && !from_ahead {
+                            input.copied += n as u64;
+                        }
                     }
                     self.app_scratch = scratch;
-                    got?
+                    (got?.0, true)
                 } else {
                     // The region's own lock, for this one read (never across a
                     // wait: a non-blocking source returns at once).

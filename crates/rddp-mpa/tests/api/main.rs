@@ -10,6 +10,7 @@ mod common;
 mod errors;
 mod loopback;
 mod recv_buffer;
+mod rx_app_direct;
 mod rx_batch_diff;
 mod rx_batched;
 mod rx_continued;

@@ -361,6 +361,18 @@ impl Region {
         }
     }
 
+    /// Run `f` over the application memory, held against the end of the
+    /// registration for the call (a receive straight from a socket into it,
+    /// `AppMem::readv_fd`). `None`, with `f` not called: memory the stack
+    /// owns, or a registration that has ended. Copies made through `f` are
+    /// not counted in [`Self::app_octets_read`].
+    pub fn with_app_memory<R>(&self, f: impl FnOnce(&AppMem) -> R) -> Option<R> {
+        match &self.mem {
+            Mem::Owned(_) => None,
+            Mem::App(m) => Self::app(m).as_ref().map(f),
+        }
+    }
+
     /// Octets copied out of application memory through this region so far
     /// (transmits, local reads, the bounce copies of [`Self::data`],
     /// [`Self::data_mut`] and [`Self::fill_at`]); 0 for memory the stack

@@ -30,7 +30,7 @@ use rddp_wire::TerminateCode;
 use std::cell::RefCell;
 use std::io::{self, IoSliceMut, Read};
 use std::net::TcpStream;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -147,6 +147,16 @@ impl Peek for Counted<'_> {
     fn peek(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let r = self.sock.peek(buf);
         self.counted(r)
+    }
+
+    /// The socket's own descriptor: payloads bound for application memory are
+    /// read straight into it (each such read counted as any other).
+    fn read_fd(
+        &mut self,
+        read: &mut dyn FnMut(BorrowedFd<'_>) -> io::Result<usize>,
+    ) -> Option<io::Result<usize>> {
+        let r = read(self.sock.as_fd());
+        Some(self.counted(r))
     }
 }
 

@@ -357,7 +357,8 @@ impl FpduReceiver {
         let ra = &mut self.input.ra[..end];
         // Application memory is never borrowed (rddp-appmem): its payloads
         // are read into the caller's buffer, then copied into it, each one's
-        // own octets (Region::data_mut would copy the whole region, twice).
+        // own octets (Region::data_mut would copy the whole region, twice),
+        // counted as copied.
         let app = region.filter(|r| r.is_app_memory());
         let mut data = region.filter(|r| !r.is_app_memory()).map(|r| r.data_mut());
         let mut f = |bufs: &mut [&mut [u8]]| {
@@ -383,7 +384,9 @@ impl FpduReceiver {
                             let payload = &self.input.ra[it.payload_at..it.payload_end];
                             // An ended registration takes nothing, as for
                             // any copy into it.
-                            let _ = r.write_at(*offset, payload);
+                            if r.write_at(*offset, payload) {
+                                self.input.copied += payload.len() as u64;
+                            }
                         }
                     }
                 }
