@@ -607,7 +607,7 @@ pub struct FpduReceiver {
     st: St,
     /// An FPDU has started (a leading Marker or its first octet was seen).
     in_fpdu: bool,
-    digest: Crc32c,
+    digest: Digest,
     marker: [u8; MARKER_LEN],
     marker_have: usize,
     /// Offset of the current FPDU's ULPDU_Length field.
@@ -650,6 +650,41 @@ impl Default for FpduReceiver {
     }
 }
 
+/// The running CRC32c of the FPDU being read (RFC 5044 §4.4), or nothing at
+/// all on a connection that negotiated no CRC: its CRC field is not checked
+/// (RFC 5044 §4.4, §7.1.2), so computing one would only pass over every
+/// octet once more.
+#[derive(Debug)]
+struct Digest(Option<Crc32c>);
+
+impl Digest {
+    fn new(crc: bool) -> Self {
+        Self(crc.then(Crc32c::new))
+    }
+
+    fn update(&mut self, octets: &[u8]) {
+        if let Some(c) = &mut self.0 {
+            c.update(octets);
+        }
+    }
+
+    fn reset(&mut self) {
+        if let Some(c) = &mut self.0 {
+            c.reset();
+        }
+    }
+
+    /// The CRC so far; 0 without one (never compared then).
+    fn finalize(&self) -> u32 {
+        self.0.as_ref().map_or(0, Crc32c::finalize)
+    }
+
+    /// The running CRC, when there is one, for a caller that feeds it itself.
+    fn running(&mut self) -> Option<&mut Crc32c> {
+        self.0.as_mut()
+    }
+}
+
 impl FpduReceiver {
     /// A receiver at the start of FPDU mode (SeqStart); `leftover`: octets the
     /// setup read past its last frame (they are the first FPDU octets).
@@ -667,7 +702,7 @@ impl FpduReceiver {
             seq: 0,
             st: St::Head,
             in_fpdu: false,
-            digest: Crc32c::new(),
+            digest: Digest::new(cfg.crc),
             marker: [0; MARKER_LEN],
             marker_have: 0,
             len_off: 0,
@@ -1096,14 +1131,12 @@ impl FpduReceiver {
             Sink::Engine(Target::Region { region, offset, .. }) => {
                 let region = region.clone();
                 let start = offset + at;
-                let crc_on = self.cfg.crc;
                 let (input, digest) = (&mut self.input, &mut self.digest);
                 let direct = if region.is_app_memory() {
                     // Application memory is never borrowed (rddp-appmem): the
                     // kernel reads into it, and the CRC is computed over the
                     // octets loaded back from it (`Input::payload_app`).
-                    let digest = crc_on.then_some(&mut *digest);
-                    input.payload_app(src, &region, start, want, tail, digest)
+                    input.payload_app(src, &region, start, want, tail, digest.running())
                 } else {
                     None
                 };
