@@ -62,10 +62,13 @@ trap cleanup EXIT
   >"$OUT/target.jsonl" 2>"$OUT/target.err" &
 TARGET=$!
 ADDR=""; PERF=""
-for _ in $(seq 100); do
+# Until it says where it listens, or exits: a debug build on a loaded machine
+# may take many seconds to start (10 s was once too few), so 120 s at most.
+for _ in $(seq 1200); do
   ADDR=$(sed -n 's/.*"event":"listening","addr":"\([^"]*\)".*/\1/p' "$OUT/target.jsonl" | head -1)
   PERF=$(sed -n 's/.*"event":"perf_listening","addr":"\([^"]*\)".*/\1/p' "$OUT/target.jsonl" | head -1)
   [ -n "$ADDR" ] && [ -n "$PERF" ] && break
+  kill -0 "$TARGET" 2>/dev/null || break
   sleep 0.1
 done
 [ -n "$PERF" ] || { echo "hostile: the target did not start" >&2; cat "$OUT/target.err" >&2; exit 2; }

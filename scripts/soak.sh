@@ -75,7 +75,12 @@ if [ -n "$FAULTS" ]; then
     --duration "$((${DURATION%.*} + 300))" --stats "$OUT/bridge.json" --ready "$OUT/bridge.ready" \
     $FAULTS 2>"$OUT/bridge.err"
   BRIDGE=$FT_LAST
-  for _ in $(seq 100); do [ -e "$OUT/bridge.ready" ] && break; sleep 0.1; done
+  # A loaded machine may take many seconds to start it: 120 s at most.
+  for _ in $(seq 1200); do
+    [ -e "$OUT/bridge.ready" ] && break
+    kill -0 "$BRIDGE" 2>/dev/null || break
+    sleep 0.1
+  done
   [ -e "$OUT/bridge.ready" ] || { echo "soak: the bridge did not start" >&2; cat "$OUT/bridge.err" >&2; exit 2; }
   HOST=$IP_B
   IN_S=(ip netns exec "$NS_B"); IN_C=(ip netns exec "$NS_A")
@@ -86,9 +91,12 @@ nice -n 10 ${IN_S[@]+"${IN_S[@]}"} "$RDDP" perf server --listen "$HOST:0" --fore
   --rx-depth 32 --transport "$TRANSPORT" --stall-secs "$STALL" >"$OUT/server.out" 2>"$OUT/server.err" &
 SERVER=$!
 ADDR=""
-for _ in $(seq 100); do
+# Until it says where it listens, or exits (120 s at most: a debug build on a
+# loaded machine may take many seconds to start).
+for _ in $(seq 1200); do
   ADDR=$(sed -n 's/.*listening on \([0-9.]*:[0-9]*\).*/\1/p' "$OUT/server.err" | head -1)
   [ -n "$ADDR" ] && break
+  kill -0 "$SERVER" 2>/dev/null || break
   sleep 0.1
 done
 [ -n "$ADDR" ] || { echo "soak: the server did not start" >&2; cat "$OUT/server.err" >&2; exit 2; }
