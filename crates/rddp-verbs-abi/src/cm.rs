@@ -1474,6 +1474,21 @@ unsafe fn conn_qp(id: *mut rdma_cm_id, param: *const rdma_conn_param) -> Option<
     qp::by_num(ctx, unsafe { (*param).qp_num })
 }
 
+/// How long the active side holds ESTABLISHED after the MPA Reply (and the
+/// RTR, when one was negotiated), so that the application's first FPDU
+/// reaches a siw responder after it has handed the socket to the queue pair.
+/// RFC 5044 section 7.1.2 (and RFC 6581 after the RTR) lets the initiator
+/// send as soon as it has the Reply, but siw (Linux 6.1) sends its
+/// Reply before it installs the queue pair's (or, waiting for an RTR, the
+/// RTR's) socket callback, and an FPDU that lands in between stays unread
+/// until more data arrives; with an RTR, iw_cm then never sees the
+/// connection established, and siw's close of it stops the kernel at an
+/// iw_cm BUG (docs/interop.md, difference 5). An RTR lost there is read
+/// together with the first FPDU that follows it, so one FPDU after the
+/// window is enough. A delay, not a handshake: nothing on the wire says when
+/// siw's callback is in place. `rddp rping --first-send-delay` waits as long.
+const FIRST_FPDU_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
+
 unsafe extern "C" fn connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
     let Some(state) = id_state(id) else {
         return fail(libc::EINVAL);
@@ -1514,8 +1529,10 @@ unsafe extern "C" fn connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -
             move || match qp::connect_mpa(qu as *mut ibv_qp, dst, opts) {
                 // As the kernel's iw_cm reports a connect reply: the
                 // Reply's private data comes with ESTABLISHED (ofi_rxm
-                // learns its peer's connection index from it).
+                // learns its peer's connection index from it), after
+                // FIRST_FPDU_DELAY.
                 Ok(reply) => {
+                    std::thread::sleep(FIRST_FPDU_DELAY);
                     deliver(idu, 0, ESTABLISHED, 0, reply);
                     watch(idu, qu);
                 }
