@@ -43,8 +43,12 @@ pub(crate) enum Kind {
 pub(crate) struct Live {
     pub(crate) contexts: HashSet<usize>,
     objects: HashMap<usize, (Kind, usize)>,
-    /// Each live MR by its lkey (the data path's SGE lookup).
-    lkeys: HashMap<u32, usize>,
+    /// Each live MR by its PD and lkey (the data path's SGE lookup). An lkey
+    /// is unique within its PD only: each context runs its own rddp device,
+    /// whose STags may repeat another's, so a process that opens the device
+    /// twice (a test, or an application beside librdmacm's own context) has
+    /// equal lkeys in two PDs.
+    lkeys: HashMap<(usize, u32), usize>,
 }
 
 impl Live {
@@ -788,7 +792,8 @@ pub(crate) fn free_context_objects(live: &mut Live, ctx: usize) {
                     free_cq(cq);
                 }
                 Kind::Mr => {
-                    live.lkeys.remove(&(*(p as *mut abi::ibv_mr)).lkey);
+                    let m = &*(p as *mut abi::ibv_mr);
+                    live.lkeys.remove(&(m.pd as usize, m.lkey));
                     mr::free_mr(p);
                 }
                 Kind::Qp => qp::free_qp(p as *mut abi::ibv_qp),

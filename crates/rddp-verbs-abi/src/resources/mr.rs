@@ -184,21 +184,21 @@ unsafe fn register(
         mr,
     }));
     live.objects.insert(p as usize, (Kind::Mr, ctx));
-    live.lkeys.insert(stag, p as usize);
+    live.lkeys.insert((pd as usize, stag), p as usize);
     p.cast()
 }
 
-/// The live MR of `lkey`: its PD and its region (borrowed while the
-/// registry is locked).
-pub(super) fn by_lkey(live: &Live, lkey: u32) -> Option<(*mut ibv_pd, &rddp::MemoryRegion)> {
-    let p = *live.lkeys.get(&lkey)?;
+/// The live MR of `lkey` in `pd`: its region (borrowed while the registry is
+/// locked). An lkey of another PD is none of `pd`'s, as verbs has it.
+pub(super) fn by_lkey(live: &Live, pd: *mut ibv_pd, lkey: u32) -> Option<&rddp::MemoryRegion> {
+    let p = *live.lkeys.get(&(pd as usize, lkey))?;
     if !live.is(p, Kind::Mr) {
         return None;
     }
     // SAFETY: a live MR (the registry is locked for the borrow's lifetime)
-    // is reg_mr's Box<Mr>; `pd` and `mr` are fields C never writes.
+    // is reg_mr's Box<Mr>; `mr` is a field C never writes.
     let m = unsafe { &*(p as *const Mr) };
-    Some((m.ibv.pd, &m.mr))
+    Some(&m.mr)
 }
 
 /// `ibv_reg_mr@IBVERBS_1.1`: the tagged offset of the first octet is `addr`.
@@ -248,7 +248,7 @@ pub(crate) unsafe extern "C" fn dereg_mr(mr: *mut ibv_mr) -> c_int {
         live.objects.remove(&(mr as usize));
         // SAFETY: live until the line above, so reg_mr's Box, taken once.
         let boxed = unsafe { Box::from_raw(mr.cast::<Mr>()) };
-        live.lkeys.remove(&boxed.ibv.lkey);
+        live.lkeys.remove(&(boxed.ibv.pd as usize, boxed.ibv.lkey));
         release_pd(boxed.ibv.pd);
         boxed
     };

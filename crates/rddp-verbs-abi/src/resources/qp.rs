@@ -599,10 +599,7 @@ fn resolve<'a>(
     sge: &ibv_sge,
     write: bool,
 ) -> Option<(&'a MemoryRegion, u64)> {
-    let (pd, region) = mr::by_lkey(live, sge.lkey)?;
-    if pd != q.pd_ptr() {
-        return None;
-    }
+    let region = mr::by_lkey(live, q.pd_ptr(), sge.lkey)?;
     let offset = sge.addr.checked_sub(region.base_to())?;
     let end = offset.checked_add(u64::from(sge.length))?;
     if end > region.len() || (write && !region.access().contains(Access::LOCAL_WRITE)) {
@@ -1036,9 +1033,8 @@ impl Tokens {
                 break;
             }
             let n = rest.len().min(s.length as usize);
-            let placed = mr::by_lkey(&live, s.lkey)
-                .filter(|(pd, _)| *pd as usize == tok.pd)
-                .and_then(|(_, region)| {
+            let placed =
+                mr::by_lkey(&live, tok.pd as *mut abi::ibv_pd, s.lkey).and_then(|region| {
                     let off = s.addr.checked_sub(region.base_to())?;
                     region.write(off, &rest[..n]).ok()
                 });

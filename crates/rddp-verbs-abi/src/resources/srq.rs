@@ -311,9 +311,9 @@ unsafe fn post_one(live: &super::Live, s: &Srq, w: &ibv_recv_wr) -> Result<(), c
         1 if !w.sg_list.is_null() => {
             // SAFETY: one SGE at a non-NULL list (the caller's promise).
             let sge = unsafe { &*w.sg_list };
-            let (pd, region) = mr::by_lkey(live, sge.lkey).ok_or(libc::EINVAL)?;
+            let region = mr::by_lkey(live, s.pd_ptr(), sge.lkey).ok_or(libc::EINVAL)?;
             let offset = sge.addr.checked_sub(region.base_to());
-            let ok = pd == s.pd_ptr() && region.access().contains(Access::LOCAL_WRITE);
+            let ok = region.access().contains(Access::LOCAL_WRITE);
             let Some(offset) = offset.filter(|_| ok) else {
                 return Err(libc::EINVAL);
             };

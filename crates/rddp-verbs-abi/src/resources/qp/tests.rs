@@ -1076,3 +1076,63 @@ fn two_qps_take_their_receives_from_one_srq() {
         assert_eq!(destroy_srq(srq), 0);
     }
 }
+
+/// Two contexts (each its own rddp device) can hand out the same lkey; a
+/// receive posted with its own MR's lkey still finds that MR, not the other
+/// context's (before, one registry keyed by lkey alone took the later MR,
+/// of another PD, and the receive completed IBV_WC_LOC_PROT_ERR at once).
+#[test]
+fn an_lkey_equal_to_another_contexts_finds_its_own_mr() {
+    use crate::resources::mr::dereg_mr;
+    let a = side(false);
+    let b = side(false);
+    let (buf_a, buf_b) = (Buf::new(4096), Buf::new(4096));
+    // One more MR on each side, A's first, until both have the same lkey
+    // (the same STag index, and keys drawn at random: about one try in 256).
+    let mut twins = None;
+    for _ in 0..20_000 {
+        // SAFETY: live PDs and live buffers of those lengths.
+        let (ma, mb) = unsafe {
+            (
+                reg_mr(a.pd, buf_a.at.cast(), buf_a.len, ALL),
+                reg_mr(b.pd, buf_b.at.cast(), buf_b.len, ALL),
+            )
+        };
+        assert!(!ma.is_null() && !mb.is_null());
+        // SAFETY: live MRs.
+        if unsafe { (*ma).lkey == (*mb).lkey } {
+            twins = Some((ma, mb));
+            break;
+        }
+        // SAFETY: live MRs, each deregistered once.
+        unsafe { assert_eq!((dereg_mr(ma), dereg_mr(mb)), (0, 0)) };
+    }
+    let (ma, mb) = twins.expect("no two MRs with one lkey");
+    let mut r = ibv_sge {
+        addr: buf_a.addr(0),
+        length: 64,
+        // SAFETY: a live MR.
+        lkey: unsafe { (*ma).lkey },
+    };
+    assert_eq!(a.post_recv(7, &mut r), 0);
+    let mut wc = [ibv_wc::default(); 4];
+    // SAFETY: a live CQ and an array of 4.
+    let k = unsafe {
+        let f = (*a.ctx).ops.poll_cq.unwrap();
+        f(a.cq.cast(), 4, wc.as_mut_ptr().cast())
+    };
+    assert_eq!(
+        k,
+        0,
+        "the receive completed at once: {:?}",
+        &wc[..k as usize]
+    );
+    // SAFETY: live objects, freed once.
+    unsafe {
+        assert_eq!((dereg_mr(ma), dereg_mr(mb)), (0, 0));
+        assert_eq!(destroy_qp(a.qp), 0);
+        assert_eq!(destroy_qp(b.qp), 0);
+        assert_eq!(close_device(a.ctx), 0);
+        assert_eq!(close_device(b.ctx), 0);
+    }
+}
