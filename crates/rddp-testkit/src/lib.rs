@@ -77,3 +77,19 @@ pub fn usrsctp_present(what: &str, available: Result<(), impl std::fmt::Display>
         Err(e) => panic!("CI is set and libusrsctp is missing: {e}"),
     }
 }
+
+/// Whether a TCP socket listens on `port` (any address, IPv4 or IPv6) in this
+/// network namespace, from /proc/net/tcp and /proc/net/tcp6 (state 0A is
+/// LISTEN): what a test waits for before it starts a client of a server it
+/// started, so that the client is not refused.
+pub fn tcp_listening(port: u16) -> bool {
+    let want = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|t| {
+            t.lines().skip(1).any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() > 3 && cols[1].ends_with(&want) && cols[3] == "0A"
+            })
+        })
+    })
+}

@@ -3,6 +3,7 @@
 //! versions against what they import.
 
 use crate::common;
+use rddp_testkit::tcp_listening as listening;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
@@ -762,20 +763,6 @@ fn exports_cover_what_perftest_imports() {
             "not in {debian} at this version: {extra:?}"
         );
     }
-}
-
-/// Whether a TCP socket listens on `port` (any address, IPv4 or IPv6) in
-/// this network namespace, from /proc/net/tcp{,6} (state 0A = LISTEN).
-fn listening(port: u16) -> bool {
-    let want = format!(":{port:04X}");
-    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
-        std::fs::read_to_string(f).is_ok_and(|t| {
-            t.lines().skip(1).any(|l| {
-                let cols: Vec<&str> = l.split_whitespace().collect();
-                cols.len() > 3 && cols[1].ends_with(&want) && cols[3] == "0A"
-            })
-        })
-    })
 }
 
 /// Starts the server `cmd` (its output piped) and returns once a socket

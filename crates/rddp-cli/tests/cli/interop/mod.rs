@@ -15,6 +15,7 @@
 
 pub(crate) mod proxy;
 
+use rddp_testkit::tcp_listening as listening;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpListener;
@@ -268,20 +269,6 @@ fn subst(s: &str, port: u16, gport: u16) -> String {
 /// Single quotes for the guest's sh.
 fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
-}
-
-/// Whether a TCP socket listens on `port` of this network namespace (any
-/// IPv4 or IPv6 address), from /proc/net/tcp{,6} (state 0A = LISTEN).
-fn listening(port: u16) -> bool {
-    let want = format!(":{port:04X}");
-    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
-        std::fs::read_to_string(f).is_ok_and(|t| {
-            t.lines().skip(1).any(|l| {
-                let cols: Vec<&str> = l.split_whitespace().collect();
-                cols.len() > 3 && cols[1].ends_with(&want) && cols[3] == "0A"
-            })
-        })
-    })
 }
 
 /// Boot once and run `steps` in order; every step's output, by name.
