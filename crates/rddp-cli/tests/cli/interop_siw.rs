@@ -800,7 +800,11 @@ fn exec_perftest_server_against_siw_client() {
 /// Debian's perftest through `rddp exec` as the client, siw's the server:
 /// both ends report the 1000 iterations of 64 KiB. A run whose client lost
 /// perftest's own race ([`lost_perftest_race`]) shows nothing either way
-/// and is passed over, saying so; not all three may be.
+/// and is passed over, saying so; not all three may be. siw's server may
+/// fail perftest's closing exchange after the client through the library
+/// has ended, as siw's client does in the other direction
+/// ([`exec_perftest_server_against_siw_client`]; seen once in a clean-clone
+/// CI run, read); any other failure of the server fails the test.
 #[test]
 fn exec_perftest_client_against_siw_server() {
     let Some(run) = session() else { return };
@@ -813,7 +817,13 @@ fn exec_perftest_client_against_siw_server() {
             continue;
         }
         ran += 1;
-        assert_eq!(o.guest_rc, Some(0), "{all}");
+        let closing = o
+            .guest
+            .contains("Failed to close connection between server and client");
+        assert!(
+            o.guest_rc == Some(0) || (o.guest_rc == Some(1) && closing),
+            "{all}"
+        );
         assert_eq!(o.host_rc, Some(0), "{all}");
         let (theirs, avg) = bw_line(&o.guest, PERFTEST_ITERS).unwrap_or_else(|| panic!("{all}"));
         let (ours, ours_avg) =
