@@ -769,6 +769,25 @@ fn bw_line(out: &str, iters: u32) -> Option<(String, f64)> {
         })
 }
 
+/// One perftest step between `rddp exec` and siw: the host's tool exited
+/// well, siw's too or failing only perftest's closing exchange ("Failed to
+/// close connection between server and client", status 1; cause not found
+/// yet, docs/interop.md), and both ends reported the 1000 iterations.
+fn exec_perftest_ran(name: &str, o: &interop::Outcome, all: &str) {
+    let closing = o
+        .guest
+        .contains("Failed to close connection between server and client");
+    assert!(
+        o.guest_rc == Some(0) || (o.guest_rc == Some(1) && closing),
+        "{all}"
+    );
+    assert_eq!(o.host_rc, Some(0), "{all}");
+    let (theirs, avg) = bw_line(&o.guest, PERFTEST_ITERS).unwrap_or_else(|| panic!("{all}"));
+    let (ours, ours_avg) = bw_line(&o.host_out, PERFTEST_ITERS).unwrap_or_else(|| panic!("{all}"));
+    assert!(avg > 0.0 && ours_avg > 0.0, "{all}");
+    eprintln!("{name}: siw:  {theirs}\n{name}: exec: {ours}");
+}
+
 /// Debian's perftest through `rddp exec` as the server, siw's the client:
 /// both ends report the 1000 iterations of 64 KiB. siw's client may then
 /// fail perftest's closing exchange ("Bad wc status 2", "Failed to close
@@ -781,19 +800,7 @@ fn exec_perftest_server_against_siw_client() {
     for op in ["write", "read", "send"] {
         let name = format!("exec-perftest-siw-client-{op}");
         let (o, all) = (run.get(&name), run.explain(&name));
-        let closing = o
-            .guest
-            .contains("Failed to close connection between server and client");
-        assert!(
-            o.guest_rc == Some(0) || (o.guest_rc == Some(1) && closing),
-            "{all}"
-        );
-        assert_eq!(o.host_rc, Some(0), "{all}");
-        let (theirs, avg) = bw_line(&o.guest, PERFTEST_ITERS).unwrap_or_else(|| panic!("{all}"));
-        let (ours, ours_avg) =
-            bw_line(&o.host_out, PERFTEST_ITERS).unwrap_or_else(|| panic!("{all}"));
-        assert!(avg > 0.0 && ours_avg > 0.0, "{all}");
-        eprintln!("{name}: siw:  {theirs}\n{name}: exec: {ours}");
+        exec_perftest_ran(&name, o, &all);
     }
 }
 
@@ -817,19 +824,7 @@ fn exec_perftest_client_against_siw_server() {
             continue;
         }
         ran += 1;
-        let closing = o
-            .guest
-            .contains("Failed to close connection between server and client");
-        assert!(
-            o.guest_rc == Some(0) || (o.guest_rc == Some(1) && closing),
-            "{all}"
-        );
-        assert_eq!(o.host_rc, Some(0), "{all}");
-        let (theirs, avg) = bw_line(&o.guest, PERFTEST_ITERS).unwrap_or_else(|| panic!("{all}"));
-        let (ours, ours_avg) =
-            bw_line(&o.host_out, PERFTEST_ITERS).unwrap_or_else(|| panic!("{all}"));
-        assert!(avg > 0.0 && ours_avg > 0.0, "{all}");
-        eprintln!("{name}: siw:  {theirs}\n{name}: exec: {ours}");
+        exec_perftest_ran(&name, o, &all);
     }
     assert!(
         ran > 0,
