@@ -173,7 +173,7 @@ fn post_until_taken(what: &str, i: u64, mut post: impl FnMut() -> Result<(), Err
             Err(Error::SendQueueFull { .. }) if start.elapsed() < Duration::from_secs(5) => {
                 std::thread::sleep(Duration::from_millis(1));
             }
-            Err(e) => panic!("{what} {i} after {N} unsignaled, send queue of {DEPTH}: {e}"),
+            Err(e) => panic!("{what} (wr_id {i}; {N} unsignaled, send queue of {DEPTH}): {e}"),
         }
     }
 }
