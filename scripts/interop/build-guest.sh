@@ -92,19 +92,20 @@ download() {
   done
 }
 
+# The unpacked tree is kept while it was made from the same package list.
 unpack() { # unpack STAMPDIR DEB...
   local dir=$1; shift
-  [ -f "$dir/.done" ] && return
+  [ "$(cat "$dir/.done" 2>/dev/null)" = "$*" ] && return
+  log "unpacking $(basename "$dir") ($# packages)"
   rm -rf "$dir"; mkdir -p "$dir"
   local d
   for d in "$@"; do dpkg -x "$(deb "$d")" "$dir"; done
-  touch "$dir/.done"
+  echo "$*" >"$dir/.done"
 }
 
 kbuild_tree() {
   local kb="$CACHE/kbuild"
   [ -f "$kb/.done" ] && return
-  log "unpacking $KHEADERS and $KKBUILD"
   unpack "$kb" "$KHEADERS" "$KCOMMON" "$KKBUILD"
   # The arch headers include the common ones by absolute path: point it here.
   sed -i "s#^include /usr/src/#include $kb/usr/src/#" "$kb/usr/src/linux-headers-$KVER/Makefile"
@@ -162,10 +163,16 @@ vmlinux() {
   mv "$CACHE/vmlinux.tmp" "$CACHE/vmlinux"
 }
 
+# What the initramfs is made from: its scripts, the kernel, the guest's
+# packages and the siw builds.
+stamp() {
+  echo "$(cat "$HERE/guest-init.sh" "$HERE/mkinitramfs.sh" "$CACHE/kernel.env" \
+    <(echo $GUEST_PKGS) | sha256sum | cut -c1-16) $VARIANTS"
+}
+
 initramfs() {
   local stamp
-  stamp=$(cat "$HERE/guest-init.sh" "$HERE/mkinitramfs.sh" "$CACHE/kernel.env" | sha256sum | cut -c1-16)
-  stamp="$stamp $VARIANTS"
+  stamp=$(stamp)
   [ -f "$CACHE/initramfs.cpio" ] && [ "$(cat "$CACHE/initramfs.stamp" 2>/dev/null)" = "$stamp" ] && return
   log "building the initramfs"
   "$HERE/mkinitramfs.sh" "$CACHE" "$KVER" "$VARIANTS"
@@ -174,9 +181,7 @@ initramfs() {
 
 complete() {
   [ -f "$CACHE/kernel.env" ] && [ -f "$CACHE/vmlinux" ] && [ -f "$CACHE/initramfs.cpio" ] || return 1
-  local stamp
-  stamp="$(cat "$HERE/guest-init.sh" "$HERE/mkinitramfs.sh" "$CACHE/kernel.env" | sha256sum | cut -c1-16) $VARIANTS"
-  [ "$(cat "$CACHE/initramfs.stamp" 2>/dev/null)" = "$stamp" ]
+  [ "$(cat "$CACHE/initramfs.stamp" 2>/dev/null)" = "$(stamp)" ]
 }
 
 main() {
@@ -193,12 +198,12 @@ main() {
   host_tools
   resolve_kernel
   download
-  [ -f "$CACHE/kernel/.done" ] || { log "unpacking $KIMAGE"; unpack "$CACHE/kernel" "$KIMAGE"; }
+  unpack "$CACHE/kernel" "$KIMAGE"
   kbuild_tree
   siw_source
   local v
   for v in $VARIANTS; do build_variant "$v"; done
-  [ -f "$CACHE/user/.done" ] || { log "unpacking the guest's user space"; unpack "$CACHE/user" $GUEST_PKGS; }
+  unpack "$CACHE/user" $GUEST_PKGS
   vmlinux
   initramfs
   log "ready: $CACHE (kernel $KVER $KDEB; siw builds: $VARIANTS)"

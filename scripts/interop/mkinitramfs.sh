@@ -18,7 +18,7 @@ ARCH=x86_64-linux-gnu
 
 BINARIES="usr/bin/rdma usr/bin/ibv_devices usr/bin/ibv_devinfo usr/bin/rping usr/bin/ucmatose
  usr/bin/ib_write_bw usr/bin/ib_read_bw usr/bin/ib_send_bw usr/bin/ib_write_lat usr/bin/ib_read_lat
- usr/bin/ib_send_lat usr/bin/tcpdump"
+ usr/bin/ib_send_lat usr/bin/rdma_server usr/bin/rdma_client usr/bin/tcpdump"
 # dlopen()ed, so no DT_NEEDED names them: libgcc_s (glibc's thread unwinding, rping's
 # threads use it) and the siw verbs provider.
 DLOPENED="lib/$ARCH/libgcc_s.so.1 $(cd "$U" && echo usr/lib/$ARCH/libibverbs/libsiw-rdmav*.so)"

@@ -997,13 +997,31 @@ fn serve(
             }
         });
         match res {
-            Ok(conn) => {
+            Ok(mut conn) => {
                 let qpp = accepted_qp as *mut ibv_qp;
                 let peer = conn.info.peer;
+                // As siw's (and so the kernel's) responder: the application
+                // may send first even when the initiator agreed no RTR; its
+                // first FPDU waits for ESTABLISHED, below.
+                conn.send_before_first_fpdu();
                 match qp::attach(qpp, conn) {
+                    // The passive side holds ESTABLISHED as long as the
+                    // active side does (FIRST_FPDU_DELAY), on a thread of
+                    // its own so that the next request is not held too.
                     Ok(()) => {
-                        deliver_with_peer(child, 0, ESTABLISHED, 0, Vec::new(), peer);
-                        watch(child, accepted_qp);
+                        let qpu = accepted_qp;
+                        let established = move || {
+                            std::thread::sleep(FIRST_FPDU_DELAY);
+                            deliver_with_peer(child, 0, ESTABLISHED, 0, Vec::new(), peer);
+                            watch(child, qpu);
+                        };
+                        let spawned = std::thread::Builder::new()
+                            .name("rdma_cm accept".into())
+                            .spawn(established);
+                        if spawned.is_err() {
+                            deliver_with_peer(child, 0, ESTABLISHED, 0, Vec::new(), peer);
+                            watch(child, accepted_qp);
+                        }
                     }
                     Err(e) => deliver(child, 0, CONNECT_ERROR, -e, Vec::new()),
                 }
@@ -1476,7 +1494,12 @@ unsafe fn conn_qp(id: *mut rdma_cm_id, param: *const rdma_conn_param) -> Option<
 
 /// How long the active side holds ESTABLISHED after the MPA Reply (and the
 /// RTR, when one was negotiated), so that the application's first FPDU
-/// reaches a siw responder after it has handed the socket to the queue pair.
+/// reaches a siw responder after it has handed the socket to the queue pair;
+/// the passive side holds it as long after its Reply, for a siw initiator,
+/// which reads the Reply in its connection manager and installs the queue
+/// pair's socket callback only then: an FPDU that comes in between stays
+/// unread in the same way (a responder may send first here, see
+/// `Connection::send_before_first_fpdu`).
 /// RFC 5044 section 7.1.2 (and RFC 6581 after the RTR) lets the initiator
 /// send as soon as it has the Reply, but siw (Linux 6.1) sends its
 /// Reply before it installs the queue pair's (or, waiting for an RTR, the

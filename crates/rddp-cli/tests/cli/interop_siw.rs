@@ -1,6 +1,8 @@
 //! rddp against the Linux kernel's soft-iWARP (siw 6.1) and rdma-core's tools in a
 //! QEMU guest (docs/interop.md): rping both ways with -V, Terminates across the boundary,
-//! MPA negotiation with every siw build, perftest's ib_*_bw -R both ways.
+//! MPA negotiation with every siw build, perftest's ib_*_bw -R both ways, and
+//! Debian's unmodified rping, perftest, ucmatose and rdma_server/rdma_client
+//! through `rddp exec` against the same tools on siw, both ways.
 //!
 //! All checks share one boot (scripts/interop/, see interop/mod.rs); each
 //! test looks at its steps. docs/interop.md has the table of results and the
@@ -38,6 +40,7 @@ fn plan() -> Vec<Step> {
     );
     perftest(&mut p);
     exec_perftest(&mut p);
+    exec_tools(&mut p);
     terminates(&mut p);
     mpa(&mut p);
     p
@@ -133,16 +136,124 @@ fn exec_perftest(p: &mut Vec<Step>) {
             &format!("ib_{op}_bw -R -d siw0 -n {n} -p {{port}} 10.0.2.2"),
             Host::Before(rddp(&format!("exec -- ib_{op}_bw -R -n {n} -p {{port}}"))),
         ));
-        p.push(Step::new(
-            &format!("exec-perftest-siw-server-{op}"),
-            "default",
-            120,
-            &format!("ib_{op}_bw -R -d siw0 -n {n} -p {{gport}}"),
-            Host::OnReady(rddp(&format!(
-                "exec -- ib_{op}_bw -R -n {n} -p {{port}} 127.0.0.1"
-            ))),
-        ));
+        p.push(
+            Step::new(
+                &format!("exec-perftest-siw-server-{op}"),
+                "default",
+                120,
+                &format!("ib_{op}_bw -R -d siw0 -n {n} -p {{gport}}"),
+                Host::OnReady(rddp(&format!(
+                    "exec -- ib_{op}_bw -R -n {n} -p {{port}} 127.0.0.1"
+                ))),
+            )
+            .patient(),
+        );
     }
+}
+
+/// Iterations of the exec'd latency steps.
+const LAT_ITERS: u32 = 1000;
+
+/// Steps `exec-{name}-siw-client` (siw's tool the client, `guest_client`
+/// reaching the host at 10.0.2.2:{port}; Debian's tool through `rddp exec`
+/// the server, `host_server`) and `exec-{name}-siw-server` (siw's the
+/// server, `guest_server` on {gport}; Debian's the client, `host_client`
+/// reaching it at 127.0.0.1:{port}), when `siw_server` is given.
+fn exec_both_ways(
+    p: &mut Vec<Step>,
+    name: &str,
+    secs: u32,
+    (guest_client, host_server): (&str, &str),
+    siw_server: Option<(&str, &str)>,
+) {
+    p.push(Step::new(
+        &format!("exec-{name}-siw-client"),
+        "default",
+        secs,
+        guest_client,
+        Host::Before(rddp(&format!("exec -- {host_server}"))),
+    ));
+    let Some((guest_server, host_client)) = siw_server else {
+        return;
+    };
+    p.push(
+        Step::new(
+            &format!("exec-{name}-siw-server"),
+            "default",
+            secs,
+            guest_server,
+            Host::OnReady(rddp(&format!("exec -- {host_client}"))),
+        )
+        .patient(),
+    );
+}
+
+/// The rest of the tools an unmodified verbs user runs, through `rddp exec`
+/// against the same tool on siw, both ways: perftest's latency tools with
+/// `-R`, its bandwidth tools over every size (`-a`), ucmatose (two
+/// connections on one listener) and rdma_server/rdma_client (the
+/// synchronous endpoint API, inline Sends).
+fn exec_tools(p: &mut Vec<Step>) {
+    let n = LAT_ITERS;
+    for op in ["send", "write", "read"] {
+        let tool = format!("ib_{op}_lat -R -s 64 -n {n}");
+        exec_both_ways(
+            p,
+            &format!("lat-{op}"),
+            120,
+            (
+                &format!("{tool} -d siw0 -p {{port}} 10.0.2.2"),
+                &format!("{tool} -p {{port}}"),
+            ),
+            Some((
+                &format!("{tool} -d siw0 -p {{gport}}"),
+                &format!("{tool} -p {{port}} 127.0.0.1"),
+            )),
+        );
+    }
+    // Every size, 2 octets to 8 MiB, 5 iterations each (perftest's least):
+    // about 80 MB a step, at a few MB/s through TCG, so all three tools
+    // with siw's client, ib_write_bw with siw's server.
+    for op in ["write", "read", "send"] {
+        let tool = format!("ib_{op}_bw -R -a -n 5");
+        exec_both_ways(
+            p,
+            &format!("all-{op}"),
+            180,
+            (
+                &format!("{tool} -d siw0 -p {{port}} 10.0.2.2"),
+                &format!("{tool} -p {{port}}"),
+            ),
+            (op == "write").then_some((
+                &format!("{tool} -d siw0 -p {{gport}}"),
+                &format!("{tool} -p {{port}} 127.0.0.1"),
+            )),
+        );
+    }
+    let uc = "-c 2 -C 4";
+    exec_both_ways(
+        p,
+        "ucmatose",
+        60,
+        (
+            &format!("ucmatose -s 10.0.2.2 -p {{port}} {uc}"),
+            &format!("ucmatose -b 127.0.0.1 -p {{port}} {uc}"),
+        ),
+        Some((
+            &format!("ucmatose -b 0.0.0.0 -p {{gport}} {uc}"),
+            &format!("ucmatose -s 127.0.0.1 -p {{port}} {uc}"),
+        )),
+    );
+    exec_both_ways(
+        p,
+        "rdma-ep",
+        60,
+        ("rdma_client -s 10.0.2.2 -p {port}", "rdma_server -p {port}"),
+        Some((
+            "rdma_server -p {gport}",
+            "rdma_client -s 127.0.0.1 -p {port}",
+        )),
+    );
 }
 
 /// Seconds for a step siw's rping finishes, and for one where it waits forever
@@ -882,5 +993,150 @@ fn perftest_rddp_perf_client_against_siw_servers() {
             assert_eq!(theirs, ours, "{all}");
         }
         eprintln!("{name}: rddp:      {ours}\n{name}: ib_{op}_bw: {theirs}");
+    }
+}
+
+/// The result rows under perftest's `#bytes` header: one per size, its
+/// fields split.
+fn report_rows(out: &str) -> Vec<Vec<String>> {
+    out.lines()
+        .skip_while(|l| !l.trim_start().starts_with("#bytes"))
+        .skip(1)
+        .map(|l| l.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+        .take_while(|f| f.first().is_some_and(|b| b.parse::<u64>().is_ok()))
+        .collect()
+}
+
+/// siw's side of an exec'd perftest step ended well, or failed only
+/// perftest's closing exchange (see [`exec_perftest_ran`]); the host's
+/// through the library ended with status 0.
+fn perftest_ends_ok(o: &interop::Outcome, all: &str) {
+    let closing = o
+        .guest
+        .contains("Failed to close connection between server and client");
+    assert!(
+        o.guest_rc == Some(0) || (o.guest_rc == Some(1) && closing),
+        "{all}"
+    );
+    assert_eq!(o.host_rc, Some(0), "{all}");
+}
+
+/// Debian's ib_send_lat, ib_write_lat and ib_read_lat with `-R` through
+/// `rddp exec` against the same tool on siw, both ways: 1000 ping-pongs
+/// (Reads) of 64 octets, each side that reports (ib_read_lat's client
+/// only) with that size and count and a t_min above 0. ib_write_lat and
+/// ucmatose are the tools whose server sends first: against siw's client
+/// (no RTR) they need the library's responder to send before the
+/// initiator's first FPDU, as siw's own does.
+#[test]
+fn exec_latency_tools_against_siw_both_ways() {
+    let Some(run) = session() else { return };
+    for op in ["send", "write", "read"] {
+        for (dir, client_is_siw) in [("siw-client", true), ("siw-server", false)] {
+            let name = format!("exec-lat-{op}-{dir}");
+            let (o, all) = (run.get(&name), run.explain(&name));
+            perftest_ends_ok(o, &all);
+            let (client, server) = if client_is_siw {
+                (&o.guest, &o.host_out)
+            } else {
+                (&o.host_out, &o.guest)
+            };
+            let reports: &[&String] = if op == "read" {
+                &[client]
+            } else {
+                &[client, server]
+            };
+            for out in reports {
+                let rows = report_rows(out);
+                assert_eq!(rows.len(), 1, "{all}");
+                assert_eq!(rows[0][..2], ["64", "1000"], "{all}");
+                assert!(rows[0][2].parse::<f64>().is_ok_and(|v| v > 0.0), "{all}");
+            }
+            eprintln!("{name}: t_typical {} us", report_rows(client)[0][4]);
+        }
+    }
+}
+
+/// Debian's ib_write_bw, ib_read_bw and ib_send_bw with `-R -a` through
+/// `rddp exec` against siw's client, and ib_write_bw against siw's server:
+/// the client reports all 23 sizes, 2 octets to 8 MiB, 5 iterations each,
+/// each moving data.
+#[test]
+fn exec_perftest_all_sizes_against_siw_both_ways() {
+    let Some(run) = session() else { return };
+    let want: Vec<String> = (1..=23).map(|k| (1u64 << k).to_string()).collect();
+    for op in ["write", "read", "send"] {
+        let dirs: &[&str] = if op == "write" {
+            &["siw-client", "siw-server"]
+        } else {
+            &["siw-client"]
+        };
+        for &dir in dirs {
+            let name = format!("exec-all-{op}-{dir}");
+            let (o, all) = (run.get(&name), run.explain(&name));
+            perftest_ends_ok(o, &all);
+            let client = if dir == "siw-client" {
+                &o.guest
+            } else {
+                &o.host_out
+            };
+            let rows = report_rows(client);
+            let sizes: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+            assert_eq!(sizes, want, "{all}");
+            // The average bandwidth or the message rate above 0 (at 2
+            // octets the first rounds to 0.00, at 8 MiB the second).
+            let positive = |r: &[String], i: usize| {
+                r.get(i)
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .is_some_and(|v| v > 0.0)
+            };
+            for r in &rows {
+                assert_eq!(r[1], "5", "{all}");
+                assert!(positive(r, 3) || positive(r, 4), "{all}");
+            }
+        }
+    }
+}
+
+/// Debian's ucmatose through `rddp exec` against siw's, both ways: two
+/// connections on one listener, four Sends each way on each, the server's
+/// first; both end with status 0 after the disconnects.
+#[test]
+fn exec_ucmatose_against_siw_both_ways() {
+    let Some(run) = session() else { return };
+    for dir in ["siw-client", "siw-server"] {
+        let name = format!("exec-ucmatose-{dir}");
+        let (o, all) = (run.get(&name), run.explain(&name));
+        assert_eq!(o.guest_rc, Some(0), "{all}");
+        assert_eq!(o.host_rc, Some(0), "{all}");
+        let (client, server) = if dir == "siw-client" {
+            (&o.guest, &o.host_out)
+        } else {
+            (&o.host_out, &o.guest)
+        };
+        assert!(client.contains("data transfers complete"), "{all}");
+        assert!(server.contains("data transfers complete"), "{all}");
+        assert!(server.contains("disconnected"), "{all}");
+    }
+}
+
+/// Debian's rdma_server and rdma_client (the synchronous endpoint API,
+/// inline Sends) through `rddp exec` against siw's, both ways: both print
+/// "end 0" and end with status 0.
+#[test]
+fn exec_rdma_server_and_client_against_siw_both_ways() {
+    let Some(run) = session() else { return };
+    for dir in ["siw-client", "siw-server"] {
+        let name = format!("exec-rdma-ep-{dir}");
+        let (o, all) = (run.get(&name), run.explain(&name));
+        assert_eq!(o.guest_rc, Some(0), "{all}");
+        assert_eq!(o.host_rc, Some(0), "{all}");
+        let (client, server) = if dir == "siw-client" {
+            (&o.guest, &o.host_out)
+        } else {
+            (&o.host_out, &o.guest)
+        };
+        assert!(client.contains("rdma_client: end 0"), "{all}");
+        assert!(server.contains("rdma_server: end 0"), "{all}");
     }
 }

@@ -643,6 +643,55 @@ fn ucmatose(lib: &Path, extra: &[&str]) {
     }
 }
 
+/// ucmatose's server sends first (its four Sends on each connection, then
+/// it waits for the client's), against an initiator that agreed no RTR, as
+/// Linux siw's default build connects (RFC 6581 enhanced mode, IRD and ORD
+/// 1, no peer-to-peer flag): the server's first FPDU still leaves, with no
+/// FPDU from the initiator. (Before: the library's responder waited for the
+/// initiator's first FPDU, RFC 5044 section 7.1.2, and siw's ucmatose
+/// client waited for the server's Sends for ever.) The initiator here is a
+/// plain TCP socket that speaks siw's MPA Request and reads.
+#[test]
+fn ucmatose_server_sends_first_to_an_initiator_without_rtr() {
+    use std::io::{Read, Write};
+    if !common::have(UCMATOSE, "rdmacm-utils") {
+        return;
+    }
+    let lib = common::lib_dir("lib-ucmatose-first");
+    let port = released_port();
+    let mut cmd = Command::new("timeout");
+    cmd.args(["60", UCMATOSE, "-b", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-c", "1", "-C", "4"])
+        .env("LD_LIBRARY_PATH", &lib)
+        .env_remove("LD_PRELOAD")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let _server = serve(cmd, port, "ucmatose");
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    // A bound on each read, so that a server that never sends fails the
+    // test instead of hanging it.
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    // RFC 5044 section 7.1.1's Request, Revision 2, no Markers, no CRC,
+    // with RFC 6581's IRD/ORD private data (siw's enhanced flag, 0x10).
+    let mut req = b"MPA ID Req Frame".to_vec();
+    req.extend_from_slice(&[0x10, 2, 0, 4, 0, 1, 0, 1]);
+    s.write_all(&req).unwrap();
+    let mut reply = [0u8; 24];
+    s.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply[..16], b"MPA ID Rep Frame", "{reply:02x?}");
+    assert_eq!(reply[16] & 0x20, 0, "rejected: {reply:02x?}");
+    // The first FPDU: ULPDU_Length, then DDP's untagged header with its
+    // RDMAP control octet (RDMAP version 1, opcode Send, RFC 5040 section
+    // 4.3): ucmatose's 100-octet message.
+    let mut head = [0u8; 4];
+    s.read_exact(&mut head)
+        .expect("the server's first Send, before any FPDU from the initiator");
+    let ulpdu = u16::from_be_bytes([head[0], head[1]]);
+    assert_eq!(ulpdu, 18 + 100, "{head:02x?}");
+    assert_eq!(head[3], 0x43, "RDMAP version 1, Send: {head:02x?}");
+}
+
 /// Debian's unmodified rdma_server and rdma_client, the synchronous
 /// endpoint API (`rdma_create_ep`, `rdma_get_request`, synchronous
 /// `rdma_accept`/`rdma_connect`, and the CQs and completion channels the

@@ -135,6 +135,28 @@ impl Connection {
         }
         ReadHold { inner }
     }
+
+    /// Lets this side, an MPA responder whose initiator agreed no RTR, send
+    /// before the initiator's first FPDU, as Linux siw's responder does.
+    /// RFC 5044 §7.1.2 has the responder wait for it, and RFC 6581's RTR
+    /// exists so that a ULP whose server speaks first can still run; an
+    /// initiator that negotiates none (siw's default build) never sends
+    /// first for such a ULP (ucmatose's server, ib_write_lat), and the two
+    /// would wait for each other for ever. The caller holds its first FPDU
+    /// until the initiator is in FPDU mode (the verbs library holds
+    /// ESTABLISHED for a while after its Reply). Returns whether the gate
+    /// opened: not for SCTP (no gate), an initiator (open already) or a
+    /// responder that expects an RTR (it opens with the RTR).
+    pub fn send_before_first_fpdu(&mut self) -> bool {
+        match &mut self.llp {
+            Llp::Mpa(m) if !m.may_send && !m.rtr_expected => {
+                m.may_send = true;
+                m.input.gate_closed = false;
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 /// See [`Connection::hold_reads`]; dropping it releases it too.

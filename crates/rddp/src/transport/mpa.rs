@@ -161,8 +161,11 @@ pub struct MpaLlp {
     pub(crate) sock: TcpStream,
     /// Framing of what we send (CRC, Markers, the stream offset so far).
     pub(crate) enc: FpduEncoder,
-    /// We are the initiator: we may transmit at once (RFC 5044 §7.1.2).
-    pub(crate) initiator: bool,
+    /// We may transmit at once: the initiator (RFC 5044 §7.1.2), or a
+    /// responder told so ([`super::Connection::send_before_first_fpdu`]).
+    pub(crate) may_send: bool,
+    /// A responder that agreed an RTR (RFC 6581): its gate opens with it.
+    pub(crate) rtr_expected: bool,
     /// The receive half.
     pub(crate) input: MpaIn,
     /// This connection in the process's capture (`--pcap`), for what we send.
@@ -273,7 +276,8 @@ fn into_connection(
         llp: Llp::Mpa(Box::new(MpaLlp {
             sock,
             enc,
-            initiator,
+            may_send: initiator,
+            rtr_expected: expect_rtr.is_some(),
             input,
             wire,
             hold: None,

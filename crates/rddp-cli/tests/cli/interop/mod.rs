@@ -13,6 +13,7 @@
 //! print why and pass without checking (RDDP_INTEROP=0 asks for that too).
 #![allow(dead_code)]
 
+pub(crate) mod patient;
 pub(crate) mod proxy;
 
 use rddp_testkit::tcp_listening as listening;
@@ -99,6 +100,9 @@ pub(crate) struct Step {
     pub host: Host,
     /// A corrupting proxy in front of the host side's port (see [`proxy`]).
     pub proxy: Option<proxy::Corrupt>,
+    /// The host client reaches the guest server through a forwarder that
+    /// tries a refused connection again (see [`patient`]).
+    pub patient: bool,
 }
 
 impl Step {
@@ -110,12 +114,19 @@ impl Step {
             guest: guest.into(),
             host,
             proxy: None,
+            patient: false,
         }
     }
 
     /// The guest command's time limit (it is killed then).
     pub(crate) fn secs(mut self, n: u32) -> Self {
         self.seconds = n;
+        self
+    }
+
+    /// See [`Step::patient`] (the field).
+    pub(crate) fn patient(mut self) -> Self {
+        self.patient = true;
         self
     }
 
@@ -286,7 +297,7 @@ pub(crate) fn run(mut steps: Vec<Step>) -> Run {
     // The port each host server started before the boot listens on.
     let mut listens: Vec<(String, u16)> = Vec::new();
     // Host clients to start on READY: (command template, forwarded port, guest port, proxy).
-    type Ready = (Vec<String>, u16, u16, Option<proxy::Corrupt>);
+    type Ready = (Vec<String>, u16, u16, Option<proxy::Corrupt>, bool);
     let mut on_ready: HashMap<String, Ready> = HashMap::new();
     let mut guest_limit = 30;
     let mut siw = "default".to_string();
@@ -308,7 +319,10 @@ pub(crate) fn run(mut steps: Vec<Step>) -> Run {
             }
             Host::OnReady(cmd) => {
                 fwds.push(format!("-f{port}:{gport}"));
-                on_ready.insert(s.name.clone(), (cmd.clone(), port, gport, s.proxy));
+                on_ready.insert(
+                    s.name.clone(),
+                    (cmd.clone(), port, gport, s.proxy, s.patient),
+                );
             }
             Host::None => {}
         }
@@ -363,6 +377,8 @@ pub(crate) fn run(mut steps: Vec<Step>) -> Run {
     let err_reader = collect(qemu.stderr.take().unwrap(), Arc::clone(&err));
     let mut results: HashMap<String, Outcome> = HashMap::new();
     let mut running: Option<(String, Option<Proc>, Option<proxy::Proxy>)> = None;
+    // The forwarders of `patient` steps, until the run ends.
+    let mut patients = Vec::new();
     let mut current: Option<String> = None;
     let mut console = String::new();
     for line in BufReader::new(qemu.stdout.take().unwrap()).lines() {
@@ -390,11 +406,16 @@ pub(crate) fn run(mut steps: Vec<Step>) -> Run {
                 results.entry(name.to_string()).or_default();
             }
             (Some("READY"), Some(name)) => {
-                if let Some((cmd, fwd, gport, corrupt)) = on_ready.remove(name) {
+                if let Some((cmd, fwd, gport, corrupt, patient)) = on_ready.remove(name) {
                     // The host client connects to the forwarded 127.0.0.1 port, or
-                    // to a proxy in front of it.
+                    // to a proxy or a patient forwarder in front of it.
                     let p = corrupt.map(|c| proxy::Proxy::start(fwd, c));
-                    let port = p.as_ref().map_or(fwd, |p| p.port);
+                    let mut port = p.as_ref().map_or(fwd, |p| p.port);
+                    if patient {
+                        let f = patient::Patient::start(fwd);
+                        port = f.port;
+                        patients.push(f);
+                    }
                     let cmd: Vec<String> = cmd.iter().map(|a| subst(a, port, gport)).collect();
                     running = Some((name.to_string(), Some(spawn(&cmd)), p));
                 }
