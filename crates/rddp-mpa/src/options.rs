@@ -48,6 +48,11 @@ pub struct MpaOptions {
     pub strict_ird: bool,
     /// Initiator: how long to wait for the Reply (siw: 10 s, RFC 5044 §7.1.2).
     pub reply_timeout: Duration,
+    /// Initiator: how long after the Reply the Write RTR leaves (RFC 6581
+    /// lets it leave at once). For responders that install their RTR
+    /// callback only after sending the Reply and leave an RTR that lands in
+    /// between unread (siw, docs/interop.md difference 5). Default zero.
+    pub rtr_delay: Duration,
     /// Responder: how long to wait for the Request, and then for the first FPDU or
     /// RTR (siw: 5 s for the Request).
     pub request_timeout: Duration,
@@ -100,6 +105,7 @@ impl Default for MpaOptions {
             },
             strict_ird: false,
             reply_timeout: Duration::from_secs(10),
+            rtr_delay: Duration::ZERO,
             request_timeout: Duration::from_secs(5),
             emss: None,
             recv_buffer: None,

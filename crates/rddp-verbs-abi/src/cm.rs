@@ -861,12 +861,14 @@ unsafe extern "C" fn bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -
 /// 7.1.2: either side's C=1 turns it on), no Markers; with `private_data`.
 /// Unlike siw's default this side offers (as initiator) and accepts (as
 /// responder) a peer-to-peer RTR (RFC 6581), which tools whose server sends
-/// first need. The id's type of service (`rdma_set_option`), if it has one.
+/// first need, and sends its RTR after FIRST_FPDU_DELAY. The id's type of
+/// service (`rdma_set_option`), if it has one.
 fn cm_mpa_options(state: &Id, private_data: Vec<u8>) -> rddp_mpa::MpaOptions {
     rddp_mpa::MpaOptions {
         crc: false,
         private_data,
         tos: *lock(&state.tos),
+        rtr_delay: FIRST_FPDU_DELAY,
         ..rddp_mpa::MpaOptions::default()
     }
 }
@@ -1492,24 +1494,24 @@ unsafe fn conn_qp(id: *mut rdma_cm_id, param: *const rdma_conn_param) -> Option<
     qp::by_num(ctx, unsafe { (*param).qp_num })
 }
 
-/// How long the active side holds ESTABLISHED after the MPA Reply (and the
-/// RTR, when one was negotiated), so that the application's first FPDU
-/// reaches a siw responder after it has handed the socket to the queue pair;
-/// the passive side holds it as long after its Reply, for a siw initiator,
-/// which reads the Reply in its connection manager and installs the queue
-/// pair's socket callback only then: an FPDU that comes in between stays
-/// unread in the same way (a responder may send first here, see
+/// How long the active side holds its Write RTR (RFC 6581), when one was
+/// negotiated, after the MPA Reply, and then ESTABLISHED after the RTR (or
+/// the Reply), so that neither reaches a siw responder before it has
+/// installed the socket callback that reads it; the passive side holds
+/// ESTABLISHED as long after its Reply, for a siw initiator, which reads the
+/// Reply in its connection manager and installs the queue pair's socket
+/// callback only then (a responder may send first here, see
 /// `Connection::send_before_first_fpdu`).
-/// RFC 5044 section 7.1.2 (and RFC 6581 after the RTR) lets the initiator
-/// send as soon as it has the Reply, but siw (Linux 6.1) sends its
-/// Reply before it installs the queue pair's (or, waiting for an RTR, the
-/// RTR's) socket callback, and an FPDU that lands in between stays unread
-/// until more data arrives; with an RTR, iw_cm then never sees the
-/// connection established, and siw's close of it stops the kernel at an
-/// iw_cm BUG (docs/interop.md, difference 5). An RTR lost there is read
-/// together with the first FPDU that follows it, so one FPDU after the
-/// window is enough. A delay, not a handshake: nothing on the wire says when
-/// siw's callback is in place. `rddp rping --first-send-delay` waits as long.
+/// RFC 5044 section 7.1.2 and RFC 6581 let the initiator send as soon as it
+/// has the Reply, but siw (Linux 6.1) sends its Reply before it installs
+/// the queue pair's (or, waiting for an RTR, the RTR's) socket callback, and
+/// octets that land in between stay unread until more data arrives
+/// (docs/interop.md, difference 5). An RTR left there keeps iw_cm from
+/// seeing the connection established; with a server that sends first
+/// (ucmatose) nothing more arrives, and siw's close of the connection in
+/// that state stops the kernel at an iw_cm BUG. A delay, not a handshake:
+/// nothing on the wire says when siw's callback is in place.
+/// `rddp rping --first-send-delay` waits as long.
 const FIRST_FPDU_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
 
 unsafe extern "C" fn connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {

@@ -692,6 +692,68 @@ fn ucmatose_server_sends_first_to_an_initiator_without_rtr() {
     assert_eq!(head[3], 0x43, "RDMAP version 1, Send: {head:02x?}");
 }
 
+/// ucmatose's client holds its Write RTR (RFC 6581) about 100 ms after a
+/// Reply that agreed one, as the responder of Linux siw's (6.1) answers:
+/// siw's responder installs the socket callback that reads the RTR only
+/// after it has sent the Reply, and an RTR that lands in between is never
+/// read, so iw_cm never reports the connection established; ucmatose's
+/// server, which sends first, then waits for ever, and the connection's
+/// close stops siw's kernel at an iw_cm BUG (docs/interop.md, difference
+/// 5). (Before: the RTR left within a millisecond of the Reply.) The
+/// responder here is a plain TCP socket that speaks siw's Reply.
+#[test]
+fn ucmatose_client_holds_its_rtr_for_a_siw_responder() {
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+    if !common::have(UCMATOSE, "rdmacm-utils") {
+        return;
+    }
+    let lib = common::lib_dir("lib-ucmatose-rtr");
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port().to_string();
+    let mut cmd = Command::new("timeout");
+    cmd.args(["60", UCMATOSE, "-s", "127.0.0.1", "-p", &port])
+        .args(["-c", "1", "-C", "1"])
+        .env("LD_LIBRARY_PATH", &lib)
+        .env_remove("LD_PRELOAD")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let _client = Killed(Some(cmd.spawn().unwrap()));
+    let (mut s, _) = l.accept().unwrap();
+    // A bound on each read, so that a client that never sends fails the
+    // test instead of hanging it.
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    // RFC 5044 section 7.1.1's Request, then its private data: RFC 6581's
+    // IRD and ORD, and the application's.
+    let mut req = [0u8; 20];
+    s.read_exact(&mut req).unwrap();
+    assert_eq!(&req[..16], b"MPA ID Req Frame", "{req:02x?}");
+    let mut pd = vec![0u8; usize::from(u16::from_be_bytes([req[18], req[19]]))];
+    s.read_exact(&mut pd).unwrap();
+    assert!(
+        pd.len() >= 4 && pd[0] & 0x80 != 0,
+        "peer-to-peer: {pd:02x?}"
+    );
+    assert!(pd[2] & 0x80 != 0, "the Write RTR offered: {pd:02x?}");
+    // siw's Reply: Revision 2, enhanced, IRD and ORD 1, peer-to-peer, the
+    // zero-length Write as RTR.
+    let mut reply = b"MPA ID Rep Frame".to_vec();
+    reply.extend_from_slice(&[0x10, 2, 0, 4, 0x80, 1, 0x80, 1]);
+    let sent = Instant::now();
+    s.write_all(&reply).unwrap();
+    // The RTR: one tagged DDP segment, its last (T and L set, DDP version
+    // 1), RDMAP version 1, RDMA Write, no payload: ULPDU_Length 14 (RFC 5041
+    // section 4.2, RFC 5040 section 4.3).
+    let mut rtr = [0u8; 4];
+    s.read_exact(&mut rtr).expect("the RTR");
+    let waited = sent.elapsed();
+    assert_eq!(rtr, [0, 14, 0xc1, 0x40], "{rtr:02x?}");
+    assert!(
+        waited >= Duration::from_millis(100),
+        "the RTR {waited:?} after the Reply"
+    );
+}
+
 /// Debian's unmodified rdma_server and rdma_client, the synchronous
 /// endpoint API (`rdma_create_ep`, `rdma_get_request`, synchronous
 /// `rdma_accept`/`rdma_connect`, and the CQs and completion channels the

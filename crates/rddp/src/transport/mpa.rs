@@ -230,8 +230,12 @@ fn into_connection(
     let mut enc = FpduEncoder::new(neg.crc, neg.markers_tx);
     let initiator = neg.role == Role::Initiator;
     // The initiator's Write RTR leaves first (RFC 6581; siw's STag 1),
-    // into the socket's empty send buffer (still blocking here).
+    // into the socket's empty send buffer (still blocking here), after the
+    // delay the ULP asked for.
     if initiator && neg.rtr == Some(Rtr::Write) {
+        if !opts.rtr_delay.is_zero() {
+            std::thread::sleep(opts.rtr_delay);
+        }
         let f = write_rtr_fpdu(&mut enc);
         if let Some(w) = &wire {
             w.sent(&f.to_vec());
