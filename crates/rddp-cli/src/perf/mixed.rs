@@ -245,12 +245,13 @@ pub(crate) fn client_main(a: &ClientArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// One queue pair: connections one after the other until the deadline.
+/// One queue pair: connections one after the other until the deadline, at
+/// least one.
 async fn queue_pair(q: u32, plan: Arc<Plan>, totals: Arc<Totals>, dev: Device, seed: u64) {
     let (plan, totals, dev) = (&*plan, &*totals, &dev);
     let mut rng = Rng(seed);
     let mut k = 0u64;
-    while Instant::now() < plan.deadline {
+    while k == 0 || Instant::now() < plan.deadline {
         // The first connection lasts a random share of the period, so the queue
         // pairs do not all reconnect at once.
         let until = match plan.reconnect {
@@ -435,7 +436,10 @@ async fn step(
     }
     let end = (Instant::now() + STEP).min(until);
     let (mut sends, mut send_bytes) = (0u64, 0u64);
-    while Instant::now() < end {
+    // With `--plant-wrong`, batches go on past the end until the octet is
+    // planted: a connection set up after its run's end (a short run on a
+    // loaded machine) would otherwise send nothing and plant nothing.
+    while Instant::now() < end || (plan.plant.is_some() && !b.planted) {
         let (n, bytes) = batch(chan, b, plan, totals, rng).await?;
         sends += n;
         send_bytes += bytes;

@@ -115,6 +115,22 @@ fn a_planted_wrong_octet_is_found_wherever_it_is() {
     }
 }
 
+/// A run with almost no time (`--duration 0.001`) still makes a connection on
+/// each queue pair and plants its octet, and finds it: the run is as a
+/// connection set up after a short run's end on a loaded machine. (Before:
+/// no connection, or one that sent nothing, and the run passed; seen in the
+/// test above, 1 s runs, with the machine loaded.)
+#[test]
+fn a_planted_wrong_octet_is_found_in_a_run_with_almost_no_time() {
+    let s = Server::start();
+    for (plant, counter) in [("send", "wrong_sends"), ("write", "wrong_reads")] {
+        let (ok, v, err) = mixed(&s.1, "0.001", &["--plant-wrong", plant]);
+        assert!(!ok, "{plant}: the run passed: {v}");
+        assert!(n(&v, counter) >= 1, "{plant}: {v}\n{err}");
+        assert!(n(&v, "connections") >= 2, "{plant}: {v}");
+    }
+}
+
 /// A Write bandwidth run of `iters` Writes of 4 KiB against `addr`, `--json`:
 /// its one line (a measurement, or the failure).
 fn write_bw(addr: &str, extra: &[&str]) -> Value {
