@@ -28,7 +28,8 @@ GUEST_PKGS="busybox-static rdma-core ibverbs-providers libibverbs1 librdmacm1 rd
  perftest ibverbs-utils iproute2 libnl-3-200 libnl-route-3-200 libmnl0 libbpf1 libelf1 libcap2
  libbsd0 libmd0 libselinux1 libpcre2-8-0 libdb5.3 libc6 libgcc-s1 zlib1g tcpdump libpcap0.8
  libdbus-1-3 libsystemd0 libgcrypt20 libgpg-error0 liblz4-1 liblzma5 libzstd1 libssl3
- libcap-ng0 libudev1 libibumad3 libpci3"
+ libcap-ng0 libudev1 libibumad3 libpci3 libfabric1 libfabric-bin libpsm2-2 libpsm-infinipath1
+ libnuma1 libuuid1 libatomic1"
 
 log() { echo "[interop-build] $*" >&2; }
 die() { log "error: $*"; exit 1; }

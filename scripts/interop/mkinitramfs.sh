@@ -18,7 +18,11 @@ ARCH=x86_64-linux-gnu
 
 BINARIES="usr/bin/rdma usr/bin/ibv_devices usr/bin/ibv_devinfo usr/bin/rping usr/bin/ucmatose
  usr/bin/ib_write_bw usr/bin/ib_read_bw usr/bin/ib_send_bw usr/bin/ib_write_lat usr/bin/ib_read_lat
- usr/bin/ib_send_lat usr/bin/rdma_server usr/bin/rdma_client usr/bin/tcpdump"
+ usr/bin/ib_send_lat usr/bin/rdma_server usr/bin/rdma_client usr/bin/tcpdump usr/bin/fi_info
+ usr/bin/fi_pingpong"
+# Links dpkg's alternatives would make (unpacking runs no maintainer script):
+# NAME=TARGET, both relative to the unpacked tree.
+ALTERNATIVES="usr/lib/$ARCH/libpsm_infinipath.so.1=usr/lib/libpsm1/libpsm_infinipath.so.1.16"
 # dlopen()ed, so no DT_NEEDED names them: libgcc_s (glibc's thread unwinding, rping's
 # threads use it) and the siw verbs provider.
 DLOPENED="lib/$ARCH/libgcc_s.so.1 $(cd "$U" && echo usr/lib/$ARCH/libibverbs/libsiw-rdmav*.so)"
@@ -78,6 +82,9 @@ ln -s busybox "$ST/bin/sh"
 cp "$HERE/guest-init.sh" "$ST/init"
 chmod 755 "$ST/init"
 
+for a in $ALTERNATIVES; do
+  [ -e "$U/${a%%=*}" ] || ln -sfn "/${a#*=}" "$U/${a%%=*}"
+done
 declare -A seen=()
 todo=()
 for rel in $BINARIES $DLOPENED; do copy_rel "$rel"; todo+=("$rel"); done

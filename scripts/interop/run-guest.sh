@@ -7,6 +7,12 @@
 #   -s VARIANT   siw build loaded at boot: default crc strict crc+strict p2p crc+p2p rev1
 #                (the guest text can switch with `siw VARIANT`)
 #   -f HP:GP     forward host 127.0.0.1:HP to the guest's tcp port GP (repeatable)
+#   -n NETNS     a routed network instead of QEMU's user network: the tap device
+#                of network namespace NETNS (scripts/interop/netns.sh; made here
+#                and deleted at the end unless it exists), the host's side
+#                10.0.2.2; -B and -H commands run in NETNS and reach the guest's
+#                every port at 10.0.2.15 (no -f). For tools that tell each other
+#                ephemeral ports (libfabric's pingpong).
 #   -B CMD       host command started before boot (bash), killed when the run ends
 #   -H CMD       host command started when the guest first prints "### RDDP-READY"
 #                (a `serve` step listening); the run waits for it, up to 60 s
@@ -25,12 +31,13 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${RDDP_INTEROP_CACHE:-/var/cache/rddp-interop}
 
-VARIANT=default FWDS=() BG= HOSTCMD= SHARE= TMO=120 ACCEL=auto MEM=768 QUIET=0
+VARIANT=default FWDS=() NETNS= BG= HOSTCMD= SHARE= TMO=120 ACCEL=auto MEM=768 QUIET=0
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
-while getopts "s:f:B:H:S:t:a:m:qh" o; do
+while getopts "s:f:n:B:H:S:t:a:m:qh" o; do
   case $o in
     s) VARIANT=$OPTARG ;;
     f) FWDS+=("$OPTARG") ;;
+    n) NETNS=$OPTARG ;;
     B) BG=$OPTARG ;;
     H) HOSTCMD=$OPTARG ;;
     S) SHARE=$(cd "$OPTARG" && pwd) || exit 2 ;;
@@ -43,6 +50,7 @@ while getopts "s:f:B:H:S:t:a:m:qh" o; do
 done
 shift $((OPTIND - 1))
 [ $# -eq 1 ] || usage
+[ -z "$NETNS" ] || [ ${#FWDS[@]} -eq 0 ] || usage
 say() { echo "[run-guest] $*" >&2; }
 
 "$HERE/build-guest.sh" --check || "$HERE/build-guest.sh" || { say "the guest build failed"; exit 1; }
@@ -62,7 +70,7 @@ case $ACCEL in
 esac
 
 RUN=$(mktemp -d /tmp/rddp-interop.XXXXXX)
-QPID= BPID= HPID= TPID=
+QPID= BPID= HPID= TPID= NSMADE=0
 cleanup() {
   local p
   for p in $HPID $BPID; do
@@ -74,6 +82,8 @@ cleanup() {
     kill -0 "$QPID" 2>/dev/null && kill -KILL "$QPID" 2>/dev/null
   fi
   [ -n "$TPID" ] && kill "$TPID" 2>/dev/null
+  # Deleting the namespace deletes its tap device.
+  [ $NSMADE = 1 ] && "$HERE/netns.sh" down "$NETNS" 2>/dev/null
   rm -rf "$RUN"
 }
 trap cleanup EXIT
@@ -88,6 +98,16 @@ cat "$CACHE/initramfs.cpio" "$RUN/ov.cpio" >"$RUN/initrd"
 
 NET=user,id=n0,ipv6=off
 for f in "${FWDS[@]}"; do NET="$NET,hostfwd=tcp:127.0.0.1:${f%%:*}-:${f##*:}"; done
+# The commands that run in the routed network's namespace (QEMU, -B, -H).
+INNS=()
+if [ -n "$NETNS" ]; then
+  if [ ! -e "/run/netns/$NETNS" ]; then
+    "$HERE/netns.sh" up "$NETNS" || { say "cannot make network namespace $NETNS"; exit 1; }
+    NSMADE=1
+  fi
+  NET=tap,id=n0,ifname=tap0,script=no,downscript=no
+  INNS=(ip netns exec "$NETNS")
+fi
 QARGS=(-name rddp-interop -machine pc "${ACC[@]}" -smp 1 -m "$MEM" -nographic -no-reboot
   -kernel "$CACHE/vmlinux" -initrd "$RUN/initrd"
   -append "console=ttyS0 loglevel=4 panic=-1 rdinit=/init tsc=reliable edd=off"
@@ -97,13 +117,14 @@ QARGS=(-name rddp-interop -machine pc "${ACC[@]}" -smp 1 -m "$MEM" -nographic -n
 
 if [ -n "$BG" ]; then
   # setsid from a background child does not fork: $! is the new group's id
-  setsid bash -c "($BG) 2>&1 | sed -u 's/^/[host-bg] /'" </dev/null &
+  setsid "${INNS[@]}" bash -c "($BG) 2>&1 | sed -u 's/^/[host-bg] /'" </dev/null &
   BPID=$!
 fi
 
 T0=$(date +%s%N)
 : >"$RUN/console"
-qemu-system-x86_64 "${QARGS[@]}" </dev/null >"$RUN/qemu.log" 2>&1 &
+# (`ip netns exec` execs QEMU: $! is QEMU's pid.)
+"${INNS[@]}" qemu-system-x86_64 "${QARGS[@]}" </dev/null >"$RUN/qemu.log" 2>&1 &
 QPID=$!
 strip() { sed -u -e 's/\r//g' -e 's/\x1b\[[?0-9;]*[a-zA-Z]//g' -e 's/\x1bc//g'; }
 if [ $QUIET = 1 ]; then
@@ -119,7 +140,7 @@ LIMIT=$((TMO + 60)) TIMED_OUT=0 HOSTRAN=0
 while kill -0 "$QPID" 2>/dev/null; do
   if [ -n "$HOSTCMD" ] && [ $HOSTRAN = 0 ] && grep -q '^### RDDP-READY' "$RUN/console"; then
     HOSTRAN=1
-    setsid bash -c "($HOSTCMD) 2>&1 | sed -u 's/^/[host] /'; echo \${PIPESTATUS[0]} >'$RUN/host.rc'" </dev/null &
+    setsid "${INNS[@]}" bash -c "($HOSTCMD) 2>&1 | sed -u 's/^/[host] /'; echo \${PIPESTATUS[0]} >'$RUN/host.rc'" </dev/null &
     HPID=$!
   fi
   if [ $(( ($(date +%s%N) - T0) / 1000000000 )) -ge $LIMIT ]; then

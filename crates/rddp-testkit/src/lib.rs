@@ -83,13 +83,38 @@ pub fn usrsctp_present(what: &str, available: Result<(), impl std::fmt::Display>
 /// LISTEN): what a test waits for before it starts a client of a server it
 /// started, so that the client is not refused.
 pub fn tcp_listening(port: u16) -> bool {
+    listening_in("/proc/net", port)
+}
+
+/// [`tcp_listening`] in the network namespace of process `pid` (its
+/// /proc/PID/net), for a server started in another namespace.
+pub fn tcp_listening_in(pid: u32, port: u16) -> bool {
+    listening_in(&format!("/proc/{pid}/net"), port)
+}
+
+fn listening_in(net: &str, port: u16) -> bool {
     let want = format!(":{port:04X}");
-    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
-        std::fs::read_to_string(f).is_ok_and(|t| {
+    ["tcp", "tcp6"].iter().any(|f| {
+        std::fs::read_to_string(format!("{net}/{f}")).is_ok_and(|t| {
             t.lines().skip(1).any(|l| {
                 let cols: Vec<&str> = l.split_whitespace().collect();
                 cols.len() > 3 && cols[1].ends_with(&want) && cols[3] == "0A"
             })
         })
+    })
+}
+
+/// The sizes fi_pingpong (libfabric's) runs by default, 64 octets to 1 MiB,
+/// as its report names them.
+const FI_PINGPONG_SIZES: [&str; 6] = ["64", "256", "1k", "4k", "64k", "1m"];
+
+/// Whether fi_pingpong's report (`out`, its standard output) has every
+/// default size with all `iters` messages acknowledged (`#ack` `=iters`).
+pub fn fi_pingpong_reported_all(out: &str, iters: u32) -> bool {
+    let acked = format!("={iters}");
+    FI_PINGPONG_SIZES.iter().all(|size| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(*size))
+            .is_some_and(|l| l.split_whitespace().nth(2) == Some(acked.as_str()))
     })
 }

@@ -850,7 +850,17 @@ unsafe extern "C" fn bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -
     // SAFETY: `id` is live.
     unsafe {
         set_route_addr(id, false, a);
-        (*id).verbs = verbs();
+        // An id bound to a loopback address names no device: the kernel's
+        // rdma_cm finds none on lo (RDMA devices sit on real interfaces).
+        // libfabric's verbs provider binds "localhost" to find a passive
+        // endpoint's source and, given a device there, names the endpoint
+        // 127.0.0.1 to its peers; given none, it takes the device's
+        // interface address, which a peer on another host can reach.
+        // Loopback connections still work: a listener's connection
+        // requests and an active id's resolved route name this device.
+        if !a.ip().is_loopback() {
+            (*id).verbs = verbs();
+        }
     }
     0
 }

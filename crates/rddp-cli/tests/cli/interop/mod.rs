@@ -6,6 +6,10 @@
 //! at 10.0.2.2:PORT (QEMU's user network maps it to the host's 127.0.0.1), or
 //! started once the guest server listens, reaching it through a forwarded
 //! 127.0.0.1 port. Several checks share one boot: TCG boots take seconds each.
+//! [`run_routed`] boots on a routed network instead (a tap device in a network
+//! namespace of its own, scripts/interop/netns.sh), for tools that tell each
+//! other ephemeral ports, which no forward can know: there the host side runs
+//! in the namespace as 10.0.2.2 and reaches the guest at 10.0.2.15.
 //!
 //! Availability: the harness builds (or finds cached) the guest with
 //! scripts/interop/build-guest.sh, which installs QEMU and friends when run as
@@ -16,7 +20,7 @@
 pub(crate) mod patient;
 pub(crate) mod proxy;
 
-use rddp_testkit::tcp_listening as listening;
+use rddp_testkit::{tcp_listening, tcp_listening_in};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpListener;
@@ -83,7 +87,8 @@ pub(crate) enum Host {
     /// Before the boot; the guest command finds it at 10.0.2.2:{port}.
     Before(Vec<String>),
     /// Once the guest server listens on its port (`{gport}`, chosen per step); the
-    /// host command reaches it at 127.0.0.1:{port}, forwarded there.
+    /// host command reaches it at 127.0.0.1:{port}, forwarded there (routed:
+    /// at 10.0.2.15:{port}, the guest's own port).
     OnReady(Vec<String>),
     /// Nothing on the host.
     None,
@@ -282,9 +287,69 @@ fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
+/// A network namespace with the routed network's tap device
+/// (scripts/interop/netns.sh), deleted when dropped.
+struct Netns(String);
+
+impl Netns {
+    fn up() -> Self {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let name = format!("rddp-interop-{}-{n}", std::process::id());
+        let out = Command::new("bash")
+            .arg(repo().join("scripts/interop/netns.sh"))
+            .args(["up", &name])
+            .output()
+            .expect("cannot run scripts/interop/netns.sh");
+        assert!(
+            out.status.success(),
+            "scripts/interop/netns.sh up {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self(name)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(repo().join("scripts/interop/netns.sh"))
+            .args(["down", &self.0])
+            .output();
+    }
+}
+
 /// Boot once and run `steps` in order; every step's output, by name.
-pub(crate) fn run(mut steps: Vec<Step>) -> Run {
+pub(crate) fn run(steps: Vec<Step>) -> Run {
+    run_in(steps, None)
+}
+
+/// [`run`] on a routed network (a tap device in a network namespace made for
+/// this boot): every host command runs in the namespace, as 10.0.2.2, and a
+/// host client reaches its guest server at 10.0.2.15:{port}. No proxies, no
+/// patient forwarders.
+pub(crate) fn run_routed(steps: Vec<Step>) -> Run {
+    assert!(
+        steps.iter().all(|s| s.proxy.is_none() && !s.patient),
+        "a routed run has no proxies or forwarders"
+    );
+    let ns = Netns::up();
+    run_in(steps, Some(&ns.0))
+}
+
+fn run_in(mut steps: Vec<Step>, netns: Option<&str>) -> Run {
     let t0 = Instant::now();
+    // A host command, run in the routed network's namespace if there is one.
+    let host_cmd = |cmd: Vec<String>| -> Vec<String> {
+        match netns {
+            Some(ns) => ["ip", "netns", "exec", ns]
+                .into_iter()
+                .map(String::from)
+                .chain(cmd)
+                .collect(),
+            None => cmd,
+        }
+    };
     // RDDP_INTEROP_ONLY=NAME,NAME runs only the steps whose names start so
     // (to rerun a few by hand; the tests for the others then fail).
     if let Ok(only) = std::env::var("RDDP_INTEROP_ONLY") {
@@ -309,7 +374,7 @@ pub(crate) fn run(mut steps: Vec<Step>) -> Run {
         let mut visible = port;
         match &s.host {
             Host::Before(cmd) => {
-                let cmd: Vec<String> = cmd.iter().map(|a| subst(a, port, gport)).collect();
+                let cmd = host_cmd(cmd.iter().map(|a| subst(a, port, gport)).collect());
                 let p = s.proxy.map(|c| proxy::Proxy::start(port, c));
                 if let Some(p) = &p {
                     visible = p.port;
@@ -318,7 +383,9 @@ pub(crate) fn run(mut steps: Vec<Step>) -> Run {
                 listens.push((s.name.clone(), port));
             }
             Host::OnReady(cmd) => {
-                fwds.push(format!("-f{port}:{gport}"));
+                if netns.is_none() {
+                    fwds.push(format!("-f{port}:{gport}"));
+                }
                 on_ready.insert(
                     s.name.clone(),
                     (cmd.clone(), port, gport, s.proxy, s.patient),
@@ -353,6 +420,11 @@ pub(crate) fn run(mut steps: Vec<Step>) -> Run {
     let deadline = Instant::now() + Duration::from_secs(30);
     for (name, port) in &listens {
         let (p, _) = before.get_mut(name).unwrap();
+        let pid = p.child.id();
+        let listening = |port| match netns {
+            Some(_) => tcp_listening_in(pid, port),
+            None => tcp_listening(port),
+        };
         while !listening(*port) && p.child.try_wait().unwrap().is_none() {
             assert!(
                 Instant::now() < deadline,
@@ -367,6 +439,7 @@ pub(crate) fn run(mut steps: Vec<Step>) -> Run {
         .arg("-t")
         .arg(guest_limit.to_string())
         .args(&fwds)
+        .args(netns.map(|ns| format!("-n{ns}")))
         .arg(&script)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -411,12 +484,15 @@ pub(crate) fn run(mut steps: Vec<Step>) -> Run {
                     // to a proxy or a patient forwarder in front of it.
                     let p = corrupt.map(|c| proxy::Proxy::start(fwd, c));
                     let mut port = p.as_ref().map_or(fwd, |p| p.port);
+                    if netns.is_some() {
+                        port = gport;
+                    }
                     if patient {
                         let f = patient::Patient::start(fwd);
                         port = f.port;
                         patients.push(f);
                     }
-                    let cmd: Vec<String> = cmd.iter().map(|a| subst(a, port, gport)).collect();
+                    let cmd = host_cmd(cmd.iter().map(|a| subst(a, port, gport)).collect());
                     running = Some((name.to_string(), Some(spawn(&cmd)), p));
                 }
             }
