@@ -1023,16 +1023,19 @@ fn serve(
                     Ok(()) => {
                         let qpu = accepted_qp;
                         let established = move || {
-                            std::thread::sleep(FIRST_FPDU_DELAY);
                             deliver_with_peer(child, 0, ESTABLISHED, 0, Vec::new(), peer);
                             watch(child, qpu);
                         };
                         let spawned = std::thread::Builder::new()
                             .name("rdma_cm accept".into())
-                            .spawn(established);
+                            .spawn(move || {
+                                std::thread::sleep(FIRST_FPDU_DELAY);
+                                established();
+                            });
+                        // No thread to wait on: ESTABLISHED at once (the
+                        // closure is Copy: it holds two ids and an address).
                         if spawned.is_err() {
-                            deliver_with_peer(child, 0, ESTABLISHED, 0, Vec::new(), peer);
-                            watch(child, accepted_qp);
+                            established();
                         }
                     }
                     Err(e) => deliver(child, 0, CONNECT_ERROR, -e, Vec::new()),

@@ -354,7 +354,7 @@ impl PreparedQueuePair {
         if let Some(m) = mpa {
             let sock = Arc::new(m.sock);
             state.mpa = Some(LoopIo {
-                out: MpaOut::new(sock.clone(), m.enc, m.may_send, m.wire),
+                out: MpaOut::new(sock.clone(), m.enc, !m.input.gate_closed, m.wire),
                 sock: sock.clone(),
                 rx: None,
                 handle: None,

@@ -149,8 +149,7 @@ impl Connection {
     /// responder that expects an RTR (it opens with the RTR).
     pub fn send_before_first_fpdu(&mut self) -> bool {
         match &mut self.llp {
-            Llp::Mpa(m) if !m.may_send && !m.rtr_expected => {
-                m.may_send = true;
+            Llp::Mpa(m) if m.input.gate_closed && !m.rtr_expected => {
                 m.input.gate_closed = false;
                 true
             }

@@ -161,9 +161,6 @@ pub struct MpaLlp {
     pub(crate) sock: TcpStream,
     /// Framing of what we send (CRC, Markers, the stream offset so far).
     pub(crate) enc: FpduEncoder,
-    /// We may transmit at once: the initiator (RFC 5044 §7.1.2), or a
-    /// responder told so ([`super::Connection::send_before_first_fpdu`]).
-    pub(crate) may_send: bool,
     /// A responder that agreed an RTR (RFC 6581): its gate opens with it.
     pub(crate) rtr_expected: bool,
     /// The receive half.
@@ -280,7 +277,6 @@ fn into_connection(
         llp: Llp::Mpa(Box::new(MpaLlp {
             sock,
             enc,
-            may_send: initiator,
             rtr_expected: expect_rtr.is_some(),
             input,
             wire,

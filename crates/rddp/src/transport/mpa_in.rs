@@ -15,7 +15,9 @@ use rddp_mpa::pcap::TcpEndpoint;
 pub(crate) struct MpaIn {
     pub rx: FpduReceiver,
     /// The gate is still closed (a responder before the initiator's first FPDU,
-    /// RFC 5044 §7.1.2).
+    /// RFC 5044 §7.1.2): nothing may be sent yet. Open from the start for
+    /// an initiator, or a responder told so
+    /// ([`super::Connection::send_before_first_fpdu`]).
     pub gate_closed: bool,
     /// This connection in the process's capture (`--pcap`).
     pub wire: Option<TcpEndpoint>,
