@@ -155,13 +155,17 @@ pub(crate) struct Outcome {
     pub host_err: String,
     /// What the proxy did, if there was one.
     pub proxy: String,
+    /// From the step's begin to its end as the host saw them: where the
+    /// boot's time goes (the log lists every step's).
+    pub seconds: f64,
 }
 
 impl Outcome {
     pub(crate) fn all(&self) -> String {
         format!(
-            "--- guest (rc {:?})\n{}--- dmesg\n{}--- host (rc {:?})\n{}{}--- proxy\n{}",
+            "--- guest (rc {:?}, {:.1} s)\n{}--- dmesg\n{}--- host (rc {:?})\n{}{}--- proxy\n{}",
             self.guest_rc,
+            self.seconds,
             self.guest,
             self.dmesg,
             self.host_rc,
@@ -453,6 +457,7 @@ fn run_in(mut steps: Vec<Step>, netns: Option<&str>) -> Run {
     // The forwarders of `patient` steps, until the run ends.
     let mut patients = Vec::new();
     let mut current: Option<String> = None;
+    let mut began = Instant::now();
     let mut console = String::new();
     for line in BufReader::new(qemu.stdout.take().unwrap()).lines() {
         let Ok(line) = line else { break };
@@ -477,6 +482,7 @@ fn run_in(mut steps: Vec<Step>, netns: Option<&str>) -> Run {
             (Some("STEP-BEGIN"), Some(name)) => {
                 current = Some(name.to_string());
                 results.entry(name.to_string()).or_default();
+                began = Instant::now();
             }
             (Some("READY"), Some(name)) => {
                 if let Some((cmd, fwd, gport, corrupt, patient)) = on_ready.remove(name) {
@@ -502,6 +508,7 @@ fn run_in(mut steps: Vec<Step>, netns: Option<&str>) -> Run {
                     .and_then(|r| r.parse().ok());
                 let o = results.entry(name.to_string()).or_default();
                 o.guest_rc = rc;
+                o.seconds = began.elapsed().as_secs_f64();
                 let host = match running.take() {
                     Some((n, p, px)) if n == name => Some((p, px)),
                     other => {
@@ -544,15 +551,21 @@ fn run_in(mut steps: Vec<Step>, netns: Option<&str>) -> Run {
     }
     let _ = err_reader.join();
     let stderr = err.lock().unwrap().clone();
-    // RDDP_INTEROP_LOG=FILE keeps the guest script, its forwards and the console.
+    // RDDP_INTEROP_LOG=FILE keeps the guest script, its forwards, the console
+    // and each step's outputs and time, a boot after another (appended).
     if let Ok(f) = std::env::var("RDDP_INTEROP_LOG") {
         let mut log = format!("{fwds:?}\n{script}\n{console}\n{stderr}\n");
         for s in &steps {
             if let Some(o) = results.get(&s.name) {
-                log.push_str(&format!("=== {}\n{}", s.name, o.all()));
+                log.push_str(&format!("=== {} ({:.1} s)\n{}", s.name, o.seconds, o.all()));
             }
         }
-        let _ = std::fs::write(f, log);
+        use std::io::Write;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(f);
+        let _ = file.and_then(|mut file| file.write_all(log.as_bytes()));
     }
     Run {
         steps: results,
