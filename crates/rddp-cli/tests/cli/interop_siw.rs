@@ -15,7 +15,11 @@ use std::sync::OnceLock;
 
 /// rping's sizes from its minimum to its maximum (RPING_BUFSIZE - 1).
 const SIZES: [u32; 4] = [23, 64, 4096, 65535];
+/// Pings of each size between `rddp rping` and siw's rping.
 const PINGS: u32 = 100;
+/// Pings of each size between Debian's rping through `rddp exec` and siw's:
+/// the count an rping user runs (`-C 1000`).
+const EXEC_PINGS: u32 = 1000;
 
 fn rddp(args: &str) -> Vec<String> {
     std::iter::once("{rddp}".to_string())
@@ -27,16 +31,26 @@ fn plan() -> Vec<Step> {
     let mut p = Vec::new();
     // 1. rping: siw's client against `rddp rping -s`, then `rddp rping -c` against
     // siw's server, 100 validated pings of each size.
-    rping_steps(&mut p, "rping", "rping", &SIZES, 64, true);
+    rping_steps(&mut p, ("rping", "rping"), &SIZES, PINGS, 64);
     // Debian's unmodified rping on the host through `rddp exec` (the library
-    // as libibverbs.so.1 and librdmacm.so.1) against siw's, both ways.
+    // as libibverbs.so.1 and librdmacm.so.1) against siw's, both ways; its
+    // data printed at the smallest size (each ping's line crosses the
+    // guest's serial console: short ones).
     rping_steps(
         &mut p,
-        "exec-rping",
-        "exec -- rping",
+        ("exec-rping", "exec -- rping"),
         &EXEC_SIZES,
-        4096,
-        true,
+        EXEC_PINGS,
+        23,
+    );
+    // The same with the host's rping creating and moving its own queue pair
+    // (`-q`: ibv_create_qp and ibv_modify_qp, not rdma_create_qp).
+    rping_steps(
+        &mut p,
+        ("exec-rping-q", "exec -- rping -q"),
+        &[4096],
+        EXEC_PINGS,
+        0,
     );
     perftest(&mut p);
     exec_perftest(&mut p);
@@ -50,52 +64,58 @@ fn plan() -> Vec<Step> {
 const EXEC_SIZES: [u32; 3] = [23, 4096, 65535];
 
 /// Steps `{name}-siw-client-{size}` (siw's rping client against the host's
-/// `{host} -s`) and, with `siw_server`, `{name}-siw-server-{size}` (the
-/// host's `{host} -c` against siw's rping server) for each size: 100
-/// validated pings, printed (`-v`) at size `verbose`.
+/// `{host} -s`) and `{name}-siw-server-{size}` (the host's `{host} -c`
+/// against siw's rping server) for each size: `pings` validated pings,
+/// printed (`-v`) at size `verbose`.
 fn rping_steps(
     p: &mut Vec<Step>,
-    name: &str,
-    host: &str,
+    (name, host): (&str, &str),
     sizes: &[u32],
+    pings: u32,
     verbose: u32,
-    siw_server: bool,
 ) {
+    // A minute, and a tenth of a second a ping (a 64 KiB one takes about
+    // 30 ms on a quiet host).
+    let secs = 60 + pings / 10;
     for &size in sizes {
         let v = if size == verbose { " -v" } else { "" };
         p.push(Step::new(
             &format!("{name}-siw-client-{size}"),
             "default",
-            60,
-            &format!("rping -c -a 10.0.2.2 -p {{port}} -C {PINGS} -S {size} -V{v}"),
+            secs,
+            &format!("rping -c -a 10.0.2.2 -p {{port}} -C {pings} -S {size} -V{v}"),
             Host::Before(rddp(&format!(
                 "{host} -s -a 127.0.0.1 -p {{port}} -S {size} -V{v}"
             ))),
         ));
-        if !siw_server {
-            continue;
-        }
         p.push(Step::new(
             &format!("{name}-siw-server-{size}"),
             "default",
-            60,
+            secs,
             &format!("rping -s -a 0.0.0.0 -p {{gport}} -S {size} -V{v}"),
             Host::OnReady(rddp(&format!(
-                "{host} -c -a 127.0.0.1 -p {{port}} -C {PINGS} -S {size} -V{v}"
+                "{host} -c -a 127.0.0.1 -p {{port}} -C {pings} -S {size} -V{v}"
             ))),
         ));
     }
 }
 
-/// perftest iterations per run here (the debug build of rddp moves about
-/// 10 MB/s of Writes; docs/interop.md has the default 5000-iteration runs).
-const PERFTEST_ITERS: u32 = 1000;
+/// perftest's iterations (64 KiB each) in a run where rddp sends the data
+/// (the debug build of rddp moves about 10 MB/s of Writes; docs/interop.md
+/// has the default 5000-iteration runs), and in one where siw sends it: siw's
+/// transmit path keeps the guest's one TCG vCPU busy at a few MB/s, so those
+/// move a fifth as much.
+fn perftest_iters(op: &str, siw_client: bool) -> u32 {
+    // The client Writes and Sends; for Reads the server sends the data.
+    let siw_sends = siw_client != (op == "read");
+    if siw_sends { 200 } else { 1000 }
+}
 
 /// Point 2, perftest -R both ways: siw's ib_*_bw against `rddp perf server
 /// --perftest`, then `rddp perf client --perftest` against siw's ib_*_bw server.
 fn perftest(p: &mut Vec<Step>) {
-    let n = PERFTEST_ITERS;
     for op in ["write", "read", "send"] {
+        let n = perftest_iters(op, true);
         p.push(Step::new(
             &format!("perftest-siw-client-{op}"),
             "default",
@@ -110,6 +130,7 @@ fn perftest(p: &mut Vec<Step>) {
                 "perf server --listen 127.0.0.1:{{port}} --perftest --op {op} --iters {n} --crc off"
             ))),
         ));
+        let n = perftest_iters(op, false);
         p.push(Step::new(
             &format!("perftest-siw-server-{op}"),
             "default",
@@ -127,8 +148,8 @@ fn perftest(p: &mut Vec<Step>) {
 /// siw in the guest: siw's the client (`exec-perftest-siw-client-OP`), then
 /// siw's the server (`exec-perftest-siw-server-OP`).
 fn exec_perftest(p: &mut Vec<Step>) {
-    let n = PERFTEST_ITERS;
     for op in ["write", "read", "send"] {
+        let n = perftest_iters(op, true);
         p.push(Step::new(
             &format!("exec-perftest-siw-client-{op}"),
             "default",
@@ -136,6 +157,7 @@ fn exec_perftest(p: &mut Vec<Step>) {
             &format!("ib_{op}_bw -R -d siw0 -n {n} -p {{port}} 10.0.2.2"),
             Host::Before(rddp(&format!("exec -- ib_{op}_bw -R -n {n} -p {{port}}"))),
         ));
+        let n = perftest_iters(op, false);
         p.push(
             Step::new(
                 &format!("exec-perftest-siw-server-{op}"),
@@ -218,9 +240,11 @@ fn exec_tools(p: &mut Vec<Step>) {
         exec_perftest_both_ways(p, &format!("lat-{op}"), 120, &tool, true);
     }
     // Every size, 2 octets to 8 MiB, 5 iterations each (perftest's least):
-    // about 80 MB a step, at a few MB/s through TCG, so ib_write_bw only
-    // (all three run so on loopback, rddp-verbs-abi's tools tests).
-    exec_perftest_both_ways(p, "all-write", 180, "ib_write_bw -R -a -n 5", true);
+    // about 80 MB a step, a minute where siw sends it.
+    for op in ["write", "read", "send"] {
+        let tool = format!("ib_{op}_bw -R -a -n 5");
+        exec_perftest_both_ways(p, &format!("all-{op}"), 180, &tool, true);
+    }
     let uc = "-c 2 -C 4";
     exec_both_ways(
         p,
@@ -562,7 +586,7 @@ fn rping_siw_client_against_rddp_server() {
     for size in SIZES {
         let name = format!("rping-siw-client-{size}");
         let (o, all) = (run.get(&name), run.explain(&name));
-        siw_client_pinged(o, &all, size == 64);
+        siw_client_pinged(o, &all, PINGS, size == 64);
         assert!(
             o.host_err.contains(&format!("served {PINGS} pings")),
             "{all}"
@@ -597,28 +621,35 @@ fn rping_rddp_client_against_siw_server() {
     }
 }
 
-/// Debian's rping through `rddp exec` as the server, siw's rping the client.
+/// The exec'd rping steps and whether their pings were printed, the `-q`
+/// one last.
+fn exec_rping_steps(dir: &str) -> Vec<(String, bool)> {
+    let plain = EXEC_SIZES.map(|size| (format!("exec-rping-{dir}-{size}"), size == 23));
+    let q = (format!("exec-rping-q-{dir}-4096"), false);
+    plain.into_iter().chain([q]).collect()
+}
+
+/// Debian's rping through `rddp exec` as the server, siw's rping the client:
+/// 1000 pings of each size, the host's rping also with `-q`.
 #[test]
 fn exec_rping_server_against_siw_client() {
     let Some(run) = session() else { return };
-    for size in EXEC_SIZES {
-        let name = format!("exec-rping-siw-client-{size}");
+    for (name, printed) in exec_rping_steps("siw-client") {
         let (o, all) = (run.get(&name), run.explain(&name));
-        siw_client_pinged(o, &all, size == 4096);
+        siw_client_pinged(o, &all, EXEC_PINGS, printed);
         assert!(!rping_failed(&o.host_out, true), "{all}");
         assert!(o.host_err.contains("server DISCONNECT EVENT"), "{all}");
     }
 }
 
-/// Debian's rping through `rddp exec` as the client, siw's rping the server:
-/// the library's CM offers an RTR (RFC 6581), which siw takes and waits for
-/// before it reports the connection established (docs/interop.md,
-/// difference 5).
+/// Debian's rping through `rddp exec` as the client, siw's rping the server,
+/// 1000 pings of each size, the host's rping also with `-q`: the library's
+/// CM offers an RTR (RFC 6581), which siw takes and waits for before it
+/// reports the connection established (docs/interop.md, difference 5).
 #[test]
 fn exec_rping_client_against_siw_server() {
     let Some(run) = session() else { return };
-    for size in EXEC_SIZES {
-        let name = format!("exec-rping-siw-server-{size}");
+    for (name, printed) in exec_rping_steps("siw-server") {
         let (o, all) = (run.get(&name), run.explain(&name));
         assert_eq!(o.host_rc, Some(0), "{all}");
         assert!(!rping_failed(&o.host_out, false), "{all}");
@@ -628,21 +659,21 @@ fn exec_rping_client_against_siw_server() {
         assert!(rping_exit_ok(o), "{all}");
         assert!(!rping_failed(&o.guest, true), "{all}");
         assert!(o.guest.contains("server DISCONNECT EVENT"), "{all}");
-        if size == 4096 {
+        if printed {
             let lines = |s: &str, p: &str| s.lines().filter(|l| l.starts_with(p)).count();
             let pinged = lines(&o.host_out, "ping data: rdma-ping-");
-            assert_eq!(pinged, PINGS as usize, "{all}");
+            assert_eq!(pinged, EXEC_PINGS as usize, "{all}");
             let served = lines(&o.guest, "server ping data: rdma-ping-");
-            assert_eq!(served, PINGS as usize, "{all}");
+            assert_eq!(served, EXEC_PINGS as usize, "{all}");
         }
     }
 }
 
 /// What every run of siw's rping client against a server on the host shows:
 /// both ends exited well, the client saw the disconnect; with `data`, the
-/// client printed each of the [`PINGS`] pings that came back and the server
+/// client printed each of the `pings` pings that came back and the server
 /// (on the host's standard output) each it read.
-fn siw_client_pinged(o: &interop::Outcome, all: &str, data: bool) {
+fn siw_client_pinged(o: &interop::Outcome, all: &str, pings: u32, data: bool) {
     assert!(rping_exit_ok(o), "{all}");
     assert!(!rping_failed(&o.guest, false), "{all}");
     assert!(o.guest.contains("client DISCONNECT EVENT"), "{all}");
@@ -650,9 +681,9 @@ fn siw_client_pinged(o: &interop::Outcome, all: &str, data: bool) {
     if data {
         let lines = |s: &str, p: &str| s.lines().filter(|l| l.starts_with(p)).count();
         let pinged = lines(&o.guest, "ping data: rdma-ping-");
-        assert_eq!(pinged, PINGS as usize, "{all}");
+        assert_eq!(pinged, pings as usize, "{all}");
         let served = lines(&o.host_out, "server ping data: rdma-ping-");
-        assert_eq!(served, PINGS as usize, "{all}");
+        assert_eq!(served, pings as usize, "{all}");
     }
 }
 
@@ -926,17 +957,17 @@ fn bw_line(out: &str, iters: u32) -> Option<(String, f64)> {
 /// well, siw's too or failing only perftest's closing exchange ("Failed to
 /// close connection between server and client", status 1: siw fails a Send
 /// it has written when the peer's FIN comes before its check,
-/// docs/interop.md), and both ends reported the 1000 iterations.
-fn exec_perftest_ran(name: &str, o: &interop::Outcome, all: &str) {
+/// docs/interop.md), and both ends reported the `iters` iterations.
+fn exec_perftest_ran(name: &str, iters: u32, o: &interop::Outcome, all: &str) {
     perftest_ends_ok(o, all);
-    let (theirs, avg) = bw_line(&o.guest, PERFTEST_ITERS).unwrap_or_else(|| panic!("{all}"));
-    let (ours, ours_avg) = bw_line(&o.host_out, PERFTEST_ITERS).unwrap_or_else(|| panic!("{all}"));
+    let (theirs, avg) = bw_line(&o.guest, iters).unwrap_or_else(|| panic!("{all}"));
+    let (ours, ours_avg) = bw_line(&o.host_out, iters).unwrap_or_else(|| panic!("{all}"));
     assert!(avg > 0.0 && ours_avg > 0.0, "{all}");
     eprintln!("{name}: siw:  {theirs}\n{name}: exec: {ours}");
 }
 
 /// Debian's perftest through `rddp exec` as the server, siw's the client:
-/// both ends report the 1000 iterations of 64 KiB. siw's client may then
+/// both ends report their iterations of 64 KiB. siw's client may then
 /// fail perftest's closing exchange ("Bad wc status 2", "Failed to close
 /// connection between server and client", status 1) after the server has
 /// ended: siw fails its last Send, written and answered, when the server's
@@ -948,12 +979,12 @@ fn exec_perftest_server_against_siw_client() {
     for op in ["write", "read", "send"] {
         let name = format!("exec-perftest-siw-client-{op}");
         let (o, all) = (run.get(&name), run.explain(&name));
-        exec_perftest_ran(&name, o, &all);
+        exec_perftest_ran(&name, perftest_iters(op, true), o, &all);
     }
 }
 
 /// Debian's perftest through `rddp exec` as the client, siw's the server:
-/// both ends report the 1000 iterations of 64 KiB. The client reaches the
+/// both ends report their iterations of 64 KiB. The client reaches the
 /// guest through the patient forwarder (interop/patient.rs); a run whose
 /// client still lost perftest's own race ([`lost_perftest_race`]) shows
 /// nothing either way and is passed over, saying so; not all three may
@@ -973,7 +1004,7 @@ fn exec_perftest_client_against_siw_server() {
             continue;
         }
         ran += 1;
-        exec_perftest_ran(&name, o, &all);
+        exec_perftest_ran(&name, perftest_iters(op, false), o, &all);
     }
     assert!(
         ran > 0,
@@ -1003,9 +1034,9 @@ fn perftest_siw_clients_against_rddp_perf_server() {
         assert_eq!(o.guest_rc, Some(0), "{all}");
         assert_eq!(o.host_rc, Some(0), "{all}");
         assert!(o.guest.contains("Data ex. method : rdma_cm"), "{all}");
-        let (theirs, avg) = bw_line(&o.guest, PERFTEST_ITERS).unwrap_or_else(|| panic!("{all}"));
-        let (ours, ours_avg) =
-            bw_line(&o.host_out, PERFTEST_ITERS).unwrap_or_else(|| panic!("{all}"));
+        let n = perftest_iters(op, true);
+        let (theirs, avg) = bw_line(&o.guest, n).unwrap_or_else(|| panic!("{all}"));
+        let (ours, ours_avg) = bw_line(&o.host_out, n).unwrap_or_else(|| panic!("{all}"));
         assert!(avg > 0.0 && ours_avg > 0.0, "{all}");
         // Write and read: the server prints the client's report as it came.
         if op != "send" {
@@ -1023,9 +1054,9 @@ fn perftest_rddp_perf_client_against_siw_servers() {
         let (o, all) = (run.get(&name), run.explain(&name));
         assert_eq!(o.host_rc, Some(0), "{all}");
         assert_eq!(o.guest_rc, Some(0), "{all}");
-        let (ours, avg) = bw_line(&o.host_out, PERFTEST_ITERS).unwrap_or_else(|| panic!("{all}"));
-        let (theirs, their_avg) =
-            bw_line(&o.guest, PERFTEST_ITERS).unwrap_or_else(|| panic!("{all}"));
+        let n = perftest_iters(op, false);
+        let (ours, avg) = bw_line(&o.host_out, n).unwrap_or_else(|| panic!("{all}"));
+        let (theirs, their_avg) = bw_line(&o.guest, n).unwrap_or_else(|| panic!("{all}"));
         assert!(avg > 0.0 && their_avg > 0.0, "{all}");
         if op != "send" {
             assert_eq!(theirs, ours, "{all}");
@@ -1091,15 +1122,18 @@ fn exec_latency_tools_against_siw_both_ways() {
     }
 }
 
-/// Debian's ib_write_bw with `-R -a` through `rddp exec` against siw's,
-/// both ways: the client reports all 23 sizes, 2 octets to 8 MiB, 5
-/// iterations each, each moving data.
+/// Debian's ib_write_bw, ib_read_bw and ib_send_bw with `-R -a` through
+/// `rddp exec` against siw's, both ways: the client reports all 23 sizes,
+/// 2 octets to 8 MiB, 5 iterations each, each moving data.
 #[test]
 fn exec_perftest_all_sizes_against_siw_both_ways() {
     let Some(run) = session() else { return };
     let want: Vec<String> = (1..=23).map(|k| (1u64 << k).to_string()).collect();
-    for dir in ["siw-client", "siw-server"] {
-        let name = format!("exec-all-write-{dir}");
+    for (op, dir) in ["write", "read", "send"]
+        .into_iter()
+        .flat_map(|op| [(op, "siw-client"), (op, "siw-server")])
+    {
+        let name = format!("exec-all-{op}-{dir}");
         let (o, all) = (run.get(&name), run.explain(&name));
         perftest_ends_ok(o, &all);
         let rows = report_rows(client_server(&name, o).0);
