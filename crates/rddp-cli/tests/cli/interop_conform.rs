@@ -113,9 +113,9 @@ fn results(step: &str) -> (String, Option<Value>) {
 #[test]
 fn conform_against_siw() {
     // Not one of the machine's heavy turns (`common::heavy`): this guest
-    // waits out conform's case timeouts and siw's for most of its boot (29 s
-    // of CPU in 318 s once), so it runs beside the others instead of holding
-    // a test thread and the machine for minutes.
+    // waits out conform's case timeouts and siw's for most of its boot, so
+    // it runs beside the others instead of holding a test thread and the
+    // machine for minutes.
     if let Err(why) = interop::available() {
         eprintln!("SKIPPED: {why}");
         return;

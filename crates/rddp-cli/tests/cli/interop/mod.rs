@@ -557,7 +557,7 @@ fn run_in(mut steps: Vec<Step>, netns: Option<&str>) -> Run {
         let mut log = format!("{fwds:?}\n{script}\n{console}\n{stderr}\n");
         for s in &steps {
             if let Some(o) = results.get(&s.name) {
-                log.push_str(&format!("=== {} ({:.1} s)\n{}", s.name, o.seconds, o.all()));
+                log.push_str(&format!("=== {}\n{}", s.name, o.all()));
             }
         }
         use std::io::Write;
