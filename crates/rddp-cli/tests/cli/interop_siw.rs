@@ -53,6 +53,7 @@ fn plan() -> Vec<Step> {
         0,
     );
     perftest(&mut p);
+    perftest_clock_steps(&mut p);
     exec_perftest(&mut p);
     exec_tools(&mut p);
     terminates(&mut p);
@@ -100,6 +101,23 @@ fn rping_steps(
     }
 }
 
+/// perftest's options on siw in the guest: the device, and `-F`. perftest
+/// turns cycles into time with a factor it fits at report time (TSC against
+/// gettimeofday over 200 short intervals, `get_cpu_mhz`) and, without `-F`,
+/// exits 1 after the data phase when the fit's r^2 is under 0.9, skipping
+/// its closing exchange. Under TCG the fit falls short now and then
+/// (docs/interop.md, "perftest's clock"). With `-F` that report prints zero
+/// rates instead and the tool ends as usual. The checks then take the zero
+/// rates of as many reports as siw's tool said its fit failed
+/// ([`siw_failed_fits`]) and still check every iteration and exit status.
+const ON_SIW: &str = "-d siw0 -F";
+
+/// Reports in which siw's perftest printed zero rates because its clock fit
+/// failed ([`ON_SIW`]): each such report follows that line.
+fn siw_failed_fits(guest: &str) -> usize {
+    guest.matches("Correlation coefficient r^2").count()
+}
+
 /// perftest's iterations (64 KiB each) in a run where rddp sends the data
 /// (the debug build of rddp moves about 10 MB/s of Writes; docs/interop.md
 /// has the default 5000-iteration runs), and in one where siw sends it: siw's
@@ -120,7 +138,7 @@ fn perftest(p: &mut Vec<Step>) {
             &format!("perftest-siw-client-{op}"),
             "default",
             120,
-            &format!("ib_{op}_bw -R -d siw0 -n {n} -p {{port}} 10.0.2.2"),
+            &format!("ib_{op}_bw -R {ON_SIW} -n {n} -p {{port}} 10.0.2.2"),
             // CRC as siw asks (off): siw 6.1 reassembles an MPA CRC trailer that
             // a TCP segment boundary splits at the wrong offset, and QEMU's user
             // network re-segments the stream, so with CRC on bulk transfers into
@@ -135,12 +153,39 @@ fn perftest(p: &mut Vec<Step>) {
             &format!("perftest-siw-server-{op}"),
             "default",
             120,
-            &format!("ib_{op}_bw -R -d siw0 -n {n} -p {{gport}}"),
+            &format!("ib_{op}_bw -R {ON_SIW} -n {n} -p {{gport}}"),
             Host::OnReady(rddp(&format!(
                 "perf client --connect 127.0.0.1:{{port}} --perftest --op {op} --iters {n} --crc off"
             ))),
         ));
     }
+}
+
+/// Reads of the step whose clock fit fails on purpose.
+const CLOCK_ITERS: u32 = 100;
+
+/// siw's perftest client made to fail its clock fit ([`ON_SIW`]): while it
+/// runs, the guest's wall clock is stepped forward to the next whole second
+/// again and again, so gettimeofday and the TSC disagree over its
+/// intervals (never back: a clock that goes back can hold perftest's
+/// busy-wait forever); the clock is set right from the uptime afterwards.
+/// Reads, so rddp sends.
+fn perftest_clock_steps(p: &mut Vec<Step>) {
+    let steps = "while :; do date -s @$(($(date +%s) + 1)); done >/dev/null";
+    let fix = "date -s @$((d0 + $(cut -d. -f1 /proc/uptime) - u0)) >/dev/null";
+    p.push(Step::new(
+        "perftest-siw-client-clock-steps",
+        "default",
+        60,
+        &format!(
+            "u0=$(cut -d. -f1 /proc/uptime); d0=$(date +%s); ({steps}) & j=$!; \
+             ib_read_bw -R {ON_SIW} -n {CLOCK_ITERS} -p {{port}} 10.0.2.2; rc=$?; \
+             kill $j; wait $j; {fix}; exit $rc"
+        ),
+        Host::Before(rddp(&format!(
+            "perf server --listen 127.0.0.1:{{port}} --perftest --op read --iters {CLOCK_ITERS} --crc off"
+        ))),
+    ));
 }
 
 /// Debian's unmodified perftest on the host through `rddp exec` (the
@@ -154,7 +199,7 @@ fn exec_perftest(p: &mut Vec<Step>) {
             &format!("exec-perftest-siw-client-{op}"),
             "default",
             120,
-            &format!("ib_{op}_bw -R -d siw0 -n {n} -p {{port}} 10.0.2.2"),
+            &format!("ib_{op}_bw -R {ON_SIW} -n {n} -p {{port}} 10.0.2.2"),
             Host::Before(rddp(&format!("exec -- ib_{op}_bw -R -n {n} -p {{port}}"))),
         ));
         let n = perftest_iters(op, false);
@@ -163,7 +208,7 @@ fn exec_perftest(p: &mut Vec<Step>) {
                 &format!("exec-perftest-siw-server-{op}"),
                 "default",
                 120,
-                &format!("ib_{op}_bw -R -d siw0 -n {n} -p {{gport}}"),
+                &format!("ib_{op}_bw -R {ON_SIW} -n {n} -p {{gport}}"),
                 Host::OnReady(rddp(&format!(
                     "exec -- ib_{op}_bw -R -n {n} -p {{port}} 127.0.0.1"
                 ))),
@@ -219,11 +264,11 @@ fn exec_perftest_both_ways(p: &mut Vec<Step>, name: &str, secs: u32, tool: &str,
         name,
         secs,
         (
-            &format!("{tool} -d siw0 -p {{port}} 10.0.2.2"),
+            &format!("{tool} {ON_SIW} -p {{port}} 10.0.2.2"),
             &format!("{tool} -p {{port}}"),
         ),
         siw_server.then_some((
-            &format!("{tool} -d siw0 -p {{gport}}"),
+            &format!("{tool} {ON_SIW} -p {{gport}}"),
             &format!("{tool} -p {{port}} 127.0.0.1"),
         )),
     );
@@ -962,7 +1007,8 @@ fn exec_perftest_ran(name: &str, iters: u32, o: &interop::Outcome, all: &str) {
     perftest_ends_ok(o, all);
     let (theirs, avg) = bw_line(&o.guest, iters).unwrap_or_else(|| panic!("{all}"));
     let (ours, ours_avg) = bw_line(&o.host_out, iters).unwrap_or_else(|| panic!("{all}"));
-    assert!(avg > 0.0 && ours_avg > 0.0, "{all}");
+    let fit = siw_failed_fits(&o.guest) > 0;
+    assert!(fit || (avg > 0.0 && ours_avg > 0.0), "{all}");
     eprintln!("{name}: siw:  {theirs}\n{name}: exec: {ours}");
 }
 
@@ -1025,6 +1071,23 @@ fn lost_perftest_race(stderr: &str) -> bool {
         && stderr.contains("Failed to create RDMA CM connection")
 }
 
+/// siw's perftest whose clock fit fails (the guest's wall clock stepped
+/// under it): with [`ON_SIW`]'s `-F` it says so, prints zero rates, and
+/// ends well with every iteration reported; without `-F` it exits 1 ("Can't
+/// produce a report") before perftest's closing exchange.
+#[test]
+fn perftest_on_siw_survives_a_failed_clock_fit() {
+    let Some(run) = session() else { return };
+    let name = "perftest-siw-client-clock-steps";
+    let (o, all) = (run.get(name), run.explain(name));
+    assert!(siw_failed_fits(&o.guest) > 0, "{all}");
+    assert!(!o.guest.contains("Can't produce a report"), "{all}");
+    assert_eq!(o.guest_rc, Some(0), "{all}");
+    assert_eq!(o.host_rc, Some(0), "{all}");
+    assert!(bw_line(&o.guest, CLOCK_ITERS).is_some(), "{all}");
+    assert!(bw_line(&o.host_out, CLOCK_ITERS).is_some(), "{all}");
+}
+
 #[test]
 fn perftest_siw_clients_against_rddp_perf_server() {
     let Some(run) = session() else { return };
@@ -1037,7 +1100,8 @@ fn perftest_siw_clients_against_rddp_perf_server() {
         let n = perftest_iters(op, true);
         let (theirs, avg) = bw_line(&o.guest, n).unwrap_or_else(|| panic!("{all}"));
         let (ours, ours_avg) = bw_line(&o.host_out, n).unwrap_or_else(|| panic!("{all}"));
-        assert!(avg > 0.0 && ours_avg > 0.0, "{all}");
+        let fit = siw_failed_fits(&o.guest) > 0;
+        assert!(fit || (avg > 0.0 && ours_avg > 0.0), "{all}");
         // Write and read: the server prints the client's report as it came.
         if op != "send" {
             assert_eq!(theirs, ours, "{all}");
@@ -1057,7 +1121,8 @@ fn perftest_rddp_perf_client_against_siw_servers() {
         let n = perftest_iters(op, false);
         let (ours, avg) = bw_line(&o.host_out, n).unwrap_or_else(|| panic!("{all}"));
         let (theirs, their_avg) = bw_line(&o.guest, n).unwrap_or_else(|| panic!("{all}"));
-        assert!(avg > 0.0 && their_avg > 0.0, "{all}");
+        let fit = siw_failed_fits(&o.guest) > 0;
+        assert!(fit || (avg > 0.0 && their_avg > 0.0), "{all}");
         if op != "send" {
             assert_eq!(theirs, ours, "{all}");
         }
@@ -1140,16 +1205,21 @@ fn exec_perftest_all_sizes_against_siw_both_ways() {
         let sizes: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
         assert_eq!(sizes, want, "{all}");
         // The average bandwidth or the message rate above 0 (at 2
-        // octets the first rounds to 0.00, at 8 MiB the second).
+        // octets the first rounds to 0.00, at 8 MiB the second), but in
+        // the reports of siw's client whose clock fit failed.
         let positive = |r: &[String], i: usize| {
             r.get(i)
                 .and_then(|v| v.parse::<f64>().ok())
                 .is_some_and(|v| v > 0.0)
         };
-        for r in &rows {
-            assert_eq!(r[1], "5", "{all}");
-            assert!(positive(r, 3) || positive(r, 4), "{all}");
-        }
+        assert!(rows.iter().all(|r| r[1] == "5"), "{all}");
+        let zero = rows.iter().filter(|r| !positive(r, 3) && !positive(r, 4));
+        let failed_fits = if dir == "siw-client" {
+            siw_failed_fits(&o.guest)
+        } else {
+            0
+        };
+        assert!(zero.count() <= failed_fits, "{all}");
     }
 }
 
