@@ -56,23 +56,13 @@ pub struct Listener {
 
 impl Listener {
     /// Listen at `addr` (SCTP port and UDP encapsulation port both `addr`'s port),
-    /// announcing the Adaptation Indication of `opts`.
+    /// announcing the Adaptation Indication of `opts`. A port that sockets of
+    /// this process dropped there still hold is waited for, at most
+    /// [`usrsctp_ffi::reaper::CLOSE_AFTER`] and a second more.
     pub fn bind(addr: SocketAddrV4, opts: Options) -> Result<Self, DriverError> {
         start(&opts, addr.port())?;
         let sock = socket(&opts, false)?;
-        match sock.bind(Target::Inet(addr)) {
-            // A socket of this process dropped with its association up keeps
-            // the port until usrsctp-ffi's reaper has closed it (at most
-            // `reaper::CLOSE_AFTER`): listening again there waits for that.
-            Err(usrsctp_ffi::Error::Io { err, .. })
-                if err.kind() == std::io::ErrorKind::AddrInUse
-                    && usrsctp_ffi::reaper::condemned() > 0
-                    && usrsctp_ffi::reaper::wait_idle(usrsctp_ffi::reaper::CLOSE_AFTER) =>
-            {
-                sock.bind(Target::Inet(addr))?
-            }
-            r => r?,
-        }
+        bind_released(&sock, addr)?;
         sock.listen(8)?;
         Ok(Self { sock, opts })
     }
@@ -93,6 +83,41 @@ impl Listener {
     pub fn accept(&self, timeout: Duration) -> Result<SctpConnection, DriverError> {
         let s = self.sock.accept(timeout)?;
         verify(s, &self.opts)
+    }
+}
+
+/// How long listening waits for a port this process's own sockets still hold.
+/// usrsctp's SCTP ports belong to the process (the stack is in user space), so
+/// a port in use is held by a socket of ours, and one that was just dropped
+/// lets go of it in two steps: usrsctp-ffi's reaper closes a socket whose
+/// association was up within `reaper::CLOSE_AFTER`, and usrsctp unbinds a
+/// closed endpoint only once its last association is freed, which it defers
+/// to a timer while another of its threads still references the association
+/// (0.9.5.0 `sctp_pcb.c`: `sctp_free_assoc` starts the ASOCKILL timer and
+/// `sctp_inpcb_free` returns before unhashing the port). Past this wait the
+/// port is held by a live socket and the error stands.
+const RELEASE_WAIT: Duration =
+    usrsctp_ffi::reaper::CLOSE_AFTER.saturating_add(Duration::from_secs(1));
+/// How often binding is tried again while waiting: usrsctp announces no
+/// endpoint's release.
+const RELEASE_POLL: Duration = Duration::from_millis(5);
+
+/// Bind a listener's socket to `addr`, waiting (at most [`RELEASE_WAIT`]) for
+/// sockets of this process dropped there to release the port.
+fn bind_released(sock: &Socket, addr: SocketAddrV4) -> Result<(), DriverError> {
+    let deadline = Instant::now() + RELEASE_WAIT;
+    loop {
+        match sock.bind(Target::Inet(addr)) {
+            Err(usrsctp_ffi::Error::Io { err, .. })
+                if err.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < deadline =>
+            {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if usrsctp_ffi::reaper::condemned() == 0 || !usrsctp_ffi::reaper::wait_idle(left) {
+                    std::thread::sleep(RELEASE_POLL.min(left));
+                }
+            }
+            r => return Ok(r?),
+        }
     }
 }
 
