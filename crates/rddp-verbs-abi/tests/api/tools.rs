@@ -410,6 +410,17 @@ impl Killed {
         child.wait_with_output().expect("wait")
     }
 
+    /// Ends the process as `Drop` does (SIGTERM) and returns what it printed:
+    /// a server's side of a failed client run.
+    fn stop(mut self) -> std::process::Output {
+        let child = self.0.take().expect("a process");
+        if let Ok(pid) = i32::try_from(child.id()) {
+            // SAFETY: a signal to this test's own child, not yet reaped.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+        child.wait_with_output().expect("wait")
+    }
+
     /// Waits for the process to end on its own.
     fn wait(mut self) -> std::process::ExitStatus {
         let mut child = self.0.take().expect("a process");
@@ -958,11 +969,17 @@ fn perftest(lib: &Path, tool: &str, args: &[&str], secs: &str) -> (String, Strin
             eprintln!("note: {tool} {args:?} lost perftest's second-connect race; again");
             continue; // `server` is killed as it drops.
         }
-        assert!(
-            client.status.success(),
-            "{tool} {args:?} client: {}\n{c_out}\n{c_err}",
-            client.status
-        );
+        if !client.status.success() {
+            // The server's side too: which end gave up, and why.
+            let s = server.stop();
+            panic!(
+                "{tool} {args:?} client: {}\n{c_out}\n{c_err}\nserver on port {port}: {}\n{}\n{}",
+                client.status,
+                s.status,
+                String::from_utf8_lossy(&s.stdout),
+                String::from_utf8_lossy(&s.stderr)
+            );
+        }
         let server = server.output();
         let s_out = String::from_utf8_lossy(&server.stdout).into_owned();
         assert!(
