@@ -414,10 +414,7 @@ impl Killed {
     /// a server's side of a failed client run.
     fn stop(mut self) -> std::process::Output {
         let child = self.0.take().expect("a process");
-        if let Ok(pid) = i32::try_from(child.id()) {
-            // SAFETY: a signal to this test's own child, not yet reaped.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-        }
+        terminate(&child);
         child.wait_with_output().expect("wait")
     }
 
@@ -431,15 +428,19 @@ impl Killed {
 impl Drop for Killed {
     fn drop(&mut self) {
         if let Some(c) = &mut self.0 {
-            // SIGTERM first: a `timeout` wrapper passes it on to its
-            // command, which SIGKILL would leave running (a perftest
-            // server left waiting spins on a CPU).
-            if let Ok(pid) = i32::try_from(c.id()) {
-                // SAFETY: a signal to this test's own child, not yet reaped.
-                unsafe { libc::kill(pid, libc::SIGTERM) };
-            }
+            terminate(c);
             let _ = c.wait();
         }
+    }
+}
+
+/// SIGTERM to `child`, not SIGKILL: a `timeout` wrapper passes it on to its
+/// command, which SIGKILL would leave running (a perftest server left
+/// waiting spins on a CPU).
+fn terminate(child: &std::process::Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // SAFETY: a signal to this test's own child, not yet reaped.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
     }
 }
 
