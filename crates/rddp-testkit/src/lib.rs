@@ -92,16 +92,79 @@ pub fn tcp_listening_in(pid: u32, port: u16) -> bool {
     listening_in(&format!("/proc/{pid}/net"), port)
 }
 
-fn listening_in(net: &str, port: u16) -> bool {
-    let want = format!(":{port:04X}");
-    ["tcp", "tcp6"].iter().any(|f| {
-        std::fs::read_to_string(format!("{net}/{f}")).is_ok_and(|t| {
-            t.lines().skip(1).any(|l| {
-                let cols: Vec<&str> = l.split_whitespace().collect();
-                cols.len() > 3 && cols[1].ends_with(&want) && cols[3] == "0A"
+/// Whether process `pid`, or a process it started (at any depth: a tool
+/// run under `timeout`), holds a TCP socket listening on `port` in this
+/// network namespace. Unlike [`tcp_listening`], another process's listener
+/// on the same port at another local address (a test beside this one that
+/// listens on 192.0.2.2 while this one's tool will listen on 127.0.0.1)
+/// does not count: its client would be refused.
+pub fn tcp_listening_by(pid: u32, port: u16) -> bool {
+    let inodes = listening_inodes("/proc/net", port);
+    if inodes.is_empty() {
+        return false;
+    }
+    let wanted: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();
+    process_tree(pid).into_iter().any(|p| {
+        std::fs::read_dir(format!("/proc/{p}/fd")).is_ok_and(|fds| {
+            fds.flatten().any(|fd| {
+                std::fs::read_link(fd.path())
+                    .is_ok_and(|l| wanted.iter().any(|w| l.as_os_str() == w.as_str()))
             })
         })
     })
+}
+
+fn listening_in(net: &str, port: u16) -> bool {
+    !listening_inodes(net, port).is_empty()
+}
+
+/// The inodes of the TCP sockets (IPv4 and IPv6) in state LISTEN (0A) on
+/// `port`, any local address, from `net`/tcp and `net`/tcp6.
+fn listening_inodes(net: &str, port: u16) -> Vec<String> {
+    let want = format!(":{port:04X}");
+    let mut inodes = Vec::new();
+    for f in ["tcp", "tcp6"] {
+        let Ok(table) = std::fs::read_to_string(format!("{net}/{f}")) else {
+            continue;
+        };
+        for line in table.lines().skip(1) {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            if cols.len() > 9 && cols[1].ends_with(&want) && cols[3] == "0A" {
+                inodes.push(cols[9].to_owned());
+            }
+        }
+    }
+    inodes
+}
+
+/// `pid` and every live process descended from it, from the parent field
+/// of each /proc/PID/stat (the field after the command's closing `)`).
+fn process_tree(pid: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| {
+                    let p: u32 = e.file_name().to_str()?.parse().ok()?;
+                    let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+                    let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?;
+                    Some((p, ppid.parse().ok()?))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(
+            parents
+                .iter()
+                .filter(|&&(_, pp)| pp == parent)
+                .map(|&(p, _)| p),
+        );
+        i += 1;
+    }
+    tree
 }
 
 /// The sizes fi_pingpong (libfabric's) runs by default, 64 octets to 1 MiB,
@@ -117,4 +180,27 @@ pub fn fi_pingpong_reported_all(out: &str, iters: u32) -> bool {
             .find(|l| l.split_whitespace().next() == Some(*size))
             .is_some_and(|l| l.split_whitespace().nth(2) == Some(acked.as_str()))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A listener this process holds is seen by the any-address check and
+    /// by the owner check for this process, not by the owner check for
+    /// another process: a tool told to listen on that port would not have.
+    #[test]
+    fn a_listener_counts_for_its_own_process_only() {
+        let listener = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mut other = Command::new("sleep").arg("30").spawn().unwrap();
+        let seen_for_other = tcp_listening_by(other.id(), port);
+        other.kill().unwrap();
+        other.wait().unwrap();
+        assert!(tcp_listening(port));
+        assert!(tcp_listening_by(std::process::id(), port));
+        assert!(!seen_for_other, "another process's listener counted");
+        drop(listener);
+        assert!(!tcp_listening_by(std::process::id(), port));
+    }
 }

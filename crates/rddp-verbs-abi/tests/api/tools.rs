@@ -3,7 +3,7 @@
 //! versions against what they import.
 
 use crate::common;
-use rddp_testkit::tcp_listening as listening;
+use rddp_testkit::tcp_listening_by;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
@@ -888,13 +888,17 @@ fn exports_cover_what_perftest_imports() {
     }
 }
 
-/// Starts the server `cmd` (its output piped) and returns once a socket
-/// listens on `port`, the port it was told to listen on (`tool` names it in
-/// failures): a client started then is not refused.
+/// Starts the server `cmd` (its output piped) and returns once it (or the
+/// tool it runs, under `timeout`) holds a socket listening on `port`, the
+/// port it was told to listen on (`tool` names it in failures): a client
+/// started then is not refused. Another test's listener on that port at
+/// another address (ofi_rxm's, on rddp0's, takes ports of the same range)
+/// does not count.
 fn serve(mut cmd: Command, port: u16, tool: &str) -> Killed {
     let mut server = Killed(Some(cmd.spawn().unwrap()));
+    let pid = server.0.as_ref().unwrap().id();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !listening(port) {
+    while !tcp_listening_by(pid, port) {
         let exited = server.0.as_mut().unwrap().try_wait().unwrap();
         if let Some(status) = exited {
             let out = server.output();
