@@ -35,8 +35,10 @@
 #     commit REV (built in a worktree under target/bench-old), alternately in
 #     the same rounds: the table says what a change did to each row (a ratio
 #     below 1, above 1 for the ping-pong's latency, is worse). No idle row.
-# Environment: ROUNDS (5), IDLE (1000 connections), MANY (1000 queue pairs of the
-# aggregate row), BATCH (1: messages per
+# Environment: ROUNDS (5), ROWS (the rows to run, by key, e.g. ROWS="many
+# manyauto"; all by default: write read send64k msg64 msg64pin pp many manyauto
+# sctp idle; not with --write), IDLE (1000 connections), MANY (1000 queue pairs
+# of the aggregate row), BATCH (1: messages per
 # write(2) in the baseline, = FPDUs per sendmsg of `rddp perf`'s Sends, each
 # written as it is posted; `rddp perf --post-list N` gathers N per sendmsg, and
 # its honest baseline is BATCH=N: docs/journal.md, "Per-message costs of Sends").
@@ -69,6 +71,14 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ -z "$against" ] || [ $write = 0 ] || { echo "--against and --write do not go together" >&2; exit 2; }
+all_rows="write read send64k msg64 msg64pin pp many manyauto sctp idle"
+rows=${ROWS:-$all_rows}
+for k in $rows; do
+  [[ " $all_rows " == *" $k "* ]] || { echo "ROWS: no row '$k' (rows: $all_rows)" >&2; exit 2; }
+done
+[ -z "${ROWS:-}" ] || [ $write = 0 ] || { echo "ROWS and --write do not go together: the table is whole" >&2; exit 2; }
+# Whether row KEY runs (ROWS).
+runs() { [[ " $rows " == *" $1 "* ]]; }
 rounds=${ROUNDS:-$([ $quick = 1 ] && echo 3 || echo 5)}
 idle_n=${IDLE:-1000}
 many=${MANY:-1000}
@@ -216,8 +226,9 @@ pair() {
   else g=$(r_$1) || failed "$1" rddp; t=$(b_$1) || failed "$1" baseline; fi
   add "$1" "${g:-0}" "${t:-0}"
 }
-# The rows, in the order each round runs them.
-keys=(write read send64k msg64 msg64pin pp many manyauto sctp)
+# The rows, in the order each round runs them (those ROWS names).
+keys=()
+for k in write read send64k msg64 msg64pin pp many manyauto sctp; do runs "$k" && keys+=("$k"); done
 if [ -n "$against" ]; then
   # Each row's baseline: the same rddp run with the old binary (bash's locals
   # are seen by the functions called: rddp_perf runs $bin).
@@ -237,6 +248,7 @@ fmt() { awk -v v="$1" -v f="$2" 'BEGIN { printf f, v }'; }
 
 if [ -n "$against" ]; then
   crow() { # name key printf-format
+    runs "$2" || return 0
     local a b; a=$(echo "${R[$2]}" | med); b=$(echo "${B[$2]}" | med)
     printf '| %s | %s | %s | %s |\n' "$1" "$(fmt "$a" "$3")" "$(fmt "$b" "$3")" "$(ratio "$a" "$b")"
   }
@@ -258,46 +270,51 @@ if [ -n "$against" ]; then
   exit 0
 fi
 
-# Idle queue pairs: `rddp target` with small buffers, IDLE connections held open.
-buf=4096; rcount=2; rsize=4096
-port=$(free_port)
-"$bin" target --listen "127.0.0.1:$port" --buffer-size $buf --recv-count $rcount --recv-size $rsize \
-  >/dev/null 2>target/idle_target.err &
-tgt=$!; pids+=("$tgt")
-wait_port "$port"
-sleep 0.3
-status() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$tgt/status" 2>/dev/null || echo 0; }
-rss0=$(status VmRSS)
-"$ex/idle_mpa" "127.0.0.1:$port" "$idle_n" >target/idle_mpa.out 2>&1 &
-idle=$!; pids+=("$idle")
-ready=failed
-for _ in $(seq 600); do
-  grep -q '^ready' target/idle_mpa.out 2>/dev/null && { ready=ok; break; }
-  kill -0 "$idle" 2>/dev/null || break
-  sleep 0.5
-done
-sleep 1
-threads=$(status Threads)
-rss1=$(status VmRSS)
-if ! kill -0 "$tgt" 2>/dev/null; then
+# Idle queue pairs (the row idle): `rddp target` with small buffers, IDLE
+# connections held open.
+if runs idle; then
+  buf=4096; rcount=2; rsize=4096
+  port=$(free_port)
+  "$bin" target --listen "127.0.0.1:$port" --buffer-size $buf --recv-count $rcount --recv-size $rsize \
+    >/dev/null 2>target/idle_target.err &
+  tgt=$!; pids+=("$tgt")
+  wait_port "$port"
+  sleep 0.3
+  status() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$tgt/status" 2>/dev/null || echo 0; }
+  rss0=$(status VmRSS)
+  "$ex/idle_mpa" "127.0.0.1:$port" "$idle_n" >target/idle_mpa.out 2>&1 &
+  idle=$!; pids+=("$idle")
   ready=failed
-  echo "rddp target exited during the idle measurement: $(tail -1 target/idle_target.err)" >> target/idle_mpa.out
-fi
-per_kib=$(awk -v a="$rss0" -v b="$rss1" -v n="$idle_n" -v reg=$(( (buf + rcount * rsize) / 1024 )) \
-  'BEGIN { printf "%.1f", (b - a) / n - reg }')
-kill "$idle" "$tgt" 2>/dev/null || true
-wait "$idle" "$tgt" 2>/dev/null || true
-if [ $ready != ok ]; then
-  echo "idle connections failed: $(tail -1 target/idle_mpa.out)" >&2
-  threads="(failed: $(tail -1 target/idle_mpa.out))"; per_kib="-"
+  for _ in $(seq 600); do
+    grep -q '^ready' target/idle_mpa.out 2>/dev/null && { ready=ok; break; }
+    kill -0 "$idle" 2>/dev/null || break
+    sleep 0.5
+  done
+  sleep 1
+  threads=$(status Threads)
+  rss1=$(status VmRSS)
+  if ! kill -0 "$tgt" 2>/dev/null; then
+    ready=failed
+    echo "rddp target exited during the idle measurement: $(tail -1 target/idle_target.err)" >> target/idle_mpa.out
+  fi
+  per_kib=$(awk -v a="$rss0" -v b="$rss1" -v n="$idle_n" -v reg=$(( (buf + rcount * rsize) / 1024 )) \
+    'BEGIN { printf "%.1f", (b - a) / n - reg }')
+  kill "$idle" "$tgt" 2>/dev/null || true
+  wait "$idle" "$tgt" 2>/dev/null || true
+  if [ $ready != ok ]; then
+    echo "idle connections failed: $(tail -1 target/idle_mpa.out)" >&2
+    threads="(failed: $(tail -1 target/idle_mpa.out))"; per_kib="-"
+  fi
 fi
 
 row() { # name key unit baseline-name target printf-format
+  runs "$2" || return 0
   local a b; a=$(echo "${R[$2]}" | med); b=$(echo "${B[$2]}" | med)
   printf '| %s | %s%s | %s: %s | %s | %s |\n' "$1" "$(fmt "$a" "$6")" "$3" "$4" "$(fmt "$b" "$6")" \
     "$(ratio "$a" "$b")" "$5"
 }
 rowlat() {
+  runs pp || return 0
   local a b; a=$(echo "${R[pp]}" | med); b=$(echo "${B[pp]}" | med)
   printf '| %s | %s us | sockperf: %s us | %sx slower | <= 1.3x |\n' "$1" "$(fmt "$a" %.1f)" \
     "$(fmt "$b" %.1f)" "$(ratio "$a" "$b")"
@@ -317,7 +334,7 @@ table=$(
   awk 'NF == 2 { c += $1; b += $2; n++ } NF != 2 { miss++ }
     END { printf "| user-space copies of payload, both ends of every rddp run above | %d octets of %.1f GiB moved (%d runs%s) | | | only Sends under 1 KiB read alone |\n",
           c, b / 2^30, n, miss ? ", " miss " without a count" : "" }' "$copies_log"
-  echo "| \`rddp target\`, $idle_n idle MPA connections | $threads threads, $per_kib KiB per connection beyond its $(( (buf + rcount * rsize) / 1024 )) KiB of buffers | | | <= cores + 4 threads, <= 32 KiB |"
+  ! runs idle || echo "| \`rddp target\`, $idle_n idle MPA connections | $threads threads, $per_kib KiB per connection beyond its $(( (buf + rcount * rsize) / 1024 )) KiB of buffers | | | <= cores + 4 threads, <= 32 KiB |"
 )
 # The machine and the code are part of the figures (the ratios move with
 # both): the CPU model, the kernel and the commit go into the stamp.
