@@ -226,9 +226,12 @@ pair() {
   else g=$(r_$1) || failed "$1" rddp; t=$(b_$1) || failed "$1" baseline; fi
   add "$1" "${g:-0}" "${t:-0}"
 }
-# The rows, in the order each round runs them (those ROWS names).
+# The rows each round runs, in this order: those ROWS names, but the idle
+# row (measured once, after the rounds).
 keys=()
-for k in write read send64k msg64 msg64pin pp many manyauto sctp; do runs "$k" && keys+=("$k"); done
+for k in $all_rows; do
+  if [ "$k" != idle ] && runs "$k"; then keys+=("$k"); fi
+done
 if [ -n "$against" ]; then
   # Each row's baseline: the same rddp run with the old binary (bash's locals
   # are seen by the functions called: rddp_perf runs $bin).
